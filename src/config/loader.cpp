@@ -1,0 +1,722 @@
+// Strict YAML reader, dumper and schema printer over the visit() lists in schema.h.
+#include "config/loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "util/fs.h"
+
+namespace ropelab::config {
+
+namespace stdfs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Position variant machinery: pick the alternative whose kName matches `type`.
+
+namespace {
+template <size_t I = 0>
+void names_of(std::vector<std::string>& out) {
+  if constexpr (I < std::variant_size_v<PositionVariant>) {
+    out.emplace_back(std::variant_alternative_t<I, PositionVariant>::kName);
+    names_of<I + 1>(out);
+  }
+}
+std::vector<std::string> position_names() {
+  std::vector<std::string> n;
+  names_of(n);
+  return n;
+}
+template <size_t I = 0>
+void select_variant(PositionVariant& v, const std::string& name) {
+  if constexpr (I < std::variant_size_v<PositionVariant>) {
+    using Alt = std::variant_alternative_t<I, PositionVariant>;
+    if (name == Alt::kName) {
+      if (v.index() != I) v = Alt{};
+      return;
+    }
+    select_variant<I + 1>(v, name);
+  }
+}
+}  // namespace
+
+template <class V>
+void PositionConfig::visit(V& v) {
+  v("type", type, "position module: none, sinusoidal, learned, t5, rope, alibi, xpos",
+    one_of(position_names()));
+  select_variant(opts, type);
+  std::visit([&](auto& alt) { alt.visit(v); }, opts);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::string Loc::str() const {
+  if (line <= 0) return file;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(col);
+}
+
+std::string Problem::str() const {
+  std::string s = loc.str();
+  if (!key.empty()) s += (s.empty() ? "" : ": ") + key;
+  return s + ": " + message;
+}
+
+namespace {
+std::string join_problems(const std::vector<Problem>& ps) {
+  std::string s;
+  for (const auto& p : ps) s += (s.empty() ? "" : "\n") + p.str();
+  return s;
+}
+}  // namespace
+
+ConfigError::ConfigError(std::vector<Problem> problems)
+    : UserError(join_problems(problems)), problems_(std::move(problems)) {}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& options) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const auto& o : options) {
+    size_t d = edit_distance(word, o);
+    if (d < best_d) best_d = d, best = o;
+  }
+  return best.empty() ? "" : "did you mean '" + best + "'? ";
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+// Shared state of one load: problems found, where each key was last set, required keys.
+struct Ctx {
+  std::vector<Problem> problems;
+  std::map<std::string, Loc> set_at;
+  std::set<std::string> required;
+  bool unreadable = false;  // a file could not be read or parsed: skip the "missing" checks
+  Loc top;                  // the file the user named (for problems with no better place)
+  void add(Loc loc, std::string key, std::string msg) {
+    problems.push_back(Problem{std::move(loc), std::move(key), std::move(msg)});
+  }
+};
+
+Loc loc_of(const YAML::Node& n, const std::string& file) {
+  YAML::Mark m = n.Mark();
+  if (m.is_null() || m.line < 0) return Loc{file, 0, 0};
+  return Loc{file, m.line + 1, m.column + 1};
+}
+
+// Reports duplicate keys anywhere in a document.
+void find_duplicates(const YAML::Node& n, const std::string& file, const std::string& prefix,
+                     Ctx& ctx) {
+  if (n.IsMap()) {
+    std::map<std::string, Loc> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      std::string k = it->first.Scalar();
+      Loc here = loc_of(it->first, file);
+      auto [pos, fresh] = seen.emplace(k, here);
+      if (!fresh)
+        ctx.add(here, prefix + k,
+                "duplicate key (first set at line " + std::to_string(pos->second.line) + ")");
+      find_duplicates(it->second, file, prefix + k + ".", ctx);
+    }
+  } else if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i)
+      find_duplicates(
+          n[i], file,
+          prefix.substr(0, prefix.empty() ? 0 : prefix.size() - 1) + "[" + std::to_string(i) + "].",
+          ctx);
+  }
+}
+
+template <class T, class = void>
+struct is_visitable : std::false_type {};
+template <class T>
+struct is_visitable<
+    T, std::void_t<decltype(std::declval<T&>().template visit<int>(std::declval<int&>()))>>
+    : std::true_type {};
+// (visit<int> is never instantiated: decltype only looks at the declaration.)
+
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+
+// ---------------------------------------------------------------------------------------------
+// Reader: applies one YAML map onto a struct, setting only the keys present.
+
+class Reader {
+ public:
+  Reader(YAML::Node map, std::string file, std::string prefix, Ctx& ctx,
+         std::set<std::string> extra_known = {})
+      : map_(std::move(map)),
+        file_(std::move(file)),
+        prefix_(std::move(prefix)),
+        ctx_(ctx),
+        known_(std::move(extra_known)) {}
+
+  template <class T>
+  void operator()(const char* key, T& field, const char* /*help*/, const Check& check = {}) {
+    allowed_.emplace_back(key);
+    std::string path = prefix_ + key;
+    if (check.required) ctx_.required.insert(path);
+    std::optional<YAML::Node> n = find(key);
+    if (!n) return;
+    if (read(*n, field, path, check)) ctx_.set_at[path] = loc_of(*n, file_);
+  }
+
+  // Reports keys of the map that no field claimed.
+  void finish() {
+    if (!map_.IsMap()) return;
+    for (auto it = map_.begin(); it != map_.end(); ++it) {
+      std::string k = it->first.Scalar();
+      if (known_.count(k) != 0 || std::find(allowed_.begin(), allowed_.end(), k) != allowed_.end())
+        continue;
+      ctx_.add(loc_of(it->first, file_), prefix_ + k,
+               "unknown key; " + did_you_mean(k, allowed_) + "(allowed: " + join(allowed_) + ")");
+    }
+  }
+
+ private:
+  std::optional<YAML::Node> find(const char* key) const {
+    std::optional<YAML::Node> found;
+    for (auto it = map_.begin(); it != map_.end(); ++it)
+      if (it->first.Scalar() == key) found.emplace(it->second);  // last wins; dups reported
+    return found;
+  }
+
+  bool fail(const YAML::Node& n, const std::string& path, const std::string& msg) {
+    ctx_.add(loc_of(n, file_), path, msg);
+    return false;
+  }
+
+  static std::string shown(const YAML::Node& n) {
+    if (n.IsScalar()) return "'" + n.Scalar() + "'";
+    if (n.IsMap()) return "a mapping";
+    if (n.IsSequence()) return "a list";
+    return "nothing";
+  }
+
+  bool check_range(const YAML::Node& n, const std::string& path, double v, const Check& c) {
+    if (v < c.min || v > c.max) {
+      std::ostringstream os;
+      os << "value " << n.Scalar() << " is out of range";
+      if (std::isfinite(c.min) && std::isfinite(c.max))
+        os << " [" << c.min << ", " << c.max << "]";
+      else if (std::isfinite(c.min))
+        os << " (must be >= " << c.min << ")";
+      else
+        os << " (must be <= " << c.max << ")";
+      return fail(n, path, os.str());
+    }
+    return true;
+  }
+
+  bool read(const YAML::Node& n, int64_t& out, const std::string& path, const Check& c) {
+    if (!n.IsScalar()) return fail(n, path, "expected an integer, got " + shown(n));
+    const std::string& s = n.Scalar();
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size()) {
+      // Accept integral floats written like 1e6.
+      char* end = nullptr;
+      double d = std::strtod(s.c_str(), &end);
+      if (s.empty() || *end != '\0' || d != std::floor(d) || std::abs(d) > 9e15)
+        return fail(n, path, "expected an integer, got '" + s + "'");
+      v = static_cast<int64_t>(d);
+    }
+    if (!check_range(n, path, static_cast<double>(v), c)) return false;
+    out = v;
+    return true;
+  }
+
+  bool read(const YAML::Node& n, double& out, const std::string& path, const Check& c) {
+    if (!n.IsScalar()) return fail(n, path, "expected a number, got " + shown(n));
+    const std::string& s = n.Scalar();
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !std::isfinite(v))
+      return fail(n, path, "expected a number, got '" + s + "'");
+    if (!check_range(n, path, v, c)) return false;
+    out = v;
+    return true;
+  }
+
+  bool read(const YAML::Node& n, bool& out, const std::string& path, const Check&) {
+    if (n.IsScalar()) {
+      const std::string& s = n.Scalar();
+      if (s == "true" || s == "True") return out = true, true;
+      if (s == "false" || s == "False") return out = false, true;
+    }
+    return fail(n, path, "expected true or false, got " + shown(n));
+  }
+
+  bool read(const YAML::Node& n, std::string& out, const std::string& path, const Check& c) {
+    if (n.IsNull()) {
+      if (!c.choices.empty())
+        return fail(n, path, "has no value (one of: " + join(c.choices) + ")");
+      out.clear();
+      return true;
+    }
+    if (!n.IsScalar()) return fail(n, path, "expected a string, got " + shown(n));
+    const std::string& s = n.Scalar();
+    if (!c.choices.empty() && std::find(c.choices.begin(), c.choices.end(), s) == c.choices.end())
+      return fail(n, path,
+                  "'" + s + "' is not allowed; " + did_you_mean(s, c.choices) +
+                      "(one of: " + join(c.choices) + ")");
+    out = s;
+    return true;
+  }
+
+  template <class T>
+  bool read(const YAML::Node& n, std::vector<T>& out, const std::string& path, const Check& c) {
+    if (n.IsNull()) {
+      out.clear();
+      return true;
+    }
+    if (!n.IsSequence()) return fail(n, path, "expected a list, got " + shown(n));
+    std::vector<T> items(n.size());
+    bool ok = true;
+    for (size_t i = 0; i < n.size(); ++i)
+      ok = read(n[i], items[i], path + "[" + std::to_string(i) + "]", c) && ok;
+    if (ok) out = std::move(items);
+    return ok;
+  }
+
+  template <class T, std::enable_if_t<is_visitable<T>::value, int> = 0>
+  bool read(const YAML::Node& n, T& out, const std::string& path, const Check&) {
+    if (n.IsNull()) return true;  // "position:" with nothing under it changes nothing
+    if (!n.IsMap()) return fail(n, path, "expected a mapping, got " + shown(n));
+    Reader sub(n, file_, path + ".", ctx_);
+    out.visit(sub);
+    sub.finish();
+    return true;
+  }
+
+  YAML::Node map_;
+  std::string file_, prefix_;
+  Ctx& ctx_;
+  std::set<std::string> known_;
+  std::vector<std::string> allowed_;
+};
+
+// Collects the dotted paths of required keys (before any file is read, so a required key in a
+// section the file never mentions is still missed).
+class RequiredCollector {
+ public:
+  RequiredCollector(std::set<std::string>& out, std::string prefix)
+      : out_(out), prefix_(std::move(prefix)) {}
+  template <class T>
+  void operator()(const char* key, T& field, const char*, const Check& check = {}) {
+    if (check.required) out_.insert(prefix_ + key);
+    if constexpr (is_visitable<T>::value) {
+      RequiredCollector sub(out_, prefix_ + key + ".");
+      field.visit(sub);
+    }
+  }
+
+ private:
+  std::set<std::string>& out_;
+  std::string prefix_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Writer: emits every field (defaults included) in visit order.
+
+std::string format_double(double v) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, p);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+class Writer {
+ public:
+  explicit Writer(YAML::Emitter& out, bool comments = false) : out_(out), comments_(comments) {}
+
+  template <class T>
+  void operator()(const char* key, T& field, const char* help, const Check& check = {}) {
+    out_ << YAML::Key << key << YAML::Value;
+    write(field);
+    if (comments_) {
+      std::string h = help;
+      if (!check.choices.empty() && h.find(join(check.choices)) == std::string::npos &&
+          check.choices.size() > 1 && check.choices.size() <= 12)
+        h += " [" + join(check.choices, " | ") + "]";
+      if (check.required) h += " (required)";
+      if (!h.empty()) out_ << YAML::Comment(h);
+    }
+  }
+
+ private:
+  void write(int64_t v) { out_ << v; }
+  void write(double v) { out_ << format_double(v); }
+  void write(bool v) { out_ << (v ? "true" : "false"); }
+  void write(const std::string& v) {
+    if (v.empty())
+      out_ << YAML::DoubleQuoted << v;
+    else
+      out_ << v;
+  }
+  template <class T>
+  void write(std::vector<T>& v) {
+    if (v.empty()) {
+      out_ << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+      return;
+    }
+    out_ << YAML::BeginSeq;
+    for (auto& x : v) write(x);
+    out_ << YAML::EndSeq;
+  }
+  template <class T, std::enable_if_t<is_visitable<T>::value, int> = 0>
+  void write(T& v) {
+    out_ << YAML::BeginMap;
+    v.visit(*this);
+    out_ << YAML::EndMap;
+  }
+
+  YAML::Emitter& out_;
+  bool comments_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+YAML::Node parse_file(const std::string& path, Ctx& ctx) {
+  std::string text;
+  try {
+    text = fs::read_file(path);
+  } catch (const UserError& e) {
+    ctx.add(Loc{path, 0, 0}, "", "cannot read the file");
+    ctx.unreadable = true;
+    return {};
+  }
+  try {
+    YAML::Node n = YAML::Load(text);
+    if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    if (!n.IsMap()) {
+      ctx.add(loc_of(n, path), "", "the top level must be a mapping of keys to values");
+      return {};
+    }
+    find_duplicates(n, path, "", ctx);
+    return n;
+  } catch (const YAML::Exception& e) {
+    ctx.add(Loc{path, e.mark.line + 1, e.mark.column + 1}, "", "YAML syntax error: " + e.msg);
+    ctx.unreadable = true;
+    return {};
+  }
+}
+
+// Applies `path` (after the files it inherits) onto `target`.
+template <class T>
+void apply_file(const std::string& path, T& target, Ctx& ctx, std::vector<std::string>& stack) {
+  std::string canon = stdfs::weakly_canonical(path).string();
+  if (std::find(stack.begin(), stack.end(), canon) != stack.end()) {
+    ctx.add(Loc{path, 0, 0}, "inherit",
+            "inheritance cycle: " + join(stack, " -> ") + " -> " + canon);
+    return;
+  }
+  YAML::Node doc = parse_file(path, ctx);
+  if (!doc) return;
+  stack.push_back(canon);
+  if (YAML::Node inh = doc["inherit"]) {
+    std::vector<YAML::Node> parents;
+    if (inh.IsScalar())
+      parents.push_back(inh);
+    else if (inh.IsSequence())
+      for (const auto& p : inh) parents.push_back(p);
+    else
+      ctx.add(loc_of(inh, path), "inherit", "expected a file name or a list of file names");
+    for (const auto& p : parents) {
+      if (!p.IsScalar()) {
+        ctx.add(loc_of(p, path), "inherit", "expected a file name");
+        continue;
+      }
+      stdfs::path parent = stdfs::path(path).parent_path() / p.Scalar();
+      if (!stdfs::exists(parent)) {
+        ctx.add(loc_of(p, path), "inherit", "no such file: " + parent.string());
+        continue;
+      }
+      apply_file(parent.string(), target, ctx, stack);
+    }
+  }
+  stack.pop_back();
+  Reader r(doc, path, "", ctx, {"inherit"});
+  target.visit(r);
+  r.finish();
+}
+
+bool valid_key_path(const std::string& k) {
+  if (k.empty() || k.front() == '.' || k.back() == '.' || k.find("..") != std::string::npos)
+    return false;
+  return std::all_of(k.begin(), k.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+  });
+}
+
+template <class T>
+void apply_overrides(const std::vector<Override>& overrides, T& target, Ctx& ctx) {
+  for (const auto& o : overrides) {
+    std::string origin = o.origin + " '" + o.text + "'";
+    auto eq = o.text.find('=');
+    std::string key = eq == std::string::npos ? "" : o.text.substr(0, eq);
+    if (eq == std::string::npos || !valid_key_path(key)) {
+      ctx.add(Loc{origin, 0, 0}, "", "expected key.path=value");
+      continue;
+    }
+    YAML::Node value;
+    try {
+      value = YAML::Load(o.text.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      ctx.add(Loc{origin, 0, 0}, key, "cannot parse the value: " + e.msg);
+      continue;
+    }
+    // Build {a: {b: {c: value}}} and apply it like a file.
+    std::vector<std::string> parts;
+    std::stringstream ss(key);
+    for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+    YAML::Node root(YAML::NodeType::Map), cur = root;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      YAML::Node child(YAML::NodeType::Map);
+      cur[parts[i]] = child;
+      cur.reset(child);
+    }
+    cur[parts.back()] = value;
+    Reader r(root, origin, "", ctx);
+    target.visit(r);
+    r.finish();
+  }
+}
+
+Loc where(const Ctx& ctx, const std::string& key) {
+  // The most specific key path that was set, walking up "a.b.c" -> "a.b" -> "a".
+  std::string k = key;
+  while (true) {
+    auto it = ctx.set_at.find(k);
+    if (it != ctx.set_at.end()) return it->second;
+    auto dot = k.rfind('.');
+    if (dot == std::string::npos) return ctx.top;
+    k = k.substr(0, dot);
+  }
+}
+
+template <class T>
+T load_any(const std::string& path, const std::vector<Override>& overrides, Ctx& ctx) {
+  T target;
+  ctx.top = Loc{path, 0, 0};
+  RequiredCollector rc(ctx.required, "");
+  target.visit(rc);
+  if (!stdfs::exists(path)) throw ConfigError({Problem{Loc{path, 0, 0}, "", "no such file"}});
+  std::vector<std::string> stack;
+  apply_file(path, target, ctx, stack);
+  apply_overrides(overrides, target, ctx);
+  for (const auto& r : ctx.required)
+    if (!ctx.unreadable && ctx.set_at.count(r) == 0)
+      ctx.add(where(ctx, r), r, "required key is missing");
+  return target;
+}
+
+std::string resolve_relative(const std::string& base_file, const std::string& p) {
+  if (p.empty() || stdfs::path(p).is_absolute()) return p;
+  return (stdfs::path(base_file).parent_path() / p).lexically_normal().string();
+}
+
+}  // namespace
+
+std::vector<Override> overrides_from_args(const std::vector<std::string>& args) {
+  std::vector<Override> out;
+  out.reserve(args.size());
+  for (const auto& a : args) out.push_back(Override{a, "command line"});
+  return out;
+}
+
+Config load_config(const std::string& path, const std::vector<Override>& overrides) {
+  Ctx ctx;
+  Config c = load_any<Config>(path, overrides, ctx);
+  if (ctx.unreadable) throw ConfigError(ctx.problems);
+  for (auto& p : validate(c)) {
+    p.loc = where(ctx, p.key);
+    ctx.problems.push_back(p);
+  }
+  if (!ctx.problems.empty()) throw ConfigError(ctx.problems);
+  return c;
+}
+
+Config experiment_variant_config(const Experiment& exp, const Variant& variant) {
+  std::vector<Override> ov;
+  for (const auto& s : exp.set) ov.push_back(Override{s, exp.name + ": set"});
+  for (const auto& s : variant.set)
+    ov.push_back(Override{s, exp.name + ": variant " + variant.name});
+  ov.push_back(Override{"run.name=" + variant.name, "experiment"});
+  ov.push_back(
+      Override{"run.out_dir=" + (stdfs::path(exp.out_dir) / exp.name).string(), "experiment"});
+  return load_config(exp.base, ov);
+}
+
+Experiment load_experiment(const std::string& path) {
+  Ctx ctx;
+  Experiment e = load_any<Experiment>(path, {}, ctx);
+  if (!ctx.problems.empty()) throw ConfigError(ctx.problems);
+  e.base = resolve_relative(path, e.base);
+  std::set<std::string> names;
+  for (size_t i = 0; i < e.variants.size(); ++i) {
+    const auto& v = e.variants[i];
+    std::string key = "variants[" + std::to_string(i) + "].name";
+    if (!names.insert(v.name).second)
+      ctx.add(where(ctx, key), key, "duplicate variant name '" + v.name + "'");
+    if (v.name.empty() || v.name.find('/') != std::string::npos)
+      ctx.add(where(ctx, key), key, "variant names must be non-empty and contain no '/'");
+  }
+  if (e.variants.empty()) ctx.add(where(ctx, "variants"), "variants", "needs at least one variant");
+  if (ctx.problems.empty()) {
+    for (size_t i = 0; i < e.variants.size(); ++i) {
+      try {
+        experiment_variant_config(e, e.variants[i]);
+      } catch (const ConfigError& err) {
+        std::string key = "variants[" + std::to_string(i) + "]";
+        for (const auto& p : err.problems())
+          ctx.add(where(ctx, key), key, "variant '" + e.variants[i].name + "': " + p.str());
+      }
+    }
+  }
+  if (!ctx.problems.empty()) throw ConfigError(ctx.problems);
+  return e;
+}
+
+std::string dump(const Config& c) {
+  YAML::Emitter out;
+  Writer w(out);
+  out << YAML::BeginMap;
+  const_cast<Config&>(c).visit(w);  // NOLINT: the writer only reads
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string dump(const Experiment& e) {
+  YAML::Emitter out;
+  Writer w(out);
+  out << YAML::BeginMap;
+  const_cast<Experiment&>(e).visit(w);  // NOLINT: the writer only reads
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string schema() {
+  Config c;
+  YAML::Emitter out;
+  Writer w(out, /*comments=*/true);
+  out << YAML::BeginMap;
+  c.visit(w);
+  out << YAML::EndMap;
+  std::string s = out.c_str();
+  s += "\n\n# Position module options, by model.position.type:\n";
+  auto names = position_names();
+  for (const auto& n : names) {
+    PositionConfig p;
+    p.type = n;
+    select_variant(p.opts, n);
+    YAML::Emitter o;
+    Writer pw(o, true);
+    o << YAML::BeginMap;
+    p.visit(pw);
+    o << YAML::EndMap;
+    s += "# --- " + n + "\n" + o.c_str() + "\n";
+  }
+  return s;
+}
+
+std::vector<Problem> validate(const Config& c) {
+  std::vector<Problem> ps;
+  auto bad = [&](const std::string& key, const std::string& msg) {
+    ps.push_back(Problem{Loc{}, key, msg});
+  };
+  const auto& m = c.model;
+  if (m.d_model % m.n_heads != 0) {
+    bad("model.n_heads", "n_heads (" + std::to_string(m.n_heads) + ") must divide d_model (" +
+                             std::to_string(m.d_model) + ")");
+    return ps;  // the head dimension is meaningless: checks below would only add noise
+  }
+  int64_t head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
+  const bool linear = m.attention.kernel == "linear";
+  std::visit(
+      [&](const auto& pos) {
+        using P = std::decay_t<decltype(pos)>;
+        if constexpr (P::kBiasesScores) {
+          if (linear)
+            bad("model.position.type", std::string(P::kName) +
+                                           " adds a bias to attention scores, which linear "
+                                           "attention never forms; use softmax attention or "
+                                           "another position module");
+        }
+        if constexpr (std::is_same_v<P, RopeConfig>) {
+          int64_t rd = pos.rotary_dim == 0 ? head_dim : pos.rotary_dim;
+          if (rd > head_dim)
+            bad("model.position.rotary_dim", "rotary_dim (" + std::to_string(rd) +
+                                                 ") exceeds the head dimension (" +
+                                                 std::to_string(head_dim) + ")");
+          else if (rd % 2 != 0)
+            bad(pos.rotary_dim == 0 ? "model.n_heads" : "model.position.rotary_dim",
+                "RoPE rotates pairs of channels: the rotary dimension (" + std::to_string(rd) +
+                    ") must be even");
+          if (pos.scaling != "none" && pos.scale <= 1.0)
+            bad("model.position.scale", "scaling '" + pos.scaling + "' needs scale > 1");
+        }
+        if constexpr (std::is_same_v<P, XposConfig>) {
+          if (head_dim % 2 != 0)
+            bad("model.n_heads", "xPos rotates pairs of channels: the head dimension (" +
+                                     std::to_string(head_dim) + ") must be even");
+        }
+        if constexpr (std::is_same_v<P, LearnedConfig>) {
+          if (c.task.seq_len > pos.max_len)
+            bad("task.seq_len",
+                "seq_len (" + std::to_string(c.task.seq_len) +
+                    ") exceeds the learned position table (model.position.max_len = " +
+                    std::to_string(pos.max_len) + ")");
+        }
+      },
+      m.position.opts);
+  if (c.task.type == "clm" && m.arch != "decoder")
+    bad("model.arch", "task clm needs arch decoder (got " + m.arch + ")");
+  if (c.task.type == "mlm" && m.arch != "encoder")
+    bad("model.arch", "task mlm needs arch encoder (got " + m.arch + ")");
+  if (c.task.type == "glue" && m.arch != "encoder")
+    bad("model.arch", "task glue needs arch encoder (got " + m.arch + ")");
+  if (c.task.type == "translation" && m.arch != "encdec")
+    bad("model.arch", "task translation needs arch encdec (got " + m.arch + ")");
+  if (c.task.mask_token_frac + c.task.random_token_frac > 1.0 + 1e-9)
+    bad("task.random_token_frac", "mask_token_frac + random_token_frac must be <= 1");
+  if (c.train.schedule.warmup > c.train.max_steps && c.train.schedule.type != "constant")
+    bad("train.schedule.warmup", "warmup (" + std::to_string(c.train.schedule.warmup) +
+                                     ") is longer than max_steps (" +
+                                     std::to_string(c.train.max_steps) + ")");
+  bool user_data = c.data.source == "text" || c.data.source == "bytes" ||
+                   c.data.source == "parallel" || c.data.source == "glue";
+  if (user_data && c.data.train.empty())
+    bad("data.train", "data.source '" + c.data.source + "' needs data.train");
+  if (c.run.name.empty() || c.run.name.find('/') != std::string::npos)
+    bad("run.name", "must be non-empty and contain no '/'");
+  return ps;
+}
+
+}  // namespace ropelab::config

@@ -1,0 +1,379 @@
+// Typed configuration: every key ropelab understands, with its default, help text and checks.
+//
+// Each struct lists its fields once, in visit(). The strict YAML reader, the dumper and the
+// schema printer (`ropelab config --schema`) are visitors over the same list (config/loader.cpp),
+// so a key cannot exist in one place and be forgotten in another. Torch-free on purpose.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace ropelab::config {
+
+// Checks attached to a field. Ranges are inclusive; `choices` makes a string an enum.
+struct Check {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  std::vector<std::string> choices;
+  bool required = false;
+};
+inline Check at_least(double lo) { return Check{lo, std::numeric_limits<double>::infinity(), {}}; }
+inline Check between(double lo, double hi) { return Check{lo, hi, {}}; }
+inline Check one_of(std::vector<std::string> c) {
+  Check k;
+  k.choices = std::move(c);
+  return k;
+}
+inline Check required(Check c = {}) {
+  c.required = true;
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Position modules (model/position/*). One struct per variant; `kName` is its config name.
+// A new variant adds a struct here, to PositionVariant, and one line to the factory.
+
+// Static traits used by validation: where the module acts decides what it can be combined with.
+struct PositionTraits {
+  static constexpr bool kBiasesScores = false;  // adds a bias to attention scores (T5, ALiBi)
+  static constexpr bool kRotates = false;       // rotates q and k (RoPE, xPos)
+};
+
+struct NoPositionConfig : PositionTraits {
+  static constexpr const char* kName = "none";
+  template <class V>
+  void visit(V&) {}
+};
+
+struct SinusoidalConfig : PositionTraits {  // Vaswani et al. 2017, Sec. 3.5
+  static constexpr const char* kName = "sinusoidal";
+  double base = 10000.0;
+  template <class V>
+  void visit(V& v) {
+    v("base", base, "wavelength base of the sinusoids", at_least(2));
+  }
+};
+
+struct LearnedConfig : PositionTraits {  // BERT / GPT-2 learned absolute table
+  static constexpr const char* kName = "learned";
+  int64_t max_len = 512;
+  template <class V>
+  void visit(V& v) {
+    v("max_len", max_len, "rows of the table; longer inputs are an error", between(1, 1 << 20));
+  }
+};
+
+struct T5Config : PositionTraits {  // Raffel et al. 2020, relative position buckets
+  static constexpr bool kBiasesScores = true;
+  static constexpr const char* kName = "t5";
+  int64_t num_buckets = 32;
+  int64_t max_distance = 128;
+  template <class V>
+  void visit(V& v) {
+    v("num_buckets", num_buckets, "relative-position buckets (half per direction in encoders)",
+      between(2, 4096));
+    v("max_distance", max_distance, "distance at which buckets stop growing", between(2, 1 << 20));
+  }
+};
+
+struct RopeConfig : PositionTraits {  // RoFormer Eq. 14-16 (Su et al. 2021)
+  static constexpr bool kRotates = true;
+  static constexpr const char* kName = "rope";
+  double base = 10000.0;
+  std::string pairing = "interleaved";
+  int64_t rotary_dim = 0;
+  std::string scaling = "none";
+  double scale = 1.0;
+  template <class V>
+  void visit(V& v) {
+    v("base", base, "theta_i = base^(-2i/d)", at_least(2));
+    v("pairing", pairing, "interleaved (paper: x[2i],x[2i+1]) or half (GPT-NeoX: x[i],x[i+d/2])",
+      one_of({"interleaved", "half"}));
+    v("rotary_dim", rotary_dim, "channels rotated per head; 0 = the whole head", at_least(0));
+    v("scaling", scaling,
+      "context extension: none, linear (position interpolation), ntk (base scaling)",
+      one_of({"none", "linear", "ntk"}));
+    v("scale", scale, "extension factor for `scaling` (e.g. 4 = four times the context)",
+      between(1, 1e6));
+  }
+};
+
+struct AlibiConfig : PositionTraits {  // Press et al. 2022, linear biases
+  static constexpr bool kBiasesScores = true;
+  static constexpr const char* kName = "alibi";
+  template <class V>
+  void visit(V&) {}
+};
+
+struct XposConfig : PositionTraits {  // Sun et al. 2023, RoPE with exponential decay
+  static constexpr bool kRotates = true;
+  static constexpr const char* kName = "xpos";
+  double base = 10000.0;
+  double scale_base = 512.0;
+  template <class V>
+  void visit(V& v) {
+    v("base", base, "rotation base as in RoPE", at_least(2));
+    v("scale_base", scale_base, "length scale of the decay (gamma)", at_least(1));
+  }
+};
+
+using PositionVariant = std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config,
+                                     RopeConfig, AlibiConfig, XposConfig>;
+
+struct PositionConfig {
+  std::string type = "rope";
+  PositionVariant opts = RopeConfig{};
+  template <class V>
+  void visit(V& v);  // defined in loader.cpp (needs the variant machinery)
+};
+
+// ---------------------------------------------------------------------------------------------
+
+struct AttentionConfig {
+  std::string kernel = "softmax";
+  std::string feature_map = "elu";
+  std::string rope_mode = "eq19";
+  int64_t num_features = 64;
+  double dropout = 0.0;
+  template <class V>
+  void visit(V& v) {
+    v("kernel", kernel, "softmax, or linear (O(N) kernelised attention)",
+      one_of({"softmax", "linear"}));
+    v("feature_map", feature_map, "linear kernel feature map: elu (elu+1) or favor (FAVOR+)",
+      one_of({"elu", "favor"}));
+    v("rope_mode", rope_mode,
+      "RoPE with linear attention: eq19 (rotate phi(q),phi(k) in the numerator only, paper Eq. "
+      "19) or before_phi (rotate q,k before the feature map, as Performer code)",
+      one_of({"eq19", "before_phi"}));
+    v("num_features", num_features, "random features for favor", between(1, 65536));
+    v("dropout", dropout, "dropout on attention probabilities (softmax only)", between(0, 0.99));
+  }
+};
+
+struct ModelConfig {
+  std::string arch = "decoder";
+  int64_t d_model = 256;
+  int64_t n_layers = 4;
+  int64_t n_heads = 4;
+  int64_t d_ff = 1024;
+  int64_t n_decoder_layers = 0;
+  double dropout = 0.1;
+  std::string norm = "pre";
+  std::string activation = "gelu";
+  bool tie_embeddings = true;
+  bool scale_embeddings = false;
+  double init_std = 0.02;
+  PositionConfig position;
+  AttentionConfig attention;
+  template <class V>
+  void visit(V& v) {
+    v("arch", arch, "encoder (BERT), decoder (GPT), or encdec (Transformer-base)",
+      one_of({"encoder", "decoder", "encdec"}));
+    v("d_model", d_model, "model width", between(2, 1 << 16));
+    v("n_layers", n_layers, "layers (the encoder's, for encdec)", between(1, 256));
+    v("n_heads", n_heads, "attention heads; must divide d_model", between(1, 1024));
+    v("d_ff", d_ff, "feed-forward width", between(1, 1 << 20));
+    v("n_decoder_layers", n_decoder_layers, "decoder layers for encdec; 0 = n_layers",
+      between(0, 256));
+    v("dropout", dropout, "dropout on embeddings, residual branches and FFN", between(0, 0.99));
+    v("norm", norm, "post (BERT / Transformer-base) or pre (GPT-2) layer norm",
+      one_of({"post", "pre"}));
+    v("activation", activation, "feed-forward activation", one_of({"gelu", "relu"}));
+    v("tie_embeddings", tie_embeddings, "share input embeddings with the output projection");
+    v("scale_embeddings", scale_embeddings, "multiply embeddings by sqrt(d_model)");
+    v("init_std", init_std, "std of the normal initialiser", between(0, 10));
+    v("position", position, "position module");
+    v("attention", attention, "attention kernel");
+  }
+};
+
+struct TokenizerConfig {
+  std::string type = "spm";
+  int64_t vocab_size = 8000;
+  std::string model_type = "bpe";
+  double character_coverage = 1.0;
+  std::string model;
+  template <class V>
+  void visit(V& v) {
+    v("type", type, "spm (SentencePiece) or byte (256 bytes + specials)", one_of({"spm", "byte"}));
+    v("vocab_size", vocab_size, "SentencePiece vocabulary size", between(32, 1 << 20));
+    v("model_type", model_type, "SentencePiece algorithm", one_of({"bpe", "unigram"}));
+    v("character_coverage", character_coverage, "SentencePiece character coverage",
+      between(0.9, 1.0));
+    v("model", model, "use this existing .model file instead of training one");
+  }
+};
+
+struct DataConfig {
+  std::string source = "bible-en";
+  std::string train;
+  std::string valid;
+  std::string test;
+  std::string prepared_dir = "data/prepared";
+  TokenizerConfig tokenizer;
+  template <class V>
+  void visit(V& v) {
+    v("source", source,
+      "built-in corpus (bible-en, bible-bytes, bible-en-es, bible-mrpc, bible-sst2) or your "
+      "data: text, bytes, parallel, glue",
+      one_of({"bible-en", "bible-bytes", "bible-en-es", "bible-mrpc", "bible-sst2", "text", "bytes",
+              "parallel", "glue"}));
+    v("train", train, "training file (or GLUE directory) for user data");
+    v("valid", valid, "validation file for user data");
+    v("test", test, "test file for user data");
+    v("prepared_dir", prepared_dir, "where prepared HDF5 datasets and tokenizers are cached");
+    v("tokenizer", tokenizer, "tokenizer");
+  }
+};
+
+struct TaskConfig {
+  std::string type;
+  int64_t seq_len = 128;
+  double mask_prob = 0.15;
+  double mask_token_frac = 0.8;
+  double random_token_frac = 0.1;
+  double label_smoothing = 0.0;
+  template <class V>
+  void visit(V& v) {
+    v("type", type, "clm (causal LM), mlm (masked LM), translation, glue",
+      required(one_of({"clm", "mlm", "translation", "glue"})));
+    v("seq_len", seq_len, "training sequence length in tokens", between(2, 1 << 20));
+    v("mask_prob", mask_prob, "MLM: fraction of non-special tokens selected", between(0.01, 1));
+    v("mask_token_frac", mask_token_frac, "MLM: of the selected, fraction set to [MASK]",
+      between(0, 1));
+    v("random_token_frac", random_token_frac,
+      "MLM: of the selected, fraction set to a random token", between(0, 1));
+    v("label_smoothing", label_smoothing, "label smoothing of the cross-entropy", between(0, 0.99));
+  }
+};
+
+struct ScheduleConfig {
+  std::string type = "cosine";
+  int64_t warmup = 100;
+  double min_lr_ratio = 0.1;
+  double init_lr = 1e-7;
+  template <class V>
+  void visit(V& v) {
+    v("type", type,
+      "constant, linear (warmup then linear decay), cosine (warmup then cosine), inverse_sqrt "
+      "(fairseq), noam (Vaswani)",
+      one_of({"constant", "linear", "cosine", "inverse_sqrt", "noam"}));
+    v("warmup", warmup, "warm-up steps", at_least(0));
+    v("min_lr_ratio", min_lr_ratio, "final lr / peak lr for linear and cosine", between(0, 1));
+    v("init_lr", init_lr, "lr at step 0 of the warm-up (inverse_sqrt)", at_least(0));
+  }
+};
+
+struct TrainConfig {
+  std::string optimizer = "adamw";
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.98;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  ScheduleConfig schedule;
+  int64_t max_steps = 1000;
+  int64_t batch_size = 16;
+  int64_t grad_accum = 1;
+  double clip = 1.0;
+  std::string precision = "fp32";
+  int64_t eval_every = 100;
+  int64_t eval_batches = 20;
+  int64_t checkpoint_every = 500;
+  int64_t keep_last = 2;
+  int64_t log_every = 10;
+  int64_t max_bad_steps = 5;
+  template <class V>
+  void visit(V& v) {
+    v("optimizer", optimizer, "adamw (decoupled decay, no decay on norms/biases) or adam",
+      one_of({"adamw", "adam"}));
+    v("lr", lr, "peak learning rate", between(0, 10));
+    v("beta1", beta1, "Adam beta1", between(0, 0.999999));
+    v("beta2", beta2, "Adam beta2", between(0, 0.999999999));
+    v("eps", eps, "Adam epsilon", between(0, 1));
+    v("weight_decay", weight_decay, "AdamW decoupled weight decay", between(0, 10));
+    v("schedule", schedule, "learning-rate schedule (a pure function of the step)");
+    v("max_steps", max_steps, "optimizer steps", between(1, 1e12));
+    v("batch_size", batch_size, "sequences per micro-batch", between(1, 1 << 20));
+    v("grad_accum", grad_accum, "micro-batches per optimizer step", between(1, 1 << 16));
+    v("clip", clip, "max global grad norm; 0 = off", at_least(0));
+    v("precision", precision, "fp32, or bf16 autocast (tables and losses stay fp32)",
+      one_of({"fp32", "bf16"}));
+    v("eval_every", eval_every, "validate every N steps (and at the end); 0 = only at the end",
+      at_least(0));
+    v("eval_batches", eval_batches, "validation batches per evaluation; 0 = the whole split",
+      at_least(0));
+    v("checkpoint_every", checkpoint_every, "checkpoint every N steps (and at the end)",
+      at_least(0));
+    v("keep_last", keep_last, "checkpoints kept besides the best", between(1, 1000));
+    v("log_every", log_every, "log training metrics every N steps", between(1, 1e9));
+    v("max_bad_steps", max_bad_steps, "stop after this many consecutive non-finite steps",
+      between(1, 1e6));
+  }
+};
+
+struct RunConfig {
+  std::string name = "run";
+  std::string out_dir = "runs";
+  int64_t seed = 1234;
+  int64_t threads = 0;
+  template <class V>
+  void visit(V& v) {
+    v("name", name, "run name; outputs go to out_dir/name");
+    v("out_dir", out_dir, "parent directory of run directories");
+    v("seed", seed, "seed for initialisation, data order and masking", between(0, 1e15));
+    v("threads", threads, "intra-op threads; 0 = all cores", between(0, 1024));
+  }
+};
+
+// The whole configuration of one training run.
+struct Config {
+  RunConfig run;
+  DataConfig data;
+  ModelConfig model;
+  TaskConfig task;
+  TrainConfig train;
+  template <class V>
+  void visit(V& v) {
+    v("run", run, "run name, output place, seed, threads");
+    v("data", data, "corpus and tokenizer");
+    v("model", model, "architecture and position module");
+    v("task", task, "training objective");
+    v("train", train, "optimisation");
+  }
+};
+
+// One variant of an ablation: a name and the overrides that make it.
+struct Variant {
+  std::string name;
+  std::vector<std::string> set;
+  template <class V>
+  void visit(V& v) {
+    v("name", name, "variant name (the run directory's name)", required());
+    v("set", set, "dotted key=value overrides applied to the base config");
+  }
+};
+
+// An ablation: one base config, several variants, same data order and seed.
+struct Experiment {
+  std::string name;
+  std::string base;
+  std::string out_dir = "runs";
+  std::vector<std::string> set;
+  std::vector<Variant> variants;
+  double target_loss = 0.0;
+  template <class V>
+  void visit(V& v) {
+    v("name", name, "experiment name; runs go to out_dir/name/<variant>", required());
+    v("base", base, "base run config (path relative to this file)", required());
+    v("out_dir", out_dir, "parent directory of the experiment");
+    v("set", set, "overrides applied to every variant");
+    v("variants", variants, "the variants to train and compare", required());
+    v("target_loss", target_loss,
+      "compare: report steps/tokens to reach this validation loss (0 = off)", at_least(0));
+  }
+};
+
+}  // namespace ropelab::config

@@ -1,0 +1,81 @@
+#include "util/platform.h"
+
+#include <dlfcn.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+namespace ropelab::platform {
+
+namespace {
+template <class F>
+F blas_sym(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));  // NOLINT
+}
+}  // namespace
+
+std::string blas_core() {
+  using Fn = char* (*)();
+  auto fn = blas_sym<Fn>("openblas_get_corename");
+  if (fn == nullptr) return "unknown";
+  const char* name = fn();
+  return name != nullptr ? std::string(name) : "unknown";
+}
+
+bool blas_core_is_generic(const std::string& core) {
+  std::string c = core;
+  std::transform(c.begin(), c.end(), c.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  static const char* kGeneric[] = {"prescott",  "core2",  "penryn",  "dunnington",
+                                   "nehalem",   "atom",   "katmai",  "coppermine",
+                                   "northwood", "banias", "generic", "sse_generic"};
+  return std::any_of(std::begin(kGeneric), std::end(kGeneric),
+                     [&](const char* g) { return c == g; });
+}
+
+std::string preferred_blas_core() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return "SkylakeX";
+  if (__builtin_cpu_supports("avx2")) return "Haswell";
+  return "";
+}
+
+void ensure_fast_blas(int argc, char** argv) {
+  (void)argc;
+  if (std::getenv("ROPELAB_KEEP_BLAS_CORE") != nullptr) return;  // explicit opt-out
+  std::string core = blas_core();
+  if (core == "unknown" || !blas_core_is_generic(core)) return;
+  std::string want = preferred_blas_core();
+  if (want.empty()) return;
+  const char* set = std::getenv("OPENBLAS_CORETYPE");
+  if (set != nullptr && want == set) return;  // already asked for it: never loop
+  setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
+  execv("/proc/self/exe", argv);
+  // exec failed: carry on with the slow kernels rather than die.
+  spdlog::warn("could not re-execute with OPENBLAS_CORETYPE={}: fp32 math will be slow", want);
+}
+
+void set_threads(int n) {
+  if (n <= 0) return;
+  at::set_num_threads(n);
+  using Fn = void (*)(int);
+  if (auto fn = blas_sym<Fn>("openblas_set_num_threads")) fn(n);
+}
+
+std::string executable_dir() {
+  std::vector<char> buf(PATH_MAX + 1, '\0');
+  ssize_t n = readlink("/proc/self/exe", buf.data(), PATH_MAX);
+  if (n <= 0) return ".";
+  std::string p(buf.data(), static_cast<size_t>(n));
+  auto slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+}  // namespace ropelab::platform

@@ -1,0 +1,32 @@
+// Platform fixes that every ropelab process needs before it does any math.
+//
+// OpenBLAS 0.3.21 (Debian bookworm) does not recognise recent Xeons and falls back to its
+// generic "Prescott" kernels: fp32 matmul runs ~6x slower (platform.md, pitfall 2). OpenBLAS
+// reads OPENBLAS_CORETYPE only when it is loaded, before main(), so the fix is to re-execute
+// the process once with the variable set. That happens in ensure_fast_blas().
+#pragma once
+#include <string>
+
+namespace ropelab::platform {
+
+// Call first thing in main(). If OpenBLAS runs a slow generic core (its own choice, or an
+// OPENBLAS_CORETYPE naming one) on a CPU that has AVX-512 (or AVX2), re-executes the program
+// with OPENBLAS_CORETYPE set to the fast core; otherwise returns. Set ROPELAB_KEEP_BLAS_CORE=1
+// to keep whatever OpenBLAS chose (e.g. to measure the slow path).
+void ensure_fast_blas(int argc, char** argv);
+
+// The kernel family OpenBLAS uses ("SkylakeX", "Prescott", ...), or "unknown" when the BLAS
+// in use is not OpenBLAS.
+std::string blas_core();
+// The core we would ask for on this CPU ("SkylakeX", "Haswell") or "" if none is better.
+std::string preferred_blas_core();
+// True when blas_core() is one of OpenBLAS's generic fallbacks.
+bool blas_core_is_generic(const std::string& core);
+
+// Sets torch's intra-op threads and OpenBLAS's threads together (0 = leave as is).
+void set_threads(int n);
+
+// Directory of the running executable (to find the SentencePiece module next to it).
+std::string executable_dir();
+
+}  // namespace ropelab::platform

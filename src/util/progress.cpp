@@ -1,0 +1,100 @@
+#include "util/progress.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace ropelab {
+
+namespace {
+double g_log_interval = 10.0;
+
+std::string human_rate(double r) {
+  char buf[32];
+  if (r >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", r / 1e6);
+  else if (r >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1fk", r / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f", r);
+  return buf;
+}
+}  // namespace
+
+void Progress::set_log_interval(double seconds) { g_log_interval = seconds; }
+
+std::string format_duration(double s) {
+  char buf[32];
+  auto t = static_cast<int64_t>(s + 0.5);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+  else if (t >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", t);
+  return buf;
+}
+
+Progress::Progress(std::string label, int64_t total, std::string unit)
+    : label_(std::move(label)),
+      unit_(std::move(unit)),
+      total_(total),
+      tty_(isatty(STDERR_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
+
+Progress::~Progress() {
+  if (!finished_ && tty_ && done_ > 0) std::fputc('\n', stderr);
+}
+
+std::string Progress::render(const std::string& fields) const {
+  double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double rate = el > 0 ? static_cast<double>(done_) / el : 0.0;
+  std::string s = label_ + " ";
+  char buf[160];
+  if (total_ > 0) {
+    double frac = static_cast<double>(done_) / static_cast<double>(total_);
+    int width = 24, fill = static_cast<int>(frac * width);
+    s += "[" + std::string(fill, '#') + std::string(width - fill, '.') + "] ";
+    std::snprintf(
+        buf, sizeof buf, "%ld/%ld %s (%3.0f%%) | %s %s/s | elapsed %s | ETA %s", done_, total_,
+        unit_.c_str(), 100.0 * frac, human_rate(rate).c_str(), unit_.c_str(),
+        format_duration(el).c_str(),
+        rate > 0 ? format_duration(static_cast<double>(total_ - done_) / rate).c_str() : "?");
+  } else {
+    std::snprintf(buf, sizeof buf, "%ld %s | %s %s/s | elapsed %s", done_, unit_.c_str(),
+                  human_rate(rate).c_str(), unit_.c_str(), format_duration(el).c_str());
+  }
+  s += buf;
+  if (!fields.empty()) s += " | " + fields;
+  return s;
+}
+
+void Progress::update(int64_t done, const std::string& fields) {
+  done_ = done;
+  auto now = std::chrono::steady_clock::now();
+  double since = std::chrono::duration<double>(now - last_draw_).count();
+  if (tty_) {
+    if (since < 0.125 && done_ != total_) return;
+    std::fprintf(stderr, "\r\033[K%s", render(fields).c_str());
+    std::fflush(stderr);
+  } else {
+    if (since < g_log_interval) return;
+    spdlog::info("{}", render(fields));
+  }
+  last_draw_ = now;
+}
+
+void Progress::finish(const std::string& fields) {
+  if (finished_) return;
+  finished_ = true;
+  if (tty_) {
+    std::fprintf(stderr, "\r\033[K%s\n", render(fields).c_str());
+    std::fflush(stderr);
+  } else {
+    spdlog::info("{}", render(fields));
+  }
+}
+
+}  // namespace ropelab

@@ -1,0 +1,38 @@
+// Progress display for long work on stderr: redrawn in place on a TTY (at most ~8 times a
+// second), periodic log lines otherwise. Shows done/total, rate, ETA and task fields
+// (loss, lr, tokens/s...).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ropelab {
+
+class Progress {
+ public:
+  // `unit` names what is counted ("step", "verse"); total 0 = unknown.
+  Progress(std::string label, int64_t total, std::string unit = "it");
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  // Sets the absolute count; `fields` is free text shown after the rate (e.g. "loss 3.21").
+  void update(int64_t done, const std::string& fields = "");
+  // Prints the final state and a newline.
+  void finish(const std::string& fields = "");
+
+  // Seconds between log lines when stderr is not a TTY (default 10).
+  static void set_log_interval(double seconds);
+
+ private:
+  std::string render(const std::string& fields) const;
+  std::string label_, unit_;
+  int64_t total_, done_ = 0;
+  bool tty_, finished_ = false;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+// "1h02m", "3m05s", "12s"
+std::string format_duration(double seconds);
+
+}  // namespace ropelab

@@ -1,0 +1,56 @@
+#include "util/sysinfo.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "text/spm_api.h"
+#include "text/tokenizer.h"
+#include "util/platform.h"
+
+namespace ropelab::sysinfo {
+
+std::string report() {
+  std::ostringstream os;
+  std::string core = platform::blas_core();
+  os << "ropelab " << ROPELAB_VERSION << "\n";
+  os << "libtorch: " << TORCH_VERSION << "\n";
+  os << "blas_core: " << core
+     << (platform::blas_core_is_generic(core) ? " (generic, slow: set OPENBLAS_CORETYPE)" : "")
+     << "\n";
+  os << "blas_core_preferred: "
+     << (platform::preferred_blas_core().empty() ? "-" : platform::preferred_blas_core()) << "\n";
+  os << "threads: " << at::get_num_threads() << "\n";
+  __builtin_cpu_init();
+  os << "cpu: avx2=" << (__builtin_cpu_supports("avx2") ? 1 : 0)
+     << " avx512f=" << (__builtin_cpu_supports("avx512f") ? 1 : 0) << "\n";
+  os << "cuda: "
+     << (torch::cuda::is_available() ? std::to_string(torch::cuda::device_count()) + " device(s)"
+                                     : "no")
+     << "\n";
+  std::string spm = text::spm_module_path();
+  try {
+    text::make_spm_backend();
+    os << "sentencepiece_module: " << spm << " (ok)\n";
+  } catch (const std::exception& e) {
+    os << "sentencepiece_module: " << spm << " (NOT LOADABLE: " << e.what() << ")\n";
+  }
+  return os.str();
+}
+
+MatmulRate measure_matmul(int n, int repeats) {
+  torch::NoGradGuard ng;
+  auto time_it = [&](torch::ScalarType dt) {
+    auto a = torch::randn({n, n}).to(dt), b = torch::randn({n, n}).to(dt);
+    auto c = torch::matmul(a, b);  // warm-up
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < repeats; ++i) c = torch::matmul(a, b);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return 2.0 * n * n * static_cast<double>(n) * repeats / s / 1e9;
+  };
+  MatmulRate r;
+  r.fp32_gflops = time_it(torch::kFloat32);
+  r.bf16_gflops = time_it(torch::kBFloat16);
+  return r;
+}
+
+}  // namespace ropelab::sysinfo

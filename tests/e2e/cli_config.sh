@@ -1,0 +1,48 @@
+# The CLI's help and its strict config errors, through the real binary.
+source "$(dirname "$0")/lib.sh"
+
+expect_exit 0 "$ROPELAB" --help
+for sub in config info; do expect_in "$sub"; done
+
+# Four different problems in one file: all reported with file:line:col, exit 2, no trace.
+cat >"$WORK/bad.yaml" <<'YAML'
+task:
+  type: clm
+model:
+  d_modle: 128
+  n_layers: two
+  n_heads: 3
+  d_ff: 64
+  d_ff: 128
+YAML
+expect_exit 2 "$ROPELAB" config "$WORK/bad.yaml"
+expect_in "bad.yaml:4:3: model.d_modle: unknown key; did you mean 'd_model'?"
+expect_in "bad.yaml:5:13: model.n_layers: expected an integer, got 'two'"
+expect_in "bad.yaml:8:3: model.d_ff: duplicate key"
+expect_in "bad.yaml:6:12: model.n_heads: n_heads (3) must divide d_model (256)"
+expect_in "4 problem(s)"
+expect_not_in "terminate"
+expect_not_in "Backtrace"
+[[ $(grep -c '^error: ' <<<"$OUT") -eq 4 ]] || fail "expected 4 error lines: $OUT"
+
+# Overrides get the same checks.
+cat >"$WORK/ok.yaml" <<'YAML'
+task: {type: clm}
+YAML
+expect_exit 2 "$ROPELAB" config "$WORK/ok.yaml" model.position.type=rop
+expect_in "did you mean 'rope'"
+
+# A resolved config round-trips through `ropelab config`.
+expect_exit 0 "$ROPELAB" config "$WORK/ok.yaml" model.d_model=128 model.position.type=t5
+echo "$OUT" >"$WORK/resolved.yaml"
+expect_in "d_model: 128"
+expect_in "num_buckets: 32"
+expect_exit 0 "$ROPELAB" config "$WORK/resolved.yaml"
+[[ "$OUT" == "$(cat "$WORK/resolved.yaml")" ]] || fail "resolved config does not round-trip"
+
+# Missing file, bad arguments: one line, exit 2.
+expect_exit 2 "$ROPELAB" config "$WORK/nope.yaml"
+expect_exit 2 "$ROPELAB" no-such-command
+expect_exit 0 "$ROPELAB" config --schema
+expect_in "rotary_dim"
+echo "cli_config: OK"

@@ -1,0 +1,83 @@
+// Shared test helpers: temp dirs, files, running the real CLI, tensor comparison.
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+namespace ropelab::test {
+
+inline std::string source_dir() { return ROPELAB_SOURCE_DIR; }
+inline std::string ropelab_bin() { return std::string(ROPELAB_BINARY_DIR) + "/bin/ropelab"; }
+
+// A fresh directory under /tmp, removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("ropelab-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string path() const { return path_.string(); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::string write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+// Runs a shell command, capturing its output and exit code.
+inline RunResult run(const std::string& cmd) {
+  RunResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// allclose with a message that shows the max difference and the first bad index.
+inline ::testing::AssertionResult close(const torch::Tensor& got, const torch::Tensor& want,
+                                        double rtol = 1e-5, double atol = 1e-6) {
+  if (got.sizes() != want.sizes()) {
+    std::ostringstream os;
+    os << "shape " << got.sizes() << " != expected " << want.sizes();
+    return ::testing::AssertionFailure() << os.str();
+  }
+  auto g = got.to(torch::kFloat64).contiguous(), w = want.to(torch::kFloat64).contiguous();
+  auto diff = (g - w).abs();
+  auto bad = diff > (atol + rtol * w.abs());
+  if (!bad.any().item<bool>()) return ::testing::AssertionSuccess();
+  int64_t idx = bad.flatten().nonzero()[0].item<int64_t>();
+  std::ostringstream os;
+  os << "max |diff| " << diff.max().item<double>() << "; first mismatch at flat index " << idx
+     << ": got " << g.flatten()[idx].item<double>() << ", want " << w.flatten()[idx].item<double>();
+  return ::testing::AssertionFailure() << os.str();
+}
+
+}  // namespace ropelab::test

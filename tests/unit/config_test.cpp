@@ -1,0 +1,231 @@
+// Strict config loading: every kind of problem is reported with file:line:col and key path.
+#include <filesystem>
+
+#include "config/loader.h"
+#include "helpers.h"
+
+namespace ropelab::config {
+namespace {
+
+using test::TempDir;
+using test::write;
+
+std::vector<Problem> problems_of(const std::string& path, const std::vector<std::string>& ov = {}) {
+  try {
+    load_config(path, overrides_from_args(ov));
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+TEST(Config, DefaultsLoadWithTaskType) {
+  TempDir d;
+  auto c = load_config(write(d.file("a.yaml"), "task:\n  type: clm\n"));
+  EXPECT_EQ(c.model.arch, "decoder");
+  EXPECT_EQ(c.model.position.type, "rope");
+  EXPECT_TRUE(std::holds_alternative<RopeConfig>(c.model.position.opts));
+}
+
+TEST(Config, FourProblemsReportedTogetherWithLocations) {
+  TempDir d;
+  auto f = write(d.file("bad.yaml"),
+                 "task:\n"
+                 "  type: clm\n"
+                 "model:\n"
+                 "  d_modle: 128\n"   // unknown key (line 4)
+                 "  n_layers: two\n"  // wrong type (line 5)
+                 "  n_heads: 3\n"     // heads do not divide d_model (line 6)
+                 "  d_ff: 64\n"
+                 "  d_ff: 128\n");  // duplicate (line 8)
+  auto ps = problems_of(f);
+  ASSERT_EQ(ps.size(), 4u) << ConfigError(ps).what();
+  auto find = [&](const std::string& needle) {
+    for (const auto& p : ps)
+      if (p.str().find(needle) != std::string::npos) return p;
+    ADD_FAILURE() << "no problem mentions " << needle << "\n" << ConfigError(ps).what();
+    return Problem{};
+  };
+  auto unknown = find("unknown key");
+  EXPECT_EQ(unknown.key, "model.d_modle");
+  EXPECT_EQ(unknown.loc.line, 4);
+  EXPECT_EQ(unknown.loc.col, 3);
+  EXPECT_NE(unknown.message.find("did you mean 'd_model'"), std::string::npos);
+  EXPECT_NE(unknown.message.find("allowed: arch, d_model"), std::string::npos);
+  auto type = find("expected an integer");
+  EXPECT_EQ(type.key, "model.n_layers");
+  EXPECT_EQ(type.loc.line, 5);
+  auto dup = find("duplicate key");
+  EXPECT_EQ(dup.loc.line, 8);
+  EXPECT_EQ(dup.key, "model.d_ff");
+  auto cross = find("must divide d_model");
+  EXPECT_EQ(cross.key, "model.n_heads");
+  EXPECT_EQ(cross.loc.line, 6);
+  EXPECT_EQ(cross.loc.file, f);
+}
+
+TEST(Config, MissingRequiredKey) {
+  TempDir d;
+  auto ps = problems_of(write(d.file("a.yaml"), "model:\n  d_model: 64\n"));
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].key, "task.type");
+  EXPECT_NE(ps[0].message.find("required"), std::string::npos);
+}
+
+TEST(Config, OutOfRangeAndBadChoice) {
+  TempDir d;
+  auto ps = problems_of(
+      write(d.file("a.yaml"), "task: {type: clm}\nmodel:\n  dropout: 1.5\n  norm: prenorm\n"));
+  ASSERT_EQ(ps.size(), 2u) << ConfigError(ps).what();
+  EXPECT_NE(ps[0].message.find("out of range [0, 0.99]"), std::string::npos);
+  EXPECT_NE(ps[1].message.find("one of: post, pre"), std::string::npos);
+  EXPECT_EQ(ps[1].loc.line, 4);
+}
+
+TEST(Config, YamlSyntaxErrorHasLocation) {
+  TempDir d;
+  auto ps = problems_of(write(d.file("a.yaml"), "task:\n  type: [clm\n"));
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_NE(ps[0].message.find("YAML syntax error"), std::string::npos);
+  EXPECT_GT(ps[0].loc.line, 0);
+}
+
+TEST(Config, PositionOptionsDependOnType) {
+  TempDir d;
+  auto c = load_config(write(d.file("a.yaml"),
+                             "task: {type: clm}\nmodel:\n  position:\n    type: t5\n"
+                             "    num_buckets: 16\n"));
+  ASSERT_TRUE(std::holds_alternative<T5Config>(c.model.position.opts));
+  EXPECT_EQ(std::get<T5Config>(c.model.position.opts).num_buckets, 16);
+  // rope has no num_buckets
+  auto ps = problems_of(write(d.file("b.yaml"),
+                              "task: {type: clm}\nmodel:\n  position:\n    type: rope\n"
+                              "    num_buckets: 16\n"));
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].key, "model.position.num_buckets");
+  EXPECT_NE(ps[0].message.find("allowed: type, base, pairing"), std::string::npos);
+}
+
+TEST(Config, InheritThenOverridesWin) {
+  TempDir d;
+  write(d.file("base.yaml"), "task: {type: clm, seq_len: 64}\nmodel: {d_model: 64, n_heads: 2}\n");
+  auto child = write(d.file("child.yaml"), "inherit: base.yaml\nmodel:\n  n_layers: 3\n");
+  auto c = load_config(child, overrides_from_args({"model.d_model=32", "model.position.type=t5",
+                                                   "model.position.max_distance=64"}));
+  EXPECT_EQ(c.task.seq_len, 64);
+  EXPECT_EQ(c.model.n_layers, 3);
+  EXPECT_EQ(c.model.d_model, 32);
+  EXPECT_EQ(std::get<T5Config>(c.model.position.opts).max_distance, 64);
+}
+
+TEST(Config, OverridesGetTheSameChecks) {
+  TempDir d;
+  auto f = write(d.file("a.yaml"), "task: {type: clm}\n");
+  auto ps = problems_of(f, {"model.d_modle=3", "model.n_heads=x", "nonsense"});
+  ASSERT_EQ(ps.size(), 3u) << ConfigError(ps).what();
+  EXPECT_NE(ps[0].str().find("command line 'model.d_modle=3'"), std::string::npos);
+  EXPECT_NE(ps[0].message.find("did you mean 'd_model'"), std::string::npos);
+  EXPECT_NE(ps[2].message.find("expected key.path=value"), std::string::npos);
+}
+
+TEST(Config, InheritCycleAndMissingParent) {
+  TempDir d;
+  write(d.file("a.yaml"), "inherit: b.yaml\n");
+  write(d.file("b.yaml"), "inherit: a.yaml\n");
+  auto ps = problems_of(d.file("a.yaml"));
+  ASSERT_FALSE(ps.empty());
+  EXPECT_NE(ConfigError(ps).what(), std::string());
+  EXPECT_NE(std::string(ConfigError(ps).what()).find("cycle"), std::string::npos);
+  auto ps2 = problems_of(write(d.file("c.yaml"), "inherit: nope.yaml\ntask: {type: clm}\n"));
+  ASSERT_EQ(ps2.size(), 1u);
+  EXPECT_NE(ps2[0].message.find("no such file"), std::string::npos);
+}
+
+TEST(Config, ModuleTraitsValidated) {
+  TempDir d;
+  auto ps = problems_of(write(d.file("a.yaml"),
+                              "task: {type: clm, seq_len: 1024}\n"
+                              "model:\n  position: {type: learned, max_len: 512}\n"));
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].key, "task.seq_len");
+  auto ps2 = problems_of(write(d.file("b.yaml"),
+                               "task: {type: clm}\nmodel:\n  attention: {kernel: linear}\n"
+                               "  position: {type: t5}\n"));
+  ASSERT_EQ(ps2.size(), 1u);
+  EXPECT_NE(ps2[0].message.find("linear attention"), std::string::npos);
+  auto ps3 = problems_of(
+      write(d.file("c.yaml"), "task: {type: clm}\nmodel:\n  d_model: 60\n  n_heads: 4\n"));
+  ASSERT_EQ(ps3.size(), 1u);  // head dim 15 is odd
+  EXPECT_NE(ps3[0].message.find("must be even"), std::string::npos);
+}
+
+TEST(Config, DumpRoundTripsForEveryYamlInTheRepo) {
+  TempDir d;
+  int checked = 0;
+  for (const char* dir : {"configs", "experiments"}) {
+    for (const auto& e :
+         std::filesystem::recursive_directory_iterator(test::source_dir() + "/" + dir)) {
+      if (e.path().extension() != ".yaml") continue;
+      // Experiments hold variants: check each variant's config; configs are checked directly.
+      std::vector<Config> configs;
+      if (std::string(dir) == "experiments") {
+        auto exp = load_experiment(e.path().string());
+        for (const auto& v : exp.variants) configs.push_back(experiment_variant_config(exp, v));
+        // The experiment's base path is absolute here, so its dump reloads from anywhere.
+        auto again = load_experiment(test::write(d.file("exp.yaml"), dump(exp)));
+        EXPECT_EQ(dump(again), dump(exp)) << e.path();
+      } else {
+        // Presets (configs/presets) are meant to be inherited and name no task: give them the
+        // task that fits their architecture.
+        bool preset = e.path().parent_path().filename() == "presets";
+        if (!preset) configs.push_back(load_config(e.path().string()));
+        for (const char* task : {"clm", "mlm", "translation"}) {
+          if (!preset || !configs.empty()) break;
+          try {
+            configs.push_back(load_config(e.path().string(),
+                                          overrides_from_args({std::string("task.type=") + task})));
+          } catch (const ConfigError&) {
+          }
+        }
+        EXPECT_FALSE(configs.empty()) << e.path() << " loads with no task type";
+      }
+      for (const auto& c : configs) {
+        std::string once = dump(c);
+        auto again = load_config(test::write(d.file("dump.yaml"), once));
+        EXPECT_EQ(dump(again), once) << e.path();
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(Config, ExperimentErrorsNameTheVariant) {
+  TempDir d;
+  write(d.file("base.yaml"), "task: {type: clm}\n");
+  auto f =
+      write(d.file("exp.yaml"),
+            "name: x\nbase: base.yaml\nvariants:\n  - name: a\n    set: [model.position.type=rop]\n"
+            "  - name: a\n");
+  try {
+    load_experiment(f);
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    std::string s = e.what();
+    EXPECT_NE(s.find("duplicate variant name"), std::string::npos) << s;
+  }
+  auto g = write(
+      d.file("exp2.yaml"),
+      "name: x\nbase: base.yaml\nvariants:\n  - name: a\n    set: [model.position.type=rop]\n");
+  try {
+    load_experiment(g);
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    std::string s = e.what();
+    EXPECT_NE(s.find("variant 'a'"), std::string::npos) << s;
+    EXPECT_NE(s.find("did you mean 'rope'"), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace ropelab::config

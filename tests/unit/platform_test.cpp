@@ -1,0 +1,69 @@
+// The two platform pitfalls (platform.md), checked inside processes that run libtorch.
+#include <torch/torch.h>
+
+#include "helpers.h"
+#include "text/tokenizer.h"
+#include "util/platform.h"
+
+namespace ropelab {
+namespace {
+
+// This test binary starts through ensure_fast_blas(), like `ropelab`. On a CPU with AVX2 or
+// AVX-512, OpenBLAS must then run a specific kernel, never its generic fallback.
+TEST(Platform, OpenBlasUsesAFastKernelInThisProcess) {
+  std::string core = platform::blas_core();
+  ASSERT_NE(core, "unknown") << "libtorch is not using OpenBLAS here";
+  if (platform::preferred_blas_core().empty()) GTEST_SKIP() << "CPU has neither AVX2 nor AVX-512";
+  EXPECT_FALSE(platform::blas_core_is_generic(core)) << "OpenBLAS core: " << core;
+  // And a 1024x1024 fp32 matmul computes the right thing through it.
+  auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  auto c = torch::matmul(a, b);
+  auto ref = torch::matmul(a.to(torch::kFloat64), b.to(torch::kFloat64));
+  EXPECT_TRUE(test::close(c, ref, 1e-3, 1e-3));
+}
+
+// Inside the real `ropelab` binary, a generic core is replaced by the fast one, whatever this
+// CPU's OpenBLAS would pick by itself: force the generic "Prescott" core and check the fix.
+TEST(Platform, RopelabBinaryReplacesGenericKernel) {
+  if (platform::preferred_blas_core().empty()) GTEST_SKIP() << "CPU has neither AVX2 nor AVX-512";
+  auto r = test::run("OPENBLAS_CORETYPE=Prescott " + test::ropelab_bin() + " info");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("blas_core: " + platform::preferred_blas_core() + "\n"), std::string::npos)
+      << r.out;
+  // Opting out keeps the slow core, proving the re-exec is what fixed it.
+  auto slow = test::run("OPENBLAS_CORETYPE=Prescott ROPELAB_KEEP_BLAS_CORE=1 " +
+                        test::ropelab_bin() + " info");
+  ASSERT_EQ(slow.code, 0) << slow.out;
+  EXPECT_NE(slow.out.find("blas_core: Prescott (generic, slow"), std::string::npos) << slow.out;
+}
+
+// -fPIC everywhere: no copy relocations that the RTLD_DEEPBIND module would see uninitialised.
+TEST(Platform, RopelabHasNoCopyRelocations) {
+  auto r = test::run("readelf -rW " + test::ropelab_bin());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("R_X86_64_COPY"), std::string::npos);
+}
+
+// SentencePiece (train, load, encode, decode) in the same process as libtorch.
+TEST(Platform, SentencePieceWorksBesideLibtorch) {
+  test::TempDir d;
+  std::string corpus;
+  for (int i = 0; i < 300; ++i)
+    corpus += "In the beginning God created the heaven and the earth " + std::to_string(i % 17) +
+              ".\nAnd the earth was without form, and void.\n";
+  auto input = test::write(d.file("corpus.txt"), corpus);
+  text::SpmTrainOptions opt;
+  opt.vocab_size = 60;
+  text::train_spm(input, d.file("tok"), opt);
+  text::SpmTokenizer tok(d.file("tok.model"));
+  auto t = torch::ones({2, 2});  // libtorch alive in the same process
+  auto ids = tok.encode("And the earth was void.");
+  ASSERT_FALSE(ids.empty());
+  for (auto id : ids) EXPECT_GE(id, text::Special::kCount);
+  EXPECT_EQ(tok.decode(ids), "And the earth was void.");
+  EXPECT_EQ(tok.piece(text::Special::kMask), "[MASK]");
+  EXPECT_EQ((t * 2).sum().item<float>(), 8.0f);
+}
+
+}  // namespace
+}  // namespace ropelab
