@@ -4,8 +4,10 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <thread>
 
 #include "config/loader.h"
+#include "data/prepare.h"
 #include "util/platform.h"
 #include "util/sysinfo.h"
 
@@ -42,6 +44,19 @@ int cmd_config() {
   return 0;
 }
 
+int hw_threads(int64_t configured) {
+  if (configured > 0) return static_cast<int>(configured);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int cmd_prepare() {
+  auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
+  auto p = data::prepare(c.data, hw_threads(c.run.threads));
+  for (const auto& [split, path] : p.splits) std::printf("%s\t%s\n", split.c_str(), path.c_str());
+  if (!p.tokenizer_path.empty()) std::printf("tokenizer\t%s\n", p.tokenizer_path.c_str());
+  return 0;
+}
+
 int cmd_info() {
   std::cout << sysinfo::report();
   return 0;
@@ -56,9 +71,20 @@ int cmd_bench_blas() {
   return 0;
 }
 
+void add_config_and_overrides(CLI::App& sub) {
+  sub.add_option("config", g.file, "YAML config file")->required();
+  sub.add_option("overrides", g.overrides,
+                 "key.path=value overrides, applied after the file (e.g. model.d_model=128)");
+}
+
 }  // namespace
 
 void register_all(CLI::App& app) {
+  add(app, "prepare",
+      "Make the data a config needs: export the built-in corpus (or read yours), train the\n"
+      "tokenizer, and write HDF5 token datasets per split under data.prepared_dir. Stages that\n"
+      "are up to date are skipped; nothing half-written is ever left in place.",
+      add_config_and_overrides, cmd_prepare);
   add(
       app, "config",
       "Print the fully resolved config (inherit + overrides applied, every default shown), or\n"

@@ -712,6 +712,20 @@ std::vector<Problem> validate(const Config& c) {
                                      std::to_string(c.train.max_steps) + ")");
   bool user_data = c.data.source == "text" || c.data.source == "bytes" ||
                    c.data.source == "parallel" || c.data.source == "glue";
+  const std::string& src = c.data.source;
+  std::string kind = (src == "bible-en" || src == "text" || src == "bytes") ? "lm"
+                     : (src == "bible-en-es" || src == "parallel")          ? "parallel"
+                                                                            : "glue";
+  std::string needs = c.task.type == "translation" ? "parallel"
+                      : c.task.type == "glue"      ? "glue"
+                                                   : "lm";
+  if (kind != needs)
+    bad("data.source", "task " + c.task.type + " needs " + needs + " data; data.source '" + src +
+                           "' gives " + kind + " data");
+  if (src == "glue" && c.data.glue_task.empty())
+    bad("data.glue_task", "data.source glue needs data.glue_task (e.g. MRPC)");
+  if (src == "bytes" && c.data.tokenizer.type != "byte")
+    bad("data.tokenizer.type", "data.source bytes needs the byte tokenizer");
   if (user_data && c.data.train.empty())
     bad("data.train", "data.source '" + c.data.source + "' needs data.train");
   if (c.run.name.empty() || c.run.name.find('/') != std::string::npos)

@@ -211,18 +211,30 @@ struct DataConfig {
   std::string train;
   std::string valid;
   std::string test;
+  std::string source_suffix = "en";
+  std::string target_suffix = "es";
+  std::string glue_task;
   std::string prepared_dir = "data/prepared";
   TokenizerConfig tokenizer;
   template <class V>
   void visit(V& v) {
     v("source", source,
-      "built-in corpus (bible-en, bible-bytes, bible-en-es, bible-mrpc, bible-sst2) or your "
-      "data: text, bytes, parallel, glue",
-      one_of({"bible-en", "bible-bytes", "bible-en-es", "bible-mrpc", "bible-sst2", "text", "bytes",
-              "parallel", "glue"}));
-    v("train", train, "training file (or GLUE directory) for user data");
-    v("valid", valid, "validation file for user data");
-    v("test", test, "test file for user data");
+      "built-in corpus (bible-en: KJV+WEB, one chapter per document; bible-en-es: WEB/RV1909 "
+      "verse pairs; bible-mrpc, bible-sst2: GLUE-style tasks) or your data: text (one document "
+      "per line), bytes (raw files, enwik8-style), parallel (two aligned files), glue (a GLUE "
+      "task directory)",
+      one_of({"bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "text", "bytes", "parallel",
+              "glue"}));
+    v("train", train,
+      "user data: training file (parallel: the path without the language suffix, e.g. "
+      "wmt/train for wmt/train.en + wmt/train.de) or, for glue, the task directory");
+    v("valid", valid, "user data: validation file (unused for glue)");
+    v("test", test, "user data: test file (unused for glue)");
+    v("source_suffix", source_suffix, "parallel: suffix of source-side files (e.g. en)");
+    v("target_suffix", target_suffix, "parallel: suffix of target-side files (e.g. de)");
+    v("glue_task", glue_task,
+      "glue: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI (bible-mrpc / bible-sst2 "
+      "set it themselves)");
     v("prepared_dir", prepared_dir, "where prepared HDF5 datasets and tokenizers are cached");
     v("tokenizer", tokenizer, "tokenizer");
   }

@@ -1,0 +1,348 @@
+#include "data/batches.h"
+
+#include <algorithm>
+
+#include "text/tokenizer.h"
+#include "util/error.h"
+
+namespace ropelab::data {
+
+using text::Special;
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+namespace {
+
+// A tiny counter-based generator: independent of libstdc++'s distributions, so the same seed
+// gives the same data on every platform.
+class Rng {
+ public:
+  explicit Rng(uint64_t key) : state_(mix64(key)) {}
+  uint64_t next() { return mix64(state_++); }
+  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
+  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+
+ private:
+  uint64_t state_;
+};
+
+uint64_t key_of(uint64_t seed, int64_t epoch, int64_t index, uint64_t salt) {
+  return mix64(mix64(mix64(seed ^ salt) + static_cast<uint64_t>(epoch)) + static_cast<uint64_t>(index));
+}
+
+// Indices this rank sees in an epoch: a seeded permutation (or identity), every world-th.
+std::vector<int64_t> rank_order(int64_t n, const StreamOptions& o, int64_t epoch, uint64_t salt) {
+  std::vector<int64_t> all = o.shuffle ? permutation(n, key_of(o.seed, epoch, 0, salt)) : [&] {
+    std::vector<int64_t> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = i;
+    return v;
+  }();
+  std::vector<int64_t> mine;
+  mine.reserve(n / o.world + 1);
+  for (int64_t i = o.rank; i < n; i += o.world) mine.push_back(all[i]);
+  return mine;
+}
+
+int64_t num_batches(int64_t items, const StreamOptions& o) {
+  int64_t per_rank = items / o.world + (o.rank < items % o.world ? 1 : 0);
+  return o.shuffle ? per_rank / o.batch_size : (per_rank + o.batch_size - 1) / o.batch_size;
+}
+
+// The token stream of an LM dataset: documents with `sep` after each.
+std::vector<int32_t> flatten(const Ragged& r, int32_t sep) {
+  std::vector<int32_t> s;
+  s.reserve(r.tokens.size() + r.size());
+  for (int64_t i = 0; i < r.size(); ++i) {
+    s.insert(s.end(), r.begin(i), r.begin(i) + r.length(i));
+    s.push_back(sep);
+  }
+  return s;
+}
+
+void check_kind(const TokenDataset& ds, const char* kind, const char* task) {
+  if (ds.kind != kind)
+    throw UserError(std::string("task ") + task + " needs a '" + kind + "' dataset, got '" + ds.kind + "'");
+}
+
+// Caches the epoch order: computing a permutation per batch would be wasteful.
+class OrderCache {
+ public:
+  const std::vector<int64_t>& get(int64_t n, const StreamOptions& o, int64_t epoch, uint64_t salt) const {
+    if (epoch != epoch_ || order_.empty()) {
+      order_ = rank_order(n, o, epoch, salt);
+      epoch_ = epoch;
+    }
+    return order_;
+  }
+
+ private:
+  mutable std::vector<int64_t> order_;
+  mutable int64_t epoch_ = -1;
+};
+
+// ---- causal LM
+
+class LmStream : public BatchStream {
+ public:
+  LmStream(const TokenDataset& ds, const StreamOptions& o) : o_(o) {
+    check_kind(ds, "lm", "clm");
+    stream_ = flatten(ds.seqs.at("text"), Special::kEos);
+    windows_ = (static_cast<int64_t>(stream_.size()) - 1) / o.seq_len;
+    if (windows_ < o.world)
+      throw UserError(ds.split + " split: " + std::to_string(stream_.size()) +
+                      " tokens are too few for one window of seq_len " + std::to_string(o.seq_len));
+  }
+  int64_t batches_per_epoch() const override { return num_batches(windows_, o_); }
+  Batch batch(int64_t epoch, int64_t index) const override {
+    const auto& order = cache_.get(windows_, o_, epoch, 0x11);
+    int64_t L = o_.seq_len, first = index * o_.batch_size;
+    int64_t B = std::min<int64_t>(o_.batch_size, static_cast<int64_t>(order.size()) - first);
+    if (B <= 0) throw std::out_of_range("LM batch index past the epoch");
+    auto input = torch::empty({B, L}, torch::kInt64), target = torch::empty({B, L}, torch::kInt64);
+    auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t start = order[first + b] * L;
+      for (int64_t t = 0; t < L; ++t) {
+        in[b][t] = stream_[start + t];
+        tg[b][t] = stream_[start + t + 1];
+      }
+    }
+    Batch out;
+    out.input_BT = input;
+    out.target_BT = target;
+    out.num_tokens = out.num_targets = B * L;
+    return out;
+  }
+
+ private:
+  StreamOptions o_;
+  std::vector<int32_t> stream_;
+  int64_t windows_ = 0;
+  OrderCache cache_;
+};
+
+// ---- masked LM
+
+class MlmStream : public BatchStream {
+ public:
+  MlmStream(const TokenDataset& ds, const StreamOptions& o) : o_(o), vocab_(ds.vocab_size) {
+    check_kind(ds, "lm", "mlm");
+    if (o.seq_len < 3) throw UserError("task mlm needs seq_len >= 3");
+    stream_ = flatten(ds.seqs.at("text"), Special::kSep);
+    windows_ = static_cast<int64_t>(stream_.size()) / (o.seq_len - 2);
+    if (windows_ < o.world) throw UserError(ds.split + " split is too small for one MLM window");
+  }
+  int64_t batches_per_epoch() const override { return num_batches(windows_, o_); }
+  Batch batch(int64_t epoch, int64_t index) const override {
+    const auto& order = cache_.get(windows_, o_, epoch, 0x22);
+    int64_t L = o_.seq_len, W = L - 2, first = index * o_.batch_size;
+    int64_t B = std::min<int64_t>(o_.batch_size, static_cast<int64_t>(order.size()) - first);
+    if (B <= 0) throw std::out_of_range("MLM batch index past the epoch");
+    auto input = torch::empty({B, L}, torch::kInt64);
+    auto target = torch::full({B, L}, -100, torch::kInt64);
+    auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
+    Rng rng(key_of(o_.seed, epoch, index, 0x33));
+    int64_t selected = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t start = order[first + b] * W;
+      in[b][0] = Special::kCls;
+      for (int64_t t = 0; t < W; ++t) in[b][t + 1] = stream_[start + t];
+      in[b][L - 1] = Special::kSep;
+      for (int64_t t = 1; t < L - 1; ++t) {
+        int64_t tok = in[b][t];
+        if (tok < Special::kCount) continue;  // never mask specials (SEP between documents)
+        if (rng.uniform() >= o_.mask_prob) continue;
+        tg[b][t] = tok;
+        ++selected;
+        double u = rng.uniform();
+        if (u < o_.mask_token_frac) in[b][t] = Special::kMask;
+        else if (u < o_.mask_token_frac + o_.random_token_frac)
+          in[b][t] = Special::kCount + rng.below(vocab_ - Special::kCount);
+      }
+    }
+    Batch out;
+    out.input_BT = input;
+    out.target_BT = target;
+    out.num_tokens = B * L;
+    out.num_targets = selected;
+    return out;
+  }
+
+ private:
+  StreamOptions o_;
+  int64_t vocab_;
+  std::vector<int32_t> stream_;
+  int64_t windows_ = 0;
+  OrderCache cache_;
+};
+
+// ---- translation
+
+class TranslationStream : public BatchStream {
+ public:
+  TranslationStream(const TokenDataset& ds, const StreamOptions& o) : o_(o) {
+    check_kind(ds, "parallel", "translation");
+    src_ = ds.seqs.at("src");
+    tgt_ = ds.seqs.at("tgt");
+    budget_ = o.max_tokens > 0 ? o.max_tokens : o.batch_size * o.seq_len;
+    if (budget_ < o.seq_len + 1)
+      throw UserError("translation token budget (" + std::to_string(budget_) +
+                      ") is smaller than one sequence (seq_len + 1)");
+    // Batches are fixed once: pairs sorted by length (ties broken by a seeded key), cut into
+    // runs whose padded size fits the budget. Epochs shuffle the batch order.
+    int64_t n = src_.size();
+    std::vector<int64_t> idx(n);
+    for (int64_t i = 0; i < n; ++i) idx[i] = i;
+    auto len = [&](int64_t i) { return std::max(slen(i), tlen(i)); };
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+      if (len(a) != len(b)) return len(a) < len(b);
+      return mix64(o.seed ^ static_cast<uint64_t>(a)) < mix64(o.seed ^ static_cast<uint64_t>(b));
+    });
+    std::vector<int64_t> cur;
+    int64_t cur_max = 0;
+    for (int64_t i : idx) {
+      int64_t m = std::max(cur_max, len(i));
+      if (!cur.empty() && m * static_cast<int64_t>(cur.size() + 1) > budget_) {
+        batches_.push_back(cur);
+        cur.clear();
+        m = len(i);
+      }
+      cur.push_back(i);
+      cur_max = m;
+    }
+    if (!cur.empty()) batches_.push_back(cur);
+  }
+  int64_t slen(int64_t i) const { return std::min<int64_t>(src_.length(i), o_.seq_len); }
+  int64_t tlen(int64_t i) const { return std::min<int64_t>(tgt_.length(i), o_.seq_len - 1) + 1; }
+  int64_t batches_per_epoch() const override {
+    int64_t n = static_cast<int64_t>(batches_.size());
+    return n / o_.world + (o_.rank < n % o_.world ? 1 : 0);
+  }
+  Batch batch(int64_t epoch, int64_t index) const override {
+    const auto& order = cache_.get(static_cast<int64_t>(batches_.size()), o_, epoch, 0x44);
+    if (index >= static_cast<int64_t>(order.size())) throw std::out_of_range("translation batch index");
+    const auto& ids = batches_[order[index]];
+    int64_t B = static_cast<int64_t>(ids.size()), S = 0, T = 0;
+    for (int64_t i : ids) S = std::max(S, slen(i)), T = std::max(T, tlen(i));
+    auto src = torch::full({B, S}, Special::kPad, torch::kInt64);
+    auto input = torch::full({B, T}, Special::kPad, torch::kInt64);
+    auto target = torch::full({B, T}, -100, torch::kInt64);
+    auto s = src.accessor<int64_t, 2>(), in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
+    Batch out;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t i = ids[b], sl = slen(i), tl = tlen(i) - 1;
+      for (int64_t t = 0; t < sl; ++t) s[b][t] = src_.begin(i)[t];
+      in[b][0] = Special::kBos;
+      for (int64_t t = 0; t < tl; ++t) in[b][t + 1] = tg[b][t] = tgt_.begin(i)[t];
+      tg[b][tl] = Special::kEos;
+      out.num_tokens += sl + tl + 1;
+      out.num_targets += tl + 1;
+    }
+    out.src_BS = src;
+    out.src_pad_BS = src != Special::kPad;
+    out.input_BT = input;
+    out.pad_BT = target != -100;
+    out.target_BT = target;
+    return out;
+  }
+  int64_t budget() const { return budget_; }
+
+ private:
+  StreamOptions o_;
+  Ragged src_, tgt_;
+  int64_t budget_ = 0;
+  std::vector<std::vector<int64_t>> batches_;
+  OrderCache cache_;
+};
+
+// ---- GLUE
+
+class GlueStream : public BatchStream {
+ public:
+  GlueStream(const TokenDataset& ds, const StreamOptions& o) : o_(o), ds_(ds) {
+    check_kind(ds, "glue", "glue");
+    n_ = ds.seqs.at("a").size();
+    if (n_ == 0) throw UserError(ds.split + " split has no examples");
+  }
+  int64_t batches_per_epoch() const override { return num_batches(n_, o_); }
+  Batch batch(int64_t epoch, int64_t index) const override {
+    const auto& order = cache_.get(n_, o_, epoch, 0x55);
+    int64_t first = index * o_.batch_size;
+    int64_t B = std::min<int64_t>(o_.batch_size, static_cast<int64_t>(order.size()) - first);
+    if (B <= 0) throw std::out_of_range("GLUE batch index past the epoch");
+    const Ragged &a = ds_.seqs.at("a"), &b = ds_.seqs.at("b");
+    std::vector<std::vector<int64_t>> rows(B), segs(B);
+    int64_t T = 0;
+    for (int64_t r = 0; r < B; ++r) {
+      int64_t i = order[first + r];
+      int64_t la = a.length(i), lb = b.length(i);
+      int64_t room = o_.seq_len - (lb > 0 ? 3 : 2);
+      while (la + lb > room) (la >= lb ? la : lb)--;  // truncate the longer side first
+      rows[r].push_back(Special::kCls);
+      for (int64_t t = 0; t < la; ++t) rows[r].push_back(a.begin(i)[t]);
+      rows[r].push_back(Special::kSep);
+      segs[r].assign(rows[r].size(), 0);
+      if (lb > 0) {
+        for (int64_t t = 0; t < lb; ++t) rows[r].push_back(b.begin(i)[t]);
+        rows[r].push_back(Special::kSep);
+        segs[r].resize(rows[r].size(), 1);
+      }
+      T = std::max<int64_t>(T, static_cast<int64_t>(rows[r].size()));
+    }
+    auto input = torch::full({B, T}, Special::kPad, torch::kInt64);
+    auto seg = torch::zeros({B, T}, torch::kInt64);
+    auto in = input.accessor<int64_t, 2>(), sg = seg.accessor<int64_t, 2>();
+    Batch out;
+    bool regression = ds_.num_labels == 0;
+    auto label = torch::empty({B}, regression ? torch::kFloat32 : torch::kInt64);
+    for (int64_t r = 0; r < B; ++r) {
+      for (size_t t = 0; t < rows[r].size(); ++t) in[r][t] = rows[r][t], sg[r][t] = segs[r][t];
+      float l = ds_.labels[order[first + r]];
+      if (regression) label[r] = l;
+      else label[r] = static_cast<int64_t>(l);
+      out.num_tokens += static_cast<int64_t>(rows[r].size());
+    }
+    out.input_BT = input;
+    out.pad_BT = input != Special::kPad;
+    out.segment_BT = seg;
+    out.label_B = label;
+    out.num_targets = B;
+    return out;
+  }
+
+ private:
+  StreamOptions o_;
+  TokenDataset ds_;
+  int64_t n_ = 0;
+  OrderCache cache_;
+};
+
+}  // namespace
+
+std::vector<int64_t> permutation(int64_t n, uint64_t key) {
+  std::vector<int64_t> p(n);
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  Rng rng(key);
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[rng.below(i + 1)]);
+  return p;
+}
+
+std::unique_ptr<BatchStream> make_lm_stream(const TokenDataset& ds, const StreamOptions& o) {
+  return std::make_unique<LmStream>(ds, o);
+}
+std::unique_ptr<BatchStream> make_mlm_stream(const TokenDataset& ds, const StreamOptions& o) {
+  return std::make_unique<MlmStream>(ds, o);
+}
+std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds, const StreamOptions& o) {
+  return std::make_unique<TranslationStream>(ds, o);
+}
+std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const StreamOptions& o) {
+  return std::make_unique<GlueStream>(ds, o);
+}
+
+}  // namespace ropelab::data

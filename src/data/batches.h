@@ -1,0 +1,65 @@
+// Batch streams, one per task, over prepared token datasets.
+//
+// A stream is random access: batch(epoch, index) is a pure function of (seed, epoch, index),
+// so a resumed run sees exactly the batches it would have seen, and rank r of a data-parallel
+// world takes every world-th window/example. Streams:
+//   - causal LM: contiguous windows over the concatenated documents (EOS after each), each
+//     window seq_len+1 tokens (input, shifted target); every window once per epoch;
+//   - MLM: windows of seq_len-2 tokens wrapped as [CLS] ... [SEP]; 15% of non-special tokens
+//     selected, of those 80% -> [MASK], 10% -> random token, 10% unchanged; targets only at
+//     selected positions (-100 elsewhere);
+//   - translation: (source, target) pairs bucketed by length into batches under a token budget;
+//   - GLUE: [CLS] a [SEP] (b [SEP]) with segment ids and labels.
+#pragma once
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "data/tokens.h"
+
+namespace ropelab::data {
+
+// Tensor names carry their shape: B batch, T target/decoder time, S source time.
+struct Batch {
+  torch::Tensor input_BT;    // int64 token ids (decoder input for translation)
+  torch::Tensor target_BT;   // int64 targets; -100 = no loss at this position
+  torch::Tensor pad_BT;      // bool, true = real token; undefined = no padding
+  torch::Tensor segment_BT;  // int64 segment ids (GLUE)
+  torch::Tensor label_B;     // GLUE: int64 class index, or float32 score (regression)
+  torch::Tensor src_BS;      // translation source ids
+  torch::Tensor src_pad_BS;  // bool, true = real source token
+  int64_t num_tokens = 0;    // real input tokens (throughput)
+  int64_t num_targets = 0;   // positions that carry loss
+};
+
+struct StreamOptions {
+  uint64_t seed = 0;
+  int64_t batch_size = 16;
+  int64_t seq_len = 128;
+  int64_t max_tokens = 0;  // translation token budget per batch (0 = batch_size * seq_len)
+  bool shuffle = true;     // false for evaluation: fixed order, last partial batch kept
+  int rank = 0, world = 1;
+  double mask_prob = 0.15, mask_token_frac = 0.8, random_token_frac = 0.1;  // MLM
+};
+
+class BatchStream {
+ public:
+  virtual ~BatchStream() = default;
+  // Batches this rank sees per epoch.
+  virtual int64_t batches_per_epoch() const = 0;
+  virtual Batch batch(int64_t epoch, int64_t index) const = 0;
+};
+
+std::unique_ptr<BatchStream> make_lm_stream(const TokenDataset& ds, const StreamOptions& opt);
+std::unique_ptr<BatchStream> make_mlm_stream(const TokenDataset& ds, const StreamOptions& opt);
+std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds, const StreamOptions& opt);
+std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const StreamOptions& opt);
+
+// Deterministic randomness shared by the streams (splitmix64).
+uint64_t mix64(uint64_t x);
+// A permutation of [0, n) that depends only on `key`.
+std::vector<int64_t> permutation(int64_t n, uint64_t key);
+
+}  // namespace ropelab::data

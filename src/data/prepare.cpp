@@ -1,0 +1,478 @@
+#include "data/prepare.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "data/tokens.h"
+#include "text/corpus.h"
+#include "text/glue.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/progress.h"
+
+namespace ropelab::data {
+
+namespace stdfs = std::filesystem;
+
+namespace {
+
+// Bump when the corpus cleaning or derivation changes: built-in text is then re-exported.
+constexpr int kCorpusVersion = 2;
+
+const char* kSplits[] = {"train", "valid", "test"};
+
+std::string join_path(const std::string& a, const std::string& b) {
+  return (stdfs::path(a) / b).string();
+}
+
+// Splits a file into lines, checking UTF-8; errors name the file and line.
+std::vector<std::string> read_lines(const std::string& path, bool check_utf8 = true) {
+  std::string data = fs::read_file(path);
+  std::vector<std::string> lines;
+  std::istringstream in(data);
+  std::string line;
+  int64_t no = 0;
+  while (std::getline(in, line)) {
+    ++no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (check_utf8) {
+      int64_t bad = text::invalid_utf8_at(line);
+      if (bad >= 0)
+        throw UserError(path + ":" + std::to_string(no) + ": invalid UTF-8 at byte " +
+                        std::to_string(bad + 1) + " of the line");
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += l + "\n";
+  fs::write_file_atomic(path, s);
+}
+
+// ---- built-in corpora
+
+using VerseMap = std::map<std::string, text::Verse>;  // key -> verse
+
+std::vector<std::string> chapters_of(const std::vector<text::Verse>& verses,
+                                     const std::string& split) {
+  std::vector<std::string> docs;
+  std::string cur, cur_key;
+  for (const auto& v : verses) {
+    if (text::split_of_book(v.book) != split) continue;
+    std::string key = v.book + " " + std::to_string(v.chapter);
+    if (key != cur_key && !cur.empty()) docs.push_back(cur), cur.clear();
+    cur_key = key;
+    cur += (cur.empty() ? "" : " ") + v.text;
+  }
+  if (!cur.empty()) docs.push_back(cur);
+  return docs;
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64: deterministic choices from a verse key
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::string kind_of_source(const std::string& source) {
+  if (source == "bible-en" || source == "text" || source == "bytes") return "lm";
+  if (source == "bible-en-es" || source == "parallel") return "parallel";
+  return "glue";
+}
+
+void export_builtin_text(const std::string& source, const std::string& dir) {
+  std::string stamp = join_path(dir, "corpus.stamp");
+  std::string want = "ropelab corpus v" + std::to_string(kCorpusVersion) + " " + source + "\n";
+  if (fs::exists(stamp) && fs::read_file(stamp) == want) return;
+  fs::make_dirs(dir);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> modules;
+  if (source == "bible-en" || source == "bible-mrpc" || source == "bible-sst2")
+    modules = {text::kKJV, text::kWEB};
+  else
+    modules = {text::kWEB, text::kRV};
+  Progress bar("export " + source, static_cast<int64_t>(modules.size()), "bible");
+  std::vector<std::vector<text::Verse>> bibles;
+  for (const auto& m : modules) {
+    bibles.push_back(text::export_bible(m));
+    bar.update(static_cast<int64_t>(bibles.size()));
+  }
+  bar.finish();
+  for (size_t i = 0; i < modules.size(); ++i)
+    spdlog::info("{}: {} verses", modules[i], bibles[i].size());
+
+  if (source == "bible-en") {
+    for (const char* split : kSplits) {
+      std::vector<std::string> docs;
+      for (const auto& b : bibles) {
+        auto d = chapters_of(b, split);
+        docs.insert(docs.end(), d.begin(), d.end());
+      }
+      write_lines(join_path(dir, std::string(split) + ".txt"), docs);
+    }
+  } else {
+    // Align the two translations by verse key.
+    VerseMap second;
+    for (const auto& v : bibles[1]) second[v.key()] = v;
+    std::vector<std::pair<text::Verse, text::Verse>> pairs;
+    for (const auto& v : bibles[0]) {
+      auto it = second.find(v.key());
+      if (it != second.end()) pairs.emplace_back(v, it->second);
+    }
+    spdlog::info("{} aligned verse pairs", pairs.size());
+    if (source == "bible-en-es") {
+      for (const char* split : kSplits) {
+        std::vector<std::string> en, es;
+        for (const auto& [a, b] : pairs)
+          if (text::split_of_book(a.book) == split) en.push_back(a.text), es.push_back(b.text);
+        write_lines(join_path(dir, std::string(split) + ".en"), en);
+        write_lines(join_path(dir, std::string(split) + ".es"), es);
+      }
+    } else {
+      const auto& task = text::glue_task(source == "bible-mrpc" ? "MRPC" : "SST-2");
+      std::string task_dir = join_path(dir, task.name);
+      fs::make_dirs(task_dir);
+      for (const char* split : kSplits) {
+        std::vector<text::GlueExample> ex;
+        for (size_t i = 0; i < pairs.size(); ++i) {
+          const auto& [kjv, web] = pairs[i];
+          if (text::split_of_book(kjv.book) != split) continue;
+          uint64_t h = mix(fs::hash_bytes(kjv.key()));
+          text::GlueExample e;
+          if (source == "bible-mrpc") {
+            // Paraphrase (1): KJV and WEB of the same verse. Not (0): WEB of a nearby verse
+            // of the same chapter (1-3 verses away), which shares topic and vocabulary.
+            e.a = kjv.text;
+            if ((h & 1) == 0) {
+              e.b = web.text, e.label = 1;
+            } else {
+              size_t off = 1 + (h >> 8) % 3;
+              size_t j = i + off < pairs.size() && pairs[i + off].first.chapter == kjv.chapter &&
+                                 pairs[i + off].first.book == kjv.book
+                             ? i + off
+                             : (i >= off ? i - off : i + 1);
+              if (j >= pairs.size() || j == i) continue;
+              e.b = pairs[j].second.text, e.label = 0;
+            }
+          } else {
+            // Archaic (KJV, 1) or modern (WEB, 0) English: one version per verse.
+            bool archaic = (h & 1) == 0;
+            e.a = archaic ? kjv.text : web.text;
+            e.label = archaic ? 1.0f : 0.0f;
+          }
+          ex.push_back(std::move(e));
+        }
+        std::string name = std::string(split) == "valid" ? "dev" : split;
+        fs::write_file_atomic(join_path(task_dir, name + ".tsv"),
+                              text::write_glue_tsv(task, ex, /*with_labels=*/name != "test"));
+        if (name == "test")  // GLUE test files carry no labels; keep ours beside them
+          fs::write_file_atomic(join_path(task_dir, "test_labeled.tsv"),
+                                text::write_glue_tsv(task, ex, true));
+      }
+    }
+  }
+  fs::write_file_atomic(stamp, want);
+  spdlog::info("exported {} text in {:.1f} s", source,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+namespace {
+
+struct SplitInput {
+  std::string name;                // split name
+  std::vector<std::string> files;  // lm: 1; parallel: src, tgt; glue: 1 tsv
+};
+
+// Where the text of each split lives, exporting built-in corpora first.
+std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* text_dir) {
+  std::vector<SplitInput> out;
+  const std::string& src = d.source;
+  bool builtin = src.rfind("bible-", 0) == 0;
+  if (builtin) {
+    *text_dir = join_path(join_path(d.prepared_dir, "text"), src);
+    export_builtin_text(src, *text_dir);
+  }
+  std::string kind = kind_of_source(src);
+  if (kind == "lm") {
+    if (builtin) {
+      for (const char* s : kSplits) out.push_back({s, {join_path(*text_dir, std::string(s) + ".txt")}});
+    } else {
+      std::map<std::string, std::string> files = {{"train", d.train}, {"valid", d.valid}, {"test", d.test}};
+      for (const char* s : kSplits)
+        if (!files[s].empty()) out.push_back({s, {files[s]}});
+    }
+  } else if (kind == "parallel") {
+    std::string ss = builtin ? "en" : d.source_suffix, ts = builtin ? "es" : d.target_suffix;
+    std::map<std::string, std::string> base;
+    if (builtin)
+      for (const char* s : kSplits) base[s] = join_path(*text_dir, s);
+    else
+      base = {{"train", d.train}, {"valid", d.valid}, {"test", d.test}};
+    for (const char* s : kSplits)
+      if (!base[s].empty()) out.push_back({s, {base[s] + "." + ss, base[s] + "." + ts}});
+  } else {
+    std::string dir = builtin ? join_path(*text_dir, src == "bible-mrpc" ? "MRPC" : "SST-2") : d.train;
+    const auto& task = text::glue_task(builtin ? (src == "bible-mrpc" ? "MRPC" : "SST-2") : d.glue_task);
+    std::vector<std::string> names = {"train", "dev"};
+    if (task.name == "MNLI") names = {"train", "dev_matched", "dev_mismatched"};
+    for (const auto& n : names) {
+      std::string f = join_path(dir, text::glue_file_name(task, n));
+      out.push_back({n == "dev" ? "valid" : n, {f}});
+    }
+    std::string test = join_path(dir, builtin ? "test_labeled.tsv" : "test.tsv");
+    if (fs::exists(test)) out.push_back({"test", {test}});
+  }
+  for (const auto& si : out)
+    for (const auto& f : si.files)
+      if (!fs::exists(f)) throw UserError(f + ": no such file (data." + si.name + ")");
+  return out;
+}
+
+std::string glue_task_name(const config::DataConfig& d) {
+  if (d.source == "bible-mrpc") return "MRPC";
+  if (d.source == "bible-sst2") return "SST-2";
+  return d.glue_task;
+}
+
+std::string tokenizer_tag(const config::DataConfig& d) {
+  if (d.tokenizer.type == "byte") return "byte";
+  if (!d.tokenizer.model.empty()) return "spm-" + stdfs::path(d.tokenizer.model).stem().string();
+  return "spm" + std::to_string(d.tokenizer.vocab_size) + "-" + d.tokenizer.model_type;
+}
+
+std::string out_dir(const config::DataConfig& d) {
+  std::string src = d.source;
+  if (src.rfind("bible-", 0) != 0) {
+    // User data: name the folder after the training file, plus a hash of its path.
+    src = src + "-" + stdfs::path(d.train).filename().string() + "-" +
+          fs::hex64(fs::hash_bytes(stdfs::absolute(d.train).string())).substr(0, 8);
+  }
+  return join_path(join_path(d.prepared_dir, src), tokenizer_tag(d));
+}
+
+// Lines of all training text (for tokenizer training).
+std::string tokenizer_training_text(const std::vector<SplitInput>& inputs, const std::string& kind,
+                                    const std::string& task) {
+  std::string all;
+  for (const auto& si : inputs) {
+    if (si.name != "train") continue;
+    if (kind == "glue") {
+      auto gf = text::read_glue_tsv(si.files[0], text::glue_task(task));
+      for (const auto& e : gf.examples) {
+        all += e.a + "\n";
+        if (!e.b.empty()) all += e.b + "\n";
+      }
+    } else {
+      for (const auto& f : si.files)
+        for (const auto& l : read_lines(f)) all += l + "\n";
+    }
+  }
+  return all;
+}
+
+// Encodes lines on `threads` threads (SentencePiece's Encode is const and thread-safe).
+std::vector<std::vector<int32_t>> encode_all(const text::Tokenizer& tok,
+                                             const std::vector<std::string>& lines, int threads,
+                                             Progress* bar, int64_t* done) {
+  std::vector<std::vector<int32_t>> out(lines.size());
+  threads = std::max(1, std::min<int>(threads, 8));
+  std::vector<std::thread> pool;
+  std::atomic<int64_t> next{0};
+  std::exception_ptr err;
+  std::mutex mu;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      try {
+        for (int64_t i; (i = next.fetch_add(1)) < static_cast<int64_t>(lines.size());)
+          out[i] = tok.encode(lines[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        err = std::current_exception();
+      }
+    });
+  }
+  // The calling thread reports progress.
+  while (true) {
+    int64_t n = std::min<int64_t>(next.load(), static_cast<int64_t>(lines.size()));
+    bar->update(*done + n);
+    if (n >= static_cast<int64_t>(lines.size())) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto& th : pool) th.join();
+  if (err) std::rethrow_exception(err);
+  *done += static_cast<int64_t>(lines.size());
+  return out;
+}
+
+}  // namespace
+
+Prepared prepared_paths(const config::DataConfig& d) {
+  Prepared p;
+  p.kind = kind_of_source(d.source);
+  p.tokenizer_kind = d.tokenizer.type;
+  std::string dir = out_dir(d);
+  if (d.tokenizer.type == "spm")
+    p.tokenizer_path = d.tokenizer.model.empty() ? join_path(dir, "tokenizer.model") : d.tokenizer.model;
+  std::vector<std::string> names = {"train", "valid", "test"};
+  if (p.kind == "glue" && glue_task_name(d) == "MNLI") names = {"train", "dev_matched", "dev_mismatched", "test"};
+  for (const auto& n : names) {
+    std::string f = join_path(dir, n + ".h5");
+    if (fs::exists(f)) p.splits[n] = f;
+  }
+  if (p.splits.count("train") == 0)
+    throw UserError(dir + ": no prepared training data; HINT: run `ropelab prepare` with this config");
+  return p;
+}
+
+TokenDataset load_split(const Prepared& p, const std::string& split, const text::Tokenizer& tok) {
+  auto it = p.splits.find(split);
+  if (it == p.splits.end()) throw UserError("no prepared '" + split + "' split; HINT: run `ropelab prepare`");
+  TokenDataset ds = read_tokens(it->second, p.kind);
+  if (ds.tokenizer != tok.fingerprint())
+    throw UserError(it->second + ": was made with tokenizer " + ds.tokenizer + ", but the tokenizer in use is " +
+                    tok.fingerprint() + "; HINT: run `ropelab prepare` again");
+  return ds;
+}
+
+std::unique_ptr<text::Tokenizer> load_tokenizer(const Prepared& p) {
+  if (p.tokenizer_kind == "byte") return std::make_unique<text::ByteTokenizer>();
+  return std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
+}
+
+Prepared prepare(const config::DataConfig& d, int threads) {
+  auto t0 = std::chrono::steady_clock::now();
+  Prepared p;
+  p.kind = kind_of_source(d.source);
+  p.tokenizer_kind = d.tokenizer.type;
+  std::string text_dir;
+  auto inputs = split_inputs(d, &text_dir);
+  std::string task = glue_task_name(d);
+  std::string dir = out_dir(d);
+  fs::make_dirs(dir);
+
+  // Tokenizer.
+  std::unique_ptr<text::Tokenizer> tok;
+  if (d.tokenizer.type == "byte") {
+    tok = std::make_unique<text::ByteTokenizer>();
+  } else if (!d.tokenizer.model.empty()) {
+    p.tokenizer_path = d.tokenizer.model;
+    tok = std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
+  } else {
+    p.tokenizer_path = join_path(dir, "tokenizer.model");
+    std::string train_text = tokenizer_training_text(inputs, p.kind, task);
+    if (train_text.empty()) throw UserError(inputs[0].files[0] + ": the training text is empty");
+    std::string stamp_path = join_path(dir, "tokenizer.stamp");
+    std::string stamp = "input " + fs::hex64(fs::hash_bytes(train_text)) + " vocab " +
+                        std::to_string(d.tokenizer.vocab_size) + " type " + d.tokenizer.model_type +
+                        " coverage " + std::to_string(d.tokenizer.character_coverage) + "\n";
+    if (!fs::exists(p.tokenizer_path) || !fs::exists(stamp_path) || fs::read_file(stamp_path) != stamp) {
+      std::string input = join_path(dir, ".tokenizer-input.txt");
+      fs::write_file_atomic(input, train_text);
+      spdlog::info("training SentencePiece {} tokenizer (vocab {}) on {:.1f} MB of text", d.tokenizer.model_type,
+                   d.tokenizer.vocab_size, static_cast<double>(train_text.size()) / 1e6);
+      text::SpmTrainOptions opt;
+      opt.vocab_size = d.tokenizer.vocab_size;
+      opt.model_type = d.tokenizer.model_type;
+      opt.character_coverage = d.tokenizer.character_coverage;
+      opt.threads = threads;
+      text::train_spm(input, join_path(dir, "tokenizer"), opt);
+      std::remove(input.c_str());
+      fs::write_file_atomic(stamp_path, stamp);
+    } else {
+      spdlog::info("tokenizer up to date: {}", p.tokenizer_path);
+    }
+    tok = std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
+  }
+
+  // Datasets.
+  for (const auto& si : inputs) {
+    std::string out = join_path(dir, si.name + ".h5");
+    std::string source_hash;
+    for (const auto& f : si.files) source_hash += fs::hex64(fs::hash_file(f));
+    auto attrs = read_token_attrs(out);
+    if (!attrs.empty() && attrs["source_hash"] == source_hash &&
+        attrs["tokenizer"] == tok->fingerprint() &&
+        attrs["format_version"] == std::to_string(kTokensFormatVersion)) {
+      spdlog::info("{} up to date", out);
+      p.splits[si.name] = out;
+      continue;
+    }
+    TokenDataset ds;
+    ds.kind = p.kind;
+    ds.split = si.name;
+    ds.tokenizer = tok->fingerprint();
+    ds.tokenizer_kind = tok->kind();
+    ds.vocab_size = tok->vocab_size();
+    ds.source_hash = source_hash;
+    if (p.kind == "lm") {
+      std::vector<std::string> docs;
+      if (d.source == "bytes") {
+        docs.push_back(fs::read_file(si.files[0]));  // one raw byte stream
+      } else {
+        for (auto& l : read_lines(si.files[0]))
+          if (!l.empty()) docs.push_back(std::move(l));
+      }
+      if (docs.empty()) throw UserError(si.files[0] + ": no text (the file is empty)");
+      Progress bar("encode " + si.name, static_cast<int64_t>(docs.size()), "doc");
+      int64_t done = 0;
+      auto ids = encode_all(*tok, docs, threads, &bar, &done);
+      bar.finish();
+      for (const auto& x : ids) ds.seqs["text"].push(x);
+    } else if (p.kind == "parallel") {
+      auto src = read_lines(si.files[0]), tgt = read_lines(si.files[1]);
+      if (src.size() != tgt.size())
+        throw UserError(si.files[1] + ": has " + std::to_string(tgt.size()) + " lines but " +
+                        si.files[0] + " has " + std::to_string(src.size()) + " (files must align)");
+      if (src.empty()) throw UserError(si.files[0] + ": no text (the file is empty)");
+      Progress bar("encode " + si.name, static_cast<int64_t>(2 * src.size()), "line");
+      int64_t done = 0;
+      auto a = encode_all(*tok, src, threads, &bar, &done);
+      auto b = encode_all(*tok, tgt, threads, &bar, &done);
+      bar.finish();
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].empty() || b[i].empty()) continue;  // drop pairs with an empty side
+        ds.seqs["src"].push(a[i]);
+        ds.seqs["tgt"].push(b[i]);
+      }
+    } else {
+      const auto& gt = text::glue_task(task);
+      auto gf = text::read_glue_tsv(si.files[0], gt);
+      if (gf.skipped_rows > 0)
+        spdlog::warn("{}: skipped {} malformed rows", si.files[0], gf.skipped_rows);
+      std::vector<std::string> a, b;
+      for (const auto& e : gf.examples) a.push_back(e.a), b.push_back(e.b), ds.labels.push_back(e.label);
+      Progress bar("encode " + si.name, static_cast<int64_t>(2 * a.size()), "text");
+      int64_t done = 0;
+      auto ea = encode_all(*tok, a, threads, &bar, &done);
+      auto eb = encode_all(*tok, b, threads, &bar, &done);
+      bar.finish();
+      for (size_t i = 0; i < ea.size(); ++i) ds.seqs["a"].push(ea[i]), ds.seqs["b"].push(eb[i]);
+      ds.task = gt.name;
+      ds.num_labels = gt.regression ? 0 : static_cast<int64_t>(gt.label_names.size());
+    }
+    write_tokens(out, ds);
+    int64_t ntok = 0, nseq = 0;
+    for (const auto& [name, r] : ds.seqs) ntok += static_cast<int64_t>(r.tokens.size()), nseq = r.size();
+    spdlog::info("wrote {}: {} sequences, {} tokens", out, nseq, ntok);
+    p.splits[si.name] = out;
+  }
+  spdlog::info("prepare finished in {:.1f} s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return p;
+}
+
+}  // namespace ropelab::data

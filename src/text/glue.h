@@ -1,0 +1,51 @@
+// GLUE readers for the official TSV layouts of all nine tasks (formats.md): train, dev
+// (MNLI: dev_matched / dev_mismatched) and unlabeled test files.
+//
+// Files are split on TAB only, with no quote handling (SST-2 and MRPC contain bare `"`), a
+// trailing \r is stripped, and files with a header find their columns by name, so train, dev
+// and test layouts of one task are read by the same code. A row with the wrong column count is
+// an error naming the file and line, except in QQP's train file, whose few malformed rows the
+// reference loaders skip (we skip and count them too).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ropelab::text {
+
+struct GlueTask {
+  std::string name;                      // "CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", ...
+  bool regression = false;               // STS-B
+  std::vector<std::string> label_names;  // class index = position (empty for regression)
+  bool pair = false;                     // sentence pairs?
+};
+
+// Looks a task up by its GLUE name (case-insensitive); UserError listing the nine otherwise.
+const GlueTask& glue_task(const std::string& name);
+const std::vector<GlueTask>& glue_tasks();
+
+struct GlueExample {
+  std::string a, b;     // b empty for single-sentence tasks
+  float label = -1.0f;  // class index, or the score for STS-B; -1 for unlabeled test rows
+  int64_t line = 0;     // 1-based line in the file
+  std::string id;       // the index column where the file has one (test predictions need it)
+};
+
+struct GlueFile {
+  std::vector<GlueExample> examples;
+  int64_t skipped_rows = 0;  // malformed rows skipped (QQP train only)
+  bool labeled = false;
+};
+
+// Reads one GLUE TSV file of `task`. Errors name the file and line.
+GlueFile read_glue_tsv(const std::string& path, const GlueTask& task);
+
+// File name of a split in a GLUE task directory: "train.tsv", "dev.tsv",
+// "dev_matched.tsv"/"dev_mismatched.tsv" (MNLI: split "dev_matched"/"dev_mismatched"), "test.tsv".
+std::string glue_file_name(const GlueTask& task, const std::string& split);
+
+// Writes examples in the task's official layout (used to make the built-in GLUE-style tasks).
+std::string write_glue_tsv(const GlueTask& task, const std::vector<GlueExample>& examples,
+                           bool with_labels);
+
+}  // namespace ropelab::text

@@ -1,0 +1,75 @@
+// Thin RAII helpers over the HDF5 C API (no HighFive in Debian bookworm): files, groups,
+// string/number attributes, whole 1-D datasets and extendible (appendable) 1-D series.
+// HDF5's own error stack printing is switched off; failures throw UserError naming the file.
+#pragma once
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ropelab::h5 {
+
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*closer)(hid_t)) : id_(id), close_(closer) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = o.id_, close_ = o.close_, o.id_ = -1;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t id() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void reset() {
+    if (id_ >= 0 && close_ != nullptr) close_(id_);
+    id_ = -1;
+  }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+void quiet();  // turn off HDF5's automatic error printing (idempotent)
+
+Handle create_file(const std::string& path);                // truncates
+Handle open_file(const std::string& path, bool writable);   // UserError if not HDF5
+Handle create_group(hid_t parent, const std::string& name, const std::string& file);
+bool exists(hid_t parent, const std::string& name);
+
+void set_attr(hid_t obj, const std::string& name, const std::string& value);
+void set_attr(hid_t obj, const std::string& name, int64_t value);
+void set_attr(hid_t obj, const std::string& name, double value);
+bool has_attr(hid_t obj, const std::string& name);
+std::string get_attr_str(hid_t obj, const std::string& name, const std::string& file);
+int64_t get_attr_int(hid_t obj, const std::string& name, const std::string& file);
+
+// Whole 1-D datasets.
+void write_i32(hid_t parent, const std::string& name, const std::vector<int32_t>& v);
+void write_i64(hid_t parent, const std::string& name, const std::vector<int64_t>& v);
+void write_f32(hid_t parent, const std::string& name, const std::vector<float>& v);
+std::vector<int32_t> read_i32(hid_t parent, const std::string& name, const std::string& file);
+std::vector<int64_t> read_i64(hid_t parent, const std::string& name, const std::string& file);
+std::vector<float> read_f32(hid_t parent, const std::string& name, const std::string& file);
+std::vector<double> read_f64(hid_t parent, const std::string& name, const std::string& file);
+
+// An extendible, chunked 1-D float64 dataset that grows by appends (metrics series).
+class Series {
+ public:
+  Series(hid_t parent, const std::string& name);
+  void append(double v);
+  int64_t size() const { return size_; }
+
+ private:
+  Handle ds_;
+  int64_t size_ = 0;
+};
+
+}  // namespace ropelab::h5

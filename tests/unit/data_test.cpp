@@ -1,0 +1,440 @@
+// Corpora, GLUE readers, HDF5 token datasets and batch streams.
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "data/batches.h"
+#include "data/prepare.h"
+#include "data/tokens.h"
+#include "helpers.h"
+#include "text/corpus.h"
+#include "text/glue.h"
+#include "text/tokenizer.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/h5.h"
+
+namespace ropelab {
+namespace {
+
+using test::TempDir;
+using test::write;
+using text::Special;
+
+// ---- corpus parsing (a sample of real diatheke OSIS output, trimmed)
+
+TEST(Corpus, ParsesOsisKeysJoinsWordsDropsHeadings) {
+  std::string osis =
+      "Genesis 1:1: <w>In</w> <w>the</w> <w>beginning</w>, <w>God</w><w>created</w> "
+      "<w>the</w> <w>heavens</w>.<milestone type=\"line\"/>\n"
+      "Psalms 2:12: <w>Kiss</w> the son &amp; be <w>wise</w>. <milestone type=\"line\"/>\n"
+      "A <w>Psalm</w> of <w>David</w>, when he <w>fled</w>.   Psalms 3:1: <w>LORD</w>, how "
+      "are they <w>increased</w>!\n"
+      "you are cursed above all livestock,\n"
+      "and above every animal. <milestone type=\"line\"/>\n"
+      "<title canonical=\"true\" type=\"psalm\">A praise psalm.</title> <lg sID=\"x\"/>Tobit 6:18: "
+      "<w>Apocrypha</w> text.\n"
+      "I John 1:1: ¶ That which was from the beginning .\n"
+      "(engWEB2015eb)\n";
+  auto v = text::parse_diatheke_osis(osis, "sample");
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(v[0].key(), "Genesis 1:1");
+  EXPECT_EQ(v[0].text, "In the beginning, God created the heavens.");
+  EXPECT_EQ(v[1].text, "Kiss the son & be wise.");  // heading of Psalm 3 not glued on
+  EXPECT_EQ(v[2].key(), "Psalms 3:1");
+  EXPECT_EQ(v[2].text,
+            "LORD, how are they increased! you are cursed above all livestock, and above every animal.");
+  EXPECT_EQ(v[3].book, "I John");  // not "John"; Tobit (not canonical) dropped
+  EXPECT_EQ(v[3].text, "That which was from the beginning.");
+  EXPECT_THROW(text::parse_diatheke_osis("nothing here", "x"), UserError);
+}
+
+TEST(Corpus, SplitsAreByBookAndCoverTheCanon) {
+  std::map<std::string, int> n;
+  for (const auto& b : text::canonical_books()) n[text::split_of_book(b)]++;
+  EXPECT_EQ(text::canonical_books().size(), 66u);
+  EXPECT_EQ(n["valid"], 6);
+  EXPECT_EQ(n["test"], 5);
+  EXPECT_EQ(n["train"], 55);
+}
+
+TEST(Corpus, Utf8Validation) {
+  EXPECT_EQ(text::invalid_utf8_at("plain ascii"), -1);
+  EXPECT_EQ(text::invalid_utf8_at("caf\xC3\xA9 \xE2\x80\x94 ok"), -1);
+  EXPECT_EQ(text::invalid_utf8_at("bad \xC3 here"), 4);
+  EXPECT_EQ(text::invalid_utf8_at("\xFF"), 0);
+}
+
+// ---- GLUE layouts
+
+struct GlueCase {
+  const char* task;
+  const char* file;
+  const char* text;
+  size_t n;
+  const char* a0;
+  const char* b0;
+  float label0;
+};
+
+TEST(Glue, ReadsAllNineLayouts) {
+  TempDir d;
+  std::vector<GlueCase> cases = {
+      {"CoLA", "train.tsv", "gj04\t1\t\tOur friends won't buy this analysis.\r\ngj04\t0\t*\tOne more pseudo generalization.\n", 2,
+       "Our friends won't buy this analysis.", "", 1},
+      {"CoLA", "test.tsv", "index\tsentence\n0\tBill whistled past the house.\n", 1,
+       "Bill whistled past the house.", "", -1},
+      {"SST-2", "train.tsv", "sentence\tlabel\nhide new secretions \" from the parental units \t0\n", 1,
+       "hide new secretions \" from the parental units ", "", 0},
+      {"SST-2", "test.tsv", "index\tsentence\n0\tuneasy mishmash of styles\n", 1, "uneasy mishmash of styles", "", -1},
+      {"MRPC", "train.tsv",
+       "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t702876\t702977\tAmrozi accused his \"brother\"\tReferring to him\n", 1,
+       "Amrozi accused his \"brother\"", "Referring to him", 1},
+      {"STS-B", "dev.tsv",
+       "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+       "0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man with a hard hat is dancing.\tA man wearing a hard hat is dancing.\t5.000\n",
+       1, "A man with a hard hat is dancing.", "A man wearing a hard hat is dancing.", 5.0f},
+      {"QQP", "dev.tsv",
+       "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n40\t1\t2\tWhy is the sky blue?\tWhat makes the sky blue?\t1\n", 1,
+       "Why is the sky blue?", "What makes the sky blue?", 1},
+      {"QQP", "test.tsv", "id\tquestion1\tquestion2\n0\tHow?\tWhy?\n", 1, "How?", "Why?", -1},
+      {"MNLI", "dev_matched.tsv",
+       "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
+       "0\t63735\t63735n\tslate\t(x)\t(y)\t(X)\t(Y)\tThe new rights are nice enough\tEveryone really likes the newest benefits\tneutral\tentailment\tneutral\tneutral\tneutral\tneutral\n",
+       1, "The new rights are nice enough", "Everyone really likes the newest benefits", 1},
+      {"QNLI", "train.tsv", "index\tquestion\tsentence\tlabel\n0\tWhen?\tIn 1990.\tnot_entailment\n", 1, "When?", "In 1990.", 1},
+      {"RTE", "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tA dog barks.\tAn animal makes noise.\tentailment\n", 1,
+       "A dog barks.", "An animal makes noise.", 0},
+      {"WNLI", "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tI stuck a pin.\tThe pin was stuck.\t1\n", 1,
+       "I stuck a pin.", "The pin was stuck.", 1},
+  };
+  std::set<std::string> tasks;
+  for (const auto& c : cases) {
+    std::string dir = d.file(c.task);
+    std::filesystem::create_directories(dir);
+    auto f = write(dir + "/" + c.file, c.text);
+    auto gf = text::read_glue_tsv(f, text::glue_task(c.task));
+    ASSERT_EQ(gf.examples.size(), c.n) << c.task << " " << c.file;
+    EXPECT_EQ(gf.examples[0].a, c.a0) << c.task;
+    EXPECT_EQ(gf.examples[0].b, c.b0) << c.task;
+    EXPECT_FLOAT_EQ(gf.examples[0].label, c.label0) << c.task;
+    tasks.insert(text::glue_task(c.task).name);
+  }
+  EXPECT_EQ(tasks.size(), 9u);
+  EXPECT_EQ(text::glue_file_name(text::glue_task("mnli"), "dev"), "dev_matched.tsv");
+  EXPECT_EQ(text::glue_task("sst2").name, "SST-2");
+  EXPECT_THROW(text::glue_task("squad"), UserError);
+}
+
+TEST(Glue, BadRowsNameFileAndLine) {
+  TempDir d;
+  std::filesystem::create_directories(d.file("QQP"));
+  auto f = write(d.file("rte.tsv"), "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tonly two\n");
+  try {
+    text::read_glue_tsv(f, text::glue_task("RTE"));
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("rte.tsv:3: expected 4 tab-separated columns, found 2"), std::string::npos)
+        << e.what();
+  }
+  auto g = write(d.file("bad_label.tsv"), "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n");
+  EXPECT_THROW(text::read_glue_tsv(g, text::glue_task("RTE")), UserError);
+  // QQP's train file: malformed rows are skipped and counted, as reference loaders do.
+  auto q = write(d.file("QQP/train.tsv"),
+                 "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\ta?\tb?\t0\n2\t3\tbroken row\n");
+  auto gf = text::read_glue_tsv(q, text::glue_task("QQP"));
+  EXPECT_EQ(gf.examples.size(), 1u);
+  EXPECT_EQ(gf.skipped_rows, 1);
+}
+
+// ---- HDF5 token datasets
+
+data::TokenDataset tiny_lm(int docs, int len, int vocab = 50) {
+  data::TokenDataset ds;
+  ds.kind = "lm";
+  ds.split = "train";
+  ds.tokenizer = "byte-v1";
+  ds.tokenizer_kind = "byte";
+  ds.vocab_size = vocab;
+  ds.source_hash = "x";
+  for (int d = 0; d < docs; ++d) {
+    std::vector<int32_t> seq;
+    for (int t = 0; t < len + d % 3; ++t) seq.push_back(Special::kCount + (d * 7 + t) % (vocab - Special::kCount));
+    ds.seqs["text"].push(seq);
+  }
+  return ds;
+}
+
+TEST(Tokens, RoundTripAndValidation) {
+  TempDir d;
+  auto ds = tiny_lm(5, 10);
+  data::write_tokens(d.file("a.h5"), ds);
+  auto back = data::read_tokens(d.file("a.h5"), "lm");
+  EXPECT_EQ(back.seqs["text"].tokens, ds.seqs["text"].tokens);
+  EXPECT_EQ(back.seqs["text"].offsets, ds.seqs["text"].offsets);
+  EXPECT_EQ(back.vocab_size, 50);
+  // Truncated file.
+  std::string bytes = fs::read_file(d.file("a.h5"));
+  write(d.file("trunc.h5"), bytes.substr(0, bytes.size() / 2));
+  EXPECT_THROW(data::read_tokens(d.file("trunc.h5")), UserError);
+  // Not HDF5 at all / empty.
+  write(d.file("text.h5"), "hello");
+  EXPECT_THROW(data::read_tokens(d.file("text.h5")), UserError);
+  // A foreign HDF5 file (no ropelab attributes).
+  {
+    auto f = h5::create_file(d.file("foreign.h5"));
+    h5::write_i32(f.id(), "x", {1, 2, 3});
+  }
+  try {
+    data::read_tokens(d.file("foreign.h5"));
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a ropelab token dataset"), std::string::npos);
+  }
+  // Ids out of the vocabulary.
+  auto bad = ds;
+  bad.seqs["text"].tokens[3] = 50;
+  data::write_tokens(d.file("bad.h5"), bad);
+  try {
+    data::read_tokens(d.file("bad.h5"));
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
+  // Wrong kind.
+  EXPECT_THROW(data::read_tokens(d.file("a.h5"), "glue"), UserError);
+  EXPECT_THROW(data::read_tokens(d.file("missing.h5")), UserError);
+}
+
+TEST(Tokens, FailedWriteLeavesTheOldFile) {
+  TempDir d;
+  auto ds = tiny_lm(3, 5);
+  data::write_tokens(d.file("a.h5"), ds);
+  std::string before = fs::read_file(d.file("a.h5"));
+  data::TokenDataset broken = ds;
+  broken.kind = "glue";  // glue without labels of the right size still writes; force a failure:
+  EXPECT_THROW(fs::commit_atomic(d.file("a.h5"), [](const std::string&) { throw UserError("boom"); }), UserError);
+  EXPECT_EQ(fs::read_file(d.file("a.h5")), before);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(d.path())) (void)e, ++files;
+  EXPECT_EQ(files, 1);  // no temp file left behind
+}
+
+// ---- batch streams
+
+TEST(Streams, LmWindowsCoverTheStreamOncePerEpoch) {
+  auto ds = tiny_lm(20, 30);
+  data::StreamOptions o;
+  o.seq_len = 16;
+  o.batch_size = 4;
+  o.seed = 7;
+  auto s = data::make_lm_stream(ds, o);
+  int64_t total = static_cast<int64_t>(ds.seqs["text"].tokens.size()) + ds.seqs["text"].size();
+  int64_t windows = (total - 1) / 16;
+  EXPECT_EQ(s->batches_per_epoch(), windows / 4);
+  // Reconstruct the stream positions each window covers: each appears once.
+  auto flat = ds.seqs["text"];
+  std::multiset<std::vector<int64_t>> seen;
+  for (int64_t i = 0; i < s->batches_per_epoch(); ++i) {
+    auto b = s->batch(0, i);
+    ASSERT_EQ(b.input_BT.size(1), 16);
+    // target is input shifted by one
+    EXPECT_TRUE(torch::equal(b.input_BT.slice(1, 1), b.target_BT.slice(1, 0, 15)));
+    for (int64_t r = 0; r < b.input_BT.size(0); ++r) {
+      auto row = b.input_BT[r];
+      seen.insert(std::vector<int64_t>(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + 16));
+    }
+  }
+  // Unshuffled evaluation order: consecutive windows that tile the stream.
+  o.shuffle = false;
+  auto e = data::make_lm_stream(ds, o);
+  EXPECT_EQ(e->batches_per_epoch(), (windows + 3) / 4);
+  std::multiset<std::vector<int64_t>> all;
+  std::vector<int64_t> tiled;
+  for (int64_t i = 0; i < e->batches_per_epoch(); ++i) {
+    auto b = e->batch(0, i);
+    for (int64_t r = 0; r < b.input_BT.size(0); ++r) {
+      auto row = b.input_BT[r];
+      std::vector<int64_t> v(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + 16);
+      all.insert(v);
+      tiled.insert(tiled.end(), v.begin(), v.end());
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(tiled.size()), windows * 16);
+  // The shuffled epoch used a subset (full batches only) of exactly these windows, no repeats.
+  for (const auto& w : seen) EXPECT_GE(all.count(w), seen.count(w));
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), (windows / 4) * 4);
+  // Different epochs, different order; same epoch, same batch.
+  EXPECT_FALSE(torch::equal(s->batch(0, 0).input_BT, s->batch(1, 0).input_BT));
+  auto again = data::make_lm_stream(ds, [&] { auto x = o; x.shuffle = true; return x; }());
+  EXPECT_TRUE(torch::equal(s->batch(1, 2).input_BT, again->batch(1, 2).input_BT));
+}
+
+TEST(Streams, ResumedStreamContinuesExactly) {
+  auto ds = tiny_lm(30, 40, 200);
+  data::StreamOptions o;
+  o.seq_len = 32;
+  o.batch_size = 2;
+  o.seed = 3;
+  auto a = data::make_mlm_stream(ds, o);
+  auto b = data::make_mlm_stream(ds, o);  // a "restarted" process
+  for (int64_t e = 0; e < 2; ++e)
+    for (int64_t i = 0; i < a->batches_per_epoch(); ++i) {
+      auto x = a->batch(e, i), y = b->batch(e, i);
+      ASSERT_TRUE(torch::equal(x.input_BT, y.input_BT));
+      ASSERT_TRUE(torch::equal(x.target_BT, y.target_BT));
+    }
+}
+
+TEST(Streams, ShardsAreDisjointAndComplete) {
+  auto ds = tiny_lm(20, 30);
+  data::StreamOptions o;
+  o.seq_len = 8;
+  o.batch_size = 1;
+  o.shuffle = false;
+  std::multiset<int64_t> firsts;
+  int64_t total = 0;
+  for (int r = 0; r < 3; ++r) {
+    o.rank = r;
+    o.world = 3;
+    auto s = data::make_lm_stream(ds, o);
+    for (int64_t i = 0; i < s->batches_per_epoch(); ++i, ++total) firsts.insert(s->batch(0, i).input_BT[0][0].item<int64_t>() * 1000 + i * 3 + r);
+  }
+  o.rank = 0;
+  o.world = 1;
+  EXPECT_EQ(total, data::make_lm_stream(ds, o)->batches_per_epoch());
+}
+
+TEST(Streams, MlmMaskingStatistics) {
+  auto ds = tiny_lm(1000, 100, 1000);
+  data::StreamOptions o;
+  o.seq_len = 128;
+  o.batch_size = 32;
+  o.seed = 11;
+  auto s = data::make_mlm_stream(ds, o);
+  int64_t eligible = 0, selected = 0, masked = 0, random = 0, kept = 0, special_selected = 0;
+  for (int64_t i = 0; i < s->batches_per_epoch(); ++i) {
+    auto b = s->batch(0, i);
+    auto sel = b.target_BT != -100;
+    selected += sel.sum().item<int64_t>();
+    EXPECT_EQ(b.num_targets, sel.sum().item<int64_t>());
+    // Original tokens at every position: targets where selected, inputs elsewhere.
+    auto orig = torch::where(sel, b.target_BT, b.input_BT);
+    eligible += (orig >= Special::kCount).sum().item<int64_t>();
+    special_selected += (sel & (orig < Special::kCount)).sum().item<int64_t>();
+    masked += (sel & (b.input_BT == Special::kMask)).sum().item<int64_t>();
+    kept += (sel & (b.input_BT == b.target_BT)).sum().item<int64_t>();
+    random += (sel & (b.input_BT != Special::kMask) & (b.input_BT != b.target_BT)).sum().item<int64_t>();
+    EXPECT_EQ(b.input_BT.index({torch::indexing::Slice(), 0}).eq(Special::kCls).all().item<bool>(), true);
+  }
+  ASSERT_GT(selected, 10000);
+  double p = static_cast<double>(selected) / static_cast<double>(eligible);
+  EXPECT_NEAR(p, 0.15, 0.01);
+  EXPECT_EQ(special_selected, 0);
+  double fs = static_cast<double>(selected);
+  EXPECT_NEAR(masked / fs, 0.80, 0.02);
+  // A random replacement can draw the original token (1/vocab): it then counts as kept.
+  EXPECT_NEAR(random / fs, 0.10, 0.02);
+  EXPECT_NEAR(kept / fs, 0.10, 0.02);
+}
+
+TEST(Streams, TranslationBatchesRespectTheTokenBudget) {
+  data::TokenDataset ds;
+  ds.kind = "parallel";
+  ds.vocab_size = 100;
+  for (int i = 0; i < 300; ++i) {
+    std::vector<int32_t> a(1 + (i * 37) % 50, 10), b(1 + (i * 11) % 60, 11);
+    ds.seqs["src"].push(a);
+    ds.seqs["tgt"].push(b);
+  }
+  data::StreamOptions o;
+  o.seq_len = 64;
+  o.max_tokens = 400;
+  auto s = data::make_translation_stream(ds, o);
+  int64_t pairs = 0;
+  for (int64_t i = 0; i < s->batches_per_epoch(); ++i) {
+    auto b = s->batch(0, i);
+    int64_t B = b.src_BS.size(0);
+    EXPECT_LE(B * std::max(b.src_BS.size(1), b.input_BT.size(1)), 400);
+    EXPECT_TRUE(b.input_BT.index({torch::indexing::Slice(), 0}).eq(Special::kBos).all().item<bool>());
+    EXPECT_EQ((b.target_BT == Special::kEos).sum().item<int64_t>(), B);
+    pairs += B;
+  }
+  EXPECT_EQ(pairs, 300);  // every pair exactly once per epoch
+}
+
+TEST(Streams, GlueBatchesHaveClsSepSegments) {
+  data::TokenDataset ds;
+  ds.kind = "glue";
+  ds.vocab_size = 100;
+  ds.num_labels = 2;
+  for (int i = 0; i < 10; ++i) {
+    ds.seqs["a"].push(std::vector<int32_t>(3 + i, 20));
+    ds.seqs["b"].push(std::vector<int32_t>(2, 30));
+    ds.labels.push_back(static_cast<float>(i % 2));
+  }
+  data::StreamOptions o;
+  o.seq_len = 8;
+  o.batch_size = 10;
+  o.shuffle = false;
+  auto b = data::make_glue_stream(ds, o)->batch(0, 0);
+  EXPECT_EQ(b.input_BT.size(1), 8);  // truncated to seq_len
+  auto row = b.input_BT[9];          // a=12 tokens, b=2: truncated longest-first to 3 + 2
+  EXPECT_EQ(row[0].item<int64_t>(), Special::kCls);
+  EXPECT_EQ(row[4].item<int64_t>(), Special::kSep);
+  EXPECT_EQ(row[7].item<int64_t>(), Special::kSep);
+  EXPECT_EQ(b.segment_BT[9][5].item<int64_t>(), 1);
+  EXPECT_EQ(b.segment_BT[9][3].item<int64_t>(), 0);
+  EXPECT_EQ(b.label_B[1].item<int64_t>(), 1);
+  EXPECT_EQ(b.pad_BT[0].sum().item<int64_t>(), 1 + 3 + 1 + 2 + 1);
+}
+
+// ---- prepare: user data and its errors
+
+TEST(Prepare, UserTextIsIdempotentAndErrorsNameTheFile) {
+  TempDir d;
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "line number " + std::to_string(i) + " of some text\n";
+  config::DataConfig c;
+  c.source = "text";
+  c.train = write(d.file("train.txt"), text);
+  c.valid = write(d.file("valid.txt"), text.substr(0, 200));
+  c.prepared_dir = d.file("prep");
+  c.tokenizer.type = "byte";
+  auto p = data::prepare(c, 1);
+  ASSERT_EQ(p.splits.size(), 2u);
+  auto mtime = std::filesystem::last_write_time(p.splits["train"]);
+  auto p2 = data::prepare(c, 1);  // up to date: not rewritten
+  EXPECT_EQ(std::filesystem::last_write_time(p2.splits["train"]), mtime);
+  write(c.train, text + "one more line\n");  // changed input: rebuilt
+  auto p3 = data::prepare(c, 1);
+  EXPECT_EQ(data::read_tokens(p3.splits["train"]).seqs["text"].size(), 51);
+
+  auto expect_error = [&](config::DataConfig dc, const std::string& needle) {
+    try {
+      data::prepare(dc, 1);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto missing = c;
+  missing.train = d.file("nope.txt");
+  expect_error(missing, "nope.txt: no such file");
+  auto empty = c;
+  empty.train = write(d.file("empty.txt"), "");
+  empty.valid = "";
+  expect_error(empty, "empty.txt: no text");
+  auto bad = c;
+  bad.train = write(d.file("bad.txt"), "fine\nbad \xC3 byte\n");
+  expect_error(bad, "bad.txt:2: invalid UTF-8");
+  // A dataset made with another tokenizer is refused.
+  text::SpmTrainOptions opt;
+  opt.vocab_size = 40;
+  text::train_spm(c.train, d.file("other"), opt);
+  text::SpmTokenizer other(d.file("other.model"));
+  EXPECT_THROW(data::load_split(p3, "train", other), UserError);
+}
+
+}  // namespace
+}  // namespace ropelab
