@@ -1,0 +1,168 @@
+#include "model/attention.h"
+
+#include <torch/nn/functional.h>
+
+namespace ropelab::model {
+
+namespace F = torch::nn::functional;
+using torch::indexing::Slice;
+
+namespace {
+
+// [T, S] bool, true where query (at q_offset + t) may see key s.
+torch::Tensor allowed_TS(int64_t T, int64_t S, int64_t q_offset, bool causal, torch::Device dev) {
+  if (!causal) return torch::ones({T, S}, torch::TensorOptions().dtype(torch::kBool).device(dev));
+  auto q = torch::arange(q_offset, q_offset + T, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+  auto k = torch::arange(0, S, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+  return k.unsqueeze(0) <= q.unsqueeze(1);
+}
+
+constexpr int64_t kChunk = 64;
+constexpr double kEps = 1e-6;
+
+}  // namespace
+
+torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, const torch::Tensor& bias,
+                                const AttnMask& mask, int64_t q_offset, double dropout,
+                                bool training) {
+  int64_t T = q.size(2), S = k.size(2), H = q.size(3);
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(H));
+  scores = scores.to(torch::kFloat32);  // softmax in fp32 under autocast
+  if (bias.defined()) scores = scores + bias;
+  auto allowed = allowed_TS(T, S, q_offset, mask.causal, q.device()).view({1, 1, T, S});
+  if (mask.key_pad_BS.defined()) allowed = allowed & mask.key_pad_BS.view({-1, 1, 1, S});
+  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+  auto p = torch::softmax(scores, -1);
+  // A query that sees no key at all (only padding) gets zeros, not NaN.
+  p = torch::nan_to_num(p, 0.0);
+  if (dropout > 0 && training) p = F::dropout(p, F::DropoutFuncOptions().p(dropout).training(true));
+  return torch::matmul(p.to(v.scalar_type()), v);
+}
+
+torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::Tensor& kn,
+                                         const torch::Tensor& qd, const torch::Tensor& kd,
+                                         const torch::Tensor& v, const AttnMask& mask,
+                                         int64_t q_offset) {
+  int64_t T = qn.size(2), S = kn.size(2);
+  auto allowed = allowed_TS(T, S, q_offset, mask.causal, qn.device()).view({1, 1, T, S});
+  if (mask.key_pad_BS.defined()) allowed = allowed & mask.key_pad_BS.view({-1, 1, 1, S});
+  auto a = allowed.to(qn.scalar_type());
+  auto num = torch::matmul(torch::matmul(qn, kn.transpose(-2, -1)) * a, v);
+  auto den = (torch::matmul(qd, kd.transpose(-2, -1)) * a).sum(-1, true);
+  return num / (den + kEps);
+}
+
+torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_in,
+                               const torch::Tensor& qd, const torch::Tensor& kd_in,
+                               const torch::Tensor& v_in, const AttnMask& mask, int64_t q_offset) {
+  int64_t T = qn.size(2), S = kn_in.size(2);
+  if (mask.causal && (q_offset != 0 || T != S))
+    return linear_attention_quadratic(qn, kn_in, qd, kd_in, v_in, mask, q_offset);
+  // Padded keys contribute nothing.
+  auto kn = kn_in, kd = kd_in, v = v_in;
+  if (mask.key_pad_BS.defined()) {
+    auto m = mask.key_pad_BS.view({-1, 1, S, 1}).to(kn.scalar_type());
+    kn = kn * m, kd = kd * m, v = v * m;
+  }
+  if (!mask.causal) {
+    auto kv_BNFH = torch::matmul(kn.transpose(-2, -1), v);
+    auto num = torch::matmul(qn, kv_BNFH);
+    auto den = torch::matmul(qd, kd.sum(2).unsqueeze(-1));  // [B,N,T,1]
+    return num / (den + kEps);
+  }
+  // Causal: chunks; inside a chunk the exact masked form, across chunks a running state.
+  auto state_BNFH = torch::zeros({qn.size(0), qn.size(1), kn.size(3), v.size(3)}, qn.options());
+  auto zstate_BNF1 = torch::zeros({qd.size(0), qd.size(1), kd.size(3), 1}, qd.options());
+  auto tri = torch::ones({kChunk, kChunk}, torch::TensorOptions().dtype(qn.scalar_type()).device(qn.device())).tril();
+  std::vector<torch::Tensor> outs;
+  for (int64_t s = 0; s < T; s += kChunk) {
+    int64_t c = std::min(kChunk, T - s);
+    auto sl = Slice(s, s + c);
+    auto qn_c = qn.index({Slice(), Slice(), sl}), kn_c = kn.index({Slice(), Slice(), sl});
+    auto qd_c = qd.index({Slice(), Slice(), sl}), kd_c = kd.index({Slice(), Slice(), sl});
+    auto v_c = v.index({Slice(), Slice(), sl});
+    auto m = tri.index({Slice(0, c), Slice(0, c)});
+    auto num = torch::matmul(torch::matmul(qn_c, kn_c.transpose(-2, -1)) * m, v_c) +
+               torch::matmul(qn_c, state_BNFH);
+    auto den = (torch::matmul(qd_c, kd_c.transpose(-2, -1)) * m).sum(-1, true) +
+               torch::matmul(qd_c, zstate_BNF1);
+    outs.push_back(num / (den + kEps));
+    state_BNFH = state_BNFH + torch::matmul(kn_c.transpose(-2, -1), v_c);
+    zstate_BNF1 = zstate_BNF1 + kd_c.sum(2).unsqueeze(-1);
+  }
+  return torch::cat(outs, 2);
+}
+
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
+                                               const config::AttentionConfig& cfg)
+    : n_heads_(n_heads), head_dim_(d_model / n_heads), cfg_(cfg) {
+  q_proj = register_module("q_proj", torch::nn::Linear(d_model, d_model));
+  k_proj = register_module("k_proj", torch::nn::Linear(d_model, d_model));
+  v_proj = register_module("v_proj", torch::nn::Linear(d_model, d_model));
+  o_proj = register_module("o_proj", torch::nn::Linear(d_model, d_model));
+  if (cfg.kernel == "linear" && cfg.feature_map == "favor")
+    favor_FH_ = register_buffer("favor_proj", torch::randn({cfg.num_features, head_dim_}));
+}
+
+torch::Tensor MultiHeadAttentionImpl::features(const torch::Tensor& x, bool is_query) const {
+  if (cfg_.feature_map == "elu") return F::elu(x) + 1.0;
+  // FAVOR+ positive random features for the softmax kernel exp(q.k / sqrt(H)):
+  // phi(x) = exp(w.x' - |x'|^2 / 2 - max) / sqrt(m), x' = x / H^(1/4). The subtracted max is
+  // per query row (cancels between numerator and denominator) and global for keys.
+  auto xs = x.to(torch::kFloat32) / std::pow(static_cast<double>(head_dim_), 0.25);
+  auto proj = torch::matmul(xs, favor_FH_.t());  // [..., F]
+  auto sq = (xs * xs).sum(-1, true) / 2.0;
+  auto logits = proj - sq;
+  auto stab = is_query ? std::get<0>(logits.max(-1, true)) : logits.max();
+  auto phi = torch::exp(logits - stab.detach()) / std::sqrt(static_cast<double>(favor_FH_.size(0)));
+  return (phi + 1e-6).to(x.scalar_type());
+}
+
+torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& kv,
+                                              const AttnMask& mask, PositionModuleImpl* pos,
+                                              int64_t q_offset, KVCache* cache) {
+  int64_t B = x.size(0), T = x.size(1), S_new = kv.size(1);
+  auto heads = [&](const torch::Tensor& t, int64_t len) {
+    return t.view({B, len, n_heads_, head_dim_}).transpose(1, 2);  // [B,N,len,H]
+  };
+  auto q = heads(q_proj(x), T);
+  auto k = heads(k_proj(kv), S_new);
+  auto v = heads(v_proj(kv), S_new);
+  if (cache != nullptr) {
+    if (cache->k_BNSH.defined()) {
+      k = torch::cat({cache->k_BNSH, k}, 2);
+      v = torch::cat({cache->v_BNSH, v}, 2);
+    }
+    cache->k_BNSH = k;
+    cache->v_BNSH = v;
+  }
+  int64_t S = k.size(2);
+  // Keys of self-attention start at position 0 (the cache holds the whole past).
+  PosCache pc;
+  if (pos != nullptr) pc = pos->prepare(T, S, q_offset, 0, x.device());
+  torch::Tensor out;
+  if (cfg_.kernel == "softmax") {
+    if (pos != nullptr) {
+      q = pos->rotate_q(q, pc);
+      k = pos->rotate_k(k, pc);
+    }
+    auto bias = pos != nullptr ? pos->score_bias(pc) : torch::Tensor();
+    out = softmax_attention(q, k, v, bias, mask, q_offset, cfg_.dropout, is_training());
+  } else {
+    torch::Tensor qn, kn, qd, kd;
+    if (pos != nullptr && cfg_.rope_mode == "before_phi") {
+      qn = qd = features(pos->rotate_q(q, pc), true);
+      kn = kd = features(pos->rotate_k(k, pc), false);
+    } else {
+      qd = features(q, true);
+      kd = features(k, false);
+      qn = pos != nullptr ? pos->rotate_q(qd, pc) : qd;  // Eq. 19: rotate phi(q), phi(k)
+      kn = pos != nullptr ? pos->rotate_k(kd, pc) : kd;
+    }
+    out = linear_attention(qn, kn, qd, kd, v, mask, q_offset);
+  }
+  return o_proj(out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
+}
+
+}  // namespace ropelab::model

@@ -1,0 +1,68 @@
+// Multi-head attention with two kernels.
+//
+// softmax (Vaswani et al. 2017, Eq. 1): softmax(q k^T / sqrt(H) + bias + mask) v, with RoPE's
+//   rotation applied to q and k (RoFormer Eq. 16) and score biases (T5, ALiBi) added.
+// linear (Katharopoulos et al. 2020; RoFormer Sec. 3.4.3, Eq. 19): non-negative feature maps
+//   phi = elu+1 or FAVOR+ positive random features (Choromanski et al. 2021), and
+//     eq19:       Attn_m = sum_n (R_m phi(q_m))^T (R_n phi(k_n)) v_n / sum_n phi(q_m)^T phi(k_n)
+//     before_phi: Attn_m = sum_n phi(R_m q_m)^T phi(R_n k_n) v_n / sum_n phi(R_m q_m)^T phi(R_n k_n)
+//   Non-causal: one pass of sums. Causal: chunked prefix sums (quadratic only inside chunks of
+//   64), O(N) time and memory in sequence length.
+//
+// Legend: B batch, N heads, T query time, S key time, H head dim, F feature dim, D model dim.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "config/schema.h"
+#include "model/position/position.h"
+
+namespace ropelab::model {
+
+struct AttnMask {
+  torch::Tensor key_pad_BS;  // bool, true = real key; undefined = no padding
+  bool causal = false;
+};
+
+// Raw projected keys and values of the past, for incremental decoding.
+struct KVCache {
+  torch::Tensor k_BNSH, v_BNSH;
+};
+
+// The kernels, as free functions (tested directly against their quadratic forms).
+torch::Tensor softmax_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
+                                const torch::Tensor& v_BNSH, const torch::Tensor& bias_1NTS,
+                                const AttnMask& mask, int64_t q_offset, double dropout,
+                                bool training);
+// q/k features for the numerator (possibly rotated) and for the denominator (never rotated in
+// eq19 mode). Causal with q_offset > 0 or T != S uses the exact masked form.
+torch::Tensor linear_attention(const torch::Tensor& qn_BNTF, const torch::Tensor& kn_BNSF,
+                               const torch::Tensor& qd_BNTF, const torch::Tensor& kd_BNSF,
+                               const torch::Tensor& v_BNSH, const AttnMask& mask, int64_t q_offset);
+// The same thing computed the quadratic way (for tests).
+torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::Tensor& kn,
+                                         const torch::Tensor& qd, const torch::Tensor& kd,
+                                         const torch::Tensor& v, const AttnMask& mask,
+                                         int64_t q_offset);
+
+class MultiHeadAttentionImpl : public torch::nn::Module {
+ public:
+  MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads, const config::AttentionConfig& cfg);
+  // x_BTD attends to kv_BSD (self-attention: the same tensor). `pos` is null for
+  // cross-attention (no position signal there). With `cache`, new keys/values are appended
+  // and attention covers the whole past; q_offset is the absolute position of x's first step.
+  torch::Tensor forward(const torch::Tensor& x_BTD, const torch::Tensor& kv_BSD,
+                        const AttnMask& mask, PositionModuleImpl* pos, int64_t q_offset,
+                        KVCache* cache);
+  torch::Tensor features(const torch::Tensor& x_BNTH, bool is_query) const;
+
+ private:
+  int64_t n_heads_, head_dim_;
+  config::AttentionConfig cfg_;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  torch::Tensor favor_FH_;  // FAVOR+ random projection (a buffer, drawn once)
+};
+TORCH_MODULE(MultiHeadAttention);
+
+}  // namespace ropelab::model

@@ -1,0 +1,82 @@
+#include "model/position/bias.h"
+
+#include "config/schema.h"
+
+namespace ropelab::model {
+
+torch::Tensor t5_bucket(const torch::Tensor& rp, bool bidirectional, int64_t num_buckets,
+                        int64_t max_distance) {
+  auto ret = torch::zeros_like(rp);
+  auto n = rp;
+  if (bidirectional) {
+    num_buckets /= 2;
+    ret = ret + (n > 0).to(torch::kInt64) * num_buckets;  // keys after the query
+    n = n.abs();
+  } else {
+    n = -torch::clamp_max(n, 0);  // only keys at or before the query carry distance
+  }
+  int64_t max_exact = num_buckets / 2;
+  auto is_small = n < max_exact;
+  auto nf = n.to(torch::kFloat32).clamp_min(1.0);
+  auto large =
+      max_exact + (torch::log(nf / static_cast<double>(max_exact)) /
+                   std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)) *
+                   static_cast<double>(num_buckets - max_exact))
+                      .to(torch::kInt64);
+  large = torch::clamp_max(large, num_buckets - 1);
+  return ret + torch::where(is_small, n, large);
+}
+
+T5BiasImpl::T5BiasImpl(const config::T5Config& c, const PositionDims& d)
+    : PositionModuleImpl(d), num_buckets_(c.num_buckets), max_distance_(c.max_distance) {
+  table_ = register_parameter("table", torch::randn({c.num_buckets, d.n_heads}) * 0.02);
+}
+
+PosCache T5BiasImpl::prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                             torch::Device device) {
+  PosCache c = PositionModuleImpl::prepare(T, S, q_offset, k_offset, device);
+  auto q = c.q_pos_T.to(torch::kInt64).unsqueeze(1);
+  auto k = c.k_pos_S.to(torch::kInt64).unsqueeze(0);
+  auto bucket_TS = t5_bucket(k - q, !dims_.causal, num_buckets_, max_distance_);
+  // table[bucket] -> [T, S, N] -> [1, N, T, S]
+  c.bias_1NTS = torch::embedding(table_, bucket_TS).permute({2, 0, 1}).unsqueeze(0);
+  return c;
+}
+
+torch::Tensor AlibiImpl::slopes(int64_t n) {
+  auto pow2 = [](int64_t k) {
+    std::vector<double> s;
+    double start = std::pow(2.0, -8.0 / static_cast<double>(k));
+    for (int64_t i = 0; i < k; ++i) s.push_back(std::pow(start, static_cast<double>(i + 1)));
+    return s;
+  };
+  int64_t closest = 1;
+  while (closest * 2 <= n) closest *= 2;
+  std::vector<double> s = pow2(closest);
+  if (closest < n) {
+    auto extra = pow2(2 * closest);
+    for (int64_t i = 0; static_cast<int64_t>(s.size()) < n; i += 2) s.push_back(extra[i]);
+  }
+  return torch::tensor(s, torch::kFloat32);
+}
+
+AlibiImpl::AlibiImpl(const config::AlibiConfig&, const PositionDims& d) : PositionModuleImpl(d) {
+  slopes_ = register_buffer("slopes", slopes(d.n_heads));
+}
+
+PosCache AlibiImpl::prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                            torch::Device device) {
+  PosCache c = PositionModuleImpl::prepare(T, S, q_offset, k_offset, device);
+  auto dist = (c.q_pos_T.unsqueeze(1) - c.k_pos_S.unsqueeze(0)).abs();  // [T, S]
+  c.bias_1NTS = -(slopes_.view({1, -1, 1, 1}) * dist.unsqueeze(0).unsqueeze(0));
+  return c;
+}
+
+PositionModule make_position(const config::T5Config& c, const PositionDims& d) {
+  return PositionModule(std::shared_ptr<PositionModuleImpl>(std::make_shared<T5BiasImpl>(c, d)));
+}
+PositionModule make_position(const config::AlibiConfig& c, const PositionDims& d) {
+  return PositionModule(std::shared_ptr<PositionModuleImpl>(std::make_shared<AlibiImpl>(c, d)));
+}
+
+}  // namespace ropelab::model

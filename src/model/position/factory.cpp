@@ -1,0 +1,29 @@
+// The one place that maps a position config to its module. Adding a variant: its own file
+// (with a make_position overload), its config struct in config/schema.h, its #include here.
+#include "config/schema.h"
+#include "model/position/absolute.h"
+#include "model/position/bias.h"
+#include "model/position/rotary.h"
+
+namespace ropelab::model {
+
+namespace detail {
+torch::Tensor positions(int64_t offset, int64_t n, torch::Device device) {
+  return torch::arange(offset, offset + n,
+                       torch::TensorOptions().dtype(torch::kFloat32).device(device));
+}
+}  // namespace detail
+
+PosCache PositionModuleImpl::prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                                     torch::Device device) {
+  PosCache c;
+  c.q_pos_T = detail::positions(q_offset, T, device);
+  c.k_pos_S = detail::positions(k_offset, S, device);
+  return c;
+}
+
+PositionModule make_position(const config::PositionConfig& cfg, const PositionDims& dims) {
+  return std::visit([&](const auto& c) { return make_position(c, dims); }, cfg.opts);
+}
+
+}  // namespace ropelab::model

@@ -1,0 +1,88 @@
+// The position-module seam. Position encodings differ in *where* they act:
+//   - added to the input embeddings (sinusoidal, learned):     add_to_input
+//   - a bias on attention scores (T5, ALiBi):                  score_bias
+//   - a rotation of queries and keys (RoPE, xPos):             rotate_q / rotate_k
+// This base class is a concrete null object: every hook is the identity, so one attention
+// block serves every variant without if-chains. The stack owns one position module and calls
+// prepare() once per forward; the resulting PosCache is shared by all its layers (which is how
+// T5's single bias table is shared, and registered once).
+//
+// Legend: B batch, N heads, T query time, S key time, H head dim, F feature dim, D model dim.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <map>
+#include <memory>
+
+namespace ropelab::model {
+
+struct PositionDims {
+  int64_t d_model = 0;
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  bool causal = false;  // decoder self-attention (T5 uses one-directional buckets)
+};
+
+// Per-forward tables: positions of queries and keys, and whatever the module precomputes.
+struct PosCache {
+  torch::Tensor q_pos_T;  // float32 absolute positions of the queries
+  torch::Tensor k_pos_S;  // float32 absolute positions of the keys
+  torch::Tensor bias_1NTS;  // score bias (T5, ALiBi); undefined for others
+  // Rotation tables per rotated width (head dim, or a linear kernel's feature dim), computed on
+  // first use: width -> {cos, sin} for queries and keys, each [T or S, width/2].
+  struct Tables {
+    torch::Tensor cos_q, sin_q, cos_k, sin_k, scale_q, scale_k;
+  };
+  mutable std::map<int64_t, Tables> rot;
+};
+
+class PositionModuleImpl : public torch::nn::Module {
+ public:
+  explicit PositionModuleImpl(PositionDims dims) : dims_(dims) {}
+  ~PositionModuleImpl() override = default;
+
+  // x_BTD + a position signal. `offset` is the absolute position of x's first step.
+  virtual torch::Tensor add_to_input(const torch::Tensor& x_BTD, int64_t offset) {
+    (void)offset;
+    return x_BTD;
+  }
+  // Tables for queries at [q_offset, q_offset+T) and keys at [k_offset, k_offset+S).
+  virtual PosCache prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                           torch::Device device);
+  virtual torch::Tensor rotate_q(const torch::Tensor& x_BNTF, const PosCache& c) {
+    (void)c;
+    return x_BNTF;
+  }
+  virtual torch::Tensor rotate_k(const torch::Tensor& x_BNSF, const PosCache& c) {
+    (void)c;
+    return x_BNSF;
+  }
+  // Undefined when the module adds nothing to the scores.
+  virtual torch::Tensor score_bias(const PosCache& c) { return c.bias_1NTS; }
+
+  // Static traits (validated at config load time, see config/schema.h).
+  virtual bool rotates() const { return false; }
+  virtual bool biases_scores() const { return false; }
+  virtual int64_t max_len() const { return -1; }  // -1 = unbounded
+  virtual std::string name() const { return "none"; }
+  const PositionDims& dims() const { return dims_; }
+
+ protected:
+  PositionDims dims_;
+};
+TORCH_MODULE(PositionModule);
+
+// Builds the module a config names (position/factory.cpp).
+namespace detail {
+torch::Tensor positions(int64_t offset, int64_t n, torch::Device device);  // float32 [n]
+}
+
+}  // namespace ropelab::model
+
+namespace ropelab::config {
+struct PositionConfig;
+}
+namespace ropelab::model {
+PositionModule make_position(const config::PositionConfig& cfg, const PositionDims& dims);
+}

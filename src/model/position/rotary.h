@@ -1,0 +1,45 @@
+// Rotary position embedding, RoFormer Eq. (14)-(16) (Su et al. 2021), and xPos (Sun et al.
+// 2023), which multiplies RoPE's rotation by a per-channel exponential decay
+// zeta_i^(m/gamma) on queries and its inverse on keys.
+//
+//   theta_i = base^(-2i/d), i = 0..d/2-1, d = the rotated width (head dim or rotary_dim);
+//   pairs are interleaved (x[2i], x[2i+1]) as in the paper, or half-split (x[i], x[i+d/2])
+//   as in GPT-NeoX; tables are always computed in float32, even under bf16 autocast.
+// Context extension (for length-extrapolation studies):
+//   linear: positions divided by `scale` (position interpolation, Chen et al. 2023);
+//   ntk:    base multiplied by scale^(d/(d-2)) (NTK-aware scaling).
+#pragma once
+#include "model/position/position.h"
+
+namespace ropelab::config {
+struct RopeConfig;
+struct XposConfig;
+}  // namespace ropelab::config
+
+namespace ropelab::model {
+
+class RotaryImpl : public PositionModuleImpl {
+ public:
+  RotaryImpl(const config::RopeConfig& c, const PositionDims& d);
+  RotaryImpl(const config::XposConfig& c, const PositionDims& d);
+  torch::Tensor rotate_q(const torch::Tensor& x, const PosCache& c) override;
+  torch::Tensor rotate_k(const torch::Tensor& x, const PosCache& c) override;
+  bool rotates() const override { return true; }
+  std::string name() const override { return xpos_ ? "xpos" : "rope"; }
+
+  // Rotates the first `rotary` channels of x_...TF at positions pos_T (float32). Public so the
+  // property tests can call it directly. `scale_T` (xPos) multiplies the result per channel.
+  static torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos_TR,
+                              const torch::Tensor& sin_TR, bool interleaved);
+
+ private:
+  const PosCache::Tables& tables(const PosCache& c, int64_t width) const;
+  double base_ = 10000.0, pos_scale_ = 1.0, scale_base_ = 512.0;
+  bool interleaved_ = true, xpos_ = false;
+  int64_t rotary_dim_ = 0;  // 0 = the whole width
+};
+
+PositionModule make_position(const config::RopeConfig& c, const PositionDims& d);
+PositionModule make_position(const config::XposConfig& c, const PositionDims& d);
+
+}  // namespace ropelab::model

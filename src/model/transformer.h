@@ -1,0 +1,105 @@
+// Transformer stacks and the three architectures built from them:
+//   encoder (BERT, Devlin et al. 2019): bidirectional self-attention, post-LN by default,
+//     embedding LayerNorm, segment embeddings; heads: MLM (tied to the embeddings) and
+//     classification/regression on [CLS] (pooler + linear);
+//   decoder (GPT): causal self-attention; LM head tied to the embeddings;
+//   encdec (Transformer-base, Vaswani et al. 2017): encoder + decoder with cross-attention,
+//     one shared embedding (tied to the output), embeddings scaled by sqrt(d).
+// Each stack owns one position module (self-attention only; cross-attention never gets one),
+// so T5's bias table is one parameter per stack. Incremental decoding keeps raw keys/values
+// per layer and continues positions from the cache length.
+//
+// Legend: B batch, T decoder/target time, S encoder/source time, D model dim, V vocab.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include "config/schema.h"
+#include "model/attention.h"
+#include "model/position/position.h"
+
+namespace ropelab::model {
+
+class LayerImpl : public torch::nn::Module {
+ public:
+  LayerImpl(const config::ModelConfig& c, bool cross);
+  torch::Tensor forward(torch::Tensor x, const AttnMask& self_mask, PositionModuleImpl* pos,
+                        int64_t offset, const torch::Tensor& memory, const AttnMask& mem_mask,
+                        KVCache* cache);
+
+ private:
+  torch::Tensor ffn(const torch::Tensor& x);
+  bool pre_norm_;
+  double dropout_;
+  std::string activation_;
+  MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
+};
+TORCH_MODULE(Layer);
+
+// Per-sequence state of incremental decoding.
+struct DecodeState {
+  std::vector<KVCache> layers;
+  int64_t offset = 0;  // tokens already decoded
+};
+
+class StackImpl : public torch::nn::Module {
+ public:
+  // emb_norm: LayerNorm on the embeddings (BERT); post-LN stacks without it follow Vaswani.
+  StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal, bool cross, bool emb_norm);
+  // x_BTD are token embeddings (position not yet added).
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& pad_BT, const torch::Tensor& memory,
+                        const torch::Tensor& mem_pad_BS, DecodeState* state);
+  PositionModule position{nullptr};
+
+ private:
+  bool causal_, pre_norm_;
+  double dropout_;
+  torch::nn::ModuleList layers{nullptr};
+  torch::nn::LayerNorm final_norm{nullptr}, emb_norm{nullptr};
+};
+TORCH_MODULE(Stack);
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  // num_labels > 0 adds a classification head; num_labels == 0 with `regression` adds a
+  // one-output regression head.
+  TransformerImpl(const config::ModelConfig& c, int64_t vocab, int64_t num_labels = -1);
+
+  torch::Tensor encode(const torch::Tensor& tokens_BS, const torch::Tensor& pad_BS,
+                       const torch::Tensor& segments_BS = {});
+  torch::Tensor decode(const torch::Tensor& tokens_BT, const torch::Tensor& memory_BSD = {},
+                       const torch::Tensor& mem_pad_BS = {}, DecodeState* state = nullptr);
+  torch::Tensor lm_logits(const torch::Tensor& h_BTD);   // decoder / encdec
+  torch::Tensor mlm_logits(const torch::Tensor& h_BTD);  // encoder
+  torch::Tensor classify(const torch::Tensor& h_BTD);    // encoder, from the [CLS] position
+
+  const config::ModelConfig& config() const { return cfg_; }
+  int64_t vocab() const { return vocab_; }
+  // The position module of the stack that sees tokens (decoder, or encoder for BERT).
+  PositionModuleImpl& position();
+
+ private:
+  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& segments);
+  config::ModelConfig cfg_;
+  int64_t vocab_;
+  torch::nn::Embedding tok_emb{nullptr}, seg_emb{nullptr};
+  Stack encoder{nullptr}, decoder{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // untied output only
+  torch::nn::Linear mlm_dense{nullptr};
+  torch::nn::LayerNorm mlm_norm{nullptr};
+  torch::Tensor mlm_bias_;
+  torch::nn::Linear pooler{nullptr}, classifier{nullptr};
+};
+TORCH_MODULE(Transformer);
+
+// Initialises every weight: normal(0, init_std) for linear and embedding weights, zeros for
+// biases, ones/zeros for LayerNorm (BERT / GPT-2 style).
+void init_weights(torch::nn::Module& m, double std);
+
+}  // namespace ropelab::model
