@@ -4,10 +4,14 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "model/export.h"
+#include "train/compare.h"
+#include "train/trainer.h"
 #include "util/platform.h"
 #include "util/sysinfo.h"
 
@@ -22,6 +26,15 @@ struct Opts {
   int size = 1024;
   int repeats = 10;
   int threads = 0;
+  std::vector<std::string> runs;
+  std::string out;
+  std::string split = "test";
+  std::string lengths;
+  int64_t max_tokens = 65536;
+  bool use_latest = false;
+  double target_loss = 0;
+  double smooth = 0.6;
+  bool no_plots = false;
 };
 Opts g;
 std::map<CLI::App*, std::function<int()>> g_actions;
@@ -57,6 +70,55 @@ int cmd_prepare() {
   return 0;
 }
 
+int cmd_train() {
+  auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
+  auto r = train::train(c);
+  std::printf("run: %s (%ld steps)\n", r.run_dir.c_str(), static_cast<long>(r.steps));
+  return r.interrupted ? 143 : 0;
+}
+
+std::vector<int64_t> parse_lengths(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    try {
+      size_t used = 0;
+      long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 2) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw UserError("--lengths: '" + item + "' is not a length >= 2 (expected e.g. 128,256,512)");
+    }
+  }
+  return out;
+}
+
+int cmd_eval() {
+  auto report = train::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens, !g.use_latest);
+  std::cout << train::format_eval(report);
+  return 0;
+}
+
+int cmd_compare() {
+  train::CompareOptions o;
+  o.out_dir = g.out.empty() ? "." : g.out;
+  o.target_loss = g.target_loss;
+  o.smoothing = g.smooth;
+  o.plots = !g.no_plots;
+  train::compare_runs(g.runs, o);
+  return 0;
+}
+
+int cmd_ablate() {
+  train::ablate(g.file, !g.no_plots);
+  return train::stop_requested() ? 143 : 0;
+}
+
+int cmd_export() {
+  std::cout << model::export_weights(g.file, g.out) << "\n";
+  return 0;
+}
+
 int cmd_info() {
   std::cout << sysinfo::report();
   return 0;
@@ -85,6 +147,59 @@ void register_all(CLI::App& app) {
       "tokenizer, and write HDF5 token datasets per split under data.prepared_dir. Stages that\n"
       "are up to date are skipped; nothing half-written is ever left in place.",
       add_config_and_overrides, cmd_prepare);
+  add(
+      app, "train",
+      "Train the run a config describes: prepares its data if needed, writes\n"
+      "run.out_dir/run.name/{config.yaml, train.log, metrics.h5, metrics.jsonl, checkpoints/}.\n"
+      "Running it again on a run with checkpoints resumes it (a changed architecture is refused).\n"
+      "Ctrl-C or SIGTERM saves a checkpoint and exits with code 143.",
+      add_config_and_overrides, cmd_train);
+  add(
+      app, "eval",
+      "Evaluate a trained run: loss and perplexity on a split, and with --lengths the same model\n"
+      "at other context lengths (length extrapolation; 'n/a' beyond a learned table). Writes\n"
+      "RUN/eval-SPLIT.json.",
+      [](CLI::App& sub) {
+        sub.add_option("run", g.file, "run directory")->required();
+        sub.add_option("--split", g.split, "valid or test")->capture_default_str();
+        sub.add_option("--lengths", g.lengths, "comma-separated context lengths, e.g. 128,256,512,1024");
+        sub.add_option("--max-tokens", g.max_tokens, "tokens evaluated per length")->capture_default_str();
+        sub.add_flag("--latest", g.use_latest, "use the newest checkpoint instead of the best one");
+      },
+      cmd_eval);
+  add(
+      app, "compare",
+      "Compare runs side by side: a table (terminal and OUT/compare.md) of position module,\n"
+      "parameters, final/best validation loss, perplexity, steps and tokens to a target loss,\n"
+      "tokens/s; and PNG loss curves by step and by tokens (OUT/loss_by_*.png).",
+      [](CLI::App& sub) {
+        sub.add_option("runs", g.runs, "run directories")->required();
+        sub.add_option("--out", g.out, "output directory (default: current directory)");
+        sub.add_option("--target-loss", g.target_loss, "report steps/tokens to reach this validation loss");
+        sub.add_option("--smooth", g.smooth, "EMA smoothing of the train curves (0 = none)")
+            ->check(CLI::Range(0.0, 0.99))
+            ->capture_default_str();
+        sub.add_flag("--no-plots", g.no_plots, "tables only");
+      },
+      cmd_compare);
+  add(
+      app, "ablate",
+      "Run an experiment: train every variant of a base config (same data order and seed;\n"
+      "finished variants are skipped, interrupted ones resumed), then compare them.",
+      [](CLI::App& sub) {
+        sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
+        sub.add_flag("--no-plots", g.no_plots, "tables only");
+      },
+      cmd_ablate);
+  add(
+      app, "export",
+      "Export a trained model's weights to HDF5 (every tensor under its module path, the config\n"
+      "as attributes) for use from Python/h5py.",
+      [](CLI::App& sub) {
+        sub.add_option("source", g.file, "run directory or checkpoint directory")->required();
+        sub.add_option("--out", g.out, "output .h5 file")->required();
+      },
+      cmd_export);
   add(
       app, "config",
       "Print the fully resolved config (inherit + overrides applied, every default shown), or\n"

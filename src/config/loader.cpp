@@ -510,15 +510,9 @@ void apply_overrides(const std::vector<Override>& overrides, T& target, Ctx& ctx
 }
 
 Loc where(const Ctx& ctx, const std::string& key) {
-  // The most specific key path that was set, walking up "a.b.c" -> "a.b" -> "a".
-  std::string k = key;
-  while (true) {
-    auto it = ctx.set_at.find(k);
-    if (it != ctx.set_at.end()) return it->second;
-    auto dot = k.rfind('.');
-    if (dot == std::string::npos) return ctx.top;
-    k = k.substr(0, dot);
-  }
+  // Where the key was last set; a key left at its default points at the file the user named.
+  auto it = ctx.set_at.find(key);
+  return it != ctx.set_at.end() ? it->second : ctx.top;
 }
 
 template <class T>

@@ -136,6 +136,7 @@ std::string get_attr_str(hid_t obj, const std::string& name, const std::string& 
     char* s = nullptr;
     Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mem.id(), H5T_VARIABLE);
+    H5Tset_cset(mem.id(), H5Tget_cset(type.id()));  // h5py writes UTF-8
     check(H5Aread(a.id(), mem.id(), &s), file + ": cannot read attribute " + name);
     std::string out = s != nullptr ? s : "";
     H5free_memory(s);
@@ -166,6 +167,23 @@ void write_i64(hid_t p, const std::string& n, const std::vector<int64_t>& v) {
 void write_f32(hid_t p, const std::string& n, const std::vector<float>& v) {
   write_vec(p, n, v, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE);
 }
+void write_f32_nd(hid_t parent, const std::string& path, const float* data,
+                  const std::vector<hsize_t>& dims) {
+  quiet();
+  Handle space(checked(dims.empty() ? H5Screate(H5S_SCALAR)
+                                    : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                       "HDF5: dataspace"),
+               H5Sclose);
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.id(), 1);
+  Handle ds(checked(H5Dcreate2(parent, path.c_str(), H5T_IEEE_F32LE, space.id(), lcpl.id(),
+                               H5P_DEFAULT, H5P_DEFAULT),
+                    "HDF5: cannot create dataset " + path),
+            H5Dclose);
+  check(H5Dwrite(ds.id(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+        "HDF5: cannot write dataset " + path);
+}
+
 std::vector<int32_t> read_i32(hid_t p, const std::string& n, const std::string& f) {
   return read_vec<int32_t>(p, n, H5T_NATIVE_INT32, f);
 }

@@ -55,6 +55,9 @@ int64_t get_attr_int(hid_t obj, const std::string& name, const std::string& file
 void write_i32(hid_t parent, const std::string& name, const std::vector<int32_t>& v);
 void write_i64(hid_t parent, const std::string& name, const std::vector<int64_t>& v);
 void write_f32(hid_t parent, const std::string& name, const std::vector<float>& v);
+// An N-D float32 dataset at a slash-separated path; missing groups are created.
+void write_f32_nd(hid_t parent, const std::string& path, const float* data,
+                  const std::vector<hsize_t>& dims);
 std::vector<int32_t> read_i32(hid_t parent, const std::string& name, const std::string& file);
 std::vector<int64_t> read_i64(hid_t parent, const std::string& name, const std::string& file);
 std::vector<float> read_f32(hid_t parent, const std::string& name, const std::string& file);

@@ -1,0 +1,187 @@
+#include "train/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "util/error.h"
+#include "util/fs.h"
+
+namespace ropelab::train {
+
+namespace stdfs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%09ld", static_cast<long>(step));
+  return buf;
+}
+
+int64_t step_of(const std::string& name) {
+  if (name.rfind("step-", 0) != 0) return -1;
+  try {
+    return std::stoll(name.substr(5));
+  } catch (...) {
+    return -1;
+  }
+}
+
+void write_raw(const std::string& path, const std::string& bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0;
+  int err = errno;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) throw UserError(path + ": write failed (" + std::strerror(err) + ")");
+  fs::fsync_path(path);
+}
+
+bool verify(const stdfs::path& dir) {
+  auto mpath = dir / "MANIFEST.json";
+  if (!stdfs::exists(mpath)) return false;
+  try {
+    auto m = json::parse(fs::read_file(mpath.string()));
+    for (const auto& [name, hash] : m.at("files").items()) {
+      auto p = dir / name;
+      if (!stdfs::exists(p) || fs::hex64(fs::hash_file(p.string())) != hash.get<std::string>()) return false;
+    }
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::vector<std::pair<int64_t, stdfs::path>> list(const std::string& run_dir) {
+  std::vector<std::pair<int64_t, stdfs::path>> out;
+  stdfs::path root = stdfs::path(run_dir) / "checkpoints";
+  if (!stdfs::exists(root)) return out;
+  for (const auto& e : stdfs::directory_iterator(root)) {
+    int64_t s = step_of(e.path().filename().string());
+    if (s >= 0 && e.is_directory()) out.emplace_back(s, e.path());
+  }
+  std::sort(out.begin(), out.end());  // by step number, never by mtime
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
+                     torch::optim::Optimizer& opt, const TrainState& st, int64_t keep_last) {
+  stdfs::path root = stdfs::path(run_dir) / "checkpoints";
+  fs::make_dirs(root.string());
+  std::string name = step_name(st.step);
+  stdfs::path tmp = root / ("." + name + ".tmp");
+  stdfs::path final_dir = root / name;
+  std::error_code ec;
+  stdfs::remove_all(tmp, ec);
+  stdfs::create_directories(tmp);
+  try {
+    std::map<std::string, std::string> files;
+    {
+      torch::serialize::OutputArchive a;
+      model.save(a);
+      std::ostringstream os;
+      a.save_to(os);
+      files["model.pt"] = os.str();
+    }
+    {
+      torch::serialize::OutputArchive a;
+      opt.save(a);
+      std::ostringstream os;
+      a.save_to(os);
+      files["optim.pt"] = os.str();
+    }
+    {
+      torch::serialize::OutputArchive a;
+      a.write("cpu_rng", at::detail::getDefaultCPUGenerator().get_state());
+      std::ostringstream os;
+      a.save_to(os);
+      files["rng.pt"] = os.str();
+    }
+    json s = {{"step", st.step},           {"micro", st.micro},     {"tokens", st.tokens},
+              {"best_valid", st.best_valid}, {"best_step", st.best_step}, {"skipped", st.skipped},
+              {"threads", st.threads},     {"config_hash", st.config_hash}, {"vocab", st.vocab}};
+    files["state.json"] = s.dump(2);
+    json manifest = {{"step", st.step}, {"files", json::object()}};
+    for (const auto& [fname, bytes] : files) {
+      write_raw((tmp / fname).string(), bytes);
+      manifest["files"][fname] = fs::hex64(fs::hash_bytes(bytes));
+    }
+    write_raw((tmp / "MANIFEST.json").string(), manifest.dump(2));
+    fs::fsync_path(tmp.string());
+    if (stdfs::exists(final_dir)) stdfs::remove_all(final_dir);
+    stdfs::rename(tmp, final_dir);
+    fs::fsync_path(root.string());
+  } catch (const std::exception& e) {
+    stdfs::remove_all(tmp, ec);
+    throw UserError(final_dir.string() + ": checkpoint not written: " + e.what());
+  }
+  // Prune: keep the newest keep_last and the best; the new one is committed already.
+  auto all = list(run_dir);
+  int64_t kept = 0;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (it->first == st.best_step) continue;
+    if (++kept > keep_last) stdfs::remove_all(it->second, ec);
+  }
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
+  auto all = list(run_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (verify(it->second)) return it->second.string();
+    spdlog::warn("{}: damaged or incomplete checkpoint, skipped", it->second.string());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> checkpoint_for_step(const std::string& run_dir, int64_t step) {
+  for (const auto& [s, p] : list(run_dir))
+    if (s == step && verify(p)) return p.string();
+  return std::nullopt;
+}
+
+TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer* opt) {
+  stdfs::path d(dir);
+  if (!verify(d)) throw UserError(dir + ": checkpoint is damaged or incomplete (checksum mismatch)");
+  try {
+    torch::serialize::InputArchive a;
+    a.load_from((d / "model.pt").string());
+    model.load(a);
+    if (opt != nullptr) {
+      torch::serialize::InputArchive o;
+      o.load_from((d / "optim.pt").string());
+      opt->load(o);
+      torch::serialize::InputArchive r;
+      r.load_from((d / "rng.pt").string());
+      torch::Tensor state;
+      r.read("cpu_rng", state);
+      auto gen = at::detail::getDefaultCPUGenerator();
+      gen.set_state(state);
+    }
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    throw UserError(dir + ": cannot load checkpoint (" + msg.substr(0, msg.find('\n')) +
+                    "); does the config match the one it was trained with?");
+  }
+  auto s = json::parse(fs::read_file((d / "state.json").string()));
+  TrainState st;
+  st.step = s.at("step");
+  st.micro = s.at("micro");
+  st.tokens = s.at("tokens");
+  st.best_valid = s.at("best_valid");
+  st.best_step = s.at("best_step");
+  st.skipped = s.at("skipped");
+  st.threads = s.at("threads");
+  st.config_hash = s.at("config_hash");
+  st.vocab = s.value("vocab", 0);
+  return st;
+}
+
+}  // namespace ropelab::train

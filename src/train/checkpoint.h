@@ -1,0 +1,40 @@
+// Crash-safe checkpoints (reliability.md).
+//
+//   <run>/checkpoints/step-000000100/
+//       model.pt  optim.pt  rng.pt  state.json  MANIFEST.json   (written last: the commit mark)
+// Each checkpoint is written into a hidden temp directory, every file fsync'ed, then the
+// directory is renamed into place and its parent fsync'ed. Files are serialised in memory
+// first, so a full disk gives a clean error instead of libtorch's std::terminate. The
+// manifest holds an xxh64 of every file: a damaged checkpoint (even two flipped bytes, which
+// torch::load accepts silently) is detected and skipped. Old checkpoints are deleted only
+// after a new one is committed; the best one is never deleted.
+#pragma once
+#include <optional>
+#include <string>
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+namespace ropelab::train {
+
+struct TrainState {
+  int64_t step = 0;          // optimizer steps done
+  int64_t micro = 0;         // micro-batches consumed (the data cursor)
+  double tokens = 0;         // training tokens seen
+  double best_valid = 0;     // best validation loss so far (valid only if best_step >= 0)
+  int64_t best_step = -1;
+  int64_t skipped = 0;       // non-finite steps skipped
+  int64_t threads = 0;
+  int64_t vocab = 0;         // the model's vocabulary size (to rebuild it without the data)
+  std::string config_hash;   // of the architecture-defining config sections
+};
+
+void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
+                     torch::optim::Optimizer& opt, const TrainState& st, int64_t keep_last);
+// The newest checkpoint directory whose manifest and checksums verify; nullopt if none.
+std::optional<std::string> latest_checkpoint(const std::string& run_dir);
+std::optional<std::string> checkpoint_for_step(const std::string& run_dir, int64_t step);
+// Loads into model (and optimizer, if given) and returns the state.
+TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer* opt);
+
+}  // namespace ropelab::train

@@ -1,0 +1,188 @@
+#include "train/compare.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "config/loader.h"
+#include "train/metrics.h"
+#include "train/trainer.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/platform.h"
+#include "util/progress.h"
+
+namespace ropelab::train {
+
+namespace stdfs = std::filesystem;
+
+RunSummary summarize_run(const std::string& run_dir, double target_loss) {
+  std::string path = (stdfs::path(run_dir) / "metrics.h5").string();
+  if (!fs::exists(path)) throw UserError(run_dir + ": not a ropelab run (no metrics.h5)");
+  RunSummary r;
+  r.dir = run_dir;
+  auto attrs = read_metric_attrs(path);
+  r.name = attrs.count("name") != 0 ? attrs["name"] : stdfs::path(run_dir).filename().string();
+  r.position = attrs["position"];
+  r.attention = attrs["attention"];
+  r.task = attrs["task"];
+  r.params = attrs.count("params") != 0 ? std::stod(attrs["params"]) : NAN;
+  auto tr = read_metrics(path, "train");
+  auto va = read_metrics(path, "valid");
+  if (!tr["step"].empty()) {
+    r.steps = static_cast<int64_t>(tr["step"].back());
+    r.tokens = tr["tokens"].back();
+    auto tps = tr["tokens_per_s"];
+    if (tps.size() > 1) tps.erase(tps.begin());  // the first window includes start-up
+    std::sort(tps.begin(), tps.end());
+    if (!tps.empty()) r.tokens_per_s = tps[tps.size() / 2];
+  }
+  const auto& vl = va["loss"];
+  if (!vl.empty()) {
+    r.final_valid = vl.back();
+    r.best_valid = *std::min_element(vl.begin(), vl.end());
+    if (!va["ppl"].empty()) r.final_ppl = va["ppl"].back();
+    if (!va["acc"].empty()) r.final_acc = va["acc"].back();
+    if (target_loss > 0)
+      for (size_t i = 0; i < vl.size(); ++i)
+        if (vl[i] <= target_loss) {
+          r.steps_to_target = va["step"][i];
+          r.tokens_to_target = va["tokens"][i];
+          break;
+        }
+  }
+  return r;
+}
+
+namespace {
+std::string num(double v, const char* f = "{:.4f}") {
+  return std::isnan(v) ? "-" : fmt::format(fmt::runtime(f), v);
+}
+std::string si(double v) {
+  if (std::isnan(v)) return "-";
+  if (v >= 1e9) return fmt::format("{:.2f}G", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.1f}k", v / 1e3);
+  return fmt::format("{:.0f}", v);
+}
+}  // namespace
+
+std::string format_table(const std::vector<RunSummary>& runs, double target_loss, bool md) {
+  std::vector<std::string> head = {"run", "position", "attention", "params", "steps", "tokens",
+                                   "final valid loss", "best valid loss", "valid ppl", "valid acc", "tokens/s"};
+  if (target_loss > 0) {
+    head.push_back(fmt::format("steps to {:.2f}", target_loss));
+    head.push_back(fmt::format("tokens to {:.2f}", target_loss));
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : runs) {
+    std::vector<std::string> row = {r.name, r.position, r.attention, si(r.params), std::to_string(r.steps),
+                                    si(r.tokens), num(r.final_valid), num(r.best_valid), num(r.final_ppl, "{:.2f}"),
+                                    num(r.final_acc, "{:.3f}"), si(r.tokens_per_s)};
+    if (target_loss > 0) {
+      row.push_back(std::isnan(r.steps_to_target) ? "not reached" : num(r.steps_to_target, "{:.0f}"));
+      row.push_back(std::isnan(r.tokens_to_target) ? "not reached" : si(r.tokens_to_target));
+    }
+    rows.push_back(row);
+  }
+  std::vector<size_t> w(head.size());
+  for (size_t i = 0; i < head.size(); ++i) {
+    w[i] = head[i].size();
+    for (const auto& row : rows) w[i] = std::max(w[i], row[i].size());
+  }
+  std::string s;
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      bool left = i < 3;
+      std::string cell = left ? fmt::format("{:<{}}", cells[i], w[i]) : fmt::format("{:>{}}", cells[i], w[i]);
+      s += md ? "| " + cell + " " : (i ? "  " : "") + cell;
+    }
+    s += md ? "|\n" : "\n";
+  };
+  line(head);
+  if (md) {
+    for (size_t i = 0; i < head.size(); ++i)
+      s += "|" + std::string(i < 3 ? ":" : "") + std::string(w[i] + 1, '-') + (i < 3 ? "" : ":");
+    s += "|\n";
+  } else {
+    size_t total = 0;
+    for (auto x : w) total += x + 2;
+    s += std::string(total - 2, '-') + "\n";
+  }
+  for (const auto& row : rows) line(row);
+  return s;
+}
+
+namespace {
+std::string plot_script() {
+  if (const char* p = std::getenv("ROPELAB_SCRIPTS_DIR")) return std::string(p) + "/plot_runs.py";
+  std::string near = platform::executable_dir() + "/../../scripts/plot_runs.py";
+  if (fs::exists(near)) return near;
+  return std::string(ROPELAB_SCRIPTS_DIR) + "/plot_runs.py";
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+}  // namespace
+
+void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions& o) {
+  if (run_dirs.empty()) throw UserError("compare: give at least one run directory");
+  std::vector<RunSummary> runs;
+  for (const auto& d : run_dirs) runs.push_back(summarize_run(d, o.target_loss));
+  std::string text = format_table(runs, o.target_loss, false);
+  std::string md = "# Comparison\n\n" + format_table(runs, o.target_loss, true);
+  fs::make_dirs(o.out_dir);
+  std::printf("\n%s\n", text.c_str());
+  std::vector<std::string> outputs = {(stdfs::path(o.out_dir) / "compare.md").string()};
+  if (o.plots) {
+    std::string py = "/usr/bin/python3";
+    if (!fs::exists(py)) py = "python3";
+    std::string cmd = py + " " + quote(plot_script()) + " --out " + quote(o.out_dir) +
+                      fmt::format(" --smooth {}", o.smoothing);
+    for (const auto& d : run_dirs) cmd += " " + quote(d);
+    int rc = std::system((cmd + " 2>&1").c_str());
+    if (rc != 0 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+      spdlog::warn("plots were not drawn (python3 with matplotlib and h5py is needed: "
+                   "bash scripts/setup.sh installs them)");
+    } else {
+      for (const char* f : {"loss_by_step.png", "loss_by_tokens.png"}) {
+        outputs.push_back((stdfs::path(o.out_dir) / f).string());
+        md += fmt::format("\n![{}]({})\n", f, f);
+      }
+    }
+  }
+  fs::write_file_atomic(outputs[0], md);
+  for (const auto& f : outputs) std::printf("wrote %s\n", f.c_str());
+}
+
+void ablate(const std::string& experiment_path, bool plots) {
+  auto exp = config::load_experiment(experiment_path);
+  std::vector<std::string> dirs;
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < exp.variants.size(); ++i) {
+    const auto& v = exp.variants[i];
+    auto c = config::experiment_variant_config(exp, v);
+    spdlog::info("=== variant {}/{}: {} ===", i + 1, exp.variants.size(), v.name);
+    auto res = train(c);
+    dirs.push_back(res.run_dir);
+    if (res.interrupted) throw UserError("ablation interrupted during variant '" + v.name +
+                                         "'; run the same command again to resume");
+  }
+  spdlog::info("ablation trained {} variants in {}", exp.variants.size(),
+               format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+  CompareOptions o;
+  o.out_dir = (stdfs::path(exp.out_dir) / exp.name).string();
+  o.target_loss = exp.target_loss;
+  o.smoothing = 0.6;
+  o.plots = plots;
+  compare_runs(dirs, o);
+}
+
+}  // namespace ropelab::train

@@ -1,0 +1,34 @@
+// `ropelab compare` and `ropelab ablate`: side-by-side tables (terminal + Markdown) and PNG
+// loss curves of several runs.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ropelab::train {
+
+struct RunSummary {
+  std::string name, dir, position, attention, task;
+  double params = 0;
+  int64_t steps = 0;
+  double tokens = 0;
+  double final_valid = NAN, best_valid = NAN, final_ppl = NAN, final_acc = NAN;
+  double steps_to_target = NAN, tokens_to_target = NAN;  // NaN: never reached
+  double tokens_per_s = NAN;                              // median over the train log
+};
+
+RunSummary summarize_run(const std::string& run_dir, double target_loss);
+std::string format_table(const std::vector<RunSummary>& runs, double target_loss, bool markdown);
+
+struct CompareOptions {
+  std::string out_dir;       // where compare.md and the PNGs go
+  double target_loss = 0;    // 0: no "to target" columns
+  double smoothing = 0.0;    // EMA factor for the train curves (0..0.99)
+  bool plots = true;
+};
+// Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png.
+void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions& o);
+
+// Trains every variant of an experiment (same data order and seed), then compares them.
+void ablate(const std::string& experiment_path, bool plots);
+
+}  // namespace ropelab::train

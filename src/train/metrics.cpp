@@ -1,0 +1,112 @@
+#include "train/metrics.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "util/error.h"
+#include "util/fs.h"
+
+namespace ropelab::train {
+
+namespace stdfs = std::filesystem;
+
+namespace {
+// Shrinks every series of a group to the rows with step <= max_step.
+void truncate_group(hid_t file, const std::string& group, int64_t max_step, const std::string& path) {
+  if (!h5::exists(file, group)) return;
+  h5::Handle g(H5Gopen2(file, group.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!h5::exists(g.id(), "step")) return;
+  auto steps = h5::read_f64(g.id(), "step", path);
+  hsize_t keep = 0;
+  while (keep < steps.size() && steps[keep] <= static_cast<double>(max_step)) ++keep;
+  H5G_info_t info;
+  H5Gget_info(g.id(), &info);
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    char name[256];
+    H5Lget_name_by_idx(g.id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+    h5::Handle ds(H5Dopen2(g.id(), name, H5P_DEFAULT), H5Dclose);
+    H5Dset_extent(ds.id(), &keep);
+  }
+}
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& run_dir, const std::map<std::string, std::string>& attrs,
+                       int64_t resume_step) {
+  std::string path = (stdfs::path(run_dir) / "metrics.h5").string();
+  bool fresh = resume_step <= 0 || !fs::exists(path);
+  if (!fresh) {
+    try {
+      file_ = h5::open_file(path, true);
+      truncate_group(file_.id(), "train", resume_step, path);
+      truncate_group(file_.id(), "valid", resume_step, path);
+    } catch (const UserError&) {
+      fresh = true;  // unreadable (killed before its first flush): start it again
+    }
+  }
+  if (fresh) file_ = h5::create_file(path);
+  h5::set_attr(file_.id(), "format", std::string("ropelab.metrics"));
+  h5::set_attr(file_.id(), "format_version", static_cast<int64_t>(1));
+  h5::set_attr(file_.id(), "ropelab_version", std::string(ROPELAB_VERSION));
+  for (const auto& [k, v] : attrs) h5::set_attr(file_.id(), k, v);
+  std::string jpath = (stdfs::path(run_dir) / "metrics.jsonl").string();
+  jsonl_ = std::fopen(jpath.c_str(), fresh ? "w" : "a");
+  if (jsonl_ == nullptr) throw UserError(jpath + ": cannot open for writing");
+  std::setvbuf(jsonl_, nullptr, _IOLBF, 0);
+  H5Fflush(file_.id(), H5F_SCOPE_GLOBAL);
+}
+
+MetricsLog::~MetricsLog() {
+  flush();
+  series_.clear();
+  groups_.clear();
+  if (jsonl_ != nullptr) std::fclose(jsonl_);
+}
+
+void MetricsLog::log(const std::string& group, const std::map<std::string, double>& row) {
+  auto& g = groups_[group];
+  if (!g.valid()) {
+    g = h5::exists(file_.id(), group) ? h5::Handle(H5Gopen2(file_.id(), group.c_str(), H5P_DEFAULT), H5Gclose)
+                                      : h5::create_group(file_.id(), group, "metrics.h5");
+  }
+  std::string json = "{\"split\":\"" + group + "\"";
+  for (const auto& [k, v] : row) {
+    auto& s = series_[group][k];
+    if (!s) s = std::make_unique<h5::Series>(g.id(), k);
+    s->append(v);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, std::isfinite(v) ? "%.9g" : "null", v);
+    json += ",\"" + k + "\":" + buf;
+  }
+  std::fprintf(jsonl_, "%s}\n", json.c_str());
+  if (++since_flush_ >= 20) flush();
+}
+
+void MetricsLog::flush() {
+  if (file_.valid()) H5Fflush(file_.id(), H5F_SCOPE_GLOBAL);
+  since_flush_ = 0;
+}
+
+std::map<std::string, std::vector<double>> read_metrics(const std::string& path, const std::string& group) {
+  auto f = h5::open_file(path, false);
+  std::map<std::string, std::vector<double>> out;
+  if (!h5::exists(f.id(), group)) return out;
+  h5::Handle g(H5Gopen2(f.id(), group.c_str(), H5P_DEFAULT), H5Gclose);
+  H5G_info_t info;
+  H5Gget_info(g.id(), &info);
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    char name[256];
+    H5Lget_name_by_idx(g.id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+    out[name] = h5::read_f64(g.id(), name, path);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> read_metric_attrs(const std::string& path) {
+  auto f = h5::open_file(path, false);
+  std::map<std::string, std::string> out;
+  for (const char* k : {"position", "task", "arch", "attention", "params", "config", "name"})
+    if (h5::has_attr(f.id(), k)) out[k] = h5::get_attr_str(f.id(), k, path);
+  return out;
+}
+
+}  // namespace ropelab::train
