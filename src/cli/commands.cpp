@@ -10,6 +10,7 @@
 #include "config/loader.h"
 #include "data/prepare.h"
 #include "model/export.h"
+#include "train/bench.h"
 #include "train/compare.h"
 #include "train/trainer.h"
 #include "util/platform.h"
@@ -35,6 +36,9 @@ struct Opts {
   double target_loss = 0;
   double smooth = 0.6;
   bool no_plots = false;
+  bool compare_generic = false;
+  int64_t batches = 500;
+  int64_t steps = 5;
 };
 Opts g;
 std::map<CLI::App*, std::function<int()>> g_actions;
@@ -94,7 +98,8 @@ std::vector<int64_t> parse_lengths(const std::string& s) {
 }
 
 int cmd_eval() {
-  auto report = train::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens, !g.use_latest);
+  auto report =
+      train::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens, !g.use_latest);
   std::cout << train::format_eval(report);
   return 0;
 }
@@ -130,6 +135,21 @@ int cmd_bench_blas() {
   std::printf("matmul %dx%d, %d threads, BLAS core %s: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
               g.size, g.size, at::get_num_threads(), platform::blas_core().c_str(), r.fp32_gflops,
               r.bf16_gflops);
+  std::fflush(stdout);
+  if (g.compare_generic) {
+    // The same measurement in a child forced onto OpenBLAS's generic kernel, for the ratio.
+    std::string cmd = "OPENBLAS_CORETYPE=Prescott ROPELAB_KEEP_BLAS_CORE=1 '" +
+                      platform::executable_dir() + "/ropelab' bench-blas --size " +
+                      std::to_string(g.size) + " --repeats " + std::to_string(g.repeats) +
+                      " --threads " + std::to_string(g.threads);
+    if (std::system(cmd.c_str()) != 0) throw UserError("bench-blas: the comparison run failed");
+  }
+  return 0;
+}
+
+int cmd_bench_data() {
+  auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
+  std::cout << train::bench_data(c, g.batches, g.steps);
   return 0;
 }
 
@@ -147,8 +167,7 @@ void register_all(CLI::App& app) {
       "tokenizer, and write HDF5 token datasets per split under data.prepared_dir. Stages that\n"
       "are up to date are skipped; nothing half-written is ever left in place.",
       add_config_and_overrides, cmd_prepare);
-  add(
-      app, "train",
+  add(app, "train",
       "Train the run a config describes: prepares its data if needed, writes\n"
       "run.out_dir/run.name/{config.yaml, train.log, metrics.h5, metrics.jsonl, checkpoints/}.\n"
       "Running it again on a run with checkpoints resumes it (a changed architecture is refused).\n"
@@ -162,8 +181,10 @@ void register_all(CLI::App& app) {
       [](CLI::App& sub) {
         sub.add_option("run", g.file, "run directory")->required();
         sub.add_option("--split", g.split, "valid or test")->capture_default_str();
-        sub.add_option("--lengths", g.lengths, "comma-separated context lengths, e.g. 128,256,512,1024");
-        sub.add_option("--max-tokens", g.max_tokens, "tokens evaluated per length")->capture_default_str();
+        sub.add_option("--lengths", g.lengths,
+                       "comma-separated context lengths, e.g. 128,256,512,1024");
+        sub.add_option("--max-tokens", g.max_tokens, "tokens evaluated per length")
+            ->capture_default_str();
         sub.add_flag("--latest", g.use_latest, "use the newest checkpoint instead of the best one");
       },
       cmd_eval);
@@ -175,7 +196,8 @@ void register_all(CLI::App& app) {
       [](CLI::App& sub) {
         sub.add_option("runs", g.runs, "run directories")->required();
         sub.add_option("--out", g.out, "output directory (default: current directory)");
-        sub.add_option("--target-loss", g.target_loss, "report steps/tokens to reach this validation loss");
+        sub.add_option("--target-loss", g.target_loss,
+                       "report steps/tokens to reach this validation loss");
         sub.add_option("--smooth", g.smooth, "EMA smoothing of the train curves (0 = none)")
             ->check(CLI::Range(0.0, 0.99))
             ->capture_default_str();
@@ -225,8 +247,21 @@ void register_all(CLI::App& app) {
         sub.add_option("--repeats", g.repeats, "timed repetitions")->check(CLI::Range(1, 10000));
         sub.add_option("--threads", g.threads, "intra-op threads (0 = default)")
             ->check(CLI::Range(0, 1024));
+        sub.add_flag("--compare-generic", g.compare_generic,
+                     "also run OpenBLAS's generic kernel (what you get without ropelab's fix)");
       },
       cmd_bench_blas);
+  add(
+      app, "bench-data",
+      "Measure the batch stream's throughput next to training throughput for a config\n"
+      "(tokens/s, side by side in one process): data must never be the bottleneck.",
+      [](CLI::App& sub) {
+        add_config_and_overrides(sub);
+        sub.add_option("--batches", g.batches, "batches drawn from the stream")
+            ->capture_default_str();
+        sub.add_option("--steps", g.steps, "training steps timed")->capture_default_str();
+      },
+      cmd_bench_data);
 }
 
 int run_selected(CLI::App& app) {

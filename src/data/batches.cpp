@@ -32,7 +32,8 @@ class Rng {
 };
 
 uint64_t key_of(uint64_t seed, int64_t epoch, int64_t index, uint64_t salt) {
-  return mix64(mix64(mix64(seed ^ salt) + static_cast<uint64_t>(epoch)) + static_cast<uint64_t>(index));
+  return mix64(mix64(mix64(seed ^ salt) + static_cast<uint64_t>(epoch)) +
+               static_cast<uint64_t>(index));
 }
 
 // Indices this rank sees in an epoch: a seeded permutation (or identity), every world-th.
@@ -66,13 +67,15 @@ std::vector<int32_t> flatten(const Ragged& r, int32_t sep) {
 
 void check_kind(const TokenDataset& ds, const char* kind, const char* task) {
   if (ds.kind != kind)
-    throw UserError(std::string("task ") + task + " needs a '" + kind + "' dataset, got '" + ds.kind + "'");
+    throw UserError(std::string("task ") + task + " needs a '" + kind + "' dataset, got '" +
+                    ds.kind + "'");
 }
 
 // Caches the epoch order: computing a permutation per batch would be wasteful.
 class OrderCache {
  public:
-  const std::vector<int64_t>& get(int64_t n, const StreamOptions& o, int64_t epoch, uint64_t salt) const {
+  const std::vector<int64_t>& get(int64_t n, const StreamOptions& o, int64_t epoch,
+                                  uint64_t salt) const {
     if (epoch != epoch_ || order_.empty()) {
       order_ = rank_order(n, o, epoch, salt);
       epoch_ = epoch;
@@ -160,7 +163,8 @@ class MlmStream : public BatchStream {
         tg[b][t] = tok;
         ++selected;
         double u = rng.uniform();
-        if (u < o_.mask_token_frac) in[b][t] = Special::kMask;
+        if (u < o_.mask_token_frac)
+          in[b][t] = Special::kMask;
         else if (u < o_.mask_token_frac + o_.random_token_frac)
           in[b][t] = Special::kCount + rng.below(vocab_ - Special::kCount);
       }
@@ -225,14 +229,16 @@ class TranslationStream : public BatchStream {
   }
   Batch batch(int64_t epoch, int64_t index) const override {
     const auto& order = cache_.get(static_cast<int64_t>(batches_.size()), o_, epoch, 0x44);
-    if (index >= static_cast<int64_t>(order.size())) throw std::out_of_range("translation batch index");
+    if (index >= static_cast<int64_t>(order.size()))
+      throw std::out_of_range("translation batch index");
     const auto& ids = batches_[order[index]];
     int64_t B = static_cast<int64_t>(ids.size()), S = 0, T = 0;
     for (int64_t i : ids) S = std::max(S, slen(i)), T = std::max(T, tlen(i));
     auto src = torch::full({B, S}, Special::kPad, torch::kInt64);
     auto input = torch::full({B, T}, Special::kPad, torch::kInt64);
     auto target = torch::full({B, T}, -100, torch::kInt64);
-    auto s = src.accessor<int64_t, 2>(), in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
+    auto s = src.accessor<int64_t, 2>(), in = input.accessor<int64_t, 2>(),
+         tg = target.accessor<int64_t, 2>();
     Batch out;
     for (int64_t b = 0; b < B; ++b) {
       int64_t i = ids[b], sl = slen(i), tl = tlen(i) - 1;
@@ -303,8 +309,10 @@ class GlueStream : public BatchStream {
     for (int64_t r = 0; r < B; ++r) {
       for (size_t t = 0; t < rows[r].size(); ++t) in[r][t] = rows[r][t], sg[r][t] = segs[r][t];
       float l = ds_.labels[order[first + r]];
-      if (regression) label[r] = l;
-      else label[r] = static_cast<int64_t>(l);
+      if (regression)
+        label[r] = l;
+      else
+        label[r] = static_cast<int64_t>(l);
       out.num_tokens += static_cast<int64_t>(rows[r].size());
     }
     out.input_BT = input;
@@ -338,7 +346,8 @@ std::unique_ptr<BatchStream> make_lm_stream(const TokenDataset& ds, const Stream
 std::unique_ptr<BatchStream> make_mlm_stream(const TokenDataset& ds, const StreamOptions& o) {
   return std::make_unique<MlmStream>(ds, o);
 }
-std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds, const StreamOptions& o) {
+std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds,
+                                                     const StreamOptions& o) {
   return std::make_unique<TranslationStream>(ds, o);
 }
 std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const StreamOptions& o) {

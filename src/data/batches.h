@@ -54,7 +54,8 @@ class BatchStream {
 
 std::unique_ptr<BatchStream> make_lm_stream(const TokenDataset& ds, const StreamOptions& opt);
 std::unique_ptr<BatchStream> make_mlm_stream(const TokenDataset& ds, const StreamOptions& opt);
-std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds, const StreamOptions& opt);
+std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds,
+                                                     const StreamOptions& opt);
 std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const StreamOptions& opt);
 
 // Deterministic randomness shared by the streams (splitmix64).

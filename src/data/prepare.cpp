@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -210,9 +210,11 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
   std::string kind = kind_of_source(src);
   if (kind == "lm") {
     if (builtin) {
-      for (const char* s : kSplits) out.push_back({s, {join_path(*text_dir, std::string(s) + ".txt")}});
+      for (const char* s : kSplits)
+        out.push_back({s, {join_path(*text_dir, std::string(s) + ".txt")}});
     } else {
-      std::map<std::string, std::string> files = {{"train", d.train}, {"valid", d.valid}, {"test", d.test}};
+      std::map<std::string, std::string> files = {
+          {"train", d.train}, {"valid", d.valid}, {"test", d.test}};
       for (const char* s : kSplits)
         if (!files[s].empty()) out.push_back({s, {files[s]}});
     }
@@ -226,8 +228,10 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
     for (const char* s : kSplits)
       if (!base[s].empty()) out.push_back({s, {base[s] + "." + ss, base[s] + "." + ts}});
   } else {
-    std::string dir = builtin ? join_path(*text_dir, src == "bible-mrpc" ? "MRPC" : "SST-2") : d.train;
-    const auto& task = text::glue_task(builtin ? (src == "bible-mrpc" ? "MRPC" : "SST-2") : d.glue_task);
+    std::string dir =
+        builtin ? join_path(*text_dir, src == "bible-mrpc" ? "MRPC" : "SST-2") : d.train;
+    const auto& task =
+        text::glue_task(builtin ? (src == "bible-mrpc" ? "MRPC" : "SST-2") : d.glue_task);
     std::vector<std::string> names = {"train", "dev"};
     if (task.name == "MNLI") names = {"train", "dev_matched", "dev_mismatched"};
     for (const auto& n : names) {
@@ -327,25 +331,30 @@ Prepared prepared_paths(const config::DataConfig& d) {
   p.tokenizer_kind = d.tokenizer.type;
   std::string dir = out_dir(d);
   if (d.tokenizer.type == "spm")
-    p.tokenizer_path = d.tokenizer.model.empty() ? join_path(dir, "tokenizer.model") : d.tokenizer.model;
+    p.tokenizer_path =
+        d.tokenizer.model.empty() ? join_path(dir, "tokenizer.model") : d.tokenizer.model;
   std::vector<std::string> names = {"train", "valid", "test"};
-  if (p.kind == "glue" && glue_task_name(d) == "MNLI") names = {"train", "dev_matched", "dev_mismatched", "test"};
+  if (p.kind == "glue" && glue_task_name(d) == "MNLI")
+    names = {"train", "dev_matched", "dev_mismatched", "test"};
   for (const auto& n : names) {
     std::string f = join_path(dir, n + ".h5");
     if (fs::exists(f)) p.splits[n] = f;
   }
   if (p.splits.count("train") == 0)
-    throw UserError(dir + ": no prepared training data; HINT: run `ropelab prepare` with this config");
+    throw UserError(dir +
+                    ": no prepared training data; HINT: run `ropelab prepare` with this config");
   return p;
 }
 
 TokenDataset load_split(const Prepared& p, const std::string& split, const text::Tokenizer& tok) {
   auto it = p.splits.find(split);
-  if (it == p.splits.end()) throw UserError("no prepared '" + split + "' split; HINT: run `ropelab prepare`");
+  if (it == p.splits.end())
+    throw UserError("no prepared '" + split + "' split; HINT: run `ropelab prepare`");
   TokenDataset ds = read_tokens(it->second, p.kind);
   if (ds.tokenizer != tok.fingerprint())
-    throw UserError(it->second + ": was made with tokenizer " + ds.tokenizer + ", but the tokenizer in use is " +
-                    tok.fingerprint() + "; HINT: run `ropelab prepare` again");
+    throw UserError(it->second + ": was made with tokenizer " + ds.tokenizer +
+                    ", but the tokenizer in use is " + tok.fingerprint() +
+                    "; HINT: run `ropelab prepare` again");
   return ds;
 }
 
@@ -380,11 +389,13 @@ Prepared prepare(const config::DataConfig& d, int threads) {
     std::string stamp = "input " + fs::hex64(fs::hash_bytes(train_text)) + " vocab " +
                         std::to_string(d.tokenizer.vocab_size) + " type " + d.tokenizer.model_type +
                         " coverage " + std::to_string(d.tokenizer.character_coverage) + "\n";
-    if (!fs::exists(p.tokenizer_path) || !fs::exists(stamp_path) || fs::read_file(stamp_path) != stamp) {
+    if (!fs::exists(p.tokenizer_path) || !fs::exists(stamp_path) ||
+        fs::read_file(stamp_path) != stamp) {
       std::string input = join_path(dir, ".tokenizer-input.txt");
       fs::write_file_atomic(input, train_text);
-      spdlog::info("training SentencePiece {} tokenizer (vocab {}) on {:.1f} MB of text", d.tokenizer.model_type,
-                   d.tokenizer.vocab_size, static_cast<double>(train_text.size()) / 1e6);
+      spdlog::info("training SentencePiece {} tokenizer (vocab {}) on {:.1f} MB of text",
+                   d.tokenizer.model_type, d.tokenizer.vocab_size,
+                   static_cast<double>(train_text.size()) / 1e6);
       text::SpmTrainOptions opt;
       opt.vocab_size = d.tokenizer.vocab_size;
       opt.model_type = d.tokenizer.model_type;
@@ -455,7 +466,8 @@ Prepared prepare(const config::DataConfig& d, int threads) {
       if (gf.skipped_rows > 0)
         spdlog::warn("{}: skipped {} malformed rows", si.files[0], gf.skipped_rows);
       std::vector<std::string> a, b;
-      for (const auto& e : gf.examples) a.push_back(e.a), b.push_back(e.b), ds.labels.push_back(e.label);
+      for (const auto& e : gf.examples)
+        a.push_back(e.a), b.push_back(e.b), ds.labels.push_back(e.label);
       Progress bar("encode " + si.name, static_cast<int64_t>(2 * a.size()), "text");
       int64_t done = 0;
       auto ea = encode_all(*tok, a, threads, &bar, &done);
@@ -467,11 +479,13 @@ Prepared prepare(const config::DataConfig& d, int threads) {
     }
     write_tokens(out, ds);
     int64_t ntok = 0, nseq = 0;
-    for (const auto& [name, r] : ds.seqs) ntok += static_cast<int64_t>(r.tokens.size()), nseq = r.size();
+    for (const auto& [name, r] : ds.seqs)
+      ntok += static_cast<int64_t>(r.tokens.size()), nseq = r.size();
     spdlog::info("wrote {}: {} sequences, {} tokens", out, nseq, ntok);
     p.splits[si.name] = out;
   }
-  spdlog::info("prepare finished in {:.1f} s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  spdlog::info("prepare finished in {:.1f} s",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return p;
 }
 

@@ -99,8 +99,8 @@ TokenDataset read_tokens(const std::string& path, const std::string& expect_kind
     ds.num_labels = h5::get_attr_int(root, "num_labels", path);
     ds.labels = h5::read_f32(root, "labels", path);
     if (static_cast<int64_t>(ds.labels.size()) != count)
-      throw UserError(path + ": /labels has " + std::to_string(ds.labels.size()) +
-                      " entries for " + std::to_string(count) + " examples");
+      throw UserError(path + ": /labels has " + std::to_string(ds.labels.size()) + " entries for " +
+                      std::to_string(count) + " examples");
   }
   return ds;
 }

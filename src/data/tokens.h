@@ -32,8 +32,8 @@ struct Ragged {
 };
 
 struct TokenDataset {
-  std::string kind;   // "lm", "parallel", "glue"
-  std::string split;  // "train", "valid", "test" (GLUE: also "dev_matched", ...)
+  std::string kind;            // "lm", "parallel", "glue"
+  std::string split;           // "train", "valid", "test" (GLUE: also "dev_matched", ...)
   std::string tokenizer;       // fingerprint
   std::string tokenizer_kind;  // "spm", "byte"
   int64_t vocab_size = 0;

@@ -12,7 +12,8 @@ namespace {
 // [T, S] bool, true where query (at q_offset + t) may see key s.
 torch::Tensor allowed_TS(int64_t T, int64_t S, int64_t q_offset, bool causal, torch::Device dev) {
   if (!causal) return torch::ones({T, S}, torch::TensorOptions().dtype(torch::kBool).device(dev));
-  auto q = torch::arange(q_offset, q_offset + T, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+  auto q = torch::arange(q_offset, q_offset + T,
+                         torch::TensorOptions().dtype(torch::kInt64).device(dev));
   auto k = torch::arange(0, S, torch::TensorOptions().dtype(torch::kInt64).device(dev));
   return k.unsqueeze(0) <= q.unsqueeze(1);
 }
@@ -74,7 +75,9 @@ torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_
   // Causal: chunks; inside a chunk the exact masked form, across chunks a running state.
   auto state_BNFH = torch::zeros({qn.size(0), qn.size(1), kn.size(3), v.size(3)}, qn.options());
   auto zstate_BNF1 = torch::zeros({qd.size(0), qd.size(1), kd.size(3), 1}, qd.options());
-  auto tri = torch::ones({kChunk, kChunk}, torch::TensorOptions().dtype(qn.scalar_type()).device(qn.device())).tril();
+  auto tri = torch::ones({kChunk, kChunk},
+                         torch::TensorOptions().dtype(qn.scalar_type()).device(qn.device()))
+                 .tril();
   std::vector<torch::Tensor> outs;
   for (int64_t s = 0; s < T; s += kChunk) {
     int64_t c = std::min(kChunk, T - s);

@@ -5,7 +5,8 @@
 // linear (Katharopoulos et al. 2020; RoFormer Sec. 3.4.3, Eq. 19): non-negative feature maps
 //   phi = elu+1 or FAVOR+ positive random features (Choromanski et al. 2021), and
 //     eq19:       Attn_m = sum_n (R_m phi(q_m))^T (R_n phi(k_n)) v_n / sum_n phi(q_m)^T phi(k_n)
-//     before_phi: Attn_m = sum_n phi(R_m q_m)^T phi(R_n k_n) v_n / sum_n phi(R_m q_m)^T phi(R_n k_n)
+//     before_phi: Attn_m = sum_n phi(R_m q_m)^T phi(R_n k_n) v_n / sum_n phi(R_m q_m)^T phi(R_n
+//     k_n)
 //   Non-causal: one pass of sums. Causal: chunked prefix sums (quadratic only inside chunks of
 //   64), O(N) time and memory in sequence length.
 //

@@ -28,7 +28,8 @@ std::string export_weights(const std::string& source, const std::string& out_pat
     if (!latest) throw UserError(source + ": the run has no checkpoint");
     ck = *latest;
   } else {
-    throw UserError(source + ": neither a run directory (config.yaml) nor a checkpoint (MANIFEST.json)");
+    throw UserError(source +
+                    ": neither a run directory (config.yaml) nor a checkpoint (MANIFEST.json)");
   }
   std::string cfg_path = (stdfs::path(run_dir) / "config.yaml").string();
   auto c = config::load_config(cfg_path);

@@ -42,9 +42,10 @@ torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
   return fc2(drop(h, dropout_, is_training()));
 }
 
-torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask, PositionModuleImpl* pos,
-                                 int64_t offset, const torch::Tensor& memory,
-                                 const AttnMask& mem_mask, KVCache* cache) {
+torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
+                                 PositionModuleImpl* pos, int64_t offset,
+                                 const torch::Tensor& memory, const AttnMask& mem_mask,
+                                 KVCache* cache) {
   auto sublayer = [&](torch::nn::LayerNorm& norm, const auto& fn) {
     if (pre_norm_) return x + drop(fn(norm(x)), dropout_, is_training());
     return norm(x + drop(fn(x), dropout_, is_training()));
@@ -100,23 +101,27 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c, int64_t vocab, in
   tok_emb = register_module("tok_emb", torch::nn::Embedding(vocab, c.d_model));
   bool enc = c.arch == "encoder" || c.arch == "encdec";
   bool dec = c.arch == "decoder" || c.arch == "encdec";
-  if (enc) encoder = register_module("encoder", Stack(c, c.n_layers, false, false, c.arch == "encoder"));
+  if (enc)
+    encoder = register_module("encoder", Stack(c, c.n_layers, false, false, c.arch == "encoder"));
   if (dec) {
     int64_t n = c.arch == "encdec" && c.n_decoder_layers > 0 ? c.n_decoder_layers : c.n_layers;
     decoder = register_module("decoder", Stack(c, n, true, c.arch == "encdec", false));
   }
   if (dec && !c.tie_embeddings)
-    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, vocab).bias(false)));
+    lm_head = register_module(
+        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, vocab).bias(false)));
   if (c.arch == "encoder") {
     seg_emb = register_module("seg_emb", torch::nn::Embedding(2, c.d_model));
     mlm_dense = register_module("mlm_dense", torch::nn::Linear(c.d_model, c.d_model));
     mlm_norm = register_module("mlm_norm", layer_norm(c.d_model));
     mlm_bias_ = register_parameter("mlm_bias", torch::zeros({vocab}));
     if (!c.tie_embeddings)
-      lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, vocab).bias(false)));
+      lm_head = register_module(
+          "lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, vocab).bias(false)));
     if (num_labels >= 0) {
       pooler = register_module("pooler", torch::nn::Linear(c.d_model, c.d_model));
-      classifier = register_module("classifier", torch::nn::Linear(c.d_model, std::max<int64_t>(1, num_labels)));
+      classifier = register_module("classifier",
+                                   torch::nn::Linear(c.d_model, std::max<int64_t>(1, num_labels)));
     }
   }
   init_weights(*this, c.init_std);
@@ -170,8 +175,10 @@ void init_weights(torch::nn::Module& m, double std) {
     bool is_norm = name.find("norm") != std::string::npos;
     bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
     if (is_norm) {
-      if (is_bias) p.zero_();
-      else p.fill_(1.0);
+      if (is_bias)
+        p.zero_();
+      else
+        p.fill_(1.0);
     } else if (is_bias) {
       p.zero_();
     } else {

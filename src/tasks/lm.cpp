@@ -16,16 +16,17 @@ torch::Tensor scored_ce(const torch::Tensor& logits_BTV, const torch::Tensor& ta
                         double smoothing, Stats* s) {
   auto logits = logits_BTV.reshape({-1, logits_BTV.size(-1)}).to(torch::kFloat32);
   auto target = target_BT.reshape({-1});
-  auto loss = F::cross_entropy(logits, target,
-                               F::CrossEntropyFuncOptions().ignore_index(-100).label_smoothing(smoothing));
+  auto loss = F::cross_entropy(
+      logits, target, F::CrossEntropyFuncOptions().ignore_index(-100).label_smoothing(smoothing));
   if (s != nullptr) {
     torch::NoGradGuard ng;
     auto valid = target != -100;
-    auto nll = F::cross_entropy(logits, target,
-                                F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
+    auto nll = F::cross_entropy(
+        logits, target, F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
     s->loss_sum += nll.item<double>();
     s->targets += static_cast<double>(valid.sum().item<int64_t>());
-    s->correct += static_cast<double>(((logits.argmax(-1) == target) & valid).sum().item<int64_t>());
+    s->correct +=
+        static_cast<double>(((logits.argmax(-1) == target) & valid).sum().item<int64_t>());
   }
   return loss;
 }
@@ -100,7 +101,8 @@ class MaskedLmTask : public LmTaskBase {
 
 }  // namespace
 
-std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab, const std::string& tokenizer_kind) {
+std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
+                                const std::string& tokenizer_kind) {
   if (c.task.type == "clm") return std::make_unique<CausalLmTask>(c, vocab, tokenizer_kind);
   if (c.task.type == "mlm") return std::make_unique<MaskedLmTask>(c, vocab, tokenizer_kind);
   throw UserError("task." + c.task.type +

@@ -19,10 +19,10 @@ namespace ropelab::tasks {
 // Sums over a batch (or many): divide to get means, so evaluation over many batches weights
 // every target equally.
 struct Stats {
-  double loss_sum = 0;    // summed cross-entropy (nats) over targets
-  double targets = 0;     // positions that carry loss
-  double correct = 0;     // argmax == target
-  double tokens = 0;      // input tokens processed
+  double loss_sum = 0;  // summed cross-entropy (nats) over targets
+  double targets = 0;   // positions that carry loss
+  double correct = 0;   // argmax == target
+  double tokens = 0;    // input tokens processed
   void add(const Stats& o) {
     loss_sum += o.loss_sum, targets += o.targets, correct += o.correct, tokens += o.tokens;
   }
@@ -33,7 +33,8 @@ class Task {
   virtual ~Task() = default;
   virtual std::string name() const = 0;
   // The mean loss to backpropagate and the batch's stats.
-  virtual torch::Tensor loss(model::TransformerImpl& m, const data::Batch& b, Stats* stats) const = 0;
+  virtual torch::Tensor loss(model::TransformerImpl& m, const data::Batch& b,
+                             Stats* stats) const = 0;
   // Metrics from accumulated stats: always "loss"; plus "ppl", "acc", "bpb" as they apply.
   virtual std::map<std::string, double> metrics(const Stats& s) const = 0;
   // A stream over a prepared split. `train` = shuffled, full batches; otherwise in order.
@@ -43,6 +44,7 @@ class Task {
 };
 
 // Builds the task a config names.
-std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab, const std::string& tokenizer_kind);
+std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
+                                const std::string& tokenizer_kind);
 
 }  // namespace ropelab::tasks

@@ -14,23 +14,79 @@
 namespace ropelab::text {
 
 const std::vector<std::string>& canonical_books() {
-  static const std::vector<std::string> kBooks = {
-      "Genesis", "Exodus", "Leviticus", "Numbers", "Deuteronomy", "Joshua", "Judges", "Ruth",
-      "I Samuel", "II Samuel", "I Kings", "II Kings", "I Chronicles", "II Chronicles", "Ezra",
-      "Nehemiah", "Esther", "Job", "Psalms", "Proverbs", "Ecclesiastes", "Song of Solomon",
-      "Isaiah", "Jeremiah", "Lamentations", "Ezekiel", "Daniel", "Hosea", "Joel", "Amos",
-      "Obadiah", "Jonah", "Micah", "Nahum", "Habakkuk", "Zephaniah", "Haggai", "Zechariah",
-      "Malachi", "Matthew", "Mark", "Luke", "John", "Acts", "Romans", "I Corinthians",
-      "II Corinthians", "Galatians", "Ephesians", "Philippians", "Colossians", "I Thessalonians",
-      "II Thessalonians", "I Timothy", "II Timothy", "Titus", "Philemon", "Hebrews", "James",
-      "I Peter", "II Peter", "I John", "II John", "III John", "Jude", "Revelation of John"};
+  static const std::vector<std::string> kBooks = {"Genesis",
+                                                  "Exodus",
+                                                  "Leviticus",
+                                                  "Numbers",
+                                                  "Deuteronomy",
+                                                  "Joshua",
+                                                  "Judges",
+                                                  "Ruth",
+                                                  "I Samuel",
+                                                  "II Samuel",
+                                                  "I Kings",
+                                                  "II Kings",
+                                                  "I Chronicles",
+                                                  "II Chronicles",
+                                                  "Ezra",
+                                                  "Nehemiah",
+                                                  "Esther",
+                                                  "Job",
+                                                  "Psalms",
+                                                  "Proverbs",
+                                                  "Ecclesiastes",
+                                                  "Song of Solomon",
+                                                  "Isaiah",
+                                                  "Jeremiah",
+                                                  "Lamentations",
+                                                  "Ezekiel",
+                                                  "Daniel",
+                                                  "Hosea",
+                                                  "Joel",
+                                                  "Amos",
+                                                  "Obadiah",
+                                                  "Jonah",
+                                                  "Micah",
+                                                  "Nahum",
+                                                  "Habakkuk",
+                                                  "Zephaniah",
+                                                  "Haggai",
+                                                  "Zechariah",
+                                                  "Malachi",
+                                                  "Matthew",
+                                                  "Mark",
+                                                  "Luke",
+                                                  "John",
+                                                  "Acts",
+                                                  "Romans",
+                                                  "I Corinthians",
+                                                  "II Corinthians",
+                                                  "Galatians",
+                                                  "Ephesians",
+                                                  "Philippians",
+                                                  "Colossians",
+                                                  "I Thessalonians",
+                                                  "II Thessalonians",
+                                                  "I Timothy",
+                                                  "II Timothy",
+                                                  "Titus",
+                                                  "Philemon",
+                                                  "Hebrews",
+                                                  "James",
+                                                  "I Peter",
+                                                  "II Peter",
+                                                  "I John",
+                                                  "II John",
+                                                  "III John",
+                                                  "Jude",
+                                                  "Revelation of John"};
   return kBooks;
 }
 
 std::string split_of_book(const std::string& book) {
   // ~6% of verses each, mixing narrative, prophecy, letters and apocalyptic text.
-  static const std::set<std::string> kValid = {"Ruth", "Ezra", "Daniel", "Mark", "Hebrews",
-                                               "James"};
+  static const std::set<std::string> kValid = {"Ruth", "Ezra",    "Daniel",
+                                               "Mark", "Hebrews", "James"};
   static const std::set<std::string> kTest = {"Judges", "Esther", "Micah", "Romans",
                                               "Revelation of John"};
   if (kValid.count(book) != 0) return "valid";
@@ -67,7 +123,8 @@ bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0;
 
 // Finds the next "Book C:V:" key at or after `from`.
 bool find_key(const std::string& s, size_t from, KeyHit* hit) {
-  for (size_t colon = s.find(':', from); colon != std::string::npos; colon = s.find(':', colon + 1)) {
+  for (size_t colon = s.find(':', from); colon != std::string::npos;
+       colon = s.find(':', colon + 1)) {
     // Expect "<digits>:<digits>:" with this colon being the first.
     size_t c0 = colon;
     while (c0 > 0 && is_digit(s[c0 - 1])) --c0;
@@ -80,7 +137,8 @@ bool find_key(const std::string& s, size_t from, KeyHit* hit) {
       if (name.size() > name_end) continue;
       size_t nb = name_end - name.size();
       if (s.compare(nb, name.size(), name) != 0) continue;
-      if (nb > 0 && !std::isspace(static_cast<unsigned char>(s[nb - 1])) && s[nb - 1] != '>') continue;
+      if (nb > 0 && !std::isspace(static_cast<unsigned char>(s[nb - 1])) && s[nb - 1] != '>')
+        continue;
       hit->begin = nb;
       hit->end = v1 + 1 < s.size() && s[v1 + 1] == ' ' ? v1 + 2 : v1 + 1;
       hit->book = name;
@@ -115,7 +173,8 @@ std::string clean_osis_text(const std::string& in) {
       i = e == std::string::npos ? in.size() : e + end_tag.size();
       continue;
     }
-    if (starts("</w") && close + 2 < in.size() && in.compare(close + 1, 2, "<w") == 0) s.push_back(' ');
+    if (starts("</w") && close + 2 < in.size() && in.compare(close + 1, 2, "<w") == 0)
+      s.push_back(' ');
     if (starts("<milestone") || starts("<l ") || starts("<lg") || starts("<br")) s.push_back(' ');
     i = close + 1;
   }
@@ -186,8 +245,9 @@ std::vector<Verse> export_bible(const std::string& module) {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
   int status = pclose(p);
   if (!WIFEXITED(status) || WEXITSTATUS(status) == 127)
-    throw UserError("diatheke: not installed; HINT: run `bash scripts/setup.sh` (installs "
-                    "diatheke and the sword-text-* corpus packages)");
+    throw UserError(
+        "diatheke: not installed; HINT: run `bash scripts/setup.sh` (installs "
+        "diatheke and the sword-text-* corpus packages)");
   if (out.size() < 1000)
     throw UserError("diatheke: module " + module + " gave no text (" +
                     out.substr(0, out.find('\n')) +

@@ -21,7 +21,9 @@ struct Verse {
   int chapter = 0;
   int verse = 0;
   std::string text;
-  std::string key() const { return book + " " + std::to_string(chapter) + ":" + std::to_string(verse); }
+  std::string key() const {
+    return book + " " + std::to_string(chapter) + ":" + std::to_string(verse);
+  }
 };
 
 // The 66 canonical books in order, as diatheke names them.

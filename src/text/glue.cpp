@@ -88,7 +88,8 @@ GlueFile read_glue_tsv(const std::string& path, const GlueTask& task) {
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (lineno == 1 && line.size() >= 3 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+    if (lineno == 1 && line.size() >= 3 && line.compare(0, 3, "\xEF\xBB\xBF") == 0)
+      line.erase(0, 3);
     if (line.empty()) continue;
     auto cols = split_tabs(line);
     if (!header_done) {
@@ -100,9 +101,11 @@ GlueFile read_glue_tsv(const std::string& path, const GlueTask& task) {
         ncols = cols.size();
         col_id = find_col(cols, {"index", "id"});
         col_a = find_col(cols, {"sentence1", "question1", "#1 String", "question", "sentence"});
-        col_b = task.pair ? find_col(cols, {"sentence2", "question2", "#2 String", "sentence"}) : -1;
+        col_b =
+            task.pair ? find_col(cols, {"sentence2", "question2", "#2 String", "sentence"}) : -1;
         if (task.pair && col_b == col_a) col_b = -1;
-        if (task.name == "QNLI") col_a = find_col(cols, {"question"}), col_b = find_col(cols, {"sentence"});
+        if (task.name == "QNLI")
+          col_a = find_col(cols, {"question"}), col_b = find_col(cols, {"sentence"});
         col_label = find_col(cols, {"gold_label", "label", "score", "is_duplicate", "Quality"});
         if (col_a < 0 || (task.pair && col_b < 0))
           fail("header does not look like GLUE " + task.name + " (columns: " + line + ")");
@@ -150,21 +153,25 @@ std::string write_glue_tsv(const GlueTask& task, const std::vector<GlueExample>&
                            bool with_labels) {
   std::ostringstream os;
   auto label = [&](const GlueExample& e) {
-    return task.regression ? std::to_string(e.label) : task.label_names.at(static_cast<size_t>(e.label));
+    return task.regression ? std::to_string(e.label)
+                           : task.label_names.at(static_cast<size_t>(e.label));
   };
   if (task.name == "MRPC") {
-    os << (with_labels ? "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n" : "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n");
+    os << (with_labels ? "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                       : "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n");
     for (size_t i = 0; i < examples.size(); ++i) {
       const auto& e = examples[i];
-      os << (with_labels ? label(e) : std::to_string(i)) << '\t' << 2 * i << '\t' << 2 * i + 1 << '\t'
-         << e.a << '\t' << e.b << '\n';
+      os << (with_labels ? label(e) : std::to_string(i)) << '\t' << 2 * i << '\t' << 2 * i + 1
+         << '\t' << e.a << '\t' << e.b << '\n';
     }
   } else if (task.name == "SST-2") {
     os << (with_labels ? "sentence\tlabel\n" : "index\tsentence\n");
     for (size_t i = 0; i < examples.size(); ++i) {
       const auto& e = examples[i];
-      if (with_labels) os << e.a << '\t' << label(e) << '\n';
-      else os << i << '\t' << e.a << '\n';
+      if (with_labels)
+        os << e.a << '\t' << label(e) << '\n';
+      else
+        os << i << '\t' << e.a << '\n';
     }
   } else {
     throw UserError("writing GLUE " + task.name + " files is not supported");

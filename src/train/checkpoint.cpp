@@ -50,7 +50,8 @@ bool verify(const stdfs::path& dir) {
     auto m = json::parse(fs::read_file(mpath.string()));
     for (const auto& [name, hash] : m.at("files").items()) {
       auto p = dir / name;
-      if (!stdfs::exists(p) || fs::hex64(fs::hash_file(p.string())) != hash.get<std::string>()) return false;
+      if (!stdfs::exists(p) || fs::hex64(fs::hash_file(p.string())) != hash.get<std::string>())
+        return false;
     }
     return true;
   } catch (...) {
@@ -105,9 +106,11 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
       a.save_to(os);
       files["rng.pt"] = os.str();
     }
-    json s = {{"step", st.step},           {"micro", st.micro},     {"tokens", st.tokens},
-              {"best_valid", st.best_valid}, {"best_step", st.best_step}, {"skipped", st.skipped},
-              {"threads", st.threads},     {"config_hash", st.config_hash}, {"vocab", st.vocab}};
+    json s = {{"step", st.step},           {"micro", st.micro},
+              {"tokens", st.tokens},       {"best_valid", st.best_valid},
+              {"best_step", st.best_step}, {"skipped", st.skipped},
+              {"threads", st.threads},     {"config_hash", st.config_hash},
+              {"vocab", st.vocab}};
     files["state.json"] = s.dump(2);
     json manifest = {{"step", st.step}, {"files", json::object()}};
     for (const auto& [fname, bytes] : files) {
@@ -147,9 +150,11 @@ std::optional<std::string> checkpoint_for_step(const std::string& run_dir, int64
   return std::nullopt;
 }
 
-TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer* opt) {
+TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
+                           torch::optim::Optimizer* opt) {
   stdfs::path d(dir);
-  if (!verify(d)) throw UserError(dir + ": checkpoint is damaged or incomplete (checksum mismatch)");
+  if (!verify(d))
+    throw UserError(dir + ": checkpoint is damaged or incomplete (checksum mismatch)");
   try {
     torch::serialize::InputArchive a;
     a.load_from((d / "model.pt").string());

@@ -18,15 +18,15 @@
 namespace ropelab::train {
 
 struct TrainState {
-  int64_t step = 0;          // optimizer steps done
-  int64_t micro = 0;         // micro-batches consumed (the data cursor)
-  double tokens = 0;         // training tokens seen
-  double best_valid = 0;     // best validation loss so far (valid only if best_step >= 0)
+  int64_t step = 0;       // optimizer steps done
+  int64_t micro = 0;      // micro-batches consumed (the data cursor)
+  double tokens = 0;      // training tokens seen
+  double best_valid = 0;  // best validation loss so far (valid only if best_step >= 0)
   int64_t best_step = -1;
-  int64_t skipped = 0;       // non-finite steps skipped
+  int64_t skipped = 0;  // non-finite steps skipped
   int64_t threads = 0;
-  int64_t vocab = 0;         // the model's vocabulary size (to rebuild it without the data)
-  std::string config_hash;   // of the architecture-defining config sections
+  int64_t vocab = 0;        // the model's vocabulary size (to rebuild it without the data)
+  std::string config_hash;  // of the architecture-defining config sections
 };
 
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
@@ -35,6 +35,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 std::optional<std::string> checkpoint_for_step(const std::string& run_dir, int64_t step);
 // Loads into model (and optimizer, if given) and returns the state.
-TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer* opt);
+TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
+                           torch::optim::Optimizer* opt);
 
 }  // namespace ropelab::train

@@ -72,19 +72,29 @@ std::string si(double v) {
 }  // namespace
 
 std::string format_table(const std::vector<RunSummary>& runs, double target_loss, bool md) {
-  std::vector<std::string> head = {"run", "position", "attention", "params", "steps", "tokens",
-                                   "final valid loss", "best valid loss", "valid ppl", "valid acc", "tokens/s"};
+  std::vector<std::string> head = {"run",       "position",  "attention",        "params",
+                                   "steps",     "tokens",    "final valid loss", "best valid loss",
+                                   "valid ppl", "valid acc", "tokens/s"};
   if (target_loss > 0) {
     head.push_back(fmt::format("steps to {:.2f}", target_loss));
     head.push_back(fmt::format("tokens to {:.2f}", target_loss));
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : runs) {
-    std::vector<std::string> row = {r.name, r.position, r.attention, si(r.params), std::to_string(r.steps),
-                                    si(r.tokens), num(r.final_valid), num(r.best_valid), num(r.final_ppl, "{:.2f}"),
-                                    num(r.final_acc, "{:.3f}"), si(r.tokens_per_s)};
+    std::vector<std::string> row = {r.name,
+                                    r.position,
+                                    r.attention,
+                                    si(r.params),
+                                    std::to_string(r.steps),
+                                    si(r.tokens),
+                                    num(r.final_valid),
+                                    num(r.best_valid),
+                                    num(r.final_ppl, "{:.2f}"),
+                                    num(r.final_acc, "{:.3f}"),
+                                    si(r.tokens_per_s)};
     if (target_loss > 0) {
-      row.push_back(std::isnan(r.steps_to_target) ? "not reached" : num(r.steps_to_target, "{:.0f}"));
+      row.push_back(std::isnan(r.steps_to_target) ? "not reached"
+                                                  : num(r.steps_to_target, "{:.0f}"));
       row.push_back(std::isnan(r.tokens_to_target) ? "not reached" : si(r.tokens_to_target));
     }
     rows.push_back(row);
@@ -98,7 +108,8 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
   auto line = [&](const std::vector<std::string>& cells) {
     for (size_t i = 0; i < cells.size(); ++i) {
       bool left = i < 3;
-      std::string cell = left ? fmt::format("{:<{}}", cells[i], w[i]) : fmt::format("{:>{}}", cells[i], w[i]);
+      std::string cell =
+          left ? fmt::format("{:<{}}", cells[i], w[i]) : fmt::format("{:>{}}", cells[i], w[i]);
       s += md ? "| " + cell + " " : (i ? "  " : "") + cell;
     }
     s += md ? "|\n" : "\n";
@@ -149,8 +160,9 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
     for (const auto& d : run_dirs) cmd += " " + quote(d);
     int rc = std::system((cmd + " 2>&1").c_str());
     if (rc != 0 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
-      spdlog::warn("plots were not drawn (python3 with matplotlib and h5py is needed: "
-                   "bash scripts/setup.sh installs them)");
+      spdlog::warn(
+          "plots were not drawn (python3 with matplotlib and h5py is needed: "
+          "bash scripts/setup.sh installs them)");
     } else {
       for (const char* f : {"loss_by_step.png", "loss_by_tokens.png"}) {
         outputs.push_back((stdfs::path(o.out_dir) / f).string());
@@ -172,11 +184,13 @@ void ablate(const std::string& experiment_path, bool plots) {
     spdlog::info("=== variant {}/{}: {} ===", i + 1, exp.variants.size(), v.name);
     auto res = train(c);
     dirs.push_back(res.run_dir);
-    if (res.interrupted) throw UserError("ablation interrupted during variant '" + v.name +
-                                         "'; run the same command again to resume");
+    if (res.interrupted)
+      throw UserError("ablation interrupted during variant '" + v.name +
+                      "'; run the same command again to resume");
   }
   spdlog::info("ablation trained {} variants in {}", exp.variants.size(),
-               format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+               format_duration(
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   CompareOptions o;
   o.out_dir = (stdfs::path(exp.out_dir) / exp.name).string();
   o.target_loss = exp.target_loss;

@@ -13,16 +13,16 @@ struct RunSummary {
   double tokens = 0;
   double final_valid = NAN, best_valid = NAN, final_ppl = NAN, final_acc = NAN;
   double steps_to_target = NAN, tokens_to_target = NAN;  // NaN: never reached
-  double tokens_per_s = NAN;                              // median over the train log
+  double tokens_per_s = NAN;                             // median over the train log
 };
 
 RunSummary summarize_run(const std::string& run_dir, double target_loss);
 std::string format_table(const std::vector<RunSummary>& runs, double target_loss, bool markdown);
 
 struct CompareOptions {
-  std::string out_dir;       // where compare.md and the PNGs go
-  double target_loss = 0;    // 0: no "to target" columns
-  double smoothing = 0.0;    // EMA factor for the train curves (0..0.99)
+  std::string out_dir;     // where compare.md and the PNGs go
+  double target_loss = 0;  // 0: no "to target" columns
+  double smoothing = 0.0;  // EMA factor for the train curves (0..0.99)
   bool plots = true;
 };
 // Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png.

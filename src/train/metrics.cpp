@@ -12,7 +12,8 @@ namespace stdfs = std::filesystem;
 
 namespace {
 // Shrinks every series of a group to the rows with step <= max_step.
-void truncate_group(hid_t file, const std::string& group, int64_t max_step, const std::string& path) {
+void truncate_group(hid_t file, const std::string& group, int64_t max_step,
+                    const std::string& path) {
   if (!h5::exists(file, group)) return;
   h5::Handle g(H5Gopen2(file, group.c_str(), H5P_DEFAULT), H5Gclose);
   if (!h5::exists(g.id(), "step")) return;
@@ -65,8 +66,9 @@ MetricsLog::~MetricsLog() {
 void MetricsLog::log(const std::string& group, const std::map<std::string, double>& row) {
   auto& g = groups_[group];
   if (!g.valid()) {
-    g = h5::exists(file_.id(), group) ? h5::Handle(H5Gopen2(file_.id(), group.c_str(), H5P_DEFAULT), H5Gclose)
-                                      : h5::create_group(file_.id(), group, "metrics.h5");
+    g = h5::exists(file_.id(), group)
+            ? h5::Handle(H5Gopen2(file_.id(), group.c_str(), H5P_DEFAULT), H5Gclose)
+            : h5::create_group(file_.id(), group, "metrics.h5");
   }
   std::string json = "{\"split\":\"" + group + "\"";
   for (const auto& [k, v] : row) {
@@ -86,7 +88,8 @@ void MetricsLog::flush() {
   since_flush_ = 0;
 }
 
-std::map<std::string, std::vector<double>> read_metrics(const std::string& path, const std::string& group) {
+std::map<std::string, std::vector<double>> read_metrics(const std::string& path,
+                                                        const std::string& group) {
   auto f = h5::open_file(path, false);
   std::map<std::string, std::vector<double>> out;
   if (!h5::exists(f.id(), group)) return out;

@@ -39,7 +39,8 @@ class MetricsLog {
 };
 
 // Reads a group of metrics.h5 back: series name -> values.
-std::map<std::string, std::vector<double>> read_metrics(const std::string& path, const std::string& group);
+std::map<std::string, std::vector<double>> read_metrics(const std::string& path,
+                                                        const std::string& group);
 std::map<std::string, std::string> read_metric_attrs(const std::string& path);
 
 }  // namespace ropelab::train

@@ -12,7 +12,8 @@ double learning_rate(const config::TrainConfig& t, int64_t d_model, int64_t step
   double min_lr = peak * s.min_lr_ratio;
   if (s.type == "noam") {
     double ws = std::max(1.0, w);
-    return peak * std::pow(static_cast<double>(d_model), -0.5) * std::min(std::pow(n, -0.5), n * std::pow(ws, -1.5));
+    return peak * std::pow(static_cast<double>(d_model), -0.5) *
+           std::min(std::pow(n, -0.5), n * std::pow(ws, -1.5));
   }
   if (s.type == "inverse_sqrt") {
     if (n < w) return s.init_lr + (peak - s.init_lr) * n / w;

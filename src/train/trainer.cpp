@@ -74,7 +74,8 @@ int threads_of(const config::Config& c) {
 }
 
 // Flattens a YAML document into dotted keys (for "what changed" messages).
-void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>& out) {
+void flatten(const YAML::Node& n, const std::string& prefix,
+             std::map<std::string, std::string>& out) {
   if (n.IsMap()) {
     for (const auto& kv : n) flatten(kv.second, prefix + kv.first.Scalar() + ".", out);
   } else {
@@ -194,7 +195,8 @@ TrainResult train(const config::Config& c) {
     auto before = architecture_keys(old);
     std::string diffs;
     for (const auto& [k, v] : arch)
-      if (before[k] != v) diffs += fmt::format("{}{}: {} -> {}", diffs.empty() ? "" : "; ", k, before[k], v);
+      if (before[k] != v)
+        diffs += fmt::format("{}{}: {} -> {}", diffs.empty() ? "" : "; ", k, before[k], v);
     if (!diffs.empty())
       throw UserError(res.run_dir + ": holds a run with a different configuration (" + diffs +
                       "); HINT: choose another run.name, or delete the run directory");
@@ -202,8 +204,9 @@ TrainResult train(const config::Config& c) {
     st.config_hash = hash_of(arch);
     st.vocab = tok->vocab_size();
     if (st.threads != threads)
-      spdlog::warn("resuming with {} threads (the run used {}): results may differ in the last bits",
-                   threads, st.threads);
+      spdlog::warn(
+          "resuming with {} threads (the run used {}): results may differ in the last bits",
+          threads, st.threads);
     spdlog::info("resuming {} from step {}", res.run_dir, st.step);
   }
   fs::write_file_atomic(cfg_path, config::dump(c));
@@ -226,6 +229,12 @@ TrainResult train(const config::Config& c) {
                res.run_dir, c.task.type, c.model.arch, pos_name, c.model.attention.kernel,
                static_cast<double>(n_params) / 1e6, threads, dev.is_cuda() ? "cuda" : "cpu");
 
+  if (c.model.position.type == "sinusoidal" && !c.model.scale_embeddings && c.model.init_std < 0.1)
+    spdlog::warn(
+        "sinusoidal positions (amplitude 1) are added to token embeddings initialised at "
+        "std {}: the tokens are drowned and training may stall; consider "
+        "model.scale_embeddings=true",
+        c.model.init_std);
   auto train_stream = task->stream(train_ds, true, c.task.seq_len);
   std::unique_ptr<data::BatchStream> valid_stream;
   if (valid_ds) valid_stream = task->stream(*valid_ds, false, c.task.seq_len);
@@ -242,15 +251,14 @@ TrainResult train(const config::Config& c) {
     metrics.log("valid", row);
     metrics.flush();
     res.final_valid = out.metrics;
-    spdlog::info("step {} valid {}{}", st.step, fmt_metrics(out.metrics), final_eval ? " (final)" : "");
+    spdlog::info("step {} valid {}{}", st.step, fmt_metrics(out.metrics),
+                 final_eval ? " (final)" : "");
     if (st.best_step < 0 || out.metrics["loss"] < st.best_valid) {
       st.best_valid = out.metrics["loss"];
       st.best_step = st.step;
     }
   };
-  auto checkpoint = [&] {
-    save_checkpoint(res.run_dir, *model, opt, st, c.train.keep_last);
-  };
+  auto checkpoint = [&] { save_checkpoint(res.run_dir, *model, opt, st, c.train.keep_last); };
 
   model->train();
   Progress bar("train", c.train.max_steps, "step");
@@ -276,16 +284,19 @@ TrainResult train(const config::Config& c) {
       (loss / static_cast<double>(c.train.grad_accum)).backward();
     }
     double grad_norm = torch::nn::utils::clip_grad_norm_(
-        model->parameters(), c.train.clip > 0 ? c.train.clip : std::numeric_limits<double>::infinity());
+        model->parameters(),
+        c.train.clip > 0 ? c.train.clip : std::numeric_limits<double>::infinity());
     double mean_loss = step_stats.targets > 0 ? step_stats.loss_sum / step_stats.targets : 0.0;
     if (!std::isfinite(mean_loss) || !std::isfinite(grad_norm)) {
       ++st.skipped;
       if (++consecutive_bad >= c.train.max_bad_steps)
-        throw UserError(fmt::format("{}: {} consecutive steps with a non-finite loss or gradient "
-                                    "(last at step {}); stopped, the last good checkpoint is kept. "
-                                    "HINT: lower train.lr or raise train.schedule.warmup",
-                                    res.run_dir, consecutive_bad, st.step + 1));
-      spdlog::warn("step {}: non-finite loss/gradient, update skipped ({} so far)", st.step + 1, st.skipped);
+        throw UserError(
+            fmt::format("{}: {} consecutive steps with a non-finite loss or gradient "
+                        "(last at step {}); stopped, the last good checkpoint is kept. "
+                        "HINT: lower train.lr or raise train.schedule.warmup",
+                        res.run_dir, consecutive_bad, st.step + 1));
+      spdlog::warn("step {}: non-finite loss/gradient, update skipped ({} so far)", st.step + 1,
+                   st.skipped);
       continue;
     }
     consecutive_bad = 0;
@@ -315,7 +326,8 @@ TrainResult train(const config::Config& c) {
     }
     bool last = st.step == c.train.max_steps;
     if (last || (c.train.eval_every > 0 && st.step % c.train.eval_every == 0)) evaluate(last);
-    if (last || (c.train.checkpoint_every > 0 && st.step % c.train.checkpoint_every == 0)) checkpoint();
+    if (last || (c.train.checkpoint_every > 0 && st.step % c.train.checkpoint_every == 0))
+      checkpoint();
   }
   bar.finish();
   if (stop_requested()) {
@@ -399,9 +411,12 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   j["split"] = split;
   j["metrics"] = r.metrics;
   for (const auto& row : r.lengths)
-    j["lengths"].push_back({{"length", row.length}, {"applicable", row.applicable}, {"metrics", row.metrics},
+    j["lengths"].push_back({{"length", row.length},
+                            {"applicable", row.applicable},
+                            {"metrics", row.metrics},
                             {"tokens", row.tokens}});
-  fs::write_file_atomic((stdfs::path(run_dir) / ("eval-" + split + ".json")).string(), j.dump(2) + "\n");
+  fs::write_file_atomic((stdfs::path(run_dir) / ("eval-" + split + ".json")).string(),
+                        j.dump(2) + "\n");
   return r;
 }
 
@@ -417,8 +432,8 @@ std::string format_eval(const EvalReport& r) {
         s += fmt::format("  {:>8}  {:>10}  {:>12}  {:>10}\n", row.length, "n/a", "n/a", "-");
         continue;
       }
-      s += fmt::format("  {:>8}  {:>10.4f}  {:>12.2f}  {:>10}\n", row.length, row.metrics.at("loss"),
-                       row.metrics.at("ppl"), row.tokens);
+      s += fmt::format("  {:>8}  {:>10.4f}  {:>12.2f}  {:>10}\n", row.length,
+                       row.metrics.at("loss"), row.metrics.at("ppl"), row.tokens);
     }
   }
   return s;

@@ -35,8 +35,8 @@ void write_vec(hid_t parent, const std::string& name, const std::vector<T>& v, h
     hsize_t chunk = std::min<hsize_t>(n, 1 << 16);
     H5Pset_chunk(plist.id(), 1, &chunk);
   }
-  Handle ds(checked(H5Dcreate2(parent, name.c_str(), file_type, space.id(), H5P_DEFAULT,
-                               plist.id(), H5P_DEFAULT),
+  Handle ds(checked(H5Dcreate2(parent, name.c_str(), file_type, space.id(), H5P_DEFAULT, plist.id(),
+                               H5P_DEFAULT),
                     "HDF5: cannot create dataset " + name),
             H5Dclose);
   if (n > 0)
@@ -154,7 +154,8 @@ int64_t get_attr_int(hid_t obj, const std::string& name, const std::string& file
   if (!has_attr(obj, name)) throw UserError(file + ": missing attribute '" + name + "'");
   Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
   int64_t v = 0;
-  check(H5Aread(a.id(), H5T_NATIVE_INT64, &v), file + ": attribute '" + name + "' is not an integer");
+  check(H5Aread(a.id(), H5T_NATIVE_INT64, &v),
+        file + ": attribute '" + name + "' is not an integer");
   return v;
 }
 
@@ -170,10 +171,11 @@ void write_f32(hid_t p, const std::string& n, const std::vector<float>& v) {
 void write_f32_nd(hid_t parent, const std::string& path, const float* data,
                   const std::vector<hsize_t>& dims) {
   quiet();
-  Handle space(checked(dims.empty() ? H5Screate(H5S_SCALAR)
-                                    : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                       "HDF5: dataspace"),
-               H5Sclose);
+  Handle space(
+      checked(dims.empty() ? H5Screate(H5S_SCALAR)
+                           : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+              "HDF5: dataspace"),
+      H5Sclose);
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.id(), 1);
   Handle ds(checked(H5Dcreate2(parent, path.c_str(), H5T_IEEE_F32LE, space.id(), lcpl.id(),

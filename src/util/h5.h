@@ -39,8 +39,8 @@ class Handle {
 
 void quiet();  // turn off HDF5's automatic error printing (idempotent)
 
-Handle create_file(const std::string& path);                // truncates
-Handle open_file(const std::string& path, bool writable);   // UserError if not HDF5
+Handle create_file(const std::string& path);               // truncates
+Handle open_file(const std::string& path, bool writable);  // UserError if not HDF5
 Handle create_group(hid_t parent, const std::string& name, const std::string& file);
 bool exists(hid_t parent, const std::string& name);
 

@@ -83,12 +83,14 @@ void Progress::update(int64_t done, const std::string& fields) {
     if (since < g_log_interval) return;
     spdlog::info("{}", render(fields));
   }
+  drawn_ = done_;
   last_draw_ = now;
 }
 
 void Progress::finish(const std::string& fields) {
   if (finished_) return;
   finished_ = true;
+  if (!tty_ && drawn_ == done_ && fields.empty()) return;  // already logged this state
   if (tty_) {
     std::fprintf(stderr, "\r\033[K%s\n", render(fields).c_str());
     std::fflush(stderr);

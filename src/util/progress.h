@@ -27,7 +27,7 @@ class Progress {
  private:
   std::string render(const std::string& fields) const;
   std::string label_, unit_;
-  int64_t total_, done_ = 0;
+  int64_t total_, done_ = 0, drawn_ = -1;  // drawn_: the count last shown
   bool tty_, finished_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };

@@ -18,7 +18,8 @@ struct Golden {
   h5::Handle file;
 };
 
-std::map<std::string, torch::Tensor> unpack(hid_t f, const std::string& group, const std::string& path) {
+std::map<std::string, torch::Tensor> unpack(hid_t f, const std::string& group,
+                                            const std::string& path) {
   auto flat = h5::read_f32(f, group, path);
   auto index = nlohmann::json::parse(h5::get_attr_str(f, group + "_index", path));
   std::map<std::string, torch::Tensor> out;
@@ -32,7 +33,8 @@ std::map<std::string, torch::Tensor> unpack(hid_t f, const std::string& group, c
   return out;
 }
 
-torch::Tensor read_int_tensor(hid_t f, const std::string& name, const std::string& path, std::vector<int64_t> shape) {
+torch::Tensor read_int_tensor(hid_t f, const std::string& name, const std::string& path,
+                              std::vector<int64_t> shape) {
   auto v = h5::read_i64(f, name, path);
   return torch::tensor(v, torch::kInt64).reshape(shape);
 }
@@ -94,8 +96,10 @@ TEST_P(GoldenModel, OutputsAndGradientsMatchReference) {
     }
     auto nb = m->named_buffers();
     for (auto& b : nb)
-      if (buffers.count(b.key())) b.value().copy_(buffers[b.key()]);
-      else if (b.key().find("slopes") == std::string::npos) FAIL() << "reference lacks buffer " << b.key();
+      if (buffers.count(b.key()))
+        b.value().copy_(buffers[b.key()]);
+      else if (b.key().find("slopes") == std::string::npos)
+        FAIL() << "reference lacks buffer " << b.key();
   }
   auto tokens = read_int_tensor(id, "input/tokens", path, {2, 7});
   auto pad = read_int_tensor(id, "input/pad", path, {2, 7}).to(torch::kBool);
@@ -106,7 +110,8 @@ TEST_P(GoldenModel, OutputsAndGradientsMatchReference) {
   torch::Tensor logits;
   if (c.arch == "decoder") logits = m->lm_logits(m->decode(tokens));
   if (c.arch == "encoder") logits = m->mlm_logits(m->encode(tokens, pad));
-  if (c.arch == "encdec") logits = m->lm_logits(m->decode(tokens, m->encode(src, src_pad), src_pad));
+  if (c.arch == "encdec")
+    logits = m->lm_logits(m->decode(tokens, m->encode(src, src_pad), src_pad));
   auto want_t = torch::from_blob(want.data(), logits.sizes(), torch::kFloat32).clone();
   EXPECT_TRUE(test::close(logits, want_t, 1e-4, 1e-5)) << "logits";
 

@@ -42,8 +42,9 @@ TEST(Corpus, ParsesOsisKeysJoinsWordsDropsHeadings) {
   EXPECT_EQ(v[0].text, "In the beginning, God created the heavens.");
   EXPECT_EQ(v[1].text, "Kiss the son & be wise.");  // heading of Psalm 3 not glued on
   EXPECT_EQ(v[2].key(), "Psalms 3:1");
-  EXPECT_EQ(v[2].text,
-            "LORD, how are they increased! you are cursed above all livestock, and above every animal.");
+  EXPECT_EQ(
+      v[2].text,
+      "LORD, how are they increased! you are cursed above all livestock, and above every animal.");
   EXPECT_EQ(v[3].book, "I John");  // not "John"; Tobit (not canonical) dropped
   EXPECT_EQ(v[3].text, "That which was from the beginning.");
   EXPECT_THROW(text::parse_diatheke_osis("nothing here", "x"), UserError);
@@ -80,32 +81,47 @@ struct GlueCase {
 TEST(Glue, ReadsAllNineLayouts) {
   TempDir d;
   std::vector<GlueCase> cases = {
-      {"CoLA", "train.tsv", "gj04\t1\t\tOur friends won't buy this analysis.\r\ngj04\t0\t*\tOne more pseudo generalization.\n", 2,
-       "Our friends won't buy this analysis.", "", 1},
+      {"CoLA", "train.tsv",
+       "gj04\t1\t\tOur friends won't buy this analysis.\r\ngj04\t0\t*\tOne more pseudo "
+       "generalization.\n",
+       2, "Our friends won't buy this analysis.", "", 1},
       {"CoLA", "test.tsv", "index\tsentence\n0\tBill whistled past the house.\n", 1,
        "Bill whistled past the house.", "", -1},
-      {"SST-2", "train.tsv", "sentence\tlabel\nhide new secretions \" from the parental units \t0\n", 1,
+      {"SST-2", "train.tsv",
+       "sentence\tlabel\nhide new secretions \" from the parental units \t0\n", 1,
        "hide new secretions \" from the parental units ", "", 0},
-      {"SST-2", "test.tsv", "index\tsentence\n0\tuneasy mishmash of styles\n", 1, "uneasy mishmash of styles", "", -1},
+      {"SST-2", "test.tsv", "index\tsentence\n0\tuneasy mishmash of styles\n", 1,
+       "uneasy mishmash of styles", "", -1},
       {"MRPC", "train.tsv",
-       "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t702876\t702977\tAmrozi accused his \"brother\"\tReferring to him\n", 1,
-       "Amrozi accused his \"brother\"", "Referring to him", 1},
+       "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t702876\t702977\tAmrozi accused his "
+       "\"brother\"\tReferring to him\n",
+       1, "Amrozi accused his \"brother\"", "Referring to him", 1},
       {"STS-B", "dev.tsv",
        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
-       "0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man with a hard hat is dancing.\tA man wearing a hard hat is dancing.\t5.000\n",
+       "0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man with a hard hat is dancing.\tA "
+       "man wearing a hard hat is dancing.\t5.000\n",
        1, "A man with a hard hat is dancing.", "A man wearing a hard hat is dancing.", 5.0f},
       {"QQP", "dev.tsv",
-       "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n40\t1\t2\tWhy is the sky blue?\tWhat makes the sky blue?\t1\n", 1,
-       "Why is the sky blue?", "What makes the sky blue?", 1},
+       "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n40\t1\t2\tWhy is the sky blue?\tWhat "
+       "makes the sky blue?\t1\n",
+       1, "Why is the sky blue?", "What makes the sky blue?", 1},
       {"QQP", "test.tsv", "id\tquestion1\tquestion2\n0\tHow?\tWhy?\n", 1, "How?", "Why?", -1},
       {"MNLI", "dev_matched.tsv",
-       "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
-       "0\t63735\t63735n\tslate\t(x)\t(y)\t(X)\t(Y)\tThe new rights are nice enough\tEveryone really likes the newest benefits\tneutral\tentailment\tneutral\tneutral\tneutral\tneutral\n",
+       "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_"
+       "parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_"
+       "label\n"
+       "0\t63735\t63735n\tslate\t(x)\t(y)\t(X)\t(Y)\tThe new rights are nice enough\tEveryone "
+       "really likes the newest "
+       "benefits\tneutral\tentailment\tneutral\tneutral\tneutral\tneutral\n",
        1, "The new rights are nice enough", "Everyone really likes the newest benefits", 1},
-      {"QNLI", "train.tsv", "index\tquestion\tsentence\tlabel\n0\tWhen?\tIn 1990.\tnot_entailment\n", 1, "When?", "In 1990.", 1},
-      {"RTE", "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tA dog barks.\tAn animal makes noise.\tentailment\n", 1,
-       "A dog barks.", "An animal makes noise.", 0},
-      {"WNLI", "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tI stuck a pin.\tThe pin was stuck.\t1\n", 1,
+      {"QNLI", "train.tsv",
+       "index\tquestion\tsentence\tlabel\n0\tWhen?\tIn 1990.\tnot_entailment\n", 1, "When?",
+       "In 1990.", 1},
+      {"RTE", "train.tsv",
+       "index\tsentence1\tsentence2\tlabel\n0\tA dog barks.\tAn animal makes noise.\tentailment\n",
+       1, "A dog barks.", "An animal makes noise.", 0},
+      {"WNLI", "train.tsv",
+       "index\tsentence1\tsentence2\tlabel\n0\tI stuck a pin.\tThe pin was stuck.\t1\n", 1,
        "I stuck a pin.", "The pin was stuck.", 1},
   };
   std::set<std::string> tasks;
@@ -129,19 +145,22 @@ TEST(Glue, ReadsAllNineLayouts) {
 TEST(Glue, BadRowsNameFileAndLine) {
   TempDir d;
   std::filesystem::create_directories(d.file("QQP"));
-  auto f = write(d.file("rte.tsv"), "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tonly two\n");
+  auto f = write(d.file("rte.tsv"),
+                 "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tonly two\n");
   try {
     text::read_glue_tsv(f, text::glue_task("RTE"));
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("rte.tsv:3: expected 4 tab-separated columns, found 2"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("rte.tsv:3: expected 4 tab-separated columns, found 2"),
+              std::string::npos)
         << e.what();
   }
   auto g = write(d.file("bad_label.tsv"), "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n");
   EXPECT_THROW(text::read_glue_tsv(g, text::glue_task("RTE")), UserError);
   // QQP's train file: malformed rows are skipped and counted, as reference loaders do.
-  auto q = write(d.file("QQP/train.tsv"),
-                 "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\ta?\tb?\t0\n2\t3\tbroken row\n");
+  auto q = write(
+      d.file("QQP/train.tsv"),
+      "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\ta?\tb?\t0\n2\t3\tbroken row\n");
   auto gf = text::read_glue_tsv(q, text::glue_task("QQP"));
   EXPECT_EQ(gf.examples.size(), 1u);
   EXPECT_EQ(gf.skipped_rows, 1);
@@ -159,7 +178,8 @@ data::TokenDataset tiny_lm(int docs, int len, int vocab = 50) {
   ds.source_hash = "x";
   for (int d = 0; d < docs; ++d) {
     std::vector<int32_t> seq;
-    for (int t = 0; t < len + d % 3; ++t) seq.push_back(Special::kCount + (d * 7 + t) % (vocab - Special::kCount));
+    for (int t = 0; t < len + d % 3; ++t)
+      seq.push_back(Special::kCount + (d * 7 + t) % (vocab - Special::kCount));
     ds.seqs["text"].push(seq);
   }
   return ds;
@@ -213,7 +233,9 @@ TEST(Tokens, FailedWriteLeavesTheOldFile) {
   std::string before = fs::read_file(d.file("a.h5"));
   data::TokenDataset broken = ds;
   broken.kind = "glue";  // glue without labels of the right size still writes; force a failure:
-  EXPECT_THROW(fs::commit_atomic(d.file("a.h5"), [](const std::string&) { throw UserError("boom"); }), UserError);
+  EXPECT_THROW(
+      fs::commit_atomic(d.file("a.h5"), [](const std::string&) { throw UserError("boom"); }),
+      UserError);
   EXPECT_EQ(fs::read_file(d.file("a.h5")), before);
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(d.path())) (void)e, ++files;
@@ -266,7 +288,11 @@ TEST(Streams, LmWindowsCoverTheStreamOncePerEpoch) {
   EXPECT_EQ(static_cast<int64_t>(seen.size()), (windows / 4) * 4);
   // Different epochs, different order; same epoch, same batch.
   EXPECT_FALSE(torch::equal(s->batch(0, 0).input_BT, s->batch(1, 0).input_BT));
-  auto again = data::make_lm_stream(ds, [&] { auto x = o; x.shuffle = true; return x; }());
+  auto again = data::make_lm_stream(ds, [&] {
+    auto x = o;
+    x.shuffle = true;
+    return x;
+  }());
   EXPECT_TRUE(torch::equal(s->batch(1, 2).input_BT, again->batch(1, 2).input_BT));
 }
 
@@ -298,7 +324,8 @@ TEST(Streams, ShardsAreDisjointAndComplete) {
     o.rank = r;
     o.world = 3;
     auto s = data::make_lm_stream(ds, o);
-    for (int64_t i = 0; i < s->batches_per_epoch(); ++i, ++total) firsts.insert(s->batch(0, i).input_BT[0][0].item<int64_t>() * 1000 + i * 3 + r);
+    for (int64_t i = 0; i < s->batches_per_epoch(); ++i, ++total)
+      firsts.insert(s->batch(0, i).input_BT[0][0].item<int64_t>() * 1000 + i * 3 + r);
   }
   o.rank = 0;
   o.world = 1;
@@ -324,8 +351,10 @@ TEST(Streams, MlmMaskingStatistics) {
     special_selected += (sel & (orig < Special::kCount)).sum().item<int64_t>();
     masked += (sel & (b.input_BT == Special::kMask)).sum().item<int64_t>();
     kept += (sel & (b.input_BT == b.target_BT)).sum().item<int64_t>();
-    random += (sel & (b.input_BT != Special::kMask) & (b.input_BT != b.target_BT)).sum().item<int64_t>();
-    EXPECT_EQ(b.input_BT.index({torch::indexing::Slice(), 0}).eq(Special::kCls).all().item<bool>(), true);
+    random +=
+        (sel & (b.input_BT != Special::kMask) & (b.input_BT != b.target_BT)).sum().item<int64_t>();
+    EXPECT_EQ(b.input_BT.index({torch::indexing::Slice(), 0}).eq(Special::kCls).all().item<bool>(),
+              true);
   }
   ASSERT_GT(selected, 10000);
   double p = static_cast<double>(selected) / static_cast<double>(eligible);
@@ -356,7 +385,8 @@ TEST(Streams, TranslationBatchesRespectTheTokenBudget) {
     auto b = s->batch(0, i);
     int64_t B = b.src_BS.size(0);
     EXPECT_LE(B * std::max(b.src_BS.size(1), b.input_BT.size(1)), 400);
-    EXPECT_TRUE(b.input_BT.index({torch::indexing::Slice(), 0}).eq(Special::kBos).all().item<bool>());
+    EXPECT_TRUE(
+        b.input_BT.index({torch::indexing::Slice(), 0}).eq(Special::kBos).all().item<bool>());
     EXPECT_EQ((b.target_BT == Special::kEos).sum().item<int64_t>(), B);
     pairs += B;
   }

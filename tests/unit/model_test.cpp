@@ -29,12 +29,13 @@ RotaryImpl rope(int64_t head_dim, const std::string& pairing = "interleaved") {
 
 TEST(Rope, TestVectors) {
   auto q = torch::tensor({1.0, 2.0, 3.0, 4.0}, torch::kFloat64).view({1, 1, 1, 4});
-  for (auto [pairing, want] :
-       {std::pair<std::string, std::vector<double>>{"interleaved", {-1.1426397, 1.9220756, 2.9598507, 4.0297995}},
-        {"half", {-1.9841106, 1.9599007, 2.4623779, 4.0197997}}}) {
+  for (auto [pairing, want] : {std::pair<std::string, std::vector<double>>{
+                                   "interleaved", {-1.1426397, 1.9220756, 2.9598507, 4.0297995}},
+                               {"half", {-1.9841106, 1.9599007, 2.4623779, 4.0197997}}}) {
     auto m = rope(4, pairing);
     auto c = cache_for(m, 1, 1, 1, 1);  // position 1
-    EXPECT_TRUE(close(m.rotate_q(q, c).flatten(), torch::tensor(want, torch::kFloat64), 1e-6, 1e-6)) << pairing;
+    EXPECT_TRUE(close(m.rotate_q(q, c).flatten(), torch::tensor(want, torch::kFloat64), 1e-6, 1e-6))
+        << pairing;
   }
 }
 
@@ -57,7 +58,8 @@ TEST(Rope, ScoreDependsOnlyOnRelativePosition) {
       auto c = cache_for(r, 1, 1, mp, np);
       return (r.rotate_q(a, c) * r.rotate_k(b, c)).sum().item<double>();
     };
-    for (int64_t off : {0, 7, 250, 1000}) EXPECT_NEAR(s(10 + off, 3 + off), s(10, 3), 1e-3) << pairing;
+    for (int64_t off : {0, 7, 250, 1000})
+      EXPECT_NEAR(s(10 + off, 3 + off), s(10, 3), 1e-3) << pairing;
   }
 }
 
@@ -84,12 +86,14 @@ TEST(Rope, LinearScalingInterpolatesPositions) {
   auto plain = rope(8);
   auto x = torch::randn({1, 1, 1, 8});
   // position 8 under 4x interpolation == position 2 without.
-  EXPECT_TRUE(close(scaled.rotate_q(x, cache_for(scaled, 1, 1, 8, 8)), plain.rotate_q(x, cache_for(plain, 1, 1, 2, 2)), 1e-5, 1e-6));
+  EXPECT_TRUE(close(scaled.rotate_q(x, cache_for(scaled, 1, 1, 8, 8)),
+                    plain.rotate_q(x, cache_for(plain, 1, 1, 2, 2)), 1e-5, 1e-6));
 }
 
 TEST(Sinusoidal, TestVector) {
   auto t = SinusoidalImpl::table(1, 1, 4, 10000.0);
-  EXPECT_TRUE(close(t.flatten(), torch::tensor({0.8414710, 0.5403023, 0.0099998, 0.9999500}), 1e-5, 1e-6));
+  EXPECT_TRUE(
+      close(t.flatten(), torch::tensor({0.8414710, 0.5403023, 0.0099998, 0.9999500}), 1e-5, 1e-6));
 }
 
 TEST(T5, BucketsMatchTheReferenceTable) {
@@ -98,7 +102,8 @@ TEST(T5, BucketsMatchTheReferenceTable) {
   };
   // Bidirectional, key before the query (rp = -distance).
   std::vector<std::pair<std::vector<int64_t>, int64_t>> before = {
-      {{8, 11}, 8}, {{12, 15}, 9}, {{16, 22}, 10}, {{23, 31}, 11}, {{32, 45}, 12}, {{46, 63}, 13}, {{64, 90}, 14}, {{91, 500}, 15}};
+      {{8, 11}, 8},   {{12, 15}, 9},  {{16, 22}, 10}, {{23, 31}, 11},
+      {{32, 45}, 12}, {{46, 63}, 13}, {{64, 90}, 14}, {{91, 500}, 15}};
   for (int64_t d = 0; d < 8; ++d) EXPECT_EQ(b(-d, true), d);
   for (const auto& [range, bucket] : before)
     for (int64_t d : range) {
@@ -107,16 +112,17 @@ TEST(T5, BucketsMatchTheReferenceTable) {
     }
   EXPECT_EQ(b(1, true), 17);
   for (int64_t d = 0; d < 16; ++d) EXPECT_EQ(b(-d, false), d);
-  std::vector<std::pair<int64_t, int64_t>> causal = {{16, 16}, {19, 17}, {21, 18}, {24, 19}, {27, 20}, {31, 21},
-                                                     {35, 22}, {40, 23}, {46, 24}, {52, 25}, {59, 26}, {67, 27},
-                                                     {77, 28}, {87, 29}, {99, 30}, {113, 31}, {1000, 31}};
+  std::vector<std::pair<int64_t, int64_t>> causal = {
+      {16, 16}, {19, 17}, {21, 18}, {24, 19}, {27, 20}, {31, 21}, {35, 22},  {40, 23},  {46, 24},
+      {52, 25}, {59, 26}, {67, 27}, {77, 28}, {87, 29}, {99, 30}, {113, 31}, {1000, 31}};
   for (auto [d, bucket] : causal) EXPECT_EQ(b(-d, false), bucket) << "causal distance " << d;
   EXPECT_EQ(b(5, false), 0);  // future keys (masked anyway) share bucket 0
 }
 
 TEST(Alibi, Slopes) {
   auto s = AlibiImpl::slopes(8);
-  EXPECT_TRUE(close(s, torch::tensor({0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625})));
+  EXPECT_TRUE(close(
+      s, torch::tensor({0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625})));
   EXPECT_EQ(AlibiImpl::slopes(6).size(0), 6);  // non-power-of-two head counts work
 }
 
@@ -147,13 +153,15 @@ TEST(LinearAttention, EqualsQuadraticForm) {
         AttnMask m{padded ? pad : torch::Tensor(), causal};
         auto fast = linear_attention(qn, kn, qd, kd, v, m, 0);
         auto slow = linear_attention_quadratic(qn, kn, qd, kd, v, m, 0);
-        EXPECT_TRUE(close(fast, slow, 1e-4, 1e-5)) << "causal " << causal << " rotate " << rotate << " padded " << padded;
+        EXPECT_TRUE(close(fast, slow, 1e-4, 1e-5))
+            << "causal " << causal << " rotate " << rotate << " padded " << padded;
       }
 }
 
 // ---- architectures
 
-config::ModelConfig tiny(const std::string& arch, const std::string& pos, const std::string& kernel = "softmax") {
+config::ModelConfig tiny(const std::string& arch, const std::string& pos,
+                         const std::string& kernel = "softmax") {
   config::ModelConfig c;
   c.arch = arch;
   c.d_model = 16;
@@ -173,7 +181,8 @@ config::ModelConfig tiny(const std::string& arch, const std::string& pos, const 
   return c;
 }
 
-const std::vector<std::string> kPositions = {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos"};
+const std::vector<std::string> kPositions = {"none", "sinusoidal", "learned", "t5",
+                                             "rope", "alibi",      "xpos"};
 
 TEST(Architecture, IncrementalDecodingEqualsFullForward) {
   for (const auto& arch : {"decoder", "encdec"})
@@ -195,8 +204,10 @@ TEST(Architecture, IncrementalDecodingEqualsFullForward) {
         DecodeState st;
         std::vector<torch::Tensor> steps;
         steps.push_back(m->decode(tokens.narrow(1, 0, 4), mem, mem_pad, &st));  // a prompt
-        for (int64_t t = 4; t < 9; ++t) steps.push_back(m->decode(tokens.narrow(1, t, 1), mem, mem_pad, &st));
-        EXPECT_TRUE(close(torch::cat(steps, 1), full, 1e-4, 1e-5)) << arch << " " << pos << " " << kernel;
+        for (int64_t t = 4; t < 9; ++t)
+          steps.push_back(m->decode(tokens.narrow(1, t, 1), mem, mem_pad, &st));
+        EXPECT_TRUE(close(torch::cat(steps, 1), full, 1e-4, 1e-5))
+            << arch << " " << pos << " " << kernel;
         EXPECT_EQ(st.offset, 9);
       }
 }
@@ -211,15 +222,19 @@ TEST(Architecture, NoParameterRegisteredTwiceAndCountsMatchFormulas) {
       std::set<const void*> seen;
       int64_t total = 0;
       for (const auto& p : m->parameters()) {
-        EXPECT_TRUE(seen.insert(p.data_ptr()).second) << arch << " " << pos << ": a tensor is registered twice";
+        EXPECT_TRUE(seen.insert(p.data_ptr()).second)
+            << arch << " " << pos << ": a tensor is registered twice";
         total += p.numel();
       }
       int64_t layer = attn + ffn + 2 * ln;
       int64_t want = 0;
-      if (std::string(arch) == "decoder") want = V * D + L * layer + ln + pos_params;  // pre-LN final norm
+      if (std::string(arch) == "decoder")
+        want = V * D + L * layer + ln + pos_params;  // pre-LN final norm
       if (std::string(arch) == "encoder")
-        want = V * D + 2 * D + L * layer + ln + pos_params + (D * D + D) + ln + V + (D * D + D) + (D * 3 + 3);
-      if (std::string(arch) == "encdec") want = V * D + 2 * (L * layer + ln + pos_params) + L * (attn + ln);
+        want = V * D + 2 * D + L * layer + ln + pos_params + (D * D + D) + ln + V + (D * D + D) +
+               (D * 3 + 3);
+      if (std::string(arch) == "encdec")
+        want = V * D + 2 * (L * layer + ln + pos_params) + L * (attn + ln);
       EXPECT_EQ(total, want) << arch << " " << pos;
     }
   }

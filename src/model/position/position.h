@@ -26,8 +26,8 @@ struct PositionDims {
 
 // Per-forward tables: positions of queries and keys, and whatever the module precomputes.
 struct PosCache {
-  torch::Tensor q_pos_T;  // float32 absolute positions of the queries
-  torch::Tensor k_pos_S;  // float32 absolute positions of the keys
+  torch::Tensor q_pos_T;    // float32 absolute positions of the queries
+  torch::Tensor k_pos_S;    // float32 absolute positions of the keys
   torch::Tensor bias_1NTS;  // score bias (T5, ALiBi); undefined for others
   // Rotation tables per rotated width (head dim, or a linear kernel's feature dim), computed on
   // first use: width -> {cos, sin} for queries and keys, each [T or S, width/2].

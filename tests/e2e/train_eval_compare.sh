@@ -1,0 +1,75 @@
+# The research workflow through the real CLI on a tiny config: prepare -> train -> resume ->
+# eval --lengths -> compare -> export, plus a graceful SIGTERM and a refused config change.
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+
+python3 - <<'PY' >train.txt
+import random
+random.seed(1)
+words = "in the beginning god created heaven and earth light darkness water day night".split()
+for i in range(600):
+    print(" ".join(random.choice(words) for _ in range(random.randint(5, 20))) + ".")
+PY
+head -n 100 train.txt >valid.txt
+cat >tiny.yaml <<YAML
+run: {name: tiny-rope, out_dir: $WORK/runs, seed: 3, threads: 2}
+data: {source: text, train: $WORK/train.txt, valid: $WORK/valid.txt, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 64}}
+task: {type: clm, seq_len: 32}
+model: {d_model: 32, n_layers: 2, n_heads: 2, d_ff: 64, dropout: 0.0, scale_embeddings: true,
+        position: {type: rope}}
+train: {max_steps: 12, batch_size: 4, lr: 0.003, eval_every: 6, eval_batches: 4,
+        checkpoint_every: 6, log_every: 3, schedule: {type: cosine, warmup: 2}}
+YAML
+
+expect_exit 0 "$ROPELAB" prepare tiny.yaml
+expect_in "tokenizer"
+h5ls -r "$WORK"/prep/text-train.txt-*/spm64-bpe/train.h5 | grep -q "/text/tokens" || fail "HDF5 layout"
+
+expect_exit 0 "$ROPELAB" train tiny.yaml
+R=runs/tiny-rope
+for f in config.yaml train.log metrics.h5 metrics.jsonl; do [[ -s $R/$f ]] || fail "missing $R/$f"; done
+ls $R/checkpoints/step-000000012/MANIFEST.json >/dev/null || fail "no final checkpoint"
+grep -q '"split":"valid"' $R/metrics.jsonl || fail "no validation rows"
+h5ls $R/metrics.h5/train | grep -q tokens_per_s || fail "metrics.h5 lacks tokens_per_s"
+
+# Resume: more steps continue from the checkpoint.
+expect_exit 0 "$ROPELAB" train tiny.yaml train.max_steps=15
+expect_in "resuming"
+ls $R/checkpoints/step-000000015 >/dev/null || fail "resume did not reach step 15"
+# A changed architecture is refused, naming what differs.
+expect_exit 2 "$ROPELAB" train tiny.yaml model.d_model=64
+expect_in "model.d_model: 32 -> 64"
+
+# A second run with learned positions (table of 32): eval beyond it is n/a, not a crash.
+expect_exit 0 "$ROPELAB" train tiny.yaml run.name=tiny-learned model.position.type=learned model.position.max_len=32
+expect_exit 0 "$ROPELAB" eval runs/tiny-learned --split valid --lengths 16,32,64 --max-tokens 512
+expect_in "n/a"
+[[ -s runs/tiny-learned/eval-valid.json ]] || fail "no eval json"
+expect_exit 0 "$ROPELAB" eval $R --split valid --lengths 16,32,64 --max-tokens 512
+expect_in "length extrapolation"
+
+expect_exit 0 "$ROPELAB" compare $R runs/tiny-learned --out cmp --target-loss 3.0
+expect_in "tiny-learned"
+[[ -s cmp/compare.md ]] || fail "no compare.md"
+[[ -s cmp/loss_by_step.png && -s cmp/loss_by_tokens.png ]] || fail "no plots"
+
+expect_exit 0 "$ROPELAB" export $R --out w.h5
+h5ls -r w.h5 | grep -q "decoder/layers/0/self_attn/q_proj/weight" || fail "export layout"
+
+# SIGTERM: a checkpoint is saved and the exit code is 143.
+"$ROPELAB" train tiny.yaml run.name=long train.max_steps=100000 train.checkpoint_every=0 train.eval_every=0 >long.log 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "train \[" long.log 2>/dev/null && break; sleep 0.2; done
+sleep 1
+kill -TERM $pid
+set +e; wait $pid; code=$?; set -e
+[[ $code -eq 143 ]] || fail "SIGTERM exit code $code: $(tail -5 long.log)"
+ls runs/long/checkpoints/step-* >/dev/null 2>&1 || fail "no checkpoint after SIGTERM"
+
+# Bad input: one line, exit 2.
+printf 'ok line\n\xff bad\n' >bad.txt
+expect_exit 2 "$ROPELAB" prepare tiny.yaml data.train=$WORK/bad.txt
+expect_in "bad.txt:2: invalid UTF-8"
+expect_exit 2 "$ROPELAB" eval runs/nope
+echo "train_eval_compare: OK"
