@@ -2,7 +2,7 @@
 # Formats the C++ sources with clang-format (--check: report, change nothing, fail if needed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files 'src/*.cpp' 'src/*.h' 'tests/*.cpp' 'tests/*.h' 2>/dev/null || true)
+mapfile -t files < <(find src tests -name '*.cpp' -o -name '*.h' | sort)
 ((${#files[@]})) || exit 0
 if ! command -v clang-format >/dev/null; then
   echo "format: clang-format not installed, skipping" >&2

@@ -160,7 +160,7 @@ struct ModelConfig {
   int64_t d_ff = 1024;
   int64_t n_decoder_layers = 0;
   double dropout = 0.1;
-  std::string norm = "pre";
+  std::string norm = "auto";
   std::string activation = "gelu";
   bool tie_embeddings = true;
   bool scale_embeddings = false;
@@ -178,8 +178,10 @@ struct ModelConfig {
     v("n_decoder_layers", n_decoder_layers, "decoder layers for encdec; 0 = n_layers",
       between(0, 256));
     v("dropout", dropout, "dropout on embeddings, residual branches and FFN", between(0, 0.99));
-    v("norm", norm, "post (BERT / Transformer-base) or pre (GPT-2) layer norm",
-      one_of({"post", "pre"}));
+    v("norm", norm,
+      "layer norm placement: post (BERT, Transformer-base), pre (GPT-2), or auto (post for "
+      "encoder and encdec, pre for decoder)",
+      one_of({"auto", "post", "pre"}));
     v("activation", activation, "feed-forward activation", one_of({"gelu", "relu"}));
     v("tie_embeddings", tie_embeddings, "share input embeddings with the output projection");
     v("scale_embeddings", scale_embeddings, "multiply embeddings by sqrt(d_model)");

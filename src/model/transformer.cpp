@@ -8,6 +8,10 @@ namespace ropelab::model {
 
 namespace F = torch::nn::functional;
 
+bool pre_norm(const config::ModelConfig& c) {
+  return c.norm == "pre" || (c.norm == "auto" && c.arch == "decoder");
+}
+
 namespace {
 torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
   if (p <= 0 || !training) return x;
@@ -21,7 +25,7 @@ torch::nn::LayerNorm layer_norm(int64_t d) {
 // ---- layer
 
 LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
-    : pre_norm_(c.norm == "pre"), dropout_(c.dropout), activation_(c.activation) {
+    : pre_norm_(pre_norm(c)), dropout_(c.dropout), activation_(c.activation) {
   self_attn = register_module("self_attn", MultiHeadAttention(c.d_model, c.n_heads, c.attention));
   norm1 = register_module("norm1", layer_norm(c.d_model));
   if (cross) {
@@ -65,7 +69,7 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
 
 StackImpl::StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal, bool cross,
                      bool with_emb_norm)
-    : causal_(causal), pre_norm_(c.norm == "pre"), dropout_(c.dropout) {
+    : causal_(causal), pre_norm_(pre_norm(c)), dropout_(c.dropout) {
   PositionDims dims{c.d_model, c.n_heads, c.d_model / c.n_heads, causal};
   position = register_module("position", make_position(c.position, dims));
   layers = register_module("layers", torch::nn::ModuleList());

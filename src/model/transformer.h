@@ -98,6 +98,9 @@ class TransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Transformer);
 
+// Whether layers normalise before their sublayer (norm "pre", or "auto" for decoders).
+bool pre_norm(const config::ModelConfig& c);
+
 // Initialises every weight: normal(0, init_std) for linear and embedding weights, zeros for
 // biases, ones/zeros for LayerNorm (BERT / GPT-2 style).
 void init_weights(torch::nn::Module& m, double std);

@@ -13,8 +13,9 @@
 namespace ropelab::train {
 
 std::string bench_data(const config::Config& c, int64_t batches, int64_t train_steps) {
-  int threads = c.run.threads > 0 ? static_cast<int>(c.run.threads)
-                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = c.run.threads > 0
+                    ? static_cast<int>(c.run.threads)
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   platform::set_threads(threads);
   auto prepared = data::prepare(c.data, threads);
   auto tok = data::load_tokenizer(prepared);
@@ -26,7 +27,8 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
   int64_t per_epoch = stream->batches_per_epoch();
   double data_tokens = 0;
   auto t0 = clock::now();
-  for (int64_t i = 0; i < batches; ++i) data_tokens += static_cast<double>(stream->batch(i / per_epoch, i % per_epoch).num_tokens);
+  for (int64_t i = 0; i < batches; ++i)
+    data_tokens += static_cast<double>(stream->batch(i / per_epoch, i % per_epoch).num_tokens);
   double data_s = std::chrono::duration<double>(clock::now() - t0).count();
 
   torch::manual_seed(0);
@@ -62,8 +64,9 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
       "  batch stream: {:>12.0f} tokens/s ({} batches)\n"
       "  training:     {:>12.0f} tokens/s ({} steps, forward + backward + AdamW)\n"
       "  the stream is {:.0f}x faster than training\n",
-      c.task.type, c.model.position.type, c.model.attention.kernel, c.train.precision, c.task.seq_len,
-      c.train.batch_size, threads, data_tps, batches, train_tps, train_steps, data_tps / train_tps);
+      c.task.type, c.model.position.type, c.model.attention.kernel, c.train.precision,
+      c.task.seq_len, c.train.batch_size, threads, data_tps, batches, train_tps, train_steps,
+      data_tps / train_tps);
 }
 
 }  // namespace ropelab::train

@@ -225,6 +225,7 @@ TrainResult train(const config::Config& c) {
                       {"name", c.run.name},
                       {"params", std::to_string(n_params)}},
                      st.step);
+  spdlog::info("{}", platform::blas_summary());
   spdlog::info("run {}: {} {} / {} positions / {} attention, {:.2f}M parameters, {} threads, {}",
                res.run_dir, c.task.type, c.model.arch, pos_name, c.model.attention.kernel,
                static_cast<double>(n_params) / 1e6, threads, dev.is_cuda() ? "cuda" : "cpu");

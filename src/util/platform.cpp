@@ -57,9 +57,20 @@ void ensure_fast_blas(int argc, char** argv) {
   const char* set = std::getenv("OPENBLAS_CORETYPE");
   if (set != nullptr && want == set) return;  // already asked for it: never loop
   setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
+  setenv("ROPELAB_BLAS_FIXED_FROM", core.c_str(), 1);  // for blas_summary()
   execv("/proc/self/exe", argv);
   // exec failed: carry on with the slow kernels rather than die.
   spdlog::warn("could not re-execute with OPENBLAS_CORETYPE={}: fp32 math will be slow", want);
+}
+
+std::string blas_summary() {
+  std::string core = blas_core();
+  std::string s = "BLAS: OpenBLAS " + core + " kernels";
+  if (core == "unknown") return "BLAS: not OpenBLAS (core unknown)";
+  if (const char* from = std::getenv("ROPELAB_BLAS_FIXED_FROM"))
+    s += std::string(" (OpenBLAS had picked ") + from + "; ropelab set OPENBLAS_CORETYPE)";
+  if (blas_core_is_generic(core)) s += " -- generic and slow: fp32 math runs several times slower";
+  return s;
 }
 
 void set_threads(int n) {

@@ -23,6 +23,9 @@ std::string preferred_blas_core();
 // True when blas_core() is one of OpenBLAS's generic fallbacks.
 bool blas_core_is_generic(const std::string& core);
 
+// One line for the start-up log: the kernel in use, and whether ropelab had to fix it.
+std::string blas_summary();
+
 // Sets torch's intra-op threads and OpenBLAS's threads together (0 = leave as is).
 void set_threads(int n);
 

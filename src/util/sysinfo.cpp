@@ -17,6 +17,7 @@ std::string report() {
   os << "blas_core: " << core
      << (platform::blas_core_is_generic(core) ? " (generic, slow: set OPENBLAS_CORETYPE)" : "")
      << "\n";
+  os << platform::blas_summary() << "\n";
   os << "blas_core_preferred: "
      << (platform::preferred_blas_core().empty() ? "-" : platform::preferred_blas_core()) << "\n";
   os << "threads: " << at::get_num_threads() << "\n";

@@ -78,7 +78,7 @@ TEST(Config, OutOfRangeAndBadChoice) {
       write(d.file("a.yaml"), "task: {type: clm}\nmodel:\n  dropout: 1.5\n  norm: prenorm\n"));
   ASSERT_EQ(ps.size(), 2u) << ConfigError(ps).what();
   EXPECT_NE(ps[0].message.find("out of range [0, 0.99]"), std::string::npos);
-  EXPECT_NE(ps[1].message.find("one of: post, pre"), std::string::npos);
+  EXPECT_NE(ps[1].message.find("one of: auto, post, pre"), std::string::npos);
   EXPECT_EQ(ps[1].loc.line, 4);
 }
 

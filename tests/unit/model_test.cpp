@@ -5,8 +5,9 @@
 #include "helpers.h"
 #include "model/attention.h"
 #include "model/position/absolute.h"
-#include "model/position/bias.h"
+#include "model/position/alibi.h"
 #include "model/position/rotary.h"
+#include "model/position/t5.h"
 #include "model/transformer.h"
 #include "util/error.h"
 
@@ -169,6 +170,7 @@ config::ModelConfig tiny(const std::string& arch, const std::string& pos,
   c.n_layers = 2;
   c.d_ff = 32;
   c.dropout = 0.0;
+  c.norm = "pre";
   c.position.type = pos;
   if (pos == "none") c.position.opts = config::NoPositionConfig{};
   if (pos == "sinusoidal") c.position.opts = config::SinusoidalConfig{};

@@ -13,7 +13,9 @@ data::TokenDataset synthetic_lm(int64_t vocab) {
   ds.vocab_size = vocab;
   for (int d = 0; d < 4; ++d) {
     std::vector<int32_t> seq;
-    for (int t = 0; t < 200; ++t) seq.push_back(text::Special::kCount + (d * 13 + t * 7 + (t * t) % 11) % (vocab - text::Special::kCount));
+    for (int t = 0; t < 200; ++t)
+      seq.push_back(text::Special::kCount +
+                    (d * 13 + t * 7 + (t * t) % 11) % (vocab - text::Special::kCount));
     ds.seqs["text"].push(seq);
   }
   return ds;
@@ -23,7 +25,9 @@ struct Case {
   std::string task, position, kernel;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.task << "/" << c.position << "/" << c.kernel; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.task << "/" << c.position << "/" << c.kernel;
+}
 
 class Overfit : public ::testing::TestWithParam<Case> {};
 
@@ -66,7 +70,8 @@ TEST_P(Overfit, OneBatch) {
     if (step == 0) first = loss.item<double>();
     last = loss.item<double>();
   }
-  EXPECT_LT(last, 0.1 * first) << p.task << "/" << p.position << "/" << p.kernel << ": " << first << " -> " << last;
+  EXPECT_LT(last, 0.1 * first) << p.task << "/" << p.position << "/" << p.kernel << ": " << first
+                               << " -> " << last;
 }
 
 std::vector<Case> cases() {
@@ -84,9 +89,11 @@ std::vector<Case> cases() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(TaskByPosition, Overfit, ::testing::ValuesIn(cases()), [](const auto& case_info) {
-  return case_info.param.task + "_" + case_info.param.position + "_" + case_info.param.kernel;
-});
+INSTANTIATE_TEST_SUITE_P(TaskByPosition, Overfit, ::testing::ValuesIn(cases()),
+                         [](const auto& case_info) {
+                           return case_info.param.task + "_" + case_info.param.position + "_" +
+                                  case_info.param.kernel;
+                         });
 
 }  // namespace
 }  // namespace ropelab

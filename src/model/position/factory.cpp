@@ -2,8 +2,9 @@
 // (with a make_position overload), its config struct in config/schema.h, its #include here.
 #include "config/schema.h"
 #include "model/position/absolute.h"
-#include "model/position/bias.h"
+#include "model/position/alibi.h"
 #include "model/position/rotary.h"
+#include "model/position/t5.h"
 
 namespace ropelab::model {
 

@@ -73,7 +73,6 @@ class PositionModuleImpl : public torch::nn::Module {
 };
 TORCH_MODULE(PositionModule);
 
-// Builds the module a config names (position/factory.cpp).
 namespace detail {
 torch::Tensor positions(int64_t offset, int64_t n, torch::Device device);  // float32 [n]
 }
