@@ -71,6 +71,16 @@ void check_kind(const TokenDataset& ds, const char* kind, const char* task) {
                     ds.kind + "'");
 }
 
+// Rows [first, first + count) of the epoch order form batch `index`.
+std::pair<int64_t, int64_t> batch_rows(const std::vector<int64_t>& order, int64_t index,
+                                       int64_t batch_size) {
+  int64_t first = index * batch_size;
+  int64_t count = std::min<int64_t>(batch_size, static_cast<int64_t>(order.size()) - first);
+  if (count <= 0)
+    throw std::out_of_range("batch index " + std::to_string(index) + " is past the epoch");
+  return {first, count};
+}
+
 // Caches the epoch order: computing a permutation per batch would be wasteful.
 class OrderCache {
  public:
@@ -103,9 +113,8 @@ class LmStream : public BatchStream {
   int64_t batches_per_epoch() const override { return num_batches(windows_, o_); }
   Batch batch(int64_t epoch, int64_t index) const override {
     const auto& order = cache_.get(windows_, o_, epoch, 0x11);
-    int64_t L = o_.seq_len, first = index * o_.batch_size;
-    int64_t B = std::min<int64_t>(o_.batch_size, static_cast<int64_t>(order.size()) - first);
-    if (B <= 0) throw std::out_of_range("LM batch index past the epoch");
+    auto [first, B] = batch_rows(order, index, o_.batch_size);
+    int64_t L = o_.seq_len;
     auto input = torch::empty({B, L}, torch::kInt64), target = torch::empty({B, L}, torch::kInt64);
     auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
     for (int64_t b = 0; b < B; ++b) {
@@ -143,9 +152,8 @@ class MlmStream : public BatchStream {
   int64_t batches_per_epoch() const override { return num_batches(windows_, o_); }
   Batch batch(int64_t epoch, int64_t index) const override {
     const auto& order = cache_.get(windows_, o_, epoch, 0x22);
-    int64_t L = o_.seq_len, W = L - 2, first = index * o_.batch_size;
-    int64_t B = std::min<int64_t>(o_.batch_size, static_cast<int64_t>(order.size()) - first);
-    if (B <= 0) throw std::out_of_range("MLM batch index past the epoch");
+    auto [first, B] = batch_rows(order, index, o_.batch_size);
+    int64_t L = o_.seq_len, W = L - 2;
     auto input = torch::empty({B, L}, torch::kInt64);
     auto target = torch::full({B, L}, -100, torch::kInt64);
     auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
@@ -278,9 +286,7 @@ class GlueStream : public BatchStream {
   int64_t batches_per_epoch() const override { return num_batches(n_, o_); }
   Batch batch(int64_t epoch, int64_t index) const override {
     const auto& order = cache_.get(n_, o_, epoch, 0x55);
-    int64_t first = index * o_.batch_size;
-    int64_t B = std::min<int64_t>(o_.batch_size, static_cast<int64_t>(order.size()) - first);
-    if (B <= 0) throw std::out_of_range("GLUE batch index past the epoch");
+    auto [first, B] = batch_rows(order, index, o_.batch_size);
     const Ragged &a = ds_.seqs.at("a"), &b = ds_.seqs.at("b");
     std::vector<std::vector<int64_t>> rows(B), segs(B);
     int64_t T = 0;

@@ -20,6 +20,11 @@ torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
 torch::nn::LayerNorm layer_norm(int64_t d) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5));
 }
+// LayerNorm in the norm's own dtype: under CPU autocast a sublayer's output is bf16, and
+// libtorch 1.13's layer_norm rejects a bf16 input with fp32 weights.
+torch::Tensor norm_of(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
+  return norm(x.to(norm->weight.scalar_type()));
+}
 }  // namespace
 
 // ---- layer
@@ -51,8 +56,8 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
                                  const torch::Tensor& memory, const AttnMask& mem_mask,
                                  KVCache* cache) {
   auto sublayer = [&](torch::nn::LayerNorm& norm, const auto& fn) {
-    if (pre_norm_) return x + drop(fn(norm(x)), dropout_, is_training());
-    return norm(x + drop(fn(x), dropout_, is_training()));
+    if (pre_norm_) return x + drop(fn(norm_of(norm, x)), dropout_, is_training());
+    return norm_of(norm, x + drop(fn(x), dropout_, is_training()));
   };
   x = sublayer(norm1, [&](const torch::Tensor& h) {
     return self_attn->forward(h, h, self_mask, pos, offset, cache);
@@ -84,7 +89,7 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   int64_t offset = state != nullptr ? state->offset : 0;
   if (state != nullptr && state->layers.empty()) state->layers.resize(layers->size());
   x = position->add_to_input(x, offset);
-  if (emb_norm) x = emb_norm(x);
+  if (emb_norm) x = norm_of(emb_norm, x);
   x = drop(x, dropout_, is_training());
   AttnMask self_mask{pad_BT, causal_};
   if (state != nullptr && pad_BT.defined())
@@ -95,7 +100,7 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
                                         state != nullptr ? &state->layers[i] : nullptr);
   }
   if (state != nullptr) state->offset += x.size(1);
-  return final_norm ? final_norm(x) : x;
+  return final_norm ? norm_of(final_norm, x) : x;
 }
 
 // ---- the model
@@ -159,7 +164,7 @@ torch::Tensor TransformerImpl::lm_logits(const torch::Tensor& h) {
 }
 
 torch::Tensor TransformerImpl::mlm_logits(const torch::Tensor& h) {
-  auto x = mlm_norm(F::gelu(mlm_dense(h)));
+  auto x = norm_of(mlm_norm, F::gelu(mlm_dense(h)));
   auto w = lm_head ? lm_head->weight : tok_emb->weight;
   return torch::matmul(x, w.t()) + mlm_bias_;
 }

@@ -1,7 +1,9 @@
 // Property tests of the position modules, attention kernels and architectures.
 #include <set>
 
+#include <ATen/autocast_mode.h>
 #include "config/schema.h"
+
 #include "helpers.h"
 #include "model/attention.h"
 #include "model/position/absolute.h"
@@ -240,6 +242,41 @@ TEST(Architecture, NoParameterRegisteredTwiceAndCountsMatchFormulas) {
       EXPECT_EQ(total, want) << arch << " " << pos;
     }
   }
+}
+
+// bf16 autocast (the CPU fast path): every architecture and head runs, and stays close to fp32.
+TEST(Architecture, Bf16AutocastMatchesFp32Closely) {
+  for (const auto& arch : {"decoder", "encoder", "encdec"})
+    for (const auto& norm : {"pre", "post"}) {
+      torch::manual_seed(5);
+      auto cfg = tiny(arch, "rope");
+      cfg.norm = norm;
+      Transformer m(cfg, 30, std::string(arch) == "encoder" ? 2 : -1);
+      m->eval();
+      auto tok = torch::randint(7, 30, {2, 9});
+      auto run = [&] {
+        if (std::string(arch) == "decoder") return m->lm_logits(m->decode(tok));
+        if (std::string(arch) == "encoder") {
+          auto h = m->encode(tok, torch::ones({2, 9}, torch::kBool));
+          return torch::cat({m->mlm_logits(h).flatten().to(torch::kFloat32),
+                             m->classify(h).flatten().to(torch::kFloat32)});
+        }
+        return m->lm_logits(m->decode(tok, m->encode(tok, {}), {}));
+      };
+      auto ref = run().to(torch::kFloat32);
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      torch::Tensor got;
+      try {
+        got = run().to(torch::kFloat32);
+      } catch (...) {
+        at::autocast::set_cpu_enabled(false);
+        throw;
+      }
+      at::autocast::clear_cache();
+      at::autocast::set_cpu_enabled(false);
+      EXPECT_TRUE(close(got, ref, 0.05, 0.05)) << arch << " " << norm;
+    }
 }
 
 TEST(Architecture, T5TableIsOnePerStackSharedByLayers) {
