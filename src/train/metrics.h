@@ -4,8 +4,9 @@
 //   metrics.h5
 //     /            attrs: format="ropelab.metrics", format_version=1, config (resolved YAML),
 //                  position, task, arch, attention, params, ropelab_version
-//     /train/<series>   float64 [n]  step, tokens, loss, lr, tokens_per_s, grad_norm, ...
-//     /valid/<series>   float64 [n]  step, tokens, loss, ppl, acc, (bpb), ...
+//     /train/<series>   float64 [n]  step, tokens, loss, ppl, acc, (bpb), lr, grad_norm,
+//     tokens_per_s /valid/<series>   float64 [n]  step, tokens, loss, ppl, acc, (bpb), lr,
+//     tokens_per_s
 // Every series of a group has the same length. The file is flushed every `flush_every`
 // appends and on close, so a killed run leaves a readable file. On resume, rows past the
 // checkpoint's step are dropped (they would be logged again).

@@ -245,10 +245,15 @@ TrainResult train(const config::Config& c) {
 
   auto evaluate = [&](bool final_eval) {
     if (!valid_stream) return;
+    auto t0 = std::chrono::steady_clock::now();
     auto out = run_eval(*task, *model, *valid_stream, c.train.eval_batches, bf16, dev);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto row = out.metrics;
     row["step"] = static_cast<double>(st.step);
     row["tokens"] = st.tokens;
+    row["lr"] = learning_rate(c.train, c.model.d_model, std::max<int64_t>(1, st.step));
+    row["tokens_per_s"] =
+        secs > 0 ? static_cast<double>(out.tokens) / secs : 0.0;  // evaluation speed
     metrics.log("valid", row);
     metrics.flush();
     res.final_valid = out.metrics;
@@ -313,12 +318,12 @@ TrainResult train(const config::Config& c) {
       double secs = std::chrono::duration<double>(now - t_log).count();
       double tps = secs > 0 ? (st.tokens - tokens_at_log) / secs : 0.0;
       auto m = task->metrics(window);
-      std::map<std::string, double> row = {{"step", static_cast<double>(st.step)},
-                                           {"tokens", st.tokens},
-                                           {"loss", m["loss"]},
-                                           {"lr", lr},
-                                           {"grad_norm", grad_norm},
-                                           {"tokens_per_s", tps}};
+      auto row = m;  // loss and the task's metrics (ppl, acc, bpb) over the window
+      row["step"] = static_cast<double>(st.step);
+      row["tokens"] = st.tokens;
+      row["lr"] = lr;
+      row["grad_norm"] = grad_norm;
+      row["tokens_per_s"] = tps;
       metrics.log("train", row);
       bar.update(st.step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", m["loss"], lr, tps));
       window = tasks::Stats{};
@@ -326,9 +331,11 @@ TrainResult train(const config::Config& c) {
       tokens_at_log = st.tokens;
     }
     bool last = st.step == c.train.max_steps;
+    auto t_pause = std::chrono::steady_clock::now();
     if (last || (c.train.eval_every > 0 && st.step % c.train.eval_every == 0)) evaluate(last);
     if (last || (c.train.checkpoint_every > 0 && st.step % c.train.checkpoint_every == 0))
       checkpoint();
+    t_log += std::chrono::steady_clock::now() - t_pause;  // tokens/s counts training time only
   }
   bar.finish();
   if (stop_requested()) {
