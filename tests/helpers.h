@@ -1,8 +1,8 @@
-// Shared test helpers: temp dirs, files, running the real CLI, tensor comparison.
+// Shared test helpers: temp dirs, files, running the real CLI. Torch-free, so the sanitizer
+// tier can use it; tensor comparison is in tensor_helpers.h.
 #pragma once
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <torch/torch.h>
 
 #include <array>
 #include <cstdio>
@@ -59,25 +59,6 @@ inline RunResult run(const std::string& cmd) {
   int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
-}
-
-// allclose with a message that shows the max difference and the first bad index.
-inline ::testing::AssertionResult close(const torch::Tensor& got, const torch::Tensor& want,
-                                        double rtol = 1e-5, double atol = 1e-6) {
-  if (got.sizes() != want.sizes()) {
-    std::ostringstream os;
-    os << "shape " << got.sizes() << " != expected " << want.sizes();
-    return ::testing::AssertionFailure() << os.str();
-  }
-  auto g = got.to(torch::kFloat64).contiguous(), w = want.to(torch::kFloat64).contiguous();
-  auto diff = (g - w).abs();
-  auto bad = diff > (atol + rtol * w.abs());
-  if (!bad.any().item<bool>()) return ::testing::AssertionSuccess();
-  int64_t idx = bad.flatten().nonzero()[0].item<int64_t>();
-  std::ostringstream os;
-  os << "max |diff| " << diff.max().item<double>() << "; first mismatch at flat index " << idx
-     << ": got " << g.flatten()[idx].item<double>() << ", want " << w.flatten()[idx].item<double>();
-  return ::testing::AssertionFailure() << os.str();
 }
 
 }  // namespace ropelab::test

@@ -168,9 +168,9 @@ struct is_vector<std::vector<T>> : std::true_type {};
 
 class Reader {
  public:
-  Reader(YAML::Node map, std::string file, std::string prefix, Ctx& ctx,
+  Reader(const YAML::Node& map, std::string file, std::string prefix, Ctx& ctx,
          std::set<std::string> extra_known = {})
-      : map_(std::move(map)),
+      : map_(map),
         file_(std::move(file)),
         prefix_(std::move(prefix)),
         ctx_(ctx),

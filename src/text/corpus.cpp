@@ -220,7 +220,7 @@ std::vector<Verse> parse_diatheke_osis(const std::string& output, const std::str
     std::string raw = output.substr(cur.end, text_end - cur.end);
     if (more) {
       size_t nl = raw.rfind('\n');
-      if (nl != std::string::npos && clean_osis_text(raw.substr(nl + 1)).size() > 0) raw.resize(nl);
+      if (nl != std::string::npos && !clean_osis_text(raw.substr(nl + 1)).empty()) raw.resize(nl);
     } else {
       size_t paren = raw.rfind("\n(");  // diatheke ends with "(module name)"
       if (paren != std::string::npos) raw.resize(paren);

@@ -36,7 +36,7 @@ std::string split_of_book(const std::string& book);
 std::vector<Verse> parse_diatheke_osis(const std::string& output, const std::string& origin);
 // Strips OSIS/XML markup from one stretch of text, turning </w><w> joins into spaces,
 // decoding entities and collapsing whitespace.
-std::string clean_osis_text(const std::string& s);
+std::string clean_osis_text(const std::string& in);
 
 // Runs diatheke for a SWORD module and parses it. UserError with an install hint if missing.
 std::vector<Verse> export_bible(const std::string& module);

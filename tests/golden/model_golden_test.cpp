@@ -6,6 +6,7 @@
 
 #include "helpers.h"
 #include "model/transformer.h"
+#include "tensor_helpers.h"
 #include "util/h5.h"
 
 namespace ropelab::model {

@@ -11,6 +11,7 @@
 #include "model/position/rotary.h"
 #include "model/position/t5.h"
 #include "model/transformer.h"
+#include "tensor_helpers.h"
 #include "util/error.h"
 
 namespace ropelab::model {

@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "helpers.h"
+#include "tensor_helpers.h"
 #include "text/tokenizer.h"
 #include "util/platform.h"
 

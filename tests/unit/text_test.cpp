@@ -1,0 +1,163 @@
+// Corpus parsing and GLUE readers (torch-free: also built with ASan/UBSan in the sanitize tier).
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "helpers.h"
+#include "text/corpus.h"
+#include "text/glue.h"
+#include "util/error.h"
+
+namespace ropelab {
+namespace {
+
+using test::TempDir;
+using test::write;
+
+// ---- corpus parsing (a sample of real diatheke OSIS output, trimmed)
+
+TEST(Corpus, ParsesOsisKeysJoinsWordsDropsHeadings) {
+  std::string osis =
+      "Genesis 1:1: <w>In</w> <w>the</w> <w>beginning</w>, <w>God</w><w>created</w> "
+      "<w>the</w> <w>heavens</w>.<milestone type=\"line\"/>\n"
+      "Psalms 2:12: <w>Kiss</w> the son &amp; be <w>wise</w>. <milestone type=\"line\"/>\n"
+      "A <w>Psalm</w> of <w>David</w>, when he <w>fled</w>.   Psalms 3:1: <w>LORD</w>, how "
+      "are they <w>increased</w>!\n"
+      "you are cursed above all livestock,\n"
+      "and above every animal. <milestone type=\"line\"/>\n"
+      "<title canonical=\"true\" type=\"psalm\">A praise psalm.</title> <lg sID=\"x\"/>Tobit 6:18: "
+      "<w>Apocrypha</w> text.\n"
+      "I John 1:1: ¶ That which was from the beginning .\n"
+      "(engWEB2015eb)\n";
+  auto v = text::parse_diatheke_osis(osis, "sample");
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(v[0].key(), "Genesis 1:1");
+  EXPECT_EQ(v[0].text, "In the beginning, God created the heavens.");
+  EXPECT_EQ(v[1].text, "Kiss the son & be wise.");  // heading of Psalm 3 not glued on
+  EXPECT_EQ(v[2].key(), "Psalms 3:1");
+  EXPECT_EQ(
+      v[2].text,
+      "LORD, how are they increased! you are cursed above all livestock, and above every animal.");
+  EXPECT_EQ(v[3].book, "I John");  // not "John"; Tobit (not canonical) dropped
+  EXPECT_EQ(v[3].text, "That which was from the beginning.");
+  EXPECT_THROW(text::parse_diatheke_osis("nothing here", "x"), UserError);
+}
+
+TEST(Corpus, SplitsAreByBookAndCoverTheCanon) {
+  std::map<std::string, int> n;
+  for (const auto& b : text::canonical_books()) n[text::split_of_book(b)]++;
+  EXPECT_EQ(text::canonical_books().size(), 66u);
+  EXPECT_EQ(n["valid"], 6);
+  EXPECT_EQ(n["test"], 5);
+  EXPECT_EQ(n["train"], 55);
+}
+
+TEST(Corpus, Utf8Validation) {
+  EXPECT_EQ(text::invalid_utf8_at("plain ascii"), -1);
+  EXPECT_EQ(text::invalid_utf8_at("caf\xC3\xA9 \xE2\x80\x94 ok"), -1);
+  EXPECT_EQ(text::invalid_utf8_at("bad \xC3 here"), 4);
+  EXPECT_EQ(text::invalid_utf8_at("\xFF"), 0);
+}
+
+// ---- GLUE layouts
+
+struct GlueCase {
+  const char* task;
+  const char* file;
+  const char* text;
+  size_t n;
+  const char* a0;
+  const char* b0;
+  float label0;
+};
+
+TEST(Glue, ReadsAllNineLayouts) {
+  TempDir d;
+  std::vector<GlueCase> cases = {
+      {"CoLA", "train.tsv",
+       "gj04\t1\t\tOur friends won't buy this analysis.\r\ngj04\t0\t*\tOne more pseudo "
+       "generalization.\n",
+       2, "Our friends won't buy this analysis.", "", 1},
+      {"CoLA", "test.tsv", "index\tsentence\n0\tBill whistled past the house.\n", 1,
+       "Bill whistled past the house.", "", -1},
+      {"SST-2", "train.tsv",
+       "sentence\tlabel\nhide new secretions \" from the parental units \t0\n", 1,
+       "hide new secretions \" from the parental units ", "", 0},
+      {"SST-2", "test.tsv", "index\tsentence\n0\tuneasy mishmash of styles\n", 1,
+       "uneasy mishmash of styles", "", -1},
+      {"MRPC", "train.tsv",
+       "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t702876\t702977\tAmrozi accused his "
+       "\"brother\"\tReferring to him\n",
+       1, "Amrozi accused his \"brother\"", "Referring to him", 1},
+      {"STS-B", "dev.tsv",
+       "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+       "0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man with a hard hat is dancing.\tA "
+       "man wearing a hard hat is dancing.\t5.000\n",
+       1, "A man with a hard hat is dancing.", "A man wearing a hard hat is dancing.", 5.0f},
+      {"QQP", "dev.tsv",
+       "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n40\t1\t2\tWhy is the sky blue?\tWhat "
+       "makes the sky blue?\t1\n",
+       1, "Why is the sky blue?", "What makes the sky blue?", 1},
+      {"QQP", "test.tsv", "id\tquestion1\tquestion2\n0\tHow?\tWhy?\n", 1, "How?", "Why?", -1},
+      {"MNLI", "dev_matched.tsv",
+       "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_"
+       "parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_"
+       "label\n"
+       "0\t63735\t63735n\tslate\t(x)\t(y)\t(X)\t(Y)\tThe new rights are nice enough\tEveryone "
+       "really likes the newest "
+       "benefits\tneutral\tentailment\tneutral\tneutral\tneutral\tneutral\n",
+       1, "The new rights are nice enough", "Everyone really likes the newest benefits", 1},
+      {"QNLI", "train.tsv",
+       "index\tquestion\tsentence\tlabel\n0\tWhen?\tIn 1990.\tnot_entailment\n", 1, "When?",
+       "In 1990.", 1},
+      {"RTE", "train.tsv",
+       "index\tsentence1\tsentence2\tlabel\n0\tA dog barks.\tAn animal makes noise.\tentailment\n",
+       1, "A dog barks.", "An animal makes noise.", 0},
+      {"WNLI", "train.tsv",
+       "index\tsentence1\tsentence2\tlabel\n0\tI stuck a pin.\tThe pin was stuck.\t1\n", 1,
+       "I stuck a pin.", "The pin was stuck.", 1},
+  };
+  std::set<std::string> tasks;
+  for (const auto& c : cases) {
+    std::string dir = d.file(c.task);
+    std::filesystem::create_directories(dir);
+    auto f = write(dir + "/" + c.file, c.text);
+    auto gf = text::read_glue_tsv(f, text::glue_task(c.task));
+    ASSERT_EQ(gf.examples.size(), c.n) << c.task << " " << c.file;
+    EXPECT_EQ(gf.examples[0].a, c.a0) << c.task;
+    EXPECT_EQ(gf.examples[0].b, c.b0) << c.task;
+    EXPECT_FLOAT_EQ(gf.examples[0].label, c.label0) << c.task;
+    tasks.insert(text::glue_task(c.task).name);
+  }
+  EXPECT_EQ(tasks.size(), 9u);
+  EXPECT_EQ(text::glue_file_name(text::glue_task("mnli"), "dev"), "dev_matched.tsv");
+  EXPECT_EQ(text::glue_task("sst2").name, "SST-2");
+  EXPECT_THROW(text::glue_task("squad"), UserError);
+}
+
+TEST(Glue, BadRowsNameFileAndLine) {
+  TempDir d;
+  std::filesystem::create_directories(d.file("QQP"));
+  auto f = write(d.file("rte.tsv"),
+                 "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tonly two\n");
+  try {
+    text::read_glue_tsv(f, text::glue_task("RTE"));
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("rte.tsv:3: expected 4 tab-separated columns, found 2"),
+              std::string::npos)
+        << e.what();
+  }
+  auto g = write(d.file("bad_label.tsv"), "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n");
+  EXPECT_THROW(text::read_glue_tsv(g, text::glue_task("RTE")), UserError);
+  // QQP's train file: malformed rows are skipped and counted, as reference loaders do.
+  auto q = write(
+      d.file("QQP/train.tsv"),
+      "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\ta?\tb?\t0\n2\t3\tbroken row\n");
+  auto gf = text::read_glue_tsv(q, text::glue_task("QQP"));
+  EXPECT_EQ(gf.examples.size(), 1u);
+  EXPECT_EQ(gf.skipped_rows, 1);
+}
+
+}  // namespace
+}  // namespace ropelab
