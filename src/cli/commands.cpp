@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include <ATen/Parallel.h>
+
 #include <cstdio>
 #include <functional>
 #include <iostream>

@@ -2,6 +2,7 @@
 //
 // Exit codes: 0 success, 2 a problem with the user's input (config, data, arguments),
 // 1 an internal error (a bug: please report it), 143 stopped by SIGTERM after saving.
+#include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -22,7 +23,7 @@ std::string first_line(const std::string& s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   ropelab::platform::ensure_fast_blas(argc, argv);
   ropelab::log::init(std::getenv("ROPELAB_LOG_LEVEL") ? std::getenv("ROPELAB_LOG_LEVEL") : "info");
 
@@ -71,4 +72,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "internal error: %s\n", first_line(e.what()).c_str());
     return 1;
   }
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "internal error: %s\n", e.what());
+  return 1;
 }

@@ -296,6 +296,7 @@ std::vector<std::vector<int32_t>> encode_all(const text::Tokenizer& tok,
   std::vector<std::vector<int32_t>> out(lines.size());
   threads = std::max(1, std::min<int>(threads, 8));
   std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads));
   std::atomic<int64_t> next{0};
   std::exception_ptr err;
   std::mutex mu;

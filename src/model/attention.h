@@ -38,9 +38,9 @@ torch::Tensor softmax_attention(const torch::Tensor& q_BNTH, const torch::Tensor
                                 bool training);
 // q/k features for the numerator (possibly rotated) and for the denominator (never rotated in
 // eq19 mode). Causal with q_offset > 0 or T != S uses the exact masked form.
-torch::Tensor linear_attention(const torch::Tensor& qn_BNTF, const torch::Tensor& kn_BNSF,
-                               const torch::Tensor& qd_BNTF, const torch::Tensor& kd_BNSF,
-                               const torch::Tensor& v_BNSH, const AttnMask& mask, int64_t q_offset);
+torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_in,
+                               const torch::Tensor& qd, const torch::Tensor& kd_in,
+                               const torch::Tensor& v_in, const AttnMask& mask, int64_t q_offset);
 // The same thing computed the quadratic way (for tests).
 torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::Tensor& kn,
                                          const torch::Tensor& qd, const torch::Tensor& kd,

@@ -2,6 +2,7 @@
 
 #include <ATen/autocast_mode.h>
 #include <spdlog/fmt/fmt.h>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <thread>
@@ -27,8 +28,10 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
   int64_t per_epoch = stream->batches_per_epoch();
   double data_tokens = 0;
   auto t0 = clock::now();
-  for (int64_t i = 0; i < batches; ++i)
-    data_tokens += static_cast<double>(stream->batch(i / per_epoch, i % per_epoch).num_tokens);
+  for (int64_t i = 0; i < batches; ++i) {
+    auto b = stream->batch(i / per_epoch, i % per_epoch);
+    data_tokens += static_cast<double>(b.num_tokens);
+  }
   double data_s = std::chrono::duration<double>(clock::now() - t0).count();
 
   torch::manual_seed(0);

@@ -146,6 +146,7 @@ std::string quote(const std::string& s) {
 void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions& o) {
   if (run_dirs.empty()) throw UserError("compare: give at least one run directory");
   std::vector<RunSummary> runs;
+  runs.reserve(run_dirs.size());
   for (const auto& d : run_dirs) runs.push_back(summarize_run(d, o.target_loss));
   std::string text = format_table(runs, o.target_loss, false);
   std::string md = "# Comparison\n\n" + format_table(runs, o.target_loss, true);

@@ -1,6 +1,8 @@
 // `ropelab compare` and `ropelab ablate`: side-by-side tables (terminal + Markdown) and PNG
 // loss curves of several runs.
 #pragma once
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,7 +19,7 @@ struct RunSummary {
 };
 
 RunSummary summarize_run(const std::string& run_dir, double target_loss);
-std::string format_table(const std::vector<RunSummary>& runs, double target_loss, bool markdown);
+std::string format_table(const std::vector<RunSummary>& runs, double target_loss, bool md);
 
 struct CompareOptions {
   std::string out_dir;     // where compare.md and the PNGs go

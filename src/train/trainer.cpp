@@ -2,6 +2,7 @@
 
 #include <ATen/autocast_mode.h>
 #include <spdlog/spdlog.h>
+#include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 namespace ropelab {
@@ -26,7 +27,7 @@ void Progress::set_log_interval(double seconds) { g_log_interval = seconds; }
 
 std::string format_duration(double s) {
   char buf[32];
-  auto t = static_cast<int64_t>(s + 0.5);
+  auto t = static_cast<int64_t>(std::llround(s));
   if (t >= 3600)
     std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
   else if (t >= 60)

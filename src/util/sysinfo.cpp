@@ -1,5 +1,7 @@
 #include "util/sysinfo.h"
 
+#include <torch/torch.h>
+
 #include <chrono>
 #include <sstream>
 
