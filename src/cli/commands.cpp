@@ -242,8 +242,8 @@ void register_all(CLI::App& app) {
       [](CLI::App&) {}, cmd_info);
   add(
       app, "bench-blas",
-      "Measure fp32 and bf16 matmul throughput in this process (GFLOP/s). Run it with\n"
-      "ROPELAB_KEEP_BLAS_CORE=1 to see OpenBLAS's slow default kernel for comparison.",
+      "Measure fp32 and bf16 matmul throughput in this process (GFLOP/s). With\n"
+      "--compare-generic, also in a child forced onto OpenBLAS's generic kernel, for the ratio.",
       [](CLI::App& sub) {
         sub.add_option("--size", g.size, "matrix size n (n x n)")->check(CLI::Range(16, 16384));
         sub.add_option("--repeats", g.repeats, "timed repetitions")->check(CLI::Range(1, 10000));
