@@ -48,12 +48,12 @@ bool verify(const stdfs::path& dir) {
   if (!stdfs::exists(mpath)) return false;
   try {
     auto m = json::parse(fs::read_file(mpath.string()));
-    for (const auto& [name, hash] : m.at("files").items()) {
-      auto p = dir / name;
-      if (!stdfs::exists(p) || fs::hex64(fs::hash_file(p.string())) != hash.get<std::string>())
-        return false;
-    }
-    return true;
+    const auto& files = m.at("files");
+    return std::all_of(files.items().begin(), files.items().end(), [&](const auto& item) {
+      auto p = dir / item.key();
+      return stdfs::exists(p) &&
+             fs::hex64(fs::hash_file(p.string())) == item.value().template get<std::string>();
+    });
   } catch (...) {
     return false;
   }
