@@ -44,6 +44,22 @@ inline std::string write(const std::string& path, const std::string& text) {
   return path;
 }
 
+// Writes a small synthetic corpus (train.txt, valid.txt) into `d` and returns the `run:` and
+// `data:` sections of a config that trains on it with the byte tokenizer, 1 thread, runs in
+// d/runs. Tests append their own task, model and train sections.
+inline std::string tiny_text_run_yaml(const TempDir& d, int seed) {
+  std::string text;
+  for (int i = 0; i < 400; ++i)
+    text += "In the beginning was the word " + std::to_string(i % 23) + ", and the word was with " +
+            std::to_string((i * 7) % 19) + ".\n";
+  write(d.file("train.txt"), text);
+  write(d.file("valid.txt"), text.substr(0, 3000));
+  return "run: {seed: " + std::to_string(seed) + ", threads: 1, out_dir: " + d.file("runs") +
+         "}\ndata: {source: text, train: " + d.file("train.txt") +
+         ", valid: " + d.file("valid.txt") + ", prepared_dir: " + d.file("prep") +
+         ", tokenizer: {type: byte}}\n";
+}
+
 struct RunResult {
   int code = -1;
   std::string out;  // stdout and stderr together

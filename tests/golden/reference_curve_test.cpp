@@ -17,19 +17,8 @@ namespace ropelab {
 namespace {
 
 std::vector<double> train_curve(const std::string& variant, const test::TempDir& d) {
-  std::string text;
-  for (int i = 0; i < 400; ++i)
-    text += "In the beginning was the word " + std::to_string(i % 23) + ", and the word was with " +
-            std::to_string((i * 7) % 19) + ".\n";
-  test::write(d.file("train.txt"), text);
-  test::write(d.file("valid.txt"), text.substr(0, 3000));
   test::write(d.file("base.yaml"),
-              "run: {seed: 7, threads: 1, out_dir: " + d.file("runs") +
-                  "}\n"
-                  "data: {source: text, train: " +
-                  d.file("train.txt") + ", valid: " + d.file("valid.txt") +
-                  ", prepared_dir: " + d.file("prep") +
-                  ", tokenizer: {type: byte}}\n"
+              test::tiny_text_run_yaml(d, 7) +
                   "task: {type: clm, seq_len: 32}\n"
                   "model: {d_model: 32, n_layers: 2, n_heads: 2, d_ff: 64, dropout: 0.0, "
                   "scale_embeddings: true}\n"

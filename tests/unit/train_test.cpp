@@ -44,23 +44,12 @@ TEST(Schedule, ShapesArePureFunctionsOfTheStep) {
 }
 
 config::Config tiny_run(const test::TempDir& d, const std::string& name) {
-  std::string text;
-  for (int i = 0; i < 300; ++i)
-    text += "the word " + std::to_string(i % 17) + " was with " + std::to_string(i % 5) + ".\n";
-  test::write(d.file("train.txt"), text);
-  test::write(d.file("valid.txt"), text.substr(0, 2000));
-  test::write(
-      d.file("c.yaml"),
-      "run: {seed: 5, threads: 1, out_dir: " + d.file("runs") +
-          "}\n"
-          "data: {source: text, train: " +
-          d.file("train.txt") + ", valid: " + d.file("valid.txt") +
-          ", prepared_dir: " + d.file("prep") +
-          ", tokenizer: {type: byte}}\n"
-          "task: {type: clm, seq_len: 16}\n"
-          "model: {d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, dropout: 0.1}\n"
-          "train: {max_steps: 10, batch_size: 2, log_every: 1, eval_every: 5, eval_batches: 2,"
-          " checkpoint_every: 5, keep_last: 5, schedule: {warmup: 2}}\n");
+  test::write(d.file("c.yaml"),
+              test::tiny_text_run_yaml(d, 5) +
+                  "task: {type: clm, seq_len: 16}\n"
+                  "model: {d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, dropout: 0.1}\n"
+                  "train: {max_steps: 10, batch_size: 2, log_every: 1, eval_every: 5, "
+                  "eval_batches: 2, checkpoint_every: 5, keep_last: 5, schedule: {warmup: 2}}\n");
   return config::load_config(d.file("c.yaml"), config::overrides_from_args({"run.name=" + name}));
 }
 
