@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang-format
-  # libraries (platform.md)
+  # libraries (docs/platform-notes.md)
   libtorch-dev libopenblas0-pthread libsentencepiece-dev sentencepiece libhdf5-dev hdf5-tools
   libspdlog-dev libyaml-cpp-dev libgtest-dev libcli11-dev libxxhash-dev nlohmann-json3-dev
   # plots, and the independent Python reference used by the golden tests

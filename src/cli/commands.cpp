@@ -9,14 +9,15 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/sysinfo.h"
 #include "config/loader.h"
 #include "data/prepare.h"
-#include "model/export.h"
 #include "train/bench.h"
 #include "train/compare.h"
 #include "train/trainer.h"
+#include "train/weights.h"
 #include "util/platform.h"
-#include "util/sysinfo.h"
+#include "util/signals.h"
 
 namespace ropelab::cli {
 
@@ -63,14 +64,9 @@ int cmd_config() {
   return 0;
 }
 
-int hw_threads(int64_t configured) {
-  if (configured > 0) return static_cast<int>(configured);
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 int cmd_prepare() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
-  auto p = data::prepare(c.data, hw_threads(c.run.threads));
+  auto p = data::prepare(c.data, train::apply_thread_policy(c.run));
   for (const auto& [split, path] : p.splits) std::printf("%s\t%s\n", split.c_str(), path.c_str());
   if (!p.tokenizer_path.empty()) std::printf("tokenizer\t%s\n", p.tokenizer_path.c_str());
   return 0;
@@ -118,11 +114,11 @@ int cmd_compare() {
 
 int cmd_ablate() {
   train::ablate(g.file, !g.no_plots);
-  return train::stop_requested() ? 143 : 0;
+  return signals::stop_requested() ? 143 : 0;
 }
 
 int cmd_export() {
-  std::cout << model::export_weights(g.file, g.out) << "\n";
+  std::cout << train::export_weights(g.file, g.out) << "\n";
   return 0;
 }
 
@@ -193,8 +189,9 @@ void register_all(CLI::App& app) {
   add(
       app, "compare",
       "Compare runs side by side: a table (terminal and OUT/compare.md) of position module,\n"
-      "parameters, final/best validation loss, perplexity, steps and tokens to a target loss,\n"
-      "tokens/s; and PNG loss curves by step and by tokens (OUT/loss_by_*.png).",
+      "parameters, final/best validation loss, every other validation metric the runs logged\n"
+      "(perplexity, accuracy, bits per byte, ...), steps and tokens to a target loss, tokens/s;\n"
+      "and PNG loss curves by step and by tokens (OUT/loss_by_*.png).",
       [](CLI::App& sub) {
         sub.add_option("runs", g.runs, "run directories")->required();
         sub.add_option("--out", g.out, "output directory (default: current directory)");

@@ -18,43 +18,6 @@ namespace ropelab::config {
 namespace stdfs = std::filesystem;
 
 // ---------------------------------------------------------------------------------------------
-// Position variant machinery: pick the alternative whose kName matches `type`.
-
-namespace {
-template <size_t I = 0>
-void names_of(std::vector<std::string>& out) {
-  if constexpr (I < std::variant_size_v<PositionVariant>) {
-    out.emplace_back(std::variant_alternative_t<I, PositionVariant>::kName);
-    names_of<I + 1>(out);
-  }
-}
-std::vector<std::string> position_names() {
-  std::vector<std::string> n;
-  names_of(n);
-  return n;
-}
-template <size_t I = 0>
-void select_variant(PositionVariant& v, const std::string& name) {
-  if constexpr (I < std::variant_size_v<PositionVariant>) {
-    using Alt = std::variant_alternative_t<I, PositionVariant>;
-    if (name == Alt::kName) {
-      if (v.index() != I) v = Alt{};
-      return;
-    }
-    select_variant<I + 1>(v, name);
-  }
-}
-}  // namespace
-
-template <class V>
-void PositionConfig::visit(V& v) {
-  v("type", type, "position module: none, sinusoidal, learned, t5, rope, alibi, xpos",
-    one_of(position_names()));
-  select_variant(opts, type);
-  std::visit([&](auto& alt) { alt.visit(v); }, opts);
-}
-
-// ---------------------------------------------------------------------------------------------
 
 std::string Loc::str() const {
   if (line <= 0) return file;
@@ -289,6 +252,17 @@ class Reader {
     return true;
   }
 
+  template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+  bool read(const YAML::Node& n, E& out, const std::string& path, const Check&) {
+    auto names = enum_names<E>();
+    std::string s;
+    Check c;
+    c.choices = names;
+    if (!read(n, s, path, c)) return false;
+    out = static_cast<E>(std::find(names.begin(), names.end(), s) - names.begin());
+    return true;
+  }
+
   template <class T>
   bool read(const YAML::Node& n, std::vector<T>& out, const std::string& path, const Check& c) {
     if (n.IsNull()) {
@@ -362,9 +336,11 @@ class Writer {
     write(field);
     if (comments_) {
       std::string h = help;
-      if (!check.choices.empty() && h.find(join(check.choices)) == std::string::npos &&
-          check.choices.size() > 1 && check.choices.size() <= 12)
-        h += " [" + join(check.choices, " | ") + "]";
+      std::vector<std::string> choices = check.choices;
+      if constexpr (std::is_enum_v<T>) choices = enum_names<T>();
+      if (!choices.empty() && h.find(join(choices)) == std::string::npos && choices.size() > 1 &&
+          choices.size() <= 12)
+        h += " [" + join(choices, " | ") + "]";
       if (check.required) h += " (required)";
       if (!h.empty()) out_ << YAML::Comment(h);
     }
@@ -374,6 +350,10 @@ class Writer {
   void write(int64_t v) { out_ << v; }
   void write(double v) { out_ << format_double(v); }
   void write(bool v) { out_ << (v ? "true" : "false"); }
+  template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+  void write(E v) {
+    out_ << to_string(v);
+  }
   void write(const std::string& v) {
     if (v.empty())
       out_ << YAML::DoubleQuoted << v;
@@ -616,6 +596,18 @@ std::string dump(const Experiment& e) {
   return std::string(out.c_str()) + "\n";
 }
 
+namespace {
+template <class T>
+std::string commented(T& x) {
+  YAML::Emitter o;
+  Writer w(o, /*comments=*/true);
+  o << YAML::BeginMap;
+  x.visit(w);
+  o << YAML::EndMap;
+  return o.c_str();
+}
+}  // namespace
+
 std::string schema() {
   Config c;
   YAML::Emitter out;
@@ -625,19 +617,25 @@ std::string schema() {
   out << YAML::EndMap;
   std::string s = out.c_str();
   s += "\n\n# Position module options, by model.position.type:\n";
-  auto names = position_names();
-  for (const auto& n : names) {
+  for (const auto& n : variant_names<PositionVariant>()) {
     PositionConfig p;
-    p.type = n;
     select_variant(p.opts, n);
-    YAML::Emitter o;
-    Writer pw(o, true);
-    o << YAML::BeginMap;
-    p.visit(pw);
-    o << YAML::EndMap;
-    s += "# --- " + n + "\n" + o.c_str() + "\n";
+    s += "# --- " + n + "\n" + commented(p) + "\n";
+  }
+  s += "\n# Task options, by task.type:\n";
+  for (const auto& n : variant_names<TaskVariant>()) {
+    TaskConfig t;
+    select_variant(t.opts, n);
+    s += "# --- " + n + "\n" + commented(t) + "\n";
   }
   return s;
+}
+
+bool valid_device(const std::string& d) {
+  if (d == "auto" || d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
+  return std::all_of(d.begin() + 5, d.end(),
+                     [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; });
 }
 
 std::vector<Problem> validate(const Config& c) {
@@ -652,7 +650,7 @@ std::vector<Problem> validate(const Config& c) {
     return ps;  // the head dimension is meaningless: checks below would only add noise
   }
   int64_t head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
-  const bool linear = m.attention.kernel == "linear";
+  const bool linear = m.attention.kernel == AttentionKernel::kLinear;
   std::visit(
       [&](const auto& pos) {
         using P = std::decay_t<decltype(pos)>;
@@ -673,8 +671,9 @@ std::vector<Problem> validate(const Config& c) {
             bad(pos.rotary_dim == 0 ? "model.n_heads" : "model.position.rotary_dim",
                 "RoPE rotates pairs of channels: the rotary dimension (" + std::to_string(rd) +
                     ") must be even");
-          if (pos.scaling != "none" && pos.scale <= 1.0)
-            bad("model.position.scale", "scaling '" + pos.scaling + "' needs scale > 1");
+          if (pos.scaling != RopeScaling::kNone && pos.scale <= 1.0)
+            bad("model.position.scale",
+                std::string("scaling '") + to_string(pos.scaling) + "' needs scale > 1");
         }
         if constexpr (std::is_same_v<P, XposConfig>) {
           if (head_dim % 2 != 0)
@@ -690,38 +689,37 @@ std::vector<Problem> validate(const Config& c) {
         }
       },
       m.position.opts);
-  if (c.task.type == "clm" && m.arch != "decoder")
-    bad("model.arch", "task clm needs arch decoder (got " + m.arch + ")");
-  if (c.task.type == "mlm" && m.arch != "encoder")
-    bad("model.arch", "task mlm needs arch encoder (got " + m.arch + ")");
-  if (c.task.type == "glue" && m.arch != "encoder")
-    bad("model.arch", "task glue needs arch encoder (got " + m.arch + ")");
-  if (c.task.type == "translation" && m.arch != "encdec")
-    bad("model.arch", "task translation needs arch encdec (got " + m.arch + ")");
-  if (c.task.mask_token_frac + c.task.random_token_frac > 1.0 + 1e-9)
-    bad("task.random_token_frac", "mask_token_frac + random_token_frac must be <= 1");
-  if (c.train.schedule.warmup > c.train.max_steps && c.train.schedule.type != "constant")
+  std::visit(
+      [&](const auto& task) {
+        using T = std::decay_t<decltype(task)>;
+        if (m.arch != T::kArch)
+          bad("model.arch", std::string("task ") + T::kName + " needs arch " + to_string(T::kArch) +
+                                " (got " + to_string(m.arch) + ")");
+        DataKind kind = kind_of(c.data.source);
+        if (kind != T::kData)
+          bad("data.source", std::string("task ") + T::kName + " needs " + to_string(T::kData) +
+                                 " data; data.source '" + to_string(c.data.source) + "' gives " +
+                                 to_string(kind) + " data");
+        if constexpr (std::is_same_v<T, MlmTaskConfig>) {
+          if (task.mask_token_frac + task.random_token_frac > 1.0 + 1e-9)
+            bad("task.random_token_frac", "mask_token_frac + random_token_frac must be <= 1");
+        }
+      },
+      c.task.opts);
+  if (c.train.schedule.warmup > c.train.max_steps &&
+      c.train.schedule.type != ScheduleType::kConstant)
     bad("train.schedule.warmup", "warmup (" + std::to_string(c.train.schedule.warmup) +
                                      ") is longer than max_steps (" +
                                      std::to_string(c.train.max_steps) + ")");
-  bool user_data = c.data.source == "text" || c.data.source == "bytes" ||
-                   c.data.source == "parallel" || c.data.source == "glue";
-  const std::string& src = c.data.source;
-  std::string kind = (src == "bible-en" || src == "text" || src == "bytes") ? "lm"
-                     : (src == "bible-en-es" || src == "parallel")          ? "parallel"
-                                                                            : "glue";
-  std::string needs = c.task.type == "translation" ? "parallel"
-                      : c.task.type == "glue"      ? "glue"
-                                                   : "lm";
-  if (kind != needs)
-    bad("data.source", "task " + c.task.type + " needs " + needs + " data; data.source '" + src +
-                           "' gives " + kind + " data");
-  if (src == "glue" && c.data.glue_task.empty())
+  const DataSource src = c.data.source;
+  if (src == DataSource::kGlue && c.data.glue_task.empty())
     bad("data.glue_task", "data.source glue needs data.glue_task (e.g. MRPC)");
-  if (src == "bytes" && c.data.tokenizer.type != "byte")
+  if (src == DataSource::kBytes && c.data.tokenizer.type != TokenizerType::kByte)
     bad("data.tokenizer.type", "data.source bytes needs the byte tokenizer");
-  if (user_data && c.data.train.empty())
-    bad("data.train", "data.source '" + c.data.source + "' needs data.train");
+  if (!is_builtin(src) && c.data.train.empty())
+    bad("data.train", std::string("data.source '") + to_string(src) + "' needs data.train");
+  if (!valid_device(c.run.device))
+    bad("run.device", "'" + c.run.device + "' is not a device (auto, cpu, cuda or cuda:N)");
   if (c.run.name.empty() || c.run.name.find('/') != std::string::npos)
     bad("run.name", "must be non-empty and contain no '/'");
   return ps;

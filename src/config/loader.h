@@ -64,5 +64,7 @@ std::string schema();
 // Cross-field checks (heads divide d_model, RoPE needs an even rotary dim, ...). Returns
 // problems as "key: message" with no location; load_config adds locations.
 std::vector<Problem> validate(const Config& c);
+// auto, cpu, cuda or cuda:N (run.device).
+bool valid_device(const std::string& d);
 
 }  // namespace ropelab::config

@@ -5,7 +5,9 @@
 // so a key cannot exist in one place and be forgotten in another. Torch-free on purpose.
 #pragma once
 #include <cstdint>
+#include <iterator>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
@@ -29,6 +31,152 @@ inline Check one_of(std::vector<std::string> c) {
 inline Check required(Check c = {}) {
   c.required = true;
   return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Enumerations. A config switch is an enum decided once, when the config is loaded; code
+// downstream switches on the enum, never on a string. EnumNames<E>::kNames lists the config
+// spellings in the order of the enumerators (the reader, the dumper and the schema use it).
+
+template <class E>
+struct EnumNames;
+
+#define ROPELAB_ENUM_NAMES(E, ...)                         \
+  template <>                                              \
+  struct EnumNames<E> {                                    \
+    static constexpr const char* kNames[] = {__VA_ARGS__}; \
+  }
+
+template <class E>
+constexpr const char* to_string(E e) {
+  return EnumNames<E>::kNames[static_cast<size_t>(e)];
+}
+template <class E>
+std::vector<std::string> enum_names() {
+  return {std::begin(EnumNames<E>::kNames), std::end(EnumNames<E>::kNames)};
+}
+// The enumerator spelled `name` in configs (std::invalid_argument if none is).
+template <class E>
+E enum_from(const std::string& name) {
+  auto names = enum_names<E>();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<E>(i);
+  throw std::invalid_argument("'" + name + "' is not a valid choice");
+}
+
+enum class Arch { kEncoder, kDecoder, kEncDec };
+ROPELAB_ENUM_NAMES(Arch, "encoder", "decoder", "encdec");
+enum class Norm { kAuto, kPost, kPre };
+ROPELAB_ENUM_NAMES(Norm, "auto", "post", "pre");
+enum class Activation { kGelu, kRelu };
+ROPELAB_ENUM_NAMES(Activation, "gelu", "relu");
+enum class AttentionKernel { kSoftmax, kLinear };
+ROPELAB_ENUM_NAMES(AttentionKernel, "softmax", "linear");
+enum class FeatureMap { kElu, kFavor };
+ROPELAB_ENUM_NAMES(FeatureMap, "elu", "favor");
+enum class RopeMode { kEq19, kBeforePhi };
+ROPELAB_ENUM_NAMES(RopeMode, "eq19", "before_phi");
+enum class RopePairing { kInterleaved, kHalf };
+ROPELAB_ENUM_NAMES(RopePairing, "interleaved", "half");
+enum class RopeScaling { kNone, kLinear, kNtk };
+ROPELAB_ENUM_NAMES(RopeScaling, "none", "linear", "ntk");
+enum class TokenizerType { kSpm, kByte };
+ROPELAB_ENUM_NAMES(TokenizerType, "spm", "byte");
+enum class SpmModelType { kBpe, kUnigram };
+ROPELAB_ENUM_NAMES(SpmModelType, "bpe", "unigram");
+enum class DataSource {
+  kBibleEn,
+  kBibleEnEs,
+  kBibleMrpc,
+  kBibleSst2,
+  kText,
+  kBytes,
+  kParallel,
+  kGlue
+};
+ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "text",
+                   "bytes", "parallel", "glue");
+// What a data source gives: monolingual token streams, sentence pairs, or labelled examples.
+enum class DataKind { kLm, kParallel, kGlue };
+ROPELAB_ENUM_NAMES(DataKind, "lm", "parallel", "glue");
+enum class ScheduleType { kConstant, kLinear, kCosine, kInverseSqrt, kNoam };
+ROPELAB_ENUM_NAMES(ScheduleType, "constant", "linear", "cosine", "inverse_sqrt", "noam");
+enum class OptimizerType { kAdamW, kAdam };
+ROPELAB_ENUM_NAMES(OptimizerType, "adamw", "adam");
+enum class Precision { kFp32, kBf16 };
+ROPELAB_ENUM_NAMES(Precision, "fp32", "bf16");
+
+constexpr DataKind kind_of(DataSource s) {
+  switch (s) {
+    case DataSource::kBibleEn:
+    case DataSource::kText:
+    case DataSource::kBytes:
+      return DataKind::kLm;
+    case DataSource::kBibleEnEs:
+    case DataSource::kParallel:
+      return DataKind::kParallel;
+    case DataSource::kBibleMrpc:
+    case DataSource::kBibleSst2:
+    case DataSource::kGlue:
+      return DataKind::kGlue;
+  }
+  return DataKind::kLm;
+}
+constexpr bool is_builtin(DataSource s) {
+  return s == DataSource::kBibleEn || s == DataSource::kBibleEnEs || s == DataSource::kBibleMrpc ||
+         s == DataSource::kBibleSst2;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Variants chosen by a `type` key: a std::variant of config structs, each with a kName. The type
+// is stored once, as the variant's index. Reading `type` switches the alternative (to its
+// defaults when it changes); the alternative's own keys follow it.
+
+namespace detail {
+template <class Variant, size_t I = 0>
+void names_of(std::vector<std::string>& out) {
+  if constexpr (I < std::variant_size_v<Variant>) {
+    out.emplace_back(std::variant_alternative_t<I, Variant>::kName);
+    names_of<Variant, I + 1>(out);
+  }
+}
+template <class Variant, size_t I = 0>
+bool select(Variant& v, const std::string& name) {
+  if constexpr (I < std::variant_size_v<Variant>) {
+    using Alt = std::variant_alternative_t<I, Variant>;
+    if (name != Alt::kName) return select<Variant, I + 1>(v, name);
+    if (v.index() != I) v = Alt{};
+    return true;
+  }
+  return false;
+}
+}  // namespace detail
+
+template <class Variant>
+std::vector<std::string> variant_names() {
+  std::vector<std::string> out;
+  detail::names_of<Variant>(out);
+  return out;
+}
+template <class Variant>
+const char* variant_name(const Variant& v) {
+  return std::visit([](const auto& alt) { return std::decay_t<decltype(alt)>::kName; }, v);
+}
+// Switches `v` to the alternative called `name` (unchanged if it already is; false if none is).
+template <class Variant>
+bool select_variant(Variant& v, const std::string& name) {
+  return detail::select(v, name);
+}
+// The `type` key and the alternative's keys, for any visitor.
+template <class Variant, class V>
+void visit_variant(V& v, Variant& var, const char* help, bool is_required = false) {
+  std::string type = variant_name(var);
+  Check c;
+  c.choices = variant_names<Variant>();
+  c.required = is_required;
+  v("type", type, help, c);
+  select_variant(var, type);
+  std::visit([&](auto& alt) { alt.visit(v); }, var);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -82,19 +230,17 @@ struct RopeConfig : PositionTraits {  // RoFormer Eq. 14-16 (Su et al. 2021)
   static constexpr bool kRotates = true;
   static constexpr const char* kName = "rope";
   double base = 10000.0;
-  std::string pairing = "interleaved";
+  RopePairing pairing = RopePairing::kInterleaved;
   int64_t rotary_dim = 0;
-  std::string scaling = "none";
+  RopeScaling scaling = RopeScaling::kNone;
   double scale = 1.0;
   template <class V>
   void visit(V& v) {
     v("base", base, "theta_i = base^(-2i/d)", at_least(2));
-    v("pairing", pairing, "interleaved (paper: x[2i],x[2i+1]) or half (GPT-NeoX: x[i],x[i+d/2])",
-      one_of({"interleaved", "half"}));
+    v("pairing", pairing, "interleaved (paper: x[2i],x[2i+1]) or half (GPT-NeoX: x[i],x[i+d/2])");
     v("rotary_dim", rotary_dim, "channels rotated per head; 0 = the whole head", at_least(0));
     v("scaling", scaling,
-      "context extension: none, linear (position interpolation), ntk (base scaling)",
-      one_of({"none", "linear", "ntk"}));
+      "context extension: none, linear (position interpolation), ntk (base scaling)");
     v("scale", scale, "extension factor for `scaling` (e.g. 4 = four times the context)",
       between(1, 1e6));
   }
@@ -123,45 +269,44 @@ using PositionVariant = std::variant<NoPositionConfig, SinusoidalConfig, Learned
                                      RopeConfig, AlibiConfig, XposConfig>;
 
 struct PositionConfig {
-  std::string type = "rope";
   PositionVariant opts = RopeConfig{};
+  const char* type() const { return variant_name(opts); }
   template <class V>
-  void visit(V& v);  // defined in loader.cpp (needs the variant machinery)
+  void visit(V& v) {
+    visit_variant(v, opts, "position module: none, sinusoidal, learned, t5, rope, alibi, xpos");
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
 
 struct AttentionConfig {
-  std::string kernel = "softmax";
-  std::string feature_map = "elu";
-  std::string rope_mode = "eq19";
+  AttentionKernel kernel = AttentionKernel::kSoftmax;
+  FeatureMap feature_map = FeatureMap::kElu;
+  RopeMode rope_mode = RopeMode::kEq19;
   int64_t num_features = 64;
   double dropout = 0.0;
   template <class V>
   void visit(V& v) {
-    v("kernel", kernel, "softmax, or linear (O(N) kernelised attention)",
-      one_of({"softmax", "linear"}));
-    v("feature_map", feature_map, "linear kernel feature map: elu (elu+1) or favor (FAVOR+)",
-      one_of({"elu", "favor"}));
+    v("kernel", kernel, "softmax, or linear (O(N) kernelised attention)");
+    v("feature_map", feature_map, "linear kernel feature map: elu (elu+1) or favor (FAVOR+)");
     v("rope_mode", rope_mode,
       "RoPE with linear attention: eq19 (rotate phi(q),phi(k) in the numerator only, paper Eq. "
-      "19) or before_phi (rotate q,k before the feature map, as Performer code)",
-      one_of({"eq19", "before_phi"}));
+      "19) or before_phi (rotate q,k before the feature map, as Performer code)");
     v("num_features", num_features, "random features for favor", between(1, 65536));
     v("dropout", dropout, "dropout on attention probabilities (softmax only)", between(0, 0.99));
   }
 };
 
 struct ModelConfig {
-  std::string arch = "decoder";
+  Arch arch = Arch::kDecoder;
   int64_t d_model = 256;
   int64_t n_layers = 4;
   int64_t n_heads = 4;
   int64_t d_ff = 1024;
   int64_t n_decoder_layers = 0;
   double dropout = 0.1;
-  std::string norm = "auto";
-  std::string activation = "gelu";
+  Norm norm = Norm::kAuto;
+  Activation activation = Activation::kGelu;
   bool tie_embeddings = true;
   bool scale_embeddings = false;
   double init_std = 0.02;
@@ -169,8 +314,7 @@ struct ModelConfig {
   AttentionConfig attention;
   template <class V>
   void visit(V& v) {
-    v("arch", arch, "encoder (BERT), decoder (GPT), or encdec (Transformer-base)",
-      one_of({"encoder", "decoder", "encdec"}));
+    v("arch", arch, "encoder (BERT), decoder (GPT), or encdec (Transformer-base)");
     v("d_model", d_model, "model width", between(2, 1 << 16));
     v("n_layers", n_layers, "layers (the encoder's, for encdec)", between(1, 256));
     v("n_heads", n_heads, "attention heads; must divide d_model", between(1, 1024));
@@ -180,9 +324,8 @@ struct ModelConfig {
     v("dropout", dropout, "dropout on embeddings, residual branches and FFN", between(0, 0.99));
     v("norm", norm,
       "layer norm placement: post (BERT, Transformer-base), pre (GPT-2), or auto (post for "
-      "encoder and encdec, pre for decoder)",
-      one_of({"auto", "post", "pre"}));
-    v("activation", activation, "feed-forward activation", one_of({"gelu", "relu"}));
+      "encoder and encdec, pre for decoder)");
+    v("activation", activation, "feed-forward activation");
     v("tie_embeddings", tie_embeddings, "share input embeddings with the output projection");
     v("scale_embeddings", scale_embeddings, "multiply embeddings by sqrt(d_model)");
     v("init_std", init_std, "std of the normal initialiser", between(0, 10));
@@ -192,16 +335,16 @@ struct ModelConfig {
 };
 
 struct TokenizerConfig {
-  std::string type = "spm";
+  TokenizerType type = TokenizerType::kSpm;
   int64_t vocab_size = 8000;
-  std::string model_type = "bpe";
+  SpmModelType model_type = SpmModelType::kBpe;
   double character_coverage = 1.0;
   std::string model;
   template <class V>
   void visit(V& v) {
-    v("type", type, "spm (SentencePiece) or byte (256 bytes + specials)", one_of({"spm", "byte"}));
+    v("type", type, "spm (SentencePiece) or byte (256 bytes + specials)");
     v("vocab_size", vocab_size, "SentencePiece vocabulary size", between(32, 1 << 20));
-    v("model_type", model_type, "SentencePiece algorithm", one_of({"bpe", "unigram"}));
+    v("model_type", model_type, "SentencePiece algorithm");
     v("character_coverage", character_coverage, "SentencePiece character coverage",
       between(0.9, 1.0));
     v("model", model, "use this existing .model file instead of training one");
@@ -209,7 +352,7 @@ struct TokenizerConfig {
 };
 
 struct DataConfig {
-  std::string source = "bible-en";
+  DataSource source = DataSource::kBibleEn;
   std::string train;
   std::string valid;
   std::string test;
@@ -224,9 +367,7 @@ struct DataConfig {
       "built-in corpus (bible-en: KJV+WEB, one chapter per document; bible-en-es: WEB/RV1909 "
       "verse pairs; bible-mrpc, bible-sst2: GLUE-style tasks) or your data: text (one document "
       "per line), bytes (raw files, enwik8-style), parallel (two aligned files), glue (a GLUE "
-      "task directory)",
-      one_of({"bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "text", "bytes", "parallel",
-              "glue"}));
+      "task directory)");
     v("train", train,
       "user data: training file (parallel: the path without the language suffix, e.g. "
       "wmt/train for wmt/train.en + wmt/train.de) or, for glue, the task directory");
@@ -242,29 +383,66 @@ struct DataConfig {
   }
 };
 
-struct TaskConfig {
-  std::string type;
-  int64_t seq_len = 128;
+// Tasks: one struct per kind, chosen by `task.type`. Traits say which architecture and which
+// kind of data each needs (checked at load time).
+struct ClmTaskConfig {  // causal LM: next-token cross-entropy
+  static constexpr const char* kName = "clm";
+  static constexpr Arch kArch = Arch::kDecoder;
+  static constexpr DataKind kData = DataKind::kLm;
+  template <class V>
+  void visit(V&) {}
+};
+
+struct MlmTaskConfig {  // BERT's masked LM
+  static constexpr const char* kName = "mlm";
+  static constexpr Arch kArch = Arch::kEncoder;
+  static constexpr DataKind kData = DataKind::kLm;
   double mask_prob = 0.15;
   double mask_token_frac = 0.8;
   double random_token_frac = 0.1;
-  double label_smoothing = 0.0;
   template <class V>
   void visit(V& v) {
-    v("type", type, "clm (causal LM), mlm (masked LM), translation, glue",
-      required(one_of({"clm", "mlm", "translation", "glue"})));
-    v("seq_len", seq_len, "training sequence length in tokens", between(2, 1 << 20));
-    v("mask_prob", mask_prob, "MLM: fraction of non-special tokens selected", between(0.01, 1));
-    v("mask_token_frac", mask_token_frac, "MLM: of the selected, fraction set to [MASK]",
+    v("mask_prob", mask_prob, "fraction of non-special tokens selected", between(0.01, 1));
+    v("mask_token_frac", mask_token_frac, "of the selected, fraction set to [MASK]", between(0, 1));
+    v("random_token_frac", random_token_frac, "of the selected, fraction set to a random token",
       between(0, 1));
-    v("random_token_frac", random_token_frac,
-      "MLM: of the selected, fraction set to a random token", between(0, 1));
+  }
+};
+
+struct TranslationTaskConfig {  // encoder-decoder on sentence pairs (training: a later version)
+  static constexpr const char* kName = "translation";
+  static constexpr Arch kArch = Arch::kEncDec;
+  static constexpr DataKind kData = DataKind::kParallel;
+  template <class V>
+  void visit(V&) {}
+};
+
+struct GlueTaskConfig {  // classification / regression on [CLS] (training: a later version)
+  static constexpr const char* kName = "glue";
+  static constexpr Arch kArch = Arch::kEncoder;
+  static constexpr DataKind kData = DataKind::kGlue;
+  template <class V>
+  void visit(V&) {}
+};
+
+using TaskVariant =
+    std::variant<ClmTaskConfig, MlmTaskConfig, TranslationTaskConfig, GlueTaskConfig>;
+
+struct TaskConfig {
+  TaskVariant opts = ClmTaskConfig{};
+  int64_t seq_len = 128;
+  double label_smoothing = 0.0;
+  const char* type() const { return variant_name(opts); }
+  template <class V>
+  void visit(V& v) {
+    visit_variant(v, opts, "clm (causal LM), mlm (masked LM), translation, glue", true);
+    v("seq_len", seq_len, "training sequence length in tokens", between(2, 1 << 20));
     v("label_smoothing", label_smoothing, "label smoothing of the cross-entropy", between(0, 0.99));
   }
 };
 
 struct ScheduleConfig {
-  std::string type = "cosine";
+  ScheduleType type = ScheduleType::kCosine;
   int64_t warmup = 100;
   double min_lr_ratio = 0.1;
   double init_lr = 1e-7;
@@ -272,8 +450,7 @@ struct ScheduleConfig {
   void visit(V& v) {
     v("type", type,
       "constant, linear (warmup then linear decay), cosine (warmup then cosine), inverse_sqrt "
-      "(fairseq), noam (Vaswani)",
-      one_of({"constant", "linear", "cosine", "inverse_sqrt", "noam"}));
+      "(fairseq), noam (Vaswani)");
     v("warmup", warmup, "warm-up steps", at_least(0));
     v("min_lr_ratio", min_lr_ratio, "final lr / peak lr for linear and cosine", between(0, 1));
     v("init_lr", init_lr, "lr at step 0 of the warm-up (inverse_sqrt)", at_least(0));
@@ -281,7 +458,7 @@ struct ScheduleConfig {
 };
 
 struct TrainConfig {
-  std::string optimizer = "adamw";
+  OptimizerType optimizer = OptimizerType::kAdamW;
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.98;
@@ -292,7 +469,7 @@ struct TrainConfig {
   int64_t batch_size = 16;
   int64_t grad_accum = 1;
   double clip = 1.0;
-  std::string precision = "fp32";
+  Precision precision = Precision::kFp32;
   int64_t eval_every = 100;
   int64_t eval_batches = 20;
   int64_t checkpoint_every = 500;
@@ -301,8 +478,7 @@ struct TrainConfig {
   int64_t max_bad_steps = 5;
   template <class V>
   void visit(V& v) {
-    v("optimizer", optimizer, "adamw (decoupled decay, no decay on norms/biases) or adam",
-      one_of({"adamw", "adam"}));
+    v("optimizer", optimizer, "adamw (decoupled decay, no decay on norms/biases) or adam");
     v("lr", lr, "peak learning rate", between(0, 10));
     v("beta1", beta1, "Adam beta1", between(0, 0.999999));
     v("beta2", beta2, "Adam beta2", between(0, 0.999999999));
@@ -313,8 +489,7 @@ struct TrainConfig {
     v("batch_size", batch_size, "sequences per micro-batch", between(1, 1 << 20));
     v("grad_accum", grad_accum, "micro-batches per optimizer step", between(1, 1 << 16));
     v("clip", clip, "max global grad norm; 0 = off", at_least(0));
-    v("precision", precision, "fp32, or bf16 autocast (tables and losses stay fp32)",
-      one_of({"fp32", "bf16"}));
+    v("precision", precision, "fp32, or bf16 autocast (tables and losses stay fp32)");
     v("eval_every", eval_every, "validate every N steps (and at the end); 0 = only at the end",
       at_least(0));
     v("eval_batches", eval_batches, "validation batches per evaluation; 0 = the whole split",
@@ -333,12 +508,15 @@ struct RunConfig {
   std::string out_dir = "runs";
   int64_t seed = 1234;
   int64_t threads = 0;
+  std::string device = "auto";
   template <class V>
   void visit(V& v) {
     v("name", name, "run name; outputs go to out_dir/name");
     v("out_dir", out_dir, "parent directory of run directories");
     v("seed", seed, "seed for initialisation, data order and masking", between(0, 1e15));
     v("threads", threads, "intra-op threads; 0 = all cores", between(0, 1024));
+    v("device", device,
+      "auto (the first CUDA GPU if libtorch has one, else cpu), cpu, cuda, cuda:N");
   }
 };
 
@@ -351,7 +529,7 @@ struct Config {
   TrainConfig train;
   template <class V>
   void visit(V& v) {
-    v("run", run, "run name, output place, seed, threads");
+    v("run", run, "run name, output place, seed, threads, device");
     v("data", data, "corpus and tokenizer");
     v("model", model, "architecture and position module");
     v("task", task, "training objective");

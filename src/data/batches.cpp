@@ -9,11 +9,12 @@ namespace ropelab::data {
 
 using text::Special;
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+Batch Batch::to(torch::Device dev) const {
+  Batch b = *this;
+  for (torch::Tensor* t :
+       {&b.input_BT, &b.target_BT, &b.pad_BT, &b.segment_BT, &b.label_B, &b.src_BS, &b.src_pad_BS})
+    if (t->defined()) *t = t->to(dev);
+  return b;
 }
 
 namespace {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/tokens.h"
+#include "util/random.h"
 
 namespace ropelab::data {
 
@@ -32,6 +33,8 @@ struct Batch {
   torch::Tensor src_pad_BS;  // bool, true = real source token
   int64_t num_tokens = 0;    // real input tokens (throughput)
   int64_t num_targets = 0;   // positions that carry loss
+  // Every defined tensor moved to `dev` (the one place a batch changes device).
+  Batch to(torch::Device dev) const;
 };
 
 struct StreamOptions {
@@ -58,8 +61,7 @@ std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds,
                                                      const StreamOptions& opt);
 std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const StreamOptions& opt);
 
-// Deterministic randomness shared by the streams (splitmix64).
-uint64_t mix64(uint64_t x);
+using util::mix64;  // deterministic randomness shared by the streams
 // A permutation of [0, n) that depends only on `key`.
 std::vector<int64_t> permutation(int64_t n, uint64_t key);
 

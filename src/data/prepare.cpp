@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "data/tokens.h"
+#include "text/builtin.h"
 #include "text/corpus.h"
 #include "text/glue.h"
 #include "util/error.h"
@@ -24,9 +25,6 @@ namespace ropelab::data {
 namespace stdfs = std::filesystem;
 
 namespace {
-
-// Bump when the corpus cleaning or derivation changes: built-in text is then re-exported.
-constexpr int kCorpusVersion = 2;
 
 const char* kSplits[] = {"train", "valid", "test"};
 
@@ -55,144 +53,6 @@ std::vector<std::string> read_lines(const std::string& path, bool check_utf8 = t
   return lines;
 }
 
-void write_lines(const std::string& path, const std::vector<std::string>& lines) {
-  std::string s;
-  for (const auto& l : lines) s += l + "\n";
-  fs::write_file_atomic(path, s);
-}
-
-// ---- built-in corpora
-
-using VerseMap = std::map<std::string, text::Verse>;  // key -> verse
-
-std::vector<std::string> chapters_of(const std::vector<text::Verse>& verses,
-                                     const std::string& split) {
-  std::vector<std::string> docs;
-  std::string cur, cur_key;
-  for (const auto& v : verses) {
-    if (text::split_of_book(v.book) != split) continue;
-    std::string key = v.book + " " + std::to_string(v.chapter);
-    if (key != cur_key && !cur.empty()) docs.push_back(cur), cur.clear();
-    cur_key = key;
-    cur += (cur.empty() ? "" : " ") + v.text;
-  }
-  if (!cur.empty()) docs.push_back(cur);
-  return docs;
-}
-
-uint64_t mix(uint64_t x) {  // splitmix64: deterministic choices from a verse key
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
-std::string kind_of_source(const std::string& source) {
-  if (source == "bible-en" || source == "text" || source == "bytes") return "lm";
-  if (source == "bible-en-es" || source == "parallel") return "parallel";
-  return "glue";
-}
-
-void export_builtin_text(const std::string& source, const std::string& dir) {
-  std::string stamp = join_path(dir, "corpus.stamp");
-  std::string want = "ropelab corpus v" + std::to_string(kCorpusVersion) + " " + source + "\n";
-  if (fs::exists(stamp) && fs::read_file(stamp) == want) return;
-  fs::make_dirs(dir);
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> modules;
-  if (source == "bible-en" || source == "bible-mrpc" || source == "bible-sst2")
-    modules = {text::kKJV, text::kWEB};
-  else
-    modules = {text::kWEB, text::kRV};
-  Progress bar("export " + source, static_cast<int64_t>(modules.size()), "bible");
-  std::vector<std::vector<text::Verse>> bibles;
-  for (const auto& m : modules) {
-    bibles.push_back(text::export_bible(m));
-    bar.update(static_cast<int64_t>(bibles.size()));
-  }
-  bar.finish();
-  for (size_t i = 0; i < modules.size(); ++i)
-    spdlog::info("{}: {} verses", modules[i], bibles[i].size());
-
-  if (source == "bible-en") {
-    for (const char* split : kSplits) {
-      std::vector<std::string> docs;
-      for (const auto& b : bibles) {
-        auto d = chapters_of(b, split);
-        docs.insert(docs.end(), d.begin(), d.end());
-      }
-      write_lines(join_path(dir, std::string(split) + ".txt"), docs);
-    }
-  } else {
-    // Align the two translations by verse key.
-    VerseMap second;
-    for (const auto& v : bibles[1]) second[v.key()] = v;
-    std::vector<std::pair<text::Verse, text::Verse>> pairs;
-    for (const auto& v : bibles[0]) {
-      auto it = second.find(v.key());
-      if (it != second.end()) pairs.emplace_back(v, it->second);
-    }
-    spdlog::info("{} aligned verse pairs", pairs.size());
-    if (source == "bible-en-es") {
-      for (const char* split : kSplits) {
-        std::vector<std::string> en, es;
-        for (const auto& [a, b] : pairs)
-          if (text::split_of_book(a.book) == split) en.push_back(a.text), es.push_back(b.text);
-        write_lines(join_path(dir, std::string(split) + ".en"), en);
-        write_lines(join_path(dir, std::string(split) + ".es"), es);
-      }
-    } else {
-      const auto& task = text::glue_task(source == "bible-mrpc" ? "MRPC" : "SST-2");
-      std::string task_dir = join_path(dir, task.name);
-      fs::make_dirs(task_dir);
-      for (const char* split : kSplits) {
-        std::vector<text::GlueExample> ex;
-        for (size_t i = 0; i < pairs.size(); ++i) {
-          const auto& [kjv, web] = pairs[i];
-          if (text::split_of_book(kjv.book) != split) continue;
-          uint64_t h = mix(fs::hash_bytes(kjv.key()));
-          text::GlueExample e;
-          if (source == "bible-mrpc") {
-            // Paraphrase (1): KJV and WEB of the same verse. Not (0): WEB of a nearby verse
-            // of the same chapter (1-3 verses away), which shares topic and vocabulary.
-            e.a = kjv.text;
-            if ((h & 1) == 0) {
-              e.b = web.text, e.label = 1;
-            } else {
-              size_t off = 1 + (h >> 8) % 3;
-              size_t j = i + off < pairs.size() && pairs[i + off].first.chapter == kjv.chapter &&
-                                 pairs[i + off].first.book == kjv.book
-                             ? i + off
-                             : (i >= off ? i - off : i + 1);
-              if (j >= pairs.size() || j == i) continue;
-              e.b = pairs[j].second.text, e.label = 0;
-            }
-          } else {
-            // Archaic (KJV, 1) or modern (WEB, 0) English: one version per verse.
-            bool archaic = (h & 1) == 0;
-            e.a = archaic ? kjv.text : web.text;
-            e.label = archaic ? 1.0f : 0.0f;
-          }
-          ex.push_back(std::move(e));
-        }
-        std::string name = std::string(split) == "valid" ? "dev" : split;
-        fs::write_file_atomic(join_path(task_dir, name + ".tsv"),
-                              text::write_glue_tsv(task, ex, /*with_labels=*/name != "test"));
-        if (name == "test")  // GLUE test files carry no labels; keep ours beside them
-          fs::write_file_atomic(join_path(task_dir, "test_labeled.tsv"),
-                                text::write_glue_tsv(task, ex, true));
-      }
-    }
-  }
-  fs::write_file_atomic(stamp, want);
-  spdlog::info("exported {} text in {:.1f} s", source,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-}
-
-namespace {
-
 struct SplitInput {
   std::string name;                // split name
   std::vector<std::string> files;  // lm: 1; parallel: src, tgt; glue: 1 tsv
@@ -201,14 +61,14 @@ struct SplitInput {
 // Where the text of each split lives, exporting built-in corpora first.
 std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* text_dir) {
   std::vector<SplitInput> out;
-  const std::string& src = d.source;
-  bool builtin = src.rfind("bible-", 0) == 0;
+  const config::DataSource src = d.source;
+  bool builtin = config::is_builtin(src);
   if (builtin) {
-    *text_dir = join_path(join_path(d.prepared_dir, "text"), src);
-    export_builtin_text(src, *text_dir);
+    *text_dir = join_path(join_path(d.prepared_dir, "text"), config::to_string(src));
+    text::export_builtin_text(src, *text_dir);
   }
-  std::string kind = kind_of_source(src);
-  if (kind == "lm") {
+  config::DataKind kind = config::kind_of(src);
+  if (kind == config::DataKind::kLm) {
     if (builtin) {
       for (const char* s : kSplits)
         out.push_back({s, {join_path(*text_dir, std::string(s) + ".txt")}});
@@ -218,7 +78,7 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
       for (const char* s : kSplits)
         if (!files[s].empty()) out.push_back({s, {files[s]}});
     }
-  } else if (kind == "parallel") {
+  } else if (kind == config::DataKind::kParallel) {
     std::string ss = builtin ? "en" : d.source_suffix, ts = builtin ? "es" : d.target_suffix;
     std::map<std::string, std::string> base;
     if (builtin)
@@ -228,10 +88,8 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
     for (const char* s : kSplits)
       if (!base[s].empty()) out.push_back({s, {base[s] + "." + ss, base[s] + "." + ts}});
   } else {
-    std::string dir =
-        builtin ? join_path(*text_dir, src == "bible-mrpc" ? "MRPC" : "SST-2") : d.train;
-    const auto& task =
-        text::glue_task(builtin ? (src == "bible-mrpc" ? "MRPC" : "SST-2") : d.glue_task);
+    std::string dir = builtin ? join_path(*text_dir, text::builtin_glue_task(src)) : d.train;
+    const auto& task = text::glue_task(builtin ? text::builtin_glue_task(src) : d.glue_task);
     std::vector<std::string> names = {"train", "dev"};
     if (task.name == "MNLI") names = {"train", "dev_matched", "dev_mismatched"};
     for (const auto& n : names) {
@@ -248,20 +106,19 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
 }
 
 std::string glue_task_name(const config::DataConfig& d) {
-  if (d.source == "bible-mrpc") return "MRPC";
-  if (d.source == "bible-sst2") return "SST-2";
-  return d.glue_task;
+  return config::is_builtin(d.source) ? text::builtin_glue_task(d.source) : d.glue_task;
 }
 
 std::string tokenizer_tag(const config::DataConfig& d) {
-  if (d.tokenizer.type == "byte") return "byte";
+  if (d.tokenizer.type == config::TokenizerType::kByte) return "byte";
   if (!d.tokenizer.model.empty()) return "spm-" + stdfs::path(d.tokenizer.model).stem().string();
-  return "spm" + std::to_string(d.tokenizer.vocab_size) + "-" + d.tokenizer.model_type;
+  return "spm" + std::to_string(d.tokenizer.vocab_size) + "-" +
+         config::to_string(d.tokenizer.model_type);
 }
 
 std::string out_dir(const config::DataConfig& d) {
-  std::string src = d.source;
-  if (src.rfind("bible-", 0) != 0) {
+  std::string src = config::to_string(d.source);
+  if (!config::is_builtin(d.source)) {
     // User data: name the folder after the training file, plus a hash of its path.
     src = src + "-" + stdfs::path(d.train).filename().string() + "-" +
           fs::hex64(fs::hash_bytes(stdfs::absolute(d.train).string())).substr(0, 8);
@@ -270,12 +127,12 @@ std::string out_dir(const config::DataConfig& d) {
 }
 
 // Lines of all training text (for tokenizer training).
-std::string tokenizer_training_text(const std::vector<SplitInput>& inputs, const std::string& kind,
+std::string tokenizer_training_text(const std::vector<SplitInput>& inputs, config::DataKind kind,
                                     const std::string& task) {
   std::string all;
   for (const auto& si : inputs) {
     if (si.name != "train") continue;
-    if (kind == "glue") {
+    if (kind == config::DataKind::kGlue) {
       auto gf = text::read_glue_tsv(si.files[0], text::glue_task(task));
       for (const auto& e : gf.examples) {
         all += e.a + "\n";
@@ -328,14 +185,14 @@ std::vector<std::vector<int32_t>> encode_all(const text::Tokenizer& tok,
 
 Prepared prepared_paths(const config::DataConfig& d) {
   Prepared p;
-  p.kind = kind_of_source(d.source);
+  p.kind = config::kind_of(d.source);
   p.tokenizer_kind = d.tokenizer.type;
   std::string dir = out_dir(d);
-  if (d.tokenizer.type == "spm")
+  if (d.tokenizer.type == config::TokenizerType::kSpm)
     p.tokenizer_path =
         d.tokenizer.model.empty() ? join_path(dir, "tokenizer.model") : d.tokenizer.model;
   std::vector<std::string> names = {"train", "valid", "test"};
-  if (p.kind == "glue" && glue_task_name(d) == "MNLI")
+  if (p.kind == config::DataKind::kGlue && glue_task_name(d) == "MNLI")
     names = {"train", "dev_matched", "dev_mismatched", "test"};
   for (const auto& n : names) {
     std::string f = join_path(dir, n + ".h5");
@@ -351,7 +208,7 @@ TokenDataset load_split(const Prepared& p, const std::string& split, const text:
   auto it = p.splits.find(split);
   if (it == p.splits.end())
     throw UserError("no prepared '" + split + "' split; HINT: run `ropelab prepare`");
-  TokenDataset ds = read_tokens(it->second, p.kind);
+  TokenDataset ds = read_tokens(it->second, config::to_string(p.kind));
   if (ds.tokenizer != tok.fingerprint())
     throw UserError(it->second + ": was made with tokenizer " + ds.tokenizer +
                     ", but the tokenizer in use is " + tok.fingerprint() +
@@ -360,14 +217,15 @@ TokenDataset load_split(const Prepared& p, const std::string& split, const text:
 }
 
 std::unique_ptr<text::Tokenizer> load_tokenizer(const Prepared& p) {
-  if (p.tokenizer_kind == "byte") return std::make_unique<text::ByteTokenizer>();
+  if (p.tokenizer_kind == config::TokenizerType::kByte)
+    return std::make_unique<text::ByteTokenizer>();
   return std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
 }
 
 Prepared prepare(const config::DataConfig& d, int threads) {
   auto t0 = std::chrono::steady_clock::now();
   Prepared p;
-  p.kind = kind_of_source(d.source);
+  p.kind = config::kind_of(d.source);
   p.tokenizer_kind = d.tokenizer.type;
   std::string text_dir;
   auto inputs = split_inputs(d, &text_dir);
@@ -377,7 +235,7 @@ Prepared prepare(const config::DataConfig& d, int threads) {
 
   // Tokenizer.
   std::unique_ptr<text::Tokenizer> tok;
-  if (d.tokenizer.type == "byte") {
+  if (d.tokenizer.type == config::TokenizerType::kByte) {
     tok = std::make_unique<text::ByteTokenizer>();
   } else if (!d.tokenizer.model.empty()) {
     p.tokenizer_path = d.tokenizer.model;
@@ -388,18 +246,19 @@ Prepared prepare(const config::DataConfig& d, int threads) {
     if (train_text.empty()) throw UserError(inputs[0].files[0] + ": the training text is empty");
     std::string stamp_path = join_path(dir, "tokenizer.stamp");
     std::string stamp = "input " + fs::hex64(fs::hash_bytes(train_text)) + " vocab " +
-                        std::to_string(d.tokenizer.vocab_size) + " type " + d.tokenizer.model_type +
-                        " coverage " + std::to_string(d.tokenizer.character_coverage) + "\n";
+                        std::to_string(d.tokenizer.vocab_size) + " type " +
+                        config::to_string(d.tokenizer.model_type) + " coverage " +
+                        std::to_string(d.tokenizer.character_coverage) + "\n";
     if (!fs::exists(p.tokenizer_path) || !fs::exists(stamp_path) ||
         fs::read_file(stamp_path) != stamp) {
       std::string input = join_path(dir, ".tokenizer-input.txt");
       fs::write_file_atomic(input, train_text);
       spdlog::info("training SentencePiece {} tokenizer (vocab {}) on {:.1f} MB of text",
-                   d.tokenizer.model_type, d.tokenizer.vocab_size,
+                   config::to_string(d.tokenizer.model_type), d.tokenizer.vocab_size,
                    static_cast<double>(train_text.size()) / 1e6);
       text::SpmTrainOptions opt;
       opt.vocab_size = d.tokenizer.vocab_size;
-      opt.model_type = d.tokenizer.model_type;
+      opt.model_type = config::to_string(d.tokenizer.model_type);
       opt.character_coverage = d.tokenizer.character_coverage;
       opt.threads = threads;
       text::train_spm(input, join_path(dir, "tokenizer"), opt);
@@ -425,15 +284,15 @@ Prepared prepare(const config::DataConfig& d, int threads) {
       continue;
     }
     TokenDataset ds;
-    ds.kind = p.kind;
+    ds.kind = config::to_string(p.kind);
     ds.split = si.name;
     ds.tokenizer = tok->fingerprint();
     ds.tokenizer_kind = tok->kind();
     ds.vocab_size = tok->vocab_size();
     ds.source_hash = source_hash;
-    if (p.kind == "lm") {
+    if (p.kind == config::DataKind::kLm) {
       std::vector<std::string> docs;
-      if (d.source == "bytes") {
+      if (d.source == config::DataSource::kBytes) {
         docs.push_back(fs::read_file(si.files[0]));  // one raw byte stream
       } else {
         for (auto& l : read_lines(si.files[0]))
@@ -445,7 +304,7 @@ Prepared prepare(const config::DataConfig& d, int threads) {
       auto ids = encode_all(*tok, docs, threads, &bar, &done);
       bar.finish();
       for (const auto& x : ids) ds.seqs["text"].push(x);
-    } else if (p.kind == "parallel") {
+    } else if (p.kind == config::DataKind::kParallel) {
       auto src = read_lines(si.files[0]), tgt = read_lines(si.files[1]);
       if (src.size() != tgt.size())
         throw UserError(si.files[1] + ": has " + std::to_string(tgt.size()) + " lines but " +
@@ -488,6 +347,14 @@ Prepared prepare(const config::DataConfig& d, int threads) {
   spdlog::info("prepare finished in {:.1f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return p;
+}
+
+Data::Data(const config::DataConfig& cfg, int threads, bool run_prepare)
+    : prepared_(run_prepare ? prepare(cfg, threads) : prepared_paths(cfg)),
+      tok_(load_tokenizer(prepared_)) {}
+
+TokenDataset Data::split(const std::string& name) const {
+  return load_split(prepared_, name, *tok_);
 }
 
 }  // namespace ropelab::data

@@ -20,14 +20,11 @@
 namespace ropelab::data {
 
 struct Prepared {
-  std::string kind;                           // lm | parallel | glue
-  std::string tokenizer_path;                 // spm model ("" for byte)
-  std::string tokenizer_kind;                 // spm | byte
+  config::DataKind kind = config::DataKind::kLm;
+  std::string tokenizer_path;  // spm model ("" for byte)
+  config::TokenizerType tokenizer_kind = config::TokenizerType::kSpm;
   std::map<std::string, std::string> splits;  // split name -> .h5 path
 };
-
-// Which dataset kind a data source gives.
-std::string kind_of_source(const std::string& source);
 
 // Runs every stage that is out of date. `threads` bounds SentencePiece training/encoding.
 Prepared prepare(const config::DataConfig& data, int threads);
@@ -38,7 +35,22 @@ std::unique_ptr<text::Tokenizer> load_tokenizer(const Prepared& p);
 // Reads a prepared split and checks it was made with `tok` (UserError otherwise).
 TokenDataset load_split(const Prepared& p, const std::string& split, const text::Tokenizer& tok);
 
-// Exports a built-in Bible corpus as text files under `dir` (skipped when up to date).
-void export_builtin_text(const std::string& source, const std::string& dir);
+// A run's data, opened: the prepared paths, the tokenizer, and its splits on demand. The one
+// place that does the prepare -> tokenizer -> splits sequence (train, eval and bench use it).
+class Data {
+ public:
+  // prepare = true runs every out-of-date stage first; false only opens what exists
+  // (UserError with a HINT if it was never prepared).
+  Data(const config::DataConfig& cfg, int threads, bool prepare);
+  const Prepared& prepared() const { return prepared_; }
+  const text::Tokenizer& tokenizer() const { return *tok_; }
+  int64_t vocab_size() const { return tok_->vocab_size(); }
+  bool has_split(const std::string& split) const { return prepared_.splits.count(split) != 0; }
+  TokenDataset split(const std::string& split) const;  // UserError if absent
+
+ private:
+  Prepared prepared_;
+  std::unique_ptr<text::Tokenizer> tok_;
+};
 
 }  // namespace ropelab::data

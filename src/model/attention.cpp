@@ -104,12 +104,13 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
   k_proj = register_module("k_proj", torch::nn::Linear(d_model, d_model));
   v_proj = register_module("v_proj", torch::nn::Linear(d_model, d_model));
   o_proj = register_module("o_proj", torch::nn::Linear(d_model, d_model));
-  if (cfg.kernel == "linear" && cfg.feature_map == "favor")
+  if (cfg.kernel == config::AttentionKernel::kLinear &&
+      cfg.feature_map == config::FeatureMap::kFavor)
     favor_FH_ = register_buffer("favor_proj", torch::randn({cfg.num_features, head_dim_}));
 }
 
 torch::Tensor MultiHeadAttentionImpl::features(const torch::Tensor& x, bool is_query) const {
-  if (cfg_.feature_map == "elu") return F::elu(x) + 1.0;
+  if (cfg_.feature_map == config::FeatureMap::kElu) return F::elu(x) + 1.0;
   // FAVOR+ positive random features for the softmax kernel exp(q.k / sqrt(H)):
   // phi(x) = exp(w.x' - |x'|^2 / 2 - max) / sqrt(m), x' = x / H^(1/4). The subtracted max is
   // per query row (cancels between numerator and denominator) and global for keys.
@@ -123,7 +124,7 @@ torch::Tensor MultiHeadAttentionImpl::features(const torch::Tensor& x, bool is_q
 }
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& kv,
-                                              const AttnMask& mask, PositionModuleImpl* pos,
+                                              const AttnMask& mask, const PositionContext& ctx,
                                               int64_t q_offset, KVCache* cache) {
   int64_t B = x.size(0), T = x.size(1), S_new = kv.size(1);
   auto heads = [&](const torch::Tensor& t, int64_t len) {
@@ -140,12 +141,11 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     cache->k_BNSH = k;
     cache->v_BNSH = v;
   }
-  int64_t S = k.size(2);
-  // Keys of self-attention start at position 0 (the cache holds the whole past).
-  PosCache pc;
-  if (pos != nullptr) pc = pos->prepare(T, S, q_offset, 0, x.device());
+  PositionModuleImpl* pos = ctx.module;
+  static const PosCache kNoTables;
+  const PosCache& pc = ctx.tables != nullptr ? *ctx.tables : kNoTables;
   torch::Tensor out;
-  if (cfg_.kernel == "softmax") {
+  if (cfg_.kernel == config::AttentionKernel::kSoftmax) {
     if (pos != nullptr) {
       q = pos->rotate_q(q, pc);
       k = pos->rotate_k(k, pc);
@@ -154,7 +154,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     out = softmax_attention(q, k, v, bias, mask, q_offset, cfg_.dropout, is_training());
   } else {
     torch::Tensor qn, kn, qd, kd;
-    if (pos != nullptr && cfg_.rope_mode == "before_phi") {
+    if (pos != nullptr && cfg_.rope_mode == config::RopeMode::kBeforePhi) {
       qn = qd = features(pos->rotate_q(q, pc), true);
       kn = kd = features(pos->rotate_k(k, pc), false);
     } else {

@@ -26,6 +26,13 @@ struct AttnMask {
   bool causal = false;
 };
 
+// The position module of a stack and the tables its prepare() made for this forward pass.
+// Cross-attention gets none (module == nullptr): there is no position signal there.
+struct PositionContext {
+  PositionModuleImpl* module = nullptr;
+  const PosCache* tables = nullptr;
+};
+
 // Raw projected keys and values of the past, for incremental decoding.
 struct KVCache {
   torch::Tensor k_BNSH, v_BNSH;
@@ -50,11 +57,12 @@ torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::T
 class MultiHeadAttentionImpl : public torch::nn::Module {
  public:
   MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads, const config::AttentionConfig& cfg);
-  // x_BTD attends to kv_BSD (self-attention: the same tensor). `pos` is null for
-  // cross-attention (no position signal there). With `cache`, new keys/values are appended
-  // and attention covers the whole past; q_offset is the absolute position of x's first step.
+  // x_BTD attends to kv_BSD (self-attention: the same tensor). `pos` carries the stack's
+  // position module and tables (none for cross-attention). With `cache`, new keys/values are
+  // appended and attention covers the whole past; q_offset is the absolute position of x's
+  // first step.
   torch::Tensor forward(const torch::Tensor& x_BTD, const torch::Tensor& kv_BSD,
-                        const AttnMask& mask, PositionModuleImpl* pos, int64_t q_offset,
+                        const AttnMask& mask, const PositionContext& pos, int64_t q_offset,
                         KVCache* cache);
   torch::Tensor features(const torch::Tensor& x_BNTH, bool is_query) const;
 

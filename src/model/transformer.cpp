@@ -9,21 +9,22 @@ namespace ropelab::model {
 namespace F = torch::nn::functional;
 
 bool pre_norm(const config::ModelConfig& c) {
-  return c.norm == "pre" || (c.norm == "auto" && c.arch == "decoder");
+  return c.norm == config::Norm::kPre ||
+         (c.norm == config::Norm::kAuto && c.arch == config::Arch::kDecoder);
+}
+
+torch::nn::LayerNorm layer_norm(int64_t d) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5));
+}
+
+torch::Tensor norm_of(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
+  return norm(x.to(norm->weight.scalar_type()));
 }
 
 namespace {
 torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
   if (p <= 0 || !training) return x;
   return F::dropout(x, F::DropoutFuncOptions().p(p).training(true));
-}
-torch::nn::LayerNorm layer_norm(int64_t d) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5));
-}
-// LayerNorm in the norm's own dtype: under CPU autocast a sublayer's output is bf16, and
-// libtorch 1.13's layer_norm rejects a bf16 input with fp32 weights.
-torch::Tensor norm_of(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
-  return norm(x.to(norm->weight.scalar_type()));
 }
 }  // namespace
 
@@ -36,7 +37,7 @@ LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
   if (cross) {
     // Cross-attention is always softmax: the linear kernel is a self-attention study.
     config::AttentionConfig ca = c.attention;
-    ca.kernel = "softmax";
+    ca.kernel = config::AttentionKernel::kSoftmax;
     cross_attn = register_module("cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca));
     norm3 = register_module("norm3", layer_norm(c.d_model));
   }
@@ -47,12 +48,12 @@ LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
 
 torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
   auto h = fc1(x);
-  h = activation_ == "gelu" ? F::gelu(h) : F::relu(h);
+  h = activation_ == config::Activation::kGelu ? F::gelu(h) : F::relu(h);
   return fc2(drop(h, dropout_, is_training()));
 }
 
 torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
-                                 PositionModuleImpl* pos, int64_t offset,
+                                 const PositionContext& pos, int64_t offset,
                                  const torch::Tensor& memory, const AttnMask& mem_mask,
                                  KVCache* cache) {
   auto sublayer = [&](torch::nn::LayerNorm& norm, const auto& fn) {
@@ -64,7 +65,7 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
   });
   if (cross_attn) {
     x = sublayer(norm3, [&](const torch::Tensor& h) {
-      return cross_attn->forward(h, memory, mem_mask, nullptr, 0, nullptr);
+      return cross_attn->forward(h, memory, mem_mask, PositionContext{}, 0, nullptr);
     });
   }
   return sublayer(norm2, [&](const torch::Tensor& h) { return ffn(h); });
@@ -95,45 +96,36 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   if (state != nullptr && pad_BT.defined())
     throw std::invalid_argument("incremental decoding does not take a padding mask");
   AttnMask mem_mask{mem_pad_BS, false};
+  // One set of tables for every layer: queries at [offset, offset+T), keys from position 0
+  // (with a cache, the keys are the whole past).
+  int64_t T = x.size(1);
+  PosCache tables = position->prepare(T, offset + T, offset, 0, x.device());
+  PositionContext pos{position.get(), &tables};
   for (size_t i = 0; i < layers->size(); ++i) {
-    x = layers[i]->as<Layer>()->forward(x, self_mask, position.get(), offset, memory, mem_mask,
+    x = layers[i]->as<Layer>()->forward(x, self_mask, pos, offset, memory, mem_mask,
                                         state != nullptr ? &state->layers[i] : nullptr);
   }
   if (state != nullptr) state->offset += x.size(1);
   return final_norm ? norm_of(final_norm, x) : x;
 }
 
-// ---- the model
+// ---- the backbone
 
-TransformerImpl::TransformerImpl(const config::ModelConfig& c, int64_t vocab, int64_t num_labels)
+TransformerImpl::TransformerImpl(const config::ModelConfig& c, int64_t vocab)
     : cfg_(c), vocab_(vocab) {
+  using config::Arch;
   tok_emb = register_module("tok_emb", torch::nn::Embedding(vocab, c.d_model));
-  bool enc = c.arch == "encoder" || c.arch == "encdec";
-  bool dec = c.arch == "decoder" || c.arch == "encdec";
+  bool enc = c.arch == Arch::kEncoder || c.arch == Arch::kEncDec;
+  bool dec = c.arch == Arch::kDecoder || c.arch == Arch::kEncDec;
   if (enc)
-    encoder = register_module("encoder", Stack(c, c.n_layers, false, false, c.arch == "encoder"));
+    encoder =
+        register_module("encoder", Stack(c, c.n_layers, false, false, c.arch == Arch::kEncoder));
   if (dec) {
-    int64_t n = c.arch == "encdec" && c.n_decoder_layers > 0 ? c.n_decoder_layers : c.n_layers;
-    decoder = register_module("decoder", Stack(c, n, true, c.arch == "encdec", false));
+    int64_t n = c.arch == Arch::kEncDec && c.n_decoder_layers > 0 ? c.n_decoder_layers : c.n_layers;
+    decoder = register_module("decoder", Stack(c, n, true, c.arch == Arch::kEncDec, false));
   }
-  if (dec && !c.tie_embeddings)
-    lm_head = register_module(
-        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, vocab).bias(false)));
-  if (c.arch == "encoder") {
+  if (c.arch == Arch::kEncoder)
     seg_emb = register_module("seg_emb", torch::nn::Embedding(2, c.d_model));
-    mlm_dense = register_module("mlm_dense", torch::nn::Linear(c.d_model, c.d_model));
-    mlm_norm = register_module("mlm_norm", layer_norm(c.d_model));
-    mlm_bias_ = register_parameter("mlm_bias", torch::zeros({vocab}));
-    if (!c.tie_embeddings)
-      lm_head = register_module(
-          "lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, vocab).bias(false)));
-    if (num_labels >= 0) {
-      pooler = register_module("pooler", torch::nn::Linear(c.d_model, c.d_model));
-      classifier = register_module("classifier",
-                                   torch::nn::Linear(c.d_model, std::max<int64_t>(1, num_labels)));
-    }
-  }
-  init_weights(*this, c.init_std);
 }
 
 PositionModuleImpl& TransformerImpl::position() {
@@ -157,43 +149,6 @@ torch::Tensor TransformerImpl::decode(const torch::Tensor& tokens, const torch::
                                       const torch::Tensor& mem_pad, DecodeState* state) {
   if (!decoder) throw std::logic_error("decode() on a model without a decoder");
   return decoder->forward(embed(tokens, {}), {}, memory, mem_pad, state);
-}
-
-torch::Tensor TransformerImpl::lm_logits(const torch::Tensor& h) {
-  return lm_head ? lm_head(h) : torch::matmul(h, tok_emb->weight.t());
-}
-
-torch::Tensor TransformerImpl::mlm_logits(const torch::Tensor& h) {
-  auto x = norm_of(mlm_norm, F::gelu(mlm_dense(h)));
-  auto w = lm_head ? lm_head->weight : tok_emb->weight;
-  return torch::matmul(x, w.t()) + mlm_bias_;
-}
-
-torch::Tensor TransformerImpl::classify(const torch::Tensor& h) {
-  if (!classifier) throw std::logic_error("classify() on a model without a classification head");
-  auto cls = h.select(1, 0);
-  auto pooled = torch::tanh(pooler(cls));
-  return classifier(drop(pooled, cfg_.dropout, is_training()));
-}
-
-void init_weights(torch::nn::Module& m, double std) {
-  torch::NoGradGuard ng;
-  for (auto& item : m.named_parameters(/*recurse=*/true)) {
-    const std::string& name = item.key();
-    auto& p = item.value();
-    bool is_norm = name.find("norm") != std::string::npos;
-    bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
-    if (is_norm) {
-      if (is_bias)
-        p.zero_();
-      else
-        p.fill_(1.0);
-    } else if (is_bias) {
-      p.zero_();
-    } else {
-      p.normal_(0.0, std);
-    }
-  }
 }
 
 }  // namespace ropelab::model

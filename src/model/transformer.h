@@ -1,13 +1,15 @@
-// Transformer stacks and the three architectures built from them:
+// The backbone: transformer stacks and the three architectures built from them.
 //   encoder (BERT, Devlin et al. 2019): bidirectional self-attention, post-LN by default,
-//     embedding LayerNorm, segment embeddings; heads: MLM (tied to the embeddings) and
-//     classification/regression on [CLS] (pooler + linear);
-//   decoder (GPT): causal self-attention; LM head tied to the embeddings;
+//     embedding LayerNorm, segment embeddings;
+//   decoder (GPT): causal self-attention, pre-LN by default;
 //   encdec (Transformer-base, Vaswani et al. 2017): encoder + decoder with cross-attention,
-//     one shared embedding (tied to the output), embeddings scaled by sqrt(d).
+//     one shared embedding, embeddings scaled by sqrt(d) when configured.
+// Heads (LM, MLM, classification) are separate modules (model/heads.h); model/model.h puts a
+// backbone and a head together.
 // Each stack owns one position module (self-attention only; cross-attention never gets one),
-// so T5's bias table is one parameter per stack. Incremental decoding keeps raw keys/values
-// per layer and continues positions from the cache length.
+// so T5's bias table is one parameter per stack. The stack calls its prepare() once per forward
+// pass and hands the tables to every layer. Incremental decoding keeps raw keys/values per
+// layer and continues positions from the cache length.
 //
 // Legend: B batch, T decoder/target time, S encoder/source time, D model dim, V vocab.
 #pragma once
@@ -27,7 +29,7 @@ namespace ropelab::model {
 class LayerImpl : public torch::nn::Module {
  public:
   LayerImpl(const config::ModelConfig& c, bool cross);
-  torch::Tensor forward(torch::Tensor x, const AttnMask& self_mask, PositionModuleImpl* pos,
+  torch::Tensor forward(torch::Tensor x, const AttnMask& self_mask, const PositionContext& pos,
                         int64_t offset, const torch::Tensor& memory, const AttnMask& mem_mask,
                         KVCache* cache);
 
@@ -35,7 +37,7 @@ class LayerImpl : public torch::nn::Module {
   torch::Tensor ffn(const torch::Tensor& x);
   bool pre_norm_;
   double dropout_;
-  std::string activation_;
+  config::Activation activation_;
   MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
@@ -67,17 +69,14 @@ TORCH_MODULE(Stack);
 
 class TransformerImpl : public torch::nn::Module {
  public:
-  // num_labels > 0 adds a classification head; num_labels == 0 with `regression` adds a
-  // one-output regression head.
-  TransformerImpl(const config::ModelConfig& c, int64_t vocab, int64_t num_labels = -1);
+  TransformerImpl(const config::ModelConfig& c, int64_t vocab);
 
   torch::Tensor encode(const torch::Tensor& tokens_BS, const torch::Tensor& pad_BS,
                        const torch::Tensor& segments_BS = {});
   torch::Tensor decode(const torch::Tensor& tokens_BT, const torch::Tensor& memory_BSD = {},
                        const torch::Tensor& mem_pad_BS = {}, DecodeState* state = nullptr);
-  torch::Tensor lm_logits(const torch::Tensor& h_BTD);   // decoder / encdec
-  torch::Tensor mlm_logits(const torch::Tensor& h_BTD);  // encoder
-  torch::Tensor classify(const torch::Tensor& h_BTD);    // encoder, from the [CLS] position
+  // The token embedding matrix [V, D] (tied output projections use it).
+  const torch::Tensor& embedding_weight() const { return tok_emb->weight; }
 
   const config::ModelConfig& config() const { return cfg_; }
   int64_t vocab() const { return vocab_; }
@@ -90,19 +89,15 @@ class TransformerImpl : public torch::nn::Module {
   int64_t vocab_;
   torch::nn::Embedding tok_emb{nullptr}, seg_emb{nullptr};
   Stack encoder{nullptr}, decoder{nullptr};
-  torch::nn::Linear lm_head{nullptr};  // untied output only
-  torch::nn::Linear mlm_dense{nullptr};
-  torch::nn::LayerNorm mlm_norm{nullptr};
-  torch::Tensor mlm_bias_;
-  torch::nn::Linear pooler{nullptr}, classifier{nullptr};
 };
 TORCH_MODULE(Transformer);
 
 // Whether layers normalise before their sublayer (norm "pre", or "auto" for decoders).
 bool pre_norm(const config::ModelConfig& c);
 
-// Initialises every weight: normal(0, init_std) for linear and embedding weights, zeros for
-// biases, ones/zeros for LayerNorm (BERT / GPT-2 style).
-void init_weights(torch::nn::Module& m, double std);
+// LayerNorm in the norm's own dtype: under CPU autocast a sublayer's output is bf16, and
+// libtorch 1.13's layer_norm rejects a bf16 input with fp32 weights.
+torch::Tensor norm_of(torch::nn::LayerNorm& norm, const torch::Tensor& x);
+torch::nn::LayerNorm layer_norm(int64_t d);
 
 }  // namespace ropelab::model

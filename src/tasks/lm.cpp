@@ -1,9 +1,6 @@
-// Language-modelling tasks: causal LM (next-token cross-entropy) and BERT's masked LM
-// (cross-entropy on the selected positions only).
-#include <torch/nn/functional.h>
+#include "tasks/lm.h"
 
-#include "tasks/task.h"
-#include "util/error.h"
+#include <torch/nn/functional.h>
 
 namespace ropelab::tasks {
 
@@ -11,103 +8,106 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-// Cross-entropy over positions whose target is not -100, always in fp32.
-torch::Tensor scored_ce(const torch::Tensor& logits_BTV, const torch::Tensor& target_BT,
-                        double smoothing, Stats* s) {
+// Cross-entropy summed over positions whose target is not -100, always in fp32, and the sums
+// the LM metrics need.
+Forward scored_ce(const torch::Tensor& logits_BTV, const torch::Tensor& target_BT, double smoothing,
+                  int64_t num_tokens) {
   auto logits = logits_BTV.reshape({-1, logits_BTV.size(-1)}).to(torch::kFloat32);
   auto target = target_BT.reshape({-1});
-  auto loss = F::cross_entropy(
-      logits, target, F::CrossEntropyFuncOptions().ignore_index(-100).label_smoothing(smoothing));
-  if (s != nullptr) {
-    torch::NoGradGuard ng;
-    auto valid = target != -100;
-    auto nll = F::cross_entropy(
-        logits, target, F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
-    s->loss_sum += nll.item<double>();
-    s->targets += static_cast<double>(valid.sum().item<int64_t>());
-    s->correct +=
-        static_cast<double>(((logits.argmax(-1) == target) & valid).sum().item<int64_t>());
-  }
-  return loss;
+  auto opts = F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum);
+  Forward out;
+  out.loss_sum = F::cross_entropy(logits, target, opts.label_smoothing(smoothing));
+  torch::NoGradGuard ng;
+  auto valid = target != -100;
+  double nll = smoothing > 0
+                   ? F::cross_entropy(logits, target, opts.label_smoothing(0.0)).item<double>()
+                   : out.loss_sum.item<double>();
+  out.sums.v = {{"nll", nll},
+                {"targets", static_cast<double>(valid.sum().item<int64_t>())},
+                {"correct", static_cast<double>(
+                                ((logits.argmax(-1) == target) & valid).sum().item<int64_t>())},
+                {"tokens", static_cast<double>(num_tokens)}};
+  return out;
 }
 
-class LmTaskBase : public Task {
- public:
-  LmTaskBase(const config::Config& c, int64_t vocab, std::string tokenizer_kind)
-      : c_(c), vocab_(vocab), tokenizer_kind_(std::move(tokenizer_kind)) {}
-  std::map<std::string, double> metrics(const Stats& s) const override {
-    std::map<std::string, double> m;
-    double loss = s.targets > 0 ? s.loss_sum / s.targets : 0.0;
-    m["loss"] = loss;
-    m["ppl"] = std::exp(std::min(loss, 50.0));
-    m["acc"] = s.targets > 0 ? s.correct / s.targets : 0.0;
-    if (tokenizer_kind_ == "byte") m["bpb"] = loss / std::log(2.0);  // one token per byte
-    return m;
-  }
-  model::Transformer build_model() const override { return model::Transformer(c_.model, vocab_); }
+Metrics lm_metrics(const Sums& s) {
+  double n = s("targets");
+  double loss = n > 0 ? s("nll") / n : 0.0;
+  return {{"loss", loss},
+          {"ppl", std::exp(std::min(loss, 50.0))},
+          {"acc", n > 0 ? s("correct") / n : 0.0}};
+}
 
- protected:
-  data::StreamOptions opts(bool train, int64_t seq_len) const {
-    data::StreamOptions o;
-    o.seed = static_cast<uint64_t>(c_.run.seed);
-    o.batch_size = c_.train.batch_size;
-    o.seq_len = seq_len;
-    o.shuffle = train;
-    o.mask_prob = c_.task.mask_prob;
-    o.mask_token_frac = c_.task.mask_token_frac;
-    o.random_token_frac = c_.task.random_token_frac;
-    return o;
-  }
-  config::Config c_;
-  int64_t vocab_;
-  std::string tokenizer_kind_;
-};
-
-class CausalLmTask : public LmTaskBase {
- public:
-  using LmTaskBase::LmTaskBase;
-  std::string name() const override { return "clm"; }
-  torch::Tensor loss(model::TransformerImpl& m, const data::Batch& b, Stats* s) const override {
-    auto logits = m.lm_logits(m.decode(b.input_BT));
-    if (s != nullptr) s->tokens += static_cast<double>(b.num_tokens);
-    return scored_ce(logits, b.target_BT, c_.task.label_smoothing, s);
-  }
-  std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
-                                            int64_t seq_len) const override {
-    return data::make_lm_stream(ds, opts(train, seq_len));
-  }
-};
-
-class MaskedLmTask : public LmTaskBase {
- public:
-  using LmTaskBase::LmTaskBase;
-  std::string name() const override { return "mlm"; }
-  torch::Tensor loss(model::TransformerImpl& m, const data::Batch& b, Stats* s) const override {
-    auto h = m.encode(b.input_BT, b.pad_BT);
-    // Only the selected positions go through the vocabulary projection.
-    auto sel = (b.target_BT != -100).reshape({-1});
-    auto idx = sel.nonzero().squeeze(1);
-    auto h_sel = h.reshape({-1, h.size(-1)}).index_select(0, idx);
-    auto logits = m.mlm_logits(h_sel.unsqueeze(0));
-    auto target = b.target_BT.reshape({-1}).index_select(0, idx).unsqueeze(0);
-    if (s != nullptr) s->tokens += static_cast<double>(b.num_tokens);
-    return scored_ce(logits, target, c_.task.label_smoothing, s);
-  }
-  std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
-                                            int64_t seq_len) const override {
-    return data::make_mlm_stream(ds, opts(train, seq_len));
-  }
-};
+data::StreamOptions stream_options(const config::Config& c, bool train, int64_t seq_len,
+                                   int64_t batch_size) {
+  data::StreamOptions o;
+  o.seed = static_cast<uint64_t>(c.run.seed);
+  o.batch_size = batch_size;
+  o.seq_len = seq_len;
+  o.shuffle = train;
+  return o;
+}
 
 }  // namespace
 
-std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
-                                const std::string& tokenizer_kind) {
-  if (c.task.type == "clm") return std::make_unique<CausalLmTask>(c, vocab, tokenizer_kind);
-  if (c.task.type == "mlm") return std::make_unique<MaskedLmTask>(c, vocab, tokenizer_kind);
-  throw UserError("task." + c.task.type +
-                  ": training this task is not implemented yet in this version (clm and mlm are); "
-                  "its data can already be prepared with `ropelab prepare`");
+// ---- causal LM
+
+CausalLmTask::CausalLmTask(const config::Config& c, int64_t vocab) : c_(c), vocab_(vocab) {}
+
+model::Model CausalLmTask::build_model() const {
+  model::Transformer backbone(c_.model, vocab_);  // constructed in this order: backbone, head
+  auto head = std::make_shared<model::LmHeadImpl>(c_.model, vocab_);
+  return model::Model(backbone, head, c_.model.init_std);
 }
+
+std::unique_ptr<data::BatchStream> CausalLmTask::stream(const data::TokenDataset& ds, bool train,
+                                                        int64_t seq_len, int64_t batch_size) const {
+  return data::make_lm_stream(ds, stream_options(c_, train, seq_len, batch_size));
+}
+
+Forward CausalLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
+  auto logits = m.logits(m.backbone->decode(b.input_BT));
+  return scored_ce(logits, b.target_BT, c_.task.label_smoothing, b.num_tokens);
+}
+
+Metrics CausalLmTask::metrics(const Sums& s) const {
+  auto m = lm_metrics(s);
+  // One token per byte: bits per byte is the loss in bits.
+  if (c_.data.tokenizer.type == config::TokenizerType::kByte) m["bpb"] = m["loss"] / std::log(2.0);
+  return m;
+}
+
+// ---- masked LM
+
+MaskedLmTask::MaskedLmTask(const config::Config& c, const config::MlmTaskConfig& t, int64_t vocab)
+    : c_(c), t_(t), vocab_(vocab) {}
+
+model::Model MaskedLmTask::build_model() const {
+  model::Transformer backbone(c_.model, vocab_);
+  auto head = std::make_shared<model::MlmHeadImpl>(c_.model, vocab_);
+  return model::Model(backbone, head, c_.model.init_std);
+}
+
+std::unique_ptr<data::BatchStream> MaskedLmTask::stream(const data::TokenDataset& ds, bool train,
+                                                        int64_t seq_len, int64_t batch_size) const {
+  auto o = stream_options(c_, train, seq_len, batch_size);
+  o.mask_prob = t_.mask_prob;
+  o.mask_token_frac = t_.mask_token_frac;
+  o.random_token_frac = t_.random_token_frac;
+  return data::make_mlm_stream(ds, o);
+}
+
+Forward MaskedLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
+  auto h = m.backbone->encode(b.input_BT, b.pad_BT);
+  // Only the selected positions go through the vocabulary projection.
+  auto sel = (b.target_BT != -100).reshape({-1});
+  auto idx = sel.nonzero().squeeze(1);
+  auto h_sel = h.reshape({-1, h.size(-1)}).index_select(0, idx);
+  auto logits = m.logits(h_sel.unsqueeze(0));
+  auto target = b.target_BT.reshape({-1}).index_select(0, idx).unsqueeze(0);
+  return scored_ce(logits, target, c_.task.label_smoothing, b.num_tokens);
+}
+
+Metrics MaskedLmTask::metrics(const Sums& s) const { return lm_metrics(s); }
 
 }  // namespace ropelab::tasks

@@ -1,9 +1,14 @@
-// A task knows what data to feed, how to build the model for it, and how to score a batch
-// (fairseq's task / criterion split). The trainer knows none of that.
+// A task knows what data to feed, which head to put on the backbone, how to score a batch and
+// how to evaluate a split (fairseq's task / criterion split). The trainer knows none of that.
 //
-// Implemented: clm (causal LM: loss, perplexity, bits per byte for byte-level data) and mlm
-// (masked LM: loss on the selected positions, masked-token accuracy). Translation and GLUE
-// plug in through the same interface (their issues add them).
+// Sums, not means: forward() returns the training loss *summed* over the batch's targets and
+// named sums (targets, tokens, nll, correct, ...). The trainer divides by the number of targets
+// of the whole step (all micro-batches; later all ranks), so accumulation, padding and data
+// parallelism weight every target equally. metrics() turns accumulated sums into the metrics a
+// task reports, under names the task chooses; compare and eval print whatever was logged.
+//
+// Implemented: clm and mlm (tasks/lm.h). A new task: its config struct (config/schema.h), a
+// Task subclass in its own file, and one line in tasks/factory.cpp.
 #pragma once
 #include <map>
 #include <memory>
@@ -11,40 +16,66 @@
 
 #include "config/schema.h"
 #include "data/batches.h"
-#include "data/prepare.h"
-#include "model/transformer.h"
+#include "model/model.h"
 
 namespace ropelab::tasks {
 
-// Sums over a batch (or many): divide to get means, so evaluation over many batches weights
-// every target equally.
-struct Stats {
-  double loss_sum = 0;  // summed cross-entropy (nats) over targets
-  double targets = 0;   // positions that carry loss
-  double correct = 0;   // argmax == target
-  double tokens = 0;    // input tokens processed
-  void add(const Stats& o) {
-    loss_sum += o.loss_sum, targets += o.targets, correct += o.correct, tokens += o.tokens;
+using Metrics = std::map<std::string, double>;
+
+// Named sums over a batch or many ("targets" always: positions that carry loss).
+struct Sums {
+  std::map<std::string, double> v;
+  double operator()(const std::string& k) const {
+    auto it = v.find(k);
+    return it == v.end() ? 0.0 : it->second;
   }
+  void add(const Sums& o) {
+    for (const auto& [k, x] : o.v) v[k] += x;
+  }
+};
+
+struct Forward {
+  torch::Tensor loss_sum;  // scalar: training loss summed over the batch's targets
+  Sums sums;
+};
+
+struct EvalOptions {
+  int64_t max_batches = 0;  // 0 = the whole split
+  torch::Device device = torch::kCPU;
+  bool bf16 = false;
+};
+
+struct EvalResult {
+  Metrics metrics;
+  double tokens = 0;  // input tokens evaluated (for the evaluation speed)
+};
+
+// Which metric picks the best checkpoint, and in which direction.
+struct Selection {
+  std::string metric = "loss";
+  bool higher_is_better = false;
 };
 
 class Task {
  public:
   virtual ~Task() = default;
-  virtual std::string name() const = 0;
-  // The mean loss to backpropagate and the batch's stats.
-  virtual torch::Tensor loss(model::TransformerImpl& m, const data::Batch& b,
-                             Stats* stats) const = 0;
-  // Metrics from accumulated stats: always "loss"; plus "ppl", "acc", "bpb" as they apply.
-  virtual std::map<std::string, double> metrics(const Stats& s) const = 0;
+  virtual const char* name() const = 0;
+  // The backbone and this task's head, initialised (model/init.h).
+  virtual model::Model build_model() const = 0;
   // A stream over a prepared split. `train` = shuffled, full batches; otherwise in order.
   virtual std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
-                                                    int64_t seq_len) const = 0;
-  virtual model::Transformer build_model() const = 0;
+                                                    int64_t seq_len, int64_t batch_size) const = 0;
+  virtual Forward forward(model::ModelImpl& m, const data::Batch& b) const = 0;
+  // Metrics from accumulated sums: always "loss" (mean nll per target), plus the task's own.
+  virtual Metrics metrics(const Sums& s) const = 0;
+  virtual Selection selection() const { return {}; }
+  // Metrics over a split. The default sums forward() over the batches; tasks whose metrics
+  // need every output (BLEU over hypotheses, MCC / Spearman over predictions) override it.
+  virtual EvalResult evaluate(model::ModelImpl& m, const data::BatchStream& s,
+                              const EvalOptions& o) const;
 };
 
-// Builds the task a config names.
-std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
-                                const std::string& tokenizer_kind);
+// Builds the task a config names (tasks/factory.cpp).
+std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab);
 
 }  // namespace ropelab::tasks

@@ -1,4 +1,4 @@
-// GLUE readers for the official TSV layouts of all nine tasks (formats.md): train, dev
+// GLUE readers for the official TSV layouts of all nine tasks (data/README.md): train, dev
 // (MNLI: dev_matched / dev_mismatched) and unlabeled test files.
 //
 // Files are split on TAB only, with no quote handling (SST-2 and MRPC contain bare `"`), a

@@ -2,7 +2,7 @@
 //
 // Debian's libsentencepiece carries its own protobuf-lite 3.14 and exports its symbols; libtorch
 // loads the system protobuf 3.21. Linked into one program they crash before main()
-// (platform.md, pitfall 1). So only the module libropelab_spm.so links SentencePiece, and
+// (docs/platform-notes.md). So only the module libropelab_spm.so links SentencePiece, and
 // ropelab opens it with dlopen(RTLD_LOCAL | RTLD_DEEPBIND): its protobuf copy stays private.
 // Both sides are built by the same compiler in the same build, so a C++ interface is safe.
 // No exceptions cross the boundary: failures come back as `false` + an error string.

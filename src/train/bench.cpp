@@ -1,6 +1,5 @@
 #include "train/bench.h"
 
-#include <ATen/autocast_mode.h>
 #include <spdlog/fmt/fmt.h>
 #include <torch/torch.h>
 
@@ -9,20 +8,18 @@
 
 #include "data/prepare.h"
 #include "tasks/task.h"
-#include "util/platform.h"
+#include "train/trainer.h"
+#include "util/device.h"
 
 namespace ropelab::train {
 
 std::string bench_data(const config::Config& c, int64_t batches, int64_t train_steps) {
-  int threads = c.run.threads > 0
-                    ? static_cast<int>(c.run.threads)
-                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  platform::set_threads(threads);
-  auto prepared = data::prepare(c.data, threads);
-  auto tok = data::load_tokenizer(prepared);
-  auto ds = data::load_split(prepared, "train", *tok);
-  auto task = tasks::make_task(c, tok->vocab_size(), tok->kind());
-  auto stream = task->stream(ds, true, c.task.seq_len);
+  int threads = apply_thread_policy(c.run);
+  torch::Device dev = device::resolve(c.run.device);
+  data::Data data(c.data, threads, /*prepare=*/true);
+  auto ds = data.split("train");
+  auto task = tasks::make_task(c, data.vocab_size());
+  auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
   using clock = std::chrono::steady_clock;
 
   int64_t per_epoch = stream->batches_per_epoch();
@@ -36,25 +33,21 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
 
   torch::manual_seed(0);
   auto model = task->build_model();
+  model->to(dev);
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-4));
-  bool bf16 = c.train.precision == "bf16";
+  bool bf16 = c.train.precision == config::Precision::kBf16;
   double train_tokens = 0;
   double train_s = 0;
   for (int64_t s = 0; s <= train_steps; ++s) {  // step 0 is a warm-up, not timed
-    auto b = stream->batch(0, s % per_epoch);
+    auto b = stream->batch(0, s % per_epoch).to(dev);
     auto t = clock::now();
     opt.zero_grad();
-    torch::Tensor loss;
-    if (bf16) {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    tasks::Forward f;
+    {
+      device::Autocast ac(dev, bf16);
+      f = task->forward(*model, b);
     }
-    loss = task->loss(*model, b, nullptr);
-    if (bf16) {
-      at::autocast::clear_cache();
-      at::autocast::set_cpu_enabled(false);
-    }
-    loss.backward();
+    (f.loss_sum / std::max<double>(1.0, f.sums("targets"))).backward();
     opt.step();
     if (s > 0) {
       train_s += std::chrono::duration<double>(clock::now() - t).count();
@@ -67,9 +60,9 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
       "  batch stream: {:>12.0f} tokens/s ({} batches)\n"
       "  training:     {:>12.0f} tokens/s ({} steps, forward + backward + AdamW)\n"
       "  the stream is {:.0f}x faster than training\n",
-      c.task.type, c.model.position.type, c.model.attention.kernel, c.train.precision,
-      c.task.seq_len, c.train.batch_size, threads, data_tps, batches, train_tps, train_steps,
-      data_tps / train_tps);
+      c.task.type(), c.model.position.type(), config::to_string(c.model.attention.kernel),
+      config::to_string(c.train.precision), c.task.seq_len, c.train.batch_size, threads, data_tps,
+      batches, train_tps, train_steps, data_tps / train_tps);
 }
 
 }  // namespace ropelab::train

@@ -1,6 +1,5 @@
 #include "train/checkpoint.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "util/device.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -101,7 +101,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
     }
     {
       torch::serialize::OutputArchive a;
-      a.write("cpu_rng", at::detail::getDefaultCPUGenerator().get_state());
+      for (const auto& [gen, state] : device::rng_states(st.device)) a.write("rng/" + gen, state);
       std::ostringstream os;
       a.save_to(os);
       files["rng.pt"] = os.str();
@@ -165,10 +165,14 @@ TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
       opt->load(o);
       torch::serialize::InputArchive r;
       r.load_from((d / "rng.pt").string());
-      torch::Tensor state;
-      r.read("cpu_rng", state);
-      auto gen = at::detail::getDefaultCPUGenerator();
-      gen.set_state(state);
+      std::map<std::string, torch::Tensor> states;
+      for (const auto& key : r.keys()) {
+        if (key.rfind("rng/", 0) != 0) continue;
+        torch::Tensor state;
+        r.read(key, state);
+        states[key.substr(4)] = state;
+      }
+      device::set_rng_states(states);
     }
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();

@@ -1,7 +1,9 @@
-// Crash-safe checkpoints (reliability.md).
+// Crash-safe checkpoints.
 //
 //   <run>/checkpoints/step-000000100/
 //       model.pt  optim.pt  rng.pt  state.json  MANIFEST.json   (written last: the commit mark)
+// rng.pt holds the state of every random generator the run uses (util/device.h), as
+// "rng/cpu" and, on a GPU, "rng/cuda:N".
 // Each checkpoint is written into a hidden temp directory, every file fsync'ed, then the
 // directory is renamed into place and its parent fsync'ed. Files are serialised in memory
 // first, so a full disk gives a clean error instead of libtorch's std::terminate. The
@@ -27,6 +29,7 @@ struct TrainState {
   int64_t threads = 0;
   int64_t vocab = 0;        // the model's vocabulary size (to rebuild it without the data)
   std::string config_hash;  // of the architecture-defining config sections
+  torch::Device device = torch::kCPU;  // whose generators rng.pt holds (not saved in state.json)
 };
 
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,

@@ -45,8 +45,10 @@ RunSummary summarize_run(const std::string& run_dir, double target_loss) {
   if (!vl.empty()) {
     r.final_valid = vl.back();
     r.best_valid = *std::min_element(vl.begin(), vl.end());
-    if (!va["ppl"].empty()) r.final_ppl = va["ppl"].back();
-    if (!va["acc"].empty()) r.final_acc = va["acc"].back();
+    for (const auto& [name, series] : va)
+      if (name != "loss" && name != "step" && name != "tokens" && name != "lr" &&
+          name != "tokens_per_s" && !series.empty())
+        r.final_metrics[name] = series.back();
     if (target_loss > 0)
       for (size_t i = 0; i < vl.size(); ++i)
         if (vl[i] <= target_loss) {
@@ -72,26 +74,30 @@ std::string si(double v) {
 }  // namespace
 
 std::string format_table(const std::vector<RunSummary>& runs, double target_loss, bool md) {
-  std::vector<std::string> head = {"run",       "position",  "attention",        "params",
-                                   "steps",     "tokens",    "final valid loss", "best valid loss",
-                                   "valid ppl", "valid acc", "tokens/s"};
+  std::vector<std::string> metrics;  // every metric any run logged, in name order
+  for (const auto& r : runs)
+    for (const auto& [name, v] : r.final_metrics)
+      if (std::find(metrics.begin(), metrics.end(), name) == metrics.end()) metrics.push_back(name);
+  std::sort(metrics.begin(), metrics.end());
+  std::vector<std::string> head = {"run",   "position", "attention",        "params",
+                                   "steps", "tokens",   "final valid loss", "best valid loss"};
+  for (const auto& m : metrics) head.push_back("valid " + m);
+  head.push_back("tokens/s");
   if (target_loss > 0) {
     head.push_back(fmt::format("steps to {:.2f}", target_loss));
     head.push_back(fmt::format("tokens to {:.2f}", target_loss));
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : runs) {
-    std::vector<std::string> row = {r.name,
-                                    r.position,
-                                    r.attention,
-                                    si(r.params),
-                                    std::to_string(r.steps),
-                                    si(r.tokens),
-                                    num(r.final_valid),
-                                    num(r.best_valid),
-                                    num(r.final_ppl, "{:.2f}"),
-                                    num(r.final_acc, "{:.3f}"),
-                                    si(r.tokens_per_s)};
+    std::vector<std::string> row = {
+        r.name,       r.position,         r.attention,      si(r.params), std::to_string(r.steps),
+        si(r.tokens), num(r.final_valid), num(r.best_valid)};
+    for (const auto& m : metrics) {
+      auto it = r.final_metrics.find(m);
+      double v = it == r.final_metrics.end() ? NAN : it->second;
+      row.push_back(num(v, std::abs(v) >= 100 ? "{:.2f}" : "{:.4f}"));
+    }
+    row.push_back(si(r.tokens_per_s));
     if (target_loss > 0) {
       row.push_back(std::isnan(r.steps_to_target) ? "not reached"
                                                   : num(r.steps_to_target, "{:.0f}"));

@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,10 @@ struct RunSummary {
   double params = 0;
   int64_t steps = 0;
   double tokens = 0;
-  double final_valid = NAN, best_valid = NAN, final_ppl = NAN, final_acc = NAN;
+  double final_valid = NAN, best_valid = NAN;  // validation loss
+  // The task's other validation metrics at the last evaluation (ppl, acc, bpb, bleu, ...):
+  // whatever the run logged.
+  std::map<std::string, double> final_metrics;
   double steps_to_target = NAN, tokens_to_target = NAN;  // NaN: never reached
   double tokens_per_s = NAN;                             // median over the train log
 };

@@ -1,77 +1,46 @@
 #include "train/trainer.h"
 
-#include <ATen/autocast_mode.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "model/init.h"
 #include "tasks/task.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
+#include "train/weights.h"
+#include "util/device.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/platform.h"
 #include "util/progress.h"
+#include "util/signals.h"
 
 namespace ropelab::train {
 
 namespace stdfs = std::filesystem;
+using clock = std::chrono::steady_clock;
 
-// ---- signals
-
-namespace {
-volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_signal(int sig) {
-  if (g_stop != 0 && sig == SIGINT) std::_Exit(130);  // a second Ctrl-C: leave at once
-  g_stop = sig;
-}
-}  // namespace
-
-bool stop_requested() { return g_stop != 0; }
-
-void install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+int apply_thread_policy(const config::RunConfig& r) {
+  int n = r.threads > 0 ? static_cast<int>(r.threads)
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  platform::set_threads(n);
+  return n;
 }
 
 namespace {
 
-// bf16 autocast on CPU for the forward pass (tables and losses stay fp32 in their code).
-class Autocast {
- public:
-  explicit Autocast(bool on) : on_(on) {
-    if (!on_) return;
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  }
-  ~Autocast() {
-    if (!on_) return;
-    at::autocast::clear_cache();
-    at::autocast::set_cpu_enabled(false);
-  }
-  Autocast(const Autocast&) = delete;
-  Autocast& operator=(const Autocast&) = delete;
-
- private:
-  bool on_;
-};
-
-int threads_of(const config::Config& c) {
-  return c.run.threads > 0 ? static_cast<int>(c.run.threads)
-                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+double seconds_since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
 }
 
 // Flattens a YAML document into dotted keys (for "what changed" messages).
@@ -109,17 +78,14 @@ std::string fmt_metrics(const std::map<std::string, double>& m) {
   return s;
 }
 
+// AdamW with two groups: matrices decay, everything else (biases, norms, position tables)
+// does not, by parameter role (model/init.h). Adam = AdamW without decoupled decay (Adam's L2
+// decay is not offered: it interacts badly with adaptive steps, Loshchilov & Hutter 2019).
 torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::TrainConfig& t) {
   std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& p : model.named_parameters()) {
-    const std::string& n = p.key();
-    bool nd = (n.size() >= 4 && n.compare(n.size() - 4, 4, "bias") == 0) ||
-              n.find("norm") != std::string::npos || n.find("position.") != std::string::npos;
-    (nd ? no_decay : decay).push_back(p.value());
-  }
-  // Adam = AdamW with no decoupled decay (Adam's L2 decay is not offered: it interacts badly
-  // with adaptive steps, Loshchilov & Hutter 2019).
-  double wd = t.optimizer == "adamw" ? t.weight_decay : 0.0;
+  for (const auto& p : model::param_roles(model))
+    (model::decays(p.role) ? decay : no_decay).push_back(p.tensor);
+  double wd = t.optimizer == config::OptimizerType::kAdamW ? t.weight_decay : 0.0;
   auto opts = torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
@@ -129,266 +95,289 @@ torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::Train
   return torch::optim::AdamW(std::move(groups), opts);
 }
 
-struct EvalOut {
-  std::map<std::string, double> metrics;
-  int64_t tokens = 0;
+class Trainer {
+ public:
+  explicit Trainer(const config::Config& c);
+  TrainResult run();
+
+ private:
+  struct StepResult {
+    bool applied = false;  // false: non-finite loss or gradient, update skipped
+    double grad_norm = 0;
+    tasks::Sums sums;
+  };
+  void resume();
+  StepResult train_step();
+  void evaluate(bool final_eval);
+  void save();
+  void log_train(const StepResult& s, double lr);
+  bool due(int64_t every) const { return every > 0 && st_.step % every == 0; }
+
+  const config::Config c_;
+  TrainResult res_;
+  int threads_;
+  torch::Device dev_;
+  data::Data data_;
+  std::unique_ptr<tasks::Task> task_;
+  model::Model model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> opt_;
+  std::unique_ptr<data::BatchStream> train_stream_, valid_stream_;
+  int64_t n_params_ = 0;
+  TrainState st_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<Progress> bar_;
+  // Training-log window.
+  tasks::Sums window_;
+  clock::time_point t_log_;
+  double tokens_at_log_ = 0;
+  int64_t consecutive_bad_ = 0;
 };
 
-EvalOut run_eval(const tasks::Task& task, model::TransformerImpl& m, const data::BatchStream& s,
-                 int64_t max_batches, bool bf16, torch::Device dev) {
-  bool was_training = m.is_training();
-  m.eval();
-  torch::NoGradGuard ng;
-  tasks::Stats st;
-  int64_t n = s.batches_per_epoch();
-  if (max_batches > 0) n = std::min(n, max_batches);
-  for (int64_t i = 0; i < n && !stop_requested(); ++i) {
-    auto b = s.batch(0, i);
-    b.input_BT = b.input_BT.to(dev);
-    b.target_BT = b.target_BT.to(dev);
-    if (b.pad_BT.defined()) b.pad_BT = b.pad_BT.to(dev);
-    Autocast ac(bf16);
-    task.loss(m, b, &st);
-  }
-  if (was_training) m.train();
-  return {task.metrics(st), static_cast<int64_t>(st.tokens)};
-}
+// ---- setup: data, task, model, optimizer
 
-torch::Device device_of(const config::Config& c) {
-  (void)c;
-  return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-}
-
-}  // namespace
-
-TrainResult train(const config::Config& c) {
-  install_signal_handlers();
-  TrainResult res;
-  res.run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
-  fs::make_dirs(res.run_dir);
-  int threads = threads_of(c);
-  platform::set_threads(threads);
-  torch::Device dev = device_of(c);
-
-  auto prepared = data::prepare(c.data, threads);
-  auto tok = data::load_tokenizer(prepared);
-  auto train_ds = data::load_split(prepared, "train", *tok);
-  std::optional<data::TokenDataset> valid_ds;
-  if (prepared.splits.count("valid") != 0) valid_ds = data::load_split(prepared, "valid", *tok);
-  auto task = tasks::make_task(c, tok->vocab_size(), tok->kind());
-
+Trainer::Trainer(const config::Config& c)
+    : c_(c),
+      threads_(apply_thread_policy(c.run)),
+      dev_(device::resolve(c.run.device)),
+      data_(c.data, threads_, /*prepare=*/true) {
+  res_.run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
+  fs::make_dirs(res_.run_dir);
+  task_ = tasks::make_task(c, data_.vocab_size());
   torch::manual_seed(static_cast<uint64_t>(c.run.seed));
-  auto model = task->build_model();
-  model->to(dev);
-  auto opt = make_optimizer(*model, c.train);
-  int64_t n_params = 0;
-  for (const auto& p : model->parameters()) n_params += p.numel();
+  model_ = task_->build_model();
+  model_->to(dev_);
+  opt_ = std::make_unique<torch::optim::AdamW>(make_optimizer(*model_, c.train));
+  for (const auto& p : model_->parameters()) n_params_ += p.numel();
+  train_stream_ = task_->stream(data_.split("train"), true, c.task.seq_len, c.train.batch_size);
+  if (data_.has_split("valid"))
+    valid_stream_ = task_->stream(data_.split("valid"), false, c.task.seq_len, c.train.batch_size);
+  if (train_stream_->batches_per_epoch() <= 0)
+    throw UserError("the training split is smaller than one batch");
+  st_.threads = threads_;
+  st_.vocab = data_.vocab_size();
+  st_.device = dev_;
+}
 
-  // Resume or start.
-  auto arch = architecture_keys(c);
-  TrainState st;
-  st.config_hash = hash_of(arch);
-  st.threads = threads;
-  st.vocab = tok->vocab_size();
-  std::string cfg_path = (stdfs::path(res.run_dir) / "config.yaml").string();
-  if (auto ck = latest_checkpoint(res.run_dir)) {
-    config::Config old = config::load_config(cfg_path);
-    auto before = architecture_keys(old);
+// ---- resume (or start): checkpoint, config check, logs
+
+void Trainer::resume() {
+  auto arch = architecture_keys(c_);
+  st_.config_hash = hash_of(arch);
+  std::string cfg_path = (stdfs::path(res_.run_dir) / "config.yaml").string();
+  if (auto ck = latest_checkpoint(res_.run_dir)) {
+    auto before = architecture_keys(config::load_config(cfg_path));
     std::string diffs;
     for (const auto& [k, v] : arch)
       if (before[k] != v)
         diffs += fmt::format("{}{}: {} -> {}", diffs.empty() ? "" : "; ", k, before[k], v);
     if (!diffs.empty())
-      throw UserError(res.run_dir + ": holds a run with a different configuration (" + diffs +
+      throw UserError(res_.run_dir + ": holds a run with a different configuration (" + diffs +
                       "); HINT: choose another run.name, or delete the run directory");
-    st = load_checkpoint(*ck, *model, &opt);
-    st.config_hash = hash_of(arch);
-    st.vocab = tok->vocab_size();
-    if (st.threads != threads)
+    int64_t threads = st_.threads;
+    st_ = load_checkpoint(*ck, *model_, opt_.get());
+    st_.config_hash = hash_of(arch);
+    st_.vocab = data_.vocab_size();
+    st_.device = dev_;
+    if (st_.threads != threads)
       spdlog::warn(
           "resuming with {} threads (the run used {}): results may differ in the last bits",
-          threads, st.threads);
-    spdlog::info("resuming {} from step {}", res.run_dir, st.step);
+          threads, st_.threads);
+    st_.threads = threads;
+    spdlog::info("resuming {} from step {}", res_.run_dir, st_.step);
   }
-  fs::write_file_atomic(cfg_path, config::dump(c));
-  log::add_log_file((stdfs::path(res.run_dir) / "train.log").string());
-  struct DropLog {
-    ~DropLog() { log::drop_log_files(); }
-  } drop_log;
+  fs::write_file_atomic(cfg_path, config::dump(c_));
+  log::add_log_file((stdfs::path(res_.run_dir) / "train.log").string());
 
-  std::string pos_name = c.model.position.type;
-  MetricsLog metrics(res.run_dir,
-                     {{"config", config::dump(c)},
-                      {"position", pos_name},
-                      {"task", c.task.type},
-                      {"arch", c.model.arch},
-                      {"attention", c.model.attention.kernel},
-                      {"name", c.run.name},
-                      {"params", std::to_string(n_params)}},
-                     st.step);
+  const char* position = c_.model.position.type();
+  const char* arch_name = config::to_string(c_.model.arch);
+  const char* kernel = config::to_string(c_.model.attention.kernel);
+  metrics_ = std::make_unique<MetricsLog>(
+      res_.run_dir,
+      std::map<std::string, std::string>{{"config", config::dump(c_)},
+                                         {"position", position},
+                                         {"task", task_->name()},
+                                         {"arch", arch_name},
+                                         {"attention", kernel},
+                                         {"name", c_.run.name},
+                                         {"params", std::to_string(n_params_)}},
+      st_.step);
   spdlog::info("{}", platform::blas_summary());
   spdlog::info("run {}: {} {} / {} positions / {} attention, {:.2f}M parameters, {} threads, {}",
-               res.run_dir, c.task.type, c.model.arch, pos_name, c.model.attention.kernel,
-               static_cast<double>(n_params) / 1e6, threads, dev.is_cuda() ? "cuda" : "cpu");
-
-  if (c.model.position.type == "sinusoidal" && !c.model.scale_embeddings && c.model.init_std < 0.1)
+               res_.run_dir, task_->name(), arch_name, position, kernel,
+               static_cast<double>(n_params_) / 1e6, threads_, dev_.str());
+  if (std::holds_alternative<config::SinusoidalConfig>(c_.model.position.opts) &&
+      !c_.model.scale_embeddings && c_.model.init_std < 0.1)
     spdlog::warn(
         "sinusoidal positions (amplitude 1) are added to token embeddings initialised at "
         "std {}: the tokens are drowned and training may stall; consider "
         "model.scale_embeddings=true",
-        c.model.init_std);
-  auto train_stream = task->stream(train_ds, true, c.task.seq_len);
-  std::unique_ptr<data::BatchStream> valid_stream;
-  if (valid_ds) valid_stream = task->stream(*valid_ds, false, c.task.seq_len);
-  int64_t per_epoch = train_stream->batches_per_epoch();
-  if (per_epoch <= 0) throw UserError("the training split is smaller than one batch");
-  const bool bf16 = c.train.precision == "bf16";
+        c_.model.init_std);
+}
 
-  auto evaluate = [&](bool final_eval) {
-    if (!valid_stream) return;
-    auto t0 = std::chrono::steady_clock::now();
-    auto out = run_eval(*task, *model, *valid_stream, c.train.eval_batches, bf16, dev);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    auto row = out.metrics;
-    row["step"] = static_cast<double>(st.step);
-    row["tokens"] = st.tokens;
-    row["lr"] = learning_rate(c.train, c.model.d_model, std::max<int64_t>(1, st.step));
-    row["tokens_per_s"] =
-        secs > 0 ? static_cast<double>(out.tokens) / secs : 0.0;  // evaluation speed
-    metrics.log("valid", row);
-    metrics.flush();
-    res.final_valid = out.metrics;
-    spdlog::info("step {} valid {}{}", st.step, fmt_metrics(out.metrics),
-                 final_eval ? " (final)" : "");
-    if (st.best_step < 0 || out.metrics["loss"] < st.best_valid) {
-      st.best_valid = out.metrics["loss"];
-      st.best_step = st.step;
-    }
-  };
-  auto checkpoint = [&] { save_checkpoint(res.run_dir, *model, opt, st, c.train.keep_last); };
+// ---- one optimizer step
 
-  model->train();
-  Progress bar("train", c.train.max_steps, "step");
-  auto t_log = std::chrono::steady_clock::now();
-  double tokens_at_log = st.tokens;
-  tasks::Stats window;
-  int64_t consecutive_bad = 0;
-  if (st.step == 0 && c.train.eval_every > 0) evaluate(false);  // the untrained baseline
-  while (st.step < c.train.max_steps && !stop_requested()) {
-    opt.zero_grad();
-    tasks::Stats step_stats;
-    for (int64_t a = 0; a < c.train.grad_accum; ++a) {
-      auto b = train_stream->batch(st.micro / per_epoch, st.micro % per_epoch);
-      ++st.micro;
-      b.input_BT = b.input_BT.to(dev);
-      b.target_BT = b.target_BT.to(dev);
-      if (b.pad_BT.defined()) b.pad_BT = b.pad_BT.to(dev);
-      torch::Tensor loss;
-      {
-        Autocast ac(bf16);
-        loss = task->loss(*model, b, &step_stats);
-      }
-      (loss / static_cast<double>(c.train.grad_accum)).backward();
-    }
-    double grad_norm = torch::nn::utils::clip_grad_norm_(
-        model->parameters(),
-        c.train.clip > 0 ? c.train.clip : std::numeric_limits<double>::infinity());
-    double mean_loss = step_stats.targets > 0 ? step_stats.loss_sum / step_stats.targets : 0.0;
-    if (!std::isfinite(mean_loss) || !std::isfinite(grad_norm)) {
-      ++st.skipped;
-      if (++consecutive_bad >= c.train.max_bad_steps)
-        throw UserError(
-            fmt::format("{}: {} consecutive steps with a non-finite loss or gradient "
-                        "(last at step {}); stopped, the last good checkpoint is kept. "
-                        "HINT: lower train.lr or raise train.schedule.warmup",
-                        res.run_dir, consecutive_bad, st.step + 1));
-      spdlog::warn("step {}: non-finite loss/gradient, update skipped ({} so far)", st.step + 1,
-                   st.skipped);
-      continue;
-    }
-    consecutive_bad = 0;
-    ++st.step;
-    double lr = learning_rate(c.train, c.model.d_model, st.step);
-    for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-    opt.step();
-    st.tokens += step_stats.tokens;
-    window.add(step_stats);
-
-    if (st.step % c.train.log_every == 0 || st.step == c.train.max_steps) {
-      auto now = std::chrono::steady_clock::now();
-      double secs = std::chrono::duration<double>(now - t_log).count();
-      double tps = secs > 0 ? (st.tokens - tokens_at_log) / secs : 0.0;
-      auto m = task->metrics(window);
-      auto row = m;  // loss and the task's metrics (ppl, acc, bpb) over the window
-      row["step"] = static_cast<double>(st.step);
-      row["tokens"] = st.tokens;
-      row["lr"] = lr;
-      row["grad_norm"] = grad_norm;
-      row["tokens_per_s"] = tps;
-      metrics.log("train", row);
-      bar.update(st.step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", m["loss"], lr, tps));
-      window = tasks::Stats{};
-      t_log = now;
-      tokens_at_log = st.tokens;
-    }
-    bool last = st.step == c.train.max_steps;
-    auto t_pause = std::chrono::steady_clock::now();
-    if (last || (c.train.eval_every > 0 && st.step % c.train.eval_every == 0)) evaluate(last);
-    if (last || (c.train.checkpoint_every > 0 && st.step % c.train.checkpoint_every == 0))
-      checkpoint();
-    t_log += std::chrono::steady_clock::now() - t_pause;  // tokens/s counts training time only
+Trainer::StepResult Trainer::train_step() {
+  StepResult r;
+  opt_->zero_grad();
+  int64_t per_epoch = train_stream_->batches_per_epoch();
+  std::vector<data::Batch> micro;
+  double targets = 0;  // of the whole step: every target weighs the same
+  for (int64_t a = 0; a < c_.train.grad_accum; ++a, ++st_.micro) {
+    micro.push_back(train_stream_->batch(st_.micro / per_epoch, st_.micro % per_epoch));
+    targets += static_cast<double>(micro.back().num_targets);
   }
-  bar.finish();
-  if (stop_requested()) {
-    spdlog::warn("stopping on signal at step {}: saving a checkpoint", st.step);
-    checkpoint();
-    res.interrupted = true;
-  } else if (st.step >= c.train.max_steps && res.final_valid.empty() && valid_stream) {
+  for (const auto& b : micro) {
+    tasks::Forward f;
+    {
+      device::Autocast ac(dev_, c_.train.precision == config::Precision::kBf16);
+      f = task_->forward(*model_, b.to(dev_));
+    }
+    if (targets > 0) (f.loss_sum / targets).backward();
+    r.sums.add(f.sums);
+  }
+  r.grad_norm = torch::nn::utils::clip_grad_norm_(
+      model_->parameters(),
+      c_.train.clip > 0 ? c_.train.clip : std::numeric_limits<double>::infinity());
+  double n = r.sums("targets");
+  double mean_loss = n > 0 ? r.sums("nll") / n : 0.0;
+  if (!std::isfinite(mean_loss) || !std::isfinite(r.grad_norm)) {
+    ++st_.skipped;
+    if (++consecutive_bad_ >= c_.train.max_bad_steps)
+      throw UserError(fmt::format(
+          "{}: {} consecutive steps with a non-finite loss or gradient (last at step {}); "
+          "stopped, the last good checkpoint is kept. HINT: lower train.lr or raise "
+          "train.schedule.warmup",
+          res_.run_dir, consecutive_bad_, st_.step + 1));
+    spdlog::warn("step {}: non-finite loss/gradient, update skipped ({} so far)", st_.step + 1,
+                 st_.skipped);
+    return r;
+  }
+  consecutive_bad_ = 0;
+  ++st_.step;
+  double lr = learning_rate(c_.train, c_.model.d_model, st_.step);
+  for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+  opt_->step();
+  st_.tokens += r.sums("tokens");
+  r.applied = true;
+  return r;
+}
+
+// ---- logging, evaluation, checkpoints
+
+void Trainer::log_train(const StepResult& s, double lr) {
+  window_.add(s.sums);
+  if (st_.step % c_.train.log_every != 0 && st_.step != c_.train.max_steps) return;
+  double secs = seconds_since(t_log_);
+  double tps = secs > 0 ? (st_.tokens - tokens_at_log_) / secs : 0.0;
+  auto row = task_->metrics(window_);  // loss and the task's metrics over the window
+  double loss = row["loss"];
+  row["step"] = static_cast<double>(st_.step);
+  row["tokens"] = st_.tokens;
+  row["lr"] = lr;
+  row["grad_norm"] = s.grad_norm;
+  row["tokens_per_s"] = tps;
+  metrics_->log("train", row);
+  bar_->update(st_.step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", loss, lr, tps));
+  window_ = tasks::Sums{};
+  t_log_ = clock::now();
+  tokens_at_log_ = st_.tokens;
+}
+
+void Trainer::evaluate(bool final_eval) {
+  if (!valid_stream_) return;
+  auto t0 = clock::now();
+  tasks::EvalOptions o{c_.train.eval_batches, dev_, c_.train.precision == config::Precision::kBf16};
+  auto out = task_->evaluate(*model_, *valid_stream_, o);
+  double secs = seconds_since(t0);
+  auto row = out.metrics;
+  row["step"] = static_cast<double>(st_.step);
+  row["tokens"] = st_.tokens;
+  row["lr"] = learning_rate(c_.train, c_.model.d_model, std::max<int64_t>(1, st_.step));
+  row["tokens_per_s"] = secs > 0 ? out.tokens / secs : 0.0;  // evaluation speed
+  metrics_->log("valid", row);
+  metrics_->flush();
+  res_.final_valid = out.metrics;
+  spdlog::info("step {} valid {}{}", st_.step, fmt_metrics(out.metrics),
+               final_eval ? " (final)" : "");
+  auto sel = task_->selection();
+  double v = out.metrics[sel.metric];
+  if (st_.best_step < 0 || (sel.higher_is_better ? v > st_.best_valid : v < st_.best_valid)) {
+    st_.best_valid = v;
+    st_.best_step = st_.step;
+  }
+}
+
+void Trainer::save() { save_checkpoint(res_.run_dir, *model_, *opt_, st_, c_.train.keep_last); }
+
+// ---- the loop
+
+TrainResult Trainer::run() {
+  resume();
+  model_->train();
+  bar_ = std::make_unique<Progress>("train", c_.train.max_steps, "step");
+  t_log_ = clock::now();
+  tokens_at_log_ = st_.tokens;
+  if (st_.step == 0 && c_.train.eval_every > 0) evaluate(false);  // the untrained baseline
+  while (st_.step < c_.train.max_steps && !signals::stop_requested()) {
+    auto s = train_step();
+    if (!s.applied) continue;
+    log_train(s, learning_rate(c_.train, c_.model.d_model, st_.step));
+    bool last = st_.step == c_.train.max_steps;
+    auto t_pause = clock::now();
+    if (last || due(c_.train.eval_every)) evaluate(last);
+    if (last || due(c_.train.checkpoint_every)) save();
+    t_log_ += clock::now() - t_pause;  // tokens/s counts training time only
+  }
+  bar_->finish();
+  if (signals::stop_requested()) {
+    spdlog::warn("stopping on signal at step {}: saving a checkpoint", st_.step);
+    save();
+    res_.interrupted = true;
+  } else if (st_.step >= c_.train.max_steps && res_.final_valid.empty() && valid_stream_) {
     evaluate(true);  // resumed a finished run: report its numbers again
   }
-  metrics.flush();
-  res.steps = st.step;
-  return res;
+  metrics_->flush();
+  res_.steps = st_.step;
+  return res_;
+}
+
+}  // namespace
+
+TrainResult train(const config::Config& c) {
+  signals::install_handlers();
+  Trainer t(c);
+  struct DropLog {
+    ~DropLog() { log::drop_log_files(); }
+  } drop_log;  // also when training throws
+  return t.run();
 }
 
 // ---- evaluation of a finished run
 
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                         const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best) {
-  std::string cfg_path = (stdfs::path(run_dir) / "config.yaml").string();
-  if (!fs::exists(cfg_path)) throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
-  config::Config c = config::load_config(cfg_path);
-  int threads = threads_of(c);
-  platform::set_threads(threads);
-  torch::Device dev = device_of(c);
-  auto prepared = data::prepared_paths(c.data);
-  auto tok = data::load_tokenizer(prepared);
-  if (prepared.splits.count(split) == 0)
-    throw UserError(run_dir + ": its data has no '" + split + "' split");
-  auto ds = data::load_split(prepared, split, *tok);
-  auto task = tasks::make_task(c, tok->vocab_size(), tok->kind());
-  auto model = task->build_model();
-  auto latest = latest_checkpoint(run_dir);
-  if (!latest) throw UserError(run_dir + ": no checkpoint to evaluate");
-  std::string ck = *latest;
-  if (use_best) {
-    TrainState st = load_checkpoint(*latest, *model, nullptr);
-    if (auto best = checkpoint_for_step(run_dir, st.best_step)) ck = *best;
-  }
-  load_checkpoint(ck, *model, nullptr);
-  model->to(dev);
-  bool bf16 = c.train.precision == "bf16";
+  if (!fs::exists((stdfs::path(run_dir) / "config.yaml").string()))
+    throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
+  auto rm = load_run_model(run_dir, use_best);
+  const config::Config& c = rm.config;
+  apply_thread_policy(c.run);
+  torch::Device dev = device::resolve(c.run.device);
+  data::Data data(c.data, 1, /*prepare=*/false);
+  if (!data.has_split(split)) throw UserError(run_dir + ": its data has no '" + split + "' split");
+  auto ds = data.split(split);
+  auto task = tasks::make_task(c, data.vocab_size());
+  rm.model->to(dev);
+  tasks::EvalOptions o{0, dev, c.train.precision == config::Precision::kBf16};
 
   EvalReport r;
   r.run_dir = run_dir;
-  r.checkpoint = ck;
+  r.checkpoint = rm.checkpoint;
   r.split = split;
   r.train_seq_len = c.task.seq_len;
-  {
-    auto s = task->stream(ds, false, c.task.seq_len);
-    r.metrics = run_eval(*task, *model, *s, 0, bf16, dev).metrics;
-  }
-  int64_t max_len = model->position().max_len();
+  r.metrics =
+      task->evaluate(*rm.model, *task->stream(ds, false, c.task.seq_len, c.train.batch_size), o)
+          .metrics;
+  int64_t max_len = rm.model->backbone->position().max_len();
   for (int64_t L : lengths) {
     LengthRow row;
     row.length = L;
@@ -398,21 +387,19 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
       continue;
     }
     // The same token budget at every length: fewer, longer sequences.
-    config::Config cl = c;
-    cl.train.batch_size = std::max<int64_t>(1, c.train.batch_size * c.task.seq_len / L);
-    auto tl = tasks::make_task(cl, tok->vocab_size(), tok->kind());
+    int64_t batch = std::max<int64_t>(1, c.train.batch_size * c.task.seq_len / L);
     std::unique_ptr<data::BatchStream> s;
     try {
-      s = tl->stream(ds, false, L);
+      s = task->stream(ds, false, L, batch);
     } catch (const UserError& e) {
       row.applicable = false;  // the split is shorter than one window of this length
       r.lengths.push_back(row);
       continue;
     }
-    int64_t batches = std::max<int64_t>(1, max_tokens / (cl.train.batch_size * L));
-    auto out = run_eval(*tl, *model, *s, batches, bf16, dev);
+    o.max_batches = std::max<int64_t>(1, max_tokens / (batch * L));
+    auto out = task->evaluate(*rm.model, *s, o);
     row.metrics = out.metrics;
-    row.tokens = out.tokens;
+    row.tokens = static_cast<int64_t>(out.tokens);
     r.lengths.push_back(row);
   }
   nlohmann::json j;
@@ -433,17 +420,23 @@ std::string format_eval(const EvalReport& r) {
   std::string s = fmt::format("run {} ({} split, {})\n", r.run_dir, r.split,
                               stdfs::path(r.checkpoint).filename().string());
   s += fmt::format("  {}\n", fmt_metrics(r.metrics));
-  if (!r.lengths.empty()) {
-    s += fmt::format("\nlength extrapolation (trained at {} tokens):\n", r.train_seq_len);
-    s += fmt::format("  {:>8}  {:>10}  {:>12}  {:>10}\n", "length", "loss", "perplexity", "tokens");
-    for (const auto& row : r.lengths) {
-      if (!row.applicable) {
-        s += fmt::format("  {:>8}  {:>10}  {:>12}  {:>10}\n", row.length, "n/a", "n/a", "-");
-        continue;
-      }
-      s += fmt::format("  {:>8}  {:>10.4f}  {:>12.2f}  {:>10}\n", row.length,
-                       row.metrics.at("loss"), row.metrics.at("ppl"), row.tokens);
+  if (r.lengths.empty()) return s;
+  // Columns: whatever metrics the task reported, "loss" first.
+  std::vector<std::string> names = {"loss"};
+  for (const auto& [k, v] : r.metrics)
+    if (k != "loss") names.push_back(k);
+  s += fmt::format("\nlength extrapolation (trained at {} tokens):\n", r.train_seq_len);
+  s += fmt::format("  {:>8}", "length");
+  for (const auto& n : names) s += fmt::format("  {:>10}", n);
+  s += fmt::format("  {:>10}\n", "tokens");
+  for (const auto& row : r.lengths) {
+    s += fmt::format("  {:>8}", row.length);
+    for (const auto& n : names) {
+      auto it = row.metrics.find(n);
+      s += row.applicable && it != row.metrics.end() ? fmt::format("  {:>10.4f}", it->second)
+                                                     : fmt::format("  {:>10}", "n/a");
     }
+    s += row.applicable ? fmt::format("  {:>10}\n", row.tokens) : fmt::format("  {:>10}\n", "-");
   }
   return s;
 }

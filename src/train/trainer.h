@@ -1,10 +1,20 @@
-// The training loop (task-agnostic): restore, then while not done: step, log, evaluate,
-// checkpoint. AdamW with decay / no-decay groups (no decay on biases, norms and position
-// tables), or Adam; schedules from schedule.h; global-norm clipping; gradient accumulation;
-// fp32 or bf16 autocast; non-finite steps skipped (and counted) without advancing the
-// schedule; SIGINT/SIGTERM finish the current step, save a checkpoint and exit with 143.
+// The trainer: how any task is optimised. It owns optimisation (AdamW with decay / no-decay
+// groups decided by parameter role, or Adam; schedules; global-norm clipping; gradient
+// accumulation; fp32 or bf16 autocast on the run's device), checkpoints and logging. The task
+// (tasks/task.h) owns data, heads, losses and metrics.
+//
+// The loop, in Trainer::run():  resume;  while not done: train_step, log, evaluate, save.
+//   train_step: forward/backward over the micro-batches, loss normalised by the step's number of
+//               targets, clip, step (the one place a gradient all-reduce will go);
+//   evaluate:   the task's whole-split evaluation, logged as a "valid" row;
+//   save/resume: crash-safe checkpoints (train/checkpoint.h); a changed architecture, task or
+//               data config is refused on resume.
+// Non-finite steps are skipped (and counted) without advancing the schedule; SIGINT/SIGTERM
+// finish the current step, save a checkpoint and return `interrupted`.
 #pragma once
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,11 +33,14 @@ struct TrainResult {
 // directory with a checkpoint is resumed; one whose architecture differs is refused.
 TrainResult train(const config::Config& c);
 
-// `ropelab eval`: loss/perplexity of a trained run on a split, and optionally at other
-// context lengths (length extrapolation).
+// Threads for a run (run.threads, 0 = all cores), applied to torch and OpenBLAS.
+int apply_thread_policy(const config::RunConfig& r);
+
+// `ropelab eval`: the task's metrics of a trained run on a split, and optionally at other
+// context lengths with the same token budget (length extrapolation).
 struct LengthRow {
   int64_t length = 0;
-  bool applicable = true;  // false: beyond a learned table
+  bool applicable = true;  // false: beyond a learned table, or the split is too short
   std::map<std::string, double> metrics;
   int64_t tokens = 0;
 };
@@ -40,9 +53,5 @@ struct EvalReport {
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                         const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best);
 std::string format_eval(const EvalReport& r);
-
-// True after SIGINT/SIGTERM (polled by every long loop).
-bool stop_requested();
-void install_signal_handlers();
 
 }  // namespace ropelab::train

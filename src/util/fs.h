@@ -3,7 +3,7 @@
 // Every file ropelab produces for the user (configs, datasets, checkpoints) is written to a
 // temporary name in the same directory, fsync'ed, then renamed over the target, and the
 // directory is fsync'ed: a failed or killed command never leaves a half-written file where a
-// good one is expected (reliability.md).
+// good one is expected (docs/platform-notes.md, "Checkpoints").
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -46,16 +46,21 @@ void write_vec(hid_t parent, const std::string& name, const std::vector<T>& v, h
 
 template <class T>
 std::vector<T> read_vec(hid_t parent, const std::string& name, hid_t mem_type,
-                        const std::string& file) {
+                        const std::string& file, bool any_rank = false) {
   quiet();
   if (!exists(parent, name)) throw UserError(file + ": missing dataset '" + name + "'");
   Handle ds(checked(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), file + ": cannot open " + name),
             H5Dclose);
   Handle space(H5Dget_space(ds.id()), H5Sclose);
-  if (H5Sget_simple_extent_ndims(space.id()) != 1)
-    throw UserError(file + ": dataset '" + name + "' is not 1-D");
   hsize_t n = 0;
-  H5Sget_simple_extent_dims(space.id(), &n, nullptr);
+  if (any_rank) {
+    hssize_t points = H5Sget_simple_extent_npoints(space.id());
+    n = points > 0 ? static_cast<hsize_t>(points) : 0;
+  } else {
+    if (H5Sget_simple_extent_ndims(space.id()) != 1)
+      throw UserError(file + ": dataset '" + name + "' is not 1-D");
+    H5Sget_simple_extent_dims(space.id(), &n, nullptr);
+  }
   std::vector<T> v(n);
   if (n > 0)
     check(H5Dread(ds.id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()),
@@ -195,8 +200,43 @@ std::vector<int64_t> read_i64(hid_t p, const std::string& n, const std::string& 
 std::vector<float> read_f32(hid_t p, const std::string& n, const std::string& f) {
   return read_vec<float>(p, n, H5T_NATIVE_FLOAT, f);
 }
+std::vector<float> read_f32_flat(hid_t p, const std::string& n, const std::string& f) {
+  return read_vec<float>(p, n, H5T_NATIVE_FLOAT, f, /*any_rank=*/true);
+}
 std::vector<double> read_f64(hid_t p, const std::string& n, const std::string& f) {
   return read_vec<double>(p, n, H5T_NATIVE_DOUBLE, f);
+}
+
+namespace {
+herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* out) {
+  if (info->type == H5O_TYPE_DATASET)
+    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+}  // namespace
+
+std::vector<std::string> dataset_paths(hid_t file) {
+  quiet();
+  std::vector<std::string> out;
+  check(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &out, H5O_INFO_BASIC),
+        "HDF5: cannot list the datasets");
+  return out;
+}
+
+std::vector<int64_t> dataset_shape(hid_t parent, const std::string& name, const std::string& file) {
+  quiet();
+  Handle ds(checked(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), file + ": no dataset " + name),
+            H5Dclose);
+  Handle space(H5Dget_space(ds.id()), H5Sclose);
+  int rank = H5Sget_simple_extent_ndims(space.id());
+  std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
+  if (rank > 0) H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
+  return {dims.begin(), dims.end()};
+}
+
+bool looks_like_hdf5(const std::string& path) {
+  quiet();
+  return H5Fis_hdf5(path.c_str()) > 0;
 }
 
 Series::Series(hid_t parent, const std::string& name) {

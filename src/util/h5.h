@@ -41,6 +41,7 @@ void quiet();  // turn off HDF5's automatic error printing (idempotent)
 
 Handle create_file(const std::string& path);               // truncates
 Handle open_file(const std::string& path, bool writable);  // UserError if not HDF5
+bool looks_like_hdf5(const std::string& path);             // an HDF5 signature at the start
 Handle create_group(hid_t parent, const std::string& name, const std::string& file);
 bool exists(hid_t parent, const std::string& name);
 
@@ -62,6 +63,11 @@ std::vector<int32_t> read_i32(hid_t parent, const std::string& name, const std::
 std::vector<int64_t> read_i64(hid_t parent, const std::string& name, const std::string& file);
 std::vector<float> read_f32(hid_t parent, const std::string& name, const std::string& file);
 std::vector<double> read_f64(hid_t parent, const std::string& name, const std::string& file);
+// Every element of a dataset of any rank, in row-major order (see dataset_shape).
+std::vector<float> read_f32_flat(hid_t parent, const std::string& name, const std::string& file);
+// Paths of every dataset below `file`'s root ("a/b/c"), and a dataset's shape.
+std::vector<std::string> dataset_paths(hid_t file);
+std::vector<int64_t> dataset_shape(hid_t parent, const std::string& name, const std::string& file);
 
 // An extendible, chunked 1-D float64 dataset that grows by appends (metrics series).
 class Series {

@@ -1,7 +1,7 @@
 // Platform fixes that every ropelab process needs before it does any math.
 //
 // OpenBLAS 0.3.21 (Debian bookworm) does not recognise recent Xeons and falls back to its
-// generic "Prescott" kernels: fp32 matmul runs ~6x slower (platform.md, pitfall 2). OpenBLAS
+// generic "Prescott" kernels: fp32 matmul runs ~6x slower (docs/platform-notes.md). OpenBLAS
 // reads OPENBLAS_CORETYPE only when it is loaded, before main(), so the fix is to re-execute
 // the process once with the variable set. That happens in ensure_fast_blas().
 #pragma once

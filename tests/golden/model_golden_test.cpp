@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
+#include "model/heads.h"
 #include "model/transformer.h"
+#include "model_helpers.h"
 #include "tensor_helpers.h"
 #include "util/h5.h"
 
@@ -48,54 +50,59 @@ TEST_P(GoldenModel, OutputsAndGradientsMatchReference) {
   hid_t id = f.id();
   auto attr = [&](const char* k) { return h5::get_attr_str(id, k, path); };
   config::ModelConfig c;
-  c.arch = attr("arch");
+  c.arch = config::enum_from<config::Arch>(attr("arch"));
   c.d_model = h5::get_attr_int(id, "d_model", path);
   c.n_heads = h5::get_attr_int(id, "n_heads", path);
   c.n_layers = h5::get_attr_int(id, "n_layers", path);
   c.d_ff = h5::get_attr_int(id, "d_ff", path);
   c.dropout = 0.0;
-  c.norm = attr("norm");
-  c.activation = attr("activation");
+  c.norm = config::enum_from<config::Norm>(attr("norm"));
+  c.activation = config::enum_from<config::Activation>(attr("activation"));
   c.scale_embeddings = h5::get_attr_int(id, "scale_embeddings", path) != 0;
   c.tie_embeddings = true;
   std::string pos = attr("position");
-  c.position.type = pos == "rope-half" ? "rope" : pos;
-  if (pos == "none") c.position.opts = config::NoPositionConfig{};
-  if (pos == "sinusoidal") c.position.opts = config::SinusoidalConfig{};
-  if (pos == "learned") {
-    config::LearnedConfig l;
-    l.max_len = h5::get_attr_int(id, "learned_max_len", path);
-    c.position.opts = l;
-  }
-  if (pos == "t5") c.position.opts = config::T5Config{};
-  if (pos == "rope" || pos == "rope-half") {
-    config::RopeConfig r;
-    r.pairing = pos == "rope" ? "interleaved" : "half";
-    c.position.opts = r;
-  }
-  if (pos == "alibi") c.position.opts = config::AlibiConfig{};
-  if (pos == "xpos") c.position.opts = config::XposConfig{};
-  c.attention.kernel = attr("kernel");
-  c.attention.feature_map = attr("feature_map");
-  c.attention.rope_mode = attr("rope_mode");
+  c.position = test::position(pos == "rope-half" ? "rope" : pos);
+  if (auto* l = std::get_if<config::LearnedConfig>(&c.position.opts))
+    l->max_len = h5::get_attr_int(id, "learned_max_len", path);
+  if (pos == "rope-half")
+    std::get<config::RopeConfig>(c.position.opts).pairing = config::RopePairing::kHalf;
+  c.attention.kernel = config::enum_from<config::AttentionKernel>(attr("kernel"));
+  c.attention.feature_map = config::enum_from<config::FeatureMap>(attr("feature_map"));
+  c.attention.rope_mode = config::enum_from<config::RopeMode>(attr("rope_mode"));
   c.attention.num_features = h5::get_attr_int(id, "num_features", path);
   int64_t vocab = h5::get_attr_int(id, "vocab", path);
 
-  Transformer m(c, vocab);
-  m->eval();
+  // The reference names the backbone's tensors as we do; its MLM head is flat (mlm_dense,
+  // mlm_norm, mlm_bias), ours is a module of its own.
+  Transformer backbone(c, vocab);
+  std::shared_ptr<HeadImpl> head;
+  if (c.arch == config::Arch::kEncoder)
+    head = std::make_shared<MlmHeadImpl>(c, vocab);
+  else
+    head = std::make_shared<LmHeadImpl>(c, vocab);
+  auto reference_name = [](const std::string& head_name) {
+    for (const char* part : {"dense", "norm"})
+      if (head_name.rfind(std::string(part) + ".", 0) == 0) return "mlm_" + head_name;
+    return head_name == "bias" ? std::string("mlm_bias") : head_name;
+  };
+  std::vector<std::pair<std::string, torch::Tensor>> named;  // reference name -> our tensor
+  for (const auto& p : backbone->named_parameters()) named.emplace_back(p.key(), p.value());
+  for (const auto& p : head->named_parameters())
+    named.emplace_back(reference_name(p.key()), p.value());
+  backbone->eval();
+  head->eval();
   auto params = unpack(id, "params", path);
   auto grads = unpack(id, "grads", path);
   auto buffers = unpack(id, "buffers", path);
   {
     torch::NoGradGuard ng;
-    auto named = m->named_parameters();
     ASSERT_EQ(named.size(), params.size()) << "parameter sets differ";
-    for (auto& p : named) {
-      ASSERT_TRUE(params.count(p.key())) << "reference lacks " << p.key();
-      ASSERT_EQ(p.value().sizes(), params[p.key()].sizes()) << p.key();
-      p.value().copy_(params[p.key()]);
+    for (auto& [name, t] : named) {
+      ASSERT_TRUE(params.count(name)) << "reference lacks " << name;
+      ASSERT_EQ(t.sizes(), params[name].sizes()) << name;
+      t.copy_(params[name]);
     }
-    auto nb = m->named_buffers();
+    auto nb = backbone->named_buffers();
     for (auto& b : nb)
       if (buffers.count(b.key()))
         b.value().copy_(buffers[b.key()]);
@@ -109,18 +116,19 @@ TEST_P(GoldenModel, OutputsAndGradientsMatchReference) {
   auto want = h5::read_f32(id, "output/logits", path);
 
   torch::Tensor logits;
-  if (c.arch == "decoder") logits = m->lm_logits(m->decode(tokens));
-  if (c.arch == "encoder") logits = m->mlm_logits(m->encode(tokens, pad));
-  if (c.arch == "encdec")
-    logits = m->lm_logits(m->decode(tokens, m->encode(src, src_pad), src_pad));
+  auto& m = backbone;
+  if (c.arch == config::Arch::kDecoder) logits = head->forward(m->decode(tokens), *m);
+  if (c.arch == config::Arch::kEncoder) logits = head->forward(m->encode(tokens, pad), *m);
+  if (c.arch == config::Arch::kEncDec)
+    logits = head->forward(m->decode(tokens, m->encode(src, src_pad), src_pad), *m);
   auto want_t = torch::from_blob(want.data(), logits.sizes(), torch::kFloat32).clone();
   EXPECT_TRUE(test::close(logits, want_t, 1e-4, 1e-5)) << "logits";
 
   auto w = torch::cos(torch::arange(logits.numel(), torch::kFloat32) * 0.1).reshape(logits.sizes());
   (logits * w).sum().backward();
-  for (const auto& p : m->named_parameters()) {
-    ASSERT_TRUE(p.value().grad().defined()) << p.key() << " got no gradient";
-    EXPECT_TRUE(test::close(p.value().grad(), grads[p.key()], 1e-3, 1e-4)) << "grad of " << p.key();
+  for (const auto& [name, t] : named) {
+    ASSERT_TRUE(t.grad().defined()) << name << " got no gradient";
+    EXPECT_TRUE(test::close(t.grad(), grads[name], 1e-3, 1e-4)) << "grad of " << name;
   }
 }
 

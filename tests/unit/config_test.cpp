@@ -22,8 +22,8 @@ std::vector<Problem> problems_of(const std::string& path, const std::vector<std:
 TEST(Config, DefaultsLoadWithTaskType) {
   TempDir d;
   auto c = load_config(write(d.file("a.yaml"), "task:\n  type: clm\n"));
-  EXPECT_EQ(c.model.arch, "decoder");
-  EXPECT_EQ(c.model.position.type, "rope");
+  EXPECT_EQ(c.model.arch, Arch::kDecoder);
+  EXPECT_STREQ(c.model.position.type(), "rope");
   EXPECT_TRUE(std::holds_alternative<RopeConfig>(c.model.position.opts));
 }
 

@@ -286,11 +286,11 @@ TEST(Prepare, UserTextIsIdempotentAndErrorsNameTheFile) {
   std::string text;
   for (int i = 0; i < 50; ++i) text += "line number " + std::to_string(i) + " of some text\n";
   config::DataConfig c;
-  c.source = "text";
+  c.source = config::DataSource::kText;
   c.train = write(d.file("train.txt"), text);
   c.valid = write(d.file("valid.txt"), text.substr(0, 200));
   c.prepared_dir = d.file("prep");
-  c.tokenizer.type = "byte";
+  c.tokenizer.type = config::TokenizerType::kByte;
   auto p = data::prepare(c, 1);
   ASSERT_EQ(p.splits.size(), 2u);
   auto mtime = std::filesystem::last_write_time(p.splits["train"]);

@@ -1,17 +1,21 @@
 // Property tests of the position modules, attention kernels and architectures.
 #include <set>
 
-#include <ATen/autocast_mode.h>
 #include "config/schema.h"
 
 #include "helpers.h"
 #include "model/attention.h"
+#include "model/heads.h"
+#include "model/init.h"
+#include "model/model.h"
 #include "model/position/absolute.h"
 #include "model/position/alibi.h"
 #include "model/position/rotary.h"
 #include "model/position/t5.h"
 #include "model/transformer.h"
+#include "model_helpers.h"
 #include "tensor_helpers.h"
+#include "util/device.h"
 #include "util/error.h"
 
 namespace ropelab::model {
@@ -25,11 +29,11 @@ PosCache cache_for(PositionModuleImpl& m, int64_t T, int64_t S, int64_t qo = 0, 
 
 RotaryImpl rope(int64_t head_dim, const std::string& pairing = "interleaved") {
   config::RopeConfig c;
-  c.pairing = pairing;
+  c.pairing = config::enum_from<config::RopePairing>(pairing);
   return RotaryImpl(c, PositionDims{head_dim, 1, head_dim, false});
 }
 
-// ---- roformer.md test vectors (float64 reference values, float32 tables here)
+// ---- the test vectors of docs/conventions.md (float64 reference values, float32 tables here)
 
 TEST(Rope, TestVectors) {
   auto q = torch::tensor({1.0, 2.0, 3.0, 4.0}, torch::kFloat64).view({1, 1, 1, 4});
@@ -84,7 +88,7 @@ TEST(Rope, PreservesNormAndPartialRotaryKeepsTheRest) {
 
 TEST(Rope, LinearScalingInterpolatesPositions) {
   config::RopeConfig c;
-  c.scaling = "linear";
+  c.scaling = config::RopeScaling::kLinear;
   c.scale = 4;
   RotaryImpl scaled(c, PositionDims{8, 1, 8, false});
   auto plain = rope(8);
@@ -164,27 +168,7 @@ TEST(LinearAttention, EqualsQuadraticForm) {
 
 // ---- architectures
 
-config::ModelConfig tiny(const std::string& arch, const std::string& pos,
-                         const std::string& kernel = "softmax") {
-  config::ModelConfig c;
-  c.arch = arch;
-  c.d_model = 16;
-  c.n_heads = 2;
-  c.n_layers = 2;
-  c.d_ff = 32;
-  c.dropout = 0.0;
-  c.norm = "pre";
-  c.position.type = pos;
-  if (pos == "none") c.position.opts = config::NoPositionConfig{};
-  if (pos == "sinusoidal") c.position.opts = config::SinusoidalConfig{};
-  if (pos == "learned") c.position.opts = config::LearnedConfig{};
-  if (pos == "t5") c.position.opts = config::T5Config{};
-  if (pos == "rope") c.position.opts = config::RopeConfig{};
-  if (pos == "alibi") c.position.opts = config::AlibiConfig{};
-  if (pos == "xpos") c.position.opts = config::XposConfig{};
-  c.attention.kernel = kernel;
-  return c;
-}
+using test::tiny_model;
 
 const std::vector<std::string> kPositions = {"none", "sinusoidal", "learned", "t5",
                                              "rope", "alibi",      "xpos"};
@@ -195,7 +179,7 @@ TEST(Architecture, IncrementalDecodingEqualsFullForward) {
       for (const auto& kernel : {"softmax", "linear"}) {
         if ((pos == "t5" || pos == "alibi") && std::string(kernel) == "linear") continue;
         torch::manual_seed(3);
-        Transformer m(tiny(arch, pos, kernel), 30);
+        Transformer m(tiny_model(arch, pos, kernel), 30);
         m->eval();
         auto tokens = torch::randint(0, 30, {2, 9});
         torch::Tensor mem, mem_pad;
@@ -217,13 +201,39 @@ TEST(Architecture, IncrementalDecodingEqualsFullForward) {
       }
 }
 
+// A model with the head a task would put on each architecture (the encoder also gets a
+// classification head, after the MLM head, to exercise every head).
+struct WithHeads {
+  Transformer backbone{nullptr};
+  std::shared_ptr<HeadImpl> lm, cls;
+  WithHeads(const config::ModelConfig& c, int64_t V, int64_t classes) {
+    backbone = Transformer(c, V);
+    if (c.arch == config::Arch::kEncoder) {
+      lm = std::make_shared<MlmHeadImpl>(c, V);
+      cls = std::make_shared<ClassificationHeadImpl>(c, classes);
+      init_weights(*cls, c.init_std);
+    } else {
+      lm = std::make_shared<LmHeadImpl>(c, V);
+    }
+    Model(backbone, lm, c.init_std);  // initialises the backbone and the LM head
+  }
+};
+
 TEST(Architecture, NoParameterRegisteredTwiceAndCountsMatchFormulas) {
   int64_t V = 30, D = 16, Fd = 32, L = 2;
   int64_t attn = 4 * (D * D + D), ffn = D * Fd + Fd + Fd * D + D, ln = 2 * D;
   for (const auto& pos : kPositions) {
     int64_t pos_params = pos == "learned" ? 512 * D : pos == "t5" ? 32 * 2 : 0;
     for (const auto& arch : {"decoder", "encoder", "encdec"}) {
-      Transformer m(tiny(arch, pos), V, std::string(arch) == "encoder" ? 3 : -1);
+      auto cfg = tiny_model(arch, pos);
+      Transformer backbone(cfg, V);
+      std::shared_ptr<HeadImpl> head;
+      if (std::string(arch) == "encoder")
+        head = std::make_shared<MlmHeadImpl>(cfg, V);
+      else
+        head = std::make_shared<LmHeadImpl>(cfg, V);
+      Model m(backbone, head, 0.02);
+      auto cls = std::make_shared<ClassificationHeadImpl>(cfg, 3);
       std::set<const void*> seen;
       int64_t total = 0;
       for (const auto& p : m->parameters()) {
@@ -234,13 +244,15 @@ TEST(Architecture, NoParameterRegisteredTwiceAndCountsMatchFormulas) {
       int64_t layer = attn + ffn + 2 * ln;
       int64_t want = 0;
       if (std::string(arch) == "decoder")
-        want = V * D + L * layer + ln + pos_params;  // pre-LN final norm
-      if (std::string(arch) == "encoder")
-        want = V * D + 2 * D + L * layer + ln + pos_params + (D * D + D) + ln + V + (D * D + D) +
-               (D * 3 + 3);
+        want = V * D + L * layer + ln + pos_params;  // pre-LN final norm; tied LM head
+      if (std::string(arch) == "encoder")            // segments; MLM head: dense, norm, output bias
+        want = V * D + 2 * D + L * layer + ln + pos_params + (D * D + D) + ln + V;
       if (std::string(arch) == "encdec")
         want = V * D + 2 * (L * layer + ln + pos_params) + L * (attn + ln);
       EXPECT_EQ(total, want) << arch << " " << pos;
+      int64_t cls_params = 0;
+      for (const auto& p : cls->parameters()) cls_params += p.numel();
+      EXPECT_EQ(cls_params, (D * D + D) + (D * 3 + 3));  // pooler + classifier
     }
   }
 }
@@ -250,38 +262,35 @@ TEST(Architecture, Bf16AutocastMatchesFp32Closely) {
   for (const auto& arch : {"decoder", "encoder", "encdec"})
     for (const auto& norm : {"pre", "post"}) {
       torch::manual_seed(5);
-      auto cfg = tiny(arch, "rope");
-      cfg.norm = norm;
-      Transformer m(cfg, 30, std::string(arch) == "encoder" ? 2 : -1);
+      auto cfg = tiny_model(arch, "rope");
+      cfg.norm = config::enum_from<config::Norm>(norm);
+      WithHeads w(cfg, 30, 2);
+      auto& m = w.backbone;
       m->eval();
+      w.lm->eval();
+      if (w.cls) w.cls->eval();
       auto tok = torch::randint(7, 30, {2, 9});
       auto run = [&] {
-        if (std::string(arch) == "decoder") return m->lm_logits(m->decode(tok));
+        if (std::string(arch) == "decoder") return w.lm->forward(m->decode(tok), *m);
         if (std::string(arch) == "encoder") {
           auto h = m->encode(tok, torch::ones({2, 9}, torch::kBool));
-          return torch::cat({m->mlm_logits(h).flatten().to(torch::kFloat32),
-                             m->classify(h).flatten().to(torch::kFloat32)});
+          return torch::cat({w.lm->forward(h, *m).flatten().to(torch::kFloat32),
+                             w.cls->forward(h, *m).flatten().to(torch::kFloat32)});
         }
-        return m->lm_logits(m->decode(tok, m->encode(tok, {}), {}));
+        return w.lm->forward(m->decode(tok, m->encode(tok, {}), {}), *m);
       };
       auto ref = run().to(torch::kFloat32);
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
       torch::Tensor got;
-      try {
+      {
+        device::Autocast ac(torch::kCPU, true);
         got = run().to(torch::kFloat32);
-      } catch (...) {
-        at::autocast::set_cpu_enabled(false);
-        throw;
       }
-      at::autocast::clear_cache();
-      at::autocast::set_cpu_enabled(false);
       EXPECT_TRUE(close(got, ref, 0.05, 0.05)) << arch << " " << norm;
     }
 }
 
 TEST(Architecture, T5TableIsOnePerStackSharedByLayers) {
-  Transformer m(tiny("decoder", "t5"), 30);
+  Transformer m(tiny_model("decoder", "t5"), 30);
   int64_t tables = 0;
   for (const auto& p : m->named_parameters())
     if (p.key().find("table") != std::string::npos) ++tables;
@@ -291,7 +300,8 @@ TEST(Architecture, T5TableIsOnePerStackSharedByLayers) {
 TEST(Architecture, EncoderRespectsPaddingAndHeadsHaveShapes) {
   torch::manual_seed(4);
   for (const auto& pos : kPositions) {
-    Transformer m(tiny("encoder", pos), 30, 2);
+    WithHeads w(tiny_model("encoder", pos), 30, 2);
+    auto& m = w.backbone;
     m->eval();
     auto tok = torch::randint(7, 30, {1, 6});
     auto pad = torch::ones({1, 6}, torch::kBool);
@@ -301,9 +311,60 @@ TEST(Architecture, EncoderRespectsPaddingAndHeadsHaveShapes) {
     auto pad2 = torch::cat({pad, torch::zeros({1, 3}, torch::kBool)}, 1);
     auto h2 = m->encode(tok2, pad2).narrow(1, 0, 6);
     EXPECT_TRUE(close(h2, h1, 1e-4, 1e-5)) << pos;
-    EXPECT_EQ(m->mlm_logits(h1).sizes(), (std::vector<int64_t>{1, 6, 30}));
-    EXPECT_EQ(m->classify(h1).sizes(), (std::vector<int64_t>{1, 2}));
+    EXPECT_EQ(w.lm->forward(h1, *m).sizes(), (std::vector<int64_t>{1, 6, 30}));
+    EXPECT_EQ(w.cls->forward(h1, *m).sizes(), (std::vector<int64_t>{1, 2}));
   }
+}
+
+// The stack computes its position tables once per forward pass and every layer reuses them
+// (rotation tables once per rotated width; T5/ALiBi biases once).
+TEST(Architecture, PositionTablesAreComputedOncePerForward) {
+  for (const auto& pos : {"rope", "xpos", "t5", "alibi"})
+    for (const auto& kernel : {"softmax", "linear"}) {
+      if ((std::string(pos) == "t5" || std::string(pos) == "alibi") &&
+          std::string(kernel) == "linear")
+        continue;
+      auto cfg = tiny_model("decoder", pos, kernel);
+      cfg.n_layers = 4;
+      Transformer m(cfg, 30);
+      auto& p = m->position();
+      m->decode(torch::randint(0, 30, {2, 9}));
+      EXPECT_EQ(p.prepare_count(), 1) << pos << " " << kernel;
+      bool rotates = std::string(pos) == "rope" || std::string(pos) == "xpos";
+      // eq19 with elu features rotates phi(q) of the head width: one table set per forward.
+      EXPECT_EQ(p.table_count(), rotates ? 1 : 0) << pos << " " << kernel;
+      m->decode(torch::randint(0, 30, {2, 9}));
+      EXPECT_EQ(p.prepare_count(), 2) << pos << " " << kernel;
+    }
+}
+
+// Initialisation and weight decay follow the module type that owns a parameter, not its name.
+TEST(Init, RolesComeFromModuleTypesNotNames) {
+  auto cfg = tiny_model("encoder", "t5");
+  Transformer backbone(cfg, 30);
+  Model m(backbone, std::make_shared<MlmHeadImpl>(cfg, 30), 0.02);
+  std::map<std::string, ParamRole> roles;
+  for (const auto& p : param_roles(*m)) roles[p.name] = p.role;
+  EXPECT_EQ(roles.size(), m->parameters().size());
+  EXPECT_EQ(roles.at("backbone.tok_emb.weight"), ParamRole::kMatrix);
+  EXPECT_EQ(roles.at("backbone.encoder.layers.0.self_attn.q_proj.weight"), ParamRole::kMatrix);
+  EXPECT_EQ(roles.at("backbone.encoder.layers.0.self_attn.q_proj.bias"), ParamRole::kBias);
+  EXPECT_EQ(roles.at("backbone.encoder.layers.0.norm1.weight"), ParamRole::kNormGain);
+  EXPECT_EQ(roles.at("backbone.encoder.position.table"), ParamRole::kPosition);
+  EXPECT_EQ(roles.at("head.bias"), ParamRole::kBias);
+  EXPECT_EQ(roles.at("head.norm.bias"), ParamRole::kNormShift);
+  EXPECT_TRUE(decays(ParamRole::kMatrix));
+  EXPECT_FALSE(decays(ParamRole::kPosition));
+  // Values follow the roles: gains 1, biases 0.
+  EXPECT_TRUE(torch::all(m->named_parameters()["head.norm.weight"] == 1).item<bool>());
+  EXPECT_TRUE(torch::all(m->named_parameters()["head.bias"] == 0).item<bool>());
+
+  // A module type with no rule is refused, not initialised by a guess.
+  struct Odd : torch::nn::Module {
+    Odd() { register_parameter("w", torch::zeros({2})); }
+  };
+  Odd odd;
+  EXPECT_THROW(init_weights(odd, 0.02), std::logic_error);
 }
 
 }  // namespace

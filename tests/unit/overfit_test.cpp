@@ -1,6 +1,7 @@
 // Every task x position module can overfit one batch: the whole path (model, task loss,
 // backward, optimizer) learns. A broken mask, rotation or head would stall it.
 #include "helpers.h"
+#include "model_helpers.h"
 #include "tasks/task.h"
 #include "text/tokenizer.h"
 
@@ -35,36 +36,26 @@ TEST_P(Overfit, OneBatch) {
   const auto& p = GetParam();
   torch::manual_seed(0);
   config::Config c;
-  c.task.type = p.task;
+  config::select_variant(c.task.opts, p.task);
   c.task.seq_len = 32;
-  c.model.arch = p.task == "mlm" ? "encoder" : "decoder";
+  c.model = test::tiny_model(p.task == "mlm" ? "encoder" : "decoder", p.position, p.kernel);
   c.model.d_model = 32;
-  c.model.n_heads = 2;
-  c.model.n_layers = 2;
   c.model.d_ff = 64;
-  c.model.dropout = 0.0;
+  c.model.norm = config::Norm::kAuto;
   c.model.scale_embeddings = true;
-  c.model.attention.kernel = p.kernel;
-  c.model.position.type = p.position;
-  if (p.position == "none") c.model.position.opts = config::NoPositionConfig{};
-  if (p.position == "sinusoidal") c.model.position.opts = config::SinusoidalConfig{};
-  if (p.position == "learned") c.model.position.opts = config::LearnedConfig{};
-  if (p.position == "t5") c.model.position.opts = config::T5Config{};
-  if (p.position == "rope") c.model.position.opts = config::RopeConfig{};
-  if (p.position == "alibi") c.model.position.opts = config::AlibiConfig{};
-  if (p.position == "xpos") c.model.position.opts = config::XposConfig{};
+  c.data.tokenizer.type = config::TokenizerType::kByte;
   c.train.batch_size = 4;
   int64_t vocab = 40;
-  auto task = tasks::make_task(c, vocab, "byte");
+  auto task = tasks::make_task(c, vocab);
   auto ds = synthetic_lm(vocab);
-  auto batch = task->stream(ds, true, c.task.seq_len)->batch(0, 0);
+  auto batch = task->stream(ds, true, c.task.seq_len, c.train.batch_size)->batch(0, 0);
   auto model = task->build_model();
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(3e-3).weight_decay(0.0));
   double first = 0, last = 0;
   for (int step = 0; step < 150; ++step) {
     opt.zero_grad();
-    tasks::Stats st;
-    auto loss = task->loss(*model, batch, &st);
+    auto f = task->forward(*model, batch);
+    auto loss = f.loss_sum / f.sums("targets");
     loss.backward();
     opt.step();
     if (step == 0) first = loss.item<double>();

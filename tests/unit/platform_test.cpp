@@ -1,4 +1,4 @@
-// The two platform pitfalls (platform.md), checked inside processes that run libtorch.
+// The two platform pitfalls (docs/platform-notes.md), checked inside processes that run libtorch.
 #include <torch/torch.h>
 
 #include "helpers.h"

@@ -1,14 +1,18 @@
-// Trainer pieces: schedules, checkpoints (damage detection, pruning) and bit-exact resume.
+// Trainer pieces: schedules, checkpoints (damage detection, pruning, generator states),
+// bit-exact resume, and loading weights by name.
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "config/loader.h"
 #include "helpers.h"
-#include "model/transformer.h"
+#include "model/heads.h"
+#include "model/model.h"
+#include "tasks/task.h"
 #include "train/checkpoint.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
+#include "train/weights.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -23,21 +27,21 @@ TEST(Schedule, ShapesArePureFunctionsOfTheStep) {
   t.max_steps = 100;
   t.schedule.warmup = 10;
   t.schedule.min_lr_ratio = 0.1;
-  t.schedule.type = "constant";
+  t.schedule.type = config::ScheduleType::kConstant;
   EXPECT_DOUBLE_EQ(learning_rate(t, 512, 5), 0.5);
   EXPECT_DOUBLE_EQ(learning_rate(t, 512, 50), 1.0);
-  t.schedule.type = "linear";
+  t.schedule.type = config::ScheduleType::kLinear;
   EXPECT_DOUBLE_EQ(learning_rate(t, 512, 10), 1.0);
   EXPECT_NEAR(learning_rate(t, 512, 55), 0.55, 1e-12);
   EXPECT_NEAR(learning_rate(t, 512, 100), 0.1, 1e-12);
-  t.schedule.type = "cosine";
+  t.schedule.type = config::ScheduleType::kCosine;
   EXPECT_NEAR(learning_rate(t, 512, 55), 0.55, 1e-12);  // halfway: mean of peak and floor
   EXPECT_NEAR(learning_rate(t, 512, 100), 0.1, 1e-12);
-  t.schedule.type = "inverse_sqrt";  // fairseq
+  t.schedule.type = config::ScheduleType::kInverseSqrt;  // fairseq
   t.schedule.init_lr = 0.0;
   EXPECT_NEAR(learning_rate(t, 512, 5), 0.5, 1e-12);
   EXPECT_NEAR(learning_rate(t, 512, 40), std::sqrt(10.0 / 40.0), 1e-12);
-  t.schedule.type = "noam";  // Vaswani Eq. 3 with lr = 1
+  t.schedule.type = config::ScheduleType::kNoam;  // Vaswani Eq. 3 with lr = 1
   t.schedule.warmup = 4000;
   EXPECT_NEAR(learning_rate(t, 512, 4000), std::pow(512, -0.5) * std::pow(4000, -0.5), 1e-12);
   EXPECT_NEAR(learning_rate(t, 512, 100), std::pow(512, -0.5) * 100 * std::pow(4000, -1.5), 1e-12);
@@ -66,10 +70,7 @@ TEST(Resume, FivePlusFiveEqualsTenBitForBit) {
   train::train(tiny_run(d, "resumed"));
   auto ca = checkpoint_for_step(ra, 10), cb = checkpoint_for_step(rb, 10);
   ASSERT_TRUE(ca && cb);
-  auto c = config::load_config(ra + "/config.yaml");
-  model::Transformer ma(c.model, 263), mb(c.model, 263);
-  load_checkpoint(*ca, *ma, nullptr);
-  load_checkpoint(*cb, *mb, nullptr);
+  auto ma = train::load_run_model(*ca).model, mb = train::load_run_model(*cb).model;
   auto pa = ma->named_parameters(), pb = mb->named_parameters();
   for (const auto& p : pa)
     EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key() << " differs after resume";
@@ -90,11 +91,74 @@ TEST(Checkpoint, DamagedCheckpointIsSkippedAndPruningKeepsBest) {
   auto latest = latest_checkpoint(run);
   ASSERT_TRUE(latest);
   EXPECT_NE(latest->find("step-000000005"), std::string::npos);
-  model::Transformer m(c.model, 263);
+  auto m = tasks::make_task(c, 263)->build_model();
   EXPECT_THROW(load_checkpoint(run + "/checkpoints/step-000000010", *m, nullptr), UserError);
   // An incomplete checkpoint (no manifest: killed mid-write) is ignored too.
   stdfs::create_directories(run + "/checkpoints/step-000000020");
   EXPECT_NE(latest_checkpoint(run)->find("step-000000005"), std::string::npos);
+}
+
+// Fine-tuning starts here: an MLM run's encoder goes into a model with a fresh classification
+// head, by name. The key report names exactly the two heads: the new one's tensors are missing,
+// the MLM head's are unexpected; every backbone tensor is loaded with its trained value.
+TEST(Weights, MlmEncoderLoadsIntoAClassifierAndTheReportNamesTheHeads) {
+  test::TempDir d;
+  test::write(d.file("mlm.yaml"),
+              test::tiny_text_run_yaml(d, 3) +
+                  "task: {type: mlm, seq_len: 16}\n"
+                  "model: {arch: encoder, d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32}\n"
+                  "train: {max_steps: 3, batch_size: 2, eval_every: 0, checkpoint_every: 0, "
+                  "schedule: {warmup: 1}}\n");
+  auto c = config::load_config(d.file("mlm.yaml"), config::overrides_from_args({"run.name=mlm"}));
+  train::train(c);
+  std::string run = d.file("runs/mlm");
+
+  auto fresh = [&](const config::ModelConfig& mc) {
+    model::Transformer backbone(mc, 263);
+    return model::Model(backbone, std::make_shared<model::ClassificationHeadImpl>(mc, 2), 0.02);
+  };
+  const std::vector<std::string> new_head = {"head.classifier.bias", "head.classifier.weight",
+                                             "head.pooler.bias", "head.pooler.weight"};
+  const std::vector<std::string> mlm_head = {"head.bias", "head.dense.bias", "head.dense.weight",
+                                             "head.norm.bias", "head.norm.weight"};
+  auto trained = train::load_run_model(run);
+  auto want = train::state_dict(*trained.model);
+  std::string h5 = d.file("weights.h5");
+  train::export_weights(run, h5);
+  for (const std::string& source : {run, h5}) {
+    auto target = fresh(c.model);
+    auto report = train::load_backbone(*target, train::read_weights(source), source);
+    EXPECT_EQ(report.missing, new_head) << source;
+    EXPECT_EQ(report.unexpected, mlm_head) << source;
+    EXPECT_EQ(report.loaded.size(), want.size() - mlm_head.size()) << source;
+    auto got = train::state_dict(*target);
+    for (const auto& name : report.loaded)
+      EXPECT_TRUE(torch::equal(got[name], want[name])) << name << " from " << source;
+    EXPECT_NE(report.str().find("head.pooler.weight"), std::string::npos);
+  }
+  // Another width is refused, naming a tensor and both shapes.
+  auto wide_cfg = c.model;
+  wide_cfg.d_model = 32;
+  auto wide = fresh(wide_cfg);
+  try {
+    train::load_backbone(*wide, train::read_weights(run), run);
+    FAIL() << "a backbone of another width was loaded";
+  } catch (const UserError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("backbone.encoder.emb_norm.bias has shape [16] but the model expects [32]"),
+              std::string::npos)
+        << msg;
+  }
+}
+
+TEST(Checkpoint, SavesTheStateOfEveryGeneratorInUse) {
+  test::TempDir d;
+  auto c = tiny_run(d, "r");
+  train::train(c);
+  torch::serialize::InputArchive a;
+  a.load_from(*checkpoint_for_step(d.file("runs/r"), 10) + "/rng.pt");
+  auto keys = a.keys();
+  EXPECT_EQ(keys, std::vector<std::string>{"rng/cpu"});  // a CPU run: the CPU generator
 }
 
 }  // namespace

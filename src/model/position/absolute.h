@@ -18,7 +18,6 @@ class SinusoidalImpl : public PositionModuleImpl {
  public:
   SinusoidalImpl(const config::SinusoidalConfig& c, const PositionDims& d);
   torch::Tensor add_to_input(const torch::Tensor& x_BTD, int64_t offset) override;
-  std::string name() const override { return "sinusoidal"; }
   // The table for positions [offset, offset+n): [n, d] float32.
   static torch::Tensor table(int64_t offset, int64_t n, int64_t d, double base);
 
@@ -31,7 +30,6 @@ class LearnedImpl : public PositionModuleImpl {
   LearnedImpl(const config::LearnedConfig& c, const PositionDims& d);
   torch::Tensor add_to_input(const torch::Tensor& x_BTD, int64_t offset) override;
   int64_t max_len() const override { return weight_.size(0); }
-  std::string name() const override { return "learned"; }
 
  private:
   torch::Tensor weight_;  // [max_len, D]

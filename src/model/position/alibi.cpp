@@ -25,9 +25,9 @@ AlibiImpl::AlibiImpl(const config::AlibiConfig&, const PositionDims& d) : Positi
   slopes_ = register_buffer("slopes", slopes(d.n_heads));
 }
 
-PosCache AlibiImpl::prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
-                            torch::Device device) {
-  PosCache c = PositionModuleImpl::prepare(T, S, q_offset, k_offset, device);
+PosCache AlibiImpl::make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                                torch::Device device) {
+  PosCache c = PositionModuleImpl::make_tables(T, S, q_offset, k_offset, device);
   auto dist = (c.q_pos_T.unsqueeze(1) - c.k_pos_S.unsqueeze(0)).abs();  // [T, S]
   c.bias_1NTS = -(slopes_.view({1, -1, 1, 1}) * dist.unsqueeze(0).unsqueeze(0));
   return c;

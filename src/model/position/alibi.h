@@ -13,10 +13,8 @@ namespace ropelab::model {
 class AlibiImpl : public PositionModuleImpl {
  public:
   AlibiImpl(const config::AlibiConfig& c, const PositionDims& d);
-  PosCache prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
-                   torch::Device device) override;
-  bool biases_scores() const override { return true; }
-  std::string name() const override { return "alibi"; }
+  PosCache make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                       torch::Device device) override;
   static torch::Tensor slopes(int64_t n_heads);
 
  private:

@@ -15,8 +15,8 @@ torch::Tensor positions(int64_t offset, int64_t n, torch::Device device) {
 }
 }  // namespace detail
 
-PosCache PositionModuleImpl::prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
-                                     torch::Device device) {
+PosCache PositionModuleImpl::make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                                         torch::Device device) {
   PosCache c;
   c.q_pos_T = detail::positions(q_offset, T, device);
   c.k_pos_S = detail::positions(k_offset, S, device);

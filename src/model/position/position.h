@@ -24,7 +24,8 @@ struct PositionDims {
   bool causal = false;  // decoder self-attention (T5 uses one-directional buckets)
 };
 
-// Per-forward tables: positions of queries and keys, and whatever the module precomputes.
+// Per-forward tables: positions of queries and keys, and whatever the module precomputes. The
+// stack makes one per forward pass (prepare) and hands it to every layer.
 struct PosCache {
   torch::Tensor q_pos_T;    // float32 absolute positions of the queries
   torch::Tensor k_pos_S;    // float32 absolute positions of the keys
@@ -48,8 +49,10 @@ class PositionModuleImpl : public torch::nn::Module {
     return x_BTD;
   }
   // Tables for queries at [q_offset, q_offset+T) and keys at [k_offset, k_offset+S).
-  virtual PosCache prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
-                           torch::Device device);
+  PosCache prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset, torch::Device device) {
+    ++prepare_count_;
+    return make_tables(T, S, q_offset, k_offset, device);
+  }
   virtual torch::Tensor rotate_q(const torch::Tensor& x_BNTF, const PosCache& c) {
     (void)c;
     return x_BNTF;
@@ -61,15 +64,25 @@ class PositionModuleImpl : public torch::nn::Module {
   // Undefined when the module adds nothing to the scores.
   virtual torch::Tensor score_bias(const PosCache& c) { return c.bias_1NTS; }
 
-  // Static traits (validated at config load time, see config/schema.h).
-  virtual bool rotates() const { return false; }
-  virtual bool biases_scores() const { return false; }
-  virtual int64_t max_len() const { return -1; }  // -1 = unbounded
-  virtual std::string name() const { return "none"; }
+  // The longest input the module can position; -1 = unbounded (a learned table is bounded).
+  virtual int64_t max_len() const { return -1; }
   const PositionDims& dims() const { return dims_; }
 
+  // Position tables and biases are computed once per forward pass of a stack (prepare()) and
+  // shared by its layers; rotation tables once per rotated width. These counters let a test
+  // prove it.
+  int64_t prepare_count() const { return prepare_count_; }
+  int64_t table_count() const { return table_count_; }
+
  protected:
+  // What prepare() computes: positions by default; score-bias modules add their bias.
+  virtual PosCache make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                               torch::Device device);
   PositionDims dims_;
+  mutable int64_t table_count_ = 0;  // incremented by modules that build rotation tables
+
+ private:
+  int64_t prepare_count_ = 0;
 };
 TORCH_MODULE(PositionModule);
 

@@ -7,11 +7,11 @@ namespace ropelab::model {
 RotaryImpl::RotaryImpl(const config::RopeConfig& c, const PositionDims& d)
     : PositionModuleImpl(d),
       base_(c.base),
-      interleaved_(c.pairing == "interleaved"),
+      interleaved_(c.pairing == config::RopePairing::kInterleaved),
       rotary_dim_(c.rotary_dim) {
   int64_t rd = rotary_dim_ == 0 ? d.head_dim : rotary_dim_;
-  if (c.scaling == "linear") pos_scale_ = 1.0 / c.scale;
-  if (c.scaling == "ntk" && rd > 2)
+  if (c.scaling == config::RopeScaling::kLinear) pos_scale_ = 1.0 / c.scale;
+  if (c.scaling == config::RopeScaling::kNtk && rd > 2)
     base_ = c.base * std::pow(c.scale, static_cast<double>(rd) / static_cast<double>(rd - 2));
 }
 
@@ -21,6 +21,7 @@ RotaryImpl::RotaryImpl(const config::XposConfig& c, const PositionDims& d)
 const PosCache::Tables& RotaryImpl::tables(const PosCache& c, int64_t width) const {
   auto it = c.rot.find(width);
   if (it != c.rot.end()) return it->second;
+  ++table_count_;
   // Partial rotary applies to the head; a linear kernel's feature maps are rotated whole.
   int64_t r = (rotary_dim_ > 0 && width == dims_.head_dim) ? rotary_dim_ : width;
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(c.q_pos_T.device());

@@ -24,8 +24,6 @@ class RotaryImpl : public PositionModuleImpl {
   RotaryImpl(const config::XposConfig& c, const PositionDims& d);
   torch::Tensor rotate_q(const torch::Tensor& x, const PosCache& c) override;
   torch::Tensor rotate_k(const torch::Tensor& x, const PosCache& c) override;
-  bool rotates() const override { return true; }
-  std::string name() const override { return xpos_ ? "xpos" : "rope"; }
 
   // Rotates the first `rotary` channels of x_...TF at positions pos_T (float32). Public so the
   // property tests can call it directly. `scale_T` (xPos) multiplies the result per channel.

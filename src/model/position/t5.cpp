@@ -32,9 +32,9 @@ T5BiasImpl::T5BiasImpl(const config::T5Config& c, const PositionDims& d)
   table_ = register_parameter("table", torch::randn({c.num_buckets, d.n_heads}) * 0.02);
 }
 
-PosCache T5BiasImpl::prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
-                             torch::Device device) {
-  PosCache c = PositionModuleImpl::prepare(T, S, q_offset, k_offset, device);
+PosCache T5BiasImpl::make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                                 torch::Device device) {
+  PosCache c = PositionModuleImpl::make_tables(T, S, q_offset, k_offset, device);
   auto q = c.q_pos_T.to(torch::kInt64).unsqueeze(1);
   auto k = c.k_pos_S.to(torch::kInt64).unsqueeze(0);
   auto bucket_TS = t5_bucket(k - q, !dims_.causal, num_buckets_, max_distance_);

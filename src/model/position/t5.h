@@ -19,10 +19,8 @@ torch::Tensor t5_bucket(const torch::Tensor& rp, bool bidirectional, int64_t num
 class T5BiasImpl : public PositionModuleImpl {
  public:
   T5BiasImpl(const config::T5Config& c, const PositionDims& d);
-  PosCache prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
-                   torch::Device device) override;
-  bool biases_scores() const override { return true; }
-  std::string name() const override { return "t5"; }
+  PosCache make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
+                       torch::Device device) override;
 
  private:
   torch::Tensor table_;  // [num_buckets, N]

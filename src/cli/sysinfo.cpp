@@ -1,4 +1,4 @@
-#include "util/sysinfo.h"
+#include "cli/sysinfo.h"
 
 #include <torch/torch.h>
 

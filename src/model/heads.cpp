@@ -1,0 +1,54 @@
+#include "model/heads.h"
+
+#include <torch/nn/functional.h>
+
+namespace ropelab::model {
+
+namespace F = torch::nn::functional;
+
+namespace {
+torch::nn::Linear untied(int64_t d, int64_t vocab) {
+  return torch::nn::Linear(torch::nn::LinearOptions(d, vocab).bias(false));
+}
+}  // namespace
+
+LmHeadImpl::LmHeadImpl(const config::ModelConfig& c, int64_t vocab) {
+  if (!c.tie_embeddings) proj = register_module("proj", untied(c.d_model, vocab));
+}
+
+torch::Tensor LmHeadImpl::forward(const torch::Tensor& h, const TransformerImpl& backbone) {
+  return proj ? proj(h) : torch::matmul(h, backbone.embedding_weight().t());
+}
+
+MlmHeadImpl::MlmHeadImpl(const config::ModelConfig& c, int64_t vocab) {
+  dense = register_module("dense", torch::nn::Linear(c.d_model, c.d_model));
+  norm = register_module("norm", layer_norm(c.d_model));
+  bias_ = register_parameter("bias", torch::zeros({vocab}));
+  if (!c.tie_embeddings) proj = register_module("proj", untied(c.d_model, vocab));
+}
+
+ParamRole MlmHeadImpl::role_of(const std::string& local) const {
+  (void)local;  // the output bias is the only parameter of its own
+  return ParamRole::kBias;
+}
+
+torch::Tensor MlmHeadImpl::forward(const torch::Tensor& h, const TransformerImpl& backbone) {
+  auto x = norm_of(norm, F::gelu(dense(h)));
+  const auto& w = proj ? proj->weight : backbone.embedding_weight();
+  return torch::matmul(x, w.t()) + bias_;
+}
+
+ClassificationHeadImpl::ClassificationHeadImpl(const config::ModelConfig& c, int64_t num_outputs)
+    : dropout_(c.dropout) {
+  pooler = register_module("pooler", torch::nn::Linear(c.d_model, c.d_model));
+  classifier = register_module("classifier", torch::nn::Linear(c.d_model, num_outputs));
+}
+
+torch::Tensor ClassificationHeadImpl::forward(const torch::Tensor& h, const TransformerImpl&) {
+  auto pooled = torch::tanh(pooler(h.select(1, 0)));
+  if (dropout_ > 0 && is_training())
+    pooled = F::dropout(pooled, F::DropoutFuncOptions().p(dropout_).training(true));
+  return classifier(pooled);
+}
+
+}  // namespace ropelab::model

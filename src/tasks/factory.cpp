@@ -1,0 +1,30 @@
+// The one place that maps a task config to its Task. A new task adds one case here.
+#include "tasks/lm.h"
+#include "util/error.h"
+
+namespace ropelab::tasks {
+
+namespace {
+struct Make {
+  const config::Config& c;
+  int64_t vocab;
+  std::unique_ptr<Task> operator()(const config::ClmTaskConfig&) const {
+    return std::make_unique<CausalLmTask>(c, vocab);
+  }
+  std::unique_ptr<Task> operator()(const config::MlmTaskConfig& t) const {
+    return std::make_unique<MaskedLmTask>(c, t, vocab);
+  }
+  template <class T>
+  std::unique_ptr<Task> operator()(const T&) const {
+    throw UserError(std::string("task.type: training '") + T::kName +
+                    "' is not implemented yet in this version (clm and mlm are); its data can "
+                    "already be prepared with `ropelab prepare`");
+  }
+};
+}  // namespace
+
+std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab) {
+  return std::visit(Make{c, vocab}, c.task.opts);
+}
+
+}  // namespace ropelab::tasks

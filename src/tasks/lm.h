@@ -1,0 +1,43 @@
+// Language-modelling tasks.
+//   clm: causal LM, next-token cross-entropy (GPT); metrics loss, ppl, acc, and bpb (bits per
+//        byte) with the byte tokenizer.
+//   mlm: BERT's masked LM, cross-entropy on the selected positions only; metrics loss, ppl,
+//        acc (masked-token accuracy). Only selected positions go through the vocabulary
+//        projection.
+#pragma once
+#include "tasks/task.h"
+
+namespace ropelab::tasks {
+
+class CausalLmTask : public Task {
+ public:
+  CausalLmTask(const config::Config& c, int64_t vocab);
+  const char* name() const override { return config::ClmTaskConfig::kName; }
+  model::Model build_model() const override;
+  std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
+                                            int64_t seq_len, int64_t batch_size) const override;
+  Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
+  Metrics metrics(const Sums& s) const override;
+
+ private:
+  config::Config c_;
+  int64_t vocab_;
+};
+
+class MaskedLmTask : public Task {
+ public:
+  MaskedLmTask(const config::Config& c, const config::MlmTaskConfig& t, int64_t vocab);
+  const char* name() const override { return config::MlmTaskConfig::kName; }
+  model::Model build_model() const override;
+  std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
+                                            int64_t seq_len, int64_t batch_size) const override;
+  Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
+  Metrics metrics(const Sums& s) const override;
+
+ private:
+  config::Config c_;
+  config::MlmTaskConfig t_;
+  int64_t vocab_;
+};
+
+}  // namespace ropelab::tasks

@@ -1,0 +1,25 @@
+#include "tasks/task.h"
+
+#include "util/device.h"
+#include "util/signals.h"
+
+namespace ropelab::tasks {
+
+EvalResult Task::evaluate(model::ModelImpl& m, const data::BatchStream& s,
+                          const EvalOptions& o) const {
+  bool was_training = m.is_training();
+  m.eval();
+  torch::NoGradGuard ng;
+  Sums total;
+  int64_t n = s.batches_per_epoch();
+  if (o.max_batches > 0) n = std::min(n, o.max_batches);
+  for (int64_t i = 0; i < n && !signals::stop_requested(); ++i) {
+    auto b = s.batch(0, i).to(o.device);
+    device::Autocast ac(o.device, o.bf16);
+    total.add(forward(m, b).sums);
+  }
+  if (was_training) m.train();
+  return {metrics(total), total("tokens")};
+}
+
+}  // namespace ropelab::tasks

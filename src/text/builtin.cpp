@@ -1,0 +1,158 @@
+#include "text/builtin.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "text/corpus.h"
+#include "text/glue.h"
+#include "util/fs.h"
+#include "util/progress.h"
+#include "util/random.h"
+
+namespace ropelab::text {
+
+namespace {
+
+namespace stdfs = std::filesystem;
+
+// Bump when the corpus cleaning or derivation changes: built-in text is then re-exported.
+constexpr int kCorpusVersion = 2;
+
+const char* kSplits[] = {"train", "valid", "test"};
+
+std::string join_path(const std::string& a, const std::string& b) {
+  return (stdfs::path(a) / b).string();
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += l + "\n";
+  fs::write_file_atomic(path, s);
+}
+
+using VerseMap = std::map<std::string, Verse>;  // key -> verse
+
+std::vector<std::string> chapters_of(const std::vector<Verse>& verses, const std::string& split) {
+  std::vector<std::string> docs;
+  std::string cur, cur_key;
+  for (const auto& v : verses) {
+    if (split_of_book(v.book) != split) continue;
+    std::string key = v.book + " " + std::to_string(v.chapter);
+    if (key != cur_key && !cur.empty()) docs.push_back(cur), cur.clear();
+    cur_key = key;
+    cur += (cur.empty() ? "" : " ") + v.text;
+  }
+  if (!cur.empty()) docs.push_back(cur);
+  return docs;
+}
+
+}  // namespace
+
+void export_builtin_text(config::DataSource src, const std::string& dir) {
+  const std::string source = config::to_string(src);
+  std::string stamp = join_path(dir, "corpus.stamp");
+  std::string want = "ropelab corpus v" + std::to_string(kCorpusVersion) + " " + source + "\n";
+  if (fs::exists(stamp) && fs::read_file(stamp) == want) return;
+  fs::make_dirs(dir);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> modules;
+  if (src == config::DataSource::kBibleEn || src == config::DataSource::kBibleMrpc ||
+      src == config::DataSource::kBibleSst2)
+    modules = {kKJV, kWEB};
+  else
+    modules = {kWEB, kRV};
+  Progress bar("export " + source, static_cast<int64_t>(modules.size()), "bible");
+  std::vector<std::vector<Verse>> bibles;
+  for (const auto& m : modules) {
+    bibles.push_back(export_bible(m));
+    bar.update(static_cast<int64_t>(bibles.size()));
+  }
+  bar.finish();
+  for (size_t i = 0; i < modules.size(); ++i)
+    spdlog::info("{}: {} verses", modules[i], bibles[i].size());
+
+  if (src == config::DataSource::kBibleEn) {
+    for (const char* split : kSplits) {
+      std::vector<std::string> docs;
+      for (const auto& b : bibles) {
+        auto d = chapters_of(b, split);
+        docs.insert(docs.end(), d.begin(), d.end());
+      }
+      write_lines(join_path(dir, std::string(split) + ".txt"), docs);
+    }
+  } else {
+    // Align the two translations by verse key.
+    VerseMap second;
+    for (const auto& v : bibles[1]) second[v.key()] = v;
+    std::vector<std::pair<Verse, Verse>> pairs;
+    for (const auto& v : bibles[0]) {
+      auto it = second.find(v.key());
+      if (it != second.end()) pairs.emplace_back(v, it->second);
+    }
+    spdlog::info("{} aligned verse pairs", pairs.size());
+    if (src == config::DataSource::kBibleEnEs) {
+      for (const char* split : kSplits) {
+        std::vector<std::string> en, es;
+        for (const auto& [a, b] : pairs)
+          if (split_of_book(a.book) == split) en.push_back(a.text), es.push_back(b.text);
+        write_lines(join_path(dir, std::string(split) + ".en"), en);
+        write_lines(join_path(dir, std::string(split) + ".es"), es);
+      }
+    } else {
+      const auto& task = glue_task(builtin_glue_task(src));
+      std::string task_dir = join_path(dir, task.name);
+      fs::make_dirs(task_dir);
+      for (const char* split : kSplits) {
+        std::vector<GlueExample> ex;
+        for (size_t i = 0; i < pairs.size(); ++i) {
+          const auto& [kjv, web] = pairs[i];
+          if (split_of_book(kjv.book) != split) continue;
+          uint64_t h = util::mix64(fs::hash_bytes(kjv.key()));
+          GlueExample e;
+          if (src == config::DataSource::kBibleMrpc) {
+            // Paraphrase (1): KJV and WEB of the same verse. Not (0): WEB of a nearby verse
+            // of the same chapter (1-3 verses away), which shares topic and vocabulary.
+            e.a = kjv.text;
+            if ((h & 1) == 0) {
+              e.b = web.text, e.label = 1;
+            } else {
+              size_t off = 1 + (h >> 8) % 3;
+              size_t j = i + off < pairs.size() && pairs[i + off].first.chapter == kjv.chapter &&
+                                 pairs[i + off].first.book == kjv.book
+                             ? i + off
+                             : (i >= off ? i - off : i + 1);
+              if (j >= pairs.size() || j == i) continue;
+              e.b = pairs[j].second.text, e.label = 0;
+            }
+          } else {
+            // Archaic (KJV, 1) or modern (WEB, 0) English: one version per verse.
+            bool archaic = (h & 1) == 0;
+            e.a = archaic ? kjv.text : web.text;
+            e.label = archaic ? 1.0f : 0.0f;
+          }
+          ex.push_back(std::move(e));
+        }
+        std::string name = std::string(split) == "valid" ? "dev" : split;
+        fs::write_file_atomic(join_path(task_dir, name + ".tsv"),
+                              write_glue_tsv(task, ex, /*with_labels=*/name != "test"));
+        if (name == "test")  // GLUE test files carry no labels; keep ours beside them
+          fs::write_file_atomic(join_path(task_dir, "test_labeled.tsv"),
+                                write_glue_tsv(task, ex, true));
+      }
+    }
+  }
+  fs::write_file_atomic(stamp, want);
+  spdlog::info("exported {} text in {:.1f} s", source,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+std::string builtin_glue_task(config::DataSource source) {
+  if (source == config::DataSource::kBibleMrpc) return "MRPC";
+  if (source == config::DataSource::kBibleSst2) return "SST-2";
+  return "";
+}
+
+}  // namespace ropelab::text

@@ -1,0 +1,24 @@
+// The built-in corpora, made from public-domain Bibles that Debian ships as SWORD modules
+// (exported with diatheke, see corpus.h). Verse keys align the translations, which gives:
+//   bible-en     KJV + WEB English, one chapter per document (language modelling);
+//   bible-en-es  WEB English / Reina-Valera 1909 Spanish verse pairs (translation);
+//   bible-mrpc   MRPC layout: is (KJV verse, WEB verse) a paraphrase? The negatives pair a KJV
+//                verse with the WEB of a verse 1-3 away in the same chapter (same topic);
+//   bible-sst2   SST-2 layout: is a verse archaic (KJV, 1) or modern (WEB, 0)?
+// Splits are by book (split_of_book), so test verses are never near-copies of training ones.
+// Per-verse choices come from splitmix64 of the verse key: the corpora are the same everywhere.
+#pragma once
+#include <string>
+
+#include "config/schema.h"
+
+namespace ropelab::text {
+
+// Exports a built-in corpus as text files under `dir` (skipped when up to date): train/valid/
+// test .txt (bible-en), .en/.es (bible-en-es), or a GLUE task directory (bible-mrpc/-sst2).
+void export_builtin_text(config::DataSource source, const std::string& dir);
+
+// The GLUE task a built-in GLUE-style source uses ("MRPC", "SST-2"); "" for the others.
+std::string builtin_glue_task(config::DataSource source);
+
+}  // namespace ropelab::text

@@ -1,0 +1,163 @@
+#include "train/weights.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "config/loader.h"
+#include "tasks/task.h"
+#include "train/checkpoint.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/h5.h"
+
+namespace ropelab::train {
+
+namespace stdfs = std::filesystem;
+
+StateDict state_dict(torch::nn::Module& m) {
+  StateDict sd;
+  for (const auto& p : m.named_parameters()) sd[p.key()] = p.value();
+  for (const auto& b : m.named_buffers()) sd[b.key()] = b.value();
+  return sd;
+}
+
+RunModel load_run_model(const std::string& source, bool best) {
+  stdfs::path src(source);
+  RunModel r;
+  if (stdfs::exists(src / "MANIFEST.json")) {
+    r.checkpoint = src.string();
+    r.run_dir = src.parent_path().parent_path().string();
+  } else if (stdfs::exists(src / "config.yaml")) {
+    r.run_dir = src.string();
+  } else {
+    throw UserError(source +
+                    ": neither a run directory (config.yaml) nor a checkpoint (MANIFEST.json)");
+  }
+  r.config = config::load_config((stdfs::path(r.run_dir) / "config.yaml").string());
+  if (r.checkpoint.empty()) {
+    auto latest = latest_checkpoint(r.run_dir);
+    if (!latest) throw UserError(r.run_dir + ": the run has no checkpoint");
+    r.checkpoint = *latest;
+  }
+  auto state =
+      nlohmann::json::parse(fs::read_file((stdfs::path(r.checkpoint) / "state.json").string()));
+  r.vocab = state.value("vocab", 0);
+  if (r.vocab <= 0) throw UserError(r.checkpoint + ": state.json lacks the vocabulary size");
+  r.model = tasks::make_task(r.config, r.vocab)->build_model();
+  TrainState st = load_checkpoint(r.checkpoint, *r.model, nullptr);
+  if (best && st.best_step >= 0 && st.best_step != st.step) {
+    if (auto b = checkpoint_for_step(r.run_dir, st.best_step)) {
+      r.checkpoint = *b;
+      st = load_checkpoint(r.checkpoint, *r.model, nullptr);
+    }
+  }
+  r.step = st.step;
+  return r;
+}
+
+namespace {
+bool is_weights_file(const std::string& path) {
+  return stdfs::is_regular_file(path) && h5::looks_like_hdf5(path);
+}
+
+StateDict read_weights_h5(const std::string& path) {
+  auto f = h5::open_file(path, false);
+  if (!h5::has_attr(f.id(), "format") ||
+      h5::get_attr_str(f.id(), "format", path) != "ropelab.weights")
+    throw UserError(path + ": not a ropelab weights file (format attribute missing)");
+  StateDict sd;
+  for (const auto& p : h5::dataset_paths(f.id())) {
+    auto shape = h5::dataset_shape(f.id(), p, path);
+    auto v = h5::read_f32_flat(f.id(), p, path);
+    std::string name = p;
+    std::replace(name.begin(), name.end(), '/', '.');
+    sd[name] = torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, torch::kFloat32)
+                   .clone()
+                   .reshape(shape);
+  }
+  return sd;
+}
+
+std::string shape_str(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+}  // namespace
+
+StateDict read_weights(const std::string& source) {
+  if (is_weights_file(source)) return read_weights_h5(source);
+  auto r = load_run_model(source);
+  return state_dict(*r.model);
+}
+
+std::string KeyReport::str() const {
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& k : v) s += (s.empty() ? "" : ", ") + k;
+    return s.empty() ? std::string("none") : s;
+  };
+  return fmt::format(
+      "loaded {} tensors\nmissing (left as initialised): {}\nunexpected (ignored): {}",
+      loaded.size(), list(missing), list(unexpected));
+}
+
+KeyReport load_backbone(model::ModelImpl& target, const StateDict& source,
+                        const std::string& source_name) {
+  const std::string prefix = "backbone.";
+  KeyReport r;
+  auto dst = state_dict(target);
+  torch::NoGradGuard ng;
+  for (auto& [name, t] : dst) {
+    auto it = source.find(name);
+    if (name.rfind(prefix, 0) != 0 || it == source.end()) {
+      r.missing.push_back(name);
+      continue;
+    }
+    if (!it->second.sizes().equals(t.sizes()))
+      throw UserError(
+          fmt::format("{}: {} has shape {} but the model expects {}; the pretrained "
+                      "backbone has another architecture (width, layers, position "
+                      "module or vocabulary)",
+                      source_name, name, shape_str(it->second), shape_str(t)));
+    t.copy_(it->second);
+    r.loaded.push_back(name);
+  }
+  for (const auto& [name, t] : source) {
+    (void)t;
+    if (name.rfind(prefix, 0) != 0 || dst.count(name) == 0) r.unexpected.push_back(name);
+  }
+  return r;
+}
+
+std::string export_weights(const std::string& source, const std::string& out_path) {
+  auto r = load_run_model(source);
+  const auto& c = r.config;
+  int64_t n = 0;
+  fs::commit_atomic(out_path, [&](const std::string& tmp) {
+    auto f = h5::create_file(tmp);
+    h5::set_attr(f.id(), "format", std::string("ropelab.weights"));
+    h5::set_attr(f.id(), "format_version", static_cast<int64_t>(2));
+    h5::set_attr(f.id(), "config", config::dump(c));
+    h5::set_attr(f.id(), "arch", std::string(config::to_string(c.model.arch)));
+    h5::set_attr(f.id(), "position", std::string(c.model.position.type()));
+    h5::set_attr(f.id(), "attention", std::string(config::to_string(c.model.attention.kernel)));
+    h5::set_attr(f.id(), "task", std::string(c.task.type()));
+    h5::set_attr(f.id(), "vocab_size", r.vocab);
+    h5::set_attr(f.id(), "step", r.step);
+    for (const auto& [name, t] : state_dict(*r.model)) {
+      std::string path = name;
+      std::replace(path.begin(), path.end(), '.', '/');
+      auto x = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+      h5::write_f32_nd(f.id(), path, x.data_ptr<float>(),
+                       std::vector<hsize_t>(x.sizes().begin(), x.sizes().end()));
+      ++n;
+    }
+  });
+  return fmt::format("wrote {} tensors from {} to {}", n, r.checkpoint, out_path);
+}
+
+}  // namespace ropelab::train

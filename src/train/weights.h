@@ -1,0 +1,60 @@
+// Model weights by name: a trained run's model rebuilt from its checkpoint, weights read from a
+// run, a checkpoint or an exported weights.h5, a pretrained backbone loaded into a model with
+// another head (the base of fine-tuning), and `ropelab export`.
+//
+// weights.h5 (`ropelab export`), for h5py users:
+//   /                       attrs: format="ropelab.weights", format_version=2, config (the
+//                           resolved run YAML), arch, position, attention, task, vocab_size, step
+//   /<module path>          float32 N-D dataset per tensor, e.g.
+//                           /backbone/decoder/layers/0/self_attn/q_proj/weight  [D, D]
+//                           /head/dense/weight (the MLM head's transform)
+//
+//   import h5py, torch
+//   f = h5py.File("weights.h5"); sd = {}
+//   f.visititems(lambda k, v: sd.__setitem__(k.replace("/", "."), torch.tensor(v[()]))
+//                if isinstance(v, h5py.Dataset) else None)
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/schema.h"
+#include "model/model.h"
+
+namespace ropelab::train {
+
+using StateDict = std::map<std::string, torch::Tensor>;  // dotted name -> tensor
+
+// Every parameter and buffer of `m` by its dotted name.
+StateDict state_dict(torch::nn::Module& m);
+
+// A trained run's model: its config, the checkpoint used, and the model loaded from it.
+struct RunModel {
+  config::Config config;
+  std::string run_dir, checkpoint;
+  int64_t vocab = 0;
+  int64_t step = 0;
+  model::Model model{nullptr};
+};
+// `source` is a run directory (its newest checkpoint, or with `best` its best one) or a
+// checkpoint directory. UserError for anything else.
+RunModel load_run_model(const std::string& source, bool best = false);
+
+// Weights from a run directory, a checkpoint directory or an exported weights.h5.
+StateDict read_weights(const std::string& source);
+
+// What loading by name did: keys loaded, keys of the target nobody supplied, keys of the
+// source nobody wanted.
+struct KeyReport {
+  std::vector<std::string> loaded, missing, unexpected;
+  std::string str() const;  // multi-line summary naming the missing and unexpected keys
+};
+// Loads every "backbone." tensor of `source` into `target` by name; its head stays as it is.
+// A backbone tensor whose shape differs is a UserError naming the key and both shapes.
+KeyReport load_backbone(model::ModelImpl& target, const StateDict& source,
+                        const std::string& source_name);
+
+// `ropelab export`: writes weights.h5 atomically; returns a one-line summary.
+std::string export_weights(const std::string& source, const std::string& out_path);
+
+}  // namespace ropelab::train

@@ -1,0 +1,92 @@
+#include "util/device.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/Generator.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include "util/error.h"
+
+namespace ropelab::device {
+
+// libtorch 2.4 replaced the per-backend autocast setters with device-type ones.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define ROPELAB_AUTOCAST_BY_DEVICE_TYPE 1
+#endif
+
+torch::Device resolve(const std::string& spec) {
+  if (spec == "cpu") return torch::kCPU;
+  if (spec == "auto")
+    return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
+                                       : torch::Device(torch::kCPU);
+  int index = 0;
+  if (spec.rfind("cuda:", 0) == 0)
+    index = std::stoi(spec.substr(5));
+  else if (spec != "cuda")
+    throw UserError("run.device: '" + spec + "' is not a device (auto, cpu, cuda or cuda:N)");
+  if (!torch::cuda::is_available())
+    throw UserError("run.device: " + spec +
+                    " was asked for, but this libtorch has no CUDA device; use run.device=cpu");
+  if (index >= static_cast<int>(torch::cuda::device_count()))
+    throw UserError("run.device: " + spec + " does not exist (" +
+                    std::to_string(torch::cuda::device_count()) + " CUDA device(s))");
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+namespace {
+void set_autocast(torch::Device dev, bool on) {
+#ifdef ROPELAB_AUTOCAST_BY_DEVICE_TYPE
+  at::autocast::set_autocast_enabled(dev.type(), on);
+  if (on) at::autocast::set_autocast_dtype(dev.type(), at::kBFloat16);
+#else
+  if (dev.is_cuda()) {
+    at::autocast::set_enabled(on);
+    if (on) at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+  } else {
+    at::autocast::set_cpu_enabled(on);
+    if (on) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
+#endif
+}
+}  // namespace
+
+Autocast::Autocast(torch::Device dev, bool on) : dev_(dev), on_(on) {
+  if (on_) set_autocast(dev_, true);
+}
+
+Autocast::~Autocast() {
+  if (!on_) return;
+  at::autocast::clear_cache();
+  set_autocast(dev_, false);
+}
+
+std::map<std::string, torch::Tensor> rng_states(torch::Device dev) {
+  std::map<std::string, torch::Tensor> out;
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+  out["cpu"] = cpu.get_state();
+  if (dev.is_cuda()) {
+    at::Generator gen = at::globalContext().defaultGenerator(dev);
+    out[dev.str()] = gen.get_state();
+  }
+  return out;
+}
+
+void set_rng_states(const std::map<std::string, torch::Tensor>& states) {
+  for (const auto& [name, state] : states) {
+    if (name == "cpu") {
+      at::Generator cpu = at::detail::getDefaultCPUGenerator();
+      cpu.set_state(state);
+      continue;
+    }
+    torch::Device dev(name);
+    if (!dev.is_cuda() || !torch::cuda::is_available() ||
+        dev.index() >= static_cast<int>(torch::cuda::device_count()))
+      continue;
+    at::Generator gen = at::globalContext().defaultGenerator(dev);
+    gen.set_state(state);
+  }
+}
+
+}  // namespace ropelab::device

@@ -1,0 +1,33 @@
+// Model-building helpers shared by the unit and golden tests.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+#include "config/schema.h"
+
+namespace ropelab::test {
+
+// The position config a name selects, with its defaults (the config loader's own mapping).
+inline config::PositionConfig position(const std::string& name) {
+  config::PositionConfig p;
+  if (!config::select_variant(p.opts, name)) throw std::invalid_argument("no position " + name);
+  return p;
+}
+
+// A small model config: d=16, 2 heads, 2 layers, FFN 32, no dropout, pre-LN.
+inline config::ModelConfig tiny_model(const std::string& arch, const std::string& pos,
+                                      const std::string& kernel = "softmax") {
+  config::ModelConfig c;
+  c.arch = config::enum_from<config::Arch>(arch);
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_layers = 2;
+  c.d_ff = 32;
+  c.dropout = 0.0;
+  c.norm = config::Norm::kPre;
+  c.position = position(pos);
+  c.attention.kernel = config::enum_from<config::AttentionKernel>(kernel);
+  return c;
+}
+
+}  // namespace ropelab::test
