@@ -2,7 +2,8 @@
 # Installs what ropelab needs from Debian (only the packages that are missing; quiet when all
 # are there) and builds it into build/. Safe to run again: it only does what is left to do.
 #
-#   bash scripts/setup.sh            # install + build (preset "release", or $ROPELAB_PRESET)
+#   bash scripts/setup.sh            # install + build (preset "release", or $ROPELAB_PRESET:
+#                                    # dev = Debug with -Werror in build-dev/, asan in build-asan/)
 #   ROPELAB_SKIP_APT=1 bash scripts/setup.sh   # build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,8 +35,17 @@ if [[ -z "${ROPELAB_SKIP_APT:-}" ]]; then
   fi
 fi
 
+# Both README commands build the same tree with the same flags (preset "release" into build/),
+# so the test command after the main job only builds the tests. The build's output is kept in
+# build/last-build.log: scripts/test.sh fails on any compiler warning in our code.
 preset="${ROPELAB_PRESET:-release}"
 start=$(date +%s)
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset" -j "$(nproc)"
+case "$preset" in
+  dev) binary_dir=build-dev ;;
+  asan) binary_dir=build-asan ;;
+  *) binary_dir=build ;;
+esac
+set -o pipefail
+cmake --build --preset "$preset" -j "$(nproc)" 2>&1 | tee "$binary_dir/last-build.log"
 echo "setup: build ($preset) finished in $(($(date +%s) - start)) s" >&2

@@ -332,7 +332,15 @@ class Writer {
 
   template <class T>
   void operator()(const char* key, T& field, const char* help, const Check& check = {}) {
-    out_ << YAML::Key << key << YAML::Value;
+    out_ << YAML::Key << key;
+    if constexpr (is_visitable<T>::value) {
+      // A section's comment goes on its own line, before its keys.
+      if (comments_ && help[0] != '\0') out_ << YAML::Comment(help);
+      out_ << YAML::Value;
+      write(field);
+      return;
+    }
+    out_ << YAML::Value;
     write(field);
     if (comments_) {
       std::string h = help;

@@ -89,7 +89,8 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
       if (!base[s].empty()) out.push_back({s, {base[s] + "." + ss, base[s] + "." + ts}});
   } else {
     std::string dir = builtin ? join_path(*text_dir, text::builtin_glue_task(src)) : d.train;
-    const auto& task = text::glue_task(builtin ? text::builtin_glue_task(src) : d.glue_task);
+    const std::string task_name = builtin ? text::builtin_glue_task(src) : d.glue_task;
+    const auto& task = text::glue_task(task_name);
     std::vector<std::string> names = {"train", "dev"};
     if (task.name == "MNLI") names = {"train", "dev_matched", "dev_mismatched"};
     for (const auto& n : names) {

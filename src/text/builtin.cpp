@@ -102,7 +102,8 @@ void export_builtin_text(config::DataSource src, const std::string& dir) {
         write_lines(join_path(dir, std::string(split) + ".es"), es);
       }
     } else {
-      const auto& task = glue_task(builtin_glue_task(src));
+      const std::string task_name = builtin_glue_task(src);
+      const auto& task = glue_task(task_name);
       std::string task_dir = join_path(dir, task.name);
       fs::make_dirs(task_dir);
       for (const char* split : kSplits) {
