@@ -12,10 +12,15 @@
 #include "cli/sysinfo.h"
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "text/bleu.h"
+#include "text/corpus.h"
 #include "train/bench.h"
 #include "train/compare.h"
 #include "train/trainer.h"
+#include "train/translate.h"
 #include "train/weights.h"
+#include "util/error.h"
+#include "util/fs.h"
 #include "util/platform.h"
 #include "util/signals.h"
 
@@ -42,6 +47,15 @@ struct Opts {
   bool compare_generic = false;
   int64_t batches = 500;
   int64_t steps = 5;
+  // translate, average, bleu
+  int64_t beam = 0;
+  double lenpen = -1;
+  int64_t batch_tokens = 4096;
+  std::string input;
+  bool no_cache = false;
+  int64_t last = 5;
+  std::vector<std::string> refs;
+  std::string hyp;
 };
 Opts g;
 std::map<CLI::App*, std::function<int()>> g_actions;
@@ -119,6 +133,45 @@ int cmd_ablate() {
 
 int cmd_export() {
   std::cout << train::export_weights(g.file, g.out) << "\n";
+  return 0;
+}
+
+int cmd_translate() {
+  std::string data;
+  if (g.input.empty() || g.input == "-") {
+    std::ostringstream os;
+    os << std::cin.rdbuf();
+    data = os.str();
+  } else {
+    data = fs::read_file(g.input);
+  }
+  const std::string name = g.input.empty() || g.input == "-" ? "stdin" : g.input;
+  auto lines = text::split_lines(data, name);
+  if (lines.empty()) throw UserError(name + ": no input lines to translate");
+  train::TranslateOptions o;
+  o.beam = g.beam;
+  o.lenpen = g.lenpen;
+  o.batch_tokens = g.batch_tokens;
+  o.use_best = !g.use_latest;
+  o.use_cache = !g.no_cache;
+  auto out = train::translate_lines(g.file, lines, o);
+  if (signals::stop_requested()) return 143;  // nothing written: the output would be partial
+  std::string text;
+  for (const auto& l : out) text += l + "\n";
+  if (g.out.empty())
+    std::cout << text << std::flush;
+  else
+    fs::write_file_atomic(g.out, text);
+  return 0;
+}
+
+int cmd_average() {
+  std::cout << train::average_checkpoints(g.file, g.last, g.out) << "\n";
+  return 0;
+}
+
+int cmd_bleu() {
+  std::cout << text::score_files(g.hyp, g.refs);
   return 0;
 }
 
@@ -212,6 +265,53 @@ void register_all(CLI::App& app) {
         sub.add_flag("--no-plots", g.no_plots, "tables only");
       },
       cmd_ablate);
+  add(
+      app, "translate",
+      "Translate raw text with a trained translation run: reads lines from stdin (or --input),\n"
+      "writes one detokenised translation per line, in input order, to stdout (or --out,\n"
+      "written atomically). Beam search with the run's task.beam / task.lenpen unless given.\n"
+      "Example: ropelab translate runs/mt --beam 4 --lenpen 0.6 < test.en > hyp.es",
+      [](CLI::App& sub) {
+        sub.add_option("run", g.file, "run directory, averaged run (ropelab average) or checkpoint")
+            ->required();
+        sub.add_option("--beam", g.beam, "beam size (1 = greedy; default: the run's task.beam)")
+            ->check(CLI::Range(1, 64));
+        sub.add_option("--lenpen", g.lenpen,
+                       "length penalty: score / length^lenpen (default: the run's task.lenpen)")
+            ->check(CLI::Range(0.0, 10.0));
+        sub.add_option("--batch-tokens", g.batch_tokens, "source tokens per batch, beams included")
+            ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+            ->capture_default_str();
+        sub.add_option("--input", g.input, "read this file instead of stdin");
+        sub.add_option("--out", g.out, "write this file (atomically) instead of stdout");
+        sub.add_flag("--latest", g.use_latest, "use the newest checkpoint instead of the best");
+        sub.add_flag("--no-cache", g.no_cache,
+                     "recompute every prefix instead of using the key/value cache (same output)");
+      },
+      cmd_translate);
+  add(
+      app, "average",
+      "Average the weights of a run's last N checkpoints (the paper evaluates the average of the\n"
+      "last 5) into a new run directory that translate, eval and export accept.",
+      [](CLI::App& sub) {
+        sub.add_option("run", g.file, "run directory")->required();
+        sub.add_option("--last", g.last, "how many of the newest checkpoints")
+            ->check(CLI::Range(int64_t{1}, int64_t{1000}))
+            ->capture_default_str();
+        sub.add_option("--out", g.out, "new directory (must not exist)")->required();
+      },
+      cmd_average);
+  add(
+      app, "bleu",
+      "Score translations like sacreBLEU 2.x's defaults: corpus BLEU (13a tokenization, exp\n"
+      "smoothing) and chrF2, printed with their signatures. One segment per line; every file\n"
+      "must have the same number of lines.",
+      [](CLI::App& sub) {
+        sub.add_option("--ref", g.refs, "reference file (repeat for several references)")
+            ->required();
+        sub.add_option("--hyp", g.hyp, "hypothesis file")->required();
+      },
+      cmd_bleu);
   add(
       app, "export",
       "Export a trained model's weights to HDF5 (every tensor under its module path, the config\n"

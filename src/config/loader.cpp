@@ -708,6 +708,10 @@ std::vector<Problem> validate(const Config& c) {
           bad("data.source", std::string("task ") + T::kName + " needs " + to_string(T::kData) +
                                  " data; data.source '" + to_string(c.data.source) + "' gives " +
                                  to_string(kind) + " data");
+        if constexpr (std::is_same_v<T, TranslationTaskConfig>) {
+          if (task.best_by == BestBy::kBleu && task.valid_bleu_sentences == 0)
+            bad("task.best_by", "best_by bleu needs task.valid_bleu_sentences > 0");
+        }
         if constexpr (std::is_same_v<T, MlmTaskConfig>) {
           if (task.mask_token_frac + task.random_token_frac > 1.0 + 1e-9)
             bad("task.random_token_frac", "mask_token_frac + random_token_frac must be <= 1");

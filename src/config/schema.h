@@ -409,12 +409,37 @@ struct MlmTaskConfig {  // BERT's masked LM
   }
 };
 
-struct TranslationTaskConfig {  // encoder-decoder on sentence pairs (training: a later version)
+enum class BestBy { kLoss, kBleu };
+ROPELAB_ENUM_NAMES(BestBy, "loss", "bleu");
+
+struct TranslationTaskConfig {  // encoder-decoder on sentence pairs (Vaswani et al. 2017)
   static constexpr const char* kName = "translation";
   static constexpr Arch kArch = Arch::kEncDec;
   static constexpr DataKind kData = DataKind::kParallel;
+  int64_t max_tokens = 0;
+  int64_t beam = 4;
+  double lenpen = 0.6;
+  double max_len_a = 1.2;
+  int64_t max_len_b = 10;
+  int64_t valid_bleu_sentences = 200;
+  BestBy best_by = BestBy::kBleu;
   template <class V>
-  void visit(V&) {}
+  void visit(V& v) {
+    v("max_tokens", max_tokens,
+      "tokens per batch (source or target side, padding included), pairs grouped by length; "
+      "0 = train.batch_size * task.seq_len",
+      at_least(0));
+    v("beam", beam, "beam size for test decoding (`ropelab eval`, `translate` default)",
+      between(1, 64));
+    v("lenpen", lenpen, "length penalty: hypothesis score / length^lenpen (fairseq)",
+      between(0, 10));
+    v("max_len_a", max_len_a, "output length limit a * source length + b: a", between(0, 100));
+    v("max_len_b", max_len_b, "output length limit a * source length + b: b", between(0, 10000));
+    v("valid_bleu_sentences", valid_bleu_sentences,
+      "validation: greedy-decode the first N sentences and log bleu and chrf; 0 = off",
+      at_least(0));
+    v("best_by", best_by, "metric that picks the best checkpoint: bleu (validation BLEU) or loss");
+  }
 };
 
 struct GlueTaskConfig {  // classification / regression on [CLS] (training: a later version)

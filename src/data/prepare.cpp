@@ -32,26 +32,7 @@ std::string join_path(const std::string& a, const std::string& b) {
   return (stdfs::path(a) / b).string();
 }
 
-// Splits a file into lines, checking UTF-8; errors name the file and line.
-std::vector<std::string> read_lines(const std::string& path, bool check_utf8 = true) {
-  std::string data = fs::read_file(path);
-  std::vector<std::string> lines;
-  std::istringstream in(data);
-  std::string line;
-  int64_t no = 0;
-  while (std::getline(in, line)) {
-    ++no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (check_utf8) {
-      int64_t bad = text::invalid_utf8_at(line);
-      if (bad >= 0)
-        throw UserError(path + ":" + std::to_string(no) + ": invalid UTF-8 at byte " +
-                        std::to_string(bad + 1) + " of the line");
-    }
-    lines.push_back(std::move(line));
-  }
-  return lines;
-}
+using text::read_lines;
 
 struct SplitInput {
   std::string name;                // split name

@@ -131,15 +131,21 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     return t.view({B, len, n_heads_, head_dim_}).transpose(1, 2);  // [B,N,len,H]
   };
   auto q = heads(q_proj(x), T);
-  auto k = heads(k_proj(kv), S_new);
-  auto v = heads(v_proj(kv), S_new);
-  if (cache != nullptr) {
-    if (cache->k_BNSH.defined()) {
-      k = torch::cat({cache->k_BNSH, k}, 2);
-      v = torch::cat({cache->v_BNSH, v}, 2);
+  torch::Tensor k, v;
+  if (cache != nullptr && cache->fixed && cache->k_BNSH.defined()) {
+    k = cache->k_BNSH;  // cross-attention: the memory was projected at the first step
+    v = cache->v_BNSH;
+  } else {
+    k = heads(k_proj(kv), S_new);
+    v = heads(v_proj(kv), S_new);
+    if (cache != nullptr) {
+      if (!cache->fixed && cache->k_BNSH.defined()) {
+        k = torch::cat({cache->k_BNSH, k}, 2);
+        v = torch::cat({cache->v_BNSH, v}, 2);
+      }
+      cache->k_BNSH = k;
+      cache->v_BNSH = v;
     }
-    cache->k_BNSH = k;
-    cache->v_BNSH = v;
   }
   PositionModuleImpl* pos = ctx.module;
   static const PosCache kNoTables;

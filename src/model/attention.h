@@ -33,9 +33,12 @@ struct PositionContext {
   const PosCache* tables = nullptr;
 };
 
-// Raw projected keys and values of the past, for incremental decoding.
+// Projected keys and values for incremental decoding. Self-attention appends each step's new
+// keys/values (the whole past); cross-attention (`fixed`) projects the encoder memory once and
+// reuses it at every step.
 struct KVCache {
   torch::Tensor k_BNSH, v_BNSH;
+  bool fixed = false;
 };
 
 // The kernels, as free functions (tested directly against their quadratic forms).

@@ -55,7 +55,7 @@ torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
 torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
                                  const PositionContext& pos, int64_t offset,
                                  const torch::Tensor& memory, const AttnMask& mem_mask,
-                                 KVCache* cache) {
+                                 KVCache* cache, KVCache* cross_cache) {
   auto sublayer = [&](torch::nn::LayerNorm& norm, const auto& fn) {
     if (pre_norm_) return x + drop(fn(norm_of(norm, x)), dropout_, is_training());
     return norm_of(norm, x + drop(fn(x), dropout_, is_training()));
@@ -65,7 +65,7 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
   });
   if (cross_attn) {
     x = sublayer(norm3, [&](const torch::Tensor& h) {
-      return cross_attn->forward(h, memory, mem_mask, PositionContext{}, 0, nullptr);
+      return cross_attn->forward(h, memory, mem_mask, PositionContext{}, 0, cross_cache);
     });
   }
   return sublayer(norm2, [&](const torch::Tensor& h) { return ffn(h); });
@@ -88,7 +88,11 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
                                  const torch::Tensor& memory, const torch::Tensor& mem_pad_BS,
                                  DecodeState* state) {
   int64_t offset = state != nullptr ? state->offset : 0;
-  if (state != nullptr && state->layers.empty()) state->layers.resize(layers->size());
+  if (state != nullptr && state->layers.empty()) {
+    state->layers.resize(layers->size());
+    state->cross.resize(layers->size());
+    for (auto& c : state->cross) c.fixed = true;
+  }
   x = position->add_to_input(x, offset);
   if (emb_norm) x = norm_of(emb_norm, x);
   x = drop(x, dropout_, is_training());
@@ -103,10 +107,20 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   PositionContext pos{position.get(), &tables};
   for (size_t i = 0; i < layers->size(); ++i) {
     x = layers[i]->as<Layer>()->forward(x, self_mask, pos, offset, memory, mem_mask,
-                                        state != nullptr ? &state->layers[i] : nullptr);
+                                        state != nullptr ? &state->layers[i] : nullptr,
+                                        state != nullptr ? &state->cross[i] : nullptr);
   }
   if (state != nullptr) state->offset += x.size(1);
   return final_norm ? norm_of(final_norm, x) : x;
+}
+
+void DecodeState::reorder(const torch::Tensor& order_B) {
+  for (auto* caches : {&layers, &cross})
+    for (auto& c : *caches)
+      if (c.k_BNSH.defined()) {
+        c.k_BNSH = c.k_BNSH.index_select(0, order_B);
+        c.v_BNSH = c.v_BNSH.index_select(0, order_B);
+      }
 }
 
 // ---- the backbone

@@ -31,7 +31,7 @@ class LayerImpl : public torch::nn::Module {
   LayerImpl(const config::ModelConfig& c, bool cross);
   torch::Tensor forward(torch::Tensor x, const AttnMask& self_mask, const PositionContext& pos,
                         int64_t offset, const torch::Tensor& memory, const AttnMask& mem_mask,
-                        KVCache* cache);
+                        KVCache* cache, KVCache* cross_cache);
 
  private:
   torch::Tensor ffn(const torch::Tensor& x);
@@ -44,10 +44,13 @@ class LayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Layer);
 
-// Per-sequence state of incremental decoding.
+// Per-sequence state of incremental decoding: each layer's self-attention keys/values (grown
+// every step) and cross-attention keys/values (the encoder memory, projected once).
 struct DecodeState {
-  std::vector<KVCache> layers;
+  std::vector<KVCache> layers, cross;
   int64_t offset = 0;  // tokens already decoded
+  // Keeps the rows `order_B` of every cache (beam search: the surviving beams' histories).
+  void reorder(const torch::Tensor& order_B);
 };
 
 class StackImpl : public torch::nn::Module {

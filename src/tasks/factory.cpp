@@ -1,5 +1,6 @@
 // The one place that maps a task config to its Task. A new task adds one case here.
 #include "tasks/lm.h"
+#include "tasks/translation.h"
 #include "util/error.h"
 
 namespace ropelab::tasks {
@@ -8,23 +9,28 @@ namespace {
 struct Make {
   const config::Config& c;
   int64_t vocab;
+  const text::Tokenizer* tok;
   std::unique_ptr<Task> operator()(const config::ClmTaskConfig&) const {
     return std::make_unique<CausalLmTask>(c, vocab);
   }
   std::unique_ptr<Task> operator()(const config::MlmTaskConfig& t) const {
     return std::make_unique<MaskedLmTask>(c, t, vocab);
   }
+  std::unique_ptr<Task> operator()(const config::TranslationTaskConfig& t) const {
+    return std::make_unique<TranslationTask>(c, t, vocab, tok);
+  }
   template <class T>
   std::unique_ptr<Task> operator()(const T&) const {
     throw UserError(std::string("task.type: training '") + T::kName +
-                    "' is not implemented yet in this version (clm and mlm are); its data can "
-                    "already be prepared with `ropelab prepare`");
+                    "' is not implemented yet in this version (clm, mlm and translation are); "
+                    "its data can already be prepared with `ropelab prepare`");
   }
 };
 }  // namespace
 
-std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab) {
-  return std::visit(Make{c, vocab}, c.task.opts);
+std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
+                                const text::Tokenizer* tok) {
+  return std::visit(Make{c, vocab, tok}, c.task.opts);
 }
 
 }  // namespace ropelab::tasks

@@ -5,8 +5,9 @@
 
 namespace ropelab::tasks {
 
-EvalResult Task::evaluate(model::ModelImpl& m, const data::BatchStream& s,
-                          const EvalOptions& o) const {
+EvalResult Task::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
+                          const data::BatchStream& s, const EvalOptions& o) const {
+  (void)ds;
   bool was_training = m.is_training();
   m.eval();
   torch::NoGradGuard ng;

@@ -7,8 +7,8 @@
 // parallelism weight every target equally. metrics() turns accumulated sums into the metrics a
 // task reports, under names the task chooses; compare and eval print whatever was logged.
 //
-// Implemented: clm and mlm (tasks/lm.h). A new task: its config struct (config/schema.h), a
-// Task subclass in its own file, and one line in tasks/factory.cpp.
+// Implemented: clm and mlm (tasks/lm.h), translation (tasks/translation.h). A new task: its config
+// struct (config/schema.h), a Task subclass in its own file, and one line in tasks/factory.cpp.
 #pragma once
 #include <map>
 #include <memory>
@@ -17,6 +17,7 @@
 #include "config/schema.h"
 #include "data/batches.h"
 #include "model/model.h"
+#include "text/tokenizer.h"
 
 namespace ropelab::tasks {
 
@@ -43,6 +44,9 @@ struct EvalOptions {
   int64_t max_batches = 0;  // 0 = the whole split
   torch::Device device = torch::kCPU;
   bool bf16 = false;
+  // A final evaluation (`ropelab eval`): generation tasks decode the whole split with their
+  // test settings (beam search), instead of the quick validation subset.
+  bool full = false;
 };
 
 struct EvalResult {
@@ -69,13 +73,16 @@ class Task {
   // Metrics from accumulated sums: always "loss" (mean nll per target), plus the task's own.
   virtual Metrics metrics(const Sums& s) const = 0;
   virtual Selection selection() const { return {}; }
-  // Metrics over a split. The default sums forward() over the batches; tasks whose metrics
-  // need every output (BLEU over hypotheses, MCC / Spearman over predictions) override it.
-  virtual EvalResult evaluate(model::ModelImpl& m, const data::BatchStream& s,
-                              const EvalOptions& o) const;
+  // Metrics over a split (`ds`, batched by `s`). The default sums forward() over the batches;
+  // tasks whose metrics need every output (BLEU over hypotheses, MCC / Spearman over
+  // predictions) override it.
+  virtual EvalResult evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
+                              const data::BatchStream& s, const EvalOptions& o) const;
 };
 
-// Builds the task a config names (tasks/factory.cpp).
-std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab);
+// Builds the task a config names (tasks/factory.cpp). `tok` (optional) lets generation tasks
+// turn ids back into text for their metrics; without it they report no BLEU.
+std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
+                                const text::Tokenizer* tok = nullptr);
 
 }  // namespace ropelab::tasks

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/fs.h"
 
 namespace ropelab::text {
 
@@ -268,6 +269,30 @@ int64_t invalid_utf8_at(const std::string& s) {
     i += len;
   }
   return -1;
+}
+
+std::vector<std::string> split_lines(const std::string& data, const std::string& name) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  int64_t no = 0;
+  while (start < data.size()) {
+    size_t end = data.find('\n', start);
+    if (end == std::string::npos) end = data.size();
+    std::string line = data.substr(start, end - start);
+    ++no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    int64_t bad = invalid_utf8_at(line);
+    if (bad >= 0)
+      throw UserError(name + ":" + std::to_string(no) + ": invalid UTF-8 at byte " +
+                      std::to_string(bad + 1) + " of the line");
+    lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  return lines;
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  return split_lines(fs::read_file(path), path);
 }
 
 }  // namespace ropelab::text

@@ -48,5 +48,9 @@ inline constexpr const char* kRV = "spaRV1909eb";
 
 // Checks that `s` is valid UTF-8; returns the byte offset of the first bad byte or -1.
 int64_t invalid_utf8_at(const std::string& s);
+// The lines of a text (a trailing '\r' stripped), each checked to be UTF-8; a bad line is a
+// UserError naming `name` and the line number. read_lines reads a file first.
+std::vector<std::string> split_lines(const std::string& data, const std::string& name);
+std::vector<std::string> read_lines(const std::string& path);
 
 }  // namespace ropelab::text

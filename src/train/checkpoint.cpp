@@ -74,7 +74,7 @@ std::vector<std::pair<int64_t, stdfs::path>> list(const std::string& run_dir) {
 }  // namespace
 
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
-                     torch::optim::Optimizer& opt, const TrainState& st, int64_t keep_last) {
+                     torch::optim::Optimizer* opt, const TrainState& st, int64_t keep_last) {
   stdfs::path root = stdfs::path(run_dir) / "checkpoints";
   fs::make_dirs(root.string());
   std::string name = step_name(st.step);
@@ -92,9 +92,9 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
       a.save_to(os);
       files["model.pt"] = os.str();
     }
-    {
+    if (opt != nullptr) {
       torch::serialize::OutputArchive a;
-      opt.save(a);
+      opt->save(a);
       std::ostringstream os;
       a.save_to(os);
       files["optim.pt"] = os.str();
@@ -133,6 +133,13 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
     if (it->first == st.best_step) continue;
     if (++kept > keep_last) stdfs::remove_all(it->second, ec);
   }
+}
+
+std::vector<std::string> verified_checkpoints(const std::string& run_dir) {
+  std::vector<std::string> out;
+  for (const auto& [step, p] : list(run_dir))
+    if (verify(p)) out.push_back(p.string());
+  return out;
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& run_dir) {

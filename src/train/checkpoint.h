@@ -13,6 +13,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -32,8 +33,12 @@ struct TrainState {
   torch::Device device = torch::kCPU;  // whose generators rng.pt holds (not saved in state.json)
 };
 
+// `opt` may be null: a model-only checkpoint (averaged weights), which resumes nothing but
+// loads for translate, eval and export.
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
-                     torch::optim::Optimizer& opt, const TrainState& st, int64_t keep_last);
+                     torch::optim::Optimizer* opt, const TrainState& st, int64_t keep_last);
+// Every checkpoint directory whose manifest and checksums verify, oldest first.
+std::vector<std::string> verified_checkpoints(const std::string& run_dir);
 // The newest checkpoint directory whose manifest and checksums verify; nullopt if none.
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 std::optional<std::string> checkpoint_for_step(const std::string& run_dir, int64_t step);

@@ -121,6 +121,7 @@ class Trainer {
   std::unique_ptr<tasks::Task> task_;
   model::Model model_{nullptr};
   std::unique_ptr<torch::optim::AdamW> opt_;
+  std::optional<data::TokenDataset> valid_ds_;
   std::unique_ptr<data::BatchStream> train_stream_, valid_stream_;
   int64_t n_params_ = 0;
   TrainState st_;
@@ -142,15 +143,17 @@ Trainer::Trainer(const config::Config& c)
       data_(c.data, threads_, /*prepare=*/true) {
   res_.run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
   fs::make_dirs(res_.run_dir);
-  task_ = tasks::make_task(c, data_.vocab_size());
+  task_ = tasks::make_task(c, data_.vocab_size(), &data_.tokenizer());
   torch::manual_seed(static_cast<uint64_t>(c.run.seed));
   model_ = task_->build_model();
   model_->to(dev_);
   opt_ = std::make_unique<torch::optim::AdamW>(make_optimizer(*model_, c.train));
   for (const auto& p : model_->parameters()) n_params_ += p.numel();
   train_stream_ = task_->stream(data_.split("train"), true, c.task.seq_len, c.train.batch_size);
-  if (data_.has_split("valid"))
-    valid_stream_ = task_->stream(data_.split("valid"), false, c.task.seq_len, c.train.batch_size);
+  if (data_.has_split("valid")) {
+    valid_ds_ = data_.split("valid");
+    valid_stream_ = task_->stream(*valid_ds_, false, c.task.seq_len, c.train.batch_size);
+  }
   if (train_stream_->batches_per_epoch() <= 0)
     throw UserError("the training split is smaller than one batch");
   st_.threads = threads_;
@@ -287,7 +290,7 @@ void Trainer::evaluate(bool final_eval) {
   if (!valid_stream_) return;
   auto t0 = clock::now();
   tasks::EvalOptions o{c_.train.eval_batches, dev_, c_.train.precision == config::Precision::kBf16};
-  auto out = task_->evaluate(*model_, *valid_stream_, o);
+  auto out = task_->evaluate(*model_, *valid_ds_, *valid_stream_, o);
   double secs = seconds_since(t0);
   auto row = out.metrics;
   row["step"] = static_cast<double>(st_.step);
@@ -307,7 +310,9 @@ void Trainer::evaluate(bool final_eval) {
   }
 }
 
-void Trainer::save() { save_checkpoint(res_.run_dir, *model_, *opt_, st_, c_.train.keep_last); }
+void Trainer::save() {
+  save_checkpoint(res_.run_dir, *model_, opt_.get(), st_, c_.train.keep_last);
+}
 
 // ---- the loop
 
@@ -365,9 +370,9 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   data::Data data(c.data, 1, /*prepare=*/false);
   if (!data.has_split(split)) throw UserError(run_dir + ": its data has no '" + split + "' split");
   auto ds = data.split(split);
-  auto task = tasks::make_task(c, data.vocab_size());
+  auto task = tasks::make_task(c, data.vocab_size(), &data.tokenizer());
   rm.model->to(dev);
-  tasks::EvalOptions o{0, dev, c.train.precision == config::Precision::kBf16};
+  tasks::EvalOptions o{0, dev, c.train.precision == config::Precision::kBf16, /*full=*/true};
 
   EvalReport r;
   r.run_dir = run_dir;
@@ -375,8 +380,9 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   r.split = split;
   r.train_seq_len = c.task.seq_len;
   r.metrics =
-      task->evaluate(*rm.model, *task->stream(ds, false, c.task.seq_len, c.train.batch_size), o)
+      task->evaluate(*rm.model, ds, *task->stream(ds, false, c.task.seq_len, c.train.batch_size), o)
           .metrics;
+  o.full = false;  // the length rows: likelihood only
   int64_t max_len = rm.model->backbone->position().max_len();
   for (int64_t L : lengths) {
     LengthRow row;
@@ -397,7 +403,7 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
       continue;
     }
     o.max_batches = std::max<int64_t>(1, max_tokens / (batch * L));
-    auto out = task->evaluate(*rm.model, *s, o);
+    auto out = task->evaluate(*rm.model, ds, *s, o);
     row.metrics = out.metrics;
     row.tokens = static_cast<int64_t>(out.tokens);
     r.lengths.push_back(row);

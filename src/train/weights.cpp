@@ -133,6 +133,50 @@ KeyReport load_backbone(model::ModelImpl& target, const StateDict& source,
   return r;
 }
 
+std::string average_checkpoints(const std::string& run_dir, int64_t last, const std::string& out) {
+  if (last < 1) throw UserError("average: --last must be at least 1");
+  if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
+  auto all = verified_checkpoints(run_dir);
+  if (all.empty()) throw UserError(run_dir + ": no checkpoint to average");
+  if (static_cast<int64_t>(all.size()) < last)
+    throw UserError(
+        fmt::format("{}: has {} checkpoint(s), fewer than --last {}; HINT: train with "
+                    "train.keep_last >= {} and train.checkpoint_every set",
+                    run_dir, all.size(), last, last));
+  std::vector<std::string> used(all.end() - last, all.end());
+  auto avg = load_run_model(used.back());
+  TrainState st = load_checkpoint(used.back(), *avg.model, nullptr);  // step, vocab, ...
+  st.vocab = avg.vocab;
+  auto sum = state_dict(*avg.model);
+  torch::NoGradGuard ng;
+  std::map<std::string, torch::Tensor> acc;
+  for (const auto& [name, t] : sum) acc[name] = t.to(torch::kFloat64);
+  for (size_t i = 0; i + 1 < used.size(); ++i) {
+    auto m = load_run_model(used[i]);
+    for (const auto& [name, t] : state_dict(*m.model)) acc[name] += t.to(torch::kFloat64);
+  }
+  for (auto& [name, t] : sum)
+    t.copy_((acc[name] / static_cast<double>(used.size())).to(t.scalar_type()));
+
+  std::string tmp = out + ".tmp";
+  std::error_code ec;
+  stdfs::remove_all(tmp, ec);
+  try {
+    fs::make_dirs(tmp);
+    fs::write_file_atomic((stdfs::path(tmp) / "config.yaml").string(), config::dump(avg.config));
+    save_checkpoint(tmp, *avg.model, nullptr, st, 1);
+    stdfs::rename(tmp, out);
+  } catch (...) {
+    stdfs::remove_all(tmp, ec);
+    throw;
+  }
+  std::string steps;
+  for (const auto& u : used)
+    steps += (steps.empty() ? "" : ", ") + stdfs::path(u).filename().string();
+  return fmt::format("averaged {} checkpoints of {} ({}) into {}", used.size(), run_dir, steps,
+                     out);
+}
+
 std::string export_weights(const std::string& source, const std::string& out_path) {
   auto r = load_run_model(source);
   const auto& c = r.config;

@@ -54,6 +54,12 @@ struct KeyReport {
 KeyReport load_backbone(model::ModelImpl& target, const StateDict& source,
                         const std::string& source_name);
 
+// `ropelab average`: the parameter-wise mean of a run's last `last` checkpoints (the paper
+// evaluates the average of the last 5), written as a new run directory `out` (its config.yaml
+// and one model-only checkpoint) that translate, eval and export accept. `out` must not exist;
+// it appears complete or not at all. Returns a one-line summary.
+std::string average_checkpoints(const std::string& run_dir, int64_t last, const std::string& out);
+
 // `ropelab export`: writes weights.h5 atomically; returns a one-line summary.
 std::string export_weights(const std::string& source, const std::string& out_path);
 

@@ -1,0 +1,161 @@
+#include "tasks/translation.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "text/bleu.h"
+#include "util/device.h"
+#include "util/signals.h"
+
+namespace ropelab::tasks {
+
+using text::Special;
+
+TranslationTask::TranslationTask(const config::Config& c, const config::TranslationTaskConfig& t,
+                                 int64_t vocab, const text::Tokenizer* tok)
+    : c_(c), t_(t), vocab_(vocab), tok_(tok) {}
+
+model::Model TranslationTask::build_model() const {
+  model::Transformer backbone(c_.model, vocab_);  // constructed in this order: backbone, head
+  auto head = std::make_shared<model::LmHeadImpl>(c_.model, vocab_);
+  return model::Model(backbone, head, c_.model.init_std);
+}
+
+std::unique_ptr<data::BatchStream> TranslationTask::stream(const data::TokenDataset& ds, bool train,
+                                                           int64_t seq_len,
+                                                           int64_t batch_size) const {
+  data::StreamOptions o;
+  o.seed = static_cast<uint64_t>(c_.run.seed);
+  o.batch_size = batch_size;
+  o.seq_len = seq_len;
+  o.max_tokens = t_.max_tokens;
+  o.shuffle = train;
+  return data::make_translation_stream(ds, o);
+}
+
+Forward TranslationTask::forward(model::ModelImpl& m, const data::Batch& b) const {
+  auto memory = m.backbone->encode(b.src_BS, b.src_pad_BS);
+  auto logits = m.logits(m.backbone->decode(b.input_BT, memory, b.src_pad_BS));
+  auto lp = torch::log_softmax(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32), -1);
+  auto target = b.target_BT.reshape({-1});
+  auto valid = target != -100;
+  auto idx = valid.nonzero().squeeze(1);
+  auto lp_sel = lp.index_select(0, idx);
+  auto tgt_sel = target.index_select(0, idx);
+  auto nll = -lp_sel.gather(1, tgt_sel.unsqueeze(1)).squeeze(1);
+  double eps = c_.task.label_smoothing;
+  Forward out;
+  if (eps > 0) {
+    double eps_i = eps / static_cast<double>(lp.size(1) - 1);
+    auto smooth = -lp_sel.sum(-1);
+    out.loss_sum = ((1.0 - eps - eps_i) * nll + eps_i * smooth).sum();
+  } else {
+    out.loss_sum = nll.sum();
+  }
+  torch::NoGradGuard ng;
+  out.sums.v = {
+      {"nll", nll.sum().item<double>()},
+      {"targets", static_cast<double>(idx.size(0))},
+      {"correct", static_cast<double>((lp_sel.argmax(-1) == tgt_sel).sum().item<int64_t>())},
+      {"tokens", static_cast<double>(b.num_tokens)}};
+  return out;
+}
+
+Metrics TranslationTask::metrics(const Sums& s) const {
+  double n = s("targets");
+  double loss = n > 0 ? s("nll") / n : 0.0;
+  return {{"loss", loss},
+          {"ppl", std::exp(std::min(loss, 50.0))},
+          {"acc", n > 0 ? s("correct") / n : 0.0}};
+}
+
+Selection TranslationTask::selection() const {
+  if (t_.best_by == config::BestBy::kBleu && t_.valid_bleu_sentences > 0 && tok_ != nullptr)
+    return {"bleu", true};
+  return {};
+}
+
+model::DecodeOptions TranslationTask::decode_options(int64_t beam) const {
+  model::DecodeOptions d;
+  d.beam = beam;
+  d.lenpen = t_.lenpen;
+  d.max_len_a = t_.max_len_a;
+  d.max_len_b = t_.max_len_b;
+  return d;
+}
+
+EvalResult TranslationTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
+                                     const data::BatchStream& s, const EvalOptions& o) const {
+  EvalResult r = Task::evaluate(m, ds, s, o);
+  const auto& src = ds.seqs.at("src");
+  const auto& tgt = ds.seqs.at("tgt");
+  int64_t n = o.full ? src.size() : std::min(src.size(), t_.valid_bleu_sentences);
+  if (tok_ == nullptr || n == 0) return r;
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<std::string> refs;
+  for (int64_t i = 0; i < n; ++i) {
+    sources.emplace_back(src.begin(i), src.begin(i) + src.length(i));
+    refs.push_back(tok_->decode({tgt.begin(i), tgt.begin(i) + tgt.length(i)}));
+  }
+  bool was_training = m.is_training();
+  m.eval();
+  int64_t budget = std::max<int64_t>(t_.max_tokens, c_.train.batch_size * c_.task.seq_len);
+  auto ids = translate_ids(m, sources, decode_options(o.full ? t_.beam : 1), budget,
+                           c_.task.seq_len, o.device, o.bf16, nullptr);
+  if (was_training) m.train();
+  std::vector<std::string> hyps;
+  for (const auto& h : ids) hyps.push_back(tok_->decode({h.begin(), h.end()}));
+  r.metrics["bleu"] = text::corpus_bleu(hyps, {refs}).score;
+  r.metrics["chrf"] = text::corpus_chrf(hyps, {refs});
+  return r;
+}
+
+std::vector<std::vector<int64_t>> translate_ids(model::ModelImpl& m,
+                                                const std::vector<std::vector<int32_t>>& sources,
+                                                const model::DecodeOptions& d, int64_t batch_tokens,
+                                                int64_t max_source, torch::Device dev, bool bf16,
+                                                Progress* bar) {
+  torch::NoGradGuard ng;
+  auto len = [&](size_t i) {
+    return std::max<int64_t>(
+        1, std::min<int64_t>(static_cast<int64_t>(sources[i].size()), max_source));
+  };
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return len(a) < len(b); });
+  std::vector<std::vector<int64_t>> out(sources.size());
+  int64_t done = 0;
+  for (size_t start = 0; start < order.size() && !signals::stop_requested();) {
+    // The longest source of a run of sorted sentences sets its padded size. Beams multiply
+    // the rows, so the budget is divided by the beam.
+    size_t end = start + 1;
+    int64_t rows_budget = std::max<int64_t>(1, batch_tokens / std::max<int64_t>(1, d.beam));
+    while (end < order.size() &&
+           len(order[end]) * static_cast<int64_t>(end - start + 1) <= rows_budget)
+      ++end;
+    int64_t B = static_cast<int64_t>(end - start), S = len(order[end - 1]);
+    auto src = torch::full({B, S}, Special::kPad, torch::kInt64);
+    auto acc = src.accessor<int64_t, 2>();
+    for (int64_t b = 0; b < B; ++b) {
+      const auto& x = sources[order[start + static_cast<size_t>(b)]];
+      for (int64_t t = 0; t < std::min<int64_t>(static_cast<int64_t>(x.size()), S); ++t)
+        acc[b][t] = x[t];
+      if (x.empty()) acc[b][0] = Special::kEos;  // an empty line still gets one real token
+    }
+    auto pad = src != Special::kPad;
+    src = src.to(dev);
+    pad = pad.to(dev);
+    std::vector<std::vector<int64_t>> hyps;
+    {
+      device::Autocast ac(dev, bf16);
+      hyps = model::generate(m, src, pad, d);
+    }
+    for (int64_t b = 0; b < B; ++b) out[order[start + static_cast<size_t>(b)]] = std::move(hyps[b]);
+    done += B;
+    if (bar != nullptr) bar->update(done);
+    start = end;
+  }
+  return out;
+}
+
+}  // namespace ropelab::tasks

@@ -1,0 +1,93 @@
+// BLEU and chrF against sacreBLEU 2.x's golden values (computed with sacreBLEU 2.6.0), chrF
+// against hand-computed values, and `ropelab bleu`'s input checks. Torch-free: the sanitizer
+// tier runs these too.
+#include <gtest/gtest.h>
+
+#include "helpers.h"
+#include "text/bleu.h"
+#include "util/error.h"
+
+namespace ropelab::text {
+namespace {
+
+TEST(Bleu, CorpusScoreWithTwoReferenceStreamsMatchesSacrebleu) {
+  std::vector<std::string> hyps = {"The dog bit the man.", "It wasn't surprising.",
+                                   "The man had just bitten him."};
+  std::vector<std::vector<std::string>> refs = {
+      {"The dog bit the man.", "It was not unexpected.", "The man bit him first."},
+      {"The dog had bit the man.", "No one was surprised.", "The man had bitten the dog."}};
+  auto b = corpus_bleu(hyps, refs);
+  EXPECT_NEAR(b.score, 48.530827, 1e-6);
+  EXPECT_EQ(
+      b.line(),
+      "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)");
+  EXPECT_EQ(bleu_signature(2), "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x");
+}
+
+TEST(Bleu, ExpSmoothingEmptyHypothesisAndStatistics) {
+  auto b = corpus_bleu({"this is a fest"}, {{"this is a test"}});
+  EXPECT_EQ(b.line().substr(0, 32), "BLEU = 59.46 75.0/66.7/50.0/50.0");
+  EXPECT_NEAR(b.score, 59.46, 0.005);
+  auto empty = corpus_bleu({""}, {{"hello world"}});
+  EXPECT_EQ(empty.score, 0.0);
+  EXPECT_EQ(empty.line().substr(0, 12), "BLEU = 0.00 ");
+  auto s = bleu_stats("am I am a character sequence", {"I am a symbol string sequence a a"});
+  EXPECT_EQ(s.correct, (std::array<double, 4>{4, 2, 1, 0}));
+  EXPECT_EQ(s.total, (std::array<double, 4>{6, 5, 4, 3}));
+}
+
+TEST(Bleu, Tokenizer13aMatchesSacrebleu) {
+  EXPECT_EQ(tokenize_13a("Hello, world! It's 3.5-4 km (approx.) &amp; \"quoted\"..."),
+            "Hello , world ! It's 3.5 - 4 km ( approx . ) & \" quoted \" . . .");
+  EXPECT_EQ(tokenize_13a("1,000.50 $5-6"), "1,000.50 $ 5 - 6");
+  EXPECT_EQ(tokenize_13a("e.g. U.S.A."), "e . g . U . S . A .");
+  EXPECT_EQ(tokenize_13a("a\xc2\xa0"
+                         "b\xe3\x80\x80"
+                         "c"),
+            "a b c");  // U+00A0, U+3000
+  EXPECT_EQ(tokenize_13a("M\xc3\xbcller's caf\xc3\xa9\xe2\x80\x94ok?"),
+            "M\xc3\xbcller's caf\xc3\xa9\xe2\x80\x94ok ?");
+}
+
+TEST(Chrf, HandComputedValues) {
+  // abc vs abd: unigrams 2/3 match, bigrams 1/2, trigrams 0/1; orders 4-6 absent. Mean
+  // precision = mean recall = (2/3 + 1/2 + 0) / 3, so F2 = that.
+  EXPECT_NEAR(corpus_chrf({"abc"}, {{"abd"}}), 100.0 * (2.0 / 3 + 0.5) / 3, 1e-9);
+  EXPECT_NEAR(corpus_chrf({"a b c"}, {{"abc"}}), 100.0, 1e-9);  // whitespace is ignored
+  EXPECT_EQ(corpus_chrf({""}, {{"abc"}}), 0.0);
+  // Recall weighs more (beta = 2): a short exact prefix scores below a long superset.
+  double shorter = corpus_chrf({"ab"}, {{"abcd"}}), longer = corpus_chrf({"abcdef"}, {{"abcd"}});
+  EXPECT_LT(shorter, longer);
+  // Several references: each sentence uses its best one.
+  EXPECT_NEAR(corpus_chrf({"abc"}, {{"xyz"}, {"abc"}}), 100.0, 1e-9);
+  EXPECT_EQ(chrf_signature(1), "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.x");
+}
+
+TEST(Bleu, ScoreFilesChecksItsInputs) {
+  test::TempDir d;
+  auto hyp = test::write(d.file("hyp"), "The dog bit the man.\nIt wasn't surprising.\n");
+  auto ref = test::write(d.file("ref"), "The dog bit the man.\nIt was not unexpected.\n");
+  auto out = score_files(hyp, {ref});
+  EXPECT_EQ(out.rfind("BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x = ", 0), 0u)
+      << out;
+  EXPECT_NE(out.find("\nchrF2|nrefs:1|"), std::string::npos) << out;
+  auto short_ref = test::write(d.file("short"), "The dog bit the man.\n");
+  try {
+    score_files(hyp, {short_ref});
+    FAIL() << "mismatched line counts were accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("has 1 lines but"), std::string::npos) << e.what();
+  }
+  auto bad = test::write(d.file("bad"), "fine\nbad \xff byte\n");
+  try {
+    score_files(bad, {ref});
+    FAIL() << "invalid UTF-8 was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(":2: invalid UTF-8"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(score_files(test::write(d.file("empty"), ""), {test::write(d.file("e2"), "")}),
+               UserError);
+}
+
+}  // namespace
+}  // namespace ropelab::text
