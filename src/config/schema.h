@@ -581,6 +581,7 @@ struct Experiment {
   std::vector<std::string> set;
   std::vector<Variant> variants;
   double target_loss = 0.0;
+  bool test = false;
   template <class V>
   void visit(V& v) {
     v("name", name, "experiment name; runs go to out_dir/name/<variant>", required());
@@ -590,6 +591,9 @@ struct Experiment {
     v("variants", variants, "the variants to train and compare", required());
     v("target_loss", target_loss,
       "compare: report steps/tokens to reach this validation loss (0 = off)", at_least(0));
+    v("test", test,
+      "after training, evaluate every variant on the test split (like `ropelab eval --split "
+      "test`; translation decodes it with beam search) and show those metrics too");
   }
 };
 

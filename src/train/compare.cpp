@@ -15,6 +15,9 @@
 #include "util/fs.h"
 #include "util/platform.h"
 #include "util/progress.h"
+#include "util/signals.h"
+
+#include <nlohmann/json.hpp>
 
 namespace ropelab::train {
 
@@ -40,6 +43,11 @@ RunSummary summarize_run(const std::string& run_dir, double target_loss) {
     if (tps.size() > 1) tps.erase(tps.begin());  // the first window includes start-up
     std::sort(tps.begin(), tps.end());
     if (!tps.empty()) r.tokens_per_s = tps[tps.size() / 2];
+  }
+  std::string test_json = (stdfs::path(run_dir) / "eval-test.json").string();
+  if (fs::exists(test_json)) {
+    auto j = nlohmann::json::parse(fs::read_file(test_json));
+    for (const auto& [k, v] : j.at("metrics").items()) r.test_metrics[k] = v.get<double>();
   }
   const auto& vl = va["loss"];
   if (!vl.empty()) {
@@ -79,9 +87,18 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
     for (const auto& [name, v] : r.final_metrics)
       if (std::find(metrics.begin(), metrics.end(), name) == metrics.end()) metrics.push_back(name);
   std::sort(metrics.begin(), metrics.end());
+  std::vector<std::string> test_metrics = {"loss"};  // loss first, then the rest by name
+  for (const auto& r : runs)
+    for (const auto& [name, v] : r.test_metrics)
+      if (std::find(test_metrics.begin(), test_metrics.end(), name) == test_metrics.end())
+        test_metrics.push_back(name);
+  bool any_test = std::any_of(runs.begin(), runs.end(),
+                              [](const RunSummary& r) { return !r.test_metrics.empty(); });
+  if (!any_test) test_metrics.clear();
   std::vector<std::string> head = {"run",   "position", "attention",        "params",
                                    "steps", "tokens",   "final valid loss", "best valid loss"};
   for (const auto& m : metrics) head.push_back("valid " + m);
+  for (const auto& m : test_metrics) head.push_back("test " + m);
   head.push_back("tokens/s");
   if (target_loss > 0) {
     head.push_back(fmt::format("steps to {:.2f}", target_loss));
@@ -95,6 +112,11 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
     for (const auto& m : metrics) {
       auto it = r.final_metrics.find(m);
       double v = it == r.final_metrics.end() ? NAN : it->second;
+      row.push_back(num(v, std::abs(v) >= 100 ? "{:.2f}" : "{:.4f}"));
+    }
+    for (const auto& m : test_metrics) {
+      auto it = r.test_metrics.find(m);
+      double v = it == r.test_metrics.end() ? NAN : it->second;
       row.push_back(num(v, std::abs(v) >= 100 ? "{:.2f}" : "{:.4f}"));
     }
     row.push_back(si(r.tokens_per_s));
@@ -194,6 +216,15 @@ void ablate(const std::string& experiment_path, bool plots) {
     if (res.interrupted)
       throw UserError("ablation interrupted during variant '" + v.name +
                       "'; run the same command again to resume");
+  }
+  if (exp.test) {
+    for (const auto& d : dirs) {
+      spdlog::info("=== test split: {} ===", d);
+      auto report = evaluate_run(d, "test", {}, 0, /*use_best=*/true);
+      spdlog::info("{}", format_eval(report));
+      if (signals::stop_requested())
+        throw UserError("ablation interrupted during the test evaluation; run it again to finish");
+    }
   }
   spdlog::info("ablation trained {} variants in {}", exp.variants.size(),
                format_duration(

@@ -18,6 +18,8 @@ struct RunSummary {
   // The task's other validation metrics at the last evaluation (ppl, acc, bpb, bleu, ...):
   // whatever the run logged.
   std::map<std::string, double> final_metrics;
+  // Metrics of `ropelab eval --split test` (eval-test.json), when it was run.
+  std::map<std::string, double> test_metrics;
   double steps_to_target = NAN, tokens_to_target = NAN;  // NaN: never reached
   double tokens_per_s = NAN;                             // median over the train log
 };

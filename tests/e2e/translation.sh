@@ -1,0 +1,89 @@
+# Translation through the real CLI on a tiny parallel corpus: prepare -> train (validation
+# BLEU, checkpoints) -> translate -> average -> translate the average -> bleu, and the bad
+# inputs: mismatched --ref/--hyp, an empty or invalid-UTF-8 source, a run that is not a
+# translation model. Bad input exits 2 with one line and leaves no output file.
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+
+python3 - <<'PY'
+import random
+random.seed(4)
+en = "the a man woman dog sees likes has big small red house".split()
+es = "el un hombre mujer perro ve gusta tiene grande pequeno rojo casa".split()
+d = dict(zip(en, es))
+def pairs(n, f_en, f_es):
+    with open(f_en, "w") as a, open(f_es, "w") as b:
+        for _ in range(n):
+            s = [random.choice(en) for _ in range(random.randint(3, 7))]
+            a.write(" ".join(s) + "\n"); b.write(" ".join(d[w] for w in s) + "\n")
+pairs(400, "train.en", "train.es"); pairs(40, "valid.en", "valid.es"); pairs(20, "test.en", "test.es")
+PY
+cat >mt.yaml <<YAML
+run: {name: mt, out_dir: $WORK/runs, seed: 5, threads: 2}
+data: {source: parallel, train: $WORK/train, valid: $WORK/valid, test: $WORK/test,
+       source_suffix: en, target_suffix: es, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 64}}
+task: {type: translation, seq_len: 24, label_smoothing: 0.1, max_tokens: 256, beam: 3,
+       valid_bleu_sentences: 20, best_by: bleu}
+model: {arch: encdec, d_model: 32, n_layers: 1, n_decoder_layers: 1, n_heads: 2, d_ff: 64,
+        dropout: 0.0, scale_embeddings: true, position: {type: rope}}
+train: {optimizer: adam, lr: 0.003, max_steps: 24, eval_every: 12, eval_batches: 4,
+        checkpoint_every: 6, keep_last: 5, log_every: 6, schedule: {type: inverse_sqrt, warmup: 4}}
+YAML
+
+expect_exit 0 "$ROPELAB" train mt.yaml
+R=runs/mt
+grep -q '"bleu"' $R/metrics.jsonl || fail "no validation BLEU in metrics.jsonl"
+h5ls $R/metrics.h5/valid | grep -q chrf || fail "metrics.h5 lacks valid/chrf"
+ls $R/checkpoints | grep -c step- | grep -qx 4 || fail "expected 4 kept checkpoints: $(ls $R/checkpoints)"
+
+# translate: one line out per line in, in order; stdin and --input/--out agree.
+expect_exit 0 "$ROPELAB" translate $R --beam 2 --out hyp.es --input test.en
+[[ $(wc -l <hyp.es) -eq 20 ]] || fail "hyp.es has $(wc -l <hyp.es) lines, want 20"
+"$ROPELAB" translate $R --beam 2 <test.en >hyp-stdin.es 2>/dev/null
+cmp -s hyp.es hyp-stdin.es || fail "stdin and --input translations differ"
+"$ROPELAB" translate $R --beam 2 --no-cache <test.en >hyp-nocache.es 2>/dev/null
+cmp -s hyp.es hyp-nocache.es || fail "decoding without the cache differs"
+
+# average the last 3 checkpoints into a new run directory, and use it.
+expect_exit 0 "$ROPELAB" average $R --last 3 --out avg
+expect_in "averaged 3 checkpoints"
+[[ -s avg/config.yaml ]] && ls avg/checkpoints/*/MANIFEST.json >/dev/null || fail "average layout"
+expect_exit 2 "$ROPELAB" average $R --last 3 --out avg
+expect_in "already exists"
+expect_exit 0 "$ROPELAB" translate avg --input test.en --out hyp-avg.es
+[[ $(wc -l <hyp-avg.es) -eq 20 ]] || fail "averaged translation line count"
+
+# bleu: sacreBLEU's text output with signatures; test-split BLEU through eval.
+expect_exit 0 "$ROPELAB" bleu --ref test.es --hyp hyp.es
+expect_in "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x = "
+expect_in "chrF2|nrefs:1|"
+expect_exit 0 "$ROPELAB" bleu --ref test.es --ref test.es --hyp hyp.es
+expect_in "BLEU|nrefs:2|"
+expect_exit 0 "$ROPELAB" eval $R --split test
+expect_in "bleu"
+grep -q '"chrf"' $R/eval-test.json || fail "eval-test.json lacks chrf"
+
+# Bad input: exit 2, one line naming the problem, no output file.
+head -n 5 test.es >short.es
+expect_exit 2 "$ROPELAB" bleu --ref short.es --hyp hyp.es
+expect_in "short.es: has 5 lines but"
+: >empty.en
+expect_exit 2 "$ROPELAB" translate $R --input empty.en --out never1.es
+expect_in "no input lines"
+printf 'fine\nbad \xff byte\n' >bad.en
+expect_exit 2 "$ROPELAB" translate $R --input bad.en --out never2.es
+expect_in "bad.en:2: invalid UTF-8"
+[[ ! -e never1.es && ! -e never2.es ]] || fail "a failed translate left an output file"
+cat >lm.yaml <<YAML
+run: {name: lm, out_dir: $WORK/runs, threads: 2}
+data: {source: text, train: $WORK/train.en, prepared_dir: $WORK/prep, tokenizer: {type: byte}}
+task: {type: clm, seq_len: 16}
+model: {d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32}
+train: {max_steps: 2, batch_size: 2, eval_every: 0, schedule: {warmup: 1}}
+YAML
+expect_exit 0 "$ROPELAB" train lm.yaml
+expect_exit 2 "$ROPELAB" translate runs/lm --input test.en --out never3.es
+expect_in "is not a translation model"
+[[ ! -e never3.es ]] || fail "translate of a non-translation run left a file"
+echo "translation e2e: OK"
