@@ -104,6 +104,7 @@ EvalResult TranslationTask::evaluate(model::ModelImpl& m, const data::TokenDatas
                            c_.task.seq_len, o.device, o.bf16, nullptr);
   if (was_training) m.train();
   std::vector<std::string> hyps;
+  hyps.reserve(ids.size());
   for (const auto& h : ids) hyps.push_back(tok_->decode({h.begin(), h.end()}));
   r.metrics["bleu"] = text::corpus_bleu(hyps, {refs}).score;
   r.metrics["chrf"] = text::corpus_chrf(hyps, {refs});

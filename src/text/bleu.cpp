@@ -122,6 +122,14 @@ Counts ngrams(const std::vector<std::string>& toks, size_t n) {
   return c;
 }
 
+// The references of segment i, one from each stream.
+std::vector<std::string> segment_refs(const std::vector<std::vector<std::string>>& refs, size_t i) {
+  std::vector<std::string> r;
+  r.reserve(refs.size());
+  for (const auto& stream : refs) r.push_back(stream.at(i));
+  return r;
+}
+
 double my_log(double x) { return x == 0 ? -9999999999.0 : std::log(x); }
 
 std::string fmt(const char* f, double v) {
@@ -132,8 +140,8 @@ std::string fmt(const char* f, double v) {
 
 }  // namespace
 
-std::string tokenize_13a(const std::string& in) {
-  std::string line = in;
+std::string tokenize_13a(const std::string& line_in) {
+  std::string line = line_in;
   replace_all(line, "<skipped>", "");
   replace_all(line, "-\n", "");
   replace_all(line, "\n", " ");
@@ -225,9 +233,7 @@ Bleu corpus_bleu(const std::vector<std::string>& hyps,
                  const std::vector<std::vector<std::string>>& refs) {
   BleuStats total;
   for (size_t i = 0; i < hyps.size(); ++i) {
-    std::vector<std::string> r;
-    for (const auto& stream : refs) r.push_back(stream.at(i));
-    auto s = bleu_stats(hyps[i], r);
+    auto s = bleu_stats(hyps[i], segment_refs(refs, i));
     for (size_t n = 0; n < 4; ++n) total.correct[n] += s.correct[n], total.total[n] += s.total[n];
     total.hyp_len += s.hyp_len;
     total.ref_len += s.ref_len;
@@ -298,9 +304,7 @@ double corpus_chrf(const std::vector<std::string>& hyps,
                    const std::vector<std::vector<std::string>>& refs) {
   ChrfStats total;
   for (size_t i = 0; i < hyps.size(); ++i) {
-    std::vector<std::string> r;
-    for (const auto& stream : refs) r.push_back(stream.at(i));
-    auto s = chrf_stats(hyps[i], r);
+    auto s = chrf_stats(hyps[i], segment_refs(refs, i));
     for (size_t k = 0; k < total.v.size(); ++k) total.v[k] += s.v[k];
   }
   return chrf_from(total);

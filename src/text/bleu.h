@@ -19,7 +19,7 @@
 namespace ropelab::text {
 
 // sacreBLEU's tokenizer 13a (the input is one segment).
-std::string tokenize_13a(const std::string& line);
+std::string tokenize_13a(const std::string& line_in);
 
 struct BleuStats {
   std::array<double, 4> correct{}, total{};

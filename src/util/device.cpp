@@ -64,7 +64,9 @@ Autocast::~Autocast() {
 
 std::map<std::string, torch::Tensor> rng_states(torch::Device dev) {
   std::map<std::string, torch::Tensor> out;
-  at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+  // A handle to the global generator; get_state() is not const in libtorch 1.13.
+  at::Generator cpu =
+      at::detail::getDefaultCPUGenerator();  // NOLINT(performance-unnecessary-copy-initialization)
   out["cpu"] = cpu.get_state();
   if (dev.is_cuda()) {
     at::Generator gen = at::globalContext().defaultGenerator(dev);
