@@ -83,6 +83,8 @@ int cmd_prepare() {
   auto p = data::prepare(c.data, train::apply_thread_policy(c.run));
   for (const auto& [split, path] : p.splits) std::printf("%s\t%s\n", split.c_str(), path.c_str());
   if (!p.tokenizer_path.empty()) std::printf("tokenizer\t%s\n", p.tokenizer_path.c_str());
+  if (!p.target_tokenizer_path.empty())
+    std::printf("target tokenizer\t%s\n", p.target_tokenizer_path.c_str());
   return 0;
 }
 

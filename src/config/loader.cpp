@@ -728,6 +728,16 @@ std::vector<Problem> validate(const Config& c) {
     bad("data.glue_task", "data.source glue needs data.glue_task (e.g. MRPC)");
   if (src == DataSource::kBytes && c.data.tokenizer.type != TokenizerType::kByte)
     bad("data.tokenizer.type", "data.source bytes needs the byte tokenizer");
+  const TokenizerConfig& tk = c.data.tokenizer;
+  if (!tk.joint && kind_of(src) != DataKind::kParallel)
+    bad("data.tokenizer.joint", "separate vocabularies (joint: false) need parallel data");
+  if (!tk.joint && tk.type != TokenizerType::kSpm)
+    bad("data.tokenizer.joint", "separate vocabularies (joint: false) need the spm tokenizer");
+  if (tk.joint && !tk.target_model.empty())
+    bad("data.tokenizer.target_model", "target_model needs joint: false");
+  if (!tk.joint && tk.model.empty() != tk.target_model.empty())
+    bad(tk.model.empty() ? "data.tokenizer.model" : "data.tokenizer.target_model",
+        "with joint: false, give both model (source side) and target_model, or neither");
   if (!is_builtin(src) && c.data.train.empty())
     bad("data.train", std::string("data.source '") + to_string(src) + "' needs data.train");
   if (!valid_device(c.run.device))

@@ -340,6 +340,8 @@ struct TokenizerConfig {
   SpmModelType model_type = SpmModelType::kBpe;
   double character_coverage = 1.0;
   std::string model;
+  bool joint = true;
+  std::string target_model;
   template <class V>
   void visit(V& v) {
     v("type", type, "spm (SentencePiece) or byte (256 bytes + specials)");
@@ -347,7 +349,15 @@ struct TokenizerConfig {
     v("model_type", model_type, "SentencePiece algorithm");
     v("character_coverage", character_coverage, "SentencePiece character coverage",
       between(0.9, 1.0));
-    v("model", model, "use this existing .model file instead of training one");
+    v("model", model,
+      "use this existing .model file instead of training one (with joint: false, the source "
+      "side's)");
+    v("joint", joint,
+      "parallel data: one vocabulary learned on both sides, shared by the encoder and the "
+      "decoder (the default), or false: one vocabulary of vocab_size per side, with separate "
+      "source embeddings");
+    v("target_model", target_model,
+      "with joint: false, an existing .model file for the target side (give model too)");
   }
 };
 

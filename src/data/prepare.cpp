@@ -92,11 +92,17 @@ std::string glue_task_name(const config::DataConfig& d) {
 }
 
 std::string tokenizer_tag(const config::DataConfig& d) {
-  if (d.tokenizer.type == config::TokenizerType::kByte) return "byte";
-  if (!d.tokenizer.model.empty()) return "spm-" + stdfs::path(d.tokenizer.model).stem().string();
-  return "spm" + std::to_string(d.tokenizer.vocab_size) + "-" +
-         config::to_string(d.tokenizer.model_type);
+  const auto& t = d.tokenizer;
+  if (t.type == config::TokenizerType::kByte) return "byte";
+  if (!t.model.empty())
+    return "spm-" + stdfs::path(t.model).stem().string() +
+           (t.joint ? "" : "+" + stdfs::path(t.target_model).stem().string());
+  return "spm" + std::to_string(t.vocab_size) + "-" + config::to_string(t.model_type) +
+         (t.joint ? "" : "-separate");
 }
+
+// The side of parallel text a tokenizer learns from: both (joint), or one.
+enum class Side { kBoth, kSource, kTarget };
 
 std::string out_dir(const config::DataConfig& d) {
   std::string src = config::to_string(d.source);
@@ -108,9 +114,9 @@ std::string out_dir(const config::DataConfig& d) {
   return join_path(join_path(d.prepared_dir, src), tokenizer_tag(d));
 }
 
-// Lines of all training text (for tokenizer training).
+// Lines of all training text (for tokenizer training); for parallel data, of `side`.
 std::string tokenizer_training_text(const std::vector<SplitInput>& inputs, config::DataKind kind,
-                                    const std::string& task) {
+                                    const std::string& task, Side side) {
   std::string all;
   for (const auto& si : inputs) {
     if (si.name != "train") continue;
@@ -121,8 +127,10 @@ std::string tokenizer_training_text(const std::vector<SplitInput>& inputs, confi
         if (!e.b.empty()) all += e.b + "\n";
       }
     } else {
-      for (const auto& f : si.files)
-        for (const auto& l : read_lines(f)) all += l + "\n";
+      for (size_t i = 0; i < si.files.size(); ++i) {
+        if ((side == Side::kSource && i != 0) || (side == Side::kTarget && i != 1)) continue;
+        for (const auto& l : read_lines(si.files[i])) all += l + "\n";
+      }
     }
   }
   return all;
@@ -163,6 +171,42 @@ std::vector<std::vector<int32_t>> encode_all(const text::Tokenizer& tok,
   return out;
 }
 
+// Trains `<dir>/<name>.model` on `text` unless the stamp beside it says it is up to date.
+void train_tokenizer(const config::TokenizerConfig& t, const std::string& dir,
+                     const std::string& name, const std::string& text, int threads) {
+  std::string model = join_path(dir, name + ".model"), stamp_path = join_path(dir, name + ".stamp");
+  std::string stamp = "input " + fs::hex64(fs::hash_bytes(text)) + " vocab " +
+                      std::to_string(t.vocab_size) + " type " + config::to_string(t.model_type) +
+                      " coverage " + std::to_string(t.character_coverage) + "\n";
+  if (fs::exists(model) && fs::exists(stamp_path) && fs::read_file(stamp_path) == stamp) {
+    spdlog::info("tokenizer up to date: {}", model);
+    return;
+  }
+  std::string input = join_path(dir, "." + name + "-input.txt");
+  fs::write_file_atomic(input, text);
+  spdlog::info("training SentencePiece {} tokenizer {} (vocab {}) on {:.1f} MB of text",
+               config::to_string(t.model_type), name, t.vocab_size,
+               static_cast<double>(text.size()) / 1e6);
+  text::SpmTrainOptions opt;
+  opt.vocab_size = t.vocab_size;
+  opt.model_type = config::to_string(t.model_type);
+  opt.character_coverage = t.character_coverage;
+  opt.threads = threads;
+  text::train_spm(input, join_path(dir, name), opt);
+  std::remove(input.c_str());
+  fs::write_file_atomic(stamp_path, stamp);
+}
+
+// Where the tokenizer model(s) of `d` live: {source or joint, target or ""}.
+std::pair<std::string, std::string> tokenizer_paths(const config::DataConfig& d,
+                                                    const std::string& dir) {
+  const auto& t = d.tokenizer;
+  if (t.type == config::TokenizerType::kByte) return {"", ""};
+  if (!t.model.empty()) return {t.model, t.target_model};
+  if (t.joint) return {join_path(dir, "tokenizer.model"), ""};
+  return {join_path(dir, "tokenizer.model"), join_path(dir, "tokenizer-target.model")};
+}
+
 }  // namespace
 
 Prepared prepared_paths(const config::DataConfig& d) {
@@ -170,9 +214,7 @@ Prepared prepared_paths(const config::DataConfig& d) {
   p.kind = config::kind_of(d.source);
   p.tokenizer_kind = d.tokenizer.type;
   std::string dir = out_dir(d);
-  if (d.tokenizer.type == config::TokenizerType::kSpm)
-    p.tokenizer_path =
-        d.tokenizer.model.empty() ? join_path(dir, "tokenizer.model") : d.tokenizer.model;
+  std::tie(p.tokenizer_path, p.target_tokenizer_path) = tokenizer_paths(d, dir);
   std::vector<std::string> names = {"train", "valid", "test"};
   if (p.kind == config::DataKind::kGlue && glue_task_name(d) == "MNLI")
     names = {"train", "dev_matched", "dev_mismatched", "test"};
@@ -186,14 +228,15 @@ Prepared prepared_paths(const config::DataConfig& d) {
   return p;
 }
 
-TokenDataset load_split(const Prepared& p, const std::string& split, const text::Tokenizer& tok) {
+TokenDataset load_split(const Prepared& p, const std::string& split,
+                        const std::string& fingerprint) {
   auto it = p.splits.find(split);
   if (it == p.splits.end())
     throw UserError("no prepared '" + split + "' split; HINT: run `ropelab prepare`");
   TokenDataset ds = read_tokens(it->second, config::to_string(p.kind));
-  if (ds.tokenizer != tok.fingerprint())
+  if (ds.tokenizer != fingerprint)
     throw UserError(it->second + ": was made with tokenizer " + ds.tokenizer +
-                    ", but the tokenizer in use is " + tok.fingerprint() +
+                    ", but the tokenizer in use is " + fingerprint +
                     "; HINT: run `ropelab prepare` again");
   return ds;
 }
@@ -202,6 +245,15 @@ std::unique_ptr<text::Tokenizer> load_tokenizer(const Prepared& p) {
   if (p.tokenizer_kind == config::TokenizerType::kByte)
     return std::make_unique<text::ByteTokenizer>();
   return std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
+}
+
+std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Prepared& p) {
+  if (p.target_tokenizer_path.empty()) return nullptr;
+  return std::make_unique<text::SpmTokenizer>(p.target_tokenizer_path);
+}
+
+std::string fingerprint(const text::Tokenizer& tok, const text::Tokenizer* target) {
+  return target ? tok.fingerprint() + "|" + target->fingerprint() : tok.fingerprint();
 }
 
 Prepared prepare(const config::DataConfig& d, int threads) {
@@ -215,42 +267,26 @@ Prepared prepare(const config::DataConfig& d, int threads) {
   std::string dir = out_dir(d);
   fs::make_dirs(dir);
 
-  // Tokenizer.
-  std::unique_ptr<text::Tokenizer> tok;
-  if (d.tokenizer.type == config::TokenizerType::kByte) {
-    tok = std::make_unique<text::ByteTokenizer>();
-  } else if (!d.tokenizer.model.empty()) {
-    p.tokenizer_path = d.tokenizer.model;
-    tok = std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
-  } else {
-    p.tokenizer_path = join_path(dir, "tokenizer.model");
-    std::string train_text = tokenizer_training_text(inputs, p.kind, task);
-    if (train_text.empty()) throw UserError(inputs[0].files[0] + ": the training text is empty");
-    std::string stamp_path = join_path(dir, "tokenizer.stamp");
-    std::string stamp = "input " + fs::hex64(fs::hash_bytes(train_text)) + " vocab " +
-                        std::to_string(d.tokenizer.vocab_size) + " type " +
-                        config::to_string(d.tokenizer.model_type) + " coverage " +
-                        std::to_string(d.tokenizer.character_coverage) + "\n";
-    if (!fs::exists(p.tokenizer_path) || !fs::exists(stamp_path) ||
-        fs::read_file(stamp_path) != stamp) {
-      std::string input = join_path(dir, ".tokenizer-input.txt");
-      fs::write_file_atomic(input, train_text);
-      spdlog::info("training SentencePiece {} tokenizer (vocab {}) on {:.1f} MB of text",
-                   config::to_string(d.tokenizer.model_type), d.tokenizer.vocab_size,
-                   static_cast<double>(train_text.size()) / 1e6);
-      text::SpmTrainOptions opt;
-      opt.vocab_size = d.tokenizer.vocab_size;
-      opt.model_type = config::to_string(d.tokenizer.model_type);
-      opt.character_coverage = d.tokenizer.character_coverage;
-      opt.threads = threads;
-      text::train_spm(input, join_path(dir, "tokenizer"), opt);
-      std::remove(input.c_str());
-      fs::write_file_atomic(stamp_path, stamp);
-    } else {
-      spdlog::info("tokenizer up to date: {}", p.tokenizer_path);
+  // Tokenizer(s): the joint one, or one per side of parallel text.
+  std::tie(p.tokenizer_path, p.target_tokenizer_path) = tokenizer_paths(d, dir);
+  if (d.tokenizer.type == config::TokenizerType::kSpm && d.tokenizer.model.empty()) {
+    const bool joint = d.tokenizer.joint;
+    std::vector<std::pair<std::string, Side>> todo = {
+        {"tokenizer", joint ? Side::kBoth : Side::kSource}};
+    if (!joint) todo.emplace_back("tokenizer-target", Side::kTarget);
+    for (const auto& [name, side] : todo) {
+      std::string text = tokenizer_training_text(inputs, p.kind, task, side);
+      const auto& files = inputs[0].files;
+      if (text.empty())
+        throw UserError((side == Side::kTarget ? files.back() : files[0]) +
+                        ": the training text is empty");
+      train_tokenizer(d.tokenizer, dir, name, text, threads);
     }
-    tok = std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
   }
+  std::unique_ptr<text::Tokenizer> tok = load_tokenizer(p);
+  std::unique_ptr<text::Tokenizer> target_tok = load_target_tokenizer(p);
+  const text::Tokenizer& ttok = target_tok ? *target_tok : *tok;
+  const std::string fp = fingerprint(*tok, target_tok.get());
 
   // Datasets.
   for (const auto& si : inputs) {
@@ -258,8 +294,7 @@ Prepared prepare(const config::DataConfig& d, int threads) {
     std::string source_hash;
     for (const auto& f : si.files) source_hash += fs::hex64(fs::hash_file(f));
     auto attrs = read_token_attrs(out);
-    if (!attrs.empty() && attrs["source_hash"] == source_hash &&
-        attrs["tokenizer"] == tok->fingerprint() &&
+    if (!attrs.empty() && attrs["source_hash"] == source_hash && attrs["tokenizer"] == fp &&
         attrs["format_version"] == std::to_string(kTokensFormatVersion)) {
       spdlog::info("{} up to date", out);
       p.splits[si.name] = out;
@@ -268,9 +303,9 @@ Prepared prepare(const config::DataConfig& d, int threads) {
     TokenDataset ds;
     ds.kind = config::to_string(p.kind);
     ds.split = si.name;
-    ds.tokenizer = tok->fingerprint();
+    ds.tokenizer = fp;
     ds.tokenizer_kind = tok->kind();
-    ds.vocab_size = tok->vocab_size();
+    ds.vocab_size = std::max(tok->vocab_size(), ttok.vocab_size());
     ds.source_hash = source_hash;
     if (p.kind == config::DataKind::kLm) {
       std::vector<std::string> docs;
@@ -295,7 +330,7 @@ Prepared prepare(const config::DataConfig& d, int threads) {
       Progress bar("encode " + si.name, static_cast<int64_t>(2 * src.size()), "line");
       int64_t done = 0;
       auto a = encode_all(*tok, src, threads, &bar, &done);
-      auto b = encode_all(*tok, tgt, threads, &bar, &done);
+      auto b = encode_all(ttok, tgt, threads, &bar, &done);
       bar.finish();
       for (size_t i = 0; i < a.size(); ++i) {
         if (a[i].empty() || b[i].empty()) continue;  // drop pairs with an empty side
@@ -333,10 +368,11 @@ Prepared prepare(const config::DataConfig& d, int threads) {
 
 Data::Data(const config::DataConfig& cfg, int threads, bool run_prepare)
     : prepared_(run_prepare ? prepare(cfg, threads) : prepared_paths(cfg)),
-      tok_(load_tokenizer(prepared_)) {}
+      tok_(load_tokenizer(prepared_)),
+      target_tok_(load_target_tokenizer(prepared_)) {}
 
 TokenDataset Data::split(const std::string& name) const {
-  return load_split(prepared_, name, *tok_);
+  return load_split(prepared_, name, fingerprint(*tok_, target_tok_.get()));
 }
 
 }  // namespace ropelab::data

@@ -21,7 +21,8 @@ namespace ropelab::data {
 
 struct Prepared {
   config::DataKind kind = config::DataKind::kLm;
-  std::string tokenizer_path;  // spm model ("" for byte)
+  std::string tokenizer_path;         // spm model ("" for byte); the source side's if separate
+  std::string target_tokenizer_path;  // separate vocabularies: the target side's; else ""
   config::TokenizerType tokenizer_kind = config::TokenizerType::kSpm;
   std::map<std::string, std::string> splits;  // split name -> .h5 path
 };
@@ -32,8 +33,13 @@ Prepared prepare(const config::DataConfig& data, int threads);
 Prepared prepared_paths(const config::DataConfig& data);
 
 std::unique_ptr<text::Tokenizer> load_tokenizer(const Prepared& p);
-// Reads a prepared split and checks it was made with `tok` (UserError otherwise).
-TokenDataset load_split(const Prepared& p, const std::string& split, const text::Tokenizer& tok);
+// The target side's tokenizer with separate vocabularies; nullptr with a joint one.
+std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Prepared& p);
+// What a prepared split records as its tokenizer: the joint one's fingerprint, or both sides'.
+std::string fingerprint(const text::Tokenizer& tok, const text::Tokenizer* target);
+// Reads a prepared split and checks it was made with tokenizers of `fingerprint`.
+TokenDataset load_split(const Prepared& p, const std::string& split,
+                        const std::string& fingerprint);
 
 // A run's data, opened: the prepared paths, the tokenizer, and its splits on demand. The one
 // place that does the prepare -> tokenizer -> splits sequence (train, eval and bench use it).
@@ -43,14 +49,19 @@ class Data {
   // (UserError with a HINT if it was never prepared).
   Data(const config::DataConfig& cfg, int threads, bool prepare);
   const Prepared& prepared() const { return prepared_; }
+  // The tokenizer of all input text (the source side's with separate vocabularies) and the
+  // one of target text (the same object unless the vocabularies are separate).
   const text::Tokenizer& tokenizer() const { return *tok_; }
-  int64_t vocab_size() const { return tok_->vocab_size(); }
+  const text::Tokenizer& target_tokenizer() const { return target_tok_ ? *target_tok_ : *tok_; }
+  // The model's (output) vocabulary; the source side's when separate, else 0 (shared).
+  int64_t vocab_size() const { return target_tokenizer().vocab_size(); }
+  int64_t source_vocab_size() const { return target_tok_ ? tok_->vocab_size() : 0; }
   bool has_split(const std::string& split) const { return prepared_.splits.count(split) != 0; }
   TokenDataset split(const std::string& split) const;  // UserError if absent
 
  private:
   Prepared prepared_;
-  std::unique_ptr<text::Tokenizer> tok_;
+  std::unique_ptr<text::Tokenizer> tok_, target_tok_;
 };
 
 }  // namespace ropelab::data

@@ -125,10 +125,15 @@ void DecodeState::reorder(const torch::Tensor& order_B) {
 
 // ---- the backbone
 
-TransformerImpl::TransformerImpl(const config::ModelConfig& c, int64_t vocab)
-    : cfg_(c), vocab_(vocab) {
+TransformerImpl::TransformerImpl(const config::ModelConfig& c, int64_t vocab, int64_t source_vocab)
+    : cfg_(c), vocab_(vocab), source_vocab_(source_vocab) {
   using config::Arch;
   tok_emb = register_module("tok_emb", torch::nn::Embedding(vocab, c.d_model));
+  if (source_vocab > 0) {
+    if (c.arch != Arch::kEncDec)
+      throw std::logic_error("separate source embeddings need an encoder-decoder");
+    src_emb = register_module("src_emb", torch::nn::Embedding(source_vocab, c.d_model));
+  }
   bool enc = c.arch == Arch::kEncoder || c.arch == Arch::kEncDec;
   bool dec = c.arch == Arch::kDecoder || c.arch == Arch::kEncDec;
   if (enc)
@@ -146,8 +151,9 @@ PositionModuleImpl& TransformerImpl::position() {
   return decoder ? *decoder->position : *encoder->position;
 }
 
-torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const torch::Tensor& segments) {
-  auto x = tok_emb(tokens);
+torch::Tensor TransformerImpl::embed(torch::nn::Embedding emb, const torch::Tensor& tokens,
+                                     const torch::Tensor& segments) {
+  auto x = emb(tokens);
   if (cfg_.scale_embeddings) x = x * std::sqrt(static_cast<double>(cfg_.d_model));
   if (seg_emb) x = x + seg_emb(segments.defined() ? segments : torch::zeros_like(tokens));
   return x;
@@ -156,13 +162,14 @@ torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const torch::T
 torch::Tensor TransformerImpl::encode(const torch::Tensor& tokens, const torch::Tensor& pad,
                                       const torch::Tensor& segments) {
   if (!encoder) throw std::logic_error("encode() on a model without an encoder");
-  return encoder->forward(embed(tokens, segments), pad, {}, {}, nullptr);
+  return encoder->forward(embed(src_emb ? src_emb : tok_emb, tokens, segments), pad, {}, {},
+                          nullptr);
 }
 
 torch::Tensor TransformerImpl::decode(const torch::Tensor& tokens, const torch::Tensor& memory,
                                       const torch::Tensor& mem_pad, DecodeState* state) {
   if (!decoder) throw std::logic_error("decode() on a model without a decoder");
-  return decoder->forward(embed(tokens, {}), {}, memory, mem_pad, state);
+  return decoder->forward(embed(tok_emb, tokens, {}), {}, memory, mem_pad, state);
 }
 
 }  // namespace ropelab::model

@@ -72,7 +72,9 @@ TORCH_MODULE(Stack);
 
 class TransformerImpl : public torch::nn::Module {
  public:
-  TransformerImpl(const config::ModelConfig& c, int64_t vocab);
+  // source_vocab > 0: the encoder has its own token embeddings (separate vocabularies);
+  // 0: one embedding matrix serves both stacks.
+  TransformerImpl(const config::ModelConfig& c, int64_t vocab, int64_t source_vocab = 0);
 
   torch::Tensor encode(const torch::Tensor& tokens_BS, const torch::Tensor& pad_BS,
                        const torch::Tensor& segments_BS = {});
@@ -83,14 +85,16 @@ class TransformerImpl : public torch::nn::Module {
 
   const config::ModelConfig& config() const { return cfg_; }
   int64_t vocab() const { return vocab_; }
+  int64_t source_vocab() const { return source_vocab_; }
   // The position module of the stack that sees tokens (decoder, or encoder for BERT).
   PositionModuleImpl& position();
 
  private:
-  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& segments);
+  torch::Tensor embed(torch::nn::Embedding emb, const torch::Tensor& tokens,
+                      const torch::Tensor& segments);
   config::ModelConfig cfg_;
-  int64_t vocab_;
-  torch::nn::Embedding tok_emb{nullptr}, seg_emb{nullptr};
+  int64_t vocab_, source_vocab_;
+  torch::nn::Embedding tok_emb{nullptr}, src_emb{nullptr}, seg_emb{nullptr};
   Stack encoder{nullptr}, decoder{nullptr};
 };
 TORCH_MODULE(Transformer);

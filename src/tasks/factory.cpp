@@ -10,6 +10,7 @@ struct Make {
   const config::Config& c;
   int64_t vocab;
   const text::Tokenizer* tok;
+  int64_t source_vocab;
   std::unique_ptr<Task> operator()(const config::ClmTaskConfig&) const {
     return std::make_unique<CausalLmTask>(c, vocab);
   }
@@ -17,7 +18,7 @@ struct Make {
     return std::make_unique<MaskedLmTask>(c, t, vocab);
   }
   std::unique_ptr<Task> operator()(const config::TranslationTaskConfig& t) const {
-    return std::make_unique<TranslationTask>(c, t, vocab, tok);
+    return std::make_unique<TranslationTask>(c, t, vocab, tok, source_vocab);
   }
   template <class T>
   std::unique_ptr<Task> operator()(const T&) const {
@@ -28,9 +29,9 @@ struct Make {
 };
 }  // namespace
 
-std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
-                                const text::Tokenizer* tok) {
-  return std::visit(Make{c, vocab, tok}, c.task.opts);
+std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab, const text::Tokenizer* tok,
+                                int64_t source_vocab) {
+  return std::visit(Make{c, vocab, tok, source_vocab}, c.task.opts);
 }
 
 }  // namespace ropelab::tasks

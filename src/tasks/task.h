@@ -80,9 +80,11 @@ class Task {
                               const data::BatchStream& s, const EvalOptions& o) const;
 };
 
-// Builds the task a config names (tasks/factory.cpp). `tok` (optional) lets generation tasks
-// turn ids back into text for their metrics; without it they report no BLEU.
+// Builds the task a config names (tasks/factory.cpp). `vocab` is the model's (output)
+// vocabulary; `tok` (optional), the tokenizer of that vocabulary, lets generation tasks turn ids
+// back into text for their metrics (without it they report no BLEU); `source_vocab` > 0 gives a
+// translation model separate source embeddings (data.tokenizer.joint: false).
 std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
-                                const text::Tokenizer* tok = nullptr);
+                                const text::Tokenizer* tok = nullptr, int64_t source_vocab = 0);
 
 }  // namespace ropelab::tasks

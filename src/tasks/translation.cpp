@@ -12,11 +12,12 @@ namespace ropelab::tasks {
 using text::Special;
 
 TranslationTask::TranslationTask(const config::Config& c, const config::TranslationTaskConfig& t,
-                                 int64_t vocab, const text::Tokenizer* tok)
-    : c_(c), t_(t), vocab_(vocab), tok_(tok) {}
+                                 int64_t vocab, const text::Tokenizer* tok, int64_t source_vocab)
+    : c_(c), t_(t), vocab_(vocab), tok_(tok), source_vocab_(source_vocab) {}
 
 model::Model TranslationTask::build_model() const {
-  model::Transformer backbone(c_.model, vocab_);  // constructed in this order: backbone, head
+  model::Transformer backbone(c_.model, vocab_,
+                              source_vocab_);  // constructed in this order: backbone, head
   auto head = std::make_shared<model::LmHeadImpl>(c_.model, vocab_);
   return model::Model(backbone, head, c_.model.init_std);
 }

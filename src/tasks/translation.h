@@ -19,8 +19,9 @@ namespace ropelab::tasks {
 
 class TranslationTask : public Task {
  public:
+  // tok: the target side's tokenizer (for BLEU); source_vocab > 0: separate source embeddings.
   TranslationTask(const config::Config& c, const config::TranslationTaskConfig& t, int64_t vocab,
-                  const text::Tokenizer* tok);
+                  const text::Tokenizer* tok, int64_t source_vocab = 0);
   const char* name() const override { return config::TranslationTaskConfig::kName; }
   model::Model build_model() const override;
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
@@ -39,6 +40,7 @@ class TranslationTask : public Task {
   config::TranslationTaskConfig t_;
   int64_t vocab_;
   const text::Tokenizer* tok_;
+  int64_t source_vocab_;
 };
 
 // Translates token sequences (sources longer than max_source tokens are cut), batched by

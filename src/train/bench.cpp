@@ -18,7 +18,7 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
   torch::Device dev = device::resolve(c.run.device);
   data::Data data(c.data, threads, /*prepare=*/true);
   auto ds = data.split("train");
-  auto task = tasks::make_task(c, data.vocab_size());
+  auto task = tasks::make_task(c, data.vocab_size(), nullptr, data.source_vocab_size());
   auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
   using clock = std::chrono::steady_clock;
 

@@ -110,7 +110,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
               {"tokens", st.tokens},       {"best_valid", st.best_valid},
               {"best_step", st.best_step}, {"skipped", st.skipped},
               {"threads", st.threads},     {"config_hash", st.config_hash},
-              {"vocab", st.vocab}};
+              {"vocab", st.vocab},         {"source_vocab", st.source_vocab}};
     files["state.json"] = s.dump(2);
     json manifest = {{"step", st.step}, {"files", json::object()}};
     for (const auto& [fname, bytes] : files) {
@@ -197,6 +197,7 @@ TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
   st.threads = s.at("threads");
   st.config_hash = s.at("config_hash");
   st.vocab = s.value("vocab", 0);
+  st.source_vocab = s.value("source_vocab", 0);
   return st;
 }
 

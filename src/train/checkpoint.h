@@ -28,8 +28,9 @@ struct TrainState {
   int64_t best_step = -1;
   int64_t skipped = 0;  // non-finite steps skipped
   int64_t threads = 0;
-  int64_t vocab = 0;        // the model's vocabulary size (to rebuild it without the data)
-  std::string config_hash;  // of the architecture-defining config sections
+  int64_t vocab = 0;         // the model's vocabulary size (to rebuild it without the data)
+  int64_t source_vocab = 0;  // separate source vocabulary's size (0: shared with `vocab`)
+  std::string config_hash;   // of the architecture-defining config sections
   torch::Device device = torch::kCPU;  // whose generators rng.pt holds (not saved in state.json)
 };
 

@@ -143,7 +143,8 @@ Trainer::Trainer(const config::Config& c)
       data_(c.data, threads_, /*prepare=*/true) {
   res_.run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
   fs::make_dirs(res_.run_dir);
-  task_ = tasks::make_task(c, data_.vocab_size(), &data_.tokenizer());
+  task_ =
+      tasks::make_task(c, data_.vocab_size(), &data_.target_tokenizer(), data_.source_vocab_size());
   torch::manual_seed(static_cast<uint64_t>(c.run.seed));
   model_ = task_->build_model();
   model_->to(dev_);
@@ -158,6 +159,7 @@ Trainer::Trainer(const config::Config& c)
     throw UserError("the training split is smaller than one batch");
   st_.threads = threads_;
   st_.vocab = data_.vocab_size();
+  st_.source_vocab = data_.source_vocab_size();
   st_.device = dev_;
 }
 
@@ -180,6 +182,7 @@ void Trainer::resume() {
     st_ = load_checkpoint(*ck, *model_, opt_.get());
     st_.config_hash = hash_of(arch);
     st_.vocab = data_.vocab_size();
+    st_.source_vocab = data_.source_vocab_size();
     st_.device = dev_;
     if (st_.threads != threads)
       spdlog::warn(
@@ -370,7 +373,8 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   data::Data data(c.data, 1, /*prepare=*/false);
   if (!data.has_split(split)) throw UserError(run_dir + ": its data has no '" + split + "' split");
   auto ds = data.split(split);
-  auto task = tasks::make_task(c, data.vocab_size(), &data.tokenizer());
+  auto task =
+      tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(), data.source_vocab_size());
   rm.model->to(dev);
   tasks::EvalOptions o{0, dev, c.train.precision == config::Precision::kBf16, /*full=*/true};
 

@@ -24,7 +24,8 @@ std::vector<std::string> translate_lines(const std::string& source,
   int threads = apply_thread_policy(c.run);
   torch::Device dev = device::resolve(c.run.device);
   data::Data data(c.data, threads, /*prepare=*/false);
-  tasks::TranslationTask task(c, t, data.vocab_size(), &data.tokenizer());
+  tasks::TranslationTask task(c, t, data.vocab_size(), &data.target_tokenizer(),
+                              data.source_vocab_size());
   rm.model->to(dev);
   rm.model->eval();
   auto d = task.decode_options(o.beam > 0 ? o.beam : t.beam);
@@ -52,7 +53,7 @@ std::vector<std::string> translate_lines(const std::string& source,
   if (bar) bar->finish();
   std::vector<std::string> out;
   out.reserve(ids.size());
-  for (const auto& h : ids) out.push_back(data.tokenizer().decode({h.begin(), h.end()}));
+  for (const auto& h : ids) out.push_back(data.target_tokenizer().decode({h.begin(), h.end()}));
   return out;
 }
 

@@ -46,7 +46,8 @@ RunModel load_run_model(const std::string& source, bool best) {
       nlohmann::json::parse(fs::read_file((stdfs::path(r.checkpoint) / "state.json").string()));
   r.vocab = state.value("vocab", 0);
   if (r.vocab <= 0) throw UserError(r.checkpoint + ": state.json lacks the vocabulary size");
-  r.model = tasks::make_task(r.config, r.vocab)->build_model();
+  r.source_vocab = state.value("source_vocab", 0);
+  r.model = tasks::make_task(r.config, r.vocab, nullptr, r.source_vocab)->build_model();
   TrainState st = load_checkpoint(r.checkpoint, *r.model, nullptr);
   if (best && st.best_step >= 0 && st.best_step != st.step) {
     if (auto b = checkpoint_for_step(r.run_dir, st.best_step)) {
@@ -147,6 +148,7 @@ std::string average_checkpoints(const std::string& run_dir, int64_t last, const 
   auto avg = load_run_model(used.back());
   TrainState st = load_checkpoint(used.back(), *avg.model, nullptr);  // step, vocab, ...
   st.vocab = avg.vocab;
+  st.source_vocab = avg.source_vocab;
   auto sum = state_dict(*avg.model);
   torch::NoGradGuard ng;
   std::map<std::string, torch::Tensor> acc;
@@ -191,6 +193,7 @@ std::string export_weights(const std::string& source, const std::string& out_pat
     h5::set_attr(f.id(), "attention", std::string(config::to_string(c.model.attention.kernel)));
     h5::set_attr(f.id(), "task", std::string(c.task.type()));
     h5::set_attr(f.id(), "vocab_size", r.vocab);
+    if (r.source_vocab > 0) h5::set_attr(f.id(), "source_vocab_size", r.source_vocab);
     h5::set_attr(f.id(), "step", r.step);
     for (const auto& [name, t] : state_dict(*r.model)) {
       std::string path = name;

@@ -33,6 +33,7 @@ struct RunModel {
   config::Config config;
   std::string run_dir, checkpoint;
   int64_t vocab = 0;
+  int64_t source_vocab = 0;  // separate source vocabulary (0: shared)
   int64_t step = 0;
   model::Model model{nullptr};
 };

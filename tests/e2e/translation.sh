@@ -64,6 +64,15 @@ expect_exit 0 "$ROPELAB" eval $R --split test
 expect_in "bleu"
 grep -q '"chrf"' $R/eval-test.json || fail "eval-test.json lacks chrf"
 
+# Separate vocabularies: one SentencePiece model per side, the encoder with its own embeddings.
+expect_exit 0 "$ROPELAB" train mt.yaml run.name=mt-sep data.tokenizer.joint=false \
+  train.max_steps=6 train.eval_every=6 train.checkpoint_every=6
+ls prep/*/spm64-bpe-separate/tokenizer-target.model >/dev/null || fail "no target tokenizer"
+expect_exit 0 "$ROPELAB" translate runs/mt-sep --input test.en --out hyp-sep.es
+[[ $(wc -l <hyp-sep.es) -eq 20 ]] || fail "hyp-sep.es has $(wc -l <hyp-sep.es) lines, want 20"
+expect_exit 0 "$ROPELAB" export runs/mt-sep --out sep.h5
+h5ls -r sep.h5 | grep -q "backbone/src_emb/weight" || fail "no separate source embeddings"
+
 # Bad input: exit 2, one line naming the problem, no output file.
 head -n 5 test.es >short.es
 expect_exit 2 "$ROPELAB" bleu --ref short.es --hyp hyp.es

@@ -159,6 +159,25 @@ TEST(Config, ModuleTraitsValidated) {
   EXPECT_NE(ps3[0].message.find("must be even"), std::string::npos);
 }
 
+TEST(Config, SeparateVocabulariesNeedParallelDataAndBothModels) {
+  TempDir d;
+  auto ps =
+      problems_of(write(d.file("a.yaml"), "task: {type: clm}\n"), {"data.tokenizer.joint=false"});
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].key, "data.tokenizer.joint");
+  EXPECT_NE(ps[0].message.find("parallel data"), std::string::npos);
+  std::string mt = write(d.file("b.yaml"),
+                         "task: {type: translation}\nmodel: {arch: encdec}\n"
+                         "data: {source: bible-en-es}\n");
+  auto ps2 = problems_of(mt, {"data.tokenizer.joint=false", "data.tokenizer.model=x.model"});
+  ASSERT_EQ(ps2.size(), 1u);
+  EXPECT_EQ(ps2[0].key, "data.tokenizer.target_model");
+  auto ps3 = problems_of(mt, {"data.tokenizer.target_model=y.model"});
+  ASSERT_EQ(ps3.size(), 1u);
+  EXPECT_NE(ps3[0].message.find("needs joint: false"), std::string::npos);
+  EXPECT_TRUE(problems_of(mt, {"data.tokenizer.joint=false"}).empty());
+}
+
 TEST(Config, DumpRoundTripsForEveryYamlInTheRepo) {
   TempDir d;
   int checked = 0;

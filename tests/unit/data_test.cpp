@@ -323,7 +323,7 @@ TEST(Prepare, UserTextIsIdempotentAndErrorsNameTheFile) {
   opt.vocab_size = 40;
   text::train_spm(c.train, d.file("other"), opt);
   text::SpmTokenizer other(d.file("other.model"));
-  EXPECT_THROW(data::load_split(p3, "train", other), UserError);
+  EXPECT_THROW(data::load_split(p3, "train", other.fingerprint()), UserError);
 }
 
 }  // namespace

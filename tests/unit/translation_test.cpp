@@ -163,5 +163,32 @@ TEST(TranslationTask, TinyModelLearnsToReverseAndDecodesExactly) {
   }
 }
 
+// Separate vocabularies: the encoder embeds source ids with its own matrix (ids beyond the
+// target vocabulary are fine there), the decoder and output use the target one.
+TEST(TranslationTask, SeparateVocabulariesGiveTheEncoderItsOwnEmbeddings) {
+  torch::manual_seed(3);
+  auto c = mt_config("rope");
+  const int64_t V = 20, VS = 40;
+  TranslationTask task(c, std::get<config::TranslationTaskConfig>(c.task.opts), V, nullptr, VS);
+  auto m = task.build_model();
+  auto params = m->named_parameters();
+  ASSERT_TRUE(params.contains("backbone.src_emb.weight"));
+  EXPECT_EQ(params["backbone.src_emb.weight"].sizes(), (std::vector<int64_t>{VS, c.model.d_model}));
+  EXPECT_EQ(params["backbone.tok_emb.weight"].size(0), V);
+  auto ds = pairs({{{30, 31, 39}, {8, 9}}, {{25, 7}, {10, 11, 12}}}, VS);
+  auto stream = task.stream(ds, true, 16, 8);
+  auto f = task.forward(*m, stream->batch(0, 0));
+  (f.loss_sum / f.sums("targets")).backward();
+  auto g_src = params["backbone.src_emb.weight"].grad(),
+       g_tgt = params["backbone.tok_emb.weight"].grad();
+  EXPECT_GT(g_src[39].abs().sum().item<double>(), 0.0);  // a source-only id learns
+  EXPECT_EQ(g_src[8].abs().sum().item<double>(), 0.0);   // target ids never reach it
+  EXPECT_GT(g_tgt[8].abs().sum().item<double>(), 0.0);
+  m->eval();
+  auto out = translate_ids(*m, {{30, 31, 39}}, task.decode_options(2), 64, 16, torch::kCPU, false,
+                           nullptr);
+  for (auto id : out[0]) EXPECT_LT(id, V);
+}
+
 }  // namespace
 }  // namespace ropelab::tasks
