@@ -586,6 +586,25 @@ Experiment load_experiment(const std::string& path) {
   return e;
 }
 
+namespace {
+void flatten(const YAML::Node& n, const std::string& prefix,
+             std::map<std::string, std::string>& out) {
+  if (n.IsMap()) {
+    for (const auto& kv : n) flatten(kv.second, prefix + kv.first.Scalar() + ".", out);
+  } else {
+    YAML::Emitter e;
+    e << YAML::Flow << n;
+    out[prefix.substr(0, prefix.size() - 1)] = e.c_str();
+  }
+}
+}  // namespace
+
+std::map<std::string, std::string> flat_keys(const Config& c) {
+  std::map<std::string, std::string> out;
+  flatten(YAML::Load(dump(c)), "", out);
+  return out;
+}
+
 std::string dump(const Config& c) {
   YAML::Emitter out;
   Writer w(out);

@@ -9,6 +9,7 @@
 // - `inherit: other.yaml` (or a list) layers a file over others; `key.path=value` overrides
 //   are applied last, with the same checks.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ Config experiment_variant_config(const Experiment& exp, const Variant& variant);
 // Fully resolved YAML (every key, defaults included). Loading it gives the same Config.
 std::string dump(const Config& c);
 std::string dump(const Experiment& e);
+// Every key of a resolved config, dotted ("model.position.type"), with its value as flow YAML
+// (for "what differs" messages).
+std::map<std::string, std::string> flat_keys(const Config& c);
 // Every key with its default and help text, as commented YAML.
 std::string schema();
 

@@ -452,7 +452,7 @@ struct TranslationTaskConfig {  // encoder-decoder on sentence pairs (Vaswani et
   }
 };
 
-struct GlueTaskConfig {  // classification / regression on [CLS] (training: a later version)
+struct GlueTaskConfig {  // GLUE-style classification / regression on [CLS] (tasks/glue.h)
   static constexpr const char* kName = "glue";
   static constexpr Arch kArch = Arch::kEncoder;
   static constexpr DataKind kData = DataKind::kGlue;
@@ -467,12 +467,17 @@ struct TaskConfig {
   TaskVariant opts = ClmTaskConfig{};
   int64_t seq_len = 128;
   double label_smoothing = 0.0;
+  std::string init_from;
   const char* type() const { return variant_name(opts); }
   template <class V>
   void visit(V& v) {
     visit_variant(v, opts, "clm (causal LM), mlm (masked LM), translation, glue", true);
     v("seq_len", seq_len, "training sequence length in tokens", between(2, 1 << 20));
     v("label_smoothing", label_smoothing, "label smoothing of the cross-entropy", between(0, 0.99));
+    v("init_from", init_from,
+      "start from a pretrained backbone: a run directory (its best checkpoint, else its newest) "
+      "or an exported weights.h5. Loaded strictly by name; the model section must match it. "
+      "Its tokenizer is used unless data.tokenizer.model is set. Empty: from scratch");
   }
 };
 

@@ -313,7 +313,9 @@ class GlueStream : public BatchStream {
     Batch out;
     bool regression = ds_.num_labels == 0;
     auto label = torch::empty({B}, regression ? torch::kFloat32 : torch::kInt64);
+    auto row_index = torch::empty({B}, torch::kInt64);
     for (int64_t r = 0; r < B; ++r) {
+      row_index[r] = order[first + r];
       for (size_t t = 0; t < rows[r].size(); ++t) in[r][t] = rows[r][t], sg[r][t] = segs[r][t];
       float l = ds_.labels[order[first + r]];
       if (regression)
@@ -326,6 +328,7 @@ class GlueStream : public BatchStream {
     out.pad_BT = input != Special::kPad;
     out.segment_BT = seg;
     out.label_B = label;
+    out.index_B = row_index;
     out.num_targets = B;
     return out;
   }

@@ -29,6 +29,7 @@ struct Batch {
   torch::Tensor pad_BT;      // bool, true = real token; undefined = no padding
   torch::Tensor segment_BT;  // int64 segment ids (GLUE)
   torch::Tensor label_B;     // GLUE: int64 class index, or float32 score (regression)
+  torch::Tensor index_B;     // GLUE: int64 row of each example in its split (stays on the CPU)
   torch::Tensor src_BS;      // translation source ids
   torch::Tensor src_pad_BS;  // bool, true = real source token
   int64_t num_tokens = 0;    // real input tokens (throughput)

@@ -76,7 +76,11 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
     if (task.name == "MNLI") names = {"train", "dev_matched", "dev_mismatched"};
     for (const auto& n : names) {
       std::string f = join_path(dir, text::glue_file_name(task, n));
-      out.push_back({n == "dev" ? "valid" : n, {f}});
+      // MNLI validates on dev_matched ("valid"); dev_mismatched is "valid_mismatched".
+      out.push_back({n == "dev" || n == "dev_matched" ? "valid"
+                     : n == "dev_mismatched"          ? "valid_mismatched"
+                                                      : n,
+                     {f}});
     }
     std::string test = join_path(dir, builtin ? "test_labeled.tsv" : "test.tsv");
     if (fs::exists(test)) out.push_back({"test", {test}});
@@ -85,10 +89,6 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
     for (const auto& f : si.files)
       if (!fs::exists(f)) throw UserError(f + ": no such file (data." + si.name + ")");
   return out;
-}
-
-std::string glue_task_name(const config::DataConfig& d) {
-  return config::is_builtin(d.source) ? text::builtin_glue_task(d.source) : d.glue_task;
 }
 
 std::string tokenizer_tag(const config::DataConfig& d) {
@@ -216,8 +216,8 @@ Prepared prepared_paths(const config::DataConfig& d) {
   std::string dir = out_dir(d);
   std::tie(p.tokenizer_path, p.target_tokenizer_path) = tokenizer_paths(d, dir);
   std::vector<std::string> names = {"train", "valid", "test"};
-  if (p.kind == config::DataKind::kGlue && glue_task_name(d) == "MNLI")
-    names = {"train", "dev_matched", "dev_mismatched", "test"};
+  if (p.kind == config::DataKind::kGlue && text::glue_task_name(d) == "MNLI")
+    names = {"train", "valid", "valid_mismatched", "test"};
   for (const auto& n : names) {
     std::string f = join_path(dir, n + ".h5");
     if (fs::exists(f)) p.splits[n] = f;
@@ -263,7 +263,7 @@ Prepared prepare(const config::DataConfig& d, int threads) {
   p.tokenizer_kind = d.tokenizer.type;
   std::string text_dir;
   auto inputs = split_inputs(d, &text_dir);
-  std::string task = glue_task_name(d);
+  std::string task = text::glue_task_name(d);
   std::string dir = out_dir(d);
   fs::make_dirs(dir);
 

@@ -33,7 +33,7 @@ struct Ragged {
 
 struct TokenDataset {
   std::string kind;            // "lm", "parallel", "glue"
-  std::string split;           // "train", "valid", "test" (GLUE: also "dev_matched", ...)
+  std::string split;           // "train", "valid", "test" (MNLI: also "valid_mismatched")
   std::string tokenizer;       // fingerprint
   std::string tokenizer_kind;  // "spm", "byte"
   int64_t vocab_size = 0;

@@ -1,7 +1,7 @@
 // The one place that maps a task config to its Task. A new task adds one case here.
+#include "tasks/glue.h"
 #include "tasks/lm.h"
 #include "tasks/translation.h"
-#include "util/error.h"
 
 namespace ropelab::tasks {
 
@@ -20,11 +20,8 @@ struct Make {
   std::unique_ptr<Task> operator()(const config::TranslationTaskConfig& t) const {
     return std::make_unique<TranslationTask>(c, t, vocab, tok, source_vocab);
   }
-  template <class T>
-  std::unique_ptr<Task> operator()(const T&) const {
-    throw UserError(std::string("task.type: training '") + T::kName +
-                    "' is not implemented yet in this version (clm, mlm and translation are); "
-                    "its data can already be prepared with `ropelab prepare`");
+  std::unique_ptr<Task> operator()(const config::GlueTaskConfig&) const {
+    return std::make_unique<GlueTask>(c, vocab);
   }
 };
 }  // namespace

@@ -38,16 +38,6 @@ Metrics lm_metrics(const Sums& s) {
           {"acc", n > 0 ? s("correct") / n : 0.0}};
 }
 
-data::StreamOptions stream_options(const config::Config& c, bool train, int64_t seq_len,
-                                   int64_t batch_size) {
-  data::StreamOptions o;
-  o.seed = static_cast<uint64_t>(c.run.seed);
-  o.batch_size = batch_size;
-  o.seq_len = seq_len;
-  o.shuffle = train;
-  return o;
-}
-
 }  // namespace
 
 // ---- causal LM

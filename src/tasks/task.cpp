@@ -5,6 +5,16 @@
 
 namespace ropelab::tasks {
 
+data::StreamOptions stream_options(const config::Config& c, bool train, int64_t seq_len,
+                                   int64_t batch_size) {
+  data::StreamOptions o;
+  o.seed = static_cast<uint64_t>(c.run.seed);
+  o.batch_size = batch_size;
+  o.seq_len = seq_len;
+  o.shuffle = train;
+  return o;
+}
+
 EvalResult Task::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
                           const data::BatchStream& s, const EvalOptions& o) const {
   (void)ds;
@@ -20,7 +30,10 @@ EvalResult Task::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
     total.add(forward(m, b).sums);
   }
   if (was_training) m.train();
-  return {metrics(total), total("tokens")};
+  EvalResult r;
+  r.metrics = metrics(total);
+  r.tokens = total("tokens");
+  return r;
 }
 
 }  // namespace ropelab::tasks

@@ -7,8 +7,9 @@
 // parallelism weight every target equally. metrics() turns accumulated sums into the metrics a
 // task reports, under names the task chooses; compare and eval print whatever was logged.
 //
-// Implemented: clm and mlm (tasks/lm.h), translation (tasks/translation.h). A new task: its config
-// struct (config/schema.h), a Task subclass in its own file, and one line in tasks/factory.cpp.
+// Implemented: clm and mlm (tasks/lm.h), translation (tasks/translation.h), glue (tasks/glue.h). A
+// new task: its config struct (config/schema.h), a Task subclass in its own file, and one line in
+// tasks/factory.cpp.
 #pragma once
 #include <map>
 #include <memory>
@@ -52,6 +53,10 @@ struct EvalOptions {
 struct EvalResult {
   Metrics metrics;
   double tokens = 0;  // input tokens evaluated (for the evaluation speed)
+  // A final evaluation's per-example outputs in split order, where the task has a file format
+  // for them (GLUE: the leaderboard's `index<TAB>prediction` file named predictions_file).
+  std::vector<std::string> predictions;
+  std::string predictions_file;
 };
 
 // Which metric picks the best checkpoint, and in which direction.
@@ -79,6 +84,10 @@ class Task {
   virtual EvalResult evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
                               const data::BatchStream& s, const EvalOptions& o) const;
 };
+
+// The stream options every task starts from: the run's seed, shuffled when training.
+data::StreamOptions stream_options(const config::Config& c, bool train, int64_t seq_len,
+                                   int64_t batch_size);
 
 // Builds the task a config names (tasks/factory.cpp). `vocab` is the model's (output)
 // vocabulary; `tok` (optional), the tokenizer of that vocabulary, lets generation tasks turn ids

@@ -25,12 +25,8 @@ model::Model TranslationTask::build_model() const {
 std::unique_ptr<data::BatchStream> TranslationTask::stream(const data::TokenDataset& ds, bool train,
                                                            int64_t seq_len,
                                                            int64_t batch_size) const {
-  data::StreamOptions o;
-  o.seed = static_cast<uint64_t>(c_.run.seed);
-  o.batch_size = batch_size;
-  o.seq_len = seq_len;
+  auto o = stream_options(c_, train, seq_len, batch_size);
   o.max_tokens = t_.max_tokens;
-  o.shuffle = train;
   return data::make_translation_stream(ds, o);
 }
 

@@ -150,6 +150,10 @@ void export_builtin_text(config::DataSource src, const std::string& dir) {
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
+std::string glue_task_name(const config::DataConfig& d) {
+  return config::is_builtin(d.source) ? builtin_glue_task(d.source) : d.glue_task;
+}
+
 std::string builtin_glue_task(config::DataSource source) {
   if (source == config::DataSource::kBibleMrpc) return "MRPC";
   if (source == config::DataSource::kBibleSst2) return "SST-2";

@@ -20,5 +20,7 @@ void export_builtin_text(config::DataSource source, const std::string& dir);
 
 // The GLUE task a built-in GLUE-style source uses ("MRPC", "SST-2"); "" for the others.
 std::string builtin_glue_task(config::DataSource source);
+// The GLUE task name of a data config: the built-in source's, else data.glue_task.
+std::string glue_task_name(const config::DataConfig& d);
 
 }  // namespace ropelab::text

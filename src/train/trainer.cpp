@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
-#include <yaml-cpp/yaml.h>
 
 #include <chrono>
 #include <filesystem>
@@ -43,23 +42,10 @@ double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
 }
 
-// Flattens a YAML document into dotted keys (for "what changed" messages).
-void flatten(const YAML::Node& n, const std::string& prefix,
-             std::map<std::string, std::string>& out) {
-  if (n.IsMap()) {
-    for (const auto& kv : n) flatten(kv.second, prefix + kv.first.Scalar() + ".", out);
-  } else {
-    YAML::Emitter e;
-    e << YAML::Flow << n;
-    out[prefix.substr(0, prefix.size() - 1)] = e.c_str();
-  }
-}
-
 // The config sections a checkpoint depends on: changing them makes resuming meaningless.
 std::map<std::string, std::string> architecture_keys(const config::Config& c) {
-  std::map<std::string, std::string> all, out;
-  flatten(YAML::Load(config::dump(c)), "", all);
-  for (const auto& [k, v] : all)
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : config::flat_keys(c))
     if (k.rfind("model.", 0) == 0 || k.rfind("task.", 0) == 0 || k.rfind("data.", 0) == 0 ||
         k == "run.seed")
       out[k] = v;
@@ -97,7 +83,8 @@ torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::Train
 
 class Trainer {
  public:
-  explicit Trainer(const config::Config& c);
+  // `pretrained`: the backbone of task.init_from (nullptr: from scratch).
+  Trainer(const config::Config& c, const Pretrained* pretrained);
   TrainResult run();
 
  private:
@@ -136,7 +123,7 @@ class Trainer {
 
 // ---- setup: data, task, model, optimizer
 
-Trainer::Trainer(const config::Config& c)
+Trainer::Trainer(const config::Config& c, const Pretrained* pretrained)
     : c_(c),
       threads_(apply_thread_policy(c.run)),
       dev_(device::resolve(c.run.device)),
@@ -147,6 +134,10 @@ Trainer::Trainer(const config::Config& c)
       tasks::make_task(c, data_.vocab_size(), &data_.target_tokenizer(), data_.source_vocab_size());
   torch::manual_seed(static_cast<uint64_t>(c.run.seed));
   model_ = task_->build_model();
+  if (pretrained != nullptr) {
+    auto keys = init_from_pretrained(*model_, c, data_.vocab_size(), *pretrained);
+    spdlog::info("backbone from {}: {}", c.task.init_from, keys.str());
+  }
   model_->to(dev_);
   opt_ = std::make_unique<torch::optim::AdamW>(make_optimizer(*model_, c.train));
   for (const auto& p : model_->parameters()) n_params_ += p.numel();
@@ -351,9 +342,16 @@ TrainResult Trainer::run() {
 
 }  // namespace
 
-TrainResult train(const config::Config& c) {
+TrainResult train(const config::Config& config) {
   signals::install_handlers();
-  Trainer t(c);
+  config::Config c = config;
+  std::optional<Pretrained> pretrained;
+  if (!c.task.init_from.empty()) {
+    pretrained = read_pretrained(c.task.init_from);
+    check_pretrained_architecture(c, *pretrained);
+    use_pretrained_tokenizer(c, *pretrained);
+  }
+  Trainer t(c, pretrained ? &*pretrained : nullptr);
   struct DropLog {
     ~DropLog() { log::drop_log_files(); }
   } drop_log;  // also when training throws
@@ -383,9 +381,19 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   r.checkpoint = rm.checkpoint;
   r.split = split;
   r.train_seq_len = c.task.seq_len;
-  r.metrics =
-      task->evaluate(*rm.model, ds, *task->stream(ds, false, c.task.seq_len, c.train.batch_size), o)
-          .metrics;
+  auto full = task->evaluate(*rm.model, ds,
+                             *task->stream(ds, false, c.task.seq_len, c.train.batch_size), o);
+  r.metrics = full.metrics;
+  if (!full.predictions_file.empty()) {
+    // The GLUE leaderboard layout: a header, then one `index<TAB>prediction` row per example.
+    std::string tsv = "index\tprediction\n";
+    for (size_t i = 0; i < full.predictions.size(); ++i)
+      tsv += fmt::format("{}\t{}\n", i, full.predictions[i]);
+    auto dir = stdfs::path(run_dir) / "predictions" / split;
+    fs::make_dirs(dir.string());
+    r.predictions_path = (dir / full.predictions_file).string();
+    fs::write_file_atomic(r.predictions_path, tsv);
+  }
   o.full = false;  // the length rows: likelihood only
   int64_t max_len = rm.model->backbone->position().max_len();
   for (int64_t L : lengths) {
@@ -416,6 +424,7 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   j["checkpoint"] = r.checkpoint;
   j["split"] = split;
   j["metrics"] = r.metrics;
+  if (!r.predictions_path.empty()) j["predictions"] = r.predictions_path;
   for (const auto& row : r.lengths)
     j["lengths"].push_back({{"length", row.length},
                             {"applicable", row.applicable},
@@ -429,7 +438,9 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
 std::string format_eval(const EvalReport& r) {
   std::string s = fmt::format("run {} ({} split, {})\n", r.run_dir, r.split,
                               stdfs::path(r.checkpoint).filename().string());
-  s += fmt::format("  {}\n", fmt_metrics(r.metrics));
+  s += fmt::format("  {}\n",
+                   r.metrics.empty() ? "(unlabeled split: no metrics)" : fmt_metrics(r.metrics));
+  if (!r.predictions_path.empty()) s += fmt::format("  predictions: {}\n", r.predictions_path);
   if (r.lengths.empty()) return s;
   // Columns: whatever metrics the task reported, "loss" first.
   std::vector<std::string> names = {"loss"};

@@ -49,6 +49,7 @@ struct EvalReport {
   int64_t train_seq_len = 0;
   std::map<std::string, double> metrics;
   std::vector<LengthRow> lengths;
+  std::string predictions_path;  // GLUE: the leaderboard file written for this split
 };
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                         const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best);

@@ -1,12 +1,14 @@
 #include "train/weights.h"
 
 #include <spdlog/fmt/fmt.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "config/loader.h"
+#include "data/prepare.h"
 #include "tasks/task.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
@@ -93,6 +95,83 @@ StateDict read_weights(const std::string& source) {
   if (is_weights_file(source)) return read_weights_h5(source);
   auto r = load_run_model(source);
   return state_dict(*r.model);
+}
+
+Pretrained read_pretrained(const std::string& source) {
+  Pretrained p;
+  if (is_weights_file(source)) {
+    std::string yaml;
+    {
+      auto f = h5::open_file(source, false);
+      if (!h5::has_attr(f.id(), "config"))
+        throw UserError(source + ": not a ropelab weights file (no config attribute)");
+      yaml = h5::get_attr_str(f.id(), "config", source);
+      p.vocab = h5::get_attr_int(f.id(), "vocab_size", source);
+    }
+    // The loader reads files (for line numbers in errors): give it the embedded config as one.
+    auto tmp = stdfs::temp_directory_path() / fmt::format("ropelab-{}-pretrained.yaml", ::getpid());
+    fs::write_file_atomic(tmp.string(), yaml);
+    try {
+      p.config = config::load_config(tmp.string());
+    } catch (...) {
+      stdfs::remove(tmp);
+      throw;
+    }
+    stdfs::remove(tmp);
+    p.weights = read_weights_h5(source);
+    return p;
+  }
+  auto r = load_run_model(source, /*best=*/true);
+  p.config = r.config;
+  p.vocab = r.vocab;
+  p.weights = state_dict(*r.model);
+  return p;
+}
+
+void use_pretrained_tokenizer(config::Config& c, const Pretrained& p) {
+  auto& t = c.data.tokenizer;
+  if (!t.model.empty() || c.task.init_from.empty()) return;
+  const auto& pt = p.config.data.tokenizer;
+  if (pt.type == config::TokenizerType::kByte) {
+    t.type = config::TokenizerType::kByte;
+    return;
+  }
+  t.type = config::TokenizerType::kSpm;
+  t.model = pt.model.empty() ? data::prepared_paths(p.config.data).tokenizer_path : pt.model;
+  if (!fs::exists(t.model))
+    throw UserError(c.task.init_from + ": its tokenizer " + t.model +
+                    " is missing; HINT: run `ropelab prepare` on the pretraining config, or set "
+                    "data.tokenizer.model");
+}
+
+void check_pretrained_architecture(const config::Config& c, const Pretrained& p) {
+  auto ours = config::flat_keys(c), theirs = config::flat_keys(p.config);
+  std::string diffs;
+  auto differ = [&](const std::string& k, const std::string& a, const std::string& b) {
+    diffs += fmt::format("{}{}: {} (pretrained) vs {}", diffs.empty() ? "" : "; ", k, a, b);
+  };
+  for (const auto& [k, v] : ours) {
+    if (k.rfind("model.", 0) != 0 || k.find("dropout") != std::string::npos ||
+        k == "model.init_std")
+      continue;
+    auto it = theirs.find(k);
+    std::string before = it == theirs.end() ? "(absent)" : it->second;
+    if (before != v) differ(k, before, v);
+  }
+  if (!diffs.empty())
+    throw UserError(c.task.init_from + ": the pretrained model differs from this config (" + diffs +
+                    "); HINT: use the pretraining config's model section");
+}
+
+KeyReport init_from_pretrained(model::ModelImpl& m, const config::Config& c, int64_t vocab,
+                               const Pretrained& p) {
+  check_pretrained_architecture(c, p);
+  if (p.vocab != vocab)
+    throw UserError(fmt::format(
+        "{}: the pretrained vocabulary has {} entries but this run's tokenizer has {}; HINT: "
+        "leave data.tokenizer.model unset to use the pretraining tokenizer",
+        c.task.init_from, p.vocab, vocab));
+  return load_backbone(m, p.weights, c.task.init_from);
 }
 
 std::string KeyReport::str() const {

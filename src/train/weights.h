@@ -55,6 +55,25 @@ struct KeyReport {
 KeyReport load_backbone(model::ModelImpl& target, const StateDict& source,
                         const std::string& source_name);
 
+// Fine-tuning from `task.init_from` (a run directory, a checkpoint or a weights.h5).
+struct Pretrained {
+  config::Config config;  // the pretrained run's resolved config
+  StateDict weights;      // its weights (a run directory: its best checkpoint, else its newest)
+  int64_t vocab = 0;
+};
+Pretrained read_pretrained(const std::string& source);
+// With task.init_from set and no tokenizer chosen (data.tokenizer.model empty), the pretrained
+// run's tokenizer: the fine-tuning data is then tokenized with the vocabulary the backbone
+// learned. Called before the data is prepared.
+void use_pretrained_tokenizer(config::Config& c, const Pretrained& p);
+// A different architecture than `p` (any model key but the dropouts and init_std) is a UserError
+// naming every difference (checked before any data is prepared).
+void check_pretrained_architecture(const config::Config& c, const Pretrained& p);
+// Loads the backbone of `p` into `m` by name, after the architecture check and a check of the
+// vocabulary size.
+KeyReport init_from_pretrained(model::ModelImpl& m, const config::Config& c, int64_t vocab,
+                               const Pretrained& p);
+
 // `ropelab average`: the parameter-wise mean of a run's last `last` checkpoints (the paper
 // evaluates the average of the last 5), written as a new run directory `out` (its config.yaml
 // and one model-only checkpoint) that translate, eval and export accept. `out` must not exist;

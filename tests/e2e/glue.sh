@@ -1,0 +1,112 @@
+# GLUE-style fine-tuning through the real CLI: pretrain a tiny MLM -> fine-tune it on an SST-2
+# layout task (init_from: key report, the pretraining tokenizer, GLUE metrics, best-by-metric)
+# -> eval on dev and on the unlabeled test split (leaderboard prediction files); an STS-B
+# regression from scratch (pearson/spearman); init_from a model of another width or position
+# module exits 2 naming the difference.
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+
+python3 - <<'PY'
+import random
+random.seed(7)
+adj = "red blue green old new big small dark bright quiet".split()
+noun = "house river dog king city road tree ship field door".split()
+verb = "sees finds likes keeps builds paints opens follows".split()
+def sent():
+    return f"the {random.choice(adj)} {random.choice(noun)} {random.choice(verb)} the {random.choice(adj)} {random.choice(noun)}"
+with open("corpus.txt", "w") as f:
+    for _ in range(300):
+        f.write(" . ".join(sent() for _ in range(4)) + "\n")
+import os
+os.makedirs("sst", exist_ok=True)
+def sst(path, n, labeled=True):
+    with open(path, "w") as f:
+        f.write("sentence\tlabel\n" if labeled else "index\tsentence\n")
+        for i in range(n):
+            y = random.randint(0, 1)  # balanced: is the first noun's colour red (1) or blue (0)?
+            s = f"the {'red' if y else 'blue'} {random.choice(noun)} {random.choice(verb)} the {random.choice(adj)} {random.choice(noun)}"
+            f.write(f"{s}\t{y}\n" if labeled else f"{i}\t{s}\n")
+sst("sst/train.tsv", 200); sst("sst/dev.tsv", 40); sst("sst/test.tsv", 25, labeled=False)
+os.makedirs("sts", exist_ok=True)
+def sts(path, n):
+    with open(path, "w") as f:
+        f.write("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n")
+        for i in range(n):
+            a, b = sent(), sent()
+            score = 5.0 * len(set(a.split()) & set(b.split())) / len(set(a.split()))
+            f.write(f"{i}\tx\tx\t2020\t{i}\tx\tx\t{a}\t{b}\t{score:.2f}\n")
+sts("sts/train.tsv", 120); sts("sts/dev.tsv", 30)
+PY
+
+cat >mlm.yaml <<YAML
+run: {name: mlm, out_dir: $WORK/runs, seed: 3, threads: 2}
+data: {source: text, train: $WORK/corpus.txt, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 80}}
+task: {type: mlm, seq_len: 32}
+model: {arch: encoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, position: {type: rope}}
+train: {max_steps: 12, batch_size: 8, eval_every: 0, log_every: 6, schedule: {warmup: 2}}
+YAML
+expect_exit 0 "$ROPELAB" train mlm.yaml
+
+cat >sst.yaml <<YAML
+run: {name: sst, out_dir: $WORK/runs, seed: 4, threads: 2}
+data: {source: glue, train: $WORK/sst, glue_task: SST-2, prepared_dir: $WORK/prep}
+task: {type: glue, seq_len: 32, init_from: $WORK/runs/mlm}
+model: {arch: encoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, dropout: 0.1,
+        position: {type: rope}}
+train: {lr: 0.003, max_steps: 60, batch_size: 16, eval_every: 30, log_every: 10,
+        schedule: {type: linear, warmup: 6}}
+YAML
+expect_exit 0 "$ROPELAB" train sst.yaml
+expect_in "backbone from $WORK/runs/mlm: loaded"
+expect_in "missing (left as initialised): head.classifier.bias"
+expect_in "unexpected (ignored): head."
+R=runs/sst
+grep -q "tokenizer:.*model: $WORK/prep/text-corpus.txt-" $R/config.yaml ||
+  grep -A6 "tokenizer:" $R/config.yaml | grep -q "prep/text-corpus" ||
+  fail "the fine-tuning run does not use the pretraining tokenizer: $(grep -A6 tokenizer: $R/config.yaml)"
+grep '"split":"valid"' $R/metrics.jsonl | tail -1 | grep -q '"acc"' || fail "no valid acc logged"
+acc=$(grep '"split":"valid"' $R/metrics.jsonl | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["acc"])')
+python3 -c "import sys; sys.exit(0 if $acc >= 0.8 else 1)" || fail "dev accuracy $acc < 0.8 on a one-word rule"
+
+expect_exit 0 "$ROPELAB" eval $R --split valid
+expect_in "acc"
+P=$R/predictions/valid/SST-2.tsv
+[[ $(head -1 $P) == $'index\tprediction' ]] || fail "prediction header: $(head -1 $P)"
+[[ $(wc -l <$P) -eq 41 ]] || fail "$P has $(wc -l <$P) lines, want 41"
+# The file's accuracy equals the reported one.
+python3 - "$P" sst/dev.tsv "$R/eval-valid.json" <<'PY' || fail "prediction file disagrees with eval"
+import json, sys
+pred = [l.split("\t")[1].strip() for l in open(sys.argv[1]).readlines()[1:]]
+gold = [l.rstrip("\n").split("\t")[1] for l in open(sys.argv[2]).readlines()[1:]]
+acc = sum(p == g for p, g in zip(pred, gold)) / len(gold)
+rep = json.load(open(sys.argv[3]))["metrics"]["acc"]
+sys.exit(0 if abs(acc - rep) < 1e-9 else 1)
+PY
+expect_exit 0 "$ROPELAB" eval $R --split test
+expect_in "unlabeled split: no metrics"
+[[ $(wc -l <$R/predictions/test/SST-2.tsv) -eq 26 ]] || fail "test predictions line count"
+
+# Regression from scratch: STS-B layout, pearson and spearman.
+cat >sts.yaml <<YAML
+run: {name: sts, out_dir: $WORK/runs, seed: 4, threads: 2}
+data: {source: glue, train: $WORK/sts, glue_task: STS-B, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 80}}
+task: {type: glue, seq_len: 40}
+model: {arch: encoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, position: {type: rope}}
+train: {lr: 0.003, max_steps: 20, batch_size: 16, eval_every: 10, log_every: 10,
+        schedule: {type: linear, warmup: 2}}
+YAML
+expect_exit 0 "$ROPELAB" train sts.yaml
+expect_exit 0 "$ROPELAB" eval runs/sts --split valid
+expect_in "spearman"
+expect_in "pearson"
+[[ $(wc -l <runs/sts/predictions/valid/STS-B.tsv) -eq 31 ]] || fail "STS-B predictions"
+
+# Another width or position module than the pretrained backbone: exit 2, naming the keys.
+expect_exit 2 "$ROPELAB" train sst.yaml run.name=wide model.d_model=48 model.d_ff=96
+expect_in "model.d_model: 32 (pretrained) vs 48"
+expect_exit 2 "$ROPELAB" train sst.yaml run.name=t5 model.position.type=t5
+expect_in "model.position.type: rope (pretrained) vs t5"
+[[ $(echo "$OUT" | wc -l) -eq 1 ]] || fail "the error is not one line: $OUT"
+echo "glue e2e: OK"

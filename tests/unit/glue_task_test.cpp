@@ -1,0 +1,137 @@
+// The GLUE task: a tiny encoder overfits one batch of a classification task and of a regression
+// task (the task's overfit test), and whole-split evaluation puts every prediction at its
+// example's row and computes GLUE's metrics from them.
+#include "helpers.h"
+#include "model_helpers.h"
+#include "tasks/glue.h"
+#include "tasks/glue_metrics.h"
+#include "text/tokenizer.h"
+
+namespace ropelab::tasks {
+namespace {
+
+config::Config glue_config(const std::string& task) {
+  config::Config c;
+  config::select_variant(c.task.opts, "glue");
+  c.data.source = config::DataSource::kGlue;
+  c.data.glue_task = task;
+  c.task.seq_len = 16;
+  c.model = test::tiny_model("encoder", "rope");
+  c.model.d_model = 32;
+  c.model.d_ff = 64;
+  c.train.batch_size = 8;
+  return c;
+}
+
+// Examples whose label is decided by one token of text a (a pair task when `pair`).
+data::TokenDataset synthetic(int64_t n, bool regression, bool pair) {
+  data::TokenDataset ds;
+  ds.kind = "glue";
+  ds.split = "valid";
+  ds.vocab_size = 30;
+  ds.num_labels = regression ? 0 : 2;
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t key = static_cast<int32_t>(7 + i % 2);
+    std::vector<int32_t> a = {static_cast<int32_t>(10 + i % 5), key,
+                              static_cast<int32_t>(15 + (i * 3) % 7)};
+    ds.seqs["a"].push(a);
+    ds.seqs["b"].push(pair ? std::vector<int32_t>{static_cast<int32_t>(20 + i % 4)}
+                           : std::vector<int32_t>{});
+    ds.labels.push_back(regression ? static_cast<float>(i % 2) * 3.0f + 1.0f
+                                   : static_cast<float>(i % 2));
+  }
+  return ds;
+}
+
+double overfit(GlueTask& task, const data::TokenDataset& ds) {
+  torch::manual_seed(0);
+  auto m = task.build_model();
+  auto batch = task.stream(ds, true, 16, 8)->batch(0, 0);
+  torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(3e-3).weight_decay(0.0));
+  double loss = 0;
+  for (int step = 0; step < 100; ++step) {
+    opt.zero_grad();
+    auto f = task.forward(*m, batch);
+    auto l = f.loss_sum / f.sums("targets");
+    l.backward();
+    opt.step();
+    loss = l.item<double>();
+  }
+  return loss;
+}
+
+TEST(GlueTask, OverfitsOneBatchOfClassificationAndOfRegression) {
+  auto c = glue_config("MRPC");
+  GlueTask cls(c, 30);
+  EXPECT_LT(overfit(cls, synthetic(8, false, true)), 0.02);
+  auto r = glue_config("STS-B");
+  GlueTask reg(r, 30);
+  EXPECT_LT(overfit(reg, synthetic(8, true, true)), 0.02);
+}
+
+TEST(GlueTask, WholeSplitPredictionsSitAtTheirRowsAndGiveGluesMetrics) {
+  torch::manual_seed(1);
+  auto c = glue_config("MRPC");
+  GlueTask task(c, 30);
+  auto m = task.build_model();
+  auto ds = synthetic(21, false, true);  // 3 batches of 8, the last one short
+  auto s = task.stream(ds, false, 16, 8);
+  {  // a few steps, so that the predictions differ between rows
+    torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(3e-3));
+    for (int step = 0; step < 20; ++step) {
+      opt.zero_grad();
+      auto f = task.forward(*m, s->batch(0, step % 2));
+      (f.loss_sum / f.sums("targets")).backward();
+      opt.step();
+    }
+  }
+  EvalOptions o;
+  o.full = true;
+  auto r = task.evaluate(*m, ds, *s, o);
+  ASSERT_EQ(r.predictions.size(), 21u);
+  EXPECT_EQ(r.predictions_file, "MRPC.tsv");
+  // Each example alone gives the prediction found at its row.
+  m->eval();
+  torch::NoGradGuard ng;
+  std::vector<int64_t> pred, gold;
+  for (int64_t i = 0; i < 21; ++i) {
+    data::TokenDataset one = synthetic(21, false, true);
+    one.seqs.clear();
+    one.labels.clear();
+    const auto& a = ds.seqs.at("a");
+    const auto& b = ds.seqs.at("b");
+    one.seqs["a"].push(std::vector<int32_t>(a.begin(i), a.begin(i) + a.length(i)));
+    one.seqs["b"].push(std::vector<int32_t>(b.begin(i), b.begin(i) + b.length(i)));
+    one.labels.push_back(ds.labels[static_cast<size_t>(i)]);
+    auto batch = task.stream(one, false, 16, 1)->batch(0, 0);
+    auto out = m->logits(m->backbone->encode(batch.input_BT, batch.pad_BT, batch.segment_BT));
+    pred.push_back(out.argmax(-1).item<int64_t>());
+    gold.push_back(static_cast<int64_t>(ds.labels[static_cast<size_t>(i)]));
+    EXPECT_EQ(r.predictions[static_cast<size_t>(i)], std::to_string(pred.back())) << "row " << i;
+  }
+  EXPECT_NE(std::count(pred.begin(), pred.end(), 1), 0);  // both classes predicted
+  EXPECT_NE(std::count(pred.begin(), pred.end(), 0), 0);
+  EXPECT_DOUBLE_EQ(r.metrics.at("acc"), accuracy(pred, gold));
+  EXPECT_DOUBLE_EQ(r.metrics.at("f1"), f1_positive(pred, gold));
+  EXPECT_EQ(task.selection().metric, "f1");
+  EXPECT_TRUE(task.selection().higher_is_better);
+}
+
+TEST(GlueTask, UnlabeledSplitGivesPredictionsOnly) {
+  auto c = glue_config("SST-2");
+  GlueTask task(c, 30);
+  auto m = task.build_model();
+  auto ds = synthetic(5, false, false);
+  ds.split = "test";
+  for (auto& l : ds.labels) l = -1;
+  EvalOptions o;
+  o.full = true;
+  auto r = task.evaluate(*m, ds, *task.stream(ds, false, 16, 8), o);
+  EXPECT_TRUE(r.metrics.empty());
+  EXPECT_EQ(r.predictions.size(), 5u);
+  EXPECT_EQ(leaderboard_file(text::glue_task("MNLI"), "valid_mismatched"), "MNLI-mm.tsv");
+  EXPECT_EQ(leaderboard_file(text::glue_task("MNLI"), "test"), "MNLI-m.tsv");
+}
+
+}  // namespace
+}  // namespace ropelab::tasks
