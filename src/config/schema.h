@@ -89,12 +89,14 @@ enum class DataSource {
   kBibleEnEs,
   kBibleMrpc,
   kBibleSst2,
+  kBibleCola,
   kText,
   kBytes,
   kParallel,
   kGlue
 };
-ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "text",
+ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "bible-cola",
+                   "text",
                    "bytes", "parallel", "glue");
 // What a data source gives: monolingual token streams, sentence pairs, or labelled examples.
 enum class DataKind { kLm, kParallel, kGlue };
@@ -117,6 +119,7 @@ constexpr DataKind kind_of(DataSource s) {
       return DataKind::kParallel;
     case DataSource::kBibleMrpc:
     case DataSource::kBibleSst2:
+    case DataSource::kBibleCola:
     case DataSource::kGlue:
       return DataKind::kGlue;
   }
@@ -124,7 +127,7 @@ constexpr DataKind kind_of(DataSource s) {
 }
 constexpr bool is_builtin(DataSource s) {
   return s == DataSource::kBibleEn || s == DataSource::kBibleEnEs || s == DataSource::kBibleMrpc ||
-         s == DataSource::kBibleSst2;
+         s == DataSource::kBibleSst2 || s == DataSource::kBibleCola;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,7 +378,7 @@ struct DataConfig {
   void visit(V& v) {
     v("source", source,
       "built-in corpus (bible-en: KJV+WEB, one chapter per document; bible-en-es: WEB/RV1909 "
-      "verse pairs; bible-mrpc, bible-sst2: GLUE-style tasks) or your data: text (one document "
+      "verse pairs; bible-mrpc, bible-sst2, bible-cola: GLUE-style tasks) or your data: text (one document "
       "per line), bytes (raw files, enwik8-style), parallel (two aligned files), glue (a GLUE "
       "task directory)");
     v("train", train,
@@ -386,7 +389,7 @@ struct DataConfig {
     v("source_suffix", source_suffix, "parallel: suffix of source-side files (e.g. en)");
     v("target_suffix", target_suffix, "parallel: suffix of target-side files (e.g. de)");
     v("glue_task", glue_task,
-      "glue: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI (bible-mrpc / bible-sst2 "
+      "glue: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI (the bible-* sources "
       "set it themselves)");
     v("prepared_dir", prepared_dir, "where prepared HDF5 datasets and tokenizers are cached");
     v("tokenizer", tokenizer, "tokenizer");

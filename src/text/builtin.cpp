@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -49,6 +50,26 @@ std::vector<std::string> chapters_of(const std::vector<Verse>& verses, const std
   return docs;
 }
 
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : s) {
+    if (ch == ' ') {
+      if (!cur.empty()) out.push_back(cur), cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+std::string join_words(const std::vector<std::string>& w) {
+  std::string s;
+  for (const auto& x : w) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
 }  // namespace
 
 void export_builtin_text(config::DataSource src, const std::string& dir) {
@@ -60,7 +81,7 @@ void export_builtin_text(config::DataSource src, const std::string& dir) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> modules;
   if (src == config::DataSource::kBibleEn || src == config::DataSource::kBibleMrpc ||
-      src == config::DataSource::kBibleSst2)
+      src == config::DataSource::kBibleSst2 || src == config::DataSource::kBibleCola)
     modules = {kKJV, kWEB};
   else
     modules = {kWEB, kRV};
@@ -128,6 +149,24 @@ void export_builtin_text(config::DataSource src, const std::string& dir) {
               if (j >= pairs.size() || j == i) continue;
               e.b = pairs[j].second.text, e.label = 0;
             }
+          } else if (src == config::DataSource::kBibleCola) {
+            // In order (1): the WEB verse as written. Reordered (0): local_reorder of its words,
+            // retried with other choices when that changes nothing; verses under 4 words are
+            // left out (too short to reorder locally).
+            auto words = split_words(web.text);
+            if (words.size() < 4) continue;
+            e.a = web.text;
+            e.label = 1.0f;
+            if ((h & 1) != 0) {
+              for (uint64_t k = h >> 1, tries = 0; tries < 8; ++tries, k = util::mix64(k)) {
+                auto w = local_reorder(words, k);
+                if (w == words) continue;
+                e.a = join_words(w);
+                e.label = 0.0f;
+                break;
+              }
+              if (e.label != 0.0f) continue;
+            }
           } else {
             // Archaic (KJV, 1) or modern (WEB, 0) English: one version per verse.
             bool archaic = (h & 1) == 0;
@@ -154,7 +193,32 @@ std::string glue_task_name(const config::DataConfig& d) {
   return config::is_builtin(d.source) ? builtin_glue_task(d.source) : d.glue_task;
 }
 
+std::vector<std::string> local_reorder(std::vector<std::string> w, uint64_t h) {
+  const size_t n = w.size();
+  if (n < 2) return w;
+  if ((h & 1) == 0 || n < 4) {
+    size_t i = (h >> 1) % (n - 1);
+    std::swap(w[i], w[i + 1]);
+    return w;
+  }
+  size_t len = 2 + (h >> 1) % 2;                     // span of 2 or 3 words
+  size_t start = (h >> 2) % (n - len + 1);            // where it starts
+  size_t shift = 1 + (h >> 10) % 3;                   // how far it moves
+  auto b = w.begin();
+  if (start + len + shift <= n)                       // to the right
+    std::rotate(b + static_cast<std::ptrdiff_t>(start),
+                b + static_cast<std::ptrdiff_t>(start + len),
+                b + static_cast<std::ptrdiff_t>(start + len + shift));
+  else if (start >= shift)                            // else to the left
+    std::rotate(b + static_cast<std::ptrdiff_t>(start - shift),
+                b + static_cast<std::ptrdiff_t>(start), b + static_cast<std::ptrdiff_t>(start + len));
+  else
+    std::swap(w[0], w[1]);
+  return w;
+}
+
 std::string builtin_glue_task(config::DataSource source) {
+  if (source == config::DataSource::kBibleCola) return "CoLA";
   if (source == config::DataSource::kBibleMrpc) return "MRPC";
   if (source == config::DataSource::kBibleSst2) return "SST-2";
   return "";

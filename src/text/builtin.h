@@ -5,10 +5,16 @@
 //   bible-mrpc   MRPC layout: is (KJV verse, WEB verse) a paraphrase? The negatives pair a KJV
 //                verse with the WEB of a verse 1-3 away in the same chapter (same topic);
 //   bible-sst2   SST-2 layout: is a verse archaic (KJV, 1) or modern (WEB, 0)?
+//   bible-cola   CoLA layout: is a WEB verse in its original word order (1), or locally
+//                reordered (0: two adjacent words swapped, or a span of 2-3 words moved 1-3
+//                words away)? Both classes have the same words, so only word order separates
+//                them: a model without positions is at chance (MCC 0).
 // Splits are by book (split_of_book), so test verses are never near-copies of training ones.
 // Per-verse choices come from splitmix64 of the verse key: the corpora are the same everywhere.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/schema.h"
 
@@ -18,9 +24,13 @@ namespace ropelab::text {
 // test .txt (bible-en), .en/.es (bible-en-es), or a GLUE task directory (bible-mrpc/-sst2).
 void export_builtin_text(config::DataSource source, const std::string& dir);
 
-// The GLUE task a built-in GLUE-style source uses ("MRPC", "SST-2"); "" for the others.
+// The GLUE task a built-in GLUE-style source uses ("MRPC", "SST-2", "CoLA"); "" for the others.
 std::string builtin_glue_task(config::DataSource source);
 // The GLUE task name of a data config: the built-in source's, else data.glue_task.
 std::string glue_task_name(const config::DataConfig& d);
+
+// bible-cola's perturbation of a verse's words, chosen by `h`: two adjacent words swapped, or a
+// span of 2-3 words moved 1-3 words away. The result may equal the input (repeated words).
+std::vector<std::string> local_reorder(std::vector<std::string> words, uint64_t h);
 
 }  // namespace ropelab::text

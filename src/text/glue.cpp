@@ -173,6 +173,17 @@ std::string write_glue_tsv(const GlueTask& task, const std::vector<GlueExample>&
       else
         os << i << '\t' << e.a << '\n';
     }
+  } else if (task.name == "CoLA") {
+    // No header in train/dev: source, label, original author's mark ("*" = unacceptable),
+    // sentence. The test file has the header `index<TAB>sentence`.
+    if (!with_labels) os << "index\tsentence\n";
+    for (size_t i = 0; i < examples.size(); ++i) {
+      const auto& e = examples[i];
+      if (with_labels)
+        os << "bible\t" << label(e) << '\t' << (e.label == 0.0f ? "*" : "") << '\t' << e.a << '\n';
+      else
+        os << i << '\t' << e.a << '\n';
+    }
   } else {
     throw UserError("writing GLUE " + task.name + " files is not supported");
   }

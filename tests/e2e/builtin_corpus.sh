@@ -30,4 +30,30 @@ for i in range(5):
 assert sp.piece_to_id("[MASK]") == 6 and sp.pad_id() == 0
 print("python sentencepiece: same ids")
 PY
+# bible-cola: CoLA layout, balanced classes, every reordered verse has its original's words.
+cat >cola.yaml <<YAML
+data: {source: bible-cola, prepared_dir: $WORK/prep, tokenizer: {vocab_size: 2000}}
+task: {type: glue}
+model: {arch: encoder}
+YAML
+expect_exit 0 "$ROPELAB" prepare cola.yaml
+python3 - prep/text/bible-cola/CoLA prep/text/bible-en/train.txt <<'PY' || fail "bible-cola construction"
+import sys
+d = sys.argv[1]
+rows = [l.rstrip("\n").split("\t") for l in open(d + "/train.tsv")]
+assert all(len(r) == 4 for r in rows), "CoLA has 4 columns and no header"
+pos = sum(r[1] == "1" for r in rows)
+assert 0.45 < pos / len(rows) < 0.55, pos / len(rows)
+assert all((r[2] == "*") == (r[1] == "0") for r in rows)
+# In-order rows are WEB verses as written (found verbatim in bible-en's WEB chapters);
+# reordered ones are not.
+chapters = open(sys.argv[2]).read()
+ok = [r[3] in chapters for r in rows[:2000] if r[1] == "1"]
+bad = [r[3] in chapters for r in rows[:2000] if r[1] == "0"]
+assert sum(ok) > 0.95 * len(ok), sum(ok) / len(ok)
+assert sum(bad) < 0.02 * len(bad), sum(bad) / len(bad)
+test = [l.rstrip("\n").split("\t") for l in open(d + "/test.tsv")]
+assert test[0] == ["index", "sentence"] and len(test) > 1000
+print(f"bible-cola: {len(rows)} train rows, {pos / len(rows):.3f} in order")
+PY
 echo "builtin_corpus: OK"

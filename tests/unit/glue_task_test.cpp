@@ -1,11 +1,15 @@
 // The GLUE task: a tiny encoder overfits one batch of a classification task and of a regression
 // task (the task's overfit test), and whole-split evaluation puts every prediction at its
 // example's row and computes GLUE's metrics from them.
+#include <algorithm>
+
 #include "helpers.h"
 #include "model_helpers.h"
 #include "tasks/glue.h"
 #include "tasks/glue_metrics.h"
+#include "text/builtin.h"
 #include "text/tokenizer.h"
+#include "util/random.h"
 
 namespace ropelab::tasks {
 namespace {
@@ -131,6 +135,28 @@ TEST(GlueTask, UnlabeledSplitGivesPredictionsOnly) {
   EXPECT_EQ(r.predictions.size(), 5u);
   EXPECT_EQ(leaderboard_file(text::glue_task("MNLI"), "valid_mismatched"), "MNLI-mm.tsv");
   EXPECT_EQ(leaderboard_file(text::glue_task("MNLI"), "test"), "MNLI-m.tsv");
+}
+
+// bible-cola's negatives: the same words, changed only inside a window of at most 6 words.
+TEST(BibleCola, LocalReorderPermutesWordsInASmallWindow) {
+  std::vector<std::string> w;
+  for (int i = 0; i < 12; ++i) w.push_back("w" + std::to_string(i));
+  int changed = 0;
+  for (uint64_t h = 0; h < 500; ++h) {
+    auto r = text::local_reorder(w, util::mix64(h));
+    EXPECT_EQ(r, text::local_reorder(w, util::mix64(h)));  // deterministic
+    auto a = r, b = w;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    ASSERT_EQ(a, b) << "not a permutation, h=" << h;
+    size_t first = 0, last = w.size();
+    while (first < w.size() && r[first] == w[first]) ++first;
+    while (last > first && r[last - 1] == w[last - 1]) --last;
+    if (first == w.size()) continue;
+    ++changed;
+    EXPECT_LE(last - first, 6u) << "h=" << h;
+  }
+  EXPECT_EQ(changed, 500);  // distinct words: every choice changes the order
 }
 
 }  // namespace
