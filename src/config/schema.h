@@ -96,8 +96,7 @@ enum class DataSource {
   kGlue
 };
 ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "bible-cola",
-                   "text",
-                   "bytes", "parallel", "glue");
+                   "text", "bytes", "parallel", "glue");
 // What a data source gives: monolingual token streams, sentence pairs, or labelled examples.
 enum class DataKind { kLm, kParallel, kGlue };
 ROPELAB_ENUM_NAMES(DataKind, "lm", "parallel", "glue");
@@ -378,7 +377,8 @@ struct DataConfig {
   void visit(V& v) {
     v("source", source,
       "built-in corpus (bible-en: KJV+WEB, one chapter per document; bible-en-es: WEB/RV1909 "
-      "verse pairs; bible-mrpc, bible-sst2, bible-cola: GLUE-style tasks) or your data: text (one document "
+      "verse pairs; bible-mrpc, bible-sst2, bible-cola: GLUE-style tasks) or your data: text (one "
+      "document "
       "per line), bytes (raw files, enwik8-style), parallel (two aligned files), glue (a GLUE "
       "task directory)");
     v("train", train,

@@ -57,7 +57,7 @@ class Data {
   int64_t vocab_size() const { return target_tokenizer().vocab_size(); }
   int64_t source_vocab_size() const { return target_tok_ ? tok_->vocab_size() : 0; }
   bool has_split(const std::string& split) const { return prepared_.splits.count(split) != 0; }
-  TokenDataset split(const std::string& split) const;  // UserError if absent
+  TokenDataset split(const std::string& name) const;  // UserError if absent
 
  private:
   Prepared prepared_;

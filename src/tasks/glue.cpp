@@ -13,6 +13,13 @@ namespace ropelab::tasks {
 
 namespace F = torch::nn::functional;
 
+namespace {
+// The head's outputs [B, C] in fp32.
+torch::Tensor outputs(model::ModelImpl& m, const data::Batch& b) {
+  return m.logits(m.backbone->encode(b.input_BT, b.pad_BT, b.segment_BT)).to(torch::kFloat32);
+}
+}  // namespace
+
 const text::GlueTask& glue_task_of(const config::DataConfig& d) {
   return text::glue_task(text::glue_task_name(d));
 }
@@ -36,10 +43,6 @@ model::Model GlueTask::build_model() const {
 std::unique_ptr<data::BatchStream> GlueTask::stream(const data::TokenDataset& ds, bool train,
                                                     int64_t seq_len, int64_t batch_size) const {
   return data::make_glue_stream(ds, stream_options(c_, train, seq_len, batch_size));
-}
-
-torch::Tensor GlueTask::outputs(model::ModelImpl& m, const data::Batch& b) const {
-  return m.logits(m.backbone->encode(b.input_BT, b.pad_BT, b.segment_BT)).to(torch::kFloat32);
 }
 
 Forward GlueTask::forward(model::ModelImpl& m, const data::Batch& b) const {

@@ -34,8 +34,7 @@ class GlueTask : public Task {
   const text::GlueTask& glue() const { return glue_; }
 
  private:
-  // The head's outputs [B, C] (fp32) and the loss sums they give against the labels.
-  torch::Tensor outputs(model::ModelImpl& m, const data::Batch& b) const;
+  // The loss and sums that the head's outputs [B, C] give against the labels.
   Forward score(const torch::Tensor& out_BC, const torch::Tensor& label_B) const;
 
   config::Config c_;

@@ -201,17 +201,18 @@ std::vector<std::string> local_reorder(std::vector<std::string> w, uint64_t h) {
     std::swap(w[i], w[i + 1]);
     return w;
   }
-  size_t len = 2 + (h >> 1) % 2;                     // span of 2 or 3 words
-  size_t start = (h >> 2) % (n - len + 1);            // where it starts
-  size_t shift = 1 + (h >> 10) % 3;                   // how far it moves
+  size_t len = 2 + (h >> 1) % 2;            // span of 2 or 3 words
+  size_t start = (h >> 2) % (n - len + 1);  // where it starts
+  size_t shift = 1 + (h >> 10) % 3;         // how far it moves
   auto b = w.begin();
-  if (start + len + shift <= n)                       // to the right
+  if (start + len + shift <= n)  // to the right
     std::rotate(b + static_cast<std::ptrdiff_t>(start),
                 b + static_cast<std::ptrdiff_t>(start + len),
                 b + static_cast<std::ptrdiff_t>(start + len + shift));
-  else if (start >= shift)                            // else to the left
+  else if (start >= shift)  // else to the left
     std::rotate(b + static_cast<std::ptrdiff_t>(start - shift),
-                b + static_cast<std::ptrdiff_t>(start), b + static_cast<std::ptrdiff_t>(start + len));
+                b + static_cast<std::ptrdiff_t>(start),
+                b + static_cast<std::ptrdiff_t>(start + len));
   else
     std::swap(w[0], w[1]);
   return w;

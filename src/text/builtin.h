@@ -22,7 +22,7 @@ namespace ropelab::text {
 
 // Exports a built-in corpus as text files under `dir` (skipped when up to date): train/valid/
 // test .txt (bible-en), .en/.es (bible-en-es), or a GLUE task directory (bible-mrpc/-sst2).
-void export_builtin_text(config::DataSource source, const std::string& dir);
+void export_builtin_text(config::DataSource src, const std::string& dir);
 
 // The GLUE task a built-in GLUE-style source uses ("MRPC", "SST-2", "CoLA"); "" for the others.
 std::string builtin_glue_task(config::DataSource source);
