@@ -261,7 +261,9 @@ void register_all(CLI::App& app) {
   add(
       app, "ablate",
       "Run an experiment: train every variant of a base config (same data order and seed;\n"
-      "finished variants are skipped, interrupted ones resumed), then compare them.",
+      "finished variants are skipped, interrupted ones resumed), then compare them. With a\n"
+      "sweep (`settings:` and/or `seeds:`), every variant x setting x seed is trained and\n"
+      "sweep.md reports each variant's best setting as mean +- std over seeds.",
       [](CLI::App& sub) {
         sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
         sub.add_flag("--no-plots", g.no_plots, "tables only");

@@ -545,15 +545,42 @@ Config load_config(const std::string& path, const std::vector<Override>& overrid
   return c;
 }
 
-Config experiment_variant_config(const Experiment& exp, const Variant& variant) {
+namespace {
+Config run_config(const Experiment& exp, const Variant& variant, const Variant* setting,
+                  int64_t seed, const std::string& name) {
   std::vector<Override> ov;
   for (const auto& s : exp.set) ov.push_back(Override{s, exp.name + ": set"});
   for (const auto& s : variant.set)
     ov.push_back(Override{s, exp.name + ": variant " + variant.name});
-  ov.push_back(Override{"run.name=" + variant.name, "experiment"});
+  if (setting != nullptr)
+    for (const auto& s : setting->set)
+      ov.push_back(Override{s, exp.name + ": setting " + setting->name});
+  if (seed != 0) ov.push_back(Override{"run.seed=" + std::to_string(seed), "experiment"});
+  ov.push_back(Override{"run.name=" + name, "experiment"});
   ov.push_back(
       Override{"run.out_dir=" + (stdfs::path(exp.out_dir) / exp.name).string(), "experiment"});
   return load_config(exp.base, ov);
+}
+}  // namespace
+
+Config experiment_variant_config(const Experiment& exp, const Variant& variant) {
+  return run_config(exp, variant, nullptr, 0, variant.name);
+}
+
+std::vector<ExperimentRun> experiment_runs(const Experiment& exp) {
+  std::vector<ExperimentRun> out;
+  std::vector<const Variant*> settings;
+  for (const auto& s : exp.settings) settings.push_back(&s);
+  if (settings.empty()) settings.push_back(nullptr);
+  std::vector<int64_t> seeds = exp.seeds.empty() ? std::vector<int64_t>{0} : exp.seeds;
+  for (const auto& v : exp.variants)
+    for (const Variant* s : settings)
+      for (int64_t seed : seeds) {
+        std::string name =
+            v.name + (s ? "." + s->name : "") + (seed != 0 ? ".seed" + std::to_string(seed) : "");
+        out.push_back({v.name, s ? s->name : "", seed, run_config(exp, v, s, seed, name)});
+      }
+  return out;
 }
 
 Experiment load_experiment(const std::string& path) {
@@ -571,6 +598,19 @@ Experiment load_experiment(const std::string& path) {
       ctx.add(where(ctx, key), key, "variant names must be non-empty and contain no '/'");
   }
   if (e.variants.empty()) ctx.add(where(ctx, "variants"), "variants", "needs at least one variant");
+  std::set<std::string> setting_names;
+  for (size_t i = 0; i < e.settings.size(); ++i) {
+    const auto& s = e.settings[i];
+    std::string key = "settings[" + std::to_string(i) + "].name";
+    if (!setting_names.insert(s.name).second)
+      ctx.add(where(ctx, key), key, "duplicate setting name '" + s.name + "'");
+    if (s.name.empty() || s.name.find_first_of("/.") != std::string::npos)
+      ctx.add(where(ctx, key), key, "setting names must be non-empty and contain no '/' or '.'");
+  }
+  std::set<int64_t> seed_set;
+  for (int64_t s : e.seeds)
+    if (s <= 0 || !seed_set.insert(s).second)
+      ctx.add(where(ctx, "seeds"), "seeds", "seeds must be positive and distinct");
   if (ctx.problems.empty()) {
     for (size_t i = 0; i < e.variants.size(); ++i) {
       try {
@@ -579,6 +619,15 @@ Experiment load_experiment(const std::string& path) {
         std::string key = "variants[" + std::to_string(i) + "]";
         for (const auto& p : err.problems())
           ctx.add(where(ctx, key), key, "variant '" + e.variants[i].name + "': " + p.str());
+      }
+    }
+    for (size_t i = 0; i < e.settings.size() && ctx.problems.empty(); ++i) {
+      try {
+        run_config(e, e.variants[0], &e.settings[i], 0, e.variants[0].name);
+      } catch (const ConfigError& err) {
+        std::string key = "settings[" + std::to_string(i) + "]";
+        for (const auto& p : err.problems())
+          ctx.add(where(ctx, key), key, "setting '" + e.settings[i].name + "': " + p.str());
       }
     }
   }

@@ -55,6 +55,14 @@ Config load_config(const std::string& path, const std::vector<Override>& overrid
 Experiment load_experiment(const std::string& path);
 // Resolves one variant of an experiment into its run config.
 Config experiment_variant_config(const Experiment& exp, const Variant& variant);
+// The runs of an experiment: one per variant, or with a sweep (settings and/or seeds) one per
+// variant x setting x seed, named "<variant>.<setting>.seed<N>" (absent parts left out).
+struct ExperimentRun {
+  std::string variant, setting;  // setting: "" without settings
+  int64_t seed = 0;              // 0 without seeds
+  Config config;
+};
+std::vector<ExperimentRun> experiment_runs(const Experiment& exp);
 
 // Fully resolved YAML (every key, defaults included). Loading it gives the same Config.
 std::string dump(const Config& c);

@@ -598,6 +598,8 @@ struct Experiment {
   std::string out_dir = "runs";
   std::vector<std::string> set;
   std::vector<Variant> variants;
+  std::vector<Variant> settings;
+  std::vector<int64_t> seeds;
   double target_loss = 0.0;
   bool test = false;
   template <class V>
@@ -607,6 +609,12 @@ struct Experiment {
     v("out_dir", out_dir, "parent directory of the experiment");
     v("set", set, "overrides applied to every variant");
     v("variants", variants, "the variants to train and compare", required());
+    v("settings", settings,
+      "sweep: hyperparameter settings (name + set), each tried with every variant; the best "
+      "per variant is chosen on the validation split by the task's selection metric");
+    v("seeds", seeds,
+      "sweep: run.seed values; every variant x setting is trained once per seed and reported "
+      "as mean +- std over them");
     v("target_loss", target_loss,
       "compare: report steps/tokens to reach this validation loss (0 = off)", at_least(0));
     v("test", test,

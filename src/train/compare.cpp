@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <numeric>
 
 #include "config/loader.h"
 #include "train/metrics.h"
@@ -203,19 +205,82 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
   for (const auto& f : outputs) std::printf("wrote %s\n", f.c_str());
 }
 
+std::string sweep_summary(const std::vector<SweepResult>& results, const std::string& metric,
+                          bool higher) {
+  std::vector<std::string> variants, settings;
+  std::map<std::pair<std::string, std::string>, std::vector<double>> cells;
+  for (const auto& r : results) {
+    if (std::find(variants.begin(), variants.end(), r.variant) == variants.end())
+      variants.push_back(r.variant);
+    if (std::find(settings.begin(), settings.end(), r.setting) == settings.end())
+      settings.push_back(r.setting);
+    cells[{r.variant, r.setting}].push_back(r.value);
+  }
+  struct Stat {
+    double mean = NAN, sd = NAN;
+    size_t n = 0;
+  };
+  auto stat = [](const std::vector<double>& v) {
+    Stat s;
+    s.n = v.size();
+    if (v.empty()) return s;
+    s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.sd = v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0;
+    return s;
+  };
+  auto cell = [](const Stat& s) {
+    return s.n == 0 ? std::string("-") : fmt::format("{:.4f} ± {:.4f}", s.mean, s.sd);
+  };
+  auto name = [](const std::string& s) { return s.empty() ? std::string("(base)") : s; };
+  std::string md = fmt::format(
+      "# Sweep: best setting per variant\n\nValidation {} ({} is better): the best value of "
+      "each run, mean ± sample std over seeds.\n\n| variant | best setting | {} | seeds |\n"
+      "|:--|:--|--:|--:|\n",
+      metric, higher ? "higher" : "lower", metric);
+  for (const auto& v : variants) {
+    std::string best;
+    Stat bs;
+    for (const auto& s : settings) {
+      Stat st = stat(cells[{v, s}]);
+      if (st.n == 0) continue;
+      if (bs.n == 0 || (higher ? st.mean > bs.mean : st.mean < bs.mean)) best = s, bs = st;
+    }
+    md += fmt::format("| {} | {} | {} | {} |\n", v, name(best), cell(bs), bs.n);
+  }
+  md += "\n## Every setting\n\n| variant |";
+  for (const auto& s : settings) md += " " + name(s) + " |";
+  md += "\n|:--|";
+  for (size_t i = 0; i < settings.size(); ++i) md += "--:|";
+  md += "\n";
+  for (const auto& v : variants) {
+    md += "| " + v + " |";
+    for (const auto& s : settings) md += " " + cell(stat(cells[{v, s}])) + " |";
+    md += "\n";
+  }
+  return md;
+}
+
 void ablate(const std::string& experiment_path, bool plots) {
   auto exp = config::load_experiment(experiment_path);
+  auto runs = config::experiment_runs(exp);
   std::vector<std::string> dirs;
+  std::vector<SweepResult> sweep;
+  std::string metric = "loss";
+  bool higher = false;
   auto t0 = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < exp.variants.size(); ++i) {
-    const auto& v = exp.variants[i];
-    auto c = config::experiment_variant_config(exp, v);
-    spdlog::info("=== variant {}/{}: {} ===", i + 1, exp.variants.size(), v.name);
-    auto res = train(c);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    spdlog::info("=== run {}/{}: {} ===", i + 1, runs.size(), r.config.run.name);
+    auto res = train(r.config);
     dirs.push_back(res.run_dir);
     if (res.interrupted)
-      throw UserError("ablation interrupted during variant '" + v.name +
+      throw UserError("ablation interrupted during run '" + r.config.run.name +
                       "'; run the same command again to resume");
+    metric = res.selection_metric;
+    higher = res.higher_is_better;
+    sweep.push_back({r.variant, r.setting, res.best_selected});
   }
   if (exp.test) {
     for (const auto& d : dirs) {
@@ -226,7 +291,13 @@ void ablate(const std::string& experiment_path, bool plots) {
         throw UserError("ablation interrupted during the test evaluation; run it again to finish");
     }
   }
-  spdlog::info("ablation trained {} variants in {}", exp.variants.size(),
+  if (!exp.settings.empty() || !exp.seeds.empty()) {
+    std::string md = sweep_summary(sweep, metric, higher);
+    std::string path = (stdfs::path(exp.out_dir) / exp.name / "sweep.md").string();
+    fs::write_file_atomic(path, md);
+    std::printf("%s\nwrote %s\n", md.c_str(), path.c_str());
+  }
+  spdlog::info("ablation trained {} runs in {}", runs.size(),
                format_duration(
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   CompareOptions o;

@@ -36,7 +36,18 @@ struct CompareOptions {
 // Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png.
 void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions& o);
 
-// Trains every variant of an experiment (same data order and seed), then compares them.
+// A sweep's result table (Markdown): per variant, the setting with the best mean of `metric`
+// over seeds (highest if `higher`), reported as mean +- sample std (n seeds); then every
+// variant x setting. `results` holds one best validation value per run.
+struct SweepResult {
+  std::string variant, setting;
+  double value = 0;
+};
+std::string sweep_summary(const std::vector<SweepResult>& results, const std::string& metric,
+                          bool higher);
+
+// Trains every run of an experiment (each variant, or with a sweep each variant x setting x
+// seed; same data order), then compares them and, for a sweep, writes sweep.md.
 void ablate(const std::string& experiment_path, bool plots);
 
 }  // namespace ropelab::train

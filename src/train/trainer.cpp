@@ -337,6 +337,10 @@ TrainResult Trainer::run() {
   }
   metrics_->flush();
   res_.steps = st_.step;
+  auto sel = task_->selection();
+  res_.selection_metric = sel.metric;
+  res_.higher_is_better = sel.higher_is_better;
+  if (st_.best_step >= 0) res_.best_selected = st_.best_valid;
   return res_;
 }
 

@@ -12,6 +12,7 @@
 // Non-finite steps are skipped (and counted) without advancing the schedule; SIGINT/SIGTERM
 // finish the current step, save a checkpoint and return `interrupted`.
 #pragma once
+#include <cmath>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,11 @@ struct TrainResult {
   int64_t steps = 0;
   bool interrupted = false;
   std::map<std::string, double> final_valid;  // metrics of the last evaluation
+  // The metric that picks the best checkpoint, and its best validation value (NaN: never
+  // evaluated).
+  std::string selection_metric = "loss";
+  bool higher_is_better = false;
+  double best_selected = std::nan("");
 };
 
 // Trains the run a config describes (preparing its data first if needed). An existing run

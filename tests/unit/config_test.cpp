@@ -248,5 +248,51 @@ TEST(Config, ExperimentErrorsNameTheVariant) {
   }
 }
 
+TEST(Config, SweepExpandsVariantsTimesSettingsTimesSeeds) {
+  TempDir d;
+  write(d.file("base.yaml"), "task: {type: clm}\n");
+  auto f = write(d.file("exp.yaml"),
+                 "name: x\nbase: base.yaml\nvariants:\n  - {name: rope}\n"
+                 "  - {name: t5, set: [model.position.type=t5]}\n"
+                 "settings:\n  - {name: lr1, set: [train.lr=0.001]}\n"
+                 "  - {name: lr2, set: [train.lr=0.002]}\nseeds: [1, 2, 3]\n");
+  auto runs = experiment_runs(load_experiment(f));
+  ASSERT_EQ(runs.size(), 12u);
+  EXPECT_EQ(runs[0].config.run.name, "rope.lr1.seed1");
+  EXPECT_EQ(runs[0].config.run.seed, 1);
+  EXPECT_DOUBLE_EQ(runs[0].config.train.lr, 0.001);
+  EXPECT_EQ(runs[11].config.run.name, "t5.lr2.seed3");
+  EXPECT_STREQ(runs[11].config.model.position.type(), "t5");
+  EXPECT_DOUBLE_EQ(runs[11].config.train.lr, 0.002);
+  EXPECT_EQ(runs[11].variant, "t5");
+  EXPECT_EQ(runs[11].setting, "lr2");
+  // Without a sweep: one run per variant, named after it.
+  auto plain = write(d.file("plain.yaml"), "name: x\nbase: base.yaml\nvariants:\n  - {name: a}\n");
+  auto one = experiment_runs(load_experiment(plain));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].config.run.name, "a");
+  // A bad setting is named; so are repeated seeds.
+  auto bad = write(d.file("bad.yaml"),
+                   "name: x\nbase: base.yaml\nvariants:\n  - {name: a}\n"
+                   "settings:\n  - {name: s, set: [train.lr=-1]}\nseeds: [1, 1]\n");
+  try {
+    load_experiment(bad);
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    std::string s = e.what();
+    EXPECT_NE(s.find("seeds must be positive and distinct"), std::string::npos) << s;
+  }
+  auto bad2 = write(d.file("bad2.yaml"),
+                    "name: x\nbase: base.yaml\nvariants:\n  - {name: a}\n"
+                    "settings:\n  - {name: s, set: [train.lr=-1]}\n");
+  try {
+    load_experiment(bad2);
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    std::string s = e.what();
+    EXPECT_NE(s.find("setting 's'"), std::string::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace ropelab::config

@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "tasks/task.h"
 #include "train/checkpoint.h"
+#include "train/compare.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
 #include "train/weights.h"
@@ -159,6 +160,21 @@ TEST(Checkpoint, SavesTheStateOfEveryGeneratorInUse) {
   a.load_from(*checkpoint_for_step(d.file("runs/r"), 10) + "/rng.pt");
   auto keys = a.keys();
   EXPECT_EQ(keys, std::vector<std::string>{"rng/cpu"});  // a CPU run: the CPU generator
+}
+
+TEST(Sweep, BestSettingByMeanOverSeedsWithSampleStd) {
+  std::vector<SweepResult> r = {
+      {"rope", "lr1", 0.50}, {"rope", "lr1", 0.70},                        // mean 0.6, sd 0.1414
+      {"rope", "lr2", 0.62}, {"rope", "lr2", 0.64},                        // mean 0.63, sd 0.0141
+      {"t5", "lr1", 0.40},   {"t5", "lr1", 0.40},   {"t5", "lr2", 0.30}};  // t5: lr1 (sd 0)
+  auto md = sweep_summary(r, "mcc", /*higher=*/true);
+  EXPECT_NE(md.find("| rope | lr2 | 0.6300 ± 0.0141 | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| t5 | lr1 | 0.4000 ± 0.0000 | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rope | 0.6000 ± 0.1414 | 0.6300 ± 0.0141 |"), std::string::npos) << md;
+  // Lower is better for a loss.
+  auto low = sweep_summary(r, "loss", /*higher=*/false);
+  EXPECT_NE(low.find("| rope | lr1 | 0.6000 ± 0.1414 | 2 |"), std::string::npos) << low;
+  EXPECT_NE(low.find("| t5 | lr2 | 0.3000 ± 0.0000 | 1 |"), std::string::npos) << low;
 }
 
 }  // namespace
