@@ -263,7 +263,9 @@ void register_all(CLI::App& app) {
       "Run an experiment: train every variant of a base config (same data order and seed;\n"
       "finished variants are skipped, interrupted ones resumed), then compare them. With a\n"
       "sweep (`settings:` and/or `seeds:`), every variant x setting x seed is trained and\n"
-      "sweep.md reports each variant's best setting as mean +- std over seeds.",
+      "sweep.md reports each variant's best setting as mean +- std over seeds; with `tasks:`\n"
+      "(e.g. several GLUE tasks) all of that runs once per task and sweep.md has one table\n"
+      "per variant with a row per task.",
       [](CLI::App& sub) {
         sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
         sub.add_flag("--no-plots", g.no_plots, "tables only");

@@ -546,10 +546,12 @@ Config load_config(const std::string& path, const std::vector<Override>& overrid
 }
 
 namespace {
-Config run_config(const Experiment& exp, const Variant& variant, const Variant* setting,
-                  int64_t seed, const std::string& name) {
+Config run_config(const Experiment& exp, const Variant& variant, const Variant* task,
+                  const Variant* setting, int64_t seed, const std::string& name) {
   std::vector<Override> ov;
   for (const auto& s : exp.set) ov.push_back(Override{s, exp.name + ": set"});
+  if (task != nullptr)
+    for (const auto& s : task->set) ov.push_back(Override{s, exp.name + ": task " + task->name});
   for (const auto& s : variant.set)
     ov.push_back(Override{s, exp.name + ": variant " + variant.name});
   if (setting != nullptr)
@@ -564,7 +566,8 @@ Config run_config(const Experiment& exp, const Variant& variant, const Variant* 
 }  // namespace
 
 Config experiment_variant_config(const Experiment& exp, const Variant& variant) {
-  return run_config(exp, variant, nullptr, 0, variant.name);
+  const Variant* task = exp.tasks.empty() ? nullptr : &exp.tasks[0];
+  return run_config(exp, variant, task, nullptr, 0, variant.name);
 }
 
 std::vector<ExperimentRun> experiment_runs(const Experiment& exp) {
@@ -572,14 +575,19 @@ std::vector<ExperimentRun> experiment_runs(const Experiment& exp) {
   std::vector<const Variant*> settings;
   for (const auto& s : exp.settings) settings.push_back(&s);
   if (settings.empty()) settings.push_back(nullptr);
+  std::vector<const Variant*> tasks;
+  for (const auto& t : exp.tasks) tasks.push_back(&t);
+  if (tasks.empty()) tasks.push_back(nullptr);
   std::vector<int64_t> seeds = exp.seeds.empty() ? std::vector<int64_t>{0} : exp.seeds;
-  for (const auto& v : exp.variants)
-    for (const Variant* s : settings)
-      for (int64_t seed : seeds) {
-        std::string name =
-            v.name + (s ? "." + s->name : "") + (seed != 0 ? ".seed" + std::to_string(seed) : "");
-        out.push_back({v.name, s ? s->name : "", seed, run_config(exp, v, s, seed, name)});
-      }
+  for (const Variant* t : tasks)
+    for (const auto& v : exp.variants)
+      for (const Variant* s : settings)
+        for (int64_t seed : seeds) {
+          std::string name = (t ? t->name + "." : "") + v.name + (s ? "." + s->name : "") +
+                             (seed != 0 ? ".seed" + std::to_string(seed) : "");
+          out.push_back({t ? t->name : "", v.name, s ? s->name : "", seed,
+                         run_config(exp, v, t, s, seed, name)});
+        }
   return out;
 }
 
@@ -607,6 +615,15 @@ Experiment load_experiment(const std::string& path) {
     if (s.name.empty() || s.name.find_first_of("/.") != std::string::npos)
       ctx.add(where(ctx, key), key, "setting names must be non-empty and contain no '/' or '.'");
   }
+  std::set<std::string> task_names;
+  for (size_t i = 0; i < e.tasks.size(); ++i) {
+    const auto& t = e.tasks[i];
+    std::string key = "tasks[" + std::to_string(i) + "].name";
+    if (!task_names.insert(t.name).second)
+      ctx.add(where(ctx, key), key, "duplicate task name '" + t.name + "'");
+    if (t.name.empty() || t.name.find_first_of("/.") != std::string::npos)
+      ctx.add(where(ctx, key), key, "task names must be non-empty and contain no '/' or '.'");
+  }
   std::set<int64_t> seed_set;
   for (int64_t s : e.seeds)
     if (s <= 0 || !seed_set.insert(s).second)
@@ -621,9 +638,19 @@ Experiment load_experiment(const std::string& path) {
           ctx.add(where(ctx, key), key, "variant '" + e.variants[i].name + "': " + p.str());
       }
     }
+    for (size_t i = 1; i < e.tasks.size() && ctx.problems.empty(); ++i) {
+      try {
+        run_config(e, e.variants[0], &e.tasks[i], nullptr, 0, e.variants[0].name);
+      } catch (const ConfigError& err) {
+        std::string key = "tasks[" + std::to_string(i) + "]";
+        for (const auto& p : err.problems())
+          ctx.add(where(ctx, key), key, "task '" + e.tasks[i].name + "': " + p.str());
+      }
+    }
+    const Variant* task0 = e.tasks.empty() ? nullptr : &e.tasks[0];
     for (size_t i = 0; i < e.settings.size() && ctx.problems.empty(); ++i) {
       try {
-        run_config(e, e.variants[0], &e.settings[i], 0, e.variants[0].name);
+        run_config(e, e.variants[0], task0, &e.settings[i], 0, e.variants[0].name);
       } catch (const ConfigError& err) {
         std::string key = "settings[" + std::to_string(i) + "]";
         for (const auto& p : err.problems())
@@ -792,8 +819,31 @@ std::vector<Problem> validate(const Config& c) {
                                      ") is longer than max_steps (" +
                                      std::to_string(c.train.max_steps) + ")");
   const DataSource src = c.data.source;
-  if (src == DataSource::kGlue && c.data.glue_task.empty())
-    bad("data.glue_task", "data.source glue needs data.glue_task (e.g. MRPC)");
+  const TsvLayoutConfig& tsv = c.data.tsv;
+  const bool described = !tsv.a.empty();
+  if (src == DataSource::kGlue && c.data.glue_task.empty() && !described)
+    bad("data.glue_task", "data.source glue needs data.glue_task (e.g. MRPC) or a layout in data.tsv");
+  if (described && src != DataSource::kGlue)
+    bad("data.tsv.a", "a described TSV layout needs data.source glue");
+  if (described && !c.data.glue_task.empty())
+    bad("data.glue_task", "give data.glue_task or a layout in data.tsv, not both");
+  if (!described && (!tsv.b.empty() || !tsv.c.empty() || !tsv.label.empty()))
+    bad("data.tsv.a", "a described TSV layout needs data.tsv.a (the first text's column)");
+  if (described && tsv.label.empty()) bad("data.tsv.label", "name the label column");
+  if (described && tsv.regression == !tsv.labels.empty())
+    bad("data.tsv.labels", "give the class names (labels) or regression: true, not both");
+  if (described && !tsv.c.empty() && (tsv.b.empty() || tsv.labels.size() != 2 || tsv.regression))
+    bad("data.tsv.c", "a ranking layout needs columns a, b and c and two labels (b closer, c closer)");
+  if (described && (tsv.name.empty() || tsv.name.find_first_of("/\\") != std::string::npos))
+    bad("data.tsv.name", "the name must be non-empty and contain no path separator");
+  {
+    const bool ranking = src == DataSource::kBibleRank || (described && !tsv.c.empty());
+    const bool rank_task = std::holds_alternative<RankTaskConfig>(c.task.opts);
+    if (kind_of(src) == DataKind::kGlue && ranking != rank_task)
+      bad("task.type", rank_task ? "task rank needs ranking data (data.source bible-rank, or a "
+                                   "data.tsv layout with a c column)"
+                                 : "ranking data (a, b, c) needs task.type rank");
+  }
   if (src == DataSource::kBytes && c.data.tokenizer.type != TokenizerType::kByte)
     bad("data.tokenizer.type", "data.source bytes needs the byte tokenizer");
   const TokenizerConfig& tk = c.data.tokenizer;

@@ -58,6 +58,7 @@ Config experiment_variant_config(const Experiment& exp, const Variant& variant);
 // The runs of an experiment: one per variant, or with a sweep (settings and/or seeds) one per
 // variant x setting x seed, named "<variant>.<setting>.seed<N>" (absent parts left out).
 struct ExperimentRun {
+  std::string task;              // "" without tasks
   std::string variant, setting;  // setting: "" without settings
   int64_t seed = 0;              // 0 without seeds
   Config config;

@@ -90,13 +90,14 @@ enum class DataSource {
   kBibleMrpc,
   kBibleSst2,
   kBibleCola,
+  kBibleRank,
   kText,
   kBytes,
   kParallel,
   kGlue
 };
 ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "bible-cola",
-                   "text", "bytes", "parallel", "glue");
+                   "bible-rank", "text", "bytes", "parallel", "glue");
 // What a data source gives: monolingual token streams, sentence pairs, or labelled examples.
 enum class DataKind { kLm, kParallel, kGlue };
 ROPELAB_ENUM_NAMES(DataKind, "lm", "parallel", "glue");
@@ -119,6 +120,7 @@ constexpr DataKind kind_of(DataSource s) {
     case DataSource::kBibleMrpc:
     case DataSource::kBibleSst2:
     case DataSource::kBibleCola:
+    case DataSource::kBibleRank:
     case DataSource::kGlue:
       return DataKind::kGlue;
   }
@@ -126,7 +128,7 @@ constexpr DataKind kind_of(DataSource s) {
 }
 constexpr bool is_builtin(DataSource s) {
   return s == DataSource::kBibleEn || s == DataSource::kBibleEnEs || s == DataSource::kBibleMrpc ||
-         s == DataSource::kBibleSst2 || s == DataSource::kBibleCola;
+         s == DataSource::kBibleSst2 || s == DataSource::kBibleCola || s == DataSource::kBibleRank;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -363,6 +365,29 @@ struct TokenizerConfig {
   }
 };
 
+// A labelled TSV whose layout the config describes (data.source glue without a GLUE task): the
+// header names of its columns. Files: train.tsv, dev.tsv and optionally test.tsv in data.train.
+struct TsvLayoutConfig {
+  std::string name = "custom";
+  std::string a, b, c, label;
+  std::vector<std::string> labels;
+  bool regression = false;
+  template <class V>
+  void visit(V& v) {
+    v("name", name, "the task's name (its prediction file is NAME.tsv)");
+    v("a", a, "header name of the first text's column (set to describe a layout)");
+    v("b", b, "header name of the second text's column (sentence pairs); empty: single texts");
+    v("c", c,
+      "ranking (task.type rank): header name of the third text's column; the label says "
+      "whether b or c is closer to a");
+    v("label", label, "header name of the label column; test files may lack it");
+    v("labels", labels,
+      "class names as written in the label column (class index = position); ranking: the "
+      "names meaning 'b is closer' and 'c is closer', e.g. [B, C]");
+    v("regression", regression, "the label is a number (squared-error loss, Pearson/Spearman)");
+  }
+};
+
 struct DataConfig {
   DataSource source = DataSource::kBibleEn;
   std::string train;
@@ -371,16 +396,17 @@ struct DataConfig {
   std::string source_suffix = "en";
   std::string target_suffix = "es";
   std::string glue_task;
+  TsvLayoutConfig tsv;
   std::string prepared_dir = "data/prepared";
   TokenizerConfig tokenizer;
   template <class V>
   void visit(V& v) {
     v("source", source,
       "built-in corpus (bible-en: KJV+WEB, one chapter per document; bible-en-es: WEB/RV1909 "
-      "verse pairs; bible-mrpc, bible-sst2, bible-cola: GLUE-style tasks) or your data: text (one "
-      "document "
-      "per line), bytes (raw files, enwik8-style), parallel (two aligned files), glue (a GLUE "
-      "task directory)");
+      "verse pairs; bible-mrpc, bible-sst2, bible-cola: GLUE-style tasks; bible-rank: long-text "
+      "ranking) or your data: text (one document per line), bytes (raw files, enwik8-style), "
+      "parallel (two aligned files), glue (a GLUE task directory, or a TSV layout data.tsv "
+      "describes)");
     v("train", train,
       "user data: training file (parallel: the path without the language suffix, e.g. "
       "wmt/train for wmt/train.en + wmt/train.de) or, for glue, the task directory");
@@ -390,7 +416,8 @@ struct DataConfig {
     v("target_suffix", target_suffix, "parallel: suffix of target-side files (e.g. de)");
     v("glue_task", glue_task,
       "glue: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI (the bible-* sources "
-      "set it themselves)");
+      "set it themselves); empty with data.tsv for a described layout");
+    v("tsv", tsv, "glue: a TSV layout of your own (columns by header name)");
     v("prepared_dir", prepared_dir, "where prepared HDF5 datasets and tokenizers are cached");
     v("tokenizer", tokenizer, "tokenizer");
   }
@@ -463,8 +490,16 @@ struct GlueTaskConfig {  // GLUE-style classification / regression on [CLS] (tas
   void visit(V&) {}
 };
 
-using TaskVariant =
-    std::variant<ClmTaskConfig, MlmTaskConfig, TranslationTaskConfig, GlueTaskConfig>;
+struct RankTaskConfig {  // (A, B, C): is B closer to A than C is? (tasks/rank.h)
+  static constexpr const char* kName = "rank";
+  static constexpr Arch kArch = Arch::kEncoder;
+  static constexpr DataKind kData = DataKind::kGlue;
+  template <class V>
+  void visit(V&) {}
+};
+
+using TaskVariant = std::variant<ClmTaskConfig, MlmTaskConfig, TranslationTaskConfig,
+                                 GlueTaskConfig, RankTaskConfig>;
 
 struct TaskConfig {
   TaskVariant opts = ClmTaskConfig{};
@@ -474,7 +509,7 @@ struct TaskConfig {
   const char* type() const { return variant_name(opts); }
   template <class V>
   void visit(V& v) {
-    visit_variant(v, opts, "clm (causal LM), mlm (masked LM), translation, glue", true);
+    visit_variant(v, opts, "clm (causal LM), mlm (masked LM), translation, glue, rank (long-text pair ranking)", true);
     v("seq_len", seq_len, "training sequence length in tokens", between(2, 1 << 20));
     v("label_smoothing", label_smoothing, "label smoothing of the cross-entropy", between(0, 0.99));
     v("init_from", init_from,
@@ -598,6 +633,7 @@ struct Experiment {
   std::string out_dir = "runs";
   std::vector<std::string> set;
   std::vector<Variant> variants;
+  std::vector<Variant> tasks;
   std::vector<Variant> settings;
   std::vector<int64_t> seeds;
   double target_loss = 0.0;
@@ -609,6 +645,9 @@ struct Experiment {
     v("out_dir", out_dir, "parent directory of the experiment");
     v("set", set, "overrides applied to every variant");
     v("variants", variants, "the variants to train and compare", required());
+    v("tasks", tasks,
+      "tasks (name + set), e.g. GLUE tasks: every variant x setting x seed is trained on each, "
+      "and the sweep is reported per variant with one row per task");
     v("settings", settings,
       "sweep: hyperparameter settings (name + set), each tried with every variant; the best "
       "per variant is chosen on the validation split by the task's selection metric");

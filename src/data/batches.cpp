@@ -288,11 +288,17 @@ class GlueStream : public BatchStream {
   Batch batch(int64_t epoch, int64_t index) const override {
     const auto& order = cache_.get(n_, o_, epoch, 0x55);
     auto [first, B] = batch_rows(order, index, o_.batch_size);
-    const Ragged &a = ds_.seqs.at("a"), &b = ds_.seqs.at("b");
-    std::vector<std::vector<int64_t>> rows(B), segs(B);
+    const Ragged& a = ds_.seqs.at("a");
+    // Ranking triplets give two rows per example, (a, b) and (a, c), next to each other.
+    std::vector<const Ragged*> second = {&ds_.seqs.at("b")};
+    if (ds_.seqs.count("c") != 0) second.push_back(&ds_.seqs.at("c"));
+    const auto per = static_cast<int64_t>(second.size());
+    const int64_t R = B * per;
+    std::vector<std::vector<int64_t>> rows(R), segs(R);
     int64_t T = 0;
-    for (int64_t r = 0; r < B; ++r) {
-      int64_t i = order[first + r];
+    for (int64_t r = 0; r < R; ++r) {
+      int64_t i = order[first + r / per];
+      const Ragged& b = *second[static_cast<size_t>(r % per)];
       int64_t la = a.length(i), lb = b.length(i);
       int64_t room = o_.seq_len - (lb > 0 ? 3 : 2);
       while (la + lb > room) (la >= lb ? la : lb)--;  // truncate the longer side first
@@ -307,22 +313,24 @@ class GlueStream : public BatchStream {
       }
       T = std::max<int64_t>(T, static_cast<int64_t>(rows[r].size()));
     }
-    auto input = torch::full({B, T}, Special::kPad, torch::kInt64);
-    auto seg = torch::zeros({B, T}, torch::kInt64);
+    auto input = torch::full({R, T}, Special::kPad, torch::kInt64);
+    auto seg = torch::zeros({R, T}, torch::kInt64);
     auto in = input.accessor<int64_t, 2>(), sg = seg.accessor<int64_t, 2>();
     Batch out;
     bool regression = ds_.num_labels == 0;
     auto label = torch::empty({B}, regression ? torch::kFloat32 : torch::kInt64);
     auto row_index = torch::empty({B}, torch::kInt64);
+    for (int64_t r = 0; r < R; ++r) {
+      for (size_t t = 0; t < rows[r].size(); ++t) in[r][t] = rows[r][t], sg[r][t] = segs[r][t];
+      out.num_tokens += static_cast<int64_t>(rows[r].size());
+    }
     for (int64_t r = 0; r < B; ++r) {
       row_index[r] = order[first + r];
-      for (size_t t = 0; t < rows[r].size(); ++t) in[r][t] = rows[r][t], sg[r][t] = segs[r][t];
       float l = ds_.labels[order[first + r]];
       if (regression)
         label[r] = l;
       else
         label[r] = static_cast<int64_t>(l);
-      out.num_tokens += static_cast<int64_t>(rows[r].size());
     }
     out.input_BT = input;
     out.pad_BT = input != Special::kPad;

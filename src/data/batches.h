@@ -9,7 +9,8 @@
 //     selected, of those 80% -> [MASK], 10% -> random token, 10% unchanged; targets only at
 //     selected positions (-100 elsewhere);
 //   - translation: (source, target) pairs bucketed by length into batches under a token budget;
-//   - GLUE: [CLS] a [SEP] (b [SEP]) with segment ids and labels.
+//   - GLUE: [CLS] a [SEP] (b [SEP]) with segment ids and labels; ranking triplets give two
+//     rows per example, [CLS] a [SEP] b [SEP] and [CLS] a [SEP] c [SEP] (rows 2i and 2i+1).
 #pragma once
 #include <torch/types.h>
 
@@ -28,7 +29,8 @@ struct Batch {
   torch::Tensor target_BT;   // int64 targets; -100 = no loss at this position
   torch::Tensor pad_BT;      // bool, true = real token; undefined = no padding
   torch::Tensor segment_BT;  // int64 segment ids (GLUE)
-  torch::Tensor label_B;     // GLUE: int64 class index, or float32 score (regression)
+  torch::Tensor label_B;     // GLUE: int64 class index, or float32 score (regression); per
+                             // example (a ranking batch has 2 input rows per example)
   torch::Tensor index_B;     // GLUE: int64 row of each example in its split (stays on the CPU)
   torch::Tensor src_BS;      // translation source ids
   torch::Tensor src_pad_BS;  // bool, true = real source token

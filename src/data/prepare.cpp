@@ -69,9 +69,8 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
     for (const char* s : kSplits)
       if (!base[s].empty()) out.push_back({s, {base[s] + "." + ss, base[s] + "." + ts}});
   } else {
-    std::string dir = builtin ? join_path(*text_dir, text::builtin_glue_task(src)) : d.train;
-    const std::string task_name = builtin ? text::builtin_glue_task(src) : d.glue_task;
-    const auto& task = text::glue_task(task_name);
+    const auto task = text::glue_task_of(d);
+    std::string dir = builtin ? join_path(*text_dir, task.name) : d.train;
     std::vector<std::string> names = {"train", "dev"};
     if (task.name == "MNLI") names = {"train", "dev_matched", "dev_mismatched"};
     for (const auto& n : names) {
@@ -108,24 +107,31 @@ std::string out_dir(const config::DataConfig& d) {
   std::string src = config::to_string(d.source);
   if (!config::is_builtin(d.source)) {
     // User data: name the folder after the training file, plus a hash of its path.
+    // A described TSV layout is part of the name: another layout of the same files is other data.
+    std::string layout;
+    if (!d.tsv.a.empty()) {
+      const auto& t = d.tsv;
+      layout = t.name + "|" + t.a + "|" + t.b + "|" + t.c + "|" + t.label + "|" +
+               (t.regression ? "r" : "");
+      for (const auto& l : t.labels) layout += "|" + l;
+    }
     src = src + "-" + stdfs::path(d.train).filename().string() + "-" +
-          fs::hex64(fs::hash_bytes(stdfs::absolute(d.train).string())).substr(0, 8);
+          fs::hex64(fs::hash_bytes(stdfs::absolute(d.train).string() + layout)).substr(0, 8);
   }
   return join_path(join_path(d.prepared_dir, src), tokenizer_tag(d));
 }
 
 // Lines of all training text (for tokenizer training); for parallel data, of `side`.
 std::string tokenizer_training_text(const std::vector<SplitInput>& inputs, config::DataKind kind,
-                                    const std::string& task, Side side) {
+                                    const text::GlueTask& task, Side side) {
   std::string all;
   for (const auto& si : inputs) {
     if (si.name != "train") continue;
     if (kind == config::DataKind::kGlue) {
-      auto gf = text::read_glue_tsv(si.files[0], text::glue_task(task));
-      for (const auto& e : gf.examples) {
-        all += e.a + "\n";
-        if (!e.b.empty()) all += e.b + "\n";
-      }
+      auto gf = text::read_glue_tsv(si.files[0], task);
+      for (const auto& e : gf.examples)
+        for (const auto* t : {&e.a, &e.b, &e.c})
+          if (!t->empty()) all += *t + "\n";
     } else {
       for (size_t i = 0; i < si.files.size(); ++i) {
         if ((side == Side::kSource && i != 0) || (side == Side::kTarget && i != 1)) continue;
@@ -263,7 +269,8 @@ Prepared prepare(const config::DataConfig& d, int threads) {
   p.tokenizer_kind = d.tokenizer.type;
   std::string text_dir;
   auto inputs = split_inputs(d, &text_dir);
-  std::string task = text::glue_task_name(d);
+  const text::GlueTask task = p.kind == config::DataKind::kGlue ? text::glue_task_of(d)
+                                                                : text::GlueTask{};
   std::string dir = out_dir(d);
   fs::make_dirs(dir);
 
@@ -338,19 +345,25 @@ Prepared prepare(const config::DataConfig& d, int threads) {
         ds.seqs["tgt"].push(b[i]);
       }
     } else {
-      const auto& gt = text::glue_task(task);
+      const auto& gt = task;
       auto gf = text::read_glue_tsv(si.files[0], gt);
       if (gf.skipped_rows > 0)
         spdlog::warn("{}: skipped {} malformed rows", si.files[0], gf.skipped_rows);
-      std::vector<std::string> a, b;
+      std::vector<std::string> a, b, c;
       for (const auto& e : gf.examples)
-        a.push_back(e.a), b.push_back(e.b), ds.labels.push_back(e.label);
-      Progress bar("encode " + si.name, static_cast<int64_t>(2 * a.size()), "text");
+        a.push_back(e.a), b.push_back(e.b), c.push_back(e.c), ds.labels.push_back(e.label);
+      const int64_t texts = gt.ranking() ? 3 : 2;
+      Progress bar("encode " + si.name, static_cast<int64_t>(texts * a.size()), "text");
       int64_t done = 0;
       auto ea = encode_all(*tok, a, threads, &bar, &done);
       auto eb = encode_all(*tok, b, threads, &bar, &done);
+      auto ec = gt.ranking() ? encode_all(*tok, c, threads, &bar, &done)
+                             : std::vector<std::vector<int32_t>>{};
       bar.finish();
-      for (size_t i = 0; i < ea.size(); ++i) ds.seqs["a"].push(ea[i]), ds.seqs["b"].push(eb[i]);
+      for (size_t i = 0; i < ea.size(); ++i) {
+        ds.seqs["a"].push(ea[i]), ds.seqs["b"].push(eb[i]);
+        if (gt.ranking()) ds.seqs["c"].push(ec[i]);
+      }
       ds.task = gt.name;
       ds.num_labels = gt.regression ? 0 : static_cast<int64_t>(gt.label_names.size());
     }

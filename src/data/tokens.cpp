@@ -71,6 +71,7 @@ TokenDataset read_tokens(const std::string& path, const std::string& expect_kind
                                     : ds.kind == "glue"     ? std::vector<std::string>{"a", "b"}
                                                             : std::vector<std::string>{};
   if (groups.empty()) throw UserError(path + ": unknown dataset kind '" + ds.kind + "'");
+  if (ds.kind == "glue" && h5::exists(root, "c")) groups.push_back("c");  // ranking triplets
   int64_t count = -1;
   for (const auto& gname : groups) {
     if (!h5::exists(root, gname)) throw UserError(path + ": missing group '/" + gname + "'");

@@ -9,7 +9,8 @@
 //   /labels         float32 [M]   glue only: class index, or the score for regression
 //
 // Sequence groups: lm -> "text" (one document per sequence); parallel -> "src", "tgt";
-// glue -> "a", "b" (b's sequences are empty for single-sentence tasks).
+// glue -> "a", "b" (b's sequences are empty for single-sentence tasks), and "c" for ranking
+// triplets (a, b, c) only.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,6 +1,7 @@
 // The one place that maps a task config to its Task. A new task adds one case here.
 #include "tasks/glue.h"
 #include "tasks/lm.h"
+#include "tasks/rank.h"
 #include "tasks/translation.h"
 
 namespace ropelab::tasks {
@@ -22,6 +23,9 @@ struct Make {
   }
   std::unique_ptr<Task> operator()(const config::GlueTaskConfig&) const {
     return std::make_unique<GlueTask>(c, vocab);
+  }
+  std::unique_ptr<Task> operator()(const config::RankTaskConfig&) const {
+    return std::make_unique<RankTask>(c, vocab);
   }
 };
 }  // namespace

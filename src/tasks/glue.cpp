@@ -20,9 +20,7 @@ torch::Tensor outputs(model::ModelImpl& m, const data::Batch& b) {
 }
 }  // namespace
 
-const text::GlueTask& glue_task_of(const config::DataConfig& d) {
-  return text::glue_task(text::glue_task_name(d));
-}
+text::GlueTask glue_task_of(const config::DataConfig& d) { return text::glue_task_of(d); }
 
 std::string leaderboard_file(const text::GlueTask& task, const std::string& split) {
   if (task.name == "MNLI")
@@ -80,7 +78,7 @@ Metrics GlueTask::metrics(const Sums& s) const {
   return m;
 }
 
-Selection GlueTask::selection() const { return {glue_main_metric(glue_.name), true}; }
+Selection GlueTask::selection() const { return {glue_main_metric(glue_), true}; }
 
 EvalResult GlueTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
                               const data::BatchStream& s, const EvalOptions& o) const {
@@ -120,7 +118,7 @@ EvalResult GlueTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
   r.tokens = total("tokens");
   if (labeled) {
     r.metrics = metrics(total);
-    for (const auto& [k, v] : glue_metrics(glue_.name, pred, gold, pred_score, gold_score))
+    for (const auto& [k, v] : glue_metrics(glue_, pred, gold, pred_score, gold_score))
       r.metrics[k] = v;
   }
   if (o.full) {

@@ -42,8 +42,9 @@ class GlueTask : public Task {
   text::GlueTask glue_;
 };
 
-// The GLUE task a data config describes (a built-in source names its own).
-const text::GlueTask& glue_task_of(const config::DataConfig& d);
+// The GLUE task a data config describes (a built-in source names its own; data.tsv describes a
+// layout of its own).
+text::GlueTask glue_task_of(const config::DataConfig& d);
 // The leaderboard's file name for predictions of `task` on `split` ("CoLA.tsv", "MNLI-m.tsv").
 std::string leaderboard_file(const text::GlueTask& task, const std::string& split);
 

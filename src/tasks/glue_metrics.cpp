@@ -110,4 +110,23 @@ std::string glue_main_metric(const std::string& task) {
   return "acc";
 }
 
+std::map<std::string, double> glue_metrics(const text::GlueTask& task,
+                                           const std::vector<int64_t>& pred,
+                                           const std::vector<int64_t>& gold,
+                                           const std::vector<double>& pred_score,
+                                           const std::vector<double>& gold_score) {
+  if (!task.described()) return glue_metrics(task.name, pred, gold, pred_score, gold_score);
+  if (task.regression)
+    return {{"pearson", pearson(pred_score, gold_score)},
+            {"spearman", spearman(pred_score, gold_score)}};
+  std::map<std::string, double> m = {{"acc", accuracy(pred, gold)}};
+  if (task.label_names.size() == 2) m["f1"] = f1_positive(pred, gold), m["mcc"] = matthews(pred, gold);
+  return m;
+}
+
+std::string glue_main_metric(const text::GlueTask& task) {
+  if (!task.described()) return glue_main_metric(task.name);
+  return task.regression ? "spearman" : "acc";
+}
+
 }  // namespace ropelab::tasks

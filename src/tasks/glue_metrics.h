@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "text/glue.h"
+
 namespace ropelab::tasks {
 
 double accuracy(const std::vector<int64_t>& pred, const std::vector<int64_t>& gold);
@@ -36,5 +38,14 @@ std::map<std::string, double> glue_metrics(const std::string& task,
 // The metric that selects checkpoints and learning rates for `task` (the one the paper's
 // Table 2 reports): f1 for MRPC and QQP, spearman for STS-B, mcc for CoLA, acc otherwise.
 std::string glue_main_metric(const std::string& task);
+// The same for a task that may be a layout the config describes: regression reports pearson
+// and spearman (selects by spearman); classification reports acc, and with two classes also f1
+// of class 1 and mcc (selects by acc).
+std::map<std::string, double> glue_metrics(const text::GlueTask& task,
+                                           const std::vector<int64_t>& pred,
+                                           const std::vector<int64_t>& gold,
+                                           const std::vector<double>& pred_score,
+                                           const std::vector<double>& gold_score);
+std::string glue_main_metric(const text::GlueTask& task);
 
 }  // namespace ropelab::tasks

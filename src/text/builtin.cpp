@@ -70,7 +70,90 @@ std::string join_words(const std::vector<std::string>& w) {
   return s;
 }
 
+const GlueTask& ranking_task() {
+  static const GlueTask kTask = [] {
+    GlueTask t;
+    t.name = "bible-rank", t.label_names = {"B", "C"}, t.pair = true;
+    t.col_a = "A", t.col_b = "B", t.col_c = "C", t.col_label = "label";
+    return t;
+  }();
+  return kTask;
+}
+
+// bible-rank's triplets (see builtin.h), four per chapter: with the next and with the previous
+// chapter of its book as the intruder, each at two turn positions.
+void write_ranking(const std::string& dir,
+                   const std::vector<std::pair<Verse, Verse>>& pairs) {
+  struct Chapter {
+    std::string book, key;
+    int chapter = 0;
+    std::vector<std::string> kjv, web;
+  };
+  std::vector<Chapter> chapters;
+  for (const auto& [kjv, web] : pairs) {
+    if (chapters.empty() || chapters.back().book != kjv.book ||
+        chapters.back().chapter != kjv.chapter) {
+      chapters.emplace_back();
+      chapters.back().book = kjv.book, chapters.back().chapter = kjv.chapter;
+      chapters.back().key = kjv.book + " " + std::to_string(kjv.chapter);
+    }
+    auto& c = chapters.back();
+    for (auto& w : split_words(kjv.text)) c.kjv.push_back(std::move(w));
+    for (auto& w : split_words(web.text)) c.web.push_back(std::move(w));
+  }
+  const GlueTask& task = ranking_task();
+  std::string task_dir = join_path(dir, task.name);
+  fs::make_dirs(task_dir);
+  for (const char* split : kSplits) {
+    std::vector<GlueExample> ex;
+    for (size_t i = 0; i < chapters.size(); ++i) {
+      const Chapter& c = chapters[i];
+      if (split_of_book(c.book) != split) continue;
+      for (int side : {+1, -1}) {
+        if ((side < 0 && i == 0) || (side > 0 && i + 1 == chapters.size())) continue;
+        const Chapter& n = chapters[side > 0 ? i + 1 : i - 1];
+        if (n.book != c.book) continue;
+        const size_t len = std::min({ranking_words(), c.web.size(), n.web.size()});
+        if (len < 20) continue;
+        for (uint64_t k = 0; k < 2; ++k) {
+          uint64_t h = util::mix64(fs::hash_bytes(c.key) ^ util::mix64(k * 2 + (side > 0)));
+          // The turn: a uniform word position, after at least 5% of the text.
+          size_t turn = len / 20 + (h >> 8) % (len - len / 20);
+          std::vector<std::string> b(c.web.begin(), c.web.begin() + static_cast<long>(len));
+          std::vector<std::string> other = b;
+          std::copy(n.web.begin() + static_cast<long>(turn), n.web.begin() + static_cast<long>(len),
+                    other.begin() + static_cast<long>(turn));
+          GlueExample e;
+          e.a = join_words(std::vector<std::string>(
+              c.kjv.begin(), c.kjv.begin() + static_cast<long>(std::min(len, c.kjv.size()))));
+          bool swap = (h & 1) != 0;
+          e.b = join_words(swap ? other : b);
+          e.c = join_words(swap ? b : other);
+          e.label = swap ? 1.0f : 0.0f;
+          ex.push_back(std::move(e));
+        }
+      }
+    }
+    std::string name = std::string(split) == "valid" ? "dev" : split;
+    fs::write_file_atomic(join_path(task_dir, name + ".tsv"), write_glue_tsv(task, ex, true));
+    if (name == "test")
+      fs::write_file_atomic(join_path(task_dir, "test_labeled.tsv"), write_glue_tsv(task, ex, true));
+  }
+}
+
 }  // namespace
+
+GlueTask glue_task_of(const config::DataConfig& d) {
+  if (d.source == config::DataSource::kBibleRank) return ranking_task();
+  if (!d.tsv.a.empty()) {
+    const auto& t = d.tsv;
+    GlueTask g;
+    g.name = t.name, g.regression = t.regression, g.label_names = t.labels, g.pair = !t.b.empty();
+    g.col_a = t.a, g.col_b = t.b, g.col_c = t.c, g.col_label = t.label;
+    return g;
+  }
+  return glue_task(glue_task_name(d));
+}
 
 void export_builtin_text(config::DataSource src, const std::string& dir) {
   const std::string source = config::to_string(src);
@@ -81,7 +164,8 @@ void export_builtin_text(config::DataSource src, const std::string& dir) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> modules;
   if (src == config::DataSource::kBibleEn || src == config::DataSource::kBibleMrpc ||
-      src == config::DataSource::kBibleSst2 || src == config::DataSource::kBibleCola)
+      src == config::DataSource::kBibleSst2 || src == config::DataSource::kBibleCola ||
+      src == config::DataSource::kBibleRank)
     modules = {kKJV, kWEB};
   else
     modules = {kWEB, kRV};
@@ -122,6 +206,8 @@ void export_builtin_text(config::DataSource src, const std::string& dir) {
         write_lines(join_path(dir, std::string(split) + ".en"), en);
         write_lines(join_path(dir, std::string(split) + ".es"), es);
       }
+    } else if (src == config::DataSource::kBibleRank) {
+      write_ranking(dir, pairs);
     } else {
       const std::string task_name = builtin_glue_task(src);
       const auto& task = glue_task(task_name);

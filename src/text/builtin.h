@@ -9,6 +9,11 @@
 //                reordered (0: two adjacent words swapped, or a span of 2-3 words moved 1-3
 //                words away)? Both classes have the same words, so only word order separates
 //                them: a model without positions is at chance (MCC 0).
+//   bible-rank   long-text ranking (the paper's §4.5, CAIL2019-SCM form): A is the KJV of a
+//                chapter, B its WEB, C the same WEB text that turns, at a uniform word position,
+//                into the WEB of a neighbouring chapter (cut to ranking_words() words). Is B or
+//                C closer to A? Only a window that reaches the turn can tell, so accuracy grows
+//                with the maximum length. B and C are swapped at random (balanced labels).
 // Splits are by book (split_of_book), so test verses are never near-copies of training ones.
 // Per-verse choices come from splitmix64 of the verse key: the corpora are the same everywhere.
 #pragma once
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "config/schema.h"
+#include "text/glue.h"
 
 namespace ropelab::text {
 
@@ -26,8 +32,14 @@ void export_builtin_text(config::DataSource src, const std::string& dir);
 
 // The GLUE task a built-in GLUE-style source uses ("MRPC", "SST-2", "CoLA"); "" for the others.
 std::string builtin_glue_task(config::DataSource source);
-// The GLUE task name of a data config: the built-in source's, else data.glue_task.
+// The GLUE task name of a data config: the built-in source's, else data.glue_task ("" for a
+// described layout and for bible-rank).
 std::string glue_task_name(const config::DataConfig& d);
+// The task (name, labels, layout) of a GLUE-kind data config: a GLUE task, bible-rank's
+// ranking layout, or the layout data.tsv describes.
+GlueTask glue_task_of(const config::DataConfig& d);
+// bible-rank: A, B and C are cut to this many words.
+constexpr size_t ranking_words() { return 200; }
 
 // bible-cola's perturbation of a verse's words, chosen by `h`: two adjacent words swapped, or a
 // span of 2-3 words moved 1-3 words away. The result may equal the input (repeated words).

@@ -12,16 +12,21 @@
 namespace ropelab::text {
 
 const std::vector<GlueTask>& glue_tasks() {
+  auto task = [](const char* name, bool regression, std::vector<std::string> labels, bool pair) {
+    GlueTask t;
+    t.name = name, t.regression = regression, t.label_names = std::move(labels), t.pair = pair;
+    return t;
+  };
   static const std::vector<GlueTask> kTasks = {
-      {"CoLA", false, {"0", "1"}, false},
-      {"SST-2", false, {"0", "1"}, false},
-      {"MRPC", false, {"0", "1"}, true},
-      {"STS-B", true, {}, true},
-      {"QQP", false, {"0", "1"}, true},
-      {"MNLI", false, {"entailment", "neutral", "contradiction"}, true},
-      {"QNLI", false, {"entailment", "not_entailment"}, true},
-      {"RTE", false, {"entailment", "not_entailment"}, true},
-      {"WNLI", false, {"0", "1"}, true},
+      task("CoLA", false, {"0", "1"}, false),
+      task("SST-2", false, {"0", "1"}, false),
+      task("MRPC", false, {"0", "1"}, true),
+      task("STS-B", true, {}, true),
+      task("QQP", false, {"0", "1"}, true),
+      task("MNLI", false, {"entailment", "neutral", "contradiction"}, true),
+      task("QNLI", false, {"entailment", "not_entailment"}, true),
+      task("RTE", false, {"entailment", "not_entailment"}, true),
+      task("WNLI", false, {"0", "1"}, true),
   };
   return kTasks;
 }
@@ -78,7 +83,7 @@ GlueFile read_glue_tsv(const std::string& path, const GlueTask& task) {
   std::string line;
   int64_t lineno = 0;
   // Column layout: CoLA train/dev have no header; everything else is found by header name.
-  int col_a = -1, col_b = -1, col_label = -1, col_id = -1;
+  int col_a = -1, col_b = -1, col_c = -1, col_label = -1, col_id = -1;
   size_t ncols = 0;
   bool is_train = path.size() >= 9 && path.compare(path.size() - 9, 9, "train.tsv") == 0;
   auto fail = [&](const std::string& msg) {
@@ -92,6 +97,21 @@ GlueFile read_glue_tsv(const std::string& path, const GlueTask& task) {
       line.erase(0, 3);
     if (line.empty()) continue;
     auto cols = split_tabs(line);
+    if (!header_done && task.described()) {
+      header_done = true;
+      ncols = cols.size();
+      int* want[] = {&col_a, &col_b, &col_c, &col_label};
+      const std::string* names[] = {&task.col_a, &task.col_b, &task.col_c, &task.col_label};
+      for (size_t k = 0; k < 4; ++k) {
+        if (names[k]->empty()) continue;
+        *want[k] = find_col(cols, {names[k]->c_str()});
+        if (*want[k] < 0 && k < 3)  // the label may be missing (unlabeled test files)
+          fail("no column '" + *names[k] + "' in the header (columns: " + line + ")");
+      }
+      col_id = find_col(cols, {"index", "id"});
+      out.labeled = col_label >= 0;
+      continue;
+    }
     if (!header_done) {
       header_done = true;
       bool cola_no_header = task.name == "CoLA" && cols.size() == 4;
@@ -126,6 +146,7 @@ GlueFile read_glue_tsv(const std::string& path, const GlueTask& task) {
     ex.line = lineno;
     ex.a = cols[col_a];
     if (col_b >= 0) ex.b = cols[col_b];
+    if (col_c >= 0) ex.c = cols[col_c];
     if (col_id >= 0) ex.id = cols[col_id];
     if (col_label >= 0) {
       const std::string& l = cols[col_label];
@@ -156,7 +177,23 @@ std::string write_glue_tsv(const GlueTask& task, const std::vector<GlueExample>&
     return task.regression ? std::to_string(e.label)
                            : task.label_names.at(static_cast<size_t>(e.label));
   };
-  if (task.name == "MRPC") {
+  if (task.described()) {
+    // Header of the named columns, then one row per example (an index column for test files).
+    os << (with_labels ? "" : "index\t") << task.col_a;
+    for (const auto* c : {&task.col_b, &task.col_c})
+      if (!c->empty()) os << '\t' << *c;
+    if (with_labels) os << '\t' << task.col_label;
+    os << '\n';
+    for (size_t i = 0; i < examples.size(); ++i) {
+      const auto& e = examples[i];
+      if (!with_labels) os << i << '\t';
+      os << e.a;
+      if (!task.col_b.empty()) os << '\t' << e.b;
+      if (!task.col_c.empty()) os << '\t' << e.c;
+      if (with_labels) os << '\t' << label(e);
+      os << '\n';
+    }
+  } else if (task.name == "MRPC") {
     os << (with_labels ? "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
                        : "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n");
     for (size_t i = 0; i < examples.size(); ++i) {

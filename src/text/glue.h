@@ -6,6 +6,9 @@
 // and test layouts of one task are read by the same code. A row with the wrong column count is
 // an error naming the file and line, except in QQP's train file, whose few malformed rows the
 // reference loaders skip (we skip and count them too).
+//
+// A layout the config describes (data.tsv) names its columns in a header: text a, optional
+// text b, optional text c (ranking triplets: is b or c closer to a?) and the label.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,6 +21,10 @@ struct GlueTask {
   bool regression = false;               // STS-B
   std::vector<std::string> label_names;  // class index = position (empty for regression)
   bool pair = false;                     // sentence pairs?
+  // A described layout: the header names of its columns (empty col_a: GLUE's own layout).
+  std::string col_a, col_b, col_c, col_label;
+  bool described() const { return !col_a.empty(); }
+  bool ranking() const { return !col_c.empty(); }  // (a, b, c); label 0: b closer, 1: c closer
 };
 
 // Looks a task up by its GLUE name (case-insensitive); UserError listing the nine otherwise.
@@ -25,7 +32,7 @@ const GlueTask& glue_task(const std::string& name);
 const std::vector<GlueTask>& glue_tasks();
 
 struct GlueExample {
-  std::string a, b;     // b empty for single-sentence tasks
+  std::string a, b, c;  // b empty for single-sentence tasks; c only for ranking
   float label = -1.0f;  // class index, or the score for STS-B; -1 for unlabeled test rows
   int64_t line = 0;     // 1-based line in the file
   std::string id;       // the index column where the file has one (test predictions need it)

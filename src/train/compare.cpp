@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "config/loader.h"
 #include "train/metrics.h"
@@ -205,23 +206,26 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
   for (const auto& f : outputs) std::printf("wrote %s\n", f.c_str());
 }
 
-std::string sweep_summary(const std::vector<SweepResult>& results, const std::string& metric,
-                          bool higher) {
-  std::vector<std::string> variants, settings;
-  std::map<std::pair<std::string, std::string>, std::vector<double>> cells;
+std::string sweep_summary(const std::vector<SweepResult>& results) {
+  std::vector<std::string> tasks, variants, settings;
+  auto add = [](std::vector<std::string>& v, const std::string& x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  };
+  using Key = std::tuple<std::string, std::string, std::string>;  // task, variant, setting
+  std::map<Key, std::vector<double>> cells;
+  std::map<std::string, std::pair<std::string, bool>> task_metric;  // task -> (metric, higher)
   for (const auto& r : results) {
-    if (std::find(variants.begin(), variants.end(), r.variant) == variants.end())
-      variants.push_back(r.variant);
-    if (std::find(settings.begin(), settings.end(), r.setting) == settings.end())
-      settings.push_back(r.setting);
-    cells[{r.variant, r.setting}].push_back(r.value);
+    add(tasks, r.task), add(variants, r.variant), add(settings, r.setting);
+    cells[{r.task, r.variant, r.setting}].push_back(r.value);
+    task_metric[r.task] = {r.metric, r.higher};
   }
   struct Stat {
     double mean = NAN, sd = NAN;
     size_t n = 0;
   };
-  auto stat = [](const std::vector<double>& v) {
+  auto stat = [&](const Key& k) {
     Stat s;
+    const auto& v = cells[k];
     s.n = v.size();
     if (v.empty()) return s;
     s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
@@ -234,31 +238,52 @@ std::string sweep_summary(const std::vector<SweepResult>& results, const std::st
     return s.n == 0 ? std::string("-") : fmt::format("{:.4f} ± {:.4f}", s.mean, s.sd);
   };
   auto name = [](const std::string& s) { return s.empty() ? std::string("(base)") : s; };
-  std::string md = fmt::format(
-      "# Sweep: best setting per variant\n\nValidation {} ({} is better): the best value of "
-      "each run, mean ± sample std over seeds.\n\n| variant | best setting | {} | seeds |\n"
-      "|:--|:--|--:|--:|\n",
-      metric, higher ? "higher" : "lower", metric);
-  for (const auto& v : variants) {
+  auto best_row = [&](const std::string& t, const std::string& v) {
+    bool higher = task_metric[t].second;
     std::string best;
     Stat bs;
     for (const auto& s : settings) {
-      Stat st = stat(cells[{v, s}]);
+      Stat st = stat({t, v, s});
       if (st.n == 0) continue;
       if (bs.n == 0 || (higher ? st.mean > bs.mean : st.mean < bs.mean)) best = s, bs = st;
     }
-    md += fmt::format("| {} | {} | {} | {} |\n", v, name(best), cell(bs), bs.n);
+    return fmt::format("| {} | {} | {} |", name(best), cell(bs), bs.n);
+  };
+  const bool by_task = tasks.size() > 1 || !tasks[0].empty();
+  std::string md;
+  if (!by_task) {
+    const auto& [metric, higher] = task_metric[""];
+    md = fmt::format(
+        "# Sweep: best setting per variant\n\nValidation {} ({} is better): the best value of "
+        "each run, mean ± sample std over seeds.\n\n| variant | best setting | {} | seeds |\n"
+        "|:--|:--|--:|--:|\n",
+        metric, higher ? "higher" : "lower", metric);
+    for (const auto& v : variants) md += "| " + v + " " + best_row("", v) + "\n";
+  } else {
+    md = "# Sweep: best setting per task, one table per variant\n\nValidation metric of each "
+         "task (its selection metric, higher or lower as it says): the best value of each run, "
+         "mean ± sample std over seeds, at the setting with the best mean.\n";
+    for (const auto& v : variants) {
+      md += "\n## " + v + "\n\n| task | metric | best setting | value | seeds |\n"
+            "|:--|:--|:--|--:|--:|\n";
+      for (const auto& t : tasks) {
+        const auto& [metric, higher] = task_metric[t];
+        md += fmt::format("| {} | {} ({}) {}\n", t, metric, higher ? "higher" : "lower",
+                          best_row(t, v));
+      }
+    }
   }
-  md += "\n## Every setting\n\n| variant |";
+  md += "\n## Every setting\n\n|" + std::string(by_task ? " task |" : "") + " variant |";
   for (const auto& s : settings) md += " " + name(s) + " |";
-  md += "\n|:--|";
+  md += by_task ? "\n|:--|:--|" : "\n|:--|";
   for (size_t i = 0; i < settings.size(); ++i) md += "--:|";
   md += "\n";
-  for (const auto& v : variants) {
-    md += "| " + v + " |";
-    for (const auto& s : settings) md += " " + cell(stat(cells[{v, s}])) + " |";
-    md += "\n";
-  }
+  for (const auto& t : tasks)
+    for (const auto& v : variants) {
+      md += "|" + (by_task ? " " + t + " |" : std::string()) + " " + v + " |";
+      for (const auto& s : settings) md += " " + cell(stat({t, v, s})) + " |";
+      md += "\n";
+    }
   return md;
 }
 
@@ -267,8 +292,6 @@ void ablate(const std::string& experiment_path, bool plots) {
   auto runs = config::experiment_runs(exp);
   std::vector<std::string> dirs;
   std::vector<SweepResult> sweep;
-  std::string metric = "loss";
-  bool higher = false;
   auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
@@ -278,9 +301,8 @@ void ablate(const std::string& experiment_path, bool plots) {
     if (res.interrupted)
       throw UserError("ablation interrupted during run '" + r.config.run.name +
                       "'; run the same command again to resume");
-    metric = res.selection_metric;
-    higher = res.higher_is_better;
-    sweep.push_back({r.variant, r.setting, res.best_selected});
+    sweep.push_back(
+        {r.task, r.variant, r.setting, res.best_selected, res.selection_metric, res.higher_is_better});
   }
   if (exp.test) {
     for (const auto& d : dirs) {
@@ -291,8 +313,8 @@ void ablate(const std::string& experiment_path, bool plots) {
         throw UserError("ablation interrupted during the test evaluation; run it again to finish");
     }
   }
-  if (!exp.settings.empty() || !exp.seeds.empty()) {
-    std::string md = sweep_summary(sweep, metric, higher);
+  if (!exp.settings.empty() || !exp.seeds.empty() || !exp.tasks.empty()) {
+    std::string md = sweep_summary(sweep);
     std::string path = (stdfs::path(exp.out_dir) / exp.name / "sweep.md").string();
     fs::write_file_atomic(path, md);
     std::printf("%s\nwrote %s\n", md.c_str(), path.c_str());

@@ -36,15 +36,17 @@ struct CompareOptions {
 // Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png.
 void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions& o);
 
-// A sweep's result table (Markdown): per variant, the setting with the best mean of `metric`
-// over seeds (highest if `higher`), reported as mean +- sample std (n seeds); then every
-// variant x setting. `results` holds one best validation value per run.
+// A sweep's result tables (Markdown). Per variant (and task), the setting with the best mean of
+// the task's selection metric over seeds (highest if `higher`), reported as mean +- sample std
+// (n seeds); then every variant x setting. Each result is one run's best validation value.
+// With tasks, there is one table per variant with a row per task (the paper's Table 2 layout).
 struct SweepResult {
-  std::string variant, setting;
+  std::string task, variant, setting;  // task: "" without a task axis
   double value = 0;
+  std::string metric = "loss";
+  bool higher = false;
 };
-std::string sweep_summary(const std::vector<SweepResult>& results, const std::string& metric,
-                          bool higher);
+std::string sweep_summary(const std::vector<SweepResult>& results);
 
 // Trains every run of an experiment (each variant, or with a sweep each variant x setting x
 // seed; same data order), then compares them and, for a sweep, writes sweep.md.

@@ -266,6 +266,21 @@ TEST(Config, SweepExpandsVariantsTimesSettingsTimesSeeds) {
   EXPECT_DOUBLE_EQ(runs[11].config.train.lr, 0.002);
   EXPECT_EQ(runs[11].variant, "t5");
   EXPECT_EQ(runs[11].setting, "lr2");
+  // A task axis: every variant x setting x seed once per task, named after the task first;
+  // the task's overrides come before the variant's and the setting's.
+  auto tasks = write(d.file("tasks.yaml"),
+                     "name: x\nbase: base.yaml\nvariants:\n  - {name: rope}\n"
+                     "tasks:\n  - {name: a, set: [task.seq_len=32, train.lr=0.5]}\n"
+                     "  - {name: b, set: [task.seq_len=48]}\n"
+                     "settings:\n  - {name: lr1, set: [train.lr=0.001]}\nseeds: [1, 2]\n");
+  auto tr = experiment_runs(load_experiment(tasks));
+  ASSERT_EQ(tr.size(), 4u);
+  EXPECT_EQ(tr[0].config.run.name, "a.rope.lr1.seed1");
+  EXPECT_EQ(tr[0].task, "a");
+  EXPECT_EQ(tr[0].config.task.seq_len, 32);
+  EXPECT_DOUBLE_EQ(tr[0].config.train.lr, 0.001);
+  EXPECT_EQ(tr[3].config.run.name, "b.rope.lr1.seed2");
+  EXPECT_EQ(tr[3].config.task.seq_len, 48);
   // Without a sweep: one run per variant, named after it.
   auto plain = write(d.file("plain.yaml"), "name: x\nbase: base.yaml\nvariants:\n  - {name: a}\n");
   auto one = experiment_runs(load_experiment(plain));
@@ -292,6 +307,41 @@ TEST(Config, SweepExpandsVariantsTimesSettingsTimesSeeds) {
     std::string s = e.what();
     EXPECT_NE(s.find("setting 's'"), std::string::npos) << s;
   }
+}
+
+
+TEST(Config, DescribedTsvLayoutsAndRankingAreChecked) {
+  TempDir d;
+  auto expect_error = [&](const std::string& yaml, const std::string& want) {
+    auto f = write(d.file("c.yaml"), yaml);
+    try {
+      load_config(f, {});
+      FAIL() << "expected an error for: " << yaml;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  const std::string enc = "model: {arch: encoder}\n";
+  // A described layout loads; so does a ranking layout with task rank.
+  write(d.file("ok.yaml"), enc + "task: {type: glue}\ndata: {source: glue, train: x, tsv: "
+                                 "{a: text, label: y, labels: [no, yes]}}\n");
+  EXPECT_NO_THROW(load_config(d.file("ok.yaml"), {}));
+  write(d.file("rank.yaml"), enc + "task: {type: rank}\ndata: {source: glue, train: x, tsv: "
+                                   "{a: A, b: B, c: C, label: l, labels: [B, C]}}\n");
+  EXPECT_NO_THROW(load_config(d.file("rank.yaml"), {}));
+  write(d.file("brank.yaml"), enc + "task: {type: rank}\ndata: {source: bible-rank}\n");
+  EXPECT_NO_THROW(load_config(d.file("brank.yaml"), {}));
+  expect_error(enc + "task: {type: glue}\ndata: {source: glue, train: x, tsv: {a: t, label: y}}\n",
+               "data.tsv.labels");
+  expect_error(enc + "task: {type: glue}\ndata: {source: glue, train: x, glue_task: CoLA, tsv: "
+                     "{a: t, label: y, regression: true}}\n",
+               "not both");
+  expect_error(enc + "task: {type: rank}\ndata: {source: bible-cola}\n", "task rank needs ranking");
+  expect_error(enc + "task: {type: glue}\ndata: {source: bible-rank}\n",
+               "ranking data (a, b, c) needs task.type rank");
+  expect_error(enc + "task: {type: rank}\ndata: {source: glue, train: x, tsv: {a: A, c: C, "
+                     "label: l, labels: [B, C]}}\n",
+               "data.tsv.c");
 }
 
 }  // namespace

@@ -159,5 +159,70 @@ TEST(Glue, BadRowsNameFileAndLine) {
   EXPECT_EQ(gf.skipped_rows, 1);
 }
 
+TEST(Glue, DescribedLayoutsFindTheirColumnsByHeaderName) {
+  TempDir d;
+  text::GlueTask t;
+  t.name = "reviews", t.label_names = {"neg", "pos"}, t.pair = true;
+  t.col_a = "title", t.col_b = "body", t.col_label = "stars";
+  // Extra columns in any order; a CRLF file; the label names map to their positions.
+  auto f = write(d.file("train.tsv"),
+                 "id\tstars\tbody\tuser\ttitle\r\n7\tpos\tgreat read\tu1\tA book\r\n"
+                 "8\tneg\tdull\tu2\tAnother\r\n");
+  auto gf = text::read_glue_tsv(f, t);
+  ASSERT_EQ(gf.examples.size(), 2u);
+  EXPECT_TRUE(gf.labeled);
+  EXPECT_EQ(gf.examples[0].a, "A book");
+  EXPECT_EQ(gf.examples[0].b, "great read");
+  EXPECT_EQ(gf.examples[0].label, 1.0f);
+  EXPECT_EQ(gf.examples[1].label, 0.0f);
+  EXPECT_EQ(gf.examples[1].id, "8");
+  EXPECT_EQ(gf.examples[1].line, 3);
+  // A test file without the label column reads as unlabeled.
+  auto u = write(d.file("test.tsv"), "title\tbody\nX\tY\n");
+  EXPECT_FALSE(text::read_glue_tsv(u, t).labeled);
+  // A missing text column names the file, the line and the column.
+  auto bad = write(d.file("bad.tsv"), "title\tstars\nX\tpos\n");
+  try {
+    text::read_glue_tsv(bad, t);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.tsv:1: no column 'body' in the header"),
+              std::string::npos)
+        << e.what();
+  }
+  // An unknown label names its line; so does a short row.
+  auto lab = write(d.file("lab.tsv"), "title\tbody\tstars\nX\tY\tpos\nX\tY\tmeh\n");
+  try {
+    text::read_glue_tsv(lab, t);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("lab.tsv:3: label 'meh' is not one of: neg, pos"),
+              std::string::npos)
+        << e.what();
+  }
+  // Regression: the label is a number.
+  t.label_names.clear(), t.regression = true;
+  auto reg = write(d.file("reg.tsv"), "title\tbody\tstars\nX\tY\t4.5\n");
+  EXPECT_FLOAT_EQ(text::read_glue_tsv(reg, t).examples[0].label, 4.5f);
+}
+
+TEST(Glue, RankingLayoutRoundTripsThroughItsWriter) {
+  TempDir d;
+  text::GlueTask t;
+  t.name = "scm", t.label_names = {"B", "C"}, t.pair = true;
+  t.col_a = "A", t.col_b = "B", t.col_c = "C", t.col_label = "label";
+  std::vector<text::GlueExample> ex(2);
+  ex[0].a = "a0", ex[0].b = "b0", ex[0].c = "c0", ex[0].label = 0;
+  ex[1].a = "a1", ex[1].b = "b1", ex[1].c = "c1", ex[1].label = 1;
+  auto text = text::write_glue_tsv(t, ex, true);
+  EXPECT_EQ(text, "A\tB\tC\tlabel\na0\tb0\tc0\tB\na1\tb1\tc1\tC\n");
+  auto back = text::read_glue_tsv(write(d.file("dev.tsv"), text), t);
+  ASSERT_EQ(back.examples.size(), 2u);
+  EXPECT_EQ(back.examples[1].c, "c1");
+  EXPECT_EQ(back.examples[1].label, 1.0f);
+  // Unlabeled: an index column and no label.
+  EXPECT_EQ(text::write_glue_tsv(t, ex, false), "index\tA\tB\tC\n0\ta0\tb0\tc0\n1\ta1\tb1\tc1\n");
+}
+
 }  // namespace
 }  // namespace ropelab

@@ -163,18 +163,41 @@ TEST(Checkpoint, SavesTheStateOfEveryGeneratorInUse) {
 }
 
 TEST(Sweep, BestSettingByMeanOverSeedsWithSampleStd) {
-  std::vector<SweepResult> r = {
+  auto res = [](std::vector<std::tuple<const char*, const char*, double>> rows,
+                const char* metric, bool higher, const char* task = "") {
+    std::vector<SweepResult> out;
+    for (auto& [v, s, x] : rows) out.push_back({task, v, s, x, metric, higher});
+    return out;
+  };
+  std::vector<std::tuple<const char*, const char*, double>> rows = {
       {"rope", "lr1", 0.50}, {"rope", "lr1", 0.70},                        // mean 0.6, sd 0.1414
       {"rope", "lr2", 0.62}, {"rope", "lr2", 0.64},                        // mean 0.63, sd 0.0141
       {"t5", "lr1", 0.40},   {"t5", "lr1", 0.40},   {"t5", "lr2", 0.30}};  // t5: lr1 (sd 0)
-  auto md = sweep_summary(r, "mcc", /*higher=*/true);
+  auto md = sweep_summary(res(rows, "mcc", /*higher=*/true));
   EXPECT_NE(md.find("| rope | lr2 | 0.6300 ± 0.0141 | 2 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| t5 | lr1 | 0.4000 ± 0.0000 | 2 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| rope | 0.6000 ± 0.1414 | 0.6300 ± 0.0141 |"), std::string::npos) << md;
   // Lower is better for a loss.
-  auto low = sweep_summary(r, "loss", /*higher=*/false);
+  auto low = sweep_summary(res(rows, "loss", /*higher=*/false));
   EXPECT_NE(low.find("| rope | lr1 | 0.6000 ± 0.1414 | 2 |"), std::string::npos) << low;
   EXPECT_NE(low.find("| t5 | lr2 | 0.3000 ± 0.0000 | 1 |"), std::string::npos) << low;
+  // With tasks: one table per variant, a row per task, each task with its own metric and
+  // direction.
+  auto both = res(rows, "mcc", true, "cola");
+  for (auto& r : res(rows, "loss", false, "sts")) both.push_back(r);
+  auto by_task = sweep_summary(both);
+  auto rope = by_task.find("## rope"), t5 = by_task.find("## t5");
+  ASSERT_NE(rope, std::string::npos) << by_task;
+  ASSERT_NE(t5, std::string::npos) << by_task;
+  auto in_rope = by_task.substr(rope, t5 - rope);
+  EXPECT_NE(in_rope.find("| cola | mcc (higher) | lr2 | 0.6300 ± 0.0141 | 2 |"),
+            std::string::npos)
+      << by_task;
+  EXPECT_NE(in_rope.find("| sts | loss (lower) | lr1 | 0.6000 ± 0.1414 | 2 |"),
+            std::string::npos)
+      << by_task;
+  EXPECT_NE(by_task.find("| sts | t5 | 0.4000 ± 0.0000 | 0.3000 ± 0.0000 |"), std::string::npos)
+      << by_task;
 }
 
 }  // namespace
