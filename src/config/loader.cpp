@@ -822,7 +822,8 @@ std::vector<Problem> validate(const Config& c) {
   const TsvLayoutConfig& tsv = c.data.tsv;
   const bool described = !tsv.a.empty();
   if (src == DataSource::kGlue && c.data.glue_task.empty() && !described)
-    bad("data.glue_task", "data.source glue needs data.glue_task (e.g. MRPC) or a layout in data.tsv");
+    bad("data.glue_task",
+        "data.source glue needs data.glue_task (e.g. MRPC) or a layout in data.tsv");
   if (described && src != DataSource::kGlue)
     bad("data.tsv.a", "a described TSV layout needs data.source glue");
   if (described && !c.data.glue_task.empty())
@@ -833,7 +834,8 @@ std::vector<Problem> validate(const Config& c) {
   if (described && tsv.regression == !tsv.labels.empty())
     bad("data.tsv.labels", "give the class names (labels) or regression: true, not both");
   if (described && !tsv.c.empty() && (tsv.b.empty() || tsv.labels.size() != 2 || tsv.regression))
-    bad("data.tsv.c", "a ranking layout needs columns a, b and c and two labels (b closer, c closer)");
+    bad("data.tsv.c",
+        "a ranking layout needs columns a, b and c and two labels (b closer, c closer)");
   if (described && (tsv.name.empty() || tsv.name.find_first_of("/\\") != std::string::npos))
     bad("data.tsv.name", "the name must be non-empty and contain no path separator");
   {

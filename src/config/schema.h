@@ -509,7 +509,9 @@ struct TaskConfig {
   const char* type() const { return variant_name(opts); }
   template <class V>
   void visit(V& v) {
-    visit_variant(v, opts, "clm (causal LM), mlm (masked LM), translation, glue, rank (long-text pair ranking)", true);
+    visit_variant(
+        v, opts,
+        "clm (causal LM), mlm (masked LM), translation, glue, rank (long-text pair ranking)", true);
     v("seq_len", seq_len, "training sequence length in tokens", between(2, 1 << 20));
     v("label_smoothing", label_smoothing, "label smoothing of the cross-entropy", between(0, 0.99));
     v("init_from", init_from,

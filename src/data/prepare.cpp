@@ -269,8 +269,8 @@ Prepared prepare(const config::DataConfig& d, int threads) {
   p.tokenizer_kind = d.tokenizer.type;
   std::string text_dir;
   auto inputs = split_inputs(d, &text_dir);
-  const text::GlueTask task = p.kind == config::DataKind::kGlue ? text::glue_task_of(d)
-                                                                : text::GlueTask{};
+  const text::GlueTask task =
+      p.kind == config::DataKind::kGlue ? text::glue_task_of(d) : text::GlueTask{};
   std::string dir = out_dir(d);
   fs::make_dirs(dir);
 

@@ -120,7 +120,8 @@ std::map<std::string, double> glue_metrics(const text::GlueTask& task,
     return {{"pearson", pearson(pred_score, gold_score)},
             {"spearman", spearman(pred_score, gold_score)}};
   std::map<std::string, double> m = {{"acc", accuracy(pred, gold)}};
-  if (task.label_names.size() == 2) m["f1"] = f1_positive(pred, gold), m["mcc"] = matthews(pred, gold);
+  if (task.label_names.size() == 2)
+    m["f1"] = f1_positive(pred, gold), m["mcc"] = matthews(pred, gold);
   return m;
 }
 

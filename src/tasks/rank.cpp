@@ -23,8 +23,9 @@ model::Model RankTask::build_model() const {
 std::unique_ptr<data::BatchStream> RankTask::stream(const data::TokenDataset& ds, bool train,
                                                     int64_t seq_len, int64_t batch_size) const {
   if (ds.seqs.count("c") == 0)
-    throw UserError(ds.split + " split holds no ranking triplets (a, b, c); run `ropelab prepare` "
-                               "again with a ranking layout");
+    throw UserError(ds.split +
+                    " split holds no ranking triplets (a, b, c); run `ropelab prepare` "
+                    "again with a ranking layout");
   return data::make_glue_stream(ds, stream_options(c_, train, seq_len, batch_size));
 }
 
@@ -35,8 +36,8 @@ torch::Tensor RankTask::logits(model::ModelImpl& m, const data::Batch& b) {
 
 Forward RankTask::score(const torch::Tensor& logits_B2, const torch::Tensor& label_B) {
   Forward f;
-  f.loss_sum = F::cross_entropy(logits_B2, label_B,
-                                F::CrossEntropyFuncOptions().reduction(torch::kSum));
+  f.loss_sum =
+      F::cross_entropy(logits_B2, label_B, F::CrossEntropyFuncOptions().reduction(torch::kSum));
   torch::NoGradGuard ng;
   f.sums.v = {
       {"nll", f.loss_sum.item<double>()},
@@ -77,7 +78,8 @@ EvalResult RankTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
     total.v["tokens"] += static_cast<double>(b.num_tokens);
     auto p = l_B2.argmax(-1).cpu();
     auto idx = b.index_B.accessor<int64_t, 1>();
-    for (int64_t r = 0; r < p.size(0); ++r) pred[static_cast<size_t>(idx[r])] = p[r].item<int64_t>();
+    for (int64_t r = 0; r < p.size(0); ++r)
+      pred[static_cast<size_t>(idx[r])] = p[r].item<int64_t>();
   }
   if (was_training) m.train();
   EvalResult r;

@@ -82,8 +82,7 @@ const GlueTask& ranking_task() {
 
 // bible-rank's triplets (see builtin.h), four per chapter: with the next and with the previous
 // chapter of its book as the intruder, each at two turn positions.
-void write_ranking(const std::string& dir,
-                   const std::vector<std::pair<Verse, Verse>>& pairs) {
+void write_ranking(const std::string& dir, const std::vector<std::pair<Verse, Verse>>& pairs) {
   struct Chapter {
     std::string book, key;
     int chapter = 0;
@@ -137,7 +136,8 @@ void write_ranking(const std::string& dir,
     std::string name = std::string(split) == "valid" ? "dev" : split;
     fs::write_file_atomic(join_path(task_dir, name + ".tsv"), write_glue_tsv(task, ex, true));
     if (name == "test")
-      fs::write_file_atomic(join_path(task_dir, "test_labeled.tsv"), write_glue_tsv(task, ex, true));
+      fs::write_file_atomic(join_path(task_dir, "test_labeled.tsv"),
+                            write_glue_tsv(task, ex, true));
   }
 }
 

@@ -264,7 +264,8 @@ std::string sweep_summary(const std::vector<SweepResult>& results) {
          "task (its selection metric, higher or lower as it says): the best value of each run, "
          "mean ± sample std over seeds, at the setting with the best mean.\n";
     for (const auto& v : variants) {
-      md += "\n## " + v + "\n\n| task | metric | best setting | value | seeds |\n"
+      md += "\n## " + v +
+            "\n\n| task | metric | best setting | value | seeds |\n"
             "|:--|:--|:--|--:|--:|\n";
       for (const auto& t : tasks) {
         const auto& [metric, higher] = task_metric[t];
@@ -301,8 +302,8 @@ void ablate(const std::string& experiment_path, bool plots) {
     if (res.interrupted)
       throw UserError("ablation interrupted during run '" + r.config.run.name +
                       "'; run the same command again to resume");
-    sweep.push_back(
-        {r.task, r.variant, r.setting, res.best_selected, res.selection_metric, res.higher_is_better});
+    sweep.push_back({r.task, r.variant, r.setting, res.best_selected, res.selection_metric,
+                     res.higher_is_better});
   }
   if (exp.test) {
     for (const auto& d : dirs) {

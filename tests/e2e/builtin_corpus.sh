@@ -56,4 +56,33 @@ test = [l.rstrip("\n").split("\t") for l in open(d + "/test.tsv")]
 assert test[0] == ["index", "sentence"] and len(test) > 1000
 print(f"bible-cola: {len(rows)} train rows, {pos / len(rows):.3f} in order")
 PY
+# bible-rank: A/B/C triplets, balanced labels; the closer text is the WEB of A's chapter, and
+# the other one equals it up to a turn and then differs.
+cat >rank.yaml <<YAML
+data: {source: bible-rank, prepared_dir: $WORK/prep, tokenizer: {vocab_size: 2000}}
+task: {type: rank}
+model: {arch: encoder}
+YAML
+expect_exit 0 "$ROPELAB" prepare rank.yaml
+python3 - prep/text/bible-rank/bible-rank <<'PY' || fail "bible-rank construction"
+import sys
+d = sys.argv[1]
+rows = [l.rstrip("\n").split("\t") for l in open(d + "/train.tsv")]
+assert rows[0] == ["A", "B", "C", "label"], rows[0]
+rows = rows[1:]
+assert len(rows) > 3000, len(rows)
+c_closer = sum(r[3] == "C" for r in rows) / len(rows)
+assert 0.4 < c_closer < 0.6, c_closer
+turns = []
+for a, b, c, label in rows:
+    near, far = (b, c) if label == "B" else (c, b)
+    nw, fw = near.split(), far.split()
+    assert len(nw) == len(fw) <= 200, (len(nw), len(fw))
+    t = next(i for i in range(len(nw)) if nw[i] != fw[i])  # they differ somewhere
+    assert t >= len(nw) // 20
+    turns.append(t / len(nw))
+mean = sum(turns) / len(turns)
+assert 0.4 < mean < 0.6, mean  # the turn is spread uniformly over the text
+print(f"bible-rank: {len(rows)} train triplets, {c_closer:.3f} C closer, mean turn {mean:.2f}")
+PY
 echo "builtin_corpus: OK"

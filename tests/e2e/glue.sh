@@ -109,4 +109,64 @@ expect_in "model.d_model: 32 (pretrained) vs 48"
 expect_exit 2 "$ROPELAB" train sst.yaml run.name=t5 model.position.type=t5
 expect_in "model.position.type: rope (pretrained) vs t5"
 [[ $(echo "$OUT" | wc -l) -eq 1 ]] || fail "the error is not one line: $OUT"
+# A TSV layout the config describes (columns by header name, label names of our own), and a
+# ranking layout (A, B, C) with task rank, both through the CLI.
+python3 - <<'PY'
+import os, random
+random.seed(9)
+os.makedirs("mine", exist_ok=True)
+for split, n in (("train", 160), ("dev", 40)):
+    with open(f"mine/{split}.tsv", "w") as f:
+        f.write("id\tverdict\ttext\n")
+        for i in range(n):
+            y = random.randint(0, 1)
+            f.write(f"{i}\t{'good' if y else 'bad'}\tthe {'red' if y else 'blue'} dog sees the city\n")
+os.makedirs("scm", exist_ok=True)
+words = "red blue green old new big small dark bright quiet house river dog king".split()
+other = "sun moon star rain snow wind cloud stone sand wave leaf root seed hill".split()
+for split, n in (("train", 160), ("dev", 40)):
+    with open(f"scm/{split}.tsv", "w") as f:
+        f.write("A\tB\tC\tlabel\n")
+        for i in range(n):
+            a = [random.choice(words) for _ in range(6)]
+            # The closer text repeats A; the other is drawn from other words.
+            near, far = list(a), [random.choice(other) for _ in range(6)]
+            y = random.randint(0, 1)
+            b, c = (far, near) if y else (near, far)
+            f.write(f"{' '.join(a)}\t{' '.join(b)}\t{' '.join(c)}\t{'C' if y else 'B'}\n")
+PY
+cat >mine.yaml <<YAML
+run: {name: mine, out_dir: $WORK/runs, seed: 4, threads: 2}
+data: {source: glue, train: $WORK/mine, prepared_dir: $WORK/prep,
+       tsv: {name: Verdict, a: text, label: verdict, labels: [bad, good]},
+       tokenizer: {type: spm, vocab_size: 60}}
+task: {type: glue, seq_len: 16}
+model: {arch: encoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, position: {type: rope}}
+train: {lr: 0.003, max_steps: 40, batch_size: 16, eval_every: 20, log_every: 10,
+        schedule: {type: linear, warmup: 4}}
+YAML
+expect_exit 0 "$ROPELAB" train mine.yaml
+expect_exit 0 "$ROPELAB" eval runs/mine --split valid
+expect_in "mcc"
+head -2 runs/mine/predictions/valid/Verdict.tsv | tail -1 | grep -qE $'^0\t(bad|good)$' ||
+  fail "described layout predictions: $(head -2 runs/mine/predictions/valid/Verdict.tsv)"
+expect_exit 2 "$ROPELAB" train mine.yaml run.name=mine2 data.tsv.a=txt
+expect_in "no column 'txt' in the header"
+cat >scm.yaml <<YAML
+run: {name: scm, out_dir: $WORK/runs, seed: 4, threads: 2}
+data: {source: glue, train: $WORK/scm, prepared_dir: $WORK/prep,
+       tsv: {name: SCM, a: A, b: B, c: C, label: label, labels: [B, C]},
+       tokenizer: {type: spm, vocab_size: 60}}
+task: {type: rank, seq_len: 24}
+model: {arch: encoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, position: {type: rope}}
+train: {lr: 0.003, max_steps: 60, batch_size: 16, eval_every: 30, log_every: 10,
+        schedule: {type: linear, warmup: 4}}
+YAML
+expect_exit 0 "$ROPELAB" train scm.yaml
+acc=$(grep '"split":"valid"' runs/scm/metrics.jsonl | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["acc"])')
+python3 -c "import sys; sys.exit(0 if $acc >= 0.8 else 1)" || fail "ranking dev accuracy $acc < 0.8 (the closer text is a copy of A)"
+expect_exit 0 "$ROPELAB" eval runs/scm --split valid
+[[ $(wc -l <runs/scm/predictions/valid/SCM.tsv) -eq 41 ]] || fail "ranking predictions"
+expect_exit 2 "$ROPELAB" train scm.yaml run.name=scm2 task.type=glue
+expect_in "needs task.type rank"
 echo "glue e2e: OK"

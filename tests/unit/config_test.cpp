@@ -309,7 +309,6 @@ TEST(Config, SweepExpandsVariantsTimesSettingsTimesSeeds) {
   }
 }
 
-
 TEST(Config, DescribedTsvLayoutsAndRankingAreChecked) {
   TempDir d;
   auto expect_error = [&](const std::string& yaml, const std::string& want) {
@@ -323,24 +322,28 @@ TEST(Config, DescribedTsvLayoutsAndRankingAreChecked) {
   };
   const std::string enc = "model: {arch: encoder}\n";
   // A described layout loads; so does a ranking layout with task rank.
-  write(d.file("ok.yaml"), enc + "task: {type: glue}\ndata: {source: glue, train: x, tsv: "
-                                 "{a: text, label: y, labels: [no, yes]}}\n");
+  write(d.file("ok.yaml"), enc +
+                               "task: {type: glue}\ndata: {source: glue, train: x, tsv: "
+                               "{a: text, label: y, labels: [no, yes]}}\n");
   EXPECT_NO_THROW(load_config(d.file("ok.yaml"), {}));
-  write(d.file("rank.yaml"), enc + "task: {type: rank}\ndata: {source: glue, train: x, tsv: "
-                                   "{a: A, b: B, c: C, label: l, labels: [B, C]}}\n");
+  write(d.file("rank.yaml"), enc +
+                                 "task: {type: rank}\ndata: {source: glue, train: x, tsv: "
+                                 "{a: A, b: B, c: C, label: l, labels: [B, C]}}\n");
   EXPECT_NO_THROW(load_config(d.file("rank.yaml"), {}));
   write(d.file("brank.yaml"), enc + "task: {type: rank}\ndata: {source: bible-rank}\n");
   EXPECT_NO_THROW(load_config(d.file("brank.yaml"), {}));
   expect_error(enc + "task: {type: glue}\ndata: {source: glue, train: x, tsv: {a: t, label: y}}\n",
                "data.tsv.labels");
-  expect_error(enc + "task: {type: glue}\ndata: {source: glue, train: x, glue_task: CoLA, tsv: "
-                     "{a: t, label: y, regression: true}}\n",
+  expect_error(enc +
+                   "task: {type: glue}\ndata: {source: glue, train: x, glue_task: CoLA, tsv: "
+                   "{a: t, label: y, regression: true}}\n",
                "not both");
   expect_error(enc + "task: {type: rank}\ndata: {source: bible-cola}\n", "task rank needs ranking");
   expect_error(enc + "task: {type: glue}\ndata: {source: bible-rank}\n",
                "ranking data (a, b, c) needs task.type rank");
-  expect_error(enc + "task: {type: rank}\ndata: {source: glue, train: x, tsv: {a: A, c: C, "
-                     "label: l, labels: [B, C]}}\n",
+  expect_error(enc +
+                   "task: {type: rank}\ndata: {source: glue, train: x, tsv: {a: A, c: C, "
+                   "label: l, labels: [B, C]}}\n",
                "data.tsv.c");
 }
 

@@ -163,8 +163,8 @@ TEST(Checkpoint, SavesTheStateOfEveryGeneratorInUse) {
 }
 
 TEST(Sweep, BestSettingByMeanOverSeedsWithSampleStd) {
-  auto res = [](std::vector<std::tuple<const char*, const char*, double>> rows,
-                const char* metric, bool higher, const char* task = "") {
+  auto res = [](std::vector<std::tuple<const char*, const char*, double>> rows, const char* metric,
+                bool higher, const char* task = "") {
     std::vector<SweepResult> out;
     for (auto& [v, s, x] : rows) out.push_back({task, v, s, x, metric, higher});
     return out;
@@ -190,11 +190,9 @@ TEST(Sweep, BestSettingByMeanOverSeedsWithSampleStd) {
   ASSERT_NE(rope, std::string::npos) << by_task;
   ASSERT_NE(t5, std::string::npos) << by_task;
   auto in_rope = by_task.substr(rope, t5 - rope);
-  EXPECT_NE(in_rope.find("| cola | mcc (higher) | lr2 | 0.6300 ± 0.0141 | 2 |"),
-            std::string::npos)
+  EXPECT_NE(in_rope.find("| cola | mcc (higher) | lr2 | 0.6300 ± 0.0141 | 2 |"), std::string::npos)
       << by_task;
-  EXPECT_NE(in_rope.find("| sts | loss (lower) | lr1 | 0.6000 ± 0.1414 | 2 |"),
-            std::string::npos)
+  EXPECT_NE(in_rope.find("| sts | loss (lower) | lr1 | 0.6000 ± 0.1414 | 2 |"), std::string::npos)
       << by_task;
   EXPECT_NE(by_task.find("| sts | t5 | 0.4000 ± 0.0000 | 0.3000 ± 0.0000 |"), std::string::npos)
       << by_task;
