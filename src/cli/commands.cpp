@@ -41,6 +41,7 @@ struct Opts {
   std::string lengths;
   int64_t max_tokens = 65536;
   bool use_latest = false;
+  bool restart = false;
   double target_loss = 0;
   double smooth = 0.6;
   bool no_plots = false;
@@ -90,7 +91,9 @@ int cmd_prepare() {
 
 int cmd_train() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
-  auto r = train::train(c);
+  train::TrainOptions o;
+  o.restart = g.restart;
+  auto r = train::train(c, o);
   std::printf("run: %s (%ld steps)\n", r.run_dir.c_str(), static_cast<long>(r.steps));
   return r.interrupted ? 143 : 0;
 }
@@ -220,12 +223,21 @@ void register_all(CLI::App& app) {
       "tokenizer, and write HDF5 token datasets per split under data.prepared_dir. Stages that\n"
       "are up to date are skipped; nothing half-written is ever left in place.",
       add_config_and_overrides, cmd_prepare);
-  add(app, "train",
+  add(
+      app, "train",
       "Train the run a config describes: prepares its data if needed, writes\n"
       "run.out_dir/run.name/{config.yaml, train.log, metrics.h5, metrics.jsonl, checkpoints/}.\n"
-      "Running it again on a run with checkpoints resumes it (a changed architecture is refused).\n"
-      "Ctrl-C or SIGTERM saves a checkpoint and exits with code 143.",
-      add_config_and_overrides, cmd_train);
+      "Running it again on a run with checkpoints resumes it (a changed architecture is refused);\n"
+      "a run with results but no usable checkpoint is refused unless --restart.\n"
+      "Ctrl-C, SIGTERM or SIGHUP saves a checkpoint and exits with code 143.",
+      [](CLI::App& sub) {
+        add_config_and_overrides(sub);
+        sub.add_flag("--restart", g.restart,
+                     "start over in a run directory whose checkpoints are all damaged (or that "
+                     "has metrics but no checkpoint), keeping its metrics and checkpoints "
+                     "renamed .restart-N");
+      },
+      cmd_train);
   add(
       app, "eval",
       "Evaluate a trained run: loss and perplexity on a split, and with --lengths the same model\n"

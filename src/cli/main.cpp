@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "config/loader.h"
 #include "util/error.h"
+#include "util/h5.h"
 #include "util/log.h"
 #include "util/platform.h"
 
@@ -25,6 +26,7 @@ std::string first_line(const std::string& s) {
 
 int main(int argc, char** argv) try {
   ropelab::platform::ensure_fast_blas(argc, argv);
+  ropelab::h5::no_cleanup_at_exit();
   ropelab::log::init(std::getenv("ROPELAB_LOG_LEVEL") ? std::getenv("ROPELAB_LOG_LEVEL") : "info");
 
   CLI::App app{

@@ -43,21 +43,25 @@ void write_raw(const std::string& path, const std::string& bytes) {
   fs::fsync_path(path);
 }
 
-bool verify(const stdfs::path& dir) {
+// Why a checkpoint directory cannot be used ("" if it verifies).
+std::string problem_of(const stdfs::path& dir) {
   auto mpath = dir / "MANIFEST.json";
-  if (!stdfs::exists(mpath)) return false;
+  if (!stdfs::exists(mpath)) return "no MANIFEST.json (incomplete save)";
   try {
     auto m = json::parse(fs::read_file(mpath.string()));
-    const auto& files = m.at("files");
-    return std::all_of(files.items().begin(), files.items().end(), [&](const auto& item) {
+    for (const auto& item : m.at("files").items()) {
       auto p = dir / item.key();
-      return stdfs::exists(p) &&
-             fs::hex64(fs::hash_file(p.string())) == item.value().template get<std::string>();
-    });
-  } catch (...) {
-    return false;
+      if (!stdfs::exists(p)) return item.key() + " is missing";
+      if (fs::hex64(fs::hash_file(p.string())) != item.value().template get<std::string>())
+        return item.key() + " does not match its checksum";
+    }
+  } catch (const std::exception&) {
+    return "MANIFEST.json is unreadable";
   }
+  return "";
 }
+
+bool verify(const stdfs::path& dir) { return problem_of(dir).empty(); }
 
 std::vector<std::pair<int64_t, stdfs::path>> list(const std::string& run_dir) {
   std::vector<std::pair<int64_t, stdfs::path>> out;
@@ -139,6 +143,13 @@ std::vector<std::string> verified_checkpoints(const std::string& run_dir) {
   std::vector<std::string> out;
   for (const auto& [step, p] : list(run_dir))
     if (verify(p)) out.push_back(p.string());
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> damaged_checkpoints(const std::string& run_dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [step, p] : list(run_dir))
+    if (auto why = problem_of(p); !why.empty()) out.emplace_back(p.filename().string(), why);
   return out;
 }
 

@@ -40,6 +40,8 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
                      torch::optim::Optimizer* opt, const TrainState& st, int64_t keep_last);
 // Every checkpoint directory whose manifest and checksums verify, oldest first.
 std::vector<std::string> verified_checkpoints(const std::string& run_dir);
+// Each checkpoint directory that does not verify (its name) and why.
+std::vector<std::pair<std::string, std::string>> damaged_checkpoints(const std::string& run_dir);
 // The newest checkpoint directory whose manifest and checksums verify; nullopt if none.
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 std::optional<std::string> checkpoint_for_step(const std::string& run_dir, int64_t step);

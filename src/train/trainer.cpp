@@ -84,7 +84,7 @@ torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::Train
 class Trainer {
  public:
   // `pretrained`: the backbone of task.init_from (nullptr: from scratch).
-  Trainer(const config::Config& c, const Pretrained* pretrained);
+  Trainer(const config::Config& c, const Pretrained* pretrained, const TrainOptions& o);
   TrainResult run();
 
  private:
@@ -94,6 +94,9 @@ class Trainer {
     tasks::Sums sums;
   };
   void resume();
+  // No usable checkpoint in a run directory with results: refuse, or with --restart keep them
+  // under new names.
+  void refuse_or_set_aside();
   StepResult train_step();
   void evaluate(bool final_eval);
   void save();
@@ -101,6 +104,7 @@ class Trainer {
   bool due(int64_t every) const { return every > 0 && st_.step % every == 0; }
 
   const config::Config c_;
+  const TrainOptions opts_;
   TrainResult res_;
   int threads_;
   torch::Device dev_;
@@ -123,8 +127,9 @@ class Trainer {
 
 // ---- setup: data, task, model, optimizer
 
-Trainer::Trainer(const config::Config& c, const Pretrained* pretrained)
+Trainer::Trainer(const config::Config& c, const Pretrained* pretrained, const TrainOptions& o)
     : c_(c),
+      opts_(o),
       threads_(apply_thread_policy(c.run)),
       dev_(device::resolve(c.run.device)),
       data_(c.data, threads_, /*prepare=*/true) {
@@ -181,6 +186,8 @@ void Trainer::resume() {
           threads, st_.threads);
     st_.threads = threads;
     spdlog::info("resuming {} from step {}", res_.run_dir, st_.step);
+  } else {
+    refuse_or_set_aside();
   }
   fs::write_file_atomic(cfg_path, config::dump(c_));
   log::add_log_file((stdfs::path(res_.run_dir) / "train.log").string());
@@ -209,6 +216,42 @@ void Trainer::resume() {
         "std {}: the tokens are drowned and training may stall; consider "
         "model.scale_embeddings=true",
         c_.model.init_std);
+}
+
+void Trainer::refuse_or_set_aside() {
+  const stdfs::path dir(res_.run_dir);
+  auto damaged = damaged_checkpoints(res_.run_dir);
+  std::vector<std::string> results;
+  for (const char* f : {"metrics.h5", "metrics.jsonl"})
+    if (stdfs::exists(dir / f)) results.push_back(f);
+  if (damaged.empty() && results.empty()) return;  // a new run
+  if (!opts_.restart) {
+    std::string why;
+    for (const auto& [name, problem] : damaged)
+      why += (why.empty() ? "" : "; ") + name + ": " + problem;
+    throw UserError(
+        res_.run_dir + ": " +
+        (damaged.empty() ? "has results (" + results[0] + ") but no checkpoint"
+                         : "no checkpoint can be resumed (" + why + ")") +
+        "; nothing was changed. HINT: `ropelab train ... --restart` starts over and keeps the "
+        "old files renamed .restart-N, or choose another run.name");
+  }
+  int n = 1;
+  auto aside = [&](const std::string& f) {
+    auto p = stdfs::path(f);
+    return dir / (p.stem().string() + ".restart-" + std::to_string(n) + p.extension().string());
+  };
+  auto taken = [&] {
+    for (const char* f : {"metrics.h5", "metrics.jsonl", "checkpoints"})
+      if (stdfs::exists(aside(f))) return true;
+    return false;
+  };
+  while (taken()) ++n;
+  for (const char* f : {"metrics.h5", "metrics.jsonl", "checkpoints"})
+    if (stdfs::exists(dir / f)) {
+      stdfs::rename(dir / f, aside(f));
+      spdlog::warn("--restart: kept {} as {}", (dir / f).string(), aside(f).string());
+    }
 }
 
 // ---- one optimizer step
@@ -346,7 +389,7 @@ TrainResult Trainer::run() {
 
 }  // namespace
 
-TrainResult train(const config::Config& config) {
+TrainResult train(const config::Config& config, const TrainOptions& o) {
   signals::install_handlers();
   config::Config c = config;
   std::optional<Pretrained> pretrained;
@@ -355,7 +398,7 @@ TrainResult train(const config::Config& config) {
     check_pretrained_architecture(c, *pretrained);
     use_pretrained_tokenizer(c, *pretrained);
   }
-  Trainer t(c, pretrained ? &*pretrained : nullptr);
+  Trainer t(c, pretrained ? &*pretrained : nullptr, o);
   struct DropLog {
     ~DropLog() { log::drop_log_files(); }
   } drop_log;  // also when training throws

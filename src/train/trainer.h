@@ -35,9 +35,15 @@ struct TrainResult {
   double best_selected = std::nan("");
 };
 
+struct TrainOptions {
+  // Start over in a run directory whose checkpoints are all damaged (or that has metrics but
+  // no checkpoint): its metrics files and checkpoints/ are kept, renamed with .restart-N.
+  bool restart = false;
+};
 // Trains the run a config describes (preparing its data first if needed). An existing run
-// directory with a checkpoint is resumed; one whose architecture differs is refused.
-TrainResult train(const config::Config& c);
+// directory with a checkpoint is resumed; one whose architecture differs is refused; one with
+// results but no usable checkpoint is refused unless o.restart (nothing is changed then).
+TrainResult train(const config::Config& c, const TrainOptions& o = {});
 
 // Threads for a run (run.threads, 0 = all cores), applied to torch and OpenBLAS.
 int apply_thread_policy(const config::RunConfig& r);

@@ -15,6 +15,8 @@ void quiet() {
   (void)done;
 }
 
+void no_cleanup_at_exit() { H5dont_atexit(); }
+
 namespace {
 void check(herr_t r, const std::string& what) {
   if (r < 0) throw UserError(what);

@@ -38,6 +38,11 @@ class Handle {
 };
 
 void quiet();  // turn off HDF5's automatic error printing (idempotent)
+// Call first in main: skips HDF5's exit-time cleanup. Every file is closed by its Handle; the
+// library's own cleanup at exit crashes (HDF5 1.10, SIGSEGV in H5F__close_cb) on a file whose
+// close failed after a write error (full disk, file-size limit), which would turn a clean
+// error into a segfault.
+void no_cleanup_at_exit();
 
 Handle create_file(const std::string& path);               // truncates
 Handle open_file(const std::string& path, bool writable);  // UserError if not HDF5

@@ -21,6 +21,10 @@ void install_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // a closed terminal or ssh session: stop like SIGTERM
+  // A file-size limit (ulimit -f) then makes write() fail with EFBIG, which takes the same
+  // clean error path as a full disk, instead of killing the process in the middle of a save.
+  std::signal(SIGXFSZ, SIG_IGN);
 }
 
 }  // namespace ropelab::signals

@@ -67,6 +67,44 @@ set +e; wait $pid; code=$?; set -e
 [[ $code -eq 143 ]] || fail "SIGTERM exit code $code: $(tail -5 long.log)"
 ls runs/long/checkpoints/step-* >/dev/null 2>&1 || fail "no checkpoint after SIGTERM"
 
+# A run whose checkpoints are all damaged is not silently restarted: exit 2 naming each one,
+# nothing changed; --restart starts over and keeps the old metrics and checkpoints renamed.
+cp -r $R runs/dmg
+for m in runs/dmg/checkpoints/step-*/model.pt; do
+  printf '\x01' | dd of="$m" bs=1 seek=100 conv=notrunc status=none
+done
+before=$(md5sum runs/dmg/metrics.h5 runs/dmg/metrics.jsonl)
+expect_exit 2 "$ROPELAB" train tiny.yaml run.name=dmg
+expect_in "no checkpoint can be resumed (step-000000006: model.pt does not match its checksum"
+expect_in "--restart"
+[[ $(md5sum runs/dmg/metrics.h5 runs/dmg/metrics.jsonl) == "$before" ]] || fail "the refused run changed its metrics"
+expect_exit 0 "$ROPELAB" train tiny.yaml run.name=dmg --restart
+[[ -f runs/dmg/metrics.restart-1.h5 && -d runs/dmg/checkpoints.restart-1 ]] || fail "--restart kept nothing"
+[[ $(md5sum <runs/dmg/metrics.restart-1.h5 | cut -d' ' -f1) == $(echo "$before" | head -1 | cut -d' ' -f1) ]] ||
+  fail "the kept metrics differ from the old ones"
+# Metrics but no checkpoint: refused too.
+rm -rf runs/dmg/checkpoints
+expect_exit 2 "$ROPELAB" train tiny.yaml run.name=dmg
+expect_in "has results (metrics.h5) but no checkpoint"
+
+# SIGHUP (a closed terminal or ssh session) stops like SIGTERM.
+"$ROPELAB" train tiny.yaml run.name=hup train.max_steps=100000 train.checkpoint_every=0 train.eval_every=0 >hup.log 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "train \[" hup.log 2>/dev/null && break; sleep 0.2; done
+sleep 1
+kill -HUP $pid
+set +e; wait $pid; code=$?; set -e
+[[ $code -eq 143 ]] || fail "SIGHUP exit code $code: $(tail -5 hup.log)"
+ls runs/hup/checkpoints/step-* >/dev/null 2>&1 || fail "no checkpoint after SIGHUP"
+
+# A file-size limit (ulimit -f) is a clean write error (exit 2, one line), not SIGXFSZ (153).
+set +e
+(ulimit -f 16; exec "$ROPELAB" train tiny.yaml run.name=fsz train.max_steps=4 train.checkpoint_every=2 >fsz.log 2>&1)
+code=$?
+set -e
+[[ $code -eq 2 ]] || fail "under ulimit -f: exit code $code: $(tail -3 fsz.log)"
+tail -1 fsz.log | grep -q "^error: " || fail "under ulimit -f, no clean error: $(tail -3 fsz.log)"
+
 # Bad input: one line, exit 2.
 printf 'ok line\n\xff bad\n' >bad.txt
 expect_exit 2 "$ROPELAB" prepare tiny.yaml data.train=$WORK/bad.txt
