@@ -34,6 +34,7 @@ void truncate_group(hid_t file, const std::string& group, int64_t max_step,
 MetricsLog::MetricsLog(const std::string& run_dir, const std::map<std::string, std::string>& attrs,
                        int64_t resume_step) {
   std::string path = (stdfs::path(run_dir) / "metrics.h5").string();
+  path_ = path;
   bool fresh = resume_step <= 0 || !fs::exists(path);
   if (!fresh) {
     try {
@@ -50,6 +51,7 @@ MetricsLog::MetricsLog(const std::string& run_dir, const std::map<std::string, s
   h5::set_attr(file_.id(), "ropelab_version", std::string(ROPELAB_VERSION));
   for (const auto& [k, v] : attrs) h5::set_attr(file_.id(), k, v);
   std::string jpath = (stdfs::path(run_dir) / "metrics.jsonl").string();
+  jpath_ = jpath;
   jsonl_ = std::fopen(jpath.c_str(), fresh ? "w" : "a");
   if (jsonl_ == nullptr) throw UserError(jpath + ": cannot open for writing");
   std::setvbuf(jsonl_, nullptr, _IOLBF, 0);
@@ -86,6 +88,16 @@ void MetricsLog::log(const std::string& group, const std::map<std::string, doubl
 void MetricsLog::flush() {
   if (file_.valid()) H5Fflush(file_.id(), H5F_SCOPE_GLOBAL);
   since_flush_ = 0;
+}
+
+void MetricsLog::sync() {
+  if (file_.valid() && H5Fflush(file_.id(), H5F_SCOPE_GLOBAL) < 0)
+    throw UserError(path_ + ": cannot flush the metrics");
+  since_flush_ = 0;
+  if (jsonl_ != nullptr && std::fflush(jsonl_) != 0)
+    throw UserError(jpath_ + ": cannot flush the metrics");
+  fs::fsync_path(path_);
+  fs::fsync_path(jpath_);
 }
 
 std::map<std::string, std::vector<double>> read_metrics(const std::string& path,

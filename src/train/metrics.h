@@ -7,8 +7,9 @@
 //     /train/<series>   float64 [n]  step, tokens, loss, ppl, acc, (bpb), lr, grad_norm,
 //     tokens_per_s /valid/<series>   float64 [n]  step, tokens, loss, ppl, acc, (bpb), lr,
 //     tokens_per_s
-// Every series of a group has the same length. The file is flushed every `flush_every`
-// appends and on close, so a killed run leaves a readable file. On resume, rows past the
+// Every series of a group has the same length. The file is flushed every 20 appends and on
+// close, so a killed run leaves a readable file; before each checkpoint commits, sync() makes
+// every row up to it durable, so a resumed run never has holes. On resume, rows past the
 // checkpoint's step are dropped (they would be logged again).
 #pragma once
 #include <cstdio>
@@ -30,8 +31,11 @@ class MetricsLog {
   // One row of a group ("train" or "valid"). Keys must stay the same within a group.
   void log(const std::string& group, const std::map<std::string, double>& row);
   void flush();
+  // flush() + fsync of metrics.h5 and metrics.jsonl (UserError naming the file on failure).
+  void sync();
 
  private:
+  std::string path_, jpath_;
   h5::Handle file_;
   std::map<std::string, h5::Handle> groups_;
   std::map<std::string, std::map<std::string, std::unique_ptr<h5::Series>>> series_;

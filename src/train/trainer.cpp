@@ -348,6 +348,7 @@ void Trainer::evaluate(bool final_eval) {
 }
 
 void Trainer::save() {
+  metrics_->sync();  // every metrics row up to this step is durable before the checkpoint is
   save_checkpoint(res_.run_dir, *model_, opt_.get(), st_, c_.train.keep_last);
 }
 

@@ -87,6 +87,29 @@ rm -rf runs/dmg/checkpoints
 expect_exit 2 "$ROPELAB" train tiny.yaml run.name=dmg
 expect_in "has results (metrics.h5) but no checkpoint"
 
+# SIGKILL at any moment: metrics.h5 holds every training row up to the newest checkpoint
+# (they are made durable before it commits), so a resumed run's curve has no holes.
+for k in 1 2 3; do
+  "$ROPELAB" train tiny.yaml run.name=kill train.max_steps=100000 train.checkpoint_every=1 \
+    train.log_every=1 train.eval_every=0 >kill.log 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do ls runs/kill/checkpoints/step-* >/dev/null 2>&1 && break; sleep 0.1; done
+  sleep 0.$((RANDOM % 9 + 1))
+  kill -KILL $pid
+  set +e; wait $pid; set -e
+done
+/usr/bin/python3 - runs/kill <<'PY' || fail "metrics rows missing before the newest checkpoint"
+import glob, os, sys, h5py, json
+d = sys.argv[1]
+ok = [int(os.path.basename(p)[5:]) for p in glob.glob(d + "/checkpoints/step-*")
+      if os.path.exists(p + "/MANIFEST.json")]
+last = max(ok)
+steps = set(int(s) for s in h5py.File(d + "/metrics.h5", "r")["train/step"][()])
+missing = [s for s in range(1, last + 1) if s not in steps]
+assert last >= 3 and not missing, (last, missing[:10])
+print(f"after 3 SIGKILLs: checkpoint at step {last}, all {last} training rows in metrics.h5")
+PY
+
 # SIGHUP (a closed terminal or ssh session) stops like SIGTERM.
 "$ROPELAB" train tiny.yaml run.name=hup train.max_steps=100000 train.checkpoint_every=0 train.eval_every=0 >hup.log 2>&1 &
 pid=$!
