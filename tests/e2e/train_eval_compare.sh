@@ -57,15 +57,20 @@ expect_in "tiny-learned"
 expect_exit 0 "$ROPELAB" export $R --out w.h5
 h5ls -r w.h5 | grep -q "decoder/layers/0/self_attn/q_proj/weight" || fail "export layout"
 
-# SIGTERM: a checkpoint is saved and the exit code is 143.
-"$ROPELAB" train tiny.yaml run.name=long train.max_steps=100000 train.checkpoint_every=0 train.eval_every=0 >long.log 2>&1 &
-pid=$!
-for _ in $(seq 100); do grep -q "train \[" long.log 2>/dev/null && break; sleep 0.2; done
-sleep 1
-kill -TERM $pid
-set +e; wait $pid; code=$?; set -e
-[[ $code -eq 143 ]] || fail "SIGTERM exit code $code: $(tail -5 long.log)"
-ls runs/long/checkpoints/step-* >/dev/null 2>&1 || fail "no checkpoint after SIGTERM"
+# SIGTERM, and SIGHUP (a closed terminal or ssh session): a checkpoint is saved and the exit
+# code is 143.
+stop_with() {  # stop_with SIGNAL RUN_NAME
+  "$ROPELAB" train tiny.yaml run.name=$2 train.max_steps=100000 train.checkpoint_every=0 train.eval_every=0 >$2.log 2>&1 &
+  local pid=$!
+  for _ in $(seq 100); do grep -q "train \[" $2.log 2>/dev/null && break; sleep 0.2; done
+  sleep 1
+  kill -$1 $pid
+  set +e; wait $pid; local code=$?; set -e
+  [[ $code -eq 143 ]] || fail "SIG$1 exit code $code: $(tail -5 $2.log)"
+  ls runs/$2/checkpoints/step-* >/dev/null 2>&1 || fail "no checkpoint after SIG$1"
+}
+stop_with TERM long
+stop_with HUP hup
 
 # A run whose checkpoints are all damaged is not silently restarted: exit 2 naming each one,
 # nothing changed; --restart starts over and keeps the old metrics and checkpoints renamed.
@@ -110,15 +115,6 @@ assert last >= 3 and not missing, (last, missing[:10])
 print(f"after 3 SIGKILLs: checkpoint at step {last}, all {last} training rows in metrics.h5")
 PY
 
-# SIGHUP (a closed terminal or ssh session) stops like SIGTERM.
-"$ROPELAB" train tiny.yaml run.name=hup train.max_steps=100000 train.checkpoint_every=0 train.eval_every=0 >hup.log 2>&1 &
-pid=$!
-for _ in $(seq 100); do grep -q "train \[" hup.log 2>/dev/null && break; sleep 0.2; done
-sleep 1
-kill -HUP $pid
-set +e; wait $pid; code=$?; set -e
-[[ $code -eq 143 ]] || fail "SIGHUP exit code $code: $(tail -5 hup.log)"
-ls runs/hup/checkpoints/step-* >/dev/null 2>&1 || fail "no checkpoint after SIGHUP"
 
 # A file-size limit (ulimit -f) is a clean write error (exit 2, one line), not SIGXFSZ (153).
 set +e
