@@ -585,8 +585,22 @@ std::vector<ExperimentRun> experiment_runs(const Experiment& exp) {
         for (int64_t seed : seeds) {
           std::string name = (t ? t->name + "." : "") + v.name + (s ? "." + s->name : "") +
                              (seed != 0 ? ".seed" + std::to_string(seed) : "");
-          out.push_back({t ? t->name : "", v.name, s ? s->name : "", seed,
-                         run_config(exp, v, t, s, seed, name)});
+          ExperimentRun r{t ? t->name : "", v.name, s ? s->name : "", seed, name, "", {}};
+          try {
+            r.config = run_config(exp, v, t, s, seed, name);
+          } catch (const ConfigError& err) {
+            const auto& ps = err.problems();
+            if (!std::all_of(ps.begin(), ps.end(),
+                             [](const Problem& p) { return p.not_applicable; })) {
+              std::vector<Problem> named;
+              for (const auto& p : ps)
+                named.push_back({p.loc, p.key, "run '" + name + "': " + p.key + ": " + p.message});
+              throw ConfigError(named);
+            }
+            for (const auto& p : ps)
+              r.not_applicable += (r.not_applicable.empty() ? "" : "; ") + p.key + ": " + p.message;
+          }
+          out.push_back(std::move(r));
         }
   return out;
 }
@@ -635,7 +649,8 @@ Experiment load_experiment(const std::string& path) {
       } catch (const ConfigError& err) {
         std::string key = "variants[" + std::to_string(i) + "]";
         for (const auto& p : err.problems())
-          ctx.add(where(ctx, key), key, "variant '" + e.variants[i].name + "': " + p.str());
+          if (!p.not_applicable)
+            ctx.add(where(ctx, key), key, "variant '" + e.variants[i].name + "': " + p.str());
       }
     }
     for (size_t i = 1; i < e.tasks.size() && ctx.problems.empty(); ++i) {
@@ -644,7 +659,8 @@ Experiment load_experiment(const std::string& path) {
       } catch (const ConfigError& err) {
         std::string key = "tasks[" + std::to_string(i) + "]";
         for (const auto& p : err.problems())
-          ctx.add(where(ctx, key), key, "task '" + e.tasks[i].name + "': " + p.str());
+          if (!p.not_applicable)
+            ctx.add(where(ctx, key), key, "task '" + e.tasks[i].name + "': " + p.str());
       }
     }
     const Variant* task0 = e.tasks.empty() ? nullptr : &e.tasks[0];
@@ -654,8 +670,22 @@ Experiment load_experiment(const std::string& path) {
       } catch (const ConfigError& err) {
         std::string key = "settings[" + std::to_string(i) + "]";
         for (const auto& p : err.problems())
-          ctx.add(where(ctx, key), key, "setting '" + e.settings[i].name + "': " + p.str());
+          if (!p.not_applicable)
+            ctx.add(where(ctx, key), key, "setting '" + e.settings[i].name + "': " + p.str());
       }
+    }
+  }
+  if (ctx.problems.empty()) {
+    // Every combination, so a task x variant x setting that only fails together is caught
+    // before any training starts too; not-applicable ones become n/a cells.
+    try {
+      auto runs = experiment_runs(e);
+      if (std::all_of(runs.begin(), runs.end(),
+                      [](const ExperimentRun& r) { return !r.not_applicable.empty(); }))
+        ctx.add(where(ctx, "variants"), "variants",
+                "no run of this experiment is possible: " + runs.at(0).not_applicable);
+    } catch (const ConfigError& err) {
+      for (const auto& p : err.problems()) ctx.add(where(ctx, "variants"), "variants", p.message);
     }
   }
   if (!ctx.problems.empty()) throw ConfigError(ctx.problems);
@@ -746,6 +776,9 @@ std::vector<Problem> validate(const Config& c) {
   auto bad = [&](const std::string& key, const std::string& msg) {
     ps.push_back(Problem{Loc{}, key, msg});
   };
+  auto not_applicable = [&](const std::string& key, const std::string& msg) {
+    ps.push_back(Problem{Loc{}, key, msg, /*not_applicable=*/true});
+  };
   const auto& m = c.model;
   if (m.d_model % m.n_heads != 0) {
     bad("model.n_heads", "n_heads (" + std::to_string(m.n_heads) + ") must divide d_model (" +
@@ -785,10 +818,10 @@ std::vector<Problem> validate(const Config& c) {
         }
         if constexpr (std::is_same_v<P, LearnedConfig>) {
           if (c.task.seq_len > pos.max_len)
-            bad("task.seq_len",
-                "seq_len (" + std::to_string(c.task.seq_len) +
-                    ") exceeds the learned position table (model.position.max_len = " +
-                    std::to_string(pos.max_len) + ")");
+            not_applicable("task.seq_len",
+                           "seq_len (" + std::to_string(c.task.seq_len) +
+                               ") exceeds the learned position table (model.position.max_len = " +
+                               std::to_string(pos.max_len) + ")");
         }
       },
       m.position.opts);

@@ -29,6 +29,9 @@ struct Problem {
   Loc loc;
   std::string key;  // dotted path, may be empty
   std::string message;
+  // The settings are consistent but describe a run this model cannot do (a sequence longer
+  // than a learned position table): an experiment reports such a combination as n/a.
+  bool not_applicable = false;
   std::string str() const;  // "file:line:col: key: message"
 };
 
@@ -56,11 +59,16 @@ Experiment load_experiment(const std::string& path);
 // Resolves one variant of an experiment into its run config.
 Config experiment_variant_config(const Experiment& exp, const Variant& variant);
 // The runs of an experiment: one per variant, or with a sweep (settings and/or seeds) one per
-// variant x setting x seed, named "<variant>.<setting>.seed<N>" (absent parts left out).
+// variant x setting x seed, named "<task>.<variant>.<setting>.seed<N>" (absent parts left out).
+// A combination whose only problems are not_applicable ones (a learned position table shorter
+// than the task's length) is kept with its reason and no config: ablate reports it as n/a.
+// Any other problem of a combination throws ConfigError naming the run.
 struct ExperimentRun {
   std::string task;              // "" without tasks
   std::string variant, setting;  // setting: "" without settings
   int64_t seed = 0;              // 0 without seeds
+  std::string name;              // the run directory's name
+  std::string not_applicable;    // non-empty: why this run cannot exist (config left default)
   Config config;
 };
 std::vector<ExperimentRun> experiment_runs(const Experiment& exp);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 #include "config/loader.h"
@@ -214,8 +215,19 @@ std::string sweep_summary(const std::vector<SweepResult>& results) {
   using Key = std::tuple<std::string, std::string, std::string>;  // task, variant, setting
   std::map<Key, std::vector<double>> cells;
   std::map<std::string, std::pair<std::string, bool>> task_metric;  // task -> (metric, higher)
+  std::set<Key> na;
+  std::vector<std::string> na_reasons;  // "reason (runs)", in order of first appearance
+  std::map<std::string, std::vector<std::string>> na_runs;
   for (const auto& r : results) {
     add(tasks, r.task), add(variants, r.variant), add(settings, r.setting);
+    if (!r.not_applicable.empty()) {
+      na.insert({r.task, r.variant, r.setting});
+      add(na_reasons, r.not_applicable);
+      std::string run = r.task.empty() ? r.variant : r.task + "." + r.variant;
+      auto& rs = na_runs[r.not_applicable];
+      if (std::find(rs.begin(), rs.end(), run) == rs.end()) rs.push_back(run);
+      continue;
+    }
     cells[{r.task, r.variant, r.setting}].push_back(r.value);
     task_metric[r.task] = {r.metric, r.higher};
   }
@@ -237,6 +249,10 @@ std::string sweep_summary(const std::vector<SweepResult>& results) {
   auto cell = [](const Stat& s) {
     return s.n == 0 ? std::string("-") : fmt::format("{:.4f} ± {:.4f}", s.mean, s.sd);
   };
+  auto cell_at = [&](const Key& k) {
+    Stat st = stat(k);
+    return st.n == 0 && na.count(k) != 0 ? std::string("n/a") : cell(st);
+  };
   auto name = [](const std::string& s) { return s.empty() ? std::string("(base)") : s; };
   auto best_row = [&](const std::string& t, const std::string& v) {
     bool higher = task_metric[t].second;
@@ -247,6 +263,10 @@ std::string sweep_summary(const std::vector<SweepResult>& results) {
       if (st.n == 0) continue;
       if (bs.n == 0 || (higher ? st.mean > bs.mean : st.mean < bs.mean)) best = s, bs = st;
     }
+    bool all_na = std::all_of(settings.begin(), settings.end(), [&](const std::string& s) {
+      return na.count({t, v, s}) != 0;
+    });
+    if (bs.n == 0 && all_na) return std::string("| - | n/a | 0 |");
     return fmt::format("| {} | {} | {} |", name(best), cell(bs), bs.n);
   };
   const bool by_task = tasks.size() > 1 || !tasks[0].empty();
@@ -268,9 +288,12 @@ std::string sweep_summary(const std::vector<SweepResult>& results) {
             "\n\n| task | metric | best setting | value | seeds |\n"
             "|:--|:--|:--|--:|--:|\n";
       for (const auto& t : tasks) {
-        const auto& [metric, higher] = task_metric[t];
-        md += fmt::format("| {} | {} ({}) {}\n", t, metric, higher ? "higher" : "lower",
-                          best_row(t, v));
+        auto it = task_metric.find(t);
+        std::string metric =
+            it == task_metric.end()
+                ? std::string("-")
+                : it->second.first + (it->second.second ? " (higher)" : " (lower)");
+        md += fmt::format("| {} | {} {}\n", t, metric, best_row(t, v));
       }
     }
   }
@@ -282,9 +305,17 @@ std::string sweep_summary(const std::vector<SweepResult>& results) {
   for (const auto& t : tasks)
     for (const auto& v : variants) {
       md += "|" + (by_task ? " " + t + " |" : std::string()) + " " + v + " |";
-      for (const auto& s : settings) md += " " + cell(stat({t, v, s})) + " |";
+      for (const auto& s : settings) md += " " + cell_at({t, v, s}) + " |";
       md += "\n";
     }
+  if (!na_reasons.empty()) {
+    md += "\nn/a: a run this model cannot do, so it was not trained.\n\n";
+    for (const auto& why : na_reasons) {
+      std::string runs;
+      for (const auto& r : na_runs[why]) runs += (runs.empty() ? "" : ", ") + r;
+      md += "- " + runs + ": " + why + "\n";
+    }
+  }
   return md;
 }
 
@@ -296,6 +327,11 @@ void ablate(const std::string& experiment_path, bool plots) {
   auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
+    if (!r.not_applicable.empty()) {
+      spdlog::info("=== run {}/{}: {}: n/a ({}) ===", i + 1, runs.size(), r.name, r.not_applicable);
+      sweep.push_back({r.task, r.variant, r.setting, NAN, "", false, r.not_applicable});
+      continue;
+    }
     spdlog::info("=== run {}/{}: {} ===", i + 1, runs.size(), r.config.run.name);
     auto res = train(r.config);
     dirs.push_back(res.run_dir);
@@ -320,7 +356,9 @@ void ablate(const std::string& experiment_path, bool plots) {
     fs::write_file_atomic(path, md);
     std::printf("%s\nwrote %s\n", md.c_str(), path.c_str());
   }
-  spdlog::info("ablation trained {} runs in {}", runs.size(),
+  const auto trained = std::count_if(runs.begin(), runs.end(),
+                                     [](const auto& r) { return r.not_applicable.empty(); });
+  spdlog::info("ablation trained {} runs in {}", trained,
                format_duration(
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   CompareOptions o;

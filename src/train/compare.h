@@ -40,11 +40,14 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
 // the task's selection metric over seeds (highest if `higher`), reported as mean +- sample std
 // (n seeds); then every variant x setting. Each result is one run's best validation value.
 // With tasks, there is one table per variant with a row per task (the paper's Table 2 layout).
+// A result with a not_applicable reason is a run the model cannot do (a learned position
+// table shorter than the task's length): its cells read n/a and a footnote gives the reason.
 struct SweepResult {
   std::string task, variant, setting;  // task: "" without a task axis
   double value = 0;
   std::string metric = "loss";
   bool higher = false;
+  std::string not_applicable;  // non-empty: n/a, and why
 };
 std::string sweep_summary(const std::vector<SweepResult>& results);
 

@@ -169,4 +169,29 @@ expect_exit 0 "$ROPELAB" eval runs/scm --split valid
 [[ $(wc -l <runs/scm/predictions/valid/SCM.tsv) -eq 41 ]] || fail "ranking predictions"
 expect_exit 2 "$ROPELAB" train scm.yaml run.name=scm2 task.type=glue
 expect_in "needs task.type rank"
+
+# The Table 5 protocol through `ablate`: accuracy per maximum length, one table per module; a
+# 32-position learned table cannot run the 48-token task, so that cell is n/a, not an error.
+cat >scm-exp.yaml <<YAML
+name: scm-len
+base: scm.yaml
+out_dir: $WORK/runs
+set: [train.max_steps=8, train.eval_every=8]
+tasks:
+  - {name: len24, set: [task.seq_len=24]}
+  - {name: len48, set: [task.seq_len=48]}
+variants:
+  - {name: learned, set: [model.position.type=learned, model.position.max_len=32]}
+  - {name: rope}
+YAML
+expect_exit 0 "$ROPELAB" ablate --no-plots scm-exp.yaml
+expect_in "run 3/4: len48.learned: n/a (task.seq_len: seq_len (48) exceeds the learned position table"
+[[ ! -e runs/scm-len/len48.learned ]] || fail "an n/a run was trained"
+[[ -e runs/scm-len/len48.rope/metrics.h5 ]] || fail "len48.rope was not trained"
+S=runs/scm-len/sweep.md
+grep -q '^| len48 | acc (higher) | - | n/a | 0 |$' $S || fail "no n/a row in $S: $(cat $S)"
+grep -q '^| len48 | learned | n/a |$' $S || fail "no n/a cell in $S"
+grep -Eq '^\| len48 \| acc \(higher\) \| \(base\) \| [01]\.[0-9]{4} ± 0\.0000 \| 1 \|$' $S ||
+  fail "no len48 rope row in $S"
+grep -q '^- len48.learned: task.seq_len: ' $S || fail "no n/a footnote in $S"
 echo "glue e2e: OK"

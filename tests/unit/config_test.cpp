@@ -189,7 +189,8 @@ TEST(Config, DumpRoundTripsForEveryYamlInTheRepo) {
       std::vector<Config> configs;
       if (std::string(dir) == "experiments") {
         auto exp = load_experiment(e.path().string());
-        for (const auto& v : exp.variants) configs.push_back(experiment_variant_config(exp, v));
+        for (const auto& r : experiment_runs(exp))
+          if (r.not_applicable.empty()) configs.push_back(r.config);
         // The experiment's base path is absolute here, so its dump reloads from anywhere.
         auto again = load_experiment(test::write(d.file("exp.yaml"), dump(exp)));
         EXPECT_EQ(dump(again), dump(exp)) << e.path();
@@ -245,6 +246,57 @@ TEST(Config, ExperimentErrorsNameTheVariant) {
     std::string s = e.what();
     EXPECT_NE(s.find("variant 'a'"), std::string::npos) << s;
     EXPECT_NE(s.find("did you mean 'rope'"), std::string::npos) << s;
+  }
+}
+
+TEST(Config, ExperimentCombinationsBeyondALearnedTableAreNotApplicable) {
+  TempDir d;
+  write(d.file("base.yaml"), "task: {type: clm, seq_len: 32}\n");
+  // learned has a 64-position table: the 128 task is n/a for it, not an error, and the reason
+  // names the key; rope runs both lengths.
+  auto f = write(d.file("exp.yaml"),
+                 "name: x\nbase: base.yaml\n"
+                 "tasks:\n  - {name: len64, set: [task.seq_len=64]}\n"
+                 "  - {name: len128, set: [task.seq_len=128]}\n"
+                 "variants:\n  - {name: learned, set: [model.position.type=learned, "
+                 "model.position.max_len=64]}\n  - {name: rope}\n");
+  auto runs = experiment_runs(load_experiment(f));
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].name, "len64.learned");
+  EXPECT_TRUE(runs[0].not_applicable.empty());
+  EXPECT_EQ(runs[0].config.task.seq_len, 64);
+  EXPECT_EQ(runs[2].name, "len128.learned");
+  EXPECT_NE(runs[2].not_applicable.find("task.seq_len"), std::string::npos)
+      << runs[2].not_applicable;
+  EXPECT_NE(runs[2].not_applicable.find("learned position table"), std::string::npos);
+  EXPECT_TRUE(runs[3].not_applicable.empty());
+  EXPECT_EQ(runs[3].config.task.seq_len, 128);
+  // A combination that fails for another reason is an error naming the run, caught at load
+  // although each task and each variant is fine on its own (t5 with linear attention).
+  auto bad =
+      write(d.file("bad.yaml"),
+            "name: x\nbase: base.yaml\n"
+            "tasks:\n  - {name: soft}\n  - {name: lin, set: [model.attention.kernel=linear]}\n"
+            "variants:\n  - {name: rope}\n  - {name: t5, set: [model.position.type=t5]}\n");
+  try {
+    load_experiment(bad);
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    std::string s = e.what();
+    EXPECT_NE(s.find("run 'lin.t5'"), std::string::npos) << s;
+  }
+  // An experiment in which no run is possible is refused.
+  auto none =
+      write(d.file("none.yaml"),
+            "name: x\nbase: base.yaml\ntasks:\n  - {name: len128, set: [task.seq_len=128]}\n"
+            "variants:\n  - {name: learned, set: [model.position.type=learned, "
+            "model.position.max_len=64]}\n");
+  try {
+    load_experiment(none);
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    std::string s = e.what();
+    EXPECT_NE(s.find("no run of this experiment is possible"), std::string::npos) << s;
   }
 }
 

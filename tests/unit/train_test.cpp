@@ -196,6 +196,22 @@ TEST(Sweep, BestSettingByMeanOverSeedsWithSampleStd) {
       << by_task;
   EXPECT_NE(by_task.find("| sts | t5 | 0.4000 ± 0.0000 | 0.3000 ± 0.0000 |"), std::string::npos)
       << by_task;
+  // A run the model cannot do is n/a in both tables, with its reason in a footnote, and does
+  // not change the other cells.
+  auto with_na = res(rows, "acc", true, "len64");
+  for (const char* s : {"lr1", "lr2"})
+    with_na.push_back({"len1024", "t5", s, NAN, "", false, "task.seq_len: too long"});
+  with_na.push_back({"len1024", "rope", "lr1", 0.9, "acc", true, ""});
+  auto na = sweep_summary(with_na);
+  auto t5_table = na.substr(na.find("## t5"));
+  EXPECT_NE(t5_table.find("| len64 | acc (higher) | lr1 | 0.4000 ± 0.0000 | 2 |"),
+            std::string::npos)
+      << na;
+  EXPECT_NE(t5_table.find("| len1024 | acc (higher) | - | n/a | 0 |"), std::string::npos) << na;
+  EXPECT_NE(na.find("| len1024 | t5 | n/a | n/a |"), std::string::npos) << na;
+  // rope has no lr2 run at len1024: that cell is missing ("-"), not n/a.
+  EXPECT_NE(na.find("| len1024 | rope | 0.9000 ± 0.0000 | - |"), std::string::npos) << na;
+  EXPECT_NE(na.find("- len1024.t5: task.seq_len: too long"), std::string::npos) << na;
 }
 
 }  // namespace
