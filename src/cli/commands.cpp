@@ -160,7 +160,7 @@ int cmd_translate() {
   o.use_best = !g.use_latest;
   o.use_cache = !g.no_cache;
   auto out = train::translate_lines(g.file, lines, o);
-  if (signals::stop_requested()) return 143;  // nothing written: the output would be partial
+  signals::throw_if_stopped("translate", "nothing written: the output would be partial");
   std::string text;
   for (const auto& l : out) text += l + "\n";
   if (g.out.empty())

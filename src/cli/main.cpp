@@ -1,7 +1,8 @@
 // The `ropelab` command: subcommands are thin wiring over the library in src/.
 //
 // Exit codes: 0 success, 2 a problem with the user's input (config, data, arguments),
-// 1 an internal error (a bug: please report it), 143 stopped by SIGTERM after saving.
+// 1 an internal error (a bug: please report it), 143 stopped by SIGINT, SIGTERM or SIGHUP
+// (whatever was complete is kept, nothing partial is written), 130 a second Ctrl-C.
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
@@ -14,6 +15,7 @@
 #include "util/h5.h"
 #include "util/log.h"
 #include "util/platform.h"
+#include "util/signals.h"
 
 namespace {
 
@@ -27,6 +29,7 @@ std::string first_line(const std::string& s) {
 int main(int argc, char** argv) try {
   ropelab::platform::ensure_fast_blas(argc, argv);
   ropelab::h5::no_cleanup_at_exit();
+  ropelab::signals::install_handlers();
   ropelab::log::init(std::getenv("ROPELAB_LOG_LEVEL") ? std::getenv("ROPELAB_LOG_LEVEL") : "info");
 
   CLI::App app{
@@ -66,6 +69,9 @@ int main(int argc, char** argv) try {
   } catch (const ropelab::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const ropelab::signals::Interrupted& e) {
+    std::fprintf(stderr, "stopped: %s\n", e.what());
+    return 143;
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "internal error (libtorch): %s\n",
                  first_line(e.what_without_backtrace()).c_str());

@@ -19,6 +19,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/progress.h"
+#include "util/signals.h"
 
 namespace ropelab::data {
 
@@ -142,6 +143,13 @@ std::string tokenizer_training_text(const std::vector<SplitInput>& inputs, confi
   return all;
 }
 
+// Prepare stops between steps; every file it wrote before is complete (atomic writes).
+void throw_if_stopped() {
+  signals::throw_if_stopped("prepare",
+                            "the files it finished are complete and kept, and the "
+                            "next prepare reuses them");
+}
+
 // Encodes lines on `threads` threads (SentencePiece's Encode is const and thread-safe).
 std::vector<std::vector<int32_t>> encode_all(const text::Tokenizer& tok,
                                              const std::vector<std::string>& lines, int threads,
@@ -164,15 +172,18 @@ std::vector<std::vector<int32_t>> encode_all(const text::Tokenizer& tok,
       }
     });
   }
-  // The calling thread reports progress.
+  // The calling thread reports progress, and on a stop request makes the workers run out of
+  // lines.
   while (true) {
     int64_t n = std::min<int64_t>(next.load(), static_cast<int64_t>(lines.size()));
     bar->update(*done + n);
     if (n >= static_cast<int64_t>(lines.size())) break;
+    if (signals::stop_requested()) next.store(static_cast<int64_t>(lines.size()));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (auto& th : pool) th.join();
   if (err) std::rethrow_exception(err);
+  throw_if_stopped();
   *done += static_cast<int64_t>(lines.size());
   return out;
 }
@@ -269,6 +280,7 @@ Prepared prepare(const config::DataConfig& d, int threads) {
   p.tokenizer_kind = d.tokenizer.type;
   std::string text_dir;
   auto inputs = split_inputs(d, &text_dir);
+  throw_if_stopped();
   const text::GlueTask task =
       p.kind == config::DataKind::kGlue ? text::glue_task_of(d) : text::GlueTask{};
   std::string dir = out_dir(d);
@@ -287,7 +299,9 @@ Prepared prepare(const config::DataConfig& d, int threads) {
       if (text.empty())
         throw UserError((side == Side::kTarget ? files.back() : files[0]) +
                         ": the training text is empty");
+      throw_if_stopped();
       train_tokenizer(d.tokenizer, dir, name, text, threads);
+      throw_if_stopped();
     }
   }
   std::unique_ptr<text::Tokenizer> tok = load_tokenizer(p);
@@ -367,6 +381,7 @@ Prepared prepare(const config::DataConfig& d, int threads) {
       ds.task = gt.name;
       ds.num_labels = gt.regression ? 0 : static_cast<int64_t>(gt.label_names.size());
     }
+    throw_if_stopped();
     write_tokens(out, ds);
     int64_t ntok = 0, nseq = 0;
     for (const auto& [name, r] : ds.seqs)

@@ -110,11 +110,17 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
       a.save_to(os);
       files["rng.pt"] = os.str();
     }
-    json s = {{"step", st.step},           {"micro", st.micro},
-              {"tokens", st.tokens},       {"best_valid", st.best_valid},
-              {"best_step", st.best_step}, {"skipped", st.skipped},
-              {"threads", st.threads},     {"config_hash", st.config_hash},
-              {"vocab", st.vocab},         {"source_vocab", st.source_vocab}};
+    json s = {{"step", st.step},
+              {"micro", st.micro},
+              {"tokens", st.tokens},
+              {"best_valid", st.best_valid},
+              {"best_step", st.best_step},
+              {"skipped", st.skipped},
+              {"threads", st.threads},
+              {"config_hash", st.config_hash},
+              {"vocab", st.vocab},
+              {"source_vocab", st.source_vocab},
+              {"eval_pending", st.eval_pending}};
     files["state.json"] = s.dump(2);
     json manifest = {{"step", st.step}, {"files", json::object()}};
     for (const auto& [fname, bytes] : files) {
@@ -209,6 +215,7 @@ TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
   st.config_hash = s.at("config_hash");
   st.vocab = s.value("vocab", 0);
   st.source_vocab = s.value("source_vocab", 0);
+  st.eval_pending = s.value("eval_pending", false);
   return st;
 }
 

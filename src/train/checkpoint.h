@@ -27,6 +27,9 @@ struct TrainState {
   double best_valid = 0;  // best validation loss so far (valid only if best_step >= 0)
   int64_t best_step = -1;
   int64_t skipped = 0;  // non-finite steps skipped
+  // The evaluation due at `step` was stopped by a signal before it finished: resume runs it
+  // first, so the metrics have a validation row at every step where one was due.
+  bool eval_pending = false;
   int64_t threads = 0;
   int64_t vocab = 0;         // the model's vocabulary size (to rebuild it without the data)
   int64_t source_vocab = 0;  // separate source vocabulary's size (0: shared with `vocab`)

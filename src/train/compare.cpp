@@ -336,18 +336,19 @@ void ablate(const std::string& experiment_path, bool plots) {
     auto res = train(r.config);
     dirs.push_back(res.run_dir);
     if (res.interrupted)
-      throw UserError("ablation interrupted during run '" + r.config.run.name +
-                      "'; run the same command again to resume");
+      throw signals::Interrupted(
+          "ablation stopped during run '" + r.config.run.name +
+          "' (its checkpoint is saved); run the same command again to resume");
     sweep.push_back({r.task, r.variant, r.setting, res.best_selected, res.selection_metric,
-                     res.higher_is_better});
+                     res.higher_is_better, ""});
   }
   if (exp.test) {
     for (const auto& d : dirs) {
       spdlog::info("=== test split: {} ===", d);
       auto report = evaluate_run(d, "test", {}, 0, /*use_best=*/true);
       spdlog::info("{}", format_eval(report));
-      if (signals::stop_requested())
-        throw UserError("ablation interrupted during the test evaluation; run it again to finish");
+      signals::throw_if_stopped("ablation (test evaluation of " + d + ")",
+                                "every run is trained; run the same command again to finish");
     }
   }
   if (!exp.settings.empty() || !exp.seeds.empty() || !exp.tasks.empty()) {

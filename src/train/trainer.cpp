@@ -328,6 +328,14 @@ void Trainer::evaluate(bool final_eval) {
   auto t0 = clock::now();
   tasks::EvalOptions o{c_.train.eval_batches, dev_, c_.train.precision == config::Precision::kBf16};
   auto out = task_->evaluate(*model_, *valid_ds_, *valid_stream_, o);
+  if (signals::stop_requested()) {
+    // A partial evaluation is not logged (it would be a wrong number, and could become the
+    // "best"): the checkpoint saved on the way out marks it pending, and resume runs it.
+    st_.eval_pending = true;
+    spdlog::warn("step {}: evaluation stopped by a signal; it runs again on resume", st_.step);
+    return;
+  }
+  st_.eval_pending = false;
   double secs = seconds_since(t0);
   auto row = out.metrics;
   row["step"] = static_cast<double>(st_.step);
@@ -358,9 +366,10 @@ TrainResult Trainer::run() {
   resume();
   model_->train();
   bar_ = std::make_unique<Progress>("train", c_.train.max_steps, "step");
-  t_log_ = clock::now();
+  if (st_.eval_pending || (st_.step == 0 && c_.train.eval_every > 0))
+    evaluate(st_.step >= c_.train.max_steps);  // a stopped one, or the untrained baseline
+  t_log_ = clock::now();  // tokens/s counts training time only
   tokens_at_log_ = st_.tokens;
-  if (st_.step == 0 && c_.train.eval_every > 0) evaluate(false);  // the untrained baseline
   while (st_.step < c_.train.max_steps && !signals::stop_requested()) {
     auto s = train_step();
     if (!s.applied) continue;
@@ -431,17 +440,10 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   r.train_seq_len = c.task.seq_len;
   auto full = task->evaluate(*rm.model, ds,
                              *task->stream(ds, false, c.task.seq_len, c.train.batch_size), o);
+  const std::string stopped = "evaluation of " + run_dir;
+  const std::string kept = "nothing written (a partial evaluation would be wrong)";
+  signals::throw_if_stopped(stopped, kept);
   r.metrics = full.metrics;
-  if (!full.predictions_file.empty()) {
-    // The GLUE leaderboard layout: a header, then one `index<TAB>prediction` row per example.
-    std::string tsv = "index\tprediction\n";
-    for (size_t i = 0; i < full.predictions.size(); ++i)
-      tsv += fmt::format("{}\t{}\n", i, full.predictions[i]);
-    auto dir = stdfs::path(run_dir) / "predictions" / split;
-    fs::make_dirs(dir.string());
-    r.predictions_path = (dir / full.predictions_file).string();
-    fs::write_file_atomic(r.predictions_path, tsv);
-  }
   o.full = false;  // the length rows: likelihood only
   int64_t max_len = rm.model->backbone->position().max_len();
   for (int64_t L : lengths) {
@@ -464,9 +466,20 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
     }
     o.max_batches = std::max<int64_t>(1, max_tokens / (batch * L));
     auto out = task->evaluate(*rm.model, ds, *s, o);
+    signals::throw_if_stopped(stopped, kept);
     row.metrics = out.metrics;
     row.tokens = static_cast<int64_t>(out.tokens);
     r.lengths.push_back(row);
+  }
+  if (!full.predictions_file.empty()) {
+    // The GLUE leaderboard layout: a header, then one `index<TAB>prediction` row per example.
+    std::string tsv = "index\tprediction\n";
+    for (size_t i = 0; i < full.predictions.size(); ++i)
+      tsv += fmt::format("{}\t{}\n", i, full.predictions[i]);
+    auto dir = stdfs::path(run_dir) / "predictions" / split;
+    fs::make_dirs(dir.string());
+    r.predictions_path = (dir / full.predictions_file).string();
+    fs::write_file_atomic(r.predictions_path, tsv);
   }
   nlohmann::json j;
   j["checkpoint"] = r.checkpoint;

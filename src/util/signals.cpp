@@ -15,6 +15,12 @@ extern "C" void on_signal(int sig) {
 
 bool stop_requested() { return g_stop != 0; }
 
+void throw_if_stopped(const std::string& what, const std::string& kept) {
+  if (g_stop == 0) return;
+  const char* name = g_stop == SIGINT ? "SIGINT" : g_stop == SIGHUP ? "SIGHUP" : "SIGTERM";
+  throw Interrupted(what + " stopped by " + name + "; " + kept);
+}
+
 void install_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;

@@ -166,7 +166,7 @@ TEST(Sweep, BestSettingByMeanOverSeedsWithSampleStd) {
   auto res = [](std::vector<std::tuple<const char*, const char*, double>> rows, const char* metric,
                 bool higher, const char* task = "") {
     std::vector<SweepResult> out;
-    for (auto& [v, s, x] : rows) out.push_back({task, v, s, x, metric, higher});
+    for (auto& [v, s, x] : rows) out.push_back({task, v, s, x, metric, higher, ""});
     return out;
   };
   std::vector<std::tuple<const char*, const char*, double>> rows = {

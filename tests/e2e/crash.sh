@@ -1,0 +1,207 @@
+# Crash tests for every task type (clm, mlm, translation, glue, rank), through the real CLI:
+# - SIGKILL at random moments (a checkpoint every step, so many kills land in a save), resume
+#   each time: the final weights are bit-identical to an uninterrupted run, and every training
+#   and validation row of metrics.h5 equals the uninterrupted run's (timings aside);
+# - every checkpoint damaged: `train` exits 2 naming them, and no file of the run changes;
+# - SIGTERM during a mid-training evaluation and during `eval`, SIGHUP during prepare: exit
+#   143, one line, nothing partial written, and the next command finishes the work.
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+PY=/usr/bin/python3
+
+$PY - <<'PY'
+import os, random
+random.seed(11)
+w = "in the beginning god created heaven and earth light darkness water day night".split()
+def sent(): return " ".join(random.choice(w) for _ in range(random.randint(5, 14)))
+for name, n in (("lm.txt", 400), ("lm-valid.txt", 40)):
+    with open(name, "w") as f:
+        for _ in range(n): f.write(sent() + ".\n")
+en = "the a man woman dog sees likes has big small red house".split()
+es = "el un hombre mujer perro ve gusta tiene grande pequeno rojo casa".split()
+d = dict(zip(en, es))
+for split, n in (("train", 300), ("valid", 30)):
+    with open(f"{split}.en", "w") as a, open(f"{split}.es", "w") as b:
+        for _ in range(n):
+            s = [random.choice(en) for _ in range(random.randint(3, 7))]
+            a.write(" ".join(s) + "\n"); b.write(" ".join(d[x] for x in s) + "\n")
+os.makedirs("sst", exist_ok=True)
+for split, n in (("train", 200), ("dev", 40)):
+    with open(f"sst/{split}.tsv", "w") as f:
+        f.write("sentence\tlabel\n")
+        for _ in range(n):
+            y = random.randint(0, 1)
+            f.write(f"{'light' if y else 'darkness'} {sent()}\t{y}\n")
+os.makedirs("scm", exist_ok=True)
+for split, n in (("train", 120), ("dev", 30)):
+    with open(f"scm/{split}.tsv", "w") as f:
+        f.write("A\tB\tC\tlabel\n")
+        for _ in range(n):
+            a, o = sent(), sent()
+            y = random.choice("BC")
+            f.write(f"{a}\t{a if y == 'B' else o}\t{o if y == 'B' else a}\t{y}\n")
+PY
+
+COMMON="run: {out_dir: $WORK/runs, seed: 3, threads: 2}
+train: {max_steps: 16, batch_size: 4, lr: 0.003, eval_every: 4, eval_batches: 2,
+        checkpoint_every: 1, keep_last: 2, log_every: 1, schedule: {warmup: 2}}"
+TINY="d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, dropout: 0.1, position: {type: rope}"
+cat >clm.yaml <<YAML
+$COMMON
+data: {source: text, train: $WORK/lm.txt, valid: $WORK/lm-valid.txt, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 64}}
+task: {type: clm, seq_len: 24}
+model: {arch: decoder, $TINY}
+YAML
+cat >mlm.yaml <<YAML
+$COMMON
+data: {source: text, train: $WORK/lm.txt, valid: $WORK/lm-valid.txt, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 64}}
+task: {type: mlm, seq_len: 24}
+model: {arch: encoder, $TINY}
+YAML
+cat >translation.yaml <<YAML
+$COMMON
+data: {source: parallel, train: $WORK/train, valid: $WORK/valid, source_suffix: en,
+       target_suffix: es, prepared_dir: $WORK/prep, tokenizer: {type: spm, vocab_size: 64}}
+task: {type: translation, seq_len: 16, max_tokens: 96, beam: 2, valid_bleu_sentences: 8}
+model: {arch: encdec, n_decoder_layers: 1, $TINY}
+YAML
+cat >glue.yaml <<YAML
+$COMMON
+data: {source: glue, train: $WORK/sst, glue_task: SST-2, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 64}}
+task: {type: glue, seq_len: 24}
+model: {arch: encoder, $TINY}
+YAML
+cat >rank.yaml <<YAML
+$COMMON
+data: {source: glue, train: $WORK/scm, prepared_dir: $WORK/prep,
+       tsv: {name: SCM, a: A, b: B, c: C, label: label, labels: [B, C]},
+       tokenizer: {type: spm, vocab_size: 64}}
+task: {type: rank, seq_len: 40}
+model: {arch: encoder, $TINY}
+YAML
+
+# Same weights (every tensor of the exported weights.h5) and the same metrics rows (every
+# column but the timings) as the uninterrupted run.
+same_run() {  # same_run REF_DIR OTHER_DIR
+  "$ROPELAB" export $1 --out $1.w.h5 >/dev/null 2>&1 || fail "export $1"
+  "$ROPELAB" export $2 --out $2.w.h5 >/dev/null 2>&1 || fail "export $2"
+  $PY - $1 $2 <<'PY' || fail "$2 differs from $1"
+import sys, h5py, numpy as np
+a, b = sys.argv[1], sys.argv[2]
+def tensors(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda k, v: out.__setitem__(k, v[()]) if isinstance(v, h5py.Dataset) else None)
+    return out
+wa, wb = tensors(a + ".w.h5"), tensors(b + ".w.h5")
+assert wa.keys() == wb.keys(), "different tensors"
+bad = [k for k in wa if not np.array_equal(wa[k], wb[k])]
+assert not bad, f"weights differ: {bad[:5]}"
+with h5py.File(a + "/metrics.h5", "r") as fa, h5py.File(b + "/metrics.h5", "r") as fb:
+    for g in ("train", "valid"):
+        if g not in fa:
+            continue
+        cols = [c for c in fa[g] if c not in ("tokens_per_s", "time", "wall_s")]
+        for c in cols:
+            x, y = fa[g][c][()], fb[g][c][()]
+            assert np.array_equal(x, y), f"{g}/{c}: {len(x)} vs {len(y)} rows, first difference " \
+                f"{next((i for i in range(min(len(x), len(y))) if x[i] != y[i]), None)}"
+        print(f"  {g}: {len(fa[g]['step'])} rows equal ({len(cols)} columns)")
+print(f"  {len(wa)} tensors bit-identical")
+PY
+}
+
+for task in clm mlm translation glue rank; do
+  echo "== $task"
+  expect_exit 0 "$ROPELAB" train $task.yaml run.name=$task-ref
+  # Three SIGKILLs at random moments after the first checkpoint, then a resume to the end.
+  kills=0
+  for k in 1 2 3; do
+    "$ROPELAB" train $task.yaml run.name=$task-kill >$task-kill.log 2>&1 &
+    pid=$!
+    for _ in $(seq 200); do
+      [[ -n $(ls runs/$task-kill/checkpoints 2>/dev/null) ]] && break
+      sleep 0.05
+    done
+    sleep 0.$((RANDOM % 6))$((RANDOM % 10))
+    kill -KILL $pid 2>/dev/null && kills=$((kills + 1))
+    set +e; wait $pid; set -e
+  done
+  expect_exit 0 "$ROPELAB" train $task.yaml run.name=$task-kill
+  echo "  $kills SIGKILLs"
+  same_run runs/$task-ref runs/$task-kill
+  # Every checkpoint damaged: exit 2 naming them, and not one file of the run changes.
+  for m in runs/$task-kill/checkpoints/step-*/model.pt; do
+    printf '\x01' | dd of="$m" bs=1 seek=64 conv=notrunc status=none
+  done
+  before=$(cd runs/$task-kill && find . -type f -exec md5sum {} + | sort -k2)
+  expect_exit 2 "$ROPELAB" train $task.yaml run.name=$task-kill
+  expect_in "no checkpoint can be resumed"
+  expect_in "model.pt does not match its checksum"
+  after=$(cd runs/$task-kill && find . -type f -exec md5sum {} + | sort -k2)
+  [[ $before == "$after" ]] || fail "$task: the refused run changed files"
+done
+
+# SIGTERM during a mid-training evaluation: no partial validation row is logged; the saved
+# checkpoint marks the evaluation pending and the resumed run does it, so the finished run's
+# rows equal an uninterrupted run's. A validation split of 6,000 lines makes each evaluation
+# take seconds; the training steps between them take milliseconds.
+$PY -c "
+import random; random.seed(5)
+w='in the beginning god created heaven and earth light darkness water day night'.split()
+open('big.txt','w').write(''.join(' '.join(random.choice(w) for _ in range(12))+'.\\n' for _ in range(6000)))"
+cat >evalstop.yaml <<YAML
+$COMMON
+data: {source: text, train: $WORK/lm.txt, valid: $WORK/big.txt, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 64}}
+task: {type: clm, seq_len: 24}
+model: {arch: decoder, $TINY}
+YAML
+OVR="train.eval_batches=0 train.eval_every=3 train.max_steps=6 train.checkpoint_every=3"
+expect_exit 0 "$ROPELAB" train evalstop.yaml $OVR run.name=ev-ref
+"$ROPELAB" train evalstop.yaml $OVR run.name=ev >ev.log 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "step 0 valid" ev.log 2>/dev/null && break; sleep 0.05; done
+sleep 0.5  # inside the evaluation at step 3
+kill -TERM $pid
+set +e; wait $pid; code=$?; set -e
+[[ $code -eq 143 ]] || fail "SIGTERM during evaluation: exit $code: $(tail -3 ev.log)"
+grep -q "step 3: evaluation stopped by a signal; it runs again on resume" ev.log ||
+  fail "the evaluation was not the thing stopped (timing): $(tail -5 ev.log)"
+[[ $(grep -c '"split":"valid"' runs/ev/metrics.jsonl) -eq 1 ]] || fail "a partial evaluation was logged"
+expect_exit 0 "$ROPELAB" train evalstop.yaml $OVR run.name=ev
+same_run runs/ev-ref runs/ev
+
+# SIGTERM during `eval`: exit 143, one line, no eval json (each pass over the 6,000-line split
+# takes seconds).
+"$ROPELAB" eval runs/ev --split valid --lengths 48,96 --max-tokens 1000000 >evalcmd.log 2>&1 &
+pid=$!
+sleep 1.5
+kill -TERM $pid
+set +e; wait $pid; code=$?; set -e
+[[ $code -eq 143 ]] || fail "SIGTERM during eval: exit $code: $(tail -3 evalcmd.log)"
+grep -q "^stopped: evaluation of runs/ev stopped by SIGTERM; nothing written" evalcmd.log ||
+  fail "eval stop message: $(tail -3 evalcmd.log)"
+[[ ! -e runs/ev/eval-valid.json ]] || fail "a stopped eval wrote eval-valid.json"
+
+# SIGHUP during prepare (while SentencePiece trains on 14 MB): exit 143, one line, no
+# dataset written; the tokenizer it finished is kept, and the next prepare reuses it.
+$PY -c "
+import random; random.seed(6)
+w='in the beginning god created heaven and earth light darkness water day night'.split()
+open('huge.txt','w').write(''.join(' '.join(random.choice(w) for _ in range(12))+'.\\n' for _ in range(200000)))"
+"$ROPELAB" prepare evalstop.yaml data.train=$WORK/huge.txt >prep.log 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "training SentencePiece" prep.log 2>/dev/null && break; sleep 0.05; done
+kill -HUP $pid
+set +e; wait $pid; code=$?; set -e
+[[ $code -eq 143 ]] || fail "SIGHUP during prepare: exit $code: $(tail -3 prep.log)"
+grep -q "^stopped: prepare stopped by SIGHUP; the files it finished are complete" prep.log ||
+  fail "prepare stop message: $(tail -3 prep.log)"
+ls prep/text-huge.txt-*/spm64-bpe/*.h5 2>/dev/null && fail "a stopped prepare wrote a dataset"
+expect_exit 0 "$ROPELAB" prepare evalstop.yaml data.train=$WORK/huge.txt
+expect_in "tokenizer up to date"
+echo "crash: OK"
