@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang-format
+  # libFuzzer targets of the parsers (tests/fuzz)
+  clang libclang-rt-14-dev
   # libraries (docs/platform-notes.md)
   libtorch-dev libopenblas0-pthread libsentencepiece-dev sentencepiece libhdf5-dev hdf5-tools
   libspdlog-dev libyaml-cpp-dev libgtest-dev libcli11-dev libxxhash-dev nlohmann-json3-dev

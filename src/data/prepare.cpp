@@ -343,11 +343,7 @@ Prepared prepare(const config::DataConfig& d, int threads) {
       bar.finish();
       for (const auto& x : ids) ds.seqs["text"].push(x);
     } else if (p.kind == config::DataKind::kParallel) {
-      auto src = read_lines(si.files[0]), tgt = read_lines(si.files[1]);
-      if (src.size() != tgt.size())
-        throw UserError(si.files[1] + ": has " + std::to_string(tgt.size()) + " lines but " +
-                        si.files[0] + " has " + std::to_string(src.size()) + " (files must align)");
-      if (src.empty()) throw UserError(si.files[0] + ": no text (the file is empty)");
+      auto [src, tgt] = text::read_parallel(si.files[0], si.files[1]);
       Progress bar("encode " + si.name, static_cast<int64_t>(2 * src.size()), "line");
       int64_t done = 0;
       auto a = encode_all(*tok, src, threads, &bar, &done);

@@ -133,6 +133,9 @@ bool find_key(const std::string& s, size_t from, KeyHit* hit) {
     size_t v1 = colon + 1;
     while (v1 < s.size() && is_digit(s[v1])) ++v1;
     if (v1 == colon + 1 || v1 >= s.size() || s[v1] != ':') continue;
+    // No book has 1000 chapters or verses: a longer number is text, not a key (and would
+    // overflow std::stoi; found by fuzzing, tests/fuzz/fuzz_osis.cpp).
+    if (colon - c0 > 3 || v1 - colon - 1 > 3) continue;
     size_t name_end = c0 - 1;  // the space before the chapter
     for (const auto& name : all_book_names()) {
       if (name.size() > name_end) continue;
@@ -227,7 +230,9 @@ std::vector<Verse> parse_diatheke_osis(const std::string& output, const std::str
       if (paren != std::string::npos) raw.resize(paren);
     }
     std::string text = clean_osis_text(raw);
-    if (canon.count(cur.book) != 0 && !text.empty())
+    // Chapter or verse 0 is SWORD's slot for book and chapter introductions, not a verse
+    // (found by fuzzing: tests/fuzz/fuzz_osis.cpp).
+    if (canon.count(cur.book) != 0 && cur.chapter >= 1 && cur.verse >= 1 && !text.empty())
       verses.push_back(Verse{cur.book, cur.chapter, cur.verse, std::move(text)});
     cur = next;
     have = more;
@@ -293,6 +298,20 @@ std::vector<std::string> split_lines(const std::string& data, const std::string&
 
 std::vector<std::string> read_lines(const std::string& path) {
   return split_lines(fs::read_file(path), path);
+}
+
+ParallelText split_parallel(const std::string& src_data, const std::string& src_name,
+                            const std::string& tgt_data, const std::string& tgt_name) {
+  ParallelText p{split_lines(src_data, src_name), split_lines(tgt_data, tgt_name)};
+  if (p.src.size() != p.tgt.size())
+    throw UserError(tgt_name + ": has " + std::to_string(p.tgt.size()) + " lines but " + src_name +
+                    " has " + std::to_string(p.src.size()) + " (files must align)");
+  if (p.src.empty()) throw UserError(src_name + ": no text (the file is empty)");
+  return p;
+}
+
+ParallelText read_parallel(const std::string& src_path, const std::string& tgt_path) {
+  return split_parallel(fs::read_file(src_path), src_path, fs::read_file(tgt_path), tgt_path);
 }
 
 }  // namespace ropelab::text

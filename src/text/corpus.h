@@ -53,4 +53,14 @@ int64_t invalid_utf8_at(const std::string& s);
 std::vector<std::string> split_lines(const std::string& data, const std::string& name);
 std::vector<std::string> read_lines(const std::string& path);
 
+// A parallel corpus: line i of the source translates line i of the target (WMT plain text).
+// Both sides are split_lines-checked; different line counts or an empty source are a
+// UserError naming the files.
+struct ParallelText {
+  std::vector<std::string> src, tgt;
+};
+ParallelText split_parallel(const std::string& src_data, const std::string& src_name,
+                            const std::string& tgt_data, const std::string& tgt_name);
+ParallelText read_parallel(const std::string& src_path, const std::string& tgt_path);
+
 }  // namespace ropelab::text

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -77,7 +78,10 @@ std::string glue_file_name(const GlueTask& task, const std::string& split) {
 }
 
 GlueFile read_glue_tsv(const std::string& path, const GlueTask& task) {
-  std::string data = fs::read_file(path);
+  return parse_glue_tsv(fs::read_file(path), path, task);
+}
+
+GlueFile parse_glue_tsv(const std::string& data, const std::string& path, const GlueTask& task) {
   GlueFile out;
   std::istringstream in(data);
   std::string line;
@@ -153,7 +157,8 @@ GlueFile read_glue_tsv(const std::string& path, const GlueTask& task) {
       if (task.regression) {
         char* end = nullptr;
         ex.label = std::strtof(l.c_str(), &end);
-        if (l.empty() || *end != '\0') fail("label '" + l + "' is not a number");
+        if (l.empty() || *end != '\0' || !std::isfinite(ex.label))
+          fail("label '" + l + "' is not a (finite) number");
       } else {
         auto it = std::find(task.label_names.begin(), task.label_names.end(), l);
         if (it == task.label_names.end()) {

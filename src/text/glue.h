@@ -46,6 +46,9 @@ struct GlueFile {
 
 // Reads one GLUE TSV file of `task`. Errors name the file and line.
 GlueFile read_glue_tsv(const std::string& path, const GlueTask& task);
+// The same on the file's bytes; `path` names it in errors, and a name ending in "train.tsv"
+// marks a training file (QQP's malformed training rows are skipped, not errors).
+GlueFile parse_glue_tsv(const std::string& data, const std::string& path, const GlueTask& task);
 
 // File name of a split in a GLUE task directory: "train.tsv", "dev.tsv",
 // "dev_matched.tsv"/"dev_mismatched.tsv" (MNLI: split "dev_matched"/"dev_mismatched"), "test.tsv".

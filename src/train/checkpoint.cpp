@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "train/manifest.h"
 #include "util/device.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -48,15 +49,17 @@ std::string problem_of(const stdfs::path& dir) {
   auto mpath = dir / "MANIFEST.json";
   if (!stdfs::exists(mpath)) return "no MANIFEST.json (incomplete save)";
   try {
-    auto m = json::parse(fs::read_file(mpath.string()));
-    for (const auto& item : m.at("files").items()) {
-      auto p = dir / item.key();
-      if (!stdfs::exists(p)) return item.key() + " is missing";
-      if (fs::hex64(fs::hash_file(p.string())) != item.value().template get<std::string>())
-        return item.key() + " does not match its checksum";
+    auto m = parse_manifest(fs::read_file(mpath.string()));
+    for (const auto& [name, hash] : m.files) {
+      auto p = dir / name;
+      if (!stdfs::exists(p)) return name + " is missing";
+      if (fs::hex64(fs::hash_file(p.string())) != hash)
+        return name + " does not match its checksum";
     }
-  } catch (const std::exception&) {
-    return "MANIFEST.json is unreadable";
+  } catch (const UserError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("MANIFEST.json is unreadable (") + e.what() + ")";
   }
   return "";
 }
@@ -122,12 +125,12 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
               {"source_vocab", st.source_vocab},
               {"eval_pending", st.eval_pending}};
     files["state.json"] = s.dump(2);
-    json manifest = {{"step", st.step}, {"files", json::object()}};
+    Manifest manifest{st.step, {}};
     for (const auto& [fname, bytes] : files) {
       write_raw((tmp / fname).string(), bytes);
-      manifest["files"][fname] = fs::hex64(fs::hash_bytes(bytes));
+      manifest.files[fname] = fs::hex64(fs::hash_bytes(bytes));
     }
-    write_raw((tmp / "MANIFEST.json").string(), manifest.dump(2));
+    write_raw((tmp / "MANIFEST.json").string(), manifest_json(manifest));
     fs::fsync_path(tmp.string());
     if (stdfs::exists(final_dir)) stdfs::remove_all(final_dir);
     stdfs::rename(tmp, final_dir);

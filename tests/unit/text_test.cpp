@@ -41,6 +41,15 @@ TEST(Corpus, ParsesOsisKeysJoinsWordsDropsHeadings) {
   EXPECT_EQ(v[3].book, "I John");  // not "John"; Tobit (not canonical) dropped
   EXPECT_EQ(v[3].text, "That which was from the beginning.");
   EXPECT_THROW(text::parse_diatheke_osis("nothing here", "x"), UserError);
+  // Found by fuzzing: chapter or verse 0 (SWORD's introduction slots) is not a verse.
+  auto intro = text::parse_diatheke_osis(
+      "Genesis 1:0: <w>Introduction</w>\nGenesis 0:0: Book intro\nGenesis 1:1: <w>In</w>\n", "x");
+  ASSERT_EQ(intro.size(), 1u);
+  EXPECT_EQ(intro[0].key(), "Genesis 1:1");
+  // Found by fuzzing: a number too long for a chapter is text, not a key (it overflowed stoi).
+  auto big = text::parse_diatheke_osis("Genesis 1:1: a Genesis 17777777777777:0: b\n", "x");
+  ASSERT_EQ(big.size(), 1u);
+  EXPECT_EQ(big[0].text, "a Genesis 17777777777777:0: b");
 }
 
 TEST(Corpus, SplitsAreByBookAndCoverTheCanon) {
@@ -204,6 +213,20 @@ TEST(Glue, DescribedLayoutsFindTheirColumnsByHeaderName) {
   t.label_names.clear(), t.regression = true;
   auto reg = write(d.file("reg.tsv"), "title\tbody\tstars\nX\tY\t4.5\n");
   EXPECT_FLOAT_EQ(text::read_glue_tsv(reg, t).examples[0].label, 4.5f);
+  // strtof reads "nan" and "inf", which would reach the loss and the Pearson/Spearman metrics
+  // (found while writing the fuzz target's finite-label property, tests/fuzz/fuzz_glue_tsv.cpp).
+  for (const char* label : {"nan", "-inf", "1e99"}) {
+    std::string body = std::string("title\tbody\tstars\nX\tY\t") + label + "\n";
+    try {
+      text::parse_glue_tsv(body, "scores.tsv", t);
+      FAIL() << label;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("scores.tsv:2: label '" + std::string(label) +
+                                           "' is not a (finite) number"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Glue, RankingLayoutRoundTripsThroughItsWriter) {
