@@ -368,7 +368,7 @@ TrainResult Trainer::run() {
   bar_ = std::make_unique<Progress>("train", c_.train.max_steps, "step");
   if (st_.eval_pending || (st_.step == 0 && c_.train.eval_every > 0))
     evaluate(st_.step >= c_.train.max_steps);  // a stopped one, or the untrained baseline
-  t_log_ = clock::now();  // tokens/s counts training time only
+  t_log_ = clock::now();                       // tokens/s counts training time only
   tokens_at_log_ = st_.tokens;
   while (st_.step < c_.train.max_steps && !signals::stop_requested()) {
     auto s = train_step();
