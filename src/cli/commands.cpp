@@ -245,7 +245,9 @@ void register_all(CLI::App& app) {
       "RUN/eval-SPLIT.json.",
       [](CLI::App& sub) {
         sub.add_option("run", g.file, "run directory")->required();
-        sub.add_option("--split", g.split, "valid or test")->capture_default_str();
+        sub.add_option("--split", g.split,
+                       "valid or test (MNLI also valid_mismatched and test_mismatched)")
+            ->capture_default_str();
         sub.add_option("--lengths", g.lengths,
                        "comma-separated context lengths, e.g. 128,256,512,1024");
         sub.add_option("--max-tokens", g.max_tokens, "tokens evaluated per length")

@@ -82,8 +82,15 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
                                                       : n,
                      {f}});
     }
-    std::string test = join_path(dir, builtin ? "test_labeled.tsv" : "test.tsv");
-    if (fs::exists(test)) out.push_back({"test", {test}});
+    // Test files are optional (GLUE's are unlabeled): MNLI has a matched ("test") and a
+    // mismatched ("test_mismatched") one.
+    std::vector<std::pair<std::string, std::string>> tests = {
+        {"test", join_path(dir, builtin ? "test_labeled.tsv" : "test.tsv")}};
+    if (task.name == "MNLI" && !builtin)
+      tests = {{"test", join_path(dir, "test_matched.tsv")},
+               {"test_mismatched", join_path(dir, "test_mismatched.tsv")}};
+    for (const auto& [split, file] : tests)
+      if (fs::exists(file)) out.push_back({split, {file}});
   }
   for (const auto& si : out)
     for (const auto& f : si.files)
@@ -234,7 +241,7 @@ Prepared prepared_paths(const config::DataConfig& d) {
   std::tie(p.tokenizer_path, p.target_tokenizer_path) = tokenizer_paths(d, dir);
   std::vector<std::string> names = {"train", "valid", "test"};
   if (p.kind == config::DataKind::kGlue && text::glue_task_name(d) == "MNLI")
-    names = {"train", "valid", "valid_mismatched", "test"};
+    names = {"train", "valid", "valid_mismatched", "test", "test_mismatched"};
   for (const auto& n : names) {
     std::string f = join_path(dir, n + ".h5");
     if (fs::exists(f)) p.splits[n] = f;

@@ -170,6 +170,47 @@ expect_exit 0 "$ROPELAB" eval runs/scm --split valid
 expect_exit 2 "$ROPELAB" train scm.yaml run.name=scm2 task.type=glue
 expect_in "needs task.type rank"
 
+# MNLI's five files: dev matched/mismatched validate, and both test files (unlabeled) get
+# leaderboard predictions MNLI-m.tsv / MNLI-mm.tsv with label names.
+mkdir -p mnli
+python3 - <<'PY'
+import random
+random.seed(9)
+words = "the a dog cat runs sleeps big small house".split()
+labels = ["entailment", "neutral", "contradiction"]
+head = "index\tpromptID\tpairID\tgenre\tsentence1\tsentence2"
+def s(): return " ".join(random.choice(words) for _ in range(5))
+for name, n, labeled in (("train", 60, True), ("dev_matched", 12, True),
+                         ("dev_mismatched", 10, True), ("test_matched", 7, False),
+                         ("test_mismatched", 9, False)):
+    with open(f"mnli/{name}.tsv", "w") as f:
+        f.write(head + ("\tgold_label\n" if labeled else "\n"))
+        for i in range(n):
+            f.write(f"{i}\t1\t1n\tfiction\t{s()}\t{s()}" +
+                    (f"\t{random.choice(labels)}\n" if labeled else "\n"))
+PY
+cat >mnli.yaml <<YAML
+run: {name: mnli, out_dir: $WORK/runs, seed: 4, threads: 2}
+data: {source: glue, train: $WORK/mnli, glue_task: MNLI, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 40}}
+task: {type: glue, seq_len: 24}
+model: {arch: encoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, position: {type: rope}}
+train: {max_steps: 4, batch_size: 8, eval_every: 4, log_every: 2, schedule: {warmup: 1}}
+YAML
+expect_exit 0 "$ROPELAB" prepare mnli.yaml
+for split in train valid valid_mismatched test test_mismatched; do
+  grep -q "^$split"$'\t' <<<"$OUT" || fail "MNLI prepare lacks split $split: $OUT"
+done
+expect_exit 0 "$ROPELAB" train mnli.yaml
+for split in test test_mismatched; do
+  expect_exit 0 "$ROPELAB" eval runs/mnli --split $split
+  expect_in "unlabeled split: no metrics"
+done
+[[ $(wc -l <runs/mnli/predictions/test/MNLI-m.tsv) -eq 8 ]] || fail "MNLI-m.tsv rows"
+[[ $(wc -l <runs/mnli/predictions/test_mismatched/MNLI-mm.tsv) -eq 10 ]] || fail "MNLI-mm.tsv rows"
+tail -n +2 runs/mnli/predictions/test_mismatched/MNLI-mm.tsv | cut -f2 |
+  grep -qvE '^(entailment|neutral|contradiction)$' && fail "MNLI predictions are not label names"
+
 # The Table 5 protocol through `ablate`: accuracy per maximum length, one table per module; a
 # 32-position learned table cannot run the 48-token task, so that cell is n/a, not an error.
 cat >scm-exp.yaml <<YAML
