@@ -45,43 +45,24 @@ PY
 COMMON="run: {out_dir: $WORK/runs, seed: 3, threads: 2}
 train: {max_steps: 16, batch_size: 4, lr: 0.003, eval_every: 4, eval_batches: 2,
         checkpoint_every: 1, keep_last: 2, log_every: 1, schedule: {warmup: 2}}"
-TINY="d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, dropout: 0.1, position: {type: rope}"
-cat >clm.yaml <<YAML
-$COMMON
-data: {source: text, train: $WORK/lm.txt, valid: $WORK/lm-valid.txt, prepared_dir: $WORK/prep,
-       tokenizer: {type: spm, vocab_size: 64}}
-task: {type: clm, seq_len: 24}
-model: {arch: decoder, $TINY}
-YAML
-cat >mlm.yaml <<YAML
-$COMMON
-data: {source: text, train: $WORK/lm.txt, valid: $WORK/lm-valid.txt, prepared_dir: $WORK/prep,
-       tokenizer: {type: spm, vocab_size: 64}}
-task: {type: mlm, seq_len: 24}
-model: {arch: encoder, $TINY}
-YAML
-cat >translation.yaml <<YAML
-$COMMON
-data: {source: parallel, train: $WORK/train, valid: $WORK/valid, source_suffix: en,
-       target_suffix: es, prepared_dir: $WORK/prep, tokenizer: {type: spm, vocab_size: 64}}
-task: {type: translation, seq_len: 16, max_tokens: 96, beam: 2, valid_bleu_sentences: 8}
-model: {arch: encdec, n_decoder_layers: 1, $TINY}
-YAML
-cat >glue.yaml <<YAML
-$COMMON
-data: {source: glue, train: $WORK/sst, glue_task: SST-2, prepared_dir: $WORK/prep,
-       tokenizer: {type: spm, vocab_size: 64}}
-task: {type: glue, seq_len: 24}
-model: {arch: encoder, $TINY}
-YAML
-cat >rank.yaml <<YAML
-$COMMON
-data: {source: glue, train: $WORK/scm, prepared_dir: $WORK/prep,
-       tsv: {name: SCM, a: A, b: B, c: C, label: label, labels: [B, C]},
-       tokenizer: {type: spm, vocab_size: 64}}
-task: {type: rank, seq_len: 40}
-model: {arch: encoder, $TINY}
-YAML
+# cfg NAME DATA TASK MODEL: one config per task, the same run and train sections for all.
+cfg() {
+  printf '%s\ndata: {%s, prepared_dir: %s, tokenizer: {type: spm, vocab_size: 64}}\n' \
+    "$COMMON" "$2" "$WORK/prep" >$1.yaml
+  printf 'task: {%s}\nmodel: {%s, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, dropout: 0.1,\n' \
+    "$3" "$4" >>$1.yaml
+  printf '        position: {type: rope}}\n' >>$1.yaml
+}
+LM="source: text, train: $WORK/lm.txt, valid: $WORK/lm-valid.txt"
+cfg clm "$LM" "type: clm, seq_len: 24" "arch: decoder"
+cfg mlm "$LM" "type: mlm, seq_len: 24" "arch: encoder"
+cfg translation "source: parallel, train: $WORK/train, valid: $WORK/valid, source_suffix: en,
+       target_suffix: es" "type: translation, seq_len: 16, max_tokens: 96, beam: 2,
+       valid_bleu_sentences: 8" "arch: encdec, n_decoder_layers: 1"
+cfg glue "source: glue, train: $WORK/sst, glue_task: SST-2" "type: glue, seq_len: 24" "arch: encoder"
+cfg rank "source: glue, train: $WORK/scm,
+       tsv: {name: SCM, a: A, b: B, c: C, label: label, labels: [B, C]}" \
+  "type: rank, seq_len: 40" "arch: encoder"
 
 # Same weights (every tensor of the exported weights.h5) and the same metrics rows (every
 # column but the timings) as the uninterrupted run.
@@ -153,13 +134,8 @@ $PY -c "
 import random; random.seed(5)
 w='in the beginning god created heaven and earth light darkness water day night'.split()
 open('big.txt','w').write(''.join(' '.join(random.choice(w) for _ in range(12))+'.\\n' for _ in range(6000)))"
-cat >evalstop.yaml <<YAML
-$COMMON
-data: {source: text, train: $WORK/lm.txt, valid: $WORK/big.txt, prepared_dir: $WORK/prep,
-       tokenizer: {type: spm, vocab_size: 64}}
-task: {type: clm, seq_len: 24}
-model: {arch: decoder, $TINY}
-YAML
+cfg evalstop "source: text, train: $WORK/lm.txt, valid: $WORK/big.txt" "type: clm, seq_len: 24" \
+  "arch: decoder"
 OVR="train.eval_batches=0 train.eval_every=3 train.max_steps=6 train.checkpoint_every=3"
 expect_exit 0 "$ROPELAB" train evalstop.yaml $OVR run.name=ev-ref
 "$ROPELAB" train evalstop.yaml $OVR run.name=ev >ev.log 2>&1 &
