@@ -180,4 +180,28 @@ grep -q "^stopped: prepare stopped by SIGHUP; the files it finished are complete
 ls prep/text-huge.txt-*/spm64-bpe/*.h5 2>/dev/null && fail "a stopped prepare wrote a dataset"
 expect_exit 0 "$ROPELAB" prepare evalstop.yaml data.train=$WORK/huge.txt
 expect_in "tokenizer up to date"
+# SIGTERM during `ablate`: the current run saves its checkpoint, the command exits 143 naming
+# it, and the same command resumes that run and trains the rest.
+cat >abl.yaml <<YAML
+name: abl
+base: clm.yaml
+out_dir: $WORK/runs
+set: [train.max_steps=300, train.checkpoint_every=100, train.eval_every=0, train.log_every=10]
+variants:
+  - {name: a}
+  - {name: b, set: [model.position.type=t5]}
+YAML
+"$ROPELAB" ablate --no-plots abl.yaml >abl.log 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "info run .*/abl/a:" abl.log 2>/dev/null && break; sleep 0.05; done
+sleep 1
+kill -TERM $pid
+set +e; wait $pid; code=$?; set -e
+[[ $code -eq 143 ]] || fail "SIGTERM during ablate: exit $code: $(tail -3 abl.log)"
+grep -q "^stopped: ablation stopped during run 'a' (its checkpoint is saved)" abl.log ||
+  fail "ablate stop message: $(tail -3 abl.log)"
+[[ ! -e runs/abl/b ]] || fail "ablate went on to the next run after SIGTERM"
+expect_exit 0 "$ROPELAB" ablate --no-plots abl.yaml
+expect_in "resuming $WORK/runs/abl/a from step"
+[[ -e runs/abl/b/metrics.h5 && -e runs/abl/compare.md ]] || fail "the resumed ablation did not finish"
 echo "crash: OK"

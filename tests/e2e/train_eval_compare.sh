@@ -116,13 +116,21 @@ print(f"after 3 SIGKILLs: checkpoint at step {last}, all {last} training rows in
 PY
 
 
-# A file-size limit (ulimit -f) is a clean write error (exit 2, one line), not SIGXFSZ (153).
+# A file-size limit (ulimit -f) is a clean write error (exit 2, one line), not SIGXFSZ (153):
+# a run with a checkpoint at step 2 continues under a limit (150 KiB) that metrics.h5 (~70 KiB)
+# stays under and optim.pt (~200 KiB) does not; the step-2 checkpoint is kept intact (the
+# next run resumes from it) and no partial checkpoint is left.
+expect_exit 0 "$ROPELAB" train tiny.yaml run.name=fsz train.max_steps=2 train.checkpoint_every=2
 set +e
-(ulimit -f 16; exec "$ROPELAB" train tiny.yaml run.name=fsz train.max_steps=4 train.checkpoint_every=2 >fsz.log 2>&1)
+(ulimit -f 150; exec "$ROPELAB" train tiny.yaml run.name=fsz train.max_steps=4 train.checkpoint_every=2 >fsz.log 2>&1)
 code=$?
 set -e
 [[ $code -eq 2 ]] || fail "under ulimit -f: exit code $code: $(tail -3 fsz.log)"
-tail -1 fsz.log | grep -q "^error: " || fail "under ulimit -f, no clean error: $(tail -3 fsz.log)"
+tail -1 fsz.log | grep -q "^error: .*optim.pt: write failed (File too large)" ||
+  fail "under ulimit -f, no clean error: $(tail -3 fsz.log)"
+[[ $(ls -A runs/fsz/checkpoints) == "step-000000002" ]] || fail "checkpoints after the failed save: $(ls -A runs/fsz/checkpoints)"
+expect_exit 0 "$ROPELAB" train tiny.yaml run.name=fsz train.max_steps=4 train.checkpoint_every=2
+expect_in "resuming $WORK/runs/fsz from step 2"
 
 # Bad input: one line, exit 2.
 printf 'ok line\n\xff bad\n' >bad.txt
