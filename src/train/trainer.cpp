@@ -123,6 +123,7 @@ class Trainer {
   clock::time_point t_log_;
   double tokens_at_log_ = 0;
   int64_t consecutive_bad_ = 0;
+  bool final_from_log_ = false;  // a finished run run again: final_valid read from its log
 };
 
 // ---- setup: data, task, model, optimizer
@@ -195,6 +196,26 @@ void Trainer::resume() {
   const char* position = c_.model.position.type();
   const char* arch_name = config::to_string(c_.model.arch);
   const char* kernel = config::to_string(c_.model.attention.kernel);
+  if (st_.step >= c_.train.max_steps && !st_.eval_pending) {
+    // A finished run run again (ablate does that to collect results): its final validation
+    // row is in metrics.h5 already. Report that row instead of evaluating and logging it twice.
+    std::string path = (stdfs::path(res_.run_dir) / "metrics.h5").string();
+    try {
+      auto valid = fs::exists(path) ? read_metrics(path, "valid")
+                                    : std::map<std::string, std::vector<double>>{};
+      const auto& steps = valid["step"];
+      for (size_t i = steps.size(); i-- > 0;) {
+        if (static_cast<int64_t>(steps[i]) != st_.step) continue;
+        for (const auto& [k, v] : valid)
+          if (k != "step" && k != "tokens" && k != "lr" && k != "tokens_per_s" && i < v.size())
+            res_.final_valid[k] = v[i];
+        final_from_log_ = !res_.final_valid.empty();
+        break;
+      }
+    } catch (const UserError&) {
+      res_.final_valid.clear(), final_from_log_ = false;  // unreadable: evaluate again
+    }
+  }
   metrics_ = std::make_unique<MetricsLog>(
       res_.run_dir,
       std::map<std::string, std::string>{{"config", config::dump(c_)},
@@ -385,8 +406,11 @@ TrainResult Trainer::run() {
     spdlog::warn("stopping on signal at step {}: saving a checkpoint", st_.step);
     save();
     res_.interrupted = true;
+  } else if (final_from_log_) {
+    spdlog::info("step {} valid {} (final, from metrics.h5)", st_.step,
+                 fmt_metrics(res_.final_valid));
   } else if (st_.step >= c_.train.max_steps && res_.final_valid.empty() && valid_stream_) {
-    evaluate(true);  // resumed a finished run: report its numbers again
+    evaluate(true);  // resumed a finished run whose log lacks its final evaluation
   }
   metrics_->flush();
   res_.steps = st_.step;

@@ -37,6 +37,14 @@ h5ls $R/metrics.h5/train | grep -q tokens_per_s || fail "metrics.h5 lacks tokens
 expect_exit 0 "$ROPELAB" train tiny.yaml train.max_steps=15
 expect_in "resuming"
 ls $R/checkpoints/step-000000015 >/dev/null || fail "resume did not reach step 15"
+# Running a finished run again (as ablate does to collect results) reports its final numbers
+# from metrics.h5 and logs nothing twice.
+rows=$(/usr/bin/python3 -c "import h5py; print(len(h5py.File('$R/metrics.h5')['valid/step']))")
+expect_exit 0 "$ROPELAB" train tiny.yaml train.max_steps=15
+expect_in "step 15 valid acc"
+expect_in "(final, from metrics.h5)"
+[[ $(/usr/bin/python3 -c "import h5py; print(len(h5py.File('$R/metrics.h5')['valid/step']))") -eq $rows ]] ||
+  fail "a finished run run again logged its final evaluation twice"
 # A changed architecture is refused, naming what differs.
 expect_exit 2 "$ROPELAB" train tiny.yaml model.d_model=64
 expect_in "model.d_model: 32 -> 64"
