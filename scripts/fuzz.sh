@@ -38,7 +38,11 @@ fi
 
 cmake -S tests/fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j "$(nproc)" | grep -v "^\[" || true
+if ! cmake --build "$build" -j "$(nproc)" >"$build/build.log" 2>&1; then
+  tail -30 "$build/build.log" >&2
+  echo "fuzz: the build failed (log: $build/build.log)" >&2
+  exit 1
+fi
 ((build_only)) && exit 0
 
 mkdir -p "$build/crashes"
