@@ -6,6 +6,7 @@
 #                                             # (or $ROPELAB_FUZZ_SECONDS)
 #   bash scripts/fuzz.sh --seconds 600 config # one target, longer
 #   bash scripts/fuzz.sh --build-only
+#   bash scripts/fuzz.sh --seed 1 --runs 20000 config   # reproducible: same inputs every time
 #
 # New inputs libFuzzer finds go to a scratch copy of the corpus, so the repository does not
 # change. A crash, a sanitizer report or a violated property fails the run and leaves the input
@@ -15,13 +16,17 @@ cd "$(dirname "$0")/.."
 seconds=${ROPELAB_FUZZ_SECONDS:-60}
 build=build/fuzz
 build_only=0
+seed=0  # 0: libFuzzer picks one
+runs=-1 # -1: until --seconds are up
 targets=()
 while (($#)); do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --seed) seed=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     -*) echo "fuzz: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -51,14 +56,15 @@ for t in "${targets[@]}"; do
   scratch=$(mktemp -d)
   cp tests/fuzz/corpus/$t/* "$scratch"/
   log="$build/fuzz_$t.log"
-  if "$build/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if "$build/fuzz_$t" -max_total_time="$seconds" -runs="$runs" -seed="$seed" \
+      -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$build/crashes/$t-" -print_final_stats=1 "$scratch" >"$log" 2>&1; then
-    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
-    echo "fuzz: $t: ${seconds} s, $runs inputs, coverage $cov edges, $(ls "$scratch" | wc -l) corpus files: OK"
+    n=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    echo "fuzz: $t: seed $(grep -o 'Seed: [0-9]*' "$log" | head -1 | grep -o '[0-9]*$'), $n inputs, coverage $cov edges, $(ls "$scratch" | wc -l) corpus files: OK"
   else
     echo "fuzz: $t FAILED (input saved under $build/crashes/); the report:" >&2
-    grep -E "ERROR|property violated|uncaught|SUMMARY|terminate|what\(\)" "$log" | head -20 >&2
+    grep -aE "ERROR|property violated|uncaught|SUMMARY|terminate|what\(\)" "$log" | head -20 >&2
     status=1
   fi
   rm -rf "$scratch"

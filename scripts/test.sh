@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs the whole test suite
 # (unit, golden, sanitize, end-to-end and fuzz tiers). Extra arguments go to ctest, e.g.
-# `-L unit`; ROPELAB_FUZZ_SECONDS sets how long each fuzz target runs (60).
+# `-L unit`. The fuzz tier runs a fixed seed and input count per target (tests/CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh  # the same build as the main job's: only what changed is compiled

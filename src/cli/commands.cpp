@@ -57,6 +57,10 @@ struct Opts {
   int64_t last = 5;
   std::vector<std::string> refs;
   std::string hyp;
+  // bench
+  train::BenchOptions bench;
+  std::string point, sections, bench_lengths, decode_lengths;
+  int64_t length = 0;
 };
 Opts g;
 std::map<CLI::App*, std::function<int()>> g_actions;
@@ -98,7 +102,7 @@ int cmd_train() {
   return r.interrupted ? 143 : 0;
 }
 
-std::vector<int64_t> parse_lengths(const std::string& s) {
+std::vector<int64_t> parse_lengths(const std::string& s, const std::string& what = "--lengths") {
   std::vector<int64_t> out;
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');) {
@@ -108,7 +112,7 @@ std::vector<int64_t> parse_lengths(const std::string& s) {
       if (used != item.size() || v < 2) throw std::invalid_argument(item);
       out.push_back(v);
     } catch (const std::exception&) {
-      throw UserError("--lengths: '" + item + "' is not a length >= 2 (expected e.g. 128,256,512)");
+      throw UserError(what + ": '" + item + "' is not a length >= 2 (expected e.g. 128,256,512)");
     }
   }
   return out;
@@ -187,7 +191,7 @@ int cmd_info() {
 
 int cmd_bench_blas() {
   platform::set_threads(g.threads);
-  auto r = sysinfo::measure_matmul(g.size, g.repeats);
+  auto r = train::measure_matmul(g.size, g.repeats);
   std::printf("matmul %dx%d, %d threads, BLAS core %s: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
               g.size, g.size, at::get_num_threads(), platform::blas_core().c_str(), r.fp32_gflops,
               r.bf16_gflops);
@@ -200,6 +204,23 @@ int cmd_bench_blas() {
                       " --threads " + std::to_string(g.threads);
     if (std::system(cmd.c_str()) != 0) throw UserError("bench-blas: the comparison run failed");
   }
+  return 0;
+}
+
+int cmd_bench() {
+  if (!g.point.empty()) {  // one measurement, in a child of the parent below
+    std::cout << train::bench_point(g.point, g.file, g.overrides, g.bench.steps, g.length)
+              << std::endl;
+    return 0;
+  }
+  auto& o = g.bench;
+  o.overrides = g.overrides;
+  std::stringstream ss(g.sections);
+  for (std::string s; std::getline(ss, s, ',');)
+    if (!s.empty()) o.sections.push_back(s);
+  if (!g.bench_lengths.empty()) o.lengths = parse_lengths(g.bench_lengths, "--lengths");
+  if (!g.decode_lengths.empty()) o.decode_lengths = parse_lengths(g.decode_lengths, "--decode-lengths");
+  train::run_bench(o);
   return 0;
 }
 
@@ -381,6 +402,52 @@ void register_all(CLI::App& app) {
         sub.add_option("--steps", g.steps, "training steps timed")->capture_default_str();
       },
       cmd_bench_data);
+  add(
+      app, "bench",
+      "Benchmark training, position modules, attention kernels, decoding and the batch stream\n"
+      "on the bench configs (configs/bench/: the LM, MLM and translation shapes), each figure\n"
+      "measured in its own child process; prints a table and writes OUT/bench.md and\n"
+      "OUT/bench.json. Sections: machine (matmul peak), train (tokens/s, model FLOP/s, MFU at\n"
+      "fp32 and bf16; with --compare-pytorch the eager PyTorch reference of the same models,\n"
+      "interleaved), positions (cost of each module vs none), attention (softmax vs linear\n"
+      "across --lengths), decode (ms/token with and without the KV cache), data (batch stream).\n"
+      "The whole run takes about 15 minutes on 2 cores (25 with --compare-pytorch).",
+      [](CLI::App& sub) {
+        sub.add_option("overrides", g.overrides,
+                       "key.path=value overrides applied to every bench config");
+        sub.add_option("--sections", g.sections,
+                       "comma-separated: machine,train,positions,attention,decode,data (default all)");
+        sub.add_flag("--compare-pytorch", g.bench.compare_pytorch,
+                     "run the eager PyTorch reference (scripts/bench_pytorch.py, /usr/bin/python3) "
+                     "next to each training measurement");
+        sub.add_option("--steps", g.bench.steps, "timed steps per measurement (after one warm-up)")
+            ->capture_default_str()
+            ->check(CLI::Range(1, 1000));
+        sub.add_option("--rounds", g.bench.rounds,
+                       "interleaved rounds of the training section (the best is reported)")
+            ->capture_default_str()
+            ->check(CLI::Range(1, 100));
+        sub.add_option("--threads", g.bench.threads, "threads per measurement (0 = all cores)")
+            ->capture_default_str()
+            ->check(CLI::Range(0, 1024));
+        sub.add_option("--lengths", g.bench_lengths,
+                       "attention section: sequence lengths (default 256,512,1024,2048,4096,8192)");
+        sub.add_option("--attention-tokens", g.bench.attention_tokens,
+                       "attention section: tokens per step (batch = tokens / length)")
+            ->capture_default_str()
+            ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+        sub.add_option("--decode-lengths", g.decode_lengths,
+                       "decode section: output lengths (default 64,256,1024,2048)");
+        sub.add_option("--configs", g.bench.configs_dir,
+                       "directory of lm.yaml, mlm.yaml, translation.yaml")
+            ->capture_default_str();
+        sub.add_option("--out", g.bench.out_dir, "output directory")->capture_default_str();
+        // The child side of one measurement (not for users).
+        sub.add_option("--point", g.point)->group("");
+        sub.add_option("--config", g.file)->group("");
+        sub.add_option("--length", g.length)->group("");
+      },
+      cmd_bench);
 }
 
 int run_selected(CLI::App& app) {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -72,6 +73,10 @@ int main(int argc, char** argv) try {
   } catch (const ropelab::signals::Interrupted& e) {
     std::fprintf(stderr, "stopped: %s\n", e.what());
     return 143;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that the OS refuses (too long, not a directory, no permission).
+    std::fprintf(stderr, "error: %s\n", first_line(e.what()).c_str());
+    return 2;
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "internal error (libtorch): %s\n",
                  first_line(e.what_without_backtrace()).c_str());

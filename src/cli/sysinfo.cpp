@@ -40,20 +40,5 @@ std::string report() {
   return os.str();
 }
 
-MatmulRate measure_matmul(int n, int repeats) {
-  torch::NoGradGuard ng;
-  auto time_it = [&](torch::ScalarType dt) {
-    auto a = torch::randn({n, n}).to(dt), b = torch::randn({n, n}).to(dt);
-    auto c = torch::matmul(a, b);  // warm-up
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < repeats; ++i) c = torch::matmul(a, b);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return 2.0 * n * n * static_cast<double>(n) * repeats / s / 1e9;
-  };
-  MatmulRate r;
-  r.fp32_gflops = time_it(torch::kFloat32);
-  r.bf16_gflops = time_it(torch::kBFloat16);
-  return r;
-}
 
 }  // namespace ropelab::sysinfo

@@ -419,7 +419,9 @@ YAML::Node parse_file(const std::string& path, Ctx& ctx) {
 // Applies `path` (after the files it inherits) onto `target`.
 template <class T>
 void apply_file(const std::string& path, T& target, Ctx& ctx, std::vector<std::string>& stack) {
-  std::string canon = stdfs::weakly_canonical(path).string();
+  std::error_code ec;
+  std::string canon = stdfs::weakly_canonical(path, ec).string();
+  if (ec) canon = stdfs::path(path).lexically_normal().string();
   if (std::find(stack.begin(), stack.end(), canon) != stack.end()) {
     ctx.add(Loc{path, 0, 0}, "inherit",
             "inheritance cycle: " + join(stack, " -> ") + " -> " + canon);
@@ -442,8 +444,9 @@ void apply_file(const std::string& path, T& target, Ctx& ctx, std::vector<std::s
         continue;
       }
       stdfs::path parent = stdfs::path(path).parent_path() / p.Scalar();
-      if (!stdfs::exists(parent)) {
-        ctx.add(loc_of(p, path), "inherit", "no such file: " + parent.string());
+      if (!stdfs::exists(parent, ec)) {
+        ctx.add(loc_of(p, path), "inherit",
+                "no such file: " + parent.string() + (ec ? " (" + ec.message() + ")" : ""));
         continue;
       }
       apply_file(parent.string(), target, ctx, stack);
@@ -509,7 +512,9 @@ T load_any(const std::string& path, const std::vector<Override>& overrides, Ctx&
   ctx.top = Loc{path, 0, 0};
   RequiredCollector rc(ctx.required, "");
   target.visit(rc);
-  if (!stdfs::exists(path)) throw ConfigError({Problem{Loc{path, 0, 0}, "", "no such file"}});
+  std::error_code ec;
+  if (!stdfs::exists(path, ec))
+    throw ConfigError({Problem{Loc{path, 0, 0}, "", ec ? "cannot read: " + ec.message() : "no such file"}});
   std::vector<std::string> stack;
   apply_file(path, target, ctx, stack);
   apply_overrides(overrides, target, ctx);

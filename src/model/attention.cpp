@@ -2,6 +2,8 @@
 
 #include <torch/nn/functional.h>
 
+#include "model/dropout.h"
+
 namespace ropelab::model {
 
 namespace F = torch::nn::functional;
@@ -19,25 +21,38 @@ torch::Tensor allowed_TS(int64_t T, int64_t S, int64_t q_offset, bool causal, to
 }
 
 constexpr int64_t kChunk = 64;
+constexpr float kMasked = -1e30F;  // exp(kMasked - max) is 0 in float32
 constexpr double kEps = 1e-6;
 
 }  // namespace
+
+AttnMask AttnMask::with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const {
+  AttnMask m = *this;
+  if (!causal && !key_pad_BS.defined()) return m;
+  auto allowed = allowed_TS(T, S, q_offset, causal, dev).view({1, 1, T, S});
+  if (key_pad_BS.defined()) allowed = allowed & key_pad_BS.view({-1, 1, 1, S});
+  auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  m.bias_B1TS = torch::zeros(allowed.sizes(), opts).masked_fill_(allowed.logical_not(), kMasked);
+  return m;
+}
 
 torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
                                 bool training) {
   int64_t T = q.size(2), S = k.size(2), H = q.size(3);
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(H));
-  scores = scores.to(torch::kFloat32);  // softmax in fp32 under autocast
-  if (bias.defined()) scores = scores + bias;
-  auto allowed = allowed_TS(T, S, q_offset, mask.causal, q.device()).view({1, 1, T, S});
-  if (mask.key_pad_BS.defined()) allowed = allowed & mask.key_pad_BS.view({-1, 1, 1, S});
-  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+  // Scores in float32 (a no-op in fp32; under bf16 autocast the matmul ran in bf16), then the
+  // position bias and the mask added in place (the matmul's backward does not need its output).
+  auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1))
+                    .to(torch::kFloat32);
+  if (bias.defined()) scores.add_(bias);
+  if (mask.bias_B1TS.defined()) {
+    scores.add_(mask.bias_B1TS);
+  } else if (mask.causal || mask.key_pad_BS.defined()) {
+    scores.add_(mask.with_bias(T, S, q_offset, q.device()).bias_B1TS);
+  }
   auto p = torch::softmax(scores, -1);
-  // A query that sees no key at all (only padding) gets zeros, not NaN.
-  p = torch::nan_to_num(p, 0.0);
-  if (dropout > 0 && training) p = F::dropout(p, F::DropoutFuncOptions().p(dropout).training(true));
+  p = model::dropout(p, dropout, training);
   return torch::matmul(p.to(v.scalar_type()), v);
 }
 
@@ -130,14 +145,30 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   auto heads = [&](const torch::Tensor& t, int64_t len) {
     return t.view({B, len, n_heads_, head_dim_}).transpose(1, 2);  // [B,N,len,H]
   };
-  auto q = heads(q_proj(x), T);
-  torch::Tensor k, v;
+  bool self = x.is_same(kv);
+  torch::Tensor q, k, v;
+  if (self) {
+    // One matmul for q, k and v: [B, T, 3, N, H] -> three [B, N, T, H] views.
+    auto w = torch::cat({q_proj->weight, k_proj->weight, v_proj->weight});
+    auto b = torch::cat({q_proj->bias, k_proj->bias, v_proj->bias});
+    auto qkv = F::linear(x, w, b).view({B, T, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+    q = qkv[0];
+    k = qkv[1];
+    v = qkv[2];
+  } else {
+    q = heads(q_proj(x), T);
+  }
   if (cache != nullptr && cache->fixed && cache->k_BNSH.defined()) {
     k = cache->k_BNSH;  // cross-attention: the memory was projected at the first step
     v = cache->v_BNSH;
   } else {
-    k = heads(k_proj(kv), S_new);
-    v = heads(v_proj(kv), S_new);
+    if (!self) {
+      auto w = torch::cat({k_proj->weight, v_proj->weight});
+      auto b = torch::cat({k_proj->bias, v_proj->bias});
+      auto kv2 = F::linear(kv, w, b).view({B, S_new, 2, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+      k = kv2[0];
+      v = kv2[1];
+    }
     if (cache != nullptr) {
       if (!cache->fixed && cache->k_BNSH.defined()) {
         k = torch::cat({cache->k_BNSH, k}, 2);

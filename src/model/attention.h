@@ -9,6 +9,9 @@
 //     k_n)
 //   Non-causal: one pass of sums. Causal: chunked prefix sums (quadratic only inside chunks of
 //   64), O(N) time and memory in sequence length.
+// Masks are an additive score bias (a masked score is -1e30, not -inf): a query that sees no key
+// at all (a padding row) averages the values instead of producing NaN, and its output carries
+// no loss. The 1/sqrt(H) scale is applied to q (T x H) rather than to the scores (T x S).
 //
 // Legend: B batch, N heads, T query time, S key time, H head dim, F feature dim, D model dim.
 #pragma once
@@ -24,6 +27,12 @@ namespace ropelab::model {
 struct AttnMask {
   torch::Tensor key_pad_BS;  // bool, true = real key; undefined = no padding
   bool causal = false;
+  // The same mask as an additive float32 score bias [1 or B, 1, T, S] (0 = allowed, a large
+  // negative number = masked); undefined = nothing masked. A stack builds it once per forward
+  // pass (with_bias) and every layer adds it: no boolean mask and masked_fill per layer.
+  torch::Tensor bias_B1TS;
+  // This mask with bias_B1TS set for T queries starting at q_offset and S keys.
+  AttnMask with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const;
 };
 
 // The position module of a stack and the tables its prepare() made for this forward pass.
@@ -72,6 +81,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
  private:
   int64_t n_heads_, head_dim_;
   config::AttentionConfig cfg_;
+  // Separate parameters (checkpoints and golden tests name them), one fused matmul: the
+  // forward concatenates the weights (a few hundred KB) and projects q, k, v at once.
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   torch::Tensor favor_FH_;  // FAVOR+ random projection (a buffer, drawn once)
 };

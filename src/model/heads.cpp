@@ -2,6 +2,8 @@
 
 #include <torch/nn/functional.h>
 
+#include "model/dropout.h"
+
 namespace ropelab::model {
 
 namespace F = torch::nn::functional;
@@ -46,8 +48,7 @@ ClassificationHeadImpl::ClassificationHeadImpl(const config::ModelConfig& c, int
 
 torch::Tensor ClassificationHeadImpl::forward(const torch::Tensor& h, const TransformerImpl&) {
   auto pooled = torch::tanh(pooler(h.select(1, 0)));
-  if (dropout_ > 0 && is_training())
-    pooled = F::dropout(pooled, F::DropoutFuncOptions().p(dropout_).training(true));
+  pooled = model::dropout(pooled, dropout_, is_training());
   return classifier(pooled);
 }
 

@@ -2,6 +2,7 @@
 
 #include <torch/nn/functional.h>
 
+#include "model/dropout.h"
 #include "util/error.h"
 
 namespace ropelab::model {
@@ -23,8 +24,7 @@ torch::Tensor norm_of(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
 
 namespace {
 torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
-  if (p <= 0 || !training) return x;
-  return F::dropout(x, F::DropoutFuncOptions().p(p).training(true));
+  return model::dropout(x, p, training);
 }
 }  // namespace
 
@@ -96,13 +96,15 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   x = position->add_to_input(x, offset);
   if (emb_norm) x = norm_of(emb_norm, x);
   x = drop(x, dropout_, is_training());
-  AttnMask self_mask{pad_BT, causal_};
   if (state != nullptr && pad_BT.defined())
     throw std::invalid_argument("incremental decoding does not take a padding mask");
-  AttnMask mem_mask{mem_pad_BS, false};
-  // One set of tables for every layer: queries at [offset, offset+T), keys from position 0
-  // (with a cache, the keys are the whole past).
+  // One set of tables and one additive mask for every layer: queries at [offset, offset+T),
+  // keys from position 0 (with a cache, the keys are the whole past).
   int64_t T = x.size(1);
+  AttnMask self_mask = AttnMask{pad_BT, causal_, {}}.with_bias(T, offset + T, offset, x.device());
+  AttnMask mem_mask = memory.defined() ? AttnMask{mem_pad_BS, false, {}}.with_bias(
+                                             T, memory.size(1), 0, x.device())
+                                       : AttnMask{mem_pad_BS, false, {}};
   PosCache tables = position->prepare(T, offset + T, offset, 0, x.device());
   PositionContext pos{position.get(), &tables};
   for (size_t i = 0; i < layers->size(); ++i) {

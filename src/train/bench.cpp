@@ -1,17 +1,612 @@
 #include "train/bench.h"
 
 #include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "config/loader.h"
 #include "data/prepare.h"
+#include "model/decode.h"
 #include "tasks/task.h"
+#include "train/optim.h"
 #include "train/trainer.h"
 #include "util/device.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/platform.h"
+#include "util/progress.h"
+#include "util/signals.h"
 
 namespace ropelab::train {
+
+using clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+namespace {
+
+double seconds_since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+// VmRSS / VmHWM of this process in MiB (Linux /proc/self/status).
+double proc_status_mb(const std::string& key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
+  return 0.0;
+}
+
+// Random token ids of the bench shape for the config's task (ids 4.. leave the specials out).
+data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, int64_t T) {
+  torch::manual_seed(1);
+  data::Batch b;
+  std::string type = c.task.type();
+  auto tok = torch::randint(4, vocab, {B, T}, torch::kInt64);
+  b.num_tokens = B * T;
+  if (type == "mlm") {
+    auto masked = torch::rand({B, T}) < 0.15;
+    b.target_BT = torch::where(masked, tok, torch::full_like(tok, -100));
+    b.input_BT = torch::where(masked, torch::full_like(tok, 3), tok);
+    b.num_targets = masked.sum().item<int64_t>();
+    return b;
+  }
+  b.input_BT = tok;
+  b.target_BT = torch::randint(4, vocab, {B, T}, torch::kInt64);
+  b.num_targets = B * T;
+  if (type == "translation") {
+    b.src_BS = torch::randint(4, vocab, {B, T}, torch::kInt64);
+    b.src_pad_BS = torch::ones({B, T}, torch::kBool);
+    b.num_tokens = 2 * B * T;
+  } else if (type != "clm") {
+    throw UserError("bench: task.type " + type + " has no bench shape (clm, mlm, translation)");
+  }
+  return b;
+}
+
+int64_t vocab_of(const config::Config& c) { return c.data.tokenizer.vocab_size; }
+
+json train_point(const config::Config& c, int steps) {
+  int threads = apply_thread_policy(c.run);
+  torch::Device dev = device::resolve(c.run.device);
+  int64_t vocab = vocab_of(c), B = c.train.batch_size, T = c.task.seq_len;
+  auto task = tasks::make_task(c, vocab);
+  torch::manual_seed(0);
+  auto model = task->build_model();
+  model->to(dev);
+  model->train();
+  auto opt = make_optimizer(*model, c.train);
+  auto batch = synthetic_batch(c, vocab, B, T).to(dev);
+  double rss0 = proc_status_mb("VmRSS");
+  bool bf16 = c.train.precision == config::Precision::kBf16;
+  double timed = 0;
+  double loss = 0;
+  // ROPELAB_PROFILE=FILE: a chrome trace of the timed steps (libtorch's profiler), for finding
+  // where a step's time goes.
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+  const char* profile_file = std::getenv("ROPELAB_PROFILE");
+  for (int s = 0; s <= steps; ++s) {  // step 0 warms up (allocations, oneDNN primitives)
+    signals::throw_if_stopped("bench", "");
+    if (s == 1 && profile_file != nullptr)
+      profile = std::make_unique<torch::autograd::profiler::RecordProfile>(profile_file);
+    auto t = clock::now();
+    zero_grad_to_none(opt);
+    tasks::Forward f;
+    {
+      device::Autocast ac(dev, bf16);
+      f = task->forward(*model, batch);
+    }
+    (f.loss_sum / static_cast<double>(batch.num_targets)).backward();
+    torch::nn::utils::clip_grad_norm_(model->parameters(),
+                                      c.train.clip > 0 ? c.train.clip : 1e30);
+    opt.step();
+    if (s > 0) timed += seconds_since(t);
+    loss = f.loss_sum.item<double>() / static_cast<double>(batch.num_targets);
+  }
+  profile.reset();
+  int64_t params = 0;
+  for (const auto& p : model->parameters()) params += p.numel();
+  double step_s = timed / steps;
+  return {{"tokens_per_s", static_cast<double>(batch.num_tokens) / step_s},
+          {"step_s", step_s},
+          {"flops_per_step", train_step_flops(c, B, T)},
+          {"params", params},
+          {"threads", threads},
+          {"loss", loss},
+          {"peak_rss_mb", proc_status_mb("VmHWM")},
+          {"peak_train_mb", proc_status_mb("VmHWM") - rss0}};
+}
+
+// Time per generated token after `length` tokens, greedy, batch 1: one incremental step with
+// the key/value cache, or a forward pass over the whole prefix without it.
+json decode_point(const config::Config& c, int steps, int64_t length) {
+  apply_thread_policy(c.run);
+  int64_t vocab = vocab_of(c);
+  auto task = tasks::make_task(c, vocab);
+  torch::manual_seed(0);
+  auto model = task->build_model();
+  model->eval();
+  torch::NoGradGuard ng;
+  auto prefix = torch::randint(4, vocab, {1, length}, torch::kInt64);
+  auto next = [&](const torch::Tensor& h) {
+    return model->logits(h.narrow(1, h.size(1) - 1, 1)).argmax(-1);  // [1, 1]
+  };
+  // With the cache: prefill, then `steps` tokens one at a time (the first is a warm-up).
+  model::DecodeState state;
+  auto tok = next(model->backbone->decode(prefix, {}, {}, &state));
+  double cached = 0;
+  for (int s = 0; s <= steps; ++s) {
+    auto t = clock::now();
+    tok = next(model->backbone->decode(tok, {}, {}, &state));
+    if (s > 0) cached += seconds_since(t);
+  }
+  // Without: the whole prefix again for every token.
+  int reps = std::max(1, std::min(steps, 3));
+  double uncached = 0;
+  auto seq = torch::cat({prefix, tok}, 1);
+  for (int s = 0; s <= reps; ++s) {
+    auto t = clock::now();
+    next(model->backbone->decode(seq));
+    if (s > 0) uncached += seconds_since(t);
+  }
+  return {{"length", length},
+          {"cache_ms_per_token", 1e3 * cached / steps},
+          {"nocache_ms_per_token", 1e3 * uncached / reps}};
+}
+
+// The real batch stream of the config's prepared data (prepared first if needed).
+json data_point(const config::Config& c, int64_t batches) {
+  int threads = apply_thread_policy(c.run);
+  data::Data data(c.data, threads, /*prepare=*/true);
+  auto ds = data.split("train");
+  auto task = tasks::make_task(c, data.vocab_size(), nullptr, data.source_vocab_size());
+  auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
+  int64_t per_epoch = stream->batches_per_epoch();
+  double tokens = 0;
+  auto t0 = clock::now();
+  for (int64_t i = 0; i < batches; ++i) {
+    auto b = stream->batch(i / per_epoch, i % per_epoch);
+    tokens += static_cast<double>(b.num_tokens);
+  }
+  return {{"stream_tokens_per_s", tokens / seconds_since(t0)},
+          {"batches", batches},
+          {"peak_rss_mb", proc_status_mb("VmHWM")}};
+}
+
+}  // namespace
+
+MatmulRate measure_matmul(int n, int repeats) {
+  torch::NoGradGuard ng;
+  auto time_it = [&](torch::ScalarType dt) {
+    auto a = torch::randn({n, n}).to(dt), b = torch::randn({n, n}).to(dt);
+    auto c = torch::matmul(a, b);  // warm-up
+    auto t0 = clock::now();
+    for (int i = 0; i < repeats; ++i) c = torch::matmul(a, b);
+    return 2.0 * n * n * static_cast<double>(n) * repeats / seconds_since(t0) / 1e9;
+  };
+  MatmulRate r;
+  r.fp32_gflops = time_it(torch::kFloat32);
+  r.bf16_gflops = time_it(torch::kBFloat16);
+  return r;
+}
+
+double train_step_flops(const config::Config& c, int64_t B, int64_t T) {
+  const auto& m = c.model;
+  double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.d_ff);
+  double V = static_cast<double>(vocab_of(c));
+  double rows = static_cast<double>(B * T), t = static_cast<double>(T);
+  auto lin = [](double r, double in, double out) { return 2.0 * r * in * out; };
+  // One layer: q,k,v,o and the FFN on `rows`, and the two attention matmuls over `ctx` keys.
+  auto layer = [&](double r, double ctx) {
+    return lin(r, d, 4 * d) + lin(r, d, ff) + lin(r, ff, d) + 4.0 * r * ctx * d;
+  };
+  std::string type = c.task.type();
+  double fwd = 0;
+  if (type == "translation") {
+    int64_t dec = m.n_decoder_layers > 0 ? m.n_decoder_layers : m.n_layers;
+    fwd += static_cast<double>(m.n_layers) * layer(rows, t);
+    // Decoder: self-attention, cross-attention (q, o on targets; k, v on the source) and FFN.
+    fwd += static_cast<double>(dec) *
+           (layer(rows, t) + lin(rows, d, 2 * d) + lin(rows, d, 2 * d) + 4.0 * rows * t * d);
+    fwd += lin(rows, d, V);
+  } else {
+    fwd += static_cast<double>(m.n_layers) * layer(rows, t);
+    // MLM: the head runs on the ~15% selected positions only.
+    fwd += type == "mlm" ? lin(0.15 * rows, d, d) + lin(0.15 * rows, d, V) : lin(rows, d, V);
+  }
+  return 3.0 * fwd;  // backward = 2x forward
+}
+
+std::string bench_point(const std::string& point, const std::string& config_file,
+                        const std::vector<std::string>& overrides, int steps, int64_t length) {
+  if (point == "matmul") {
+    auto r = measure_matmul(2048, 10);
+    return json{{"fp32_gflops", r.fp32_gflops},
+                {"bf16_gflops", r.bf16_gflops},
+                {"blas_core", platform::blas_core()},
+                {"threads", at::get_num_threads()}}
+        .dump();
+  }
+  auto c = config::load_config(config_file, config::overrides_from_args(overrides));
+  if (point == "train") return train_point(c, steps).dump();
+  if (point == "decode") return decode_point(c, steps, length).dump();
+  if (point == "data") return data_point(c, std::max<int64_t>(length, 1)).dump();
+  throw UserError("bench: unknown --point " + point + " (matmul, train, decode, data)");
+}
+
+// ---- the parent: points in child processes, the table, the files
+
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+struct Runner {
+  const BenchOptions& o;
+  std::string logs_dir;
+  int threads;
+  int64_t total, done = 0;
+  Progress bar;
+  json points = json::array();
+
+  Runner(const BenchOptions& opts, int64_t n, int th)
+      : o(opts), logs_dir(opts.out_dir + "/logs"), threads(th), total(n), bar("bench", n, "point") {}
+
+  // Runs one shell command whose stdout is a JSON object; records and returns it (with
+  // "error" set where it failed).
+  json run(const std::string& label, const std::string& cmd, json meta) {
+    signals::throw_if_stopped("bench", "nothing was written");
+    std::string log = fmt::format("{}/{:03d}.log", logs_dir, done);
+    std::string out = log + ".json";
+    bar.update(done, label);
+    auto t0 = clock::now();
+    int rc = std::system((cmd + " >" + quote(out) + " 2>" + quote(log)).c_str());
+    signals::throw_if_stopped("bench", "nothing was written");
+    json r;
+    std::string text = fs::exists(out) ? fs::read_file(out) : "";
+    if (rc == 0) {
+      try {
+        r = json::parse(text.substr(text.find('{')));
+      } catch (const std::exception&) {
+        r = json{{"error", "unreadable output (" + out + ")"}};
+      }
+    } else {
+      int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+      r = json{{"error", fmt::format("exit {}{} (log: {})", code,
+                                     code == 137 || code == 9 ? ", killed: out of memory?" : "",
+                                     log)}};
+    }
+    r["wall_s"] = seconds_since(t0);
+    for (auto& [k, v] : meta.items()) r[k] = v;
+    r["label"] = label;
+    points.push_back(r);
+    bar.update(++done, label);
+    return r;
+  }
+
+  json ropelab(const std::string& label, const std::string& point, const std::string& cfg,
+               const std::vector<std::string>& ov, int64_t length, json meta) {
+    std::string cmd = quote(platform::executable_dir() + "/ropelab") + " bench --point " + point +
+                      " --steps " + std::to_string(o.steps) + " --length " +
+                      std::to_string(length);
+    if (!cfg.empty()) cmd += " --config " + quote(cfg);
+    std::vector<std::string> all = o.overrides;
+    all.push_back("run.threads=" + std::to_string(threads));
+    all.insert(all.end(), ov.begin(), ov.end());
+    for (const auto& x : all) cmd += " " + quote(x);
+    meta["impl"] = "ropelab";
+    return run(label, cmd, meta);
+  }
+
+  json pytorch(const std::string& label, const config::Config& c, const std::string& model,
+               const std::string& precision, json meta) {
+    std::string pos = c.model.position.type();
+    std::string cmd =
+        "/usr/bin/python3 " + quote(platform::script_path("bench_pytorch.py")) +
+        fmt::format(" --model {} --precision {} --position {} --d-model {} --n-layers {} "
+                    "--n-heads {} --d-ff {} --vocab {} --seq-len {} --batch {} --dropout {} "
+                    "--steps {} --threads {}",
+                    model, precision, pos == "none" ? "none" : "rope", c.model.d_model,
+                    c.model.n_layers, c.model.n_heads, c.model.d_ff, vocab_of(c), c.task.seq_len,
+                    c.train.batch_size, c.model.dropout, o.steps, threads);
+    meta["impl"] = "pytorch";
+    return run(label, cmd, meta);
+  }
+};
+
+bool wanted(const BenchOptions& o, const std::string& s) {
+  return o.sections.empty() || std::find(o.sections.begin(), o.sections.end(), s) != o.sections.end();
+}
+
+double num(const json& j, const char* k) {
+  return j.contains(k) && j[k].is_number() ? j[k].get<double>() : std::nan("");
+}
+std::string fmt_num(double x, const char* f = "{:.0f}") {
+  return std::isnan(x) ? std::string("-") : fmt::format(fmt::runtime(f), x);
+}
+std::string cell(const json& j, const char* k, const char* f = "{:.0f}") {
+  return j.contains("error") ? std::string("failed") : fmt_num(num(j, k), f);
+}
+
+struct Table {
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;
+  std::string md() const {
+    std::string s = "|";
+    for (const auto& h : head) s += " " + h + " |";
+    s += "\n|";
+    for (size_t i = 0; i < head.size(); ++i) s += i == 0 ? ":--|" : "--:|";
+    s += "\n";
+    for (const auto& r : rows) {
+      s += "|";
+      for (const auto& x : r) s += " " + x + " |";
+      s += "\n";
+    }
+    return s;
+  }
+};
+
+std::string check(bool ok) { return ok ? "yes" : "**no**"; }
+
+}  // namespace
+
+void run_bench(const BenchOptions& o) {
+  static const std::vector<std::string> kSections{"machine",   "train",  "positions",
+                                                   "attention", "decode", "data"};
+  for (const auto& s : o.sections)
+    if (std::find(kSections.begin(), kSections.end(), s) == kSections.end())
+      throw UserError("bench: unknown section '" + s +
+                      "' (machine, train, positions, attention, decode, data)");
+  std::vector<std::string> models{"lm", "mlm", "translation"};
+  std::map<std::string, config::Config> cfg;
+  std::map<std::string, std::string> file;
+  for (const auto& m : models) {
+    file[m] = o.configs_dir + "/" + m + ".yaml";
+    cfg[m] = config::load_config(file[m], config::overrides_from_args(o.overrides));
+  }
+  if (o.compare_pytorch && !fs::exists("/usr/bin/python3"))
+    throw UserError("bench --compare-pytorch: /usr/bin/python3 is missing (apt-get install "
+                    "python3-torch)");
+  int threads = o.threads > 0 ? o.threads
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  static const std::vector<std::string> kPositions{"none", "sinusoidal", "learned", "t5",
+                                                   "rope", "alibi",      "xpos"};
+  // The number of points, for the progress line.
+  int64_t n = 0;
+  if (wanted(o, "machine")) n += 1;
+  if (wanted(o, "train")) n += o.rounds * 6 * (o.compare_pytorch ? 2 : 1);
+  if (wanted(o, "positions")) n += static_cast<int64_t>(kPositions.size());
+  if (wanted(o, "attention")) n += 2 * static_cast<int64_t>(o.lengths.size());
+  if (wanted(o, "decode")) n += static_cast<int64_t>(o.decode_lengths.size());
+  if (wanted(o, "data")) n += 1;
+  fs::make_dirs(o.out_dir + "/logs");
+  Runner r(o, n, threads);
+  std::string md = fmt::format(
+      "# ropelab bench\n\nlibtorch {}, BLAS core {}, {} threads, {} timed steps per point (after "
+      "one warm-up step).\n\n",
+      TORCH_VERSION, platform::blas_core(), threads, o.steps);
+  std::vector<std::pair<std::string, std::string>> goals;  // goal, measured + verdict
+  json summary;
+
+  double peak32 = std::nan(""), peak16 = std::nan("");
+  if (wanted(o, "machine")) {
+    auto m = r.ropelab("matmul peak", "matmul", "", {}, 0, {{"section", "machine"}});
+    peak32 = num(m, "fp32_gflops");
+    peak16 = num(m, "bf16_gflops");
+    md += "## Machine\n\n" +
+          Table{{"matmul 2048x2048", "GFLOP/s"},
+                {{"fp32", fmt_num(peak32, "{:.1f}")}, {"bf16", fmt_num(peak16, "{:.1f}")}}}
+              .md() +
+          "\n";
+  }
+
+  double lm_fp32_tps = std::nan("");
+  if (wanted(o, "train")) {
+    // best[model/precision][impl] over rounds; ropelab and PyTorch alternate who goes first.
+    std::map<std::string, std::map<std::string, json>> best;
+    for (int round = 0; round < o.rounds; ++round)
+      for (const auto& m : models)
+        for (const std::string prec : {"fp32", "bf16"}) {
+          std::string key = m + " " + prec;
+          json meta{{"section", "train"}, {"model", m}, {"precision", prec}, {"round", round}};
+          auto ours = [&] {
+            return r.ropelab("train " + key, "train", file[m], {"train.precision=" + prec}, 0,
+                             meta);
+          };
+          auto theirs = [&] { return r.pytorch("pytorch " + key, cfg[m], m, prec, meta); };
+          std::vector<json> got;
+          if (o.compare_pytorch && round % 2 == 1) {
+            got.push_back(theirs());
+            got.push_back(ours());
+          } else {
+            got.push_back(ours());
+            if (o.compare_pytorch) got.push_back(theirs());
+          }
+          for (const auto& g : got) {
+            auto& slot = best[key][g["impl"].get<std::string>()];
+            if (!g.contains("error") &&
+                (slot.is_null() || num(g, "tokens_per_s") > num(slot, "tokens_per_s")))
+              slot = g;
+            else if (slot.is_null())
+              slot = g;
+          }
+        }
+    Table t{{"config", "precision", "ropelab tokens/s", "model GFLOP/s", "MFU"}, {}};
+    if (o.compare_pytorch) {
+      t.head.push_back("PyTorch tokens/s");
+      t.head.push_back("ropelab / PyTorch");
+    }
+    for (const auto& m : models)
+      for (const std::string prec : {"fp32", "bf16"}) {
+        const json& a = best[m + " " + prec]["ropelab"];
+        double tps = num(a, "tokens_per_s");
+        double gflops = num(a, "flops_per_step") / num(a, "step_s") / 1e9;
+        double mfu = gflops / (prec == "fp32" ? peak32 : peak16);
+        std::vector<std::string> row{m, prec, cell(a, "tokens_per_s"), fmt_num(gflops, "{:.1f}"),
+                                     fmt_num(100 * mfu, "{:.0f}%")};
+        summary["train"][m][prec] = {{"tokens_per_s", tps}, {"gflops", gflops}, {"mfu", mfu}};
+        if (m == "lm" && prec == "fp32") {
+          lm_fp32_tps = tps;
+          goals.emplace_back("fp32 MFU >= 50% (LM)", fmt_num(100 * mfu, "{:.0f}%") + " " +
+                                                         check(mfu >= 0.5));
+        }
+        if (o.compare_pytorch) {
+          const json& b = best[m + " " + prec]["pytorch"];
+          double ratio = tps / num(b, "tokens_per_s");
+          row.push_back(cell(b, "tokens_per_s"));
+          row.push_back(fmt_num(ratio, "{:.2f}x"));
+          summary["train"][m][prec]["pytorch_tokens_per_s"] = num(b, "tokens_per_s");
+          summary["train"][m][prec]["ratio"] = ratio;
+          if (m == "lm")
+            goals.emplace_back("ropelab >= 1.3x eager PyTorch (LM, " + prec + ")",
+                               fmt_num(ratio, "{:.2f}x") + " " + check(ratio >= 1.3));
+        }
+        t.rows.push_back(row);
+      }
+    md += fmt::format(
+              "## Training\n\nBest of {} interleaved rounds. Model FLOP/s by PaLM's accounting; "
+              "MFU against the matmul peak of the same dtype measured above.\n\n",
+              o.rounds) +
+          t.md() + "\n";
+  }
+
+  if (wanted(o, "positions")) {
+    Table t{{"position (LM, fp32)", "step ms", "tokens/s", "cost vs none"}, {}};
+    double none_s = std::nan("");
+    for (const auto& p : kPositions) {
+      auto j = r.ropelab("position " + p, "train", file["lm"], {"model.position.type=" + p}, 0,
+                         {{"section", "positions"}, {"position", p}});
+      double s = num(j, "step_s");
+      if (p == "none") none_s = s;
+      double cost = s / none_s - 1.0;
+      t.rows.push_back({p, fmt_num(1e3 * s, "{:.0f}"), cell(j, "tokens_per_s"),
+                        p == "none" ? "-" : fmt_num(100 * cost, "{:+.1f}%")});
+      summary["positions"][p] = {{"step_s", s}, {"cost_vs_none", cost}};
+      if (p == "rope")
+        goals.emplace_back("RoPE costs <= 5% of step time over none",
+                           fmt_num(100 * cost, "{:+.1f}%") + " " + check(cost <= 0.05));
+    }
+    md += "## Position modules\n\n" + t.md() + "\n";
+  }
+
+  if (wanted(o, "attention")) {
+    Table t{{"length", "batch", "softmax step s", "softmax tokens/s", "softmax peak MiB",
+             "linear step s", "linear tokens/s", "linear peak MiB", "faster"},
+            {}};
+    std::map<int64_t, double> lin_tps, soft_tps;
+    int64_t wins_from = -1;
+    for (int64_t len : o.lengths) {
+      int64_t batch = std::max<int64_t>(1, o.attention_tokens / len);
+      std::vector<std::string> ov{"task.seq_len=" + std::to_string(len),
+                                  "train.batch_size=" + std::to_string(batch)};
+      std::vector<std::string> row{std::to_string(len), std::to_string(batch)};
+      std::map<std::string, json> got;
+      for (const std::string k : {"softmax", "linear"}) {
+        auto v = ov;
+        v.push_back("model.attention.kernel=" + k);
+        got[k] = r.ropelab(fmt::format("attention {} {}", k, len), "train", file["lm"], v, 0,
+                           {{"section", "attention"}, {"kernel", k}, {"length", len}});
+        row.push_back(cell(got[k], "step_s", "{:.2f}"));
+        row.push_back(cell(got[k], "tokens_per_s"));
+        row.push_back(cell(got[k], "peak_train_mb"));
+      }
+      soft_tps[len] = num(got["softmax"], "tokens_per_s");
+      lin_tps[len] = num(got["linear"], "tokens_per_s");
+      bool lin_wins = got["softmax"].contains("error") ||
+                      (!got["linear"].contains("error") && lin_tps[len] > soft_tps[len]);
+      if (lin_wins && wins_from < 0) wins_from = len;
+      if (!lin_wins) wins_from = -1;  // "from some length on": every longer one too
+      row.push_back(lin_wins ? "linear" : "softmax");
+      t.rows.push_back(row);
+      summary["attention"][std::to_string(len)] = {
+          {"softmax", got["softmax"]}, {"linear", got["linear"]}};
+    }
+    md += fmt::format("## Attention kernels\n\nLM bench model, fp32, {} tokens per step "
+                      "(batch = tokens / length), RoPE; linear = elu+1 features, Eq. 19, "
+                      "causal chunked prefix sums. Peak MiB: the training steps' growth of the "
+                      "resident set over the model's.\n\n",
+                      o.attention_tokens) +
+          t.md();
+    if (lin_tps.count(512) && lin_tps.count(8192)) {
+      double keep = lin_tps[8192] / lin_tps[512];
+      md += fmt::format("\nLinear attention at 8192 tokens runs at {:.2f} of its tokens/s at 512.",
+                        keep);
+      goals.emplace_back("linear attention at 8192 >= 2/3 of its tokens/s at 512",
+                         fmt_num(keep, "{:.2f}") + " " + check(keep >= 2.0 / 3.0));
+    }
+    md += wins_from > 0 ? fmt::format(" Linear attention is faster from length {} on.\n\n",
+                                      wins_from)
+                        : std::string(" Linear attention is not faster at any length measured "
+                                      "(from some length on).\n\n");
+    goals.emplace_back("linear attention beats softmax from some length on",
+                       (wins_from > 0 ? "from " + std::to_string(wins_from) : std::string("none")) +
+                           " " + check(wins_from > 0));
+  }
+
+  if (wanted(o, "decode")) {
+    Table t{{"output length", "ms/token, cache", "ms/token, no cache", "speed-up"}, {}};
+    double first = std::nan(""), last = std::nan("");
+    for (int64_t len : o.decode_lengths) {
+      auto j = r.ropelab(fmt::format("decode {}", len), "decode", file["lm"], {}, len,
+                         {{"section", "decode"}, {"length", len}});
+      double c = num(j, "cache_ms_per_token"), u = num(j, "nocache_ms_per_token");
+      if (std::isnan(first)) first = c;
+      last = c;
+      t.rows.push_back({std::to_string(len), cell(j, "cache_ms_per_token", "{:.2f}"),
+                        cell(j, "nocache_ms_per_token", "{:.1f}"), fmt_num(u / c, "{:.0f}x")});
+    }
+    double growth = last / first;
+    md += "## Decoding\n\nLM bench model, batch 1, greedy: the time of the next token after "
+          "`output length` tokens.\n\n" +
+          t.md() +
+          fmt::format("\nWith the cache, a token at {} costs {:.2f}x one at {}.\n\n",
+                      o.decode_lengths.back(), growth, o.decode_lengths.front());
+    goals.emplace_back("cached decoding: time per token flat (<= 1.25x from first to last)",
+                       fmt_num(growth, "{:.2f}x") + " " + check(growth <= 1.25));
+  }
+
+  if (wanted(o, "data")) {
+    auto j = r.ropelab("batch stream", "data", file["lm"], {}, 2000, {{"section", "data"}});
+    double s = num(j, "stream_tokens_per_s");
+    md += "## Batch stream\n\n" +
+          Table{{"LM stream tokens/s", "LM training tokens/s (fp32)", "stream / training",
+                 "peak RSS MiB"},
+                {{cell(j, "stream_tokens_per_s"), fmt_num(lm_fp32_tps), fmt_num(s / lm_fp32_tps),
+                  cell(j, "peak_rss_mb")}}}
+              .md() +
+          "\n";
+  }
+  r.bar.finish();
+
+  if (!goals.empty()) {
+    Table g{{"goal", "measured"}, {}};
+    for (const auto& [k, v] : goals) g.rows.push_back({k, v});
+    md += "## Goals\n\n" + g.md();
+  }
+  json all{{"libtorch", TORCH_VERSION},
+           {"blas_core", platform::blas_core()},
+           {"threads", threads},
+           {"steps", o.steps},
+           {"rounds", o.rounds},
+           {"summary", summary},
+           {"points", r.points}};
+  fs::write_file_atomic(o.out_dir + "/bench.json", all.dump(2) + "\n");
+  fs::write_file_atomic(o.out_dir + "/bench.md", md);
+  std::cout << md << "\nwritten: " << o.out_dir << "/bench.md, " << o.out_dir << "/bench.json\n";
+}
 
 std::string bench_data(const config::Config& c, int64_t batches, int64_t train_steps) {
   int threads = apply_thread_policy(c.run);
@@ -20,7 +615,6 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
   auto ds = data.split("train");
   auto task = tasks::make_task(c, data.vocab_size(), nullptr, data.source_vocab_size());
   auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
-  using clock = std::chrono::steady_clock;
 
   int64_t per_epoch = stream->batches_per_epoch();
   double data_tokens = 0;
@@ -29,19 +623,19 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
     auto b = stream->batch(i / per_epoch, i % per_epoch);
     data_tokens += static_cast<double>(b.num_tokens);
   }
-  double data_s = std::chrono::duration<double>(clock::now() - t0).count();
+  double data_s = seconds_since(t0);
 
   torch::manual_seed(0);
   auto model = task->build_model();
   model->to(dev);
-  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-4));
+  auto opt = make_optimizer(*model, c.train);
   bool bf16 = c.train.precision == config::Precision::kBf16;
   double train_tokens = 0;
   double train_s = 0;
   for (int64_t s = 0; s <= train_steps; ++s) {  // step 0 is a warm-up, not timed
     auto b = stream->batch(0, s % per_epoch).to(dev);
     auto t = clock::now();
-    opt.zero_grad();
+    zero_grad_to_none(opt);
     tasks::Forward f;
     {
       device::Autocast ac(dev, bf16);
@@ -50,7 +644,7 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
     (f.loss_sum / std::max<double>(1.0, f.sums("targets"))).backward();
     opt.step();
     if (s > 0) {
-      train_s += std::chrono::duration<double>(clock::now() - t).count();
+      train_s += seconds_since(t);
       train_tokens += static_cast<double>(b.num_tokens);
     }
   }

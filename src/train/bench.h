@@ -1,6 +1,25 @@
 // Benchmarks that print figures (never timed unit tests: the machines are shared and noisy).
+//
+// `ropelab bench` measures, in one session, each figure in its own child process (so every
+// measurement starts from the same state and its peak memory is its own):
+//   machine    fp32 and bf16 matmul peak (GFLOP/s), the yardstick of MFU;
+//   train      training tokens/s, model FLOP/s and MFU of the LM, MLM and translation bench
+//              configs (configs/bench/), fp32 and bf16; with --compare-pytorch the eager
+//              PyTorch reference (scripts/bench_pytorch.py) of the same model and step runs
+//              interleaved with ropelab's, round after round, so ratios share the machine's state;
+//   positions  the step time of every position module relative to `none` (LM, fp32);
+//   attention  softmax vs linear attention across sequence lengths at a fixed number of tokens
+//              per step: step time, tokens/s, peak training memory, and where linear wins;
+//   decode     time per generated token with and without the key/value cache as the output grows;
+//   data       the real batch stream's tokens/s next to training's, and peak RSS.
+// Training steps are the trainer's (forward, loss / targets, backward, global-norm clipping,
+// AdamW) on random token ids of the bench shape: compute does not depend on the text.
+// Model FLOPs follow PaLM's accounting (Chowdhery et al. 2022, App. B): 6 per parameter of every
+// matmul per token it touches, plus 12 * layers * d * context per token for attention.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/schema.h"
 
@@ -9,5 +28,36 @@ namespace ropelab::train {
 // Batch-stream throughput next to training throughput for a config, measured in one process,
 // side by side: data must never be the bottleneck. Returns a printable report.
 std::string bench_data(const config::Config& c, int64_t batches, int64_t train_steps);
+
+// fp32 (and bf16) n x n matmul throughput in this process, GFLOP/s.
+struct MatmulRate {
+  double fp32_gflops = 0, bf16_gflops = 0;
+};
+MatmulRate measure_matmul(int n, int repeats);
+
+// Forward + backward model FLOPs of one training step of `c` on a full batch of
+// batch x seq_len tokens (PaLM's accounting; see above).
+double train_step_flops(const config::Config& c, int64_t batch, int64_t seq_len);
+
+struct BenchOptions {
+  std::string configs_dir = "configs/bench";  // lm.yaml, mlm.yaml, translation.yaml
+  std::string out_dir = "runs/bench";         // bench.json and bench.md
+  std::vector<std::string> sections;          // empty = all
+  std::vector<std::string> overrides;         // applied to every bench config
+  int steps = 5;                              // timed steps per measurement (+1 warm-up)
+  int rounds = 2;                             // interleaved rounds of the training section
+  bool compare_pytorch = false;
+  int threads = 0;                            // 0 = all cores
+  std::vector<int64_t> lengths{256, 512, 1024, 2048, 4096, 8192};
+  int64_t attention_tokens = 8192;  // tokens per step in the attention section
+  std::vector<int64_t> decode_lengths{64, 256, 1024, 2048};
+};
+// Runs the sections, prints the table, writes OUT/bench.json and OUT/bench.md.
+void run_bench(const BenchOptions& o);
+
+// One measurement (the child side): `point` is matmul, train, decode or data; `config_file` +
+// `overrides` give the model (train, decode, data). Returns a JSON object.
+std::string bench_point(const std::string& point, const std::string& config_file,
+                        const std::vector<std::string>& overrides, int steps, int64_t length);
 
 }  // namespace ropelab::train

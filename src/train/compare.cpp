@@ -161,12 +161,7 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
 }
 
 namespace {
-std::string plot_script() {
-  if (const char* p = std::getenv("ROPELAB_SCRIPTS_DIR")) return std::string(p) + "/plot_runs.py";
-  std::string near = platform::executable_dir() + "/../../scripts/plot_runs.py";
-  if (fs::exists(near)) return near;
-  return std::string(ROPELAB_SCRIPTS_DIR) + "/plot_runs.py";
-}
+std::string plot_script() { return platform::script_path("plot_runs.py"); }
 
 std::string quote(const std::string& s) {
   std::string q = "'";

@@ -14,6 +14,7 @@
 #include "tasks/task.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
+#include "train/optim.h"
 #include "train/schedule.h"
 #include "train/weights.h"
 #include "util/device.h"
@@ -34,6 +35,25 @@ int apply_thread_policy(const config::RunConfig& r) {
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   platform::set_threads(n);
   return n;
+}
+
+torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::TrainConfig& t) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : model::param_roles(model))
+    (model::decays(p.role) ? decay : no_decay).push_back(p.tensor);
+  double wd = t.optimizer == config::OptimizerType::kAdamW ? t.weight_decay : 0.0;
+  auto opts = torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                 torch::optim::AdamWOptions(opts).weight_decay(wd)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(opts).weight_decay(0.0)));
+  return torch::optim::AdamW(std::move(groups), opts);
+}
+
+void zero_grad_to_none(torch::optim::Optimizer& opt) {
+  for (auto& g : opt.param_groups())
+    for (auto& p : g.params()) p.mutable_grad().reset();
 }
 
 namespace {
@@ -62,23 +82,6 @@ std::string fmt_metrics(const std::map<std::string, double>& m) {
   std::string s;
   for (const auto& [k, v] : m) s += fmt::format("{}{} {:.4g}", s.empty() ? "" : " ", k, v);
   return s;
-}
-
-// AdamW with two groups: matrices decay, everything else (biases, norms, position tables)
-// does not, by parameter role (model/init.h). Adam = AdamW without decoupled decay (Adam's L2
-// decay is not offered: it interacts badly with adaptive steps, Loshchilov & Hutter 2019).
-torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::TrainConfig& t) {
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& p : model::param_roles(model))
-    (model::decays(p.role) ? decay : no_decay).push_back(p.tensor);
-  double wd = t.optimizer == config::OptimizerType::kAdamW ? t.weight_decay : 0.0;
-  auto opts = torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(opts).weight_decay(wd)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                    torch::optim::AdamWOptions(opts).weight_decay(0.0)));
-  return torch::optim::AdamW(std::move(groups), opts);
 }
 
 class Trainer {
@@ -279,7 +282,7 @@ void Trainer::refuse_or_set_aside() {
 
 Trainer::StepResult Trainer::train_step() {
   StepResult r;
-  opt_->zero_grad();
+  zero_grad_to_none(*opt_);
   int64_t per_epoch = train_stream_->batches_per_epoch();
   std::vector<data::Batch> micro;
   double targets = 0;  // of the whole step: every target weighs the same

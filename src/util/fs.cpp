@@ -40,7 +40,10 @@ void make_dirs(const std::string& dir) {
   if (ec) throw UserError(dir + ": cannot create directory (" + ec.message() + ")");
 }
 
-bool exists(const std::string& path) { return stdfs::exists(path); }
+bool exists(const std::string& path) {
+  std::error_code ec;  // an unreadable or over-long path counts as absent, never throws
+  return stdfs::exists(path, ec);
+}
 
 void commit_atomic(const std::string& path,
                    const std::function<void(const std::string&)>& produce) {

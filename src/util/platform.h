@@ -10,7 +10,8 @@
 namespace ropelab::platform {
 
 // Call first thing in main(). If OpenBLAS runs a slow generic core (its own choice, or an
-// OPENBLAS_CORETYPE naming one) on a CPU that has AVX-512 (or AVX2), re-executes the program
+// OPENBLAS_CORETYPE naming one) on a CPU that has AVX-512 (or AVX2), or picked an AVX2 core on
+// a CPU with AVX-512 (AMD Zen 4; also when OPENBLAS_CORETYPE pinned it), re-executes the program
 // with OPENBLAS_CORETYPE set to the fast core; otherwise returns. Set ROPELAB_KEEP_BLAS_CORE=1
 // to keep whatever OpenBLAS chose (e.g. to measure the slow path).
 void ensure_fast_blas(int argc, char** argv);
@@ -22,6 +23,8 @@ std::string blas_core();
 std::string preferred_blas_core();
 // True when blas_core() is one of OpenBLAS's generic fallbacks.
 bool blas_core_is_generic(const std::string& core);
+// True for OpenBLAS's AVX-512 kernel families (SkylakeX, Cooperlake, SapphireRapids).
+bool blas_core_has_avx512(const std::string& core);
 
 // One line for the start-up log: the kernel in use, and whether ropelab had to fix it.
 std::string blas_summary();
@@ -31,5 +34,10 @@ void set_threads(int n);
 
 // Directory of the running executable (to find the SentencePiece module next to it).
 std::string executable_dir();
+
+// A file of the project's scripts/ directory (plot_runs.py, bench_pytorch.py):
+// $ROPELAB_SCRIPTS_DIR, else scripts/ of the source tree the binary was built from (found next
+// to build/bin/), else the directory recorded at configure time.
+std::string script_path(const std::string& name);
 
 }  // namespace ropelab::platform

@@ -139,6 +139,14 @@ TEST(Config, InheritCycleAndMissingParent) {
   auto ps2 = problems_of(write(d.file("c.yaml"), "inherit: nope.yaml\ntask: {type: clm}\n"));
   ASSERT_EQ(ps2.size(), 1u);
   EXPECT_NE(ps2[0].message.find("no such file"), std::string::npos);
+  // A parent name the OS refuses (longer than NAME_MAX; found by fuzz_config) is a problem
+  // located at the inherit key, not a std::filesystem exception.
+  auto ps3 = problems_of(write(d.file("e.yaml"), "inherit: " + std::string(300, 'x') +
+                                                     ".yaml\ntask: {type: clm}\n"));
+  ASSERT_EQ(ps3.size(), 1u);
+  EXPECT_EQ(ps3[0].key, "inherit");
+  EXPECT_NE(ps3[0].message.find("no such file"), std::string::npos);
+  EXPECT_NE(ps3[0].message.find("too long"), std::string::npos) << ps3[0].message;
 }
 
 TEST(Config, ModuleTraitsValidated) {

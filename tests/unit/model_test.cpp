@@ -5,6 +5,7 @@
 
 #include "helpers.h"
 #include "model/attention.h"
+#include "model/dropout.h"
 #include "model/heads.h"
 #include "model/init.h"
 #include "model/model.h"
@@ -158,7 +159,7 @@ TEST(LinearAttention, EqualsQuadraticForm) {
     for (bool rotate : {false, true})
       for (bool padded : {false, true}) {
         auto qn = rotate ? pos.rotate_q(qd, c) : qd, kn = rotate ? pos.rotate_k(kd, c) : kd;
-        AttnMask m{padded ? pad : torch::Tensor(), causal};
+        AttnMask m{padded ? pad : torch::Tensor(), causal, {}};
         auto fast = linear_attention(qn, kn, qd, kd, v, m, 0);
         auto slow = linear_attention_quadratic(qn, kn, qd, kd, v, m, 0);
         EXPECT_TRUE(close(fast, slow, 1e-4, 1e-5))
@@ -369,3 +370,37 @@ TEST(Init, RolesComeFromModuleTypesNotNames) {
 
 }  // namespace
 }  // namespace ropelab::model
+
+namespace ropelab {
+namespace {
+
+// The fast CPU dropout: keeps 1-p of the elements, scales them by 1/(1-p), keeps the dtype,
+// is reproducible under manual_seed, draws a new mask per call, and its gradient is the mask.
+TEST(Dropout, KeepsTheRightFractionScaledAndReproducibly) {
+  const double p = 0.1;
+  auto x = torch::ones({1000, 1001}, torch::requires_grad());
+  torch::manual_seed(5);
+  auto y = model::dropout(x, p, true);
+  double kept = (y != 0).to(torch::kFloat64).mean().item<double>();
+  EXPECT_NEAR(kept, 1.0 - p, 0.002);  // 1M draws: std 3e-4
+  auto nonzero = y.masked_select(y != 0);
+  EXPECT_TRUE(torch::allclose(nonzero, torch::full_like(nonzero, 1.0 / (1.0 - p))));
+  // Both halves of each 64-bit draw are used and independent: neighbours are not correlated.
+  auto k = (y != 0).to(torch::kFloat64).flatten();
+  auto both = (k.narrow(0, 0, k.numel() - 1) * k.narrow(0, 1, k.numel() - 1)).mean().item<double>();
+  EXPECT_NEAR(both, (1.0 - p) * (1.0 - p), 0.002);
+  torch::manual_seed(5);
+  EXPECT_TRUE(torch::equal(model::dropout(x, p, true), y));
+  EXPECT_FALSE(torch::equal(model::dropout(x, p, true), y));  // the next call, another mask
+  y.sum().backward();
+  EXPECT_TRUE(torch::equal(x.grad(), y.detach()));  // d(x*m)/dx = m (x is ones)
+  // Not training, or p = 0: the input itself.
+  EXPECT_TRUE(model::dropout(x, p, false).is_same(x));
+  EXPECT_TRUE(model::dropout(x, 0.0, true).is_same(x));
+  auto b = model::dropout(torch::ones({64, 64}, torch::kBFloat16), 0.5, true);
+  EXPECT_EQ(b.scalar_type(), torch::kBFloat16);
+  EXPECT_NEAR((b != 0).to(torch::kFloat64).mean().item<double>(), 0.5, 0.05);
+}
+
+}  // namespace
+}  // namespace ropelab

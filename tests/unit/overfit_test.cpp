@@ -52,7 +52,7 @@ TEST_P(Overfit, OneBatch) {
   auto model = task->build_model();
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(3e-3).weight_decay(0.0));
   double first = 0, last = 0;
-  for (int step = 0; step < 150; ++step) {
+  for (int step = 0; step < 200; ++step) {
     opt.zero_grad();
     auto f = task->forward(*model, batch);
     auto loss = f.loss_sum / f.sums("targets");

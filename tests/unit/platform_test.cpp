@@ -16,6 +16,12 @@ TEST(Platform, OpenBlasUsesAFastKernelInThisProcess) {
   ASSERT_NE(core, "unknown") << "libtorch is not using OpenBLAS here";
   if (platform::preferred_blas_core().empty()) GTEST_SKIP() << "CPU has neither AVX2 nor AVX-512";
   EXPECT_FALSE(platform::blas_core_is_generic(core)) << "OpenBLAS core: " << core;
+  // On a CPU with AVX-512 the kernel is an AVX-512 one (OpenBLAS 0.3.21 runs AMD Zen 4 on its
+  // AVX2 kernels at two thirds of the speed), unless ROPELAB_KEEP_BLAS_CORE keeps another.
+  if (platform::preferred_blas_core() == "SkylakeX" &&
+      std::getenv("ROPELAB_KEEP_BLAS_CORE") == nullptr) {
+    EXPECT_TRUE(platform::blas_core_has_avx512(core)) << "OpenBLAS core: " << core;
+  }
   // And a 1024x1024 fp32 matmul computes the right thing through it.
   auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
   auto c = torch::matmul(a, b);
@@ -36,6 +42,15 @@ TEST(Platform, RopelabBinaryReplacesGenericKernel) {
                         test::ropelab_bin() + " info");
   ASSERT_EQ(slow.code, 0) << slow.out;
   EXPECT_NE(slow.out.find("blas_core: Prescott (generic, slow"), std::string::npos) << slow.out;
+  // On an AVX-512 CPU an AVX2 core is upgraded too, even when the environment pinned it;
+  // ROPELAB_KEEP_BLAS_CORE=1 keeps it.
+  if (platform::preferred_blas_core() == "SkylakeX") {
+    auto pinned = test::run("OPENBLAS_CORETYPE=Haswell " + test::ropelab_bin() + " info");
+    EXPECT_NE(pinned.out.find("blas_core: SkylakeX\n"), std::string::npos) << pinned.out;
+    auto kept = test::run("OPENBLAS_CORETYPE=Haswell ROPELAB_KEEP_BLAS_CORE=1 " +
+                          test::ropelab_bin() + " info");
+    EXPECT_NE(kept.out.find("blas_core: Haswell\n"), std::string::npos) << kept.out;
+  }
 }
 
 // -fPIC everywhere: no copy relocations that the RTLD_DEEPBIND module would see uninitialised.

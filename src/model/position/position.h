@@ -34,6 +34,9 @@ struct PosCache {
   // first use: width -> {cos, sin} for queries and keys, each [T or S, width/2].
   struct Tables {
     torch::Tensor cos_q, sin_q, cos_k, sin_k, scale_q, scale_k;
+    // The same spread over the pair layout ([T, width], sin signed), so that a rotation is
+    // x * cos + swap_pairs(x) * sin: two multiplies and an add, no gathers (RotaryImpl).
+    torch::Tensor cos_qF, sin_qF, cos_kF, sin_kF;
   };
   mutable std::map<int64_t, Tables> rot;
 };

@@ -34,6 +34,10 @@ const PosCache::Tables& RotaryImpl::tables(const PosCache& c, int64_t width) con
   PosCache::Tables t;
   std::tie(t.cos_q, t.sin_q) = table(c.q_pos_T);
   std::tie(t.cos_k, t.sin_k) = table(c.k_pos_S);
+  t.cos_qF = spread(t.cos_q, interleaved_, false);
+  t.sin_qF = spread(t.sin_q, interleaved_, true);
+  t.cos_kF = spread(t.cos_k, interleaved_, false);
+  t.sin_kF = spread(t.sin_k, interleaved_, true);
   if (xpos_) {
     // zeta_i = (2i/r + 0.4) / 1.4 ; queries scaled by zeta^(m/gamma), keys by zeta^(-n/gamma).
     auto zeta = (2.0 * i / static_cast<double>(r) + 0.4) / 1.4;
@@ -43,27 +47,36 @@ const PosCache::Tables& RotaryImpl::tables(const PosCache& c, int64_t width) con
   return c.rot.emplace(width, std::move(t)).first->second;
 }
 
-torch::Tensor RotaryImpl::rotate(const torch::Tensor& x, const torch::Tensor& cos_TR,
-                                 const torch::Tensor& sin_TR, bool interleaved) {
-  int64_t r = 2 * cos_TR.size(-1);
+torch::Tensor RotaryImpl::spread(const torch::Tensor& t, bool interleaved, bool signed_first) {
+  auto first = signed_first ? -t : t;
+  if (interleaved) return torch::stack({first, t}, -1).flatten(-2);  // [c0 c0 c1 c1 ...]
+  return torch::cat({first, t}, -1);                                  // [c0 c1 ... c0 c1 ...]
+}
+
+torch::Tensor RotaryImpl::rotate_spread(const torch::Tensor& x, const torch::Tensor& cos_TF,
+                                        const torch::Tensor& sin_TF, bool interleaved) {
+  int64_t r = cos_TF.size(-1);
   int64_t width = x.size(-1);
   auto xr = r == width ? x : x.narrow(-1, 0, r);
-  auto xf = xr.to(torch::kFloat32);
-  torch::Tensor x1, x2;
+  // swap_pairs: (x1, x2) -> (x2, x1) in each pair, so that
+  //   [x1, x2] -> [x1 cos - x2 sin, x2 cos + x1 sin]   (RoFormer Eq. 34)
+  // is x * cos + swap_pairs(x) * sin with the sign folded into the table. A bf16 x meets the
+  // float32 tables and is rotated in float32.
+  torch::Tensor swapped;
   if (interleaved) {
-    auto pairs = xf.unflatten(-1, {r / 2, 2});
-    x1 = pairs.select(-1, 0);
-    x2 = pairs.select(-1, 1);
+    swapped = xr.unflatten(-1, {r / 2, 2}).flip(-1).flatten(-2);
   } else {
-    x1 = xf.narrow(-1, 0, r / 2);
-    x2 = xf.narrow(-1, r / 2, r / 2);
+    swapped = torch::cat({xr.narrow(-1, r / 2, r / 2), xr.narrow(-1, 0, r / 2)}, -1);
   }
-  // [x1, x2] -> [x1 cos - x2 sin, x1 sin + x2 cos]   (RoFormer Eq. 34)
-  auto y1 = x1 * cos_TR - x2 * sin_TR;
-  auto y2 = x1 * sin_TR + x2 * cos_TR;
-  auto y = interleaved ? torch::stack({y1, y2}, -1).flatten(-2) : torch::cat({y1, y2}, -1);
-  y = y.to(x.scalar_type());
+  if (swapped.scalar_type() != sin_TF.scalar_type()) swapped = swapped.to(sin_TF.scalar_type());
+  auto y = torch::addcmul(xr * cos_TF, swapped, sin_TF).to(x.scalar_type());
   return r == width ? y : torch::cat({y, x.narrow(-1, r, width - r)}, -1);
+}
+
+torch::Tensor RotaryImpl::rotate(const torch::Tensor& x, const torch::Tensor& cos_TR,
+                                 const torch::Tensor& sin_TR, bool interleaved) {
+  return rotate_spread(x, spread(cos_TR, interleaved, false), spread(sin_TR, interleaved, true),
+                       interleaved);
 }
 
 namespace {
@@ -80,12 +93,12 @@ torch::Tensor apply_scale(const torch::Tensor& y, const torch::Tensor& scale_TR,
 
 torch::Tensor RotaryImpl::rotate_q(const torch::Tensor& x, const PosCache& c) {
   const auto& t = tables(c, x.size(-1));
-  return apply_scale(rotate(x, t.cos_q, t.sin_q, interleaved_), t.scale_q, interleaved_);
+  return apply_scale(rotate_spread(x, t.cos_qF, t.sin_qF, interleaved_), t.scale_q, interleaved_);
 }
 
 torch::Tensor RotaryImpl::rotate_k(const torch::Tensor& x, const PosCache& c) {
   const auto& t = tables(c, x.size(-1));
-  return apply_scale(rotate(x, t.cos_k, t.sin_k, interleaved_), t.scale_k, interleaved_);
+  return apply_scale(rotate_spread(x, t.cos_kF, t.sin_kF, interleaved_), t.scale_k, interleaved_);
 }
 
 PositionModule make_position(const config::RopeConfig& c, const PositionDims& d) {

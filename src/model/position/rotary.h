@@ -29,6 +29,12 @@ class RotaryImpl : public PositionModuleImpl {
   // property tests can call it directly. `scale_T` (xPos) multiplies the result per channel.
   static torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos_TR,
                               const torch::Tensor& sin_TR, bool interleaved);
+  // [T, r/2] tables spread over the pair layout: [T, r]; `sign` = -1 on each pair's first
+  // channel (for sin), +1 for cos.
+  static torch::Tensor spread(const torch::Tensor& t_TR, bool interleaved, bool signed_first);
+  // rotate() with spread tables: x * cos + swap_pairs(x) * sin.
+  static torch::Tensor rotate_spread(const torch::Tensor& x, const torch::Tensor& cos_TF,
+                                     const torch::Tensor& sin_TF, bool interleaved);
 
  private:
   const PosCache::Tables& tables(const PosCache& c, int64_t width) const;

@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""The eager PyTorch baseline of `ropelab bench --compare-pytorch`.
+
+An independent implementation of ropelab's bench models and training step, written the way a
+researcher would write it in plain PyTorch: causal LM (pre-LN decoder), masked LM (post-LN BERT
+encoder with an MLM head) and translation (post-LN Transformer-base encoder-decoder, label
+smoothing 0.1), with RoPE (RoFormer Eq. 34, interleaved pairs) or no position signal. One
+training step = forward, loss, backward, global-norm clipping at 1.0, AdamW (decay on matrices
+only). Batches are random token ids of the bench shape, like ropelab's.
+
+Run with Debian's python3-torch (the same libtorch as ropelab), e.g.
+  /usr/bin/python3 scripts/bench_pytorch.py --model lm --precision bf16 --steps 10
+It prints one JSON object: {"model", "precision", "tokens_per_s", "step_s", "params", ...}.
+The caller sets OPENBLAS_CORETYPE (ropelab bench passes its own, so both sides use the same
+BLAS kernel).
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def rope_tables(n, head_dim, base=10000.0):
+    inv = base ** (-torch.arange(0, head_dim // 2, dtype=torch.float32) * 2.0 / head_dim)
+    ang = torch.outer(torch.arange(n, dtype=torch.float32), inv)
+    return ang.cos(), ang.sin()
+
+
+def rope(x, cos, sin):
+    # x [B, N, T, H]; pairs (2i, 2i+1) rotate by angle m * theta_i.
+    xf = x.float()
+    x1, x2 = xf[..., 0::2], xf[..., 1::2]
+    y = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    return y.type_as(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, d, n_heads):
+        super().__init__()
+        self.n, self.h = n_heads, d // n_heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+
+    def forward(self, x, kv, mask, rot):
+        B, T, _ = x.shape
+        S = kv.shape[1]
+        q = self.q(x).view(B, T, self.n, self.h).transpose(1, 2)
+        k = self.k(kv).view(B, S, self.n, self.h).transpose(1, 2)
+        v = self.v(kv).view(B, S, self.n, self.h).transpose(1, 2)
+        if rot is not None:
+            q, k = rope(q, *rot), rope(k, *rot)
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(self.h)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        p = torch.softmax(s.float(), -1).type_as(v)
+        return self.o((p @ v).transpose(1, 2).reshape(B, T, -1))
+
+
+class Layer(nn.Module):
+    def __init__(self, d, n_heads, d_ff, pre, cross, act, drop):
+        super().__init__()
+        self.pre, self.act, self.drop = pre, act, nn.Dropout(drop)
+        self.attn, self.n1 = Attention(d, n_heads), nn.LayerNorm(d)
+        self.cross = Attention(d, n_heads) if cross else None
+        self.n3 = nn.LayerNorm(d) if cross else None
+        self.fc1, self.fc2, self.n2 = nn.Linear(d, d_ff), nn.Linear(d_ff, d), nn.LayerNorm(d)
+
+    def sub(self, x, norm, fn):
+        if self.pre:
+            return x + self.drop(fn(norm(x)))
+        return norm(x + self.drop(fn(x)))
+
+    def forward(self, x, mask, rot, mem=None, mem_mask=None):
+        x = self.sub(x, self.n1, lambda h: self.attn(h, h, mask, rot))
+        if self.cross is not None:
+            x = self.sub(x, self.n3, lambda h: self.cross(h, mem, mem_mask, None))
+        return self.sub(x, self.n2, lambda h: self.fc2(self.drop(self.act(self.fc1(h)))))
+
+
+class Stack(nn.Module):
+    def __init__(self, a, n_layers, pre, cross, act):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            Layer(a.d_model, a.n_heads, a.d_ff, pre, cross, act, a.dropout) for _ in range(n_layers))
+        self.final = nn.LayerNorm(a.d_model) if pre else None
+
+    def forward(self, x, mask, rot, mem=None, mem_mask=None):
+        for layer in self.layers:
+            x = layer(x, mask, rot, mem, mem_mask)
+        return self.final(x) if self.final is not None else x
+
+
+class Model(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.a = a
+        d = a.d_model
+        self.emb = nn.Embedding(a.vocab, d)
+        self.drop = nn.Dropout(a.dropout)
+        if a.model == "lm":
+            self.dec = Stack(a, a.n_layers, True, False, F.gelu)
+        elif a.model == "mlm":
+            self.seg = nn.Embedding(2, d)
+            self.emb_norm = nn.LayerNorm(d)
+            self.enc = Stack(a, a.n_layers, False, False, F.gelu)
+            self.dense, self.head_norm = nn.Linear(d, d), nn.LayerNorm(d)
+            self.out_bias = nn.Parameter(torch.zeros(a.vocab))
+        else:
+            self.enc = Stack(a, a.n_layers, False, False, F.relu)
+            self.dec = Stack(a, a.n_layers, False, True, F.relu)
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, 0.0, 0.02)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def forward(self, batch, rot):
+        a = self.a
+        if a.model == "lm":
+            x = self.drop(self.emb(batch["input"]))
+            T = x.shape[1]
+            causal = torch.ones(T, T, dtype=torch.bool).tril()
+            h = self.dec(x, causal, rot)
+            logits = h @ self.emb.weight.t()
+            return F.cross_entropy(logits.float().flatten(0, 1), batch["target"].flatten())
+        if a.model == "mlm":
+            tok = batch["input"]
+            x = self.emb(tok) + self.seg(torch.zeros_like(tok))
+            x = self.drop(self.emb_norm(x))
+            h = self.enc(x, None, rot)
+            sel = (batch["target"] != -100).flatten()
+            h = h.flatten(0, 1)[sel]
+            h = self.head_norm(F.gelu(self.dense(h)).float())  # LayerNorm weights are fp32
+            logits = h @ self.emb.weight.t() + self.out_bias
+            return F.cross_entropy(logits.float(), batch["target"].flatten()[sel])
+        scale = math.sqrt(a.d_model)
+        src_pad = batch["src_pad"]
+        mem = self.enc(self.drop(self.emb(batch["src"]) * scale), src_pad[:, None, None, :], rot)
+        T = batch["input"].shape[1]
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        h = self.dec(self.drop(self.emb(batch["input"]) * scale), causal, rot, mem,
+                     src_pad[:, None, None, :])
+        logits = h @ self.emb.weight.t()
+        return F.cross_entropy(logits.float().flatten(0, 1), batch["target"].flatten(),
+                               label_smoothing=0.1)
+
+
+def make_batch(a, g):
+    B, T, V = a.batch, a.seq_len, a.vocab
+    tok = torch.randint(4, V, (B, T), generator=g)
+    if a.model == "lm":
+        return {"input": tok, "target": torch.randint(4, V, (B, T), generator=g)}, B * T
+    if a.model == "mlm":
+        masked = torch.rand(B, T, generator=g) < 0.15
+        target = torch.where(masked, tok, torch.full_like(tok, -100))
+        return {"input": torch.where(masked, torch.full_like(tok, 3), tok), "target": target}, B * T
+    src = torch.randint(4, V, (B, T), generator=g)
+    return {"src": src, "src_pad": torch.ones(B, T, dtype=torch.bool), "input": tok,
+            "target": torch.randint(4, V, (B, T), generator=g)}, 2 * B * T
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", choices=["lm", "mlm", "translation"], default="lm")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--position", choices=["rope", "none"], default="rope")
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--n-layers", type=int, default=4)
+    p.add_argument("--n-heads", type=int, default=4)
+    p.add_argument("--d-ff", type=int, default=1024)
+    p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--steps", type=int, default=10, help="timed steps (after 2 warm-up steps)")
+    p.add_argument("--threads", type=int, default=0)
+    a = p.parse_args()
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    model = Model(a)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": rest, "weight_decay": 0.0}], lr=1e-4, betas=(0.9, 0.98))
+    rot = rope_tables(a.seq_len, a.d_model // a.n_heads) if a.position == "rope" else None
+    batches = [make_batch(a, g) for _ in range(4)]
+    elapsed, tokens = 0.0, 0
+    for step in range(a.steps + 2):
+        batch, n = batches[step % len(batches)]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = model(batch, rot)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step >= 2:
+            elapsed += time.perf_counter() - t0
+            tokens += n
+    print(json.dumps({"model": a.model, "precision": a.precision, "position": a.position,
+                      "tokens_per_s": tokens / elapsed, "step_s": elapsed / a.steps,
+                      "params": sum(p.numel() for p in model.parameters()),
+                      "threads": torch.get_num_threads(), "torch": torch.__version__,
+                      "loss": float(loss)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+// The optimizer of every run (and of `ropelab bench`'s training step): AdamW with two groups,
+// matrices decay and everything else (biases, norms, position tables) does not, by parameter
+// role (model/init.h). Adam = AdamW without decoupled decay (Loshchilov & Hutter 2019).
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/optim/adamw.h>
+
+#include "config/schema.h"
+
+namespace ropelab::train {
+
+torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::TrainConfig& t);
+
+// Drops every gradient (set to none, as PyTorch's zero_grad(set_to_none=True)): the next
+// backward writes fresh gradients instead of adding into zero-filled ones, which saves a fill
+// and an add per parameter per step. libtorch 1.13's Optimizer::zero_grad() only zero-fills.
+void zero_grad_to_none(torch::optim::Optimizer& opt);
+
+}  // namespace ropelab::train
