@@ -148,13 +148,13 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   bool self = x.is_same(kv);
   torch::Tensor q, k, v;
   if (self) {
-    // One matmul for q, k and v: [B, T, 3, N, H] -> three [B, N, T, H] views.
+    // One matmul for q, k and v: [B, T, 3D] -> three [B, N, T, H] views.
     auto w = torch::cat({q_proj->weight, k_proj->weight, v_proj->weight});
     auto b = torch::cat({q_proj->bias, k_proj->bias, v_proj->bias});
-    auto qkv = F::linear(x, w, b).view({B, T, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
-    q = qkv[0];
-    k = qkv[1];
-    v = qkv[2];
+    auto qkv = F::linear(x, w, b).chunk(3, -1);  // chunk's backward is one cat, no zero-fill
+    q = heads(qkv[0], T);
+    k = heads(qkv[1], T);
+    v = heads(qkv[2], T);
   } else {
     q = heads(q_proj(x), T);
   }
@@ -165,9 +165,9 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     if (!self) {
       auto w = torch::cat({k_proj->weight, v_proj->weight});
       auto b = torch::cat({k_proj->bias, v_proj->bias});
-      auto kv2 = F::linear(kv, w, b).view({B, S_new, 2, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
-      k = kv2[0];
-      v = kv2[1];
+      auto kv2 = F::linear(kv, w, b).chunk(2, -1);
+      k = heads(kv2[0], S_new);
+      v = heads(kv2[1], S_new);
     }
     if (cache != nullptr) {
       if (!cache->fixed && cache->k_BNSH.defined()) {

@@ -2,30 +2,26 @@
 
 #include <torch/nn/functional.h>
 
+#include "tasks/loss.h"
+
 namespace ropelab::tasks {
 
 namespace {
 
-namespace F = torch::nn::functional;
 
 // Cross-entropy summed over positions whose target is not -100, always in fp32, and the sums
 // the LM metrics need.
 Forward scored_ce(const torch::Tensor& logits_BTV, const torch::Tensor& target_BT, double smoothing,
                   int64_t num_tokens) {
-  auto logits = logits_BTV.reshape({-1, logits_BTV.size(-1)}).to(torch::kFloat32);
-  auto target = target_BT.reshape({-1});
-  auto opts = F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum);
+  int64_t V = logits_BTV.size(-1);
+  // PyTorch's label smoothing: a = 1 - eps, b = eps / V (tasks/loss.h).
+  auto ce = cross_entropy(logits_BTV.reshape({-1, V}), target_BT.reshape({-1}), 1.0 - smoothing,
+                          smoothing / static_cast<double>(V));
   Forward out;
-  out.loss_sum = F::cross_entropy(logits, target, opts.label_smoothing(smoothing));
-  torch::NoGradGuard ng;
-  auto valid = target != -100;
-  double nll = smoothing > 0
-                   ? F::cross_entropy(logits, target, opts.label_smoothing(0.0)).item<double>()
-                   : out.loss_sum.item<double>();
-  out.sums.v = {{"nll", nll},
-                {"targets", static_cast<double>(valid.sum().item<int64_t>())},
-                {"correct", static_cast<double>(
-                                ((logits.argmax(-1) == target) & valid).sum().item<int64_t>())},
+  out.loss_sum = ce.loss_sum;
+  out.sums.v = {{"nll", ce.nll_sum},
+                {"targets", static_cast<double>(ce.targets)},
+                {"correct", static_cast<double>(ce.correct)},
                 {"tokens", static_cast<double>(num_tokens)}};
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "tasks/loss.h"
 #include "text/bleu.h"
 #include "util/device.h"
 #include "util/signals.h"
@@ -33,28 +34,18 @@ std::unique_ptr<data::BatchStream> TranslationTask::stream(const data::TokenData
 Forward TranslationTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto memory = m.backbone->encode(b.src_BS, b.src_pad_BS);
   auto logits = m.logits(m.backbone->decode(b.input_BT, memory, b.src_pad_BS));
-  auto lp = torch::log_softmax(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32), -1);
-  auto target = b.target_BT.reshape({-1});
-  auto valid = target != -100;
-  auto idx = valid.nonzero().squeeze(1);
-  auto lp_sel = lp.index_select(0, idx);
-  auto tgt_sel = target.index_select(0, idx);
-  auto nll = -lp_sel.gather(1, tgt_sel.unsqueeze(1)).squeeze(1);
+  // fairseq's label smoothing: eps_i = eps / (V - 1), a = 1 - eps - eps_i, b = eps_i.
+  int64_t V = logits.size(-1);
   double eps = c_.task.label_smoothing;
+  double eps_i = eps > 0 ? eps / static_cast<double>(V - 1) : 0.0;
+  auto ce = cross_entropy(logits.reshape({-1, V}), b.target_BT.reshape({-1}), 1.0 - eps - eps_i,
+                          eps_i);
   Forward out;
-  if (eps > 0) {
-    double eps_i = eps / static_cast<double>(lp.size(1) - 1);
-    auto smooth = -lp_sel.sum(-1);
-    out.loss_sum = ((1.0 - eps - eps_i) * nll + eps_i * smooth).sum();
-  } else {
-    out.loss_sum = nll.sum();
-  }
-  torch::NoGradGuard ng;
-  out.sums.v = {
-      {"nll", nll.sum().item<double>()},
-      {"targets", static_cast<double>(idx.size(0))},
-      {"correct", static_cast<double>((lp_sel.argmax(-1) == tgt_sel).sum().item<int64_t>())},
-      {"tokens", static_cast<double>(b.num_tokens)}};
+  out.loss_sum = ce.loss_sum;
+  out.sums.v = {{"nll", ce.nll_sum},
+                {"targets", static_cast<double>(ce.targets)},
+                {"correct", static_cast<double>(ce.correct)},
+                {"tokens", static_cast<double>(b.num_tokens)}};
   return out;
 }
 

@@ -170,7 +170,7 @@ double order_accuracy(const std::string& pos) {
   auto m = task.build_model();
   auto s = task.stream(train, true, 16, 32);
   torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(3e-3).weight_decay(0.0));
-  for (int step = 0; step < 150; ++step) {
+  for (int step = 0; step < 250; ++step) {
     opt.zero_grad();
     auto f =
         task.forward(*m, s->batch(step / s->batches_per_epoch(), step % s->batches_per_epoch()));
@@ -181,8 +181,10 @@ double order_accuracy(const std::string& pos) {
 }
 
 TEST(GlueTask, WordOrderReachesTheHead) {
-  EXPECT_GT(order_accuracy("rope"), 0.9);
-  EXPECT_LT(order_accuracy("none"), 0.65);
+  double rope = order_accuracy("rope"), none = order_accuracy("none");
+  EXPECT_GT(rope, 0.9);
+  EXPECT_LT(none, 0.65);
+  std::printf("held-out order accuracy: rope %.3f, none %.3f\n", rope, none);
 }
 
 // bible-cola's negatives: the same words, changed only inside a window of at most 6 words.
