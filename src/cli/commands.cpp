@@ -219,7 +219,8 @@ int cmd_bench() {
   for (std::string s; std::getline(ss, s, ',');)
     if (!s.empty()) o.sections.push_back(s);
   if (!g.bench_lengths.empty()) o.lengths = parse_lengths(g.bench_lengths, "--lengths");
-  if (!g.decode_lengths.empty()) o.decode_lengths = parse_lengths(g.decode_lengths, "--decode-lengths");
+  if (!g.decode_lengths.empty())
+    o.decode_lengths = parse_lengths(g.decode_lengths, "--decode-lengths");
   train::run_bench(o);
   return 0;
 }
@@ -415,8 +416,9 @@ void register_all(CLI::App& app) {
       [](CLI::App& sub) {
         sub.add_option("overrides", g.overrides,
                        "key.path=value overrides applied to every bench config");
-        sub.add_option("--sections", g.sections,
-                       "comma-separated: machine,train,positions,attention,decode,data (default all)");
+        sub.add_option(
+            "--sections", g.sections,
+            "comma-separated: machine,train,positions,attention,decode,data (default all)");
         sub.add_flag("--compare-pytorch", g.bench.compare_pytorch,
                      "run the eager PyTorch reference (scripts/bench_pytorch.py, /usr/bin/python3) "
                      "next to each training measurement");

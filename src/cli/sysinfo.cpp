@@ -40,5 +40,4 @@ std::string report() {
   return os.str();
 }
 
-
 }  // namespace ropelab::sysinfo

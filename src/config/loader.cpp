@@ -514,7 +514,8 @@ T load_any(const std::string& path, const std::vector<Override>& overrides, Ctx&
   target.visit(rc);
   std::error_code ec;
   if (!stdfs::exists(path, ec))
-    throw ConfigError({Problem{Loc{path, 0, 0}, "", ec ? "cannot read: " + ec.message() : "no such file"}});
+    throw ConfigError(
+        {Problem{Loc{path, 0, 0}, "", ec ? "cannot read: " + ec.message() : "no such file"}});
   std::vector<std::string> stack;
   apply_file(path, target, ctx, stack);
   apply_overrides(overrides, target, ctx);

@@ -112,6 +112,40 @@ torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_
   return torch::cat(outs, 2);
 }
 
+void KVCache::append(const torch::Tensor& k_new, const torch::Tensor& v_new) {
+  int64_t len = k_BNSH.defined() ? k_BNSH.size(2) : 0, n = k_new.size(2);
+  if (!k_buf.defined() || len + n > k_buf.size(2)) {
+    int64_t cap = std::max<int64_t>(64, 2 * (len + n));
+    auto grow = [&](const torch::Tensor& old, const torch::Tensor& like) {
+      auto sizes = like.sizes().vec();
+      sizes[2] = cap;
+      auto b = torch::empty(sizes, like.options());
+      if (len > 0) b.narrow(2, 0, len).copy_(old.narrow(2, 0, len));
+      return b;
+    };
+    k_buf = grow(k_buf, k_new);
+    v_buf = grow(v_buf, v_new);
+  }
+  k_buf.narrow(2, len, n).copy_(k_new);
+  v_buf.narrow(2, len, n).copy_(v_new);
+  k_BNSH = k_buf.narrow(2, 0, len + n);
+  v_BNSH = v_buf.narrow(2, 0, len + n);
+}
+
+void KVCache::reorder(const torch::Tensor& order_B) {
+  if (!k_BNSH.defined()) return;
+  if (k_buf.defined()) {
+    int64_t len = k_BNSH.size(2);
+    k_buf = k_buf.index_select(0, order_B);
+    v_buf = v_buf.index_select(0, order_B);
+    k_BNSH = k_buf.narrow(2, 0, len);
+    v_BNSH = v_buf.narrow(2, 0, len);
+  } else {
+    k_BNSH = k_BNSH.index_select(0, order_B);
+    v_BNSH = v_BNSH.index_select(0, order_B);
+  }
+}
+
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
                                                const config::AttentionConfig& cfg)
     : n_heads_(n_heads), head_dim_(d_model / n_heads), cfg_(cfg) {
@@ -169,13 +203,13 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
       k = heads(kv2[0], S_new);
       v = heads(kv2[1], S_new);
     }
-    if (cache != nullptr) {
-      if (!cache->fixed && cache->k_BNSH.defined()) {
-        k = torch::cat({cache->k_BNSH, k}, 2);
-        v = torch::cat({cache->v_BNSH, v}, 2);
-      }
+    if (cache != nullptr && cache->fixed) {
       cache->k_BNSH = k;
       cache->v_BNSH = v;
+    } else if (cache != nullptr) {
+      cache->append(k, v);
+      k = cache->k_BNSH;
+      v = cache->v_BNSH;
     }
   }
   PositionModuleImpl* pos = ctx.module;

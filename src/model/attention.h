@@ -48,6 +48,13 @@ struct PositionContext {
 struct KVCache {
   torch::Tensor k_BNSH, v_BNSH;
   bool fixed = false;
+  // Self-attention keeps its keys/values in buffers with room to grow (the capacity doubles);
+  // k_BNSH / v_BNSH are views of their first S steps. A step appends in place, O(1) amortised,
+  // instead of copying the whole past (torch::cat): the time per token stays flat.
+  torch::Tensor k_buf, v_buf;
+  void append(const torch::Tensor& k_new_BNTH, const torch::Tensor& v_new_BNTH);
+  // Keeps the rows `order_B` (beam search).
+  void reorder(const torch::Tensor& order_B);
 };
 
 // The kernels, as free functions (tested directly against their quadratic forms).

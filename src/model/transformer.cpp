@@ -102,9 +102,9 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   // keys from position 0 (with a cache, the keys are the whole past).
   int64_t T = x.size(1);
   AttnMask self_mask = AttnMask{pad_BT, causal_, {}}.with_bias(T, offset + T, offset, x.device());
-  AttnMask mem_mask = memory.defined() ? AttnMask{mem_pad_BS, false, {}}.with_bias(
-                                             T, memory.size(1), 0, x.device())
-                                       : AttnMask{mem_pad_BS, false, {}};
+  AttnMask mem_mask =
+      memory.defined() ? AttnMask{mem_pad_BS, false, {}}.with_bias(T, memory.size(1), 0, x.device())
+                       : AttnMask{mem_pad_BS, false, {}};
   PosCache tables = position->prepare(T, offset + T, offset, 0, x.device());
   PositionContext pos{position.get(), &tables};
   for (size_t i = 0; i < layers->size(); ++i) {
@@ -118,11 +118,7 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
 
 void DecodeState::reorder(const torch::Tensor& order_B) {
   for (auto* caches : {&layers, &cross})
-    for (auto& c : *caches)
-      if (c.k_BNSH.defined()) {
-        c.k_BNSH = c.k_BNSH.index_select(0, order_B);
-        c.v_BNSH = c.v_BNSH.index_select(0, order_B);
-      }
+    for (auto& c : *caches) c.reorder(order_B);
 }
 
 // ---- the backbone

@@ -8,7 +8,6 @@ namespace ropelab::tasks {
 
 namespace {
 
-
 // Cross-entropy summed over positions whose target is not -100, always in fp32, and the sums
 // the LM metrics need.
 Forward scored_ce(const torch::Tensor& logits_BTV, const torch::Tensor& target_BT, double smoothing,

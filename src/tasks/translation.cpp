@@ -38,8 +38,8 @@ Forward TranslationTask::forward(model::ModelImpl& m, const data::Batch& b) cons
   int64_t V = logits.size(-1);
   double eps = c_.task.label_smoothing;
   double eps_i = eps > 0 ? eps / static_cast<double>(V - 1) : 0.0;
-  auto ce = cross_entropy(logits.reshape({-1, V}), b.target_BT.reshape({-1}), 1.0 - eps - eps_i,
-                          eps_i);
+  auto ce =
+      cross_entropy(logits.reshape({-1, V}), b.target_BT.reshape({-1}), 1.0 - eps - eps_i, eps_i);
   Forward out;
   out.loss_sum = ce.loss_sum;
   out.sums.v = {{"nll", ce.nll_sum},

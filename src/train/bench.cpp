@@ -107,8 +107,7 @@ json train_point(const config::Config& c, int steps) {
       f = task->forward(*model, batch);
     }
     (f.loss_sum / static_cast<double>(batch.num_targets)).backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(),
-                                      c.train.clip > 0 ? c.train.clip : 1e30);
+    torch::nn::utils::clip_grad_norm_(model->parameters(), c.train.clip > 0 ? c.train.clip : 1e30);
     opt.step();
     if (s > 0) timed += seconds_since(t);
     loss = f.loss_sum.item<double>() / static_cast<double>(batch.num_targets);
@@ -164,6 +163,16 @@ json decode_point(const config::Config& c, int steps, int64_t length) {
           {"nocache_ms_per_token", 1e3 * uncached / reps}};
 }
 
+// Tokens/s of drawing `batches` batches from a stream (epochs wrap around).
+double stream_tokens_per_s(const data::BatchStream& stream, int64_t batches) {
+  int64_t per_epoch = stream.batches_per_epoch();
+  double tokens = 0;
+  auto t0 = clock::now();
+  for (int64_t i = 0; i < batches; ++i)
+    tokens += static_cast<double>(stream.batch(i / per_epoch, i % per_epoch).num_tokens);
+  return tokens / seconds_since(t0);
+}
+
 // The real batch stream of the config's prepared data (prepared first if needed).
 json data_point(const config::Config& c, int64_t batches) {
   int threads = apply_thread_policy(c.run);
@@ -171,14 +180,7 @@ json data_point(const config::Config& c, int64_t batches) {
   auto ds = data.split("train");
   auto task = tasks::make_task(c, data.vocab_size(), nullptr, data.source_vocab_size());
   auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
-  int64_t per_epoch = stream->batches_per_epoch();
-  double tokens = 0;
-  auto t0 = clock::now();
-  for (int64_t i = 0; i < batches; ++i) {
-    auto b = stream->batch(i / per_epoch, i % per_epoch);
-    tokens += static_cast<double>(b.num_tokens);
-  }
-  return {{"stream_tokens_per_s", tokens / seconds_since(t0)},
+  return {{"stream_tokens_per_s", stream_tokens_per_s(*stream, batches)},
           {"batches", batches},
           {"peak_rss_mb", proc_status_mb("VmHWM")}};
 }
@@ -263,7 +265,11 @@ struct Runner {
   json points = json::array();
 
   Runner(const BenchOptions& opts, int64_t n, int th)
-      : o(opts), logs_dir(opts.out_dir + "/logs"), threads(th), total(n), bar("bench", n, "point") {}
+      : o(opts),
+        logs_dir(opts.out_dir + "/logs"),
+        threads(th),
+        total(n),
+        bar("bench", n, "point") {}
 
   // Runs one shell command whose stdout is a JSON object; records and returns it (with
   // "error" set where it failed).
@@ -285,9 +291,9 @@ struct Runner {
       }
     } else {
       int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
-      r = json{{"error", fmt::format("exit {}{} (log: {})", code,
-                                     code == 137 || code == 9 ? ", killed: out of memory?" : "",
-                                     log)}};
+      r = json{
+          {"error", fmt::format("exit {}{} (log: {})", code,
+                                code == 137 || code == 9 ? ", killed: out of memory?" : "", log)}};
     }
     r["wall_s"] = seconds_since(t0);
     for (auto& [k, v] : meta.items()) r[k] = v;
@@ -300,8 +306,7 @@ struct Runner {
   json ropelab(const std::string& label, const std::string& point, const std::string& cfg,
                const std::vector<std::string>& ov, int64_t length, json meta) {
     std::string cmd = quote(platform::executable_dir() + "/ropelab") + " bench --point " + point +
-                      " --steps " + std::to_string(o.steps) + " --length " +
-                      std::to_string(length);
+                      " --steps " + std::to_string(o.steps) + " --length " + std::to_string(length);
     if (!cfg.empty()) cmd += " --config " + quote(cfg);
     std::vector<std::string> all = o.overrides;
     all.push_back("run.threads=" + std::to_string(threads));
@@ -314,21 +319,22 @@ struct Runner {
   json pytorch(const std::string& label, const config::Config& c, const std::string& model,
                const std::string& precision, json meta) {
     std::string pos = c.model.position.type();
-    std::string cmd =
-        "/usr/bin/python3 " + quote(platform::script_path("bench_pytorch.py")) +
-        fmt::format(" --model {} --precision {} --position {} --d-model {} --n-layers {} "
-                    "--n-heads {} --d-ff {} --vocab {} --seq-len {} --batch {} --dropout {} "
-                    "--steps {} --threads {}",
-                    model, precision, pos == "none" ? "none" : "rope", c.model.d_model,
-                    c.model.n_layers, c.model.n_heads, c.model.d_ff, vocab_of(c), c.task.seq_len,
-                    c.train.batch_size, c.model.dropout, o.steps, threads);
+    std::string cmd = "/usr/bin/python3 " + quote(platform::script_path("bench_pytorch.py")) +
+                      fmt::format(
+                          " --model {} --precision {} --position {} --d-model {} --n-layers {} "
+                          "--n-heads {} --d-ff {} --vocab {} --seq-len {} --batch {} --dropout {} "
+                          "--steps {} --threads {}",
+                          model, precision, pos == "none" ? "none" : "rope", c.model.d_model,
+                          c.model.n_layers, c.model.n_heads, c.model.d_ff, vocab_of(c),
+                          c.task.seq_len, c.train.batch_size, c.model.dropout, o.steps, threads);
     meta["impl"] = "pytorch";
     return run(label, cmd, meta);
   }
 };
 
 bool wanted(const BenchOptions& o, const std::string& s) {
-  return o.sections.empty() || std::find(o.sections.begin(), o.sections.end(), s) != o.sections.end();
+  return o.sections.empty() ||
+         std::find(o.sections.begin(), o.sections.end(), s) != o.sections.end();
 }
 
 double num(const json& j, const char* k) {
@@ -365,7 +371,7 @@ std::string check(bool ok) { return ok ? "yes" : "**no**"; }
 
 void run_bench(const BenchOptions& o) {
   static const std::vector<std::string> kSections{"machine",   "train",  "positions",
-                                                   "attention", "decode", "data"};
+                                                  "attention", "decode", "data"};
   for (const auto& s : o.sections)
     if (std::find(kSections.begin(), kSections.end(), s) == kSections.end())
       throw UserError("bench: unknown section '" + s +
@@ -378,8 +384,9 @@ void run_bench(const BenchOptions& o) {
     cfg[m] = config::load_config(file[m], config::overrides_from_args(o.overrides));
   }
   if (o.compare_pytorch && !fs::exists("/usr/bin/python3"))
-    throw UserError("bench --compare-pytorch: /usr/bin/python3 is missing (apt-get install "
-                    "python3-torch)");
+    throw UserError(
+        "bench --compare-pytorch: /usr/bin/python3 is missing (apt-get install "
+        "python3-torch)");
   int threads = o.threads > 0 ? o.threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   static const std::vector<std::string> kPositions{"none", "sinusoidal", "learned", "t5",
@@ -460,8 +467,8 @@ void run_bench(const BenchOptions& o) {
         summary["train"][m][prec] = {{"tokens_per_s", tps}, {"gflops", gflops}, {"mfu", mfu}};
         if (m == "lm" && prec == "fp32") {
           lm_fp32_tps = tps;
-          goals.emplace_back("fp32 MFU >= 50% (LM)", fmt_num(100 * mfu, "{:.0f}%") + " " +
-                                                         check(mfu >= 0.5));
+          goals.emplace_back("fp32 MFU >= 50% (LM)",
+                             fmt_num(100 * mfu, "{:.0f}%") + " " + check(mfu >= 0.5));
         }
         if (o.compare_pytorch) {
           const json& b = best[m + " " + prec]["pytorch"];
@@ -531,26 +538,28 @@ void run_bench(const BenchOptions& o) {
       if (!lin_wins) wins_from = -1;  // "from some length on": every longer one too
       row.push_back(lin_wins ? "linear" : "softmax");
       t.rows.push_back(row);
-      summary["attention"][std::to_string(len)] = {
-          {"softmax", got["softmax"]}, {"linear", got["linear"]}};
+      summary["attention"][std::to_string(len)] = {{"softmax", got["softmax"]},
+                                                   {"linear", got["linear"]}};
     }
-    md += fmt::format("## Attention kernels\n\nLM bench model, fp32, {} tokens per step "
-                      "(batch = tokens / length), RoPE; linear = elu+1 features, Eq. 19, "
-                      "causal chunked prefix sums. Peak MiB: the training steps' growth of the "
-                      "resident set over the model's.\n\n",
-                      o.attention_tokens) +
+    md += fmt::format(
+              "## Attention kernels\n\nLM bench model, fp32, {} tokens per step "
+              "(batch = tokens / length), RoPE; linear = elu+1 features, Eq. 19, "
+              "causal chunked prefix sums. Peak MiB: the training steps' growth of the "
+              "resident set over the model's.\n\n",
+              o.attention_tokens) +
           t.md();
     if (lin_tps.count(512) && lin_tps.count(8192)) {
       double keep = lin_tps[8192] / lin_tps[512];
-      md += fmt::format("\nLinear attention at 8192 tokens runs at {:.2f} of its tokens/s at 512.",
-                        keep);
+      md += fmt::format(
+          "\nLinear attention at 8192 tokens runs at {:.2f} of its tokens/s at 512.\n", keep);
       goals.emplace_back("linear attention at 8192 >= 2/3 of its tokens/s at 512",
                          fmt_num(keep, "{:.2f}") + " " + check(keep >= 2.0 / 3.0));
     }
-    md += wins_from > 0 ? fmt::format(" Linear attention is faster from length {} on.\n\n",
-                                      wins_from)
-                        : std::string(" Linear attention is not faster at any length measured "
-                                      "(from some length on).\n\n");
+    md += wins_from > 0
+              ? fmt::format("\nLinear attention is faster from length {} on.\n\n", wins_from)
+              : std::string(
+                    "\nLinear attention is not faster from any length measured "
+                    "on.\n\n");
     goals.emplace_back("linear attention beats softmax from some length on",
                        (wins_from > 0 ? "from " + std::to_string(wins_from) : std::string("none")) +
                            " " + check(wins_from > 0));
@@ -569,11 +578,12 @@ void run_bench(const BenchOptions& o) {
                         cell(j, "nocache_ms_per_token", "{:.1f}"), fmt_num(u / c, "{:.0f}x")});
     }
     double growth = last / first;
-    md += "## Decoding\n\nLM bench model, batch 1, greedy: the time of the next token after "
-          "`output length` tokens.\n\n" +
-          t.md() +
-          fmt::format("\nWith the cache, a token at {} costs {:.2f}x one at {}.\n\n",
-                      o.decode_lengths.back(), growth, o.decode_lengths.front());
+    md +=
+        "## Decoding\n\nLM bench model, batch 1, greedy: the time of the next token after "
+        "`output length` tokens.\n\n" +
+        t.md() +
+        fmt::format("\nWith the cache, a token at {} costs {:.2f}x one at {}.\n\n",
+                    o.decode_lengths.back(), growth, o.decode_lengths.front());
     goals.emplace_back("cached decoding: time per token flat (<= 1.25x from first to last)",
                        fmt_num(growth, "{:.2f}x") + " " + check(growth <= 1.25));
   }
@@ -596,12 +606,9 @@ void run_bench(const BenchOptions& o) {
     for (const auto& [k, v] : goals) g.rows.push_back({k, v});
     md += "## Goals\n\n" + g.md();
   }
-  json all{{"libtorch", TORCH_VERSION},
-           {"blas_core", platform::blas_core()},
-           {"threads", threads},
-           {"steps", o.steps},
-           {"rounds", o.rounds},
-           {"summary", summary},
+  json all{{"libtorch", TORCH_VERSION}, {"blas_core", platform::blas_core()},
+           {"threads", threads},        {"steps", o.steps},
+           {"rounds", o.rounds},        {"summary", summary},
            {"points", r.points}};
   fs::write_file_atomic(o.out_dir + "/bench.json", all.dump(2) + "\n");
   fs::write_file_atomic(o.out_dir + "/bench.md", md);
@@ -617,13 +624,7 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
   auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
 
   int64_t per_epoch = stream->batches_per_epoch();
-  double data_tokens = 0;
-  auto t0 = clock::now();
-  for (int64_t i = 0; i < batches; ++i) {
-    auto b = stream->batch(i / per_epoch, i % per_epoch);
-    data_tokens += static_cast<double>(b.num_tokens);
-  }
-  double data_s = seconds_since(t0);
+  double data_tps = stream_tokens_per_s(*stream, batches);
 
   torch::manual_seed(0);
   auto model = task->build_model();
@@ -648,7 +649,7 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
       train_tokens += static_cast<double>(b.num_tokens);
     }
   }
-  double data_tps = data_tokens / data_s, train_tps = train_tokens / train_s;
+  double train_tps = train_tokens / train_s;
   return fmt::format(
       "task {} ({} positions, {} attention, {}), seq_len {}, batch {}, {} threads\n"
       "  batch stream: {:>12.0f} tokens/s ({} batches)\n"

@@ -47,7 +47,7 @@ struct BenchOptions {
   int steps = 5;                              // timed steps per measurement (+1 warm-up)
   int rounds = 2;                             // interleaved rounds of the training section
   bool compare_pytorch = false;
-  int threads = 0;                            // 0 = all cores
+  int threads = 0;  // 0 = all cores
   std::vector<int64_t> lengths{256, 512, 1024, 2048, 4096, 8192};
   int64_t attention_tokens = 8192;  // tokens per step in the attention section
   std::vector<int64_t> decode_lengths{64, 256, 1024, 2048};

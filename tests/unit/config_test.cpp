@@ -141,8 +141,8 @@ TEST(Config, InheritCycleAndMissingParent) {
   EXPECT_NE(ps2[0].message.find("no such file"), std::string::npos);
   // A parent name the OS refuses (longer than NAME_MAX; found by fuzz_config) is a problem
   // located at the inherit key, not a std::filesystem exception.
-  auto ps3 = problems_of(write(d.file("e.yaml"), "inherit: " + std::string(300, 'x') +
-                                                     ".yaml\ntask: {type: clm}\n"));
+  auto ps3 = problems_of(
+      write(d.file("e.yaml"), "inherit: " + std::string(300, 'x') + ".yaml\ntask: {type: clm}\n"));
   ASSERT_EQ(ps3.size(), 1u);
   EXPECT_EQ(ps3[0].key, "inherit");
   EXPECT_NE(ps3[0].message.find("no such file"), std::string::npos);

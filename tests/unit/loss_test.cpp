@@ -29,7 +29,7 @@ TEST(CrossEntropy, MatchesLogSoftmaxNllWithAndWithoutSmoothing) {
   struct Form {
     double a, b;
   };
-  for (Form f : {Form{1.0, 0.0}, Form{1.0 - eps, eps / V},  // none; PyTorch's smoothing
+  for (Form f : {Form{1.0, 0.0}, Form{1.0 - eps, eps / V},           // none; PyTorch's smoothing
                  Form{1.0 - eps - eps / (V - 1), eps / (V - 1)}}) {  // fairseq's
     auto x1 = (3.0 * torch::randn({N, V})).requires_grad_(true);
     auto x2 = x1.detach().clone().requires_grad_(true);
@@ -43,8 +43,8 @@ TEST(CrossEntropy, MatchesLogSoftmaxNllWithAndWithoutSmoothing) {
     EXPECT_EQ(x1.grad()[5].abs().sum().item<double>(), 0.0);
     EXPECT_EQ(ce.targets, N - 3);
     auto valid = target != -100;
-    auto nll = torch::nll_loss(torch::log_softmax(x2.detach(), -1), target,
-                               {}, at::Reduction::Sum, -100);
+    auto nll =
+        torch::nll_loss(torch::log_softmax(x2.detach(), -1), target, {}, at::Reduction::Sum, -100);
     EXPECT_NEAR(ce.nll_sum, nll.item<double>(), 1e-3);
     auto correct = ((x2.detach().argmax(-1) == target) & valid).sum().item<int64_t>();
     EXPECT_EQ(ce.correct, correct);

@@ -50,7 +50,7 @@ const PosCache::Tables& RotaryImpl::tables(const PosCache& c, int64_t width) con
 torch::Tensor RotaryImpl::spread(const torch::Tensor& t, bool interleaved, bool signed_first) {
   auto first = signed_first ? -t : t;
   if (interleaved) return torch::stack({first, t}, -1).flatten(-2);  // [c0 c0 c1 c1 ...]
-  return torch::cat({first, t}, -1);                                  // [c0 c1 ... c0 c1 ...]
+  return torch::cat({first, t}, -1);                                 // [c0 c1 ... c0 c1 ...]
 }
 
 torch::Tensor RotaryImpl::rotate_spread(const torch::Tensor& x, const torch::Tensor& cos_TF,

@@ -1,0 +1,48 @@
+# `ropelab bench` through the real CLI at a tiny size: every section but data (which would
+# train a tokenizer), the eager PyTorch reference side by side, the table, bench.md and
+# bench.json with the figures the README and BENCHMARKS.md quote; and bad input (an unknown
+# section, a bad override) exits 2 with one line and writes nothing.
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+CFG="$ROPELAB_SRC/configs/bench"
+tiny=(model.d_model=32 model.n_layers=1 model.n_decoder_layers=1 model.n_heads=2 model.d_ff=64
+      task.seq_len=32 train.batch_size=2 data.tokenizer.vocab_size=100)
+
+expect_exit 0 "$ROPELAB" bench --configs "$CFG" --out b --steps 1 --rounds 1 --threads 1 \
+  --sections machine,train,positions,attention,decode --compare-pytorch \
+  --lengths 32,64 --attention-tokens 128 --decode-lengths 8,16 "${tiny[@]}"
+for h in "## Machine" "## Training" "## Position modules" "## Attention kernels" "## Decoding" \
+         "## Goals" "ropelab / PyTorch" "| xpos |" "written: b/bench.md"; do
+  expect_in "$h"
+done
+expect_not_in "failed"
+python3 - <<'PY' || fail "bench.json lacks figures"
+import json, math
+j = json.load(open("b/bench.json"))
+s = j["summary"]
+for m in ("lm", "mlm", "translation"):
+    for p in ("fp32", "bf16"):
+        r = s["train"][m][p]
+        assert r["tokens_per_s"] > 0 and r["pytorch_tokens_per_s"] > 0 and r["ratio"] > 0, (m, p, r)
+        assert 0 < r["mfu"] < 1.5, (m, p, r)
+assert set(s["positions"]) == {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos"}
+assert s["positions"]["none"]["cost_vs_none"] == 0
+for L in ("32", "64"):
+    for k in ("softmax", "linear"):
+        assert s["attention"][L][k]["tokens_per_s"] > 0 and s["attention"][L][k]["peak_train_mb"] >= 0
+assert not any("error" in p for p in j["points"]), [p for p in j["points"] if "error" in p]
+# Every point ran in its own process and kept its log.
+assert len(j["points"]) == 1 + 12 + 7 + 4 + 2, len(j["points"])
+PY
+[[ -s b/logs/000.log.json ]] || fail "no per-point output kept"
+
+# Bad input: one line, exit 2, nothing written.
+expect_exit 2 "$ROPELAB" bench --configs "$CFG" --out c --sections machine,nope
+expect_in "error: bench: unknown section 'nope'"
+[[ $(wc -l <<<"$OUT") -eq 1 ]] || fail "more than one line: $OUT"
+expect_exit 2 "$ROPELAB" bench --configs "$CFG" --out c model.d_modle=3
+expect_in "model.d_modle"
+expect_exit 2 "$ROPELAB" bench --configs nowhere --out c
+expect_in "nowhere/lm.yaml"
+[[ ! -e c ]] || fail "a refused bench wrote c/"
+echo "bench e2e: OK"
