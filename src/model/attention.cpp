@@ -158,6 +158,26 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
     favor_FH_ = register_buffer("favor_proj", torch::randn({cfg.num_features, head_dim_}));
 }
 
+std::pair<torch::Tensor, torch::Tensor> MultiHeadAttentionImpl::fused(
+    Fused& f, const std::vector<torch::nn::Linear>& ps) {
+  std::vector<torch::Tensor> ws, bs;
+  std::vector<int64_t> versions;
+  for (const auto& p : ps) {
+    ws.push_back(p->weight);
+    bs.push_back(p->bias);
+    versions.push_back(p->weight._version());
+    versions.push_back(p->bias._version());
+    versions.push_back(reinterpret_cast<int64_t>(p->weight.data_ptr()));
+  }
+  if (torch::GradMode::is_enabled()) {
+    f = {};  // autograd must see the cat to route gradients to each weight
+    return {torch::cat(ws), torch::cat(bs)};
+  }
+  if (!f.w.defined() || f.versions != versions || f.w.device() != ws[0].device())
+    f = {torch::cat(ws), torch::cat(bs), versions};
+  return {f.w, f.b};
+}
+
 torch::Tensor MultiHeadAttentionImpl::features(const torch::Tensor& x, bool is_query) const {
   if (cfg_.feature_map == config::FeatureMap::kElu) return F::elu(x) + 1.0;
   // FAVOR+ positive random features for the softmax kernel exp(q.k / sqrt(H)):
@@ -183,8 +203,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   torch::Tensor q, k, v;
   if (self) {
     // One matmul for q, k and v: [B, T, 3D] -> three [B, N, T, H] views.
-    auto w = torch::cat({q_proj->weight, k_proj->weight, v_proj->weight});
-    auto b = torch::cat({q_proj->bias, k_proj->bias, v_proj->bias});
+    auto [w, b] = fused(fused_qkv_, {q_proj, k_proj, v_proj});
     auto qkv = F::linear(x, w, b).chunk(3, -1);  // chunk's backward is one cat, no zero-fill
     q = heads(qkv[0], T);
     k = heads(qkv[1], T);
@@ -192,13 +211,24 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   } else {
     q = heads(q_proj(x), T);
   }
+  PositionModuleImpl* pos = ctx.module;
+  static const PosCache kNoTables;
+  const PosCache& pc = ctx.tables != nullptr ? *ctx.tables : kNoTables;
+  // Softmax self-attention with a cache stores keys already rotated: each step rotates only its
+  // own queries and keys (tables for those positions), never the whole past again.
+  bool rotate_new = cache != nullptr && !cache->fixed && pos != nullptr &&
+                    cfg_.kernel == config::AttentionKernel::kSoftmax;
+  PosCache step_tables;
+  if (rotate_new) {
+    step_tables.q_pos_T = pc.q_pos_T;
+    step_tables.k_pos_S = pc.k_pos_S.narrow(0, pc.k_pos_S.size(0) - S_new, S_new);
+  }
   if (cache != nullptr && cache->fixed && cache->k_BNSH.defined()) {
     k = cache->k_BNSH;  // cross-attention: the memory was projected at the first step
     v = cache->v_BNSH;
   } else {
     if (!self) {
-      auto w = torch::cat({k_proj->weight, v_proj->weight});
-      auto b = torch::cat({k_proj->bias, v_proj->bias});
+      auto [w, b] = fused(fused_kv_, {k_proj, v_proj});
       auto kv2 = F::linear(kv, w, b).chunk(2, -1);
       k = heads(kv2[0], S_new);
       v = heads(kv2[1], S_new);
@@ -207,19 +237,17 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
       cache->k_BNSH = k;
       cache->v_BNSH = v;
     } else if (cache != nullptr) {
+      if (rotate_new) k = pos->rotate_k(k, step_tables);
       cache->append(k, v);
       k = cache->k_BNSH;
       v = cache->v_BNSH;
     }
   }
-  PositionModuleImpl* pos = ctx.module;
-  static const PosCache kNoTables;
-  const PosCache& pc = ctx.tables != nullptr ? *ctx.tables : kNoTables;
   torch::Tensor out;
   if (cfg_.kernel == config::AttentionKernel::kSoftmax) {
     if (pos != nullptr) {
-      q = pos->rotate_q(q, pc);
-      k = pos->rotate_k(k, pc);
+      q = pos->rotate_q(q, rotate_new ? step_tables : pc);
+      if (!rotate_new) k = pos->rotate_k(k, pc);
     }
     auto bias = pos != nullptr ? pos->score_bias(pc) : torch::Tensor();
     out = softmax_attention(q, k, v, bias, mask, q_offset, cfg_.dropout, is_training());

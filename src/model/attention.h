@@ -92,6 +92,15 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // forward concatenates the weights (a few hundred KB) and projects q, k, v at once.
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   torch::Tensor favor_FH_;  // FAVOR+ random projection (a buffer, drawn once)
+  // Without autograd (evaluation, decoding one token at a time) the concatenated q/k/v and k/v
+  // weights are kept until a weight changes (its version counter moves), instead of being
+  // copied again at every step.
+  struct Fused {
+    torch::Tensor w, b;
+    std::vector<int64_t> versions;
+  };
+  Fused fused_qkv_, fused_kv_;
+  std::pair<torch::Tensor, torch::Tensor> fused(Fused& f, const std::vector<torch::nn::Linear>& ps);
 };
 TORCH_MODULE(MultiHeadAttention);
 

@@ -8,8 +8,8 @@
 // backbone and a head together.
 // Each stack owns one position module (self-attention only; cross-attention never gets one),
 // so T5's bias table is one parameter per stack. The stack calls its prepare() once per forward
-// pass and hands the tables to every layer. Incremental decoding keeps raw keys/values per
-// layer and continues positions from the cache length.
+// pass and hands the tables to every layer. Incremental decoding keeps keys/values per layer
+// (softmax attention: keys already rotated) and continues positions from the cache length.
 //
 // Legend: B batch, T decoder/target time, S encoder/source time, D model dim, V vocab.
 #pragma once
