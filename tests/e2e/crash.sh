@@ -180,13 +180,14 @@ grep -q "^stopped: prepare stopped by SIGHUP; the files it finished are complete
 ls prep/text-huge.txt-*/spm64-bpe/*.h5 2>/dev/null && fail "a stopped prepare wrote a dataset"
 expect_exit 0 "$ROPELAB" prepare evalstop.yaml data.train=$WORK/huge.txt
 expect_in "tokenizer up to date"
-# SIGTERM during `ablate`: the current run saves its checkpoint, the command exits 143 naming
+# SIGTERM during `ablate` (3000 steps, so the signal lands inside run a even at ~350 steps/s):
+# the current run saves its checkpoint, the command exits 143 naming
 # it, and the same command resumes that run and trains the rest.
 cat >abl.yaml <<YAML
 name: abl
 base: clm.yaml
 out_dir: $WORK/runs
-set: [train.max_steps=300, train.checkpoint_every=100, train.eval_every=0, train.log_every=10]
+set: [train.max_steps=3000, train.checkpoint_every=200, train.eval_every=0, train.log_every=10]
 variants:
   - {name: a}
   - {name: b, set: [model.position.type=t5]}
