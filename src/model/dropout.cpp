@@ -6,18 +6,9 @@
 
 #include <limits>
 
+#include "util/random.h"
+
 namespace ropelab::model {
-
-namespace {
-
-inline uint64_t splitmix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
   if (p <= 0 || !training) return x;
@@ -36,7 +27,7 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
     const auto drop = static_cast<scalar_t>(0.0);
     at::parallel_for(0, (n + 1) / 2, 8192, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        uint64_t r = splitmix64(seed ^ static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ULL);
+        uint64_t r = util::mix64(seed ^ static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ULL);
         m[2 * i] = (r & 0xFFFFFFFFULL) >= threshold ? keep : drop;
         if (2 * i + 1 < n) m[2 * i + 1] = (r >> 32) >= threshold ? keep : drop;
       }

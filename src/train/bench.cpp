@@ -76,6 +76,24 @@ data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, i
 
 int64_t vocab_of(const config::Config& c) { return c.data.tokenizer.vocab_size; }
 
+// One training step as the trainer takes it (train/trainer.cpp): gradients dropped, forward under
+// the run's precision, loss / targets, backward, global-norm clipping, AdamW. Returns the mean
+// loss; its .item() also waits for an asynchronous device.
+double train_step(const config::Config& c, const tasks::Task& task, model::ModelImpl& model,
+                  torch::optim::AdamW& opt, const data::Batch& batch, torch::Device dev) {
+  zero_grad_to_none(opt);
+  tasks::Forward f;
+  {
+    device::Autocast ac(dev, c.train.precision == config::Precision::kBf16);
+    f = task.forward(model, batch);
+  }
+  double targets = std::max<double>(1.0, f.sums("targets"));
+  (f.loss_sum / targets).backward();
+  torch::nn::utils::clip_grad_norm_(model.parameters(), c.train.clip > 0 ? c.train.clip : 1e30);
+  opt.step();
+  return f.loss_sum.item<double>() / targets;
+}
+
 json train_point(const config::Config& c, int steps) {
   int threads = apply_thread_policy(c.run);
   torch::Device dev = device::resolve(c.run.device);
@@ -88,7 +106,6 @@ json train_point(const config::Config& c, int steps) {
   auto opt = make_optimizer(*model, c.train);
   auto batch = synthetic_batch(c, vocab, B, T).to(dev);
   double rss0 = proc_status_mb("VmRSS");
-  bool bf16 = c.train.precision == config::Precision::kBf16;
   double timed = 0;
   double loss = 0;
   // ROPELAB_PROFILE=FILE: a chrome trace of the timed steps (libtorch's profiler), for finding
@@ -100,17 +117,8 @@ json train_point(const config::Config& c, int steps) {
     if (s == 1 && profile_file != nullptr)
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(profile_file);
     auto t = clock::now();
-    zero_grad_to_none(opt);
-    tasks::Forward f;
-    {
-      device::Autocast ac(dev, bf16);
-      f = task->forward(*model, batch);
-    }
-    (f.loss_sum / static_cast<double>(batch.num_targets)).backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), c.train.clip > 0 ? c.train.clip : 1e30);
-    opt.step();
+    loss = train_step(c, *task, *model, opt, batch, dev);
     if (s > 0) timed += seconds_since(t);
-    loss = f.loss_sum.item<double>() / static_cast<double>(batch.num_targets);
   }
   profile.reset();
   int64_t params = 0;
@@ -250,12 +258,6 @@ std::string bench_point(const std::string& point, const std::string& config_file
 
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
 struct Runner {
   const BenchOptions& o;
   std::string logs_dir;
@@ -279,7 +281,8 @@ struct Runner {
     std::string out = log + ".json";
     bar.update(done, label);
     auto t0 = clock::now();
-    int rc = std::system((cmd + " >" + quote(out) + " 2>" + quote(log)).c_str());
+    int rc = std::system(
+        (cmd + " >" + platform::shell_quote(out) + " 2>" + platform::shell_quote(log)).c_str());
     signals::throw_if_stopped("bench", "nothing was written");
     json r;
     std::string text = fs::exists(out) ? fs::read_file(out) : "";
@@ -305,13 +308,14 @@ struct Runner {
 
   json ropelab(const std::string& label, const std::string& point, const std::string& cfg,
                const std::vector<std::string>& ov, int64_t length, json meta) {
-    std::string cmd = quote(platform::executable_dir() + "/ropelab") + " bench --point " + point +
-                      " --steps " + std::to_string(o.steps) + " --length " + std::to_string(length);
-    if (!cfg.empty()) cmd += " --config " + quote(cfg);
+    std::string cmd = platform::shell_quote(platform::executable_dir() + "/ropelab") +
+                      " bench --point " + point + " --steps " + std::to_string(o.steps) +
+                      " --length " + std::to_string(length);
+    if (!cfg.empty()) cmd += " --config " + platform::shell_quote(cfg);
     std::vector<std::string> all = o.overrides;
     all.push_back("run.threads=" + std::to_string(threads));
     all.insert(all.end(), ov.begin(), ov.end());
-    for (const auto& x : all) cmd += " " + quote(x);
+    for (const auto& x : all) cmd += " " + platform::shell_quote(x);
     meta["impl"] = "ropelab";
     return run(label, cmd, meta);
   }
@@ -319,7 +323,8 @@ struct Runner {
   json pytorch(const std::string& label, const config::Config& c, const std::string& model,
                const std::string& precision, json meta) {
     std::string pos = c.model.position.type();
-    std::string cmd = "/usr/bin/python3 " + quote(platform::script_path("bench_pytorch.py")) +
+    std::string cmd = "/usr/bin/python3 " +
+                      platform::shell_quote(platform::script_path("bench_pytorch.py")) +
                       fmt::format(
                           " --model {} --precision {} --position {} --d-model {} --n-layers {} "
                           "--n-heads {} --d-ff {} --vocab {} --seq-len {} --batch {} --dropout {} "
@@ -630,20 +635,12 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
   auto model = task->build_model();
   model->to(dev);
   auto opt = make_optimizer(*model, c.train);
-  bool bf16 = c.train.precision == config::Precision::kBf16;
   double train_tokens = 0;
   double train_s = 0;
   for (int64_t s = 0; s <= train_steps; ++s) {  // step 0 is a warm-up, not timed
     auto b = stream->batch(0, s % per_epoch).to(dev);
     auto t = clock::now();
-    zero_grad_to_none(opt);
-    tasks::Forward f;
-    {
-      device::Autocast ac(dev, bf16);
-      f = task->forward(*model, b);
-    }
-    (f.loss_sum / std::max<double>(1.0, f.sums("targets"))).backward();
-    opt.step();
+    train_step(c, *task, *model, opt, b, dev);
     if (s > 0) {
       train_s += seconds_since(t);
       train_tokens += static_cast<double>(b.num_tokens);
@@ -653,7 +650,7 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
   return fmt::format(
       "task {} ({} positions, {} attention, {}), seq_len {}, batch {}, {} threads\n"
       "  batch stream: {:>12.0f} tokens/s ({} batches)\n"
-      "  training:     {:>12.0f} tokens/s ({} steps, forward + backward + AdamW)\n"
+      "  training:     {:>12.0f} tokens/s ({} steps, forward + backward + clip + AdamW)\n"
       "  the stream is {:.0f}x faster than training\n",
       c.task.type(), c.model.position.type(), config::to_string(c.model.attention.kernel),
       config::to_string(c.train.precision), c.task.seq_len, c.train.batch_size, threads, data_tps,

@@ -162,12 +162,6 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
 
 namespace {
 std::string plot_script() { return platform::script_path("plot_runs.py"); }
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 }  // namespace
 
 void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions& o) {
@@ -183,9 +177,9 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
   if (o.plots) {
     std::string py = "/usr/bin/python3";
     if (!fs::exists(py)) py = "python3";
-    std::string cmd = py + " " + quote(plot_script()) + " --out " + quote(o.out_dir) +
-                      fmt::format(" --smooth {}", o.smoothing);
-    for (const auto& d : run_dirs) cmd += " " + quote(d);
+    std::string cmd = py + " " + platform::shell_quote(plot_script()) + " --out " +
+                      platform::shell_quote(o.out_dir) + fmt::format(" --smooth {}", o.smoothing);
+    for (const auto& d : run_dirs) cmd += " " + platform::shell_quote(d);
     int rc = std::system((cmd + " 2>&1").c_str());
     if (rc != 0 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
       spdlog::warn(

@@ -102,6 +102,12 @@ std::string executable_dir() {
   return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 std::string script_path(const std::string& name) {
   if (const char* p = std::getenv("ROPELAB_SCRIPTS_DIR")) return std::string(p) + "/" + name;
   std::string near = executable_dir() + "/../../scripts/" + name;

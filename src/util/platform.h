@@ -40,4 +40,7 @@ std::string executable_dir();
 // to build/bin/), else the directory recorded at configure time.
 std::string script_path(const std::string& name);
 
+// `s` as one single-quoted POSIX shell word (for commands run through std::system).
+std::string shell_quote(const std::string& s);
+
 }  // namespace ropelab::platform

@@ -138,13 +138,9 @@ cfg evalstop "source: text, train: $WORK/lm.txt, valid: $WORK/big.txt" "type: cl
   "arch: decoder"
 OVR="train.eval_batches=0 train.eval_every=3 train.max_steps=6 train.checkpoint_every=3"
 expect_exit 0 "$ROPELAB" train evalstop.yaml $OVR run.name=ev-ref
-"$ROPELAB" train evalstop.yaml $OVR run.name=ev >ev.log 2>&1 &
-pid=$!
-for _ in $(seq 600); do grep -q "step 0 valid" ev.log 2>/dev/null && break; sleep 0.05; done
-sleep 0.5  # inside the evaluation at step 3
-kill -TERM $pid
-set +e; wait $pid; code=$?; set -e
-[[ $code -eq 143 ]] || fail "SIGTERM during evaluation: exit $code: $(tail -3 ev.log)"
+# 0.5 s after the step-0 evaluation: inside the evaluation at step 3.
+signal_when TERM ev.log "step 0 valid" 0.5 "$ROPELAB" train evalstop.yaml $OVR run.name=ev
+[[ $CODE -eq 143 ]] || fail "SIGTERM during evaluation: exit $CODE: $(tail -3 ev.log)"
 grep -q "step 3: evaluation stopped by a signal; it runs again on resume" ev.log ||
   fail "the evaluation was not the thing stopped (timing): $(tail -5 ev.log)"
 [[ $(grep -c '"split":"valid"' runs/ev/metrics.jsonl) -eq 1 ]] || fail "a partial evaluation was logged"
@@ -153,12 +149,9 @@ same_run runs/ev-ref runs/ev
 
 # SIGTERM during `eval`: exit 143, one line, no eval json (each pass over the 6,000-line split
 # takes seconds).
-"$ROPELAB" eval runs/ev --split valid --lengths 48,96 --max-tokens 1000000 >evalcmd.log 2>&1 &
-pid=$!
-sleep 1.5
-kill -TERM $pid
-set +e; wait $pid; code=$?; set -e
-[[ $code -eq 143 ]] || fail "SIGTERM during eval: exit $code: $(tail -3 evalcmd.log)"
+signal_when TERM evalcmd.log "" 1.5 \
+  "$ROPELAB" eval runs/ev --split valid --lengths 48,96 --max-tokens 1000000
+[[ $CODE -eq 143 ]] || fail "SIGTERM during eval: exit $CODE: $(tail -3 evalcmd.log)"
 grep -q "^stopped: evaluation of runs/ev stopped by SIGTERM; nothing written" evalcmd.log ||
   fail "eval stop message: $(tail -3 evalcmd.log)"
 [[ ! -e runs/ev/eval-valid.json ]] || fail "a stopped eval wrote eval-valid.json"
@@ -169,12 +162,9 @@ $PY -c "
 import random; random.seed(6)
 w='in the beginning god created heaven and earth light darkness water day night'.split()
 open('huge.txt','w').write(''.join(' '.join(random.choice(w) for _ in range(12))+'.\\n' for _ in range(200000)))"
-"$ROPELAB" prepare evalstop.yaml data.train=$WORK/huge.txt >prep.log 2>&1 &
-pid=$!
-for _ in $(seq 600); do grep -q "training SentencePiece" prep.log 2>/dev/null && break; sleep 0.05; done
-kill -HUP $pid
-set +e; wait $pid; code=$?; set -e
-[[ $code -eq 143 ]] || fail "SIGHUP during prepare: exit $code: $(tail -3 prep.log)"
+signal_when HUP prep.log "training SentencePiece" 0 \
+  "$ROPELAB" prepare evalstop.yaml data.train=$WORK/huge.txt
+[[ $CODE -eq 143 ]] || fail "SIGHUP during prepare: exit $CODE: $(tail -3 prep.log)"
 grep -q "^stopped: prepare stopped by SIGHUP; the files it finished are complete" prep.log ||
   fail "prepare stop message: $(tail -3 prep.log)"
 ls prep/text-huge.txt-*/spm64-bpe/*.h5 2>/dev/null && fail "a stopped prepare wrote a dataset"
@@ -192,13 +182,8 @@ variants:
   - {name: a}
   - {name: b, set: [model.position.type=t5]}
 YAML
-"$ROPELAB" ablate --no-plots abl.yaml >abl.log 2>&1 &
-pid=$!
-for _ in $(seq 600); do grep -q "info run .*/abl/a:" abl.log 2>/dev/null && break; sleep 0.05; done
-sleep 1
-kill -TERM $pid
-set +e; wait $pid; code=$?; set -e
-[[ $code -eq 143 ]] || fail "SIGTERM during ablate: exit $code: $(tail -3 abl.log)"
+signal_when TERM abl.log "info run .*/abl/a:" 1 "$ROPELAB" ablate --no-plots abl.yaml
+[[ $CODE -eq 143 ]] || fail "SIGTERM during ablate: exit $CODE: $(tail -3 abl.log)"
 grep -q "^stopped: ablation stopped during run 'a' (its checkpoint is saved)" abl.log ||
   fail "ablate stop message: $(tail -3 abl.log)"
 [[ ! -e runs/abl/b ]] || fail "ablate went on to the next run after SIGTERM"

@@ -98,13 +98,9 @@ expect_in "is not a translation model"
 
 # SIGTERM during translate: exit 143, one line, and no output file (it would be partial).
 for _ in $(seq 1500); do cat test.en; done >many.en
-"$ROPELAB" translate $R --beam 4 --input many.en --out never4.es >tr.log 2>&1 &
-pid=$!
-for _ in $(seq 600); do grep -q "translating 30000 lines" tr.log 2>/dev/null && break; sleep 0.05; done
-sleep 0.5
-kill -TERM $pid
-set +e; wait $pid; code=$?; set -e
-[[ $code -eq 143 ]] || fail "SIGTERM during translate: exit $code: $(tail -3 tr.log)"
+signal_when TERM tr.log "translating 30000 lines" 0.5 \
+  "$ROPELAB" translate $R --beam 4 --input many.en --out never4.es
+[[ $CODE -eq 143 ]] || fail "SIGTERM during translate: exit $CODE: $(tail -3 tr.log)"
 grep -q "^stopped: translate stopped by SIGTERM; nothing written" tr.log || fail "translate stop: $(tail -3 tr.log)"
 [[ ! -e never4.es ]] || fail "a stopped translate left an output file"
 echo "translation e2e: OK"
