@@ -12,6 +12,8 @@
 #include "cli/sysinfo.h"
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "dist/launch.h"
+#include "dist/world.h"
 #include "text/bleu.h"
 #include "text/corpus.h"
 #include "train/bench.h"
@@ -21,6 +23,7 @@
 #include "train/weights.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 #include "util/platform.h"
 #include "util/signals.h"
 
@@ -61,6 +64,8 @@ struct Opts {
   train::BenchOptions bench;
   std::string point, sections, bench_lengths, decode_lengths;
   int64_t length = 0;
+  // launch
+  dist::LaunchOptions launch;
 };
 Opts g;
 std::map<CLI::App*, std::function<int()>> g_actions;
@@ -95,10 +100,16 @@ int cmd_prepare() {
 
 int cmd_train() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
+  auto env = dist::env_from_environment();  // set by torchrun, a SLURM wrapper or launch
+  if (env.size > 1) {
+    log::set_rank(env.rank);
+    dist::init(env);
+  }
   train::TrainOptions o;
   o.restart = g.restart;
   auto r = train::train(c, o);
-  std::printf("run: %s (%ld steps)\n", r.run_dir.c_str(), static_cast<long>(r.steps));
+  if (dist::world().is_main())
+    std::printf("run: %s (%ld steps)\n", r.run_dir.c_str(), static_cast<long>(r.steps));
   return r.interrupted ? 143 : 0;
 }
 
@@ -173,6 +184,8 @@ int cmd_translate() {
     fs::write_file_atomic(g.out, text);
   return 0;
 }
+
+int cmd_launch() { return dist::launch(g.launch); }
 
 int cmd_average() {
   std::cout << train::average_checkpoints(g.file, g.last, g.out) << "\n";
@@ -260,6 +273,30 @@ void register_all(CLI::App& app) {
                      "renamed .restart-N");
       },
       cmd_train);
+  add(
+      app, "launch",
+      "Train data-parallel on this machine: starts N ranks of `ropelab train` (c10d: Gloo on the\n"
+      "CPU, NCCL on GPUs where libtorch has it), as `torchrun --standalone --nproc_per_node N\n"
+      "--no_python ropelab train ...` would. Each rank takes train.batch_size examples of every\n"
+      "step (the global batch is N x batch_size x grad_accum); rank 0 prepares the data, logs and\n"
+      "saves checkpoints. SIGINT/SIGTERM stop all ranks at the same step with one checkpoint; a\n"
+      "rank that dies makes the others exit within --timeout, naming it. Several machines:\n"
+      "torchrun or SLURM (docs/distributed.md).\n"
+      "Example: ropelab launch --nproc 2 -- train configs/clm-small.yaml",
+      [](CLI::App& sub) {
+        sub.add_option("--nproc", g.launch.nproc, "ranks to start (default 2)")
+            ->check(CLI::Range(1, 1024));
+        sub.add_option("--port", g.launch.port, "MASTER_PORT (default: a free port)")
+            ->check(CLI::Range(1, 65535));
+        sub.add_option("--timeout", g.launch.timeout_s,
+                       "seconds a rank waits for the others in a collective before it reports "
+                       "the one that is gone or hung (default 300)")
+            ->check(CLI::Range(1.0, 1e6));
+        sub.add_option("command", g.launch.args, "after --: the command each rank runs, e.g. -- "
+                                                 "train CONFIG key=value ...")
+            ->required();
+      },
+      cmd_launch);
   add(
       app, "eval",
       "Evaluate a trained run: loss and perplexity on a split, and with --lengths the same model\n"
@@ -453,8 +490,15 @@ void register_all(CLI::App& app) {
 }
 
 int run_selected(CLI::App& app) {
-  for (auto& [sub, action] : g_actions)
-    if (sub->parsed()) return action();
+  for (auto& [sub, action] : g_actions) {
+    if (!sub->parsed()) continue;
+    if (sub->get_name() != "train" && dist::env_from_environment().size > 1)
+      throw UserError("WORLD_SIZE > 1: only `ropelab train` runs data-parallel, not `" +
+                      sub->get_name() +
+                      "` (run it once, outside torchrun / launch; train prepares the data on "
+                      "rank 0 itself)");
+    return action();
+  }
   std::cerr << app.help();
   return 2;
 }

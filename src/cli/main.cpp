@@ -1,7 +1,8 @@
 // The `ropelab` command: subcommands are thin wiring over the library in src/.
 //
 // Exit codes: 0 success, 2 a problem with the user's input (config, data, arguments),
-// 1 an internal error (a bug: please report it), 143 stopped by SIGINT, SIGTERM or SIGHUP
+// 1 an internal error (a bug: please report it), 3 a distributed run lost a rank (the message
+// names it; that rank's own log says why), 143 stopped by SIGINT, SIGTERM or SIGHUP
 // (whatever was complete is kept, nothing partial is written), 130 a second Ctrl-C.
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "config/loader.h"
+#include "dist/world.h"
 #include "util/error.h"
 #include "util/h5.h"
 #include "util/log.h"
@@ -67,6 +69,9 @@ int main(int argc, char** argv) try {
     for (const auto& p : e.problems()) std::fprintf(stderr, "error: %s\n", p.str().c_str());
     std::fprintf(stderr, "ropelab: %zu problem(s) in the configuration\n", e.problems().size());
     return 2;
+  } catch (const ropelab::dist::PeerLost& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 3;
   } catch (const ropelab::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

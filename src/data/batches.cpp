@@ -50,9 +50,13 @@ std::vector<int64_t> rank_order(int64_t n, const StreamOptions& o, int64_t epoch
   return mine;
 }
 
+// Training: full batches only, and the same number on every rank (each step all ranks take
+// their part of the same world * batch_size items). Evaluation: every item, the last batch
+// partial; ranks may differ by one batch (their results are summed).
 int64_t num_batches(int64_t items, const StreamOptions& o) {
+  if (o.shuffle) return items / (static_cast<int64_t>(o.world) * o.batch_size);
   int64_t per_rank = items / o.world + (o.rank < items % o.world ? 1 : 0);
-  return o.shuffle ? per_rank / o.batch_size : (per_rank + o.batch_size - 1) / o.batch_size;
+  return (per_rank + o.batch_size - 1) / o.batch_size;
 }
 
 // The token stream of an LM dataset: documents with `sep` after each.
@@ -158,9 +162,10 @@ class MlmStream : public BatchStream {
     auto input = torch::empty({B, L}, torch::kInt64);
     auto target = torch::full({B, L}, -100, torch::kInt64);
     auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
-    Rng rng(key_of(o_.seed, epoch, index, 0x33));
     int64_t selected = 0;
     for (int64_t b = 0; b < B; ++b) {
+      // The masks depend on (epoch, window) only: the same whichever rank or batch takes it.
+      Rng rng(key_of(o_.seed, epoch, order[first + b], 0x33));
       int64_t start = order[first + b] * W;
       in[b][0] = Special::kCls;
       for (int64_t t = 0; t < W; ++t) in[b][t + 1] = stream_[start + t];
@@ -234,7 +239,7 @@ class TranslationStream : public BatchStream {
   int64_t tlen(int64_t i) const { return std::min<int64_t>(tgt_.length(i), o_.seq_len - 1) + 1; }
   int64_t batches_per_epoch() const override {
     int64_t n = static_cast<int64_t>(batches_.size());
-    return n / o_.world + (o_.rank < n % o_.world ? 1 : 0);
+    return o_.shuffle ? n / o_.world : n / o_.world + (o_.rank < n % o_.world ? 1 : 0);
   }
   Batch batch(int64_t epoch, int64_t index) const override {
     const auto& order = cache_.get(static_cast<int64_t>(batches_.size()), o_, epoch, 0x44);

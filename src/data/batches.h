@@ -2,7 +2,10 @@
 //
 // A stream is random access: batch(epoch, index) is a pure function of (seed, epoch, index),
 // so a resumed run sees exactly the batches it would have seen, and rank r of a data-parallel
-// world takes every world-th window/example. Streams:
+// world takes every world-th window/example (translation: every world-th batch) of the one
+// global order. So N ranks with batch b take, step by step, the items one process takes with
+// batch N*b (translation: with grad_accum N), and MLM masks depend on the window, not on who
+// takes it. Streams:
 //   - causal LM: contiguous windows over the concatenated documents (EOS after each), each
 //     window seq_len+1 tokens (input, shifted target); every window once per epoch;
 //   - MLM: windows of seq_len-2 tokens wrapped as [CLS] ... [SEP]; 15% of non-special tokens

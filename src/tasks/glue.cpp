@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <torch/nn/functional.h>
 
+#include "dist/world.h"
 #include "tasks/glue_metrics.h"
 #include "text/builtin.h"
 #include "util/device.h"
@@ -114,6 +115,19 @@ EvalResult GlueTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
     }
   }
   if (was_training) m.train();
+  total = over_ranks(total, "summing the evaluation");
+  if (dist::world().distributed()) {
+    // Each rank saw every world-th example: the sum of (pred + 1, or 0 if unseen) and of the
+    // scores is every example's prediction.
+    std::vector<double> v(2 * n_ex);
+    for (size_t e = 0; e < n_ex; ++e)
+      v[e] = static_cast<double>(pred[e] + 1), v[n_ex + e] = pred_score[e];
+    v = dist::world().sum(std::move(v), "gathering the predictions");
+    for (size_t e = 0; e < n_ex; ++e) {
+      pred[e] = static_cast<int64_t>(v[e]) - 1, pred_score[e] = v[n_ex + e];
+      gold[e] = static_cast<int64_t>(ds.labels[e]), gold_score[e] = ds.labels[e];
+    }
+  }
   EvalResult r;
   r.tokens = total("tokens");
   if (labeled) {

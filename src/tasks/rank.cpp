@@ -2,6 +2,7 @@
 
 #include <torch/nn/functional.h>
 
+#include "dist/world.h"
 #include "text/builtin.h"
 #include "util/device.h"
 #include "util/error.h"
@@ -64,7 +65,7 @@ EvalResult RankTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
   bool was_training = m.is_training();
   m.eval();
   torch::NoGradGuard ng;
-  std::vector<int64_t> pred(ds.labels.size(), 0);
+  std::vector<int64_t> pred(ds.labels.size(), -1);  // -1: not seen (yet)
   Sums total;
   for (int64_t i = 0; i < s.batches_per_epoch() && !signals::stop_requested(); ++i) {
     auto b = s.batch(0, i);
@@ -82,12 +83,20 @@ EvalResult RankTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
       pred[static_cast<size_t>(idx[r])] = p[r].item<int64_t>();
   }
   if (was_training) m.train();
+  total = over_ranks(total, "summing the evaluation");
+  if (dist::world().distributed()) {  // each rank saw every world-th example
+    std::vector<double> v(pred.begin(), pred.end());
+    for (double& x : v) x += 1;  // 0: not seen by this rank
+    v = dist::world().sum(std::move(v), "gathering the predictions");
+    for (size_t e = 0; e < pred.size(); ++e) pred[e] = static_cast<int64_t>(v[e]) - 1;
+  }
   EvalResult r;
   r.tokens = total("tokens");
   if (labeled) r.metrics = metrics(total);
   if (o.full) {
     r.predictions_file = layout_.name + ".tsv";
-    for (int64_t p : pred) r.predictions.push_back(layout_.label_names.at(static_cast<size_t>(p)));
+    for (int64_t p : pred)  // (an evaluation stopped by a signal leaves some unseen; not written)
+      r.predictions.push_back(layout_.label_names.at(static_cast<size_t>(std::max<int64_t>(p, 0))));
   }
   return r;
 }

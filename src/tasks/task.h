@@ -36,6 +36,10 @@ struct Sums {
   }
 };
 
+// The sums of every rank of a data-parallel run, added (a collective: every rank calls it;
+// names one rank lacks count as 0 there). One process: `s` itself.
+Sums over_ranks(const Sums& s, const char* what);
+
 struct Forward {
   torch::Tensor loss_sum;  // scalar: training loss summed over the batch's targets
   Sums sums;

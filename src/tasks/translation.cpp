@@ -1,8 +1,10 @@
 #include "tasks/translation.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
+#include "dist/world.h"
 #include "tasks/loss.h"
 #include "text/bleu.h"
 #include "util/device.h"
@@ -79,10 +81,12 @@ EvalResult TranslationTask::evaluate(model::ModelImpl& m, const data::TokenDatas
   const auto& tgt = ds.seqs.at("tgt");
   int64_t n = o.full ? src.size() : std::min(src.size(), t_.valid_bleu_sentences);
   if (tok_ == nullptr || n == 0) return r;
+  // Each rank decodes every world-th sentence; the hypotheses are gathered for the scores.
+  const auto& w = dist::world();
   std::vector<std::vector<int32_t>> sources;
   std::vector<std::string> refs;
   for (int64_t i = 0; i < n; ++i) {
-    sources.emplace_back(src.begin(i), src.begin(i) + src.length(i));
+    if (i % w.size() == w.rank()) sources.emplace_back(src.begin(i), src.begin(i) + src.length(i));
     refs.push_back(tok_->decode({tgt.begin(i), tgt.begin(i) + tgt.length(i)}));
   }
   bool was_training = m.is_training();
@@ -94,6 +98,26 @@ EvalResult TranslationTask::evaluate(model::ModelImpl& m, const data::TokenDatas
   std::vector<std::string> hyps;
   hyps.reserve(ids.size());
   for (const auto& h : ids) hyps.push_back(tok_->decode({h.begin(), h.end()}));
+  if (w.distributed()) {
+    // Length-prefixed hypotheses; rank r's k-th is sentence k * world + r.
+    std::string mine;
+    for (const auto& h : hyps) {
+      auto len = static_cast<uint64_t>(h.size());
+      mine.append(reinterpret_cast<const char*>(&len), sizeof len).append(h);
+    }
+    auto all = w.gather(mine, "gathering the translations");
+    hyps.assign(static_cast<size_t>(n), "");
+    for (int rk = 0; rk < w.size(); ++rk) {
+      const std::string& b = all[static_cast<size_t>(rk)];
+      int64_t i = rk;
+      for (size_t p = 0; p + sizeof(uint64_t) <= b.size(); i += w.size()) {
+        uint64_t len = 0;
+        std::memcpy(&len, b.data() + p, sizeof len);
+        hyps[static_cast<size_t>(i)] = b.substr(p + sizeof len, len);
+        p += sizeof len + len;
+      }
+    }
+  }
   r.metrics["bleu"] = text::corpus_bleu(hyps, {refs}).score;
   r.metrics["chrf"] = text::corpus_chrf(hyps, {refs});
   return r;

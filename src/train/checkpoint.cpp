@@ -120,6 +120,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
               {"best_step", st.best_step},
               {"skipped", st.skipped},
               {"threads", st.threads},
+              {"world", st.world},
               {"config_hash", st.config_hash},
               {"vocab", st.vocab},
               {"source_vocab", st.source_vocab},
@@ -215,6 +216,7 @@ TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
   st.best_step = s.at("best_step");
   st.skipped = s.at("skipped");
   st.threads = s.at("threads");
+  st.world = s.value("world", 1);
   st.config_hash = s.at("config_hash");
   st.vocab = s.value("vocab", 0);
   st.source_vocab = s.value("source_vocab", 0);

@@ -31,6 +31,7 @@ struct TrainState {
   // first, so the metrics have a validation row at every step where one was due.
   bool eval_pending = false;
   int64_t threads = 0;
+  int64_t world = 1;         // data-parallel ranks (a step is world x grad_accum micro-batches)
   int64_t vocab = 0;         // the model's vocabulary size (to rebuild it without the data)
   int64_t source_vocab = 0;  // separate source vocabulary's size (0: shared with `vocab`)
   std::string config_hash;   // of the architecture-defining config sections

@@ -10,6 +10,7 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "dist/world.h"
 #include "model/init.h"
 #include "tasks/task.h"
 #include "train/checkpoint.h"
@@ -23,6 +24,7 @@
 #include "util/log.h"
 #include "util/platform.h"
 #include "util/progress.h"
+#include "util/random.h"
 #include "util/signals.h"
 
 namespace ropelab::train {
@@ -31,8 +33,10 @@ namespace stdfs = std::filesystem;
 using clock = std::chrono::steady_clock;
 
 int apply_thread_policy(const config::RunConfig& r) {
+  // 0 = the machine's cores, shared by the ranks of a data-parallel run on this machine.
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int n = r.threads > 0 ? static_cast<int>(r.threads)
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+                        : std::max(1, cores / dist::world().local_size());
   platform::set_threads(n);
   return n;
 }
@@ -78,6 +82,19 @@ std::string hash_of(const std::map<std::string, std::string>& keys) {
   return fs::hex64(fs::hash_bytes(s));
 }
 
+// Rank 0 prepares the data (the others wait: preparing twice would race on the same files);
+// then every rank opens it.
+data::Data shared_data(const config::DataConfig& d, int threads) {
+  const auto& w = dist::world();
+  if (w.is_main()) {
+    data::Data out(d, threads, /*prepare=*/true);
+    w.mark_done("data");
+    return out;
+  }
+  w.wait_for_main("data", "waiting for rank 0 to prepare the data");
+  return data::Data(d, threads, /*prepare=*/false);
+}
+
 std::string fmt_metrics(const std::map<std::string, double>& m) {
   std::string s;
   for (const auto& [k, v] : m) s += fmt::format("{}{} {:.4g}", s.empty() ? "" : " ", k, v);
@@ -93,6 +110,7 @@ class Trainer {
  private:
   struct StepResult {
     bool applied = false;  // false: non-finite loss or gradient, update skipped
+    bool stop = false;     // a rank was asked to stop (signal): nothing was done
     double grad_norm = 0;
     tasks::Sums sums;
   };
@@ -105,9 +123,13 @@ class Trainer {
   void save();
   void log_train(const StepResult& s, double lr);
   bool due(int64_t every) const { return every > 0 && st_.step % every == 0; }
+  // Sums every rank's gradients (the ones defined on any rank), so each holds the gradient of
+  // the global batch: the loss was divided by the global number of targets.
+  void sum_gradients();
 
   const config::Config c_;
   const TrainOptions opts_;
+  const dist::World& world_;
   TrainResult res_;
   int threads_;
   torch::Device dev_;
@@ -127,6 +149,7 @@ class Trainer {
   double tokens_at_log_ = 0;
   int64_t consecutive_bad_ = 0;
   bool final_from_log_ = false;  // a finished run run again: final_valid read from its log
+  bool stop_ = false;            // every rank agreed to stop on a signal
 };
 
 // ---- setup: data, task, model, optimizer
@@ -134,11 +157,12 @@ class Trainer {
 Trainer::Trainer(const config::Config& c, const Pretrained* pretrained, const TrainOptions& o)
     : c_(c),
       opts_(o),
+      world_(dist::world()),
       threads_(apply_thread_policy(c.run)),
       dev_(device::resolve(c.run.device)),
-      data_(c.data, threads_, /*prepare=*/true) {
+      data_(shared_data(c.data, threads_)) {
   res_.run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
-  fs::make_dirs(res_.run_dir);
+  if (world_.is_main()) fs::make_dirs(res_.run_dir);
   task_ =
       tasks::make_task(c, data_.vocab_size(), &data_.target_tokenizer(), data_.source_vocab_size());
   torch::manual_seed(static_cast<uint64_t>(c.run.seed));
@@ -158,6 +182,7 @@ Trainer::Trainer(const config::Config& c, const Pretrained* pretrained, const Tr
   if (train_stream_->batches_per_epoch() <= 0)
     throw UserError("the training split is smaller than one batch");
   st_.threads = threads_;
+  st_.world = world_.size();
   st_.vocab = data_.vocab_size();
   st_.source_vocab = data_.source_vocab_size();
   st_.device = dev_;
@@ -169,17 +194,29 @@ void Trainer::resume() {
   auto arch = architecture_keys(c_);
   st_.config_hash = hash_of(arch);
   std::string cfg_path = (stdfs::path(res_.run_dir) / "config.yaml").string();
+  const bool main = world_.is_main();
+  // Rank 0 checks the run directory (and with --restart sets results aside); then the other
+  // ranks load the checkpoint it resumes from.
+  if (!main) world_.wait_for_main("resume", "waiting for rank 0 to open the run directory");
   if (auto ck = latest_checkpoint(res_.run_dir)) {
-    auto before = architecture_keys(config::load_config(cfg_path));
-    std::string diffs;
-    for (const auto& [k, v] : arch)
-      if (before[k] != v)
-        diffs += fmt::format("{}{}: {} -> {}", diffs.empty() ? "" : "; ", k, before[k], v);
-    if (!diffs.empty())
-      throw UserError(res_.run_dir + ": holds a run with a different configuration (" + diffs +
-                      "); HINT: choose another run.name, or delete the run directory");
+    if (main) {
+      auto before = architecture_keys(config::load_config(cfg_path));
+      std::string diffs;
+      for (const auto& [k, v] : arch)
+        if (before[k] != v)
+          diffs += fmt::format("{}{}: {} -> {}", diffs.empty() ? "" : "; ", k, before[k], v);
+      if (!diffs.empty())
+        throw UserError(res_.run_dir + ": holds a run with a different configuration (" + diffs +
+                        "); HINT: choose another run.name, or delete the run directory");
+    }
     int64_t threads = st_.threads;
     st_ = load_checkpoint(*ck, *model_, opt_.get());
+    if (st_.world != world_.size())
+      throw UserError(fmt::format(
+          "{}: was trained by {} data-parallel rank(s), this run has {}: the global batch and "
+          "the data order would change. HINT: resume with the same number of ranks (ropelab "
+          "launch --nproc {}), or train a new run",
+          res_.run_dir, st_.world, world_.size(), st_.world));
     st_.config_hash = hash_of(arch);
     st_.vocab = data_.vocab_size();
     st_.source_vocab = data_.source_vocab_size();
@@ -190,10 +227,22 @@ void Trainer::resume() {
           threads, st_.threads);
     st_.threads = threads;
     spdlog::info("resuming {} from step {}", res_.run_dir, st_.step);
-  } else {
+  } else if (main) {
     refuse_or_set_aside();
   }
-  fs::write_file_atomic(cfg_path, config::dump(c_));
+  if (main) {
+    fs::write_file_atomic(cfg_path, config::dump(c_));
+    world_.mark_done("resume");
+  }
+  auto at = world_.sum({static_cast<double>(st_.step), main ? static_cast<double>(st_.step) : 0},
+                       "agreeing on the checkpoint to resume");
+  if (at[0] != at[1] * world_.size())
+    throw UserError(fmt::format(
+        "{}: rank {} resumes from step {}, but not every rank does (rank 0: step {:.0f}); every "
+        "rank must see the same run directory. HINT: put run.out_dir on a filesystem all "
+        "machines share",
+        res_.run_dir, world_.rank(), st_.step, at[1]));
+  if (!main) return;  // logs and metrics are rank 0's
   log::add_log_file((stdfs::path(res_.run_dir) / "train.log").string());
 
   const char* position = c_.model.position.type();
@@ -282,14 +331,27 @@ void Trainer::refuse_or_set_aside() {
 
 Trainer::StepResult Trainer::train_step() {
   StepResult r;
+  if (!world_.is_main())  // rank 0's generator state is in the checkpoint; the others' follow
+    torch::manual_seed(util::mix64(util::mix64(static_cast<uint64_t>(c_.run.seed)) ^
+                                   util::mix64(static_cast<uint64_t>(world_.rank()) << 32 ^
+                                               static_cast<uint64_t>(st_.step))));
   zero_grad_to_none(*opt_);
   int64_t per_epoch = train_stream_->batches_per_epoch();
   std::vector<data::Batch> micro;
   double targets = 0;  // of the whole step: every target weighs the same
-  for (int64_t a = 0; a < c_.train.grad_accum; ++a, ++st_.micro) {
-    micro.push_back(train_stream_->batch(st_.micro / per_epoch, st_.micro % per_epoch));
+  for (int64_t a = 0; a < c_.train.grad_accum; ++a) {
+    int64_t m = st_.micro + a;
+    micro.push_back(train_stream_->batch(m / per_epoch, m % per_epoch));
     targets += static_cast<double>(micro.back().num_targets);
   }
+  // The step's one agreement up front: the targets of all ranks, and whether one must stop.
+  auto agreed = world_.sum({targets, signals::stop_requested() ? 1.0 : 0.0}, "starting a step");
+  if (agreed[1] > 0) {
+    r.stop = true;
+    return r;
+  }
+  targets = agreed[0];
+  st_.micro += c_.train.grad_accum;
   for (const auto& b : micro) {
     tasks::Forward f;
     {
@@ -299,6 +361,10 @@ Trainer::StepResult Trainer::train_step() {
     if (targets > 0) (f.loss_sum / targets).backward();
     r.sums.add(f.sums);
   }
+  sum_gradients();
+  r.sums = tasks::over_ranks(r.sums, "summing the step's losses");
+  // Every rank now holds the same gradients and sums: the skip decision below is the same on
+  // all of them.
   r.grad_norm = torch::nn::utils::clip_grad_norm_(
       model_->parameters(),
       c_.train.clip > 0 ? c_.train.clip : std::numeric_limits<double>::infinity());
@@ -326,6 +392,21 @@ Trainer::StepResult Trainer::train_step() {
   return r;
 }
 
+void Trainer::sum_gradients() {
+  if (!world_.distributed()) return;
+  auto params = model_->parameters();
+  std::vector<double> defined(params.size());
+  for (size_t i = 0; i < params.size(); ++i) defined[i] = params[i].grad().defined() ? 1 : 0;
+  defined = world_.sum(std::move(defined), "agreeing on the gradients");
+  std::vector<torch::Tensor> grads;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (defined[i] == 0) continue;  // unused on every rank: stays undefined, as in one process
+    if (!params[i].grad().defined()) params[i].mutable_grad() = torch::zeros_like(params[i]);
+    grads.push_back(params[i].grad());
+  }
+  world_.sum_in_place(grads, "summing the gradients");
+}
+
 // ---- logging, evaluation, checkpoints
 
 void Trainer::log_train(const StepResult& s, double lr) {
@@ -340,8 +421,8 @@ void Trainer::log_train(const StepResult& s, double lr) {
   row["lr"] = lr;
   row["grad_norm"] = s.grad_norm;
   row["tokens_per_s"] = tps;
-  metrics_->log("train", row);
-  bar_->update(st_.step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", loss, lr, tps));
+  if (metrics_) metrics_->log("train", row);
+  if (bar_) bar_->update(st_.step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", loss, lr, tps));
   window_ = tasks::Sums{};
   t_log_ = clock::now();
   tokens_at_log_ = st_.tokens;
@@ -352,7 +433,8 @@ void Trainer::evaluate(bool final_eval) {
   auto t0 = clock::now();
   tasks::EvalOptions o{c_.train.eval_batches, dev_, c_.train.precision == config::Precision::kBf16};
   auto out = task_->evaluate(*model_, *valid_ds_, *valid_stream_, o);
-  if (signals::stop_requested()) {
+  if (world_.sum({signals::stop_requested() ? 1.0 : 0.0}, "agreeing on a stop")[0] > 0) {
+    stop_ = true;
     // A partial evaluation is not logged (it would be a wrong number, and could become the
     // "best"): the checkpoint saved on the way out marks it pending, and resume runs it.
     st_.eval_pending = true;
@@ -366,8 +448,10 @@ void Trainer::evaluate(bool final_eval) {
   row["tokens"] = st_.tokens;
   row["lr"] = learning_rate(c_.train, c_.model.d_model, std::max<int64_t>(1, st_.step));
   row["tokens_per_s"] = secs > 0 ? out.tokens / secs : 0.0;  // evaluation speed
-  metrics_->log("valid", row);
-  metrics_->flush();
+  if (metrics_) {
+    metrics_->log("valid", row);
+    metrics_->flush();
+  }
   res_.final_valid = out.metrics;
   spdlog::info("step {} valid {}{}", st_.step, fmt_metrics(out.metrics),
                final_eval ? " (final)" : "");
@@ -380,22 +464,35 @@ void Trainer::evaluate(bool final_eval) {
 }
 
 void Trainer::save() {
-  metrics_->sync();  // every metrics row up to this step is durable before the checkpoint is
-  save_checkpoint(res_.run_dir, *model_, opt_.get(), st_, c_.train.keep_last);
+  if (world_.is_main()) {
+    metrics_->sync();  // every metrics row up to this step is durable before the checkpoint is
+    save_checkpoint(res_.run_dir, *model_, opt_.get(), st_, c_.train.keep_last);
+  }
+  // Every rank leaves only once the checkpoint is committed (if rank 0 fails to write it, it
+  // exits with the error, and the others report it gone).
+  world_.barrier("committing a checkpoint");
 }
 
 // ---- the loop
 
 TrainResult Trainer::run() {
   resume();
+  {  // every rank starts from rank 0's parameters and buffers
+    std::vector<torch::Tensor> state = model_->parameters();
+    for (const auto& b : model_->buffers()) state.push_back(b);
+    world_.broadcast(state, "broadcasting rank 0's parameters");
+  }
+  // Whether this finished run's final validation row is read from its log: rank 0's decision.
+  final_from_log_ = world_.sum({final_from_log_ ? 1.0 : 0.0}, "agreeing on the final row")[0] > 0;
   model_->train();
-  bar_ = std::make_unique<Progress>("train", c_.train.max_steps, "step");
+  if (world_.is_main()) bar_ = std::make_unique<Progress>("train", c_.train.max_steps, "step");
   if (st_.eval_pending || (st_.step == 0 && c_.train.eval_every > 0))
     evaluate(st_.step >= c_.train.max_steps);  // a stopped one, or the untrained baseline
   t_log_ = clock::now();                       // tokens/s counts training time only
   tokens_at_log_ = st_.tokens;
-  while (st_.step < c_.train.max_steps && !signals::stop_requested()) {
+  while (st_.step < c_.train.max_steps && !stop_) {
     auto s = train_step();
+    if (s.stop) stop_ = true;
     if (!s.applied) continue;
     log_train(s, learning_rate(c_.train, c_.model.d_model, st_.step));
     bool last = st_.step == c_.train.max_steps;
@@ -404,8 +501,8 @@ TrainResult Trainer::run() {
     if (last || due(c_.train.checkpoint_every)) save();
     t_log_ += clock::now() - t_pause;  // tokens/s counts training time only
   }
-  bar_->finish();
-  if (signals::stop_requested()) {
+  if (bar_) bar_->finish();
+  if (stop_) {
     spdlog::warn("stopping on signal at step {}: saving a checkpoint", st_.step);
     save();
     res_.interrupted = true;
@@ -415,7 +512,7 @@ TrainResult Trainer::run() {
   } else if (st_.step >= c_.train.max_steps && res_.final_valid.empty() && valid_stream_) {
     evaluate(true);  // resumed a finished run whose log lacks its final evaluation
   }
-  metrics_->flush();
+  if (metrics_) metrics_->flush();
   res_.steps = st_.step;
   auto sel = task_->selection();
   res_.selection_metric = sel.metric;

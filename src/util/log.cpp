@@ -14,6 +14,12 @@ void init(const std::string& level) {
   spdlog::set_default_logger(logger);
 }
 
+void set_rank(int rank) {
+  auto logger = spdlog::default_logger();
+  logger->set_pattern("[%H:%M:%S] [rank " + std::to_string(rank) + "] %^%l%$ %v");
+  if (rank != 0 && logger->level() < spdlog::level::warn) logger->set_level(spdlog::level::warn);
+}
+
 void add_log_file(const std::string& path) {
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   sink->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %l %v");

@@ -1,0 +1,23 @@
+// `ropelab launch`: data-parallel ranks on this machine, the way torchrun --standalone starts
+// them. Each rank is this binary run again with RANK, LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port unless given) and
+// ROPELAB_DIST_TIMEOUT set. SIGINT/SIGTERM/SIGHUP are passed on to every rank (they save one
+// checkpoint and stop at the same step). When a rank fails, the others notice on their own and
+// say which rank is gone; any still running after the timeout are stopped (SIGTERM, then
+// SIGKILL). The exit code is the first failing rank's (128 + N if it died of signal N), else
+// 143 if the ranks were stopped by a signal, else 0.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ropelab::dist {
+
+struct LaunchOptions {
+  int nproc = 2;
+  int port = 0;            // 0: a free port
+  double timeout_s = 300;  // ROPELAB_DIST_TIMEOUT of the ranks
+  std::vector<std::string> args;  // the ropelab command line each rank runs, e.g. {"train", ...}
+};
+int launch(const LaunchOptions& o);
+
+}  // namespace ropelab::dist

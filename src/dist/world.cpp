@@ -1,0 +1,388 @@
+#include "dist/world.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <thread>
+
+#include "util/signals.h"
+
+namespace ropelab::dist {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr milliseconds kBeat{500};                 // heartbeat period
+constexpr milliseconds kSilence{2500};             // a heartbeat unchanged this long: gone
+constexpr int64_t kBucketBytes = 25 * 1024 * 1024;  // DDP's default bucket size
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+const char* getenv_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+int env_int(const char* name, int fallback, int lo, int hi) {
+  const char* v = getenv_or(name, nullptr);
+  if (v == nullptr) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < lo || x > hi)
+    throw UserError(fmt::format("environment: {}='{}' is not an integer in [{}, {}]", name, v, lo,
+                                hi));
+  return static_cast<int>(x);
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+}  // namespace
+
+Env env_from_environment() {
+  Env e;
+  e.size = env_int("WORLD_SIZE", 1, 1, 1 << 20);
+  e.rank = env_int("RANK", 0, 0, e.size - 1);
+  e.local_size = env_int("LOCAL_WORLD_SIZE", 1, 1, e.size);
+  e.local_rank = env_int("LOCAL_RANK", 0, 0, e.local_size - 1);
+  if (e.size > 1) {
+    for (const char* v : {"MASTER_ADDR", "MASTER_PORT"})
+      if (getenv_or(v, nullptr) == nullptr)
+        throw UserError(fmt::format(
+            "environment: WORLD_SIZE={} asks for a distributed run, but {} is not set (torchrun "
+            "sets it; or use `ropelab launch`)",
+            e.size, v));
+    e.master_addr = getenv_or("MASTER_ADDR", "");
+    e.master_port = env_int("MASTER_PORT", 0, 1, 65535);
+  }
+  e.agent_store = std::string(getenv_or("TORCHELASTIC_USE_AGENT_STORE", "")) == "True";
+  e.restart_count = env_int("TORCHELASTIC_RESTART_COUNT", 0, 0, 1 << 20);
+  if (const char* t = getenv_or("ROPELAB_DIST_TIMEOUT", nullptr)) {
+    char* end = nullptr;
+    double s = std::strtod(t, &end);
+    if (*end != '\0' || !(s > 0) || s > 1e6)
+      throw UserError(fmt::format(
+          "environment: ROPELAB_DIST_TIMEOUT='{}' is not a number of seconds > 0", t));
+    e.timeout = milliseconds(static_cast<int64_t>(s * 1000));
+  }
+  return e;
+}
+
+struct World::Impl {
+  Env env;
+  c10::intrusive_ptr<c10d::Store> store;  // the main thread's client (prefixed)
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  std::string backend = "gloo";
+  torch::Device dev = torch::kCPU;  // where scalar collectives run (NCCL: the GPU)
+  std::thread beat;
+  std::atomic<bool> stopping{false};
+  mutable int64_t sequence = 0;  // of mark_done / wait_for_main keys
+
+  // A store client of its own (the TCPStore client is not shared between threads).
+  c10::intrusive_ptr<c10d::Store> connect(bool server, milliseconds timeout) const {
+    c10d::TCPStoreOptions o;
+    o.port = static_cast<uint16_t>(env.master_port);
+    o.isServer = server;
+    o.waitWorkers = false;
+    o.timeout = timeout;
+    c10::intrusive_ptr<c10d::Store> s = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+    if (env.agent_store)
+      s = c10::make_intrusive<c10d::PrefixStore>(
+          "/worker/attempt_" + std::to_string(env.restart_count), s);
+    return c10::make_intrusive<c10d::PrefixStore>("ropelab", s);
+  }
+
+  static std::string key_of(int rank) { return "beat/" + std::to_string(rank); }
+
+  // Ranks whose heartbeat did not change over kSilence; throws when the store is unreachable.
+  std::vector<int> silent_ranks() const {
+    auto s = connect(false, milliseconds(3000));
+    auto read = [&] {
+      std::vector<std::string> v(static_cast<size_t>(env.size));
+      for (int r = 0; r < env.size; ++r)
+        if (r != env.rank && s->check({key_of(r)})) {
+          auto b = s->get(key_of(r));
+          v[static_cast<size_t>(r)].assign(b.begin(), b.end());
+        }
+      return v;
+    };
+    auto before = read();
+    std::this_thread::sleep_for(kSilence);
+    auto after = read();
+    std::vector<int> out;
+    for (int r = 0; r < env.size; ++r)
+      if (r != env.rank && before[static_cast<size_t>(r)] == after[static_cast<size_t>(r)])
+        out.push_back(r);
+    return out;
+  }
+
+  // The error of a failed collective: which rank is gone, if one is.
+  PeerLost lost(const char* what, const std::string& why) const {
+    std::string head = fmt::format("distributed run, rank {} of {}: {} failed: ", env.rank,
+                                   env.size, what);
+    std::vector<int> silent;
+    try {
+      silent = silent_ranks();
+    } catch (const std::exception&) {
+      return PeerLost(head + (env.agent_store
+                                  ? "the torchrun agent's store is unreachable"
+                                  : "rank 0 is gone (it serves the store, which is unreachable)") +
+                      "; stopping. See that rank's log for why it ended");
+    }
+    if (silent.empty())
+      return PeerLost(head + fmt::format(
+                                 "every rank is alive but one did not answer within {} s (a hung "
+                                 "rank, or ranks out of step: {}); stopping. "
+                                 "HINT: ROPELAB_DIST_TIMEOUT raises the limit",
+                                 env.timeout.count() / 1000.0, first_line(why)));
+    std::string ranks;
+    for (int r : silent) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    return PeerLost(head + fmt::format("rank {} {} gone (killed, crashed, or stopped by its own "
+                                       "error: see its log); stopping",
+                                       ranks, silent.size() == 1 ? "is" : "are"));
+  }
+
+  template <class F>
+  void guarded(const char* what, F&& f) const {
+    try {
+      f();
+    } catch (const UserError&) {
+      throw;  // PeerLost, or a problem this rank found
+    } catch (const signals::Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw lost(what, e.what());
+    }
+  }
+
+  // Tensors in buckets of one dtype and device, at most kBucketBytes each (a larger tensor is
+  // a bucket of its own); `op` runs on each bucket's flattened copy, then it is copied back.
+  template <class Op>
+  void bucketed(const std::vector<at::Tensor>& ts, Op&& op) const {
+    std::map<std::pair<int, std::string>, std::vector<at::Tensor>> groups;
+    for (const auto& t : ts)
+      if (t.defined() && t.numel() > 0)
+        groups[{static_cast<int>(t.scalar_type()), t.device().str()}].push_back(t);
+    for (auto& [key, group] : groups) {
+      std::vector<at::Tensor> bucket;
+      int64_t bytes = 0;
+      auto flush = [&] {
+        if (bucket.empty()) return;
+        std::vector<at::Tensor> flat_parts;
+        for (const auto& t : bucket) flat_parts.push_back(t.reshape(-1));
+        std::vector<at::Tensor> io{torch::cat(flat_parts)};
+        op(io);
+        int64_t off = 0;
+        for (auto& t : bucket) {
+          t.copy_(io[0].narrow(0, off, t.numel()).view_as(t));
+          off += t.numel();
+        }
+        bucket.clear();
+        bytes = 0;
+      };
+      for (const auto& t : group) {
+        int64_t b = t.numel() * static_cast<int64_t>(t.element_size());
+        if (!bucket.empty() && bytes + b > kBucketBytes) flush();
+        bucket.push_back(t);
+        bytes += b;
+      }
+      flush();
+    }
+  }
+};
+
+World::World() : impl_(std::make_unique<Impl>()) {}
+
+World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
+  auto& im = *impl_;
+  im.env = e;
+  rank_ = e.rank, size_ = e.size, local_size_ = e.local_size;
+  if (e.size == 1) return;
+  const char* joining = "joining the process group";
+  try {
+    im.store = im.connect(e.rank == 0 && !e.agent_store, e.timeout);
+    bool nccl = false;
+#ifdef USE_C10D_NCCL
+    nccl = torch::cuda::is_available();
+    if (nccl) {
+      im.dev = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(e.local_rank));
+      auto o = c10d::ProcessGroupNCCL::Options::create();
+      o->timeout = e.timeout;
+      im.pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(im.store, e.rank, e.size, o);
+      im.backend = "nccl";
+    }
+#endif
+    if (!nccl) {
+      auto o = c10d::ProcessGroupGloo::Options::create(e.timeout);
+      // Which network interface Gloo uses: GLOO_SOCKET_IFNAME (as in PyTorch), else loopback
+      // for a one-machine run, else the address this machine's hostname resolves to.
+      if (const char* ifname = getenv_or("GLOO_SOCKET_IFNAME", nullptr)) {
+        std::string names = ifname;
+        for (size_t p = 0; p <= names.size();) {
+          size_t q = std::min(names.find(',', p), names.size());
+          if (q > p)
+            o->devices.push_back(
+                c10d::ProcessGroupGloo::createDeviceForInterface(names.substr(p, q - p)));
+          p = q + 1;
+        }
+      } else if (is_loopback(e.master_addr)) {
+        o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      } else {
+        o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      }
+      o->threads = 2;
+      im.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(im.store, e.rank, e.size, o);
+    }
+  } catch (const std::exception& ex) {
+    throw PeerLost(fmt::format(
+        "distributed run, rank {} of {}: {} at {}:{} failed within {} s: {}", e.rank, e.size,
+        joining, e.master_addr, e.master_port, e.timeout.count() / 1000.0,
+        first_line(ex.what())));
+  }
+  // The heartbeat: a thread with its own store client.
+  im.beat = std::thread([&im] {
+    try {
+      auto s = im.connect(false, milliseconds(5000));
+      for (int64_t n = 1; !im.stopping; ++n) {
+        std::string v = std::to_string(n);
+        s->set(Impl::key_of(im.env.rank), std::vector<uint8_t>(v.begin(), v.end()));
+        for (auto t = Clock::now(); !im.stopping && Clock::now() - t < kBeat;)
+          std::this_thread::sleep_for(milliseconds(20));
+      }
+    } catch (const std::exception&) {
+      // The store is gone (rank 0 ended): nothing to beat into. A collective reports it.
+    }
+  });
+  barrier(joining);
+  spdlog::info("distributed: rank {} of {} ({}, {} on this machine), store {}:{}{}", e.rank,
+               e.size, im.backend, e.local_size, e.master_addr, e.master_port,
+               e.agent_store ? " (torchrun agent)" : "");
+}
+
+World::~World() {
+  impl_->stopping = true;
+  if (impl_->beat.joinable()) impl_->beat.join();
+}
+
+const char* World::backend() const { return size_ == 1 ? "none" : impl_->backend.c_str(); }
+
+void World::barrier(const char* what) const {
+  if (size_ == 1) return;
+  impl_->guarded(what, [&] { impl_->pg->barrier()->wait(); });
+}
+
+void World::broadcast(const std::vector<at::Tensor>& ts, const char* what) const {
+  if (size_ == 1) return;
+  torch::NoGradGuard ng;
+  impl_->guarded(what, [&] {
+    impl_->bucketed(ts, [&](std::vector<at::Tensor>& io) { impl_->pg->broadcast(io)->wait(); });
+  });
+}
+
+void World::sum_in_place(const std::vector<at::Tensor>& ts, const char* what) const {
+  if (size_ == 1) return;
+  torch::NoGradGuard ng;
+  impl_->guarded(what, [&] {
+    impl_->bucketed(ts, [&](std::vector<at::Tensor>& io) { impl_->pg->allreduce(io)->wait(); });
+  });
+}
+
+std::vector<double> World::sum(std::vector<double> v, const char* what) const {
+  if (size_ == 1 || v.empty()) return v;
+  auto t = torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, torch::kFloat64)
+               .to(impl_->dev, /*non_blocking=*/false, /*copy=*/true);
+  sum_in_place({t}, what);
+  t = t.cpu();
+  std::copy(t.data_ptr<double>(), t.data_ptr<double>() + t.numel(), v.begin());
+  return v;
+}
+
+std::vector<std::string> World::gather(const std::string& bytes, const char* what) const {
+  if (size_ == 1) return {bytes};
+  std::vector<std::string> out(static_cast<size_t>(size_));
+  impl_->guarded(what, [&] {
+    auto opts = torch::TensorOptions().device(impl_->dev);
+    // Lengths first, then every rank's bytes padded to the longest.
+    std::vector<std::vector<at::Tensor>> lens(1);
+    for (int r = 0; r < size_; ++r) lens[0].push_back(torch::zeros({1}, opts.dtype(torch::kInt64)));
+    std::vector<at::Tensor> mine{
+        torch::full({1}, static_cast<int64_t>(bytes.size()), opts.dtype(torch::kInt64))};
+    impl_->pg->allgather(lens, mine)->wait();
+    int64_t longest = 1;
+    std::vector<int64_t> n(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r)
+      longest = std::max(longest, n[static_cast<size_t>(r)] = lens[0][static_cast<size_t>(r)]
+                                                                  .cpu()
+                                                                  .item<int64_t>());
+    auto padded = torch::zeros({longest}, torch::kUInt8);
+    std::memcpy(padded.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+    std::vector<at::Tensor> in{padded.to(impl_->dev)};
+    std::vector<std::vector<at::Tensor>> all(1);
+    for (int r = 0; r < size_; ++r) all[0].push_back(torch::zeros({longest}, opts.dtype(torch::kUInt8)));
+    impl_->pg->allgather(all, in)->wait();
+    for (int r = 0; r < size_; ++r) {
+      auto t = all[0][static_cast<size_t>(r)].cpu();
+      const auto* p = reinterpret_cast<const char*>(t.data_ptr<uint8_t>());
+      out[static_cast<size_t>(r)].assign(p, p + n[static_cast<size_t>(r)]);
+    }
+  });
+  return out;
+}
+
+void World::mark_done(const std::string& key) const {
+  if (size_ == 1) return;
+  std::string k = "done/" + key + "/" + std::to_string(impl_->sequence++);
+  impl_->guarded("telling the other ranks", [&] { impl_->store->set(k, {uint8_t{1}}); });
+}
+
+void World::wait_for_main(const std::string& key, const char* what) const {
+  if (size_ == 1) return;
+  std::string k = "done/" + key + "/" + std::to_string(impl_->sequence++);
+  std::string last_beat;
+  auto changed = Clock::now();
+  impl_->guarded(what, [&] {
+    for (;;) {
+      if (impl_->store->check({k})) return;
+      if (signals::stop_requested())
+        throw signals::Interrupted(fmt::format("rank {}: {}: stopped by a signal", rank_, what));
+      std::string beat;
+      if (impl_->store->check({Impl::key_of(0)})) {
+        auto b = impl_->store->get(Impl::key_of(0));
+        beat.assign(b.begin(), b.end());
+      }
+      if (beat != last_beat) last_beat = beat, changed = Clock::now();
+      if (Clock::now() - changed > kSilence + kBeat)
+        throw PeerLost(fmt::format("distributed run, rank {} of {}: {} failed: rank 0 is gone "
+                                   "(killed, crashed, or stopped by its own error: see its log)",
+                                   rank_, size_, what));
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+  });
+}
+
+namespace {
+std::unique_ptr<World>& the_world() {
+  static std::unique_ptr<World> w = std::make_unique<World>();
+  return w;
+}
+}  // namespace
+
+const World& world() { return *the_world(); }
+
+void init(const Env& e) {
+  if (!the_world()->distributed() && e.size > 1) the_world() = std::make_unique<World>(e);
+}
+
+}  // namespace ropelab::dist

@@ -1,0 +1,90 @@
+// Data parallelism on PyTorch's c10d: ProcessGroupGloo on the CPU, ProcessGroupNCCL where the
+// libtorch was built with it (CUDA builds). libtorch has no C++ DistributedDataParallel, so the
+// trainer does what it does by hand (train/trainer.cpp): parameters broadcast from rank 0 at
+// start, gradients summed in flattened buckets after backward.
+//
+// One World per process, joined from the launch environment that torchrun and SLURM wrappers
+// set: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Rank 0 serves
+// the TCPStore on MASTER_ADDR:MASTER_PORT, unless torchrun's agent already serves it
+// (TORCHELASTIC_USE_AGENT_STORE=True: every rank is a client, under the prefix
+// /worker/attempt_<TORCHELASTIC_RESTART_COUNT>). Without WORLD_SIZE (or with 1) the world is one
+// process: every collective returns its input and no c10d object exists.
+//
+// Failure: every collective completes on all ranks, or throws PeerLost on every surviving rank
+// within the timeout (ROPELAB_DIST_TIMEOUT seconds, default 300). Each rank beats a heartbeat
+// into the store once a second, so the error names the rank that stopped beating (killed,
+// crashed, or exited on its own error) rather than only "connection closed".
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "util/error.h"
+
+namespace ropelab::dist {
+
+// A peer of a distributed run is gone or did not answer in time (the CLI exits with code 3).
+class PeerLost : public UserError {
+ public:
+  using UserError::UserError;
+};
+
+struct Env {
+  int rank = 0, size = 1;              // RANK, WORLD_SIZE
+  int local_rank = 0, local_size = 1;  // LOCAL_RANK, LOCAL_WORLD_SIZE (this machine's ranks)
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True
+  int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT
+  std::chrono::milliseconds timeout{300000};
+};
+// The launch variables of this process, validated: a malformed one is a UserError naming it.
+Env env_from_environment();
+
+class World {
+ public:
+  World();  // one process
+  // Joins the group (every rank must call it; returns once all have joined, or throws).
+  explicit World(const Env& e);
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_size() const { return local_size_; }
+  bool is_main() const { return rank_ == 0; }
+  bool distributed() const { return size_ > 1; }
+  const char* backend() const;
+
+  // Collectives: every rank calls the same ones in the same order. `what` names the point of
+  // the program in the error a lost peer gives.
+  void barrier(const char* what) const;
+  // Rank 0's values into every rank's tensors, in place (flattened buckets per dtype).
+  void broadcast(const std::vector<at::Tensor>& ts, const char* what) const;
+  // Every rank's tensors summed, in place (flattened buckets of about 25 MiB per dtype).
+  void sum_in_place(const std::vector<at::Tensor>& ts, const char* what) const;
+  std::vector<double> sum(std::vector<double> v, const char* what) const;
+  // Every rank's bytes, indexed by rank.
+  std::vector<std::string> gather(const std::string& bytes, const char* what) const;
+
+  // Rank 0 marks `key` done; the other ranks wait for it without the collective timeout, for
+  // as long as rank 0 is alive (data preparation can take long; a dead rank 0 is an error).
+  void mark_done(const std::string& key) const;
+  void wait_for_main(const std::string& key, const char* what) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, size_ = 1, local_size_ = 1;
+};
+
+// The process's world (one process until init is called).
+const World& world();
+// Joins the world `e` describes, once per process (a no-op for one process).
+void init(const Env& e);
+
+}  // namespace ropelab::dist
