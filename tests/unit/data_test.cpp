@@ -192,6 +192,72 @@ TEST(Streams, ShardsAreDisjointAndComplete) {
   }
 }
 
+// Data parallelism: at every training step, W ranks with batch b take exactly the rows (MLM:
+// with the same masks) one process takes with batch W*b, and agree on the epoch length.
+std::multiset<std::vector<int64_t>> rows_of(const data::Batch& b) {
+  std::multiset<std::vector<int64_t>> out;
+  auto both = torch::cat({b.input_BT, b.target_BT}, 1).contiguous();
+  for (int64_t r = 0; r < both.size(0); ++r)
+    out.insert(std::vector<int64_t>(both[r].data_ptr<int64_t>(),
+                                    both[r].data_ptr<int64_t>() + both.size(1)));
+  return out;
+}
+
+TEST(Streams, RanksTogetherTakeTheGlobalBatch) {
+  auto ds = tiny_lm(40, 37, 300);
+  for (bool mlm : {false, true}) {
+    auto make = mlm ? data::make_mlm_stream : data::make_lm_stream;
+    data::StreamOptions o;
+    o.seq_len = 12;
+    o.seed = 5;
+    o.batch_size = 3 * 2;
+    auto whole = make(ds, o);
+    std::vector<std::unique_ptr<data::BatchStream>> ranks;
+    o.batch_size = 2;
+    o.world = 3;
+    for (int r = 0; r < 3; ++r) {
+      o.rank = r;
+      ranks.push_back(make(ds, o));
+      ASSERT_EQ(ranks.back()->batches_per_epoch(), whole->batches_per_epoch()) << "rank " << r;
+    }
+    ASSERT_GT(whole->batches_per_epoch(), 3);
+    for (int64_t e = 0; e < 2; ++e)
+      for (int64_t i = 0; i < whole->batches_per_epoch(); ++i) {
+        std::multiset<std::vector<int64_t>> got;
+        for (const auto& rs : ranks) got.merge(rows_of(rs->batch(e, i)));
+        ASSERT_EQ(got, rows_of(whole->batch(e, i))) << (mlm ? "mlm" : "clm") << " epoch " << e
+                                                    << " batch " << i;
+      }
+  }
+}
+
+TEST(Streams, TranslationRanksTakeConsecutiveBudgetBatches) {
+  data::TokenDataset ds;
+  ds.kind = "parallel";
+  ds.vocab_size = 100;
+  for (int i = 0; i < 301; ++i) {
+    ds.seqs["src"].push(std::vector<int32_t>(1 + (i * 37) % 50, 10 + i % 7));
+    ds.seqs["tgt"].push(std::vector<int32_t>(1 + (i * 11) % 60, 11 + i % 5));
+  }
+  data::StreamOptions o;
+  o.seq_len = 64;
+  o.max_tokens = 400;
+  auto whole = data::make_translation_stream(ds, o);
+  o.world = 2;
+  o.rank = 0;
+  auto r0 = data::make_translation_stream(ds, o);
+  o.rank = 1;
+  auto r1 = data::make_translation_stream(ds, o);
+  // A step of 2 ranks is the single process's two consecutive batches (grad_accum 2); both
+  // ranks have the same number of steps, the odd batch out is dropped.
+  ASSERT_EQ(r0->batches_per_epoch(), whole->batches_per_epoch() / 2);
+  ASSERT_EQ(r1->batches_per_epoch(), r0->batches_per_epoch());
+  for (int64_t i = 0; i < r0->batches_per_epoch(); ++i) {
+    ASSERT_TRUE(torch::equal(r0->batch(1, i).src_BS, whole->batch(1, 2 * i).src_BS));
+    ASSERT_TRUE(torch::equal(r1->batch(1, i).src_BS, whole->batch(1, 2 * i + 1).src_BS));
+  }
+}
+
 TEST(Streams, MlmMaskingStatistics) {
   auto ds = tiny_lm(1000, 100, 1000);
   data::StreamOptions o;
