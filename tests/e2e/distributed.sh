@@ -1,0 +1,186 @@
+# Data-parallel training through the real CLI: 2 ranks on 127.0.0.1 (c10d Gloo).
+#   - 2 ranks x batch b train like 1 process x batch 2b: the parameters after 12 steps match
+#     (causal LM, MLM; translation against 1 process with grad_accum 2), and a sharded GLUE
+#     evaluation (predictions gathered for MCC) reports the 1-process numbers;
+#   - SIGTERM to rank 1 stops both ranks at the same step with one checkpoint, and the resumed
+#     run ends bit-identical to an uninterrupted one;
+#   - SIGKILL of rank 1 makes rank 0 exit 3 naming it, within the timeout;
+#   - the same run through Debian's torchrun; a resume with another world size is refused.
+# Tolerance of "match": 1e-4 absolute. The ranks sum the same float32 gradients in another
+# order than one process does (rounding ~1e-7 relative); Adam divides by sqrt(v), which turns
+# such rounding into update differences of up to ~lr for coordinates whose gradient is near 0.
+# 12 steps at lr 3e-3 give ~5e-6 in practice; a wrong shard or normalisation gives > 1e-2.
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+
+python3 - <<'PY'
+import random, os
+random.seed(1)
+words = "in the beginning god created heaven and earth light darkness water day night".split()
+with open("train.txt", "w") as f:
+    for i in range(600):
+        f.write(" ".join(random.choice(words) for _ in range(random.randint(5, 20))) + ".\n")
+en = "the a man woman dog sees likes has big small red house".split()
+es = "el un hombre mujer perro ve gusta tiene grande pequeno rojo casa".split()
+d = dict(zip(en, es))
+with open("mt.en", "w") as a, open("mt.es", "w") as b:
+    for _ in range(300):
+        s = [random.choice(en) for _ in range(random.randint(3, 7))]
+        a.write(" ".join(s) + "\n"); b.write(" ".join(d[w] for w in s) + "\n")
+os.makedirs("cola", exist_ok=True)
+for split, n in (("train", 160), ("dev", 37)):
+    with open(f"cola/{split}.tsv", "w") as f:
+        for i in range(n):
+            y = random.randint(0, 1)
+            s = " ".join(random.choice(words) for _ in range(6))
+            f.write(f"src\t{y}\t\t{'light ' if y else 'water '}{s}\n")
+PY
+head -n 100 train.txt >valid.txt
+
+cat >lm.yaml <<YAML
+run: {name: one, out_dir: $WORK/runs, seed: 3, threads: 1}
+data: {source: text, train: $WORK/train.txt, valid: $WORK/valid.txt, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 64}}
+task: {type: clm, seq_len: 32}
+model: {d_model: 32, n_layers: 2, n_heads: 2, d_ff: 64, dropout: 0.0, scale_embeddings: true,
+        position: {type: rope}}
+train: {max_steps: 12, batch_size: 8, lr: 0.003, eval_every: 6, eval_batches: 4,
+        checkpoint_every: 6, log_every: 3, schedule: {type: cosine, warmup: 2}}
+YAML
+
+# max_diff A B: the largest absolute difference between two checkpoints' parameters.
+max_diff() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys, torch
+a = dict(torch.jit.load(sys.argv[1]).named_parameters())
+b = dict(torch.jit.load(sys.argv[2]).named_parameters())
+assert a.keys() == b.keys(), "different parameter names"
+print(max((a[k] - b[k]).abs().max().item() for k in a))
+PY
+}
+expect_close() {  # expect_close RUN_A RUN_B STEP TOL
+  local ck=checkpoints/step-$(printf %09d "$3")/model.pt d
+  d=$(max_diff "runs/$1/$ck" "runs/$2/$ck")
+  python3 -c "import sys; sys.exit(0 if $d <= $4 else 1)" ||
+    fail "$1 and $2 differ by $d at step $3 (tolerance $4)"
+  echo "$1 vs $2 at step $3: max |diff| = $d"
+}
+launch() { "$ROPELAB" launch --nproc 2 --timeout 30 -- train "$@"; }
+
+# ---- 2 ranks x batch 4 == 1 process x batch 8
+expect_exit 0 "$ROPELAB" train lm.yaml
+expect_exit 0 launch lm.yaml run.name=two train.batch_size=4
+expect_in "[rank 0] info distributed: rank 0 of 2 (gloo"
+[[ $(grep -c "^run: " <<<"$OUT") -eq 1 ]] || fail "more than one rank printed the result"
+expect_not_in "[rank 1] info"  # rank 1 reports warnings and errors only
+[[ -s runs/two/train.log && -s runs/two/metrics.h5 ]] || fail "rank 0 wrote no log or metrics"
+expect_close one two 12 1e-4
+# The sharded validation sums to the same numbers (to the float rounding of the sums).
+python3 - runs/one/metrics.jsonl runs/two/metrics.jsonl <<'PY' || fail "valid loss differs"
+import json, sys
+rows = [[json.loads(l) for l in open(p) if '"split":"valid"' in l] for p in sys.argv[1:]]
+assert len(rows[0]) == len(rows[1]) == 3, rows
+for a, b in zip(*rows):
+    assert abs(a["loss"] - b["loss"]) < 1e-4, (a, b)
+PY
+
+expect_exit 0 "$ROPELAB" train lm.yaml run.name=mlm1 task.type=mlm model.arch=encoder
+expect_exit 0 launch lm.yaml run.name=mlm2 task.type=mlm model.arch=encoder train.batch_size=4
+expect_close mlm1 mlm2 12 1e-4
+
+cat >mt.yaml <<YAML
+run: {name: mt1, out_dir: $WORK/runs, seed: 5, threads: 1}
+data: {source: parallel, train: $WORK/mt, valid: $WORK/mt, source_suffix: en, target_suffix: es,
+       prepared_dir: $WORK/prep, tokenizer: {type: spm, vocab_size: 64}}
+task: {type: translation, seq_len: 16, max_tokens: 128, valid_bleu_sentences: 9}
+model: {arch: encdec, d_model: 32, n_layers: 1, n_decoder_layers: 1, n_heads: 2, d_ff: 64,
+        dropout: 0.0, position: {type: rope}}
+train: {max_steps: 12, batch_size: 8, lr: 0.003, eval_every: 12, log_every: 6,
+        schedule: {warmup: 2}}
+YAML
+expect_exit 0 "$ROPELAB" train mt.yaml train.grad_accum=2
+expect_exit 0 launch mt.yaml run.name=mt2
+expect_close mt1 mt2 12 1e-4
+for r in mt1 mt2; do grep '"split":"valid"' runs/$r/metrics.jsonl | tail -1 | grep -o '"bleu":[0-9.e+-]*'; done |
+  uniq | wc -l | grep -qx 1 || fail "BLEU over gathered translations differs from 1 process"
+
+cat >cola.yaml <<YAML
+run: {name: cola1, out_dir: $WORK/runs, seed: 2, threads: 1}
+data: {source: glue, train: $WORK/cola, glue_task: CoLA, prepared_dir: $WORK/prep,
+       tokenizer: {type: spm, vocab_size: 64}}
+task: {type: glue, seq_len: 16}
+model: {arch: encoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, dropout: 0.0,
+        position: {type: rope}}
+train: {lr: 0.003, max_steps: 12, batch_size: 8, eval_every: 12, log_every: 6,
+        schedule: {warmup: 2}}
+YAML
+expect_exit 0 "$ROPELAB" train cola.yaml
+expect_exit 0 launch cola.yaml run.name=cola2 train.batch_size=4
+python3 - runs/cola1/metrics.jsonl runs/cola2/metrics.jsonl <<'PY' || fail "GLUE metrics differ"
+import json, sys
+a, b = [[json.loads(l) for l in open(p) if '"split":"valid"' in l][-1] for p in sys.argv[1:]]
+for k in ("mcc", "acc"):
+    assert abs(a[k] - b[k]) < 1e-9, (k, a[k], b[k])
+PY
+
+# A run trained by 2 ranks does not resume in 1 process.
+expect_exit 2 "$ROPELAB" train lm.yaml run.name=two train.max_steps=14
+expect_in "was trained by 2 data-parallel rank(s), this run has 1"
+# Other commands refuse to run as ranks.
+WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 expect_exit 2 "$ROPELAB" prepare lm.yaml
+expect_in "only \`ropelab train\` runs data-parallel"
+
+# ---- SIGTERM to one rank: both stop at the same step, one checkpoint; resume is exact.
+long=(train.max_steps=1500 train.checkpoint_every=0 train.eval_every=500 train.batch_size=4)
+expect_exit 0 launch lm.yaml run.name=ref "${long[@]}"
+rank_pid() {  # rank_pid LOG RANK: the pid launch reported for a rank
+  for _ in $(seq 600); do
+    grep -q "rank $2 is pid" "$1" 2>/dev/null && break
+    sleep 0.05
+  done
+  grep -o "rank $2 is pid [0-9]*" "$1" | awk '{print $5}'
+}
+wait_for() { for _ in $(seq 600); do grep -q -- "$2" "$1" 2>/dev/null && return; sleep 0.05; done; }
+launch lm.yaml run.name=res "${long[@]}" >res.log 2>&1 &
+lpid=$!
+pid1=$(rank_pid res.log 1)
+wait_for res.log "step 0 valid"
+sleep 1
+kill -TERM "$pid1"
+set +e; wait $lpid; CODE=$?; set -e
+[[ $CODE -eq 143 ]] || fail "launch after SIGTERM to rank 1 exited $CODE: $(cat res.log)"
+steps=$(grep -o "stopping on signal at step [0-9]*" res.log | awk '{print $6}' | sort -u)
+[[ $(grep -c "stopping on signal" res.log) -eq 2 && $(wc -w <<<"$steps") -eq 1 ]] ||
+  fail "the ranks did not stop at one step: $(grep stopping res.log)"
+(( steps < 1500 )) || fail "the run finished before the signal"
+[[ $(ls runs/res/checkpoints | grep -c step-) -eq 1 ]] || fail "want one checkpoint: $(ls runs/res/checkpoints)"
+expect_exit 0 launch lm.yaml run.name=res "${long[@]}"
+expect_in "resuming $WORK/runs/res from step $steps"
+expect_close ref res 1500 0
+echo "stopped at step $steps; resumed run identical to the uninterrupted one"
+
+# ---- SIGKILL of rank 1: rank 0 names it and exits 3 within the timeout.
+"$ROPELAB" launch --nproc 2 --timeout 20 -- train lm.yaml run.name=kill "${long[@]}" >kill.log 2>&1 &
+lpid=$!
+pid1=$(rank_pid kill.log 1)
+wait_for kill.log "step 0 valid"
+t0=$(date +%s)
+kill -KILL "$pid1"
+set +e; wait $lpid; CODE=$?; set -e
+took=$(($(date +%s) - t0))
+[[ $CODE -ne 0 ]] || fail "launch exited 0 after a rank was killed"
+grep -q "launch: rank 1 was killed by signal 9" kill.log || fail "launch did not report the kill: $(cat kill.log)"
+grep -q "error: distributed run, rank 0 of 2: .* failed: rank 1 is gone" kill.log ||
+  fail "rank 0 did not name the lost rank: $(cat kill.log)"
+grep -q "launch: rank 0 exited with code 3" kill.log || fail "rank 0 exit code: $(cat kill.log)"
+(( took < 20 )) || fail "rank 0 took $took s to notice (timeout 20)"
+echo "rank 0 reported the killed rank after $took s"
+
+# ---- Debian's torchrun (1.13 on Python 3.11 needs --redirects/--tee/--log_dir to start).
+if command -v torchrun >/dev/null; then
+  expect_exit 0 torchrun --standalone --nproc_per_node=2 --redirects 2 --tee 1 --log_dir "$WORK/tr" \
+    --no_python "$ROPELAB" train lm.yaml run.name=torchrun train.batch_size=4
+  expect_close two torchrun 12 0
+else
+  echo "SKIP: no torchrun (python3-torch)"
+fi
