@@ -14,7 +14,7 @@ PACKAGES=(
   # libFuzzer targets of the parsers (tests/fuzz)
   clang libclang-rt-14-dev
   # libraries (docs/platform-notes.md)
-  libtorch-dev libopenblas0-pthread libsentencepiece-dev sentencepiece libhdf5-dev hdf5-tools
+  libtorch-dev libgloo-dev libopenblas0-pthread libsentencepiece-dev sentencepiece libhdf5-dev hdf5-tools
   libspdlog-dev libyaml-cpp-dev libgtest-dev libcli11-dev libxxhash-dev nlohmann-json3-dev
   # plots, and the independent Python reference used by the golden tests
   python3-h5py python3-matplotlib python3-torch python3-sentencepiece

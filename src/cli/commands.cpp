@@ -292,8 +292,9 @@ void register_all(CLI::App& app) {
                        "seconds a rank waits for the others in a collective before it reports "
                        "the one that is gone or hung (default 300)")
             ->check(CLI::Range(1.0, 1e6));
-        sub.add_option("command", g.launch.args, "after --: the command each rank runs, e.g. -- "
-                                                 "train CONFIG key=value ...")
+        sub.add_option("command", g.launch.args,
+                       "after --: the command each rank runs, e.g. -- "
+                       "train CONFIG key=value ...")
             ->required();
       },
       cmd_launch);

@@ -51,7 +51,8 @@ int exit_code(int status) {
 }  // namespace
 
 int launch(const LaunchOptions& o) {
-  if (o.args.empty()) throw UserError("launch: give the command the ranks run, e.g. -- train CONFIG");
+  if (o.args.empty())
+    throw UserError("launch: give the command the ranks run, e.g. -- train CONFIG");
   if (o.args[0] != "train")
     throw UserError("launch: only `train` runs data-parallel (got '" + o.args[0] + "')");
   const int port = o.port > 0 ? o.port : free_port();

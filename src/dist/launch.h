@@ -14,8 +14,8 @@ namespace ropelab::dist {
 
 struct LaunchOptions {
   int nproc = 2;
-  int port = 0;            // 0: a free port
-  double timeout_s = 300;  // ROPELAB_DIST_TIMEOUT of the ranks
+  int port = 0;                   // 0: a free port
+  double timeout_s = 300;         // ROPELAB_DIST_TIMEOUT of the ranks
   std::vector<std::string> args;  // the ropelab command line each rank runs, e.g. {"train", ...}
 };
 int launch(const LaunchOptions& o);

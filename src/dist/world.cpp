@@ -23,8 +23,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr milliseconds kBeat{500};                 // heartbeat period
-constexpr milliseconds kSilence{2500};             // a heartbeat unchanged this long: gone
+constexpr milliseconds kBeat{500};                  // heartbeat period
+constexpr milliseconds kSilence{2500};              // a heartbeat unchanged this long: gone
 constexpr int64_t kBucketBytes = 25 * 1024 * 1024;  // DDP's default bucket size
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
@@ -40,8 +40,8 @@ int env_int(const char* name, int fallback, int lo, int hi) {
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
   if (*end != '\0' || x < lo || x > hi)
-    throw UserError(fmt::format("environment: {}='{}' is not an integer in [{}, {}]", name, v, lo,
-                                hi));
+    throw UserError(
+        fmt::format("environment: {}='{}' is not an integer in [{}, {}]", name, v, lo, hi));
   return static_cast<int>(x);
 }
 
@@ -73,8 +73,8 @@ Env env_from_environment() {
     char* end = nullptr;
     double s = std::strtod(t, &end);
     if (*end != '\0' || !(s > 0) || s > 1e6)
-      throw UserError(fmt::format(
-          "environment: ROPELAB_DIST_TIMEOUT='{}' is not a number of seconds > 0", t));
+      throw UserError(
+          fmt::format("environment: ROPELAB_DIST_TIMEOUT='{}' is not a number of seconds > 0", t));
     e.timeout = milliseconds(static_cast<int64_t>(s * 1000));
   }
   return e;
@@ -130,27 +130,28 @@ struct World::Impl {
 
   // The error of a failed collective: which rank is gone, if one is.
   PeerLost lost(const char* what, const std::string& why) const {
-    std::string head = fmt::format("distributed run, rank {} of {}: {} failed: ", env.rank,
-                                   env.size, what);
+    std::string head =
+        fmt::format("distributed run, rank {} of {}: {} failed: ", env.rank, env.size, what);
     std::vector<int> silent;
     try {
       silent = silent_ranks();
     } catch (const std::exception&) {
-      return PeerLost(head + (env.agent_store
-                                  ? "the torchrun agent's store is unreachable"
-                                  : "rank 0 is gone (it serves the store, which is unreachable)") +
+      return PeerLost(head +
+                      (env.agent_store
+                           ? "the torchrun agent's store is unreachable"
+                           : "rank 0 is gone (it serves the store, which is unreachable)") +
                       "; stopping. See that rank's log for why it ended");
     }
     if (silent.empty())
-      return PeerLost(head + fmt::format(
-                                 "every rank is alive but one did not answer within {} s (a hung "
-                                 "rank, or ranks out of step: {}); stopping. "
-                                 "HINT: ROPELAB_DIST_TIMEOUT raises the limit",
-                                 env.timeout.count() / 1000.0, first_line(why)));
+      return PeerLost(head +
+                      fmt::format("every rank is alive but one did not answer within {} s (a hung "
+                                  "rank, or ranks out of step: {}); stopping. "
+                                  "HINT: ROPELAB_DIST_TIMEOUT raises the limit",
+                                  env.timeout.count() / 1000.0, first_line(why)));
     std::string ranks;
     for (int r : silent) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    return PeerLost(head + fmt::format("rank {} {} gone (killed, crashed, or stopped by its own "
-                                       "error: see its log); stopping",
+    return PeerLost(head + fmt::format("rank {} {} gone or hung (killed, crashed, stopped by its "
+                                       "own error, or frozen: see its log); stopping",
                                        ranks, silent.size() == 1 ? "is" : "are"));
   }
 
@@ -246,10 +247,9 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
       im.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(im.store, e.rank, e.size, o);
     }
   } catch (const std::exception& ex) {
-    throw PeerLost(fmt::format(
-        "distributed run, rank {} of {}: {} at {}:{} failed within {} s: {}", e.rank, e.size,
-        joining, e.master_addr, e.master_port, e.timeout.count() / 1000.0,
-        first_line(ex.what())));
+    throw PeerLost(fmt::format("distributed run, rank {} of {}: {} at {}:{} failed within {} s: {}",
+                               e.rank, e.size, joining, e.master_addr, e.master_port,
+                               e.timeout.count() / 1000.0, first_line(ex.what())));
   }
   // The heartbeat: a thread with its own store client.
   im.beat = std::thread([&im] {
@@ -266,8 +266,8 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
     }
   });
   barrier(joining);
-  spdlog::info("distributed: rank {} of {} ({}, {} on this machine), store {}:{}{}", e.rank,
-               e.size, im.backend, e.local_size, e.master_addr, e.master_port,
+  spdlog::info("distributed: rank {} of {} ({}, {} on this machine), store {}:{}{}", e.rank, e.size,
+               im.backend, e.local_size, e.master_addr, e.master_port,
                e.agent_store ? " (torchrun agent)" : "");
 }
 
@@ -323,14 +323,14 @@ std::vector<std::string> World::gather(const std::string& bytes, const char* wha
     int64_t longest = 1;
     std::vector<int64_t> n(static_cast<size_t>(size_));
     for (int r = 0; r < size_; ++r)
-      longest = std::max(longest, n[static_cast<size_t>(r)] = lens[0][static_cast<size_t>(r)]
-                                                                  .cpu()
-                                                                  .item<int64_t>());
+      longest = std::max(longest, n[static_cast<size_t>(r)] =
+                                      lens[0][static_cast<size_t>(r)].cpu().item<int64_t>());
     auto padded = torch::zeros({longest}, torch::kUInt8);
     std::memcpy(padded.data_ptr<uint8_t>(), bytes.data(), bytes.size());
     std::vector<at::Tensor> in{padded.to(impl_->dev)};
     std::vector<std::vector<at::Tensor>> all(1);
-    for (int r = 0; r < size_; ++r) all[0].push_back(torch::zeros({longest}, opts.dtype(torch::kUInt8)));
+    for (int r = 0; r < size_; ++r)
+      all[0].push_back(torch::zeros({longest}, opts.dtype(torch::kUInt8)));
     impl_->pg->allgather(all, in)->wait();
     for (int r = 0; r < size_; ++r) {
       auto t = all[0][static_cast<size_t>(r)].cpu();
@@ -364,9 +364,10 @@ void World::wait_for_main(const std::string& key, const char* what) const {
       }
       if (beat != last_beat) last_beat = beat, changed = Clock::now();
       if (Clock::now() - changed > kSilence + kBeat)
-        throw PeerLost(fmt::format("distributed run, rank {} of {}: {} failed: rank 0 is gone "
-                                   "(killed, crashed, or stopped by its own error: see its log)",
-                                   rank_, size_, what));
+        throw PeerLost(
+            fmt::format("distributed run, rank {} of {}: {} failed: rank 0 is gone "
+                        "(killed, crashed, or stopped by its own error: see its log)",
+                        rank_, size_, what));
       std::this_thread::sleep_for(milliseconds(100));
     }
   });

@@ -35,8 +35,8 @@ using clock = std::chrono::steady_clock;
 int apply_thread_policy(const config::RunConfig& r) {
   // 0 = the machine's cores, shared by the ranks of a data-parallel run on this machine.
   int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int n = r.threads > 0 ? static_cast<int>(r.threads)
-                        : std::max(1, cores / dist::world().local_size());
+  int n =
+      r.threads > 0 ? static_cast<int>(r.threads) : std::max(1, cores / dist::world().local_size());
   platform::set_threads(n);
   return n;
 }
@@ -332,9 +332,9 @@ void Trainer::refuse_or_set_aside() {
 Trainer::StepResult Trainer::train_step() {
   StepResult r;
   if (!world_.is_main())  // rank 0's generator state is in the checkpoint; the others' follow
-    torch::manual_seed(util::mix64(util::mix64(static_cast<uint64_t>(c_.run.seed)) ^
-                                   util::mix64(static_cast<uint64_t>(world_.rank()) << 32 ^
-                                               static_cast<uint64_t>(st_.step))));
+    torch::manual_seed(util::mix64(
+        util::mix64(static_cast<uint64_t>(c_.run.seed)) ^
+        util::mix64(static_cast<uint64_t>(world_.rank()) << 32 ^ static_cast<uint64_t>(st_.step))));
   zero_grad_to_none(*opt_);
   int64_t per_epoch = train_stream_->batches_per_epoch();
   std::vector<data::Batch> micro;
@@ -422,7 +422,8 @@ void Trainer::log_train(const StepResult& s, double lr) {
   row["grad_norm"] = s.grad_norm;
   row["tokens_per_s"] = tps;
   if (metrics_) metrics_->log("train", row);
-  if (bar_) bar_->update(st_.step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", loss, lr, tps));
+  if (bar_)
+    bar_->update(st_.step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", loss, lr, tps));
   window_ = tasks::Sums{};
   t_log_ = clock::now();
   tokens_at_log_ = st_.tokens;
@@ -503,7 +504,8 @@ TrainResult Trainer::run() {
   }
   if (bar_) bar_->finish();
   if (stop_) {
-    spdlog::warn("stopping on signal at step {}: saving a checkpoint", st_.step);
+    spdlog::warn("stopping on signal at step {}: {}", st_.step,
+                 world_.is_main() ? "saving a checkpoint" : "rank 0 saves the checkpoint");
     save();
     res_.interrupted = true;
   } else if (final_from_log_) {

@@ -5,12 +5,13 @@
 //
 // The loop, in Trainer::run():  resume;  while not done: train_step, log, evaluate, save.
 //   train_step: forward/backward over the micro-batches, loss normalised by the step's number of
-//               targets, clip, step (the one place a gradient all-reduce will go);
+//               targets over all ranks, gradients summed over ranks (dist/world.h), clip, step;
 //   evaluate:   the task's whole-split evaluation, logged as a "valid" row;
 //   save/resume: crash-safe checkpoints (train/checkpoint.h); a changed architecture, task or
 //               data config is refused on resume.
 // Non-finite steps are skipped (and counted) without advancing the schedule; SIGINT/SIGTERM
-// finish the current step, save a checkpoint and return `interrupted`.
+// finish the current step, save a checkpoint and return `interrupted`. Data-parallel
+// (docs/distributed.md): rank 0 prepares data, logs and saves; every rank agrees on stops.
 #pragma once
 #include <cmath>
 #include <map>

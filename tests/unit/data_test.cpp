@@ -225,8 +225,8 @@ TEST(Streams, RanksTogetherTakeTheGlobalBatch) {
       for (int64_t i = 0; i < whole->batches_per_epoch(); ++i) {
         std::multiset<std::vector<int64_t>> got;
         for (const auto& rs : ranks) got.merge(rows_of(rs->batch(e, i)));
-        ASSERT_EQ(got, rows_of(whole->batch(e, i))) << (mlm ? "mlm" : "clm") << " epoch " << e
-                                                    << " batch " << i;
+        ASSERT_EQ(got, rows_of(whole->batch(e, i)))
+            << (mlm ? "mlm" : "clm") << " epoch " << e << " batch " << i;
       }
   }
 }

@@ -1,5 +1,6 @@
 // dist::World on real c10d (Gloo over 127.0.0.1): two ranks as two threads of this process.
-// The whole-program checks (2 processes vs 1, resume, signals, torchrun) are tests/e2e/distributed.sh.
+// The whole-program checks (2 processes vs 1, resume, signals, torchrun) are
+// tests/e2e/distributed.sh.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -64,8 +65,8 @@ TEST(Distributed, SumsBroadcastsAndGathers) {
     auto values = w.sum({r, 2.5}, "test values");
     auto from0 = torch::full({6}, r == 0 ? 7.0 : -1.0);
     w.broadcast({from0}, "test broadcast");
-    auto gathered = w.gather(std::string(static_cast<size_t>(3 + 5 * r), 'a' + static_cast<char>(r)),
-                             "test gather");
+    auto gathered = w.gather(
+        std::string(static_cast<size_t>(3 + 5 * r), 'a' + static_cast<char>(r)), "test gather");
     w.barrier("test barrier");
     EXPECT_TRUE(small.eq(3).all().item<bool>());
     EXPECT_TRUE(big.eq(3).all().item<bool>());
@@ -112,7 +113,7 @@ TEST(Distributed, ALostRankIsNamed) {
   } catch (const dist::PeerLost& e) {
     std::string m = e.what();
     EXPECT_NE(m.find("rank 0 of 2: the step failed"), std::string::npos) << m;
-    EXPECT_NE(m.find("rank 1 is gone"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1 is gone or hung"), std::string::npos) << m;
   }
 }
 
@@ -151,8 +152,13 @@ TEST(Distributed, LaunchEnvironmentIsValidated) {
   EXPECT_TRUE(error_of("WORLD_SIZE='two'"));
   with({{"ROPELAB_DIST_TIMEOUT", "soon"}});
   EXPECT_TRUE(error_of("ROPELAB_DIST_TIMEOUT='soon'"));
-  with({{"WORLD_SIZE", "4"}, {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-        {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29400"}, {"ROPELAB_DIST_TIMEOUT", "12.5"},
+  with({{"WORLD_SIZE", "4"},
+        {"RANK", "3"},
+        {"LOCAL_RANK", "1"},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"MASTER_ADDR", "node7"},
+        {"MASTER_PORT", "29400"},
+        {"ROPELAB_DIST_TIMEOUT", "12.5"},
         {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
   auto e = dist::env_from_environment();
   EXPECT_EQ(e.rank, 3);
