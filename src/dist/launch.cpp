@@ -21,21 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A TCP port nobody listens on now (the kernel's choice; rank 0 binds it a moment later).
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw UserError(std::string("launch: no socket: ") + std::strerror(errno));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-            getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  close(fd);
-  if (!ok) throw UserError(std::string("launch: cannot find a free port: ") + std::strerror(errno));
-  return ntohs(a.sin_port);
-}
-
 std::string describe(int status) {
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
@@ -49,6 +34,20 @@ int exit_code(int status) {
 }
 
 }  // namespace
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw UserError(std::string("launch: no socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  close(fd);
+  if (!ok) throw UserError(std::string("launch: cannot find a free port: ") + std::strerror(errno));
+  return ntohs(a.sin_port);
+}
 
 int launch(const LaunchOptions& o) {
   if (o.args.empty())

@@ -20,4 +20,7 @@ struct LaunchOptions {
 };
 int launch(const LaunchOptions& o);
 
+// A TCP port on 127.0.0.1 nobody listens on now (the kernel's choice; a rank binds it soon after).
+int free_port();
+
 }  // namespace ropelab::dist

@@ -5,7 +5,8 @@
 #   - SIGTERM to rank 1 stops both ranks at the same step with one checkpoint, and the resumed
 #     run ends bit-identical to an uninterrupted one;
 #   - SIGKILL of rank 1 makes rank 0 exit 3 naming it, within the timeout;
-#   - the same run through Debian's torchrun; a resume with another world size is refused.
+#   - the same run through Debian's torchrun, and with torchrun 2.x's agent store; a resume
+#     with another world size is refused.
 # Tolerance of "match": 1e-4 absolute. The ranks sum the same float32 gradients in another
 # order than one process does (rounding ~1e-7 relative); Adam divides by sqrt(v), which turns
 # such rounding into update differences of up to ~lr for coordinates whose gradient is near 0.
@@ -175,6 +176,41 @@ grep -q "error: distributed run, rank 0 of 2: .* failed: rank 1 is gone" kill.lo
 grep -q "launch: rank 0 exited with code 3" kill.log || fail "rank 0 exit code: $(cat kill.log)"
 (( took < 20 )) || fail "rank 0 took $took s to notice (timeout 20)"
 echo "rank 0 reported the killed rank after $took s"
+
+# ---- torchrun 2.x's agent store: the agent serves the TCPStore and every rank is a client
+# under /worker/attempt_<restart count>. Debian's torchrun 1.13 does not do that, so a Python
+# TCPStore plays the agent here.
+port=$(/usr/bin/python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+/usr/bin/python3 - "$port" <<'PY' >agent.log 2>&1 &
+import datetime, os, sys, time
+import torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), None, True, wait_for_workers=False)
+keys = ["/worker/attempt_1/ropelab/beat/0", "/worker/attempt_1/ropelab/beat/1"]
+for _ in range(1200):
+    if os.path.exists("agent.done"):
+        break
+    time.sleep(0.1)
+store.set_timeout(datetime.timedelta(seconds=2))
+try:
+    for k in keys:
+        store.get(k)
+    print("agent store used", flush=True)
+except Exception as e:
+    print("agent store NOT used:", e, flush=True)
+PY
+apid=$!
+for r in 0 1; do
+  env RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=1 \
+    "$ROPELAB" train lm.yaml run.name=agent train.batch_size=4 >agent-$r.log 2>&1 &
+  pids[r]=$!
+done
+for r in 0 1; do wait "${pids[r]}" || fail "rank $r with the agent store failed: $(cat agent-$r.log)"; done
+touch agent.done
+wait $apid
+grep -q "agent store used" agent.log || fail "the ranks did not use the agent's store: $(cat agent.log)"
+grep -q "(torchrun agent)" agent-0.log || fail "rank 0 did not report the agent store"
+expect_close two agent 12 0
 
 # ---- Debian's torchrun (1.13 on Python 3.11 needs --redirects/--tee/--log_dir to start).
 if command -v torchrun >/dev/null; then

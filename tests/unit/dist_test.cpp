@@ -1,32 +1,19 @@
 // dist::World on real c10d (Gloo over 127.0.0.1): two ranks as two threads of this process.
 // The whole-program checks (2 processes vs 1, resume, signals, torchrun) are
 // tests/e2e/distributed.sh.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <future>
 #include <thread>
 
+#include "dist/launch.h"
 #include "dist/world.h"
 #include "helpers.h"
 
 namespace ropelab {
 namespace {
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using dist::free_port;
 
 dist::Env env(int rank, int port, int timeout_ms = 20000) {
   dist::Env e;
