@@ -185,7 +185,17 @@ int cmd_translate() {
   return 0;
 }
 
-int cmd_launch() { return dist::launch(g.launch); }
+int cmd_launch() {
+  // A bad config is reported once, before any rank starts (each rank would report it).
+  const auto& a = g.launch.args;
+  if (a.size() >= 2 && a[0] == "train") {
+    std::vector<std::string> overrides;
+    for (size_t i = 2; i < a.size(); ++i)
+      if (a[i].rfind("--", 0) != 0) overrides.push_back(a[i]);
+    config::load_config(a[1], config::overrides_from_args(overrides));
+  }
+  return dist::launch(g.launch);
+}
 
 int cmd_average() {
   std::cout << train::average_checkpoints(g.file, g.last, g.out) << "\n";

@@ -124,6 +124,11 @@ for k in ("mcc", "acc"):
     assert abs(a[k] - b[k]) < 1e-9, (k, a[k], b[k])
 PY
 
+# A bad config is reported once, before any rank starts.
+expect_exit 2 launch lm.yaml model.d_model=abc
+expect_in "model.d_model: expected an integer"
+[[ $(grep -c "model.d_model" <<<"$OUT") -eq 1 ]] || fail "the config error was reported twice"
+expect_not_in "rank 0 is pid"
 # A run trained by 2 ranks does not resume in 1 process.
 expect_exit 2 "$ROPELAB" train lm.yaml run.name=two train.max_steps=14
 expect_in "was trained by 2 data-parallel rank(s), this run has 1"
