@@ -21,6 +21,7 @@
 #include "train/trainer.h"
 #include "train/translate.h"
 #include "train/weights.h"
+#include "util/device.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -103,6 +104,7 @@ int cmd_train() {
   auto env = dist::env_from_environment();  // set by torchrun, a SLURM wrapper or launch
   if (env.size > 1) {
     log::set_rank(env.rank);
+    env.cuda = device::resolve(c.run.device).is_cuda();
     dist::init(env);
   }
   train::TrainOptions o;

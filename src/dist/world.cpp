@@ -216,7 +216,7 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
     im.store = im.connect(e.rank == 0 && !e.agent_store, e.timeout);
     bool nccl = false;
 #ifdef USE_C10D_NCCL
-    nccl = torch::cuda::is_available();
+    nccl = e.cuda;
     if (nccl) {
       im.dev = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(e.local_rank));
       auto o = c10d::ProcessGroupNCCL::Options::create();

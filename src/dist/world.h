@@ -40,6 +40,7 @@ struct Env {
   bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True
   int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT
   std::chrono::milliseconds timeout{300000};
+  bool cuda = false;  // the run's tensors are on a GPU: NCCL where libtorch has it, else Gloo
 };
 // The launch variables of this process, validated: a malformed one is a UserError naming it.
 Env env_from_environment();

@@ -1,5 +1,8 @@
 #include "util/device.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
@@ -18,13 +21,14 @@ namespace ropelab::device {
 
 torch::Device resolve(const std::string& spec) {
   if (spec == "cpu") return torch::kCPU;
-  if (spec == "auto")
-    return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
-                                       : torch::Device(torch::kCPU);
+  // A rank of a data-parallel run takes its machine's GPU number LOCAL_RANK (as torchrun users
+  // expect); one process takes GPU 0.
   int index = 0;
+  if (const char* lr = std::getenv("LOCAL_RANK")) index = std::max(0, std::atoi(lr));
+  if (spec == "auto" && !torch::cuda::is_available()) return torch::kCPU;
   if (spec.rfind("cuda:", 0) == 0)
     index = std::stoi(spec.substr(5));
-  else if (spec != "cuda")
+  else if (spec != "cuda" && spec != "auto")
     throw UserError("run.device: '" + spec + "' is not a device (auto, cpu, cuda or cuda:N)");
   if (!torch::cuda::is_available())
     throw UserError("run.device: " + spec +

@@ -1,7 +1,8 @@
 // The device seam: which device a run uses, mixed precision on it, and the state of every
 // random generator a run draws from. Nothing outside this file assumes a CPU.
 //
-//   run.device: auto (the first CUDA GPU when libtorch has one, else the CPU), cpu, cuda, cuda:N
+//   run.device: auto (the first CUDA GPU when libtorch has one, else the CPU), cpu, cuda, cuda:N;
+//               auto and cuda mean GPU LOCAL_RANK in a data-parallel rank (one GPU per rank)
 //   bf16 autocast: CPU autocast (oneDNN/AMX) or CUDA autocast, by device type
 //   RNG state: the CPU generator always; the device's CUDA generator when the run is on CUDA
 #pragma once
