@@ -121,6 +121,12 @@ struct is_visitable<
     : std::true_type {};
 // (visit<int> is never instantiated: decltype only looks at the declaration.)
 
+template <class T, class = void>
+struct has_original_len : std::false_type {};
+template <class T>
+struct has_original_len<T, std::void_t<decltype(std::declval<T&>().original_len)>>
+    : std::true_type {};
+
 template <class T>
 struct is_vector : std::false_type {};
 template <class T>
@@ -539,10 +545,33 @@ std::vector<Override> overrides_from_args(const std::vector<std::string>& args) 
   return out;
 }
 
+namespace {
+// `0 = task.seq_len` defaults, resolved once so the run's saved config.yaml states the value.
+void fill_in_lengths(Config& c) {
+  std::visit(
+      [&](auto& pos) {
+        using P = std::decay_t<decltype(pos)>;
+        if constexpr (std::is_same_v<P, RopeConfig>) {
+          std::visit(
+              [&](auto& m) {
+                if constexpr (has_original_len<std::decay_t<decltype(m)>>::value)
+                  if (m.original_len == 0) m.original_len = c.task.seq_len;
+              },
+              pos.scaling.opts);
+        }
+        if constexpr (std::is_same_v<P, FireConfig>) {
+          if (pos.threshold == 0) pos.threshold = static_cast<double>(c.task.seq_len);
+        }
+      },
+      c.model.position.opts);
+}
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<Override>& overrides) {
   Ctx ctx;
   Config c = load_any<Config>(path, overrides, ctx);
   if (ctx.unreadable) throw ConfigError(ctx.problems);
+  fill_in_lengths(c);
   for (auto& p : validate(c)) {
     p.loc = where(ctx, p.key);
     ctx.problems.push_back(p);
@@ -777,6 +806,65 @@ bool valid_device(const std::string& d) {
                      [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; });
 }
 
+// RoPE's own checks beyond ranges: hybrid NoPE layers, p-RoPE, and the scaling method.
+template <class Bad>
+void check_rope(const RopeConfig& pos, const ModelConfig& m, int64_t head_dim, const Bad& bad) {
+  int64_t layers = std::max(m.n_layers, m.arch == Arch::kEncDec ? m.n_decoder_layers : 0);
+  for (int64_t l : pos.nope_layers)
+    if (l >= layers)
+      bad("model.position.nope_layers", "layer " + std::to_string(l) + " does not exist (the " +
+                                            "model has " + std::to_string(layers) +
+                                            " layers, numbered from 0)");
+  if (pos.nope_every == 1)
+    bad("model.position.nope_every",
+        "nope_every 1 leaves every layer without positions; use model.position.type=none");
+  int64_t rd = pos.rotary_dim == 0 ? head_dim : pos.rotary_dim;
+  const bool linear = m.attention.kernel == AttentionKernel::kLinear;
+  // With linear attention in Eq. 19 mode the rotation acts on the feature maps, not the head.
+  int64_t rotated = rd;
+  if (linear && m.attention.rope_mode == RopeMode::kEq19)
+    rotated = m.attention.feature_map == FeatureMap::kFavor ? m.attention.num_features : head_dim;
+  if (pos.fraction < 1.0 && std::llround(pos.fraction * static_cast<double>(rotated / 2)) == 0)
+    bad("model.position.fraction", "fraction " + format_double(pos.fraction) +
+                                       " of " + std::to_string(rotated / 2) +
+                                       " rotated pairs rotates none; use model.position.type=none");
+  const std::string key = "model.position.scaling.";
+  std::visit(
+      [&](const auto& s) {
+        using S = std::decay_t<decltype(s)>;
+        double af = 1.0;
+        if constexpr (std::is_same_v<S, YarnScaling>) {
+          af = s.attention_factor > 0 ? s.attention_factor : 0.1 * std::log(s.factor) + 1.0;
+          if (s.beta_fast <= s.beta_slow)
+            bad(key + "beta_fast", "beta_fast (" + format_double(s.beta_fast) +
+                                       ") must exceed beta_slow (" + format_double(s.beta_slow) +
+                                       ")");
+        }
+        if constexpr (std::is_same_v<S, Llama3Scaling>) {
+          if (s.high_freq_factor <= s.low_freq_factor)
+            bad(key + "high_freq_factor", "high_freq_factor (" +
+                                              format_double(s.high_freq_factor) +
+                                              ") must exceed low_freq_factor (" +
+                                              format_double(s.low_freq_factor) + ")");
+        }
+        if constexpr (std::is_same_v<S, LongRopeScaling>) {
+          af = s.attention_factor > 0 ? s.attention_factor : (s.factor > 1.0 ? 2.0 : 1.0);
+          for (const auto* f : {&s.short_factor, &s.long_factor}) {
+            const char* name = f == &s.short_factor ? "short_factor" : "long_factor";
+            if (static_cast<int64_t>(f->size()) != rotated / 2)
+              bad(key + name, "needs one factor per rotated pair: " + std::to_string(rotated / 2) +
+                                  " (got " + std::to_string(f->size()) + ")");
+          }
+        }
+        if (af != 1.0 && linear)
+          bad(key + "attention_factor",
+              std::string(S::kName) +
+                  "'s attention factor is a softmax temperature, and linear attention has no "
+                  "softmax; set " + key + "attention_factor=1");
+      },
+      pos.scaling.opts);
+}
+
 std::vector<Problem> validate(const Config& c) {
   std::vector<Problem> ps;
   auto bad = [&](const std::string& key, const std::string& msg) {
@@ -803,7 +891,14 @@ std::vector<Problem> validate(const Config& c) {
                                            "attention never forms; use softmax attention or "
                                            "another position module");
         }
+        if constexpr (std::is_same_v<P, NoPositionConfig>) {
+          if (m.arch != Arch::kDecoder && !pos.encoder_ok)
+            bad("model.position.type",
+                "an encoder with no position signal sees a bag of words (it cannot learn word "
+                "order; MLM stalls); set model.position.encoder_ok=true to train it anyway");
+        }
         if constexpr (std::is_same_v<P, RopeConfig>) {
+          check_rope(pos, m, head_dim, bad);
           int64_t rd = pos.rotary_dim == 0 ? head_dim : pos.rotary_dim;
           if (rd > head_dim)
             bad("model.position.rotary_dim", "rotary_dim (" + std::to_string(rd) +
@@ -813,9 +908,6 @@ std::vector<Problem> validate(const Config& c) {
             bad(pos.rotary_dim == 0 ? "model.n_heads" : "model.position.rotary_dim",
                 "RoPE rotates pairs of channels: the rotary dimension (" + std::to_string(rd) +
                     ") must be even");
-          if (pos.scaling != RopeScaling::kNone && pos.scale <= 1.0)
-            bad("model.position.scale",
-                std::string("scaling '") + to_string(pos.scaling) + "' needs scale > 1");
         }
         if constexpr (std::is_same_v<P, XposConfig>) {
           if (head_dim % 2 != 0)

@@ -78,8 +78,8 @@ enum class RopeMode { kEq19, kBeforePhi };
 ROPELAB_ENUM_NAMES(RopeMode, "eq19", "before_phi");
 enum class RopePairing { kInterleaved, kHalf };
 ROPELAB_ENUM_NAMES(RopePairing, "interleaved", "half");
-enum class RopeScaling { kNone, kLinear, kNtk };
-ROPELAB_ENUM_NAMES(RopeScaling, "none", "linear", "ntk");
+enum class KerpleKernel { kLog, kPower };
+ROPELAB_ENUM_NAMES(KerpleKernel, "log", "power");
 enum class TokenizerType { kSpm, kByte };
 ROPELAB_ENUM_NAMES(TokenizerType, "spm", "byte");
 enum class SpmModelType { kBpe, kUnigram };
@@ -149,7 +149,7 @@ bool select(Variant& v, const std::string& name) {
   if constexpr (I < std::variant_size_v<Variant>) {
     using Alt = std::variant_alternative_t<I, Variant>;
     if (name != Alt::kName) return select<Variant, I + 1>(v, name);
-    if (v.index() != I) v = Alt{};
+    if (v.index() != I) v.template emplace<I>();
     return true;
   }
   return false;
@@ -193,10 +193,14 @@ struct PositionTraits {
   static constexpr bool kRotates = false;       // rotates q and k (RoPE, xPos)
 };
 
-struct NoPositionConfig : PositionTraits {
+struct NoPositionConfig : PositionTraits {  // NoPE (Kazemnejad et al. 2023)
   static constexpr const char* kName = "none";
+  bool encoder_ok = false;
   template <class V>
-  void visit(V&) {}
+  void visit(V& v) {
+    v("encoder_ok", encoder_ok,
+      "confirm an encoder with no position signal (it sees a bag of words: MLM stalls)");
+  }
 };
 
 struct SinusoidalConfig : PositionTraits {  // Vaswani et al. 2017, Sec. 3.5
@@ -230,23 +234,142 @@ struct T5Config : PositionTraits {  // Raffel et al. 2020, relative position buc
   }
 };
 
+// RoPE context extension (model/position/rope_frequencies.h): one struct per method, chosen by
+// model.position.scaling.type. Each maps (base, rotated width, original length, current length)
+// to per-pair frequencies and an attention factor. `original_len: 0` means task.seq_len.
+struct NoScaling {
+  static constexpr const char* kName = "none";
+  template <class V>
+  void visit(V&) {}
+};
+inline constexpr const char* kOriginalLenHelp =
+    "context length the model was trained at; 0 = task.seq_len (filled in when loading)";
+struct LinearScaling {  // position interpolation, Chen et al. 2023 (HF rope_type "linear")
+  static constexpr const char* kName = "linear";
+  double factor = 2.0;
+  template <class V>
+  void visit(V& v) {
+    v("factor", factor, "positions are divided by factor", between(1, 1e6));
+  }
+};
+struct NtkScaling {  // NTK-aware base scaling (bloc97 2023); static, no HF rope_type
+  static constexpr const char* kName = "ntk";
+  double factor = 2.0;
+  template <class V>
+  void visit(V& v) {
+    v("factor", factor, "base multiplied by factor^(d/(d-2))", between(1, 1e6));
+  }
+};
+struct DynamicNtkScaling {  // dynamic NTK (emozilla 2023; HF rope_type "dynamic")
+  static constexpr const char* kName = "dynamic";
+  double factor = 2.0;
+  int64_t original_len = 0;
+  template <class V>
+  void visit(V& v) {
+    v("factor", factor, "base = base*((factor*L/original_len)-(factor-1))^(d/(d-2)) for L > original_len",
+      between(1, 1e6));
+    v("original_len", original_len, kOriginalLenHelp, at_least(0));
+  }
+};
+struct YarnScaling {  // YaRN, Peng et al. 2023, arXiv:2309.00071 (HF rope_type "yarn")
+  static constexpr const char* kName = "yarn";
+  double factor = 2.0;
+  int64_t original_len = 0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attention_factor = 0.0;
+  template <class V>
+  void visit(V& v) {
+    v("factor", factor, "context extension factor s", between(1, 1e6));
+    v("original_len", original_len, kOriginalLenHelp, at_least(0));
+    v("beta_fast", beta_fast,
+      "pairs turning more than beta_fast times over original_len keep their frequency "
+      "(paper: beta = 32)",
+      at_least(0));
+    v("beta_slow", beta_slow,
+      "pairs turning fewer than beta_slow times are interpolated by 1/factor (paper: alpha = 1)",
+      at_least(0));
+    v("attention_factor", attention_factor,
+      "multiplies q and k (sqrt(1/t)); 0 = the paper's 0.1*ln(factor)+1", at_least(0));
+  }
+};
+struct Llama3Scaling {  // Llama 3.1 (Meta 2024; HF rope_type "llama3")
+  static constexpr const char* kName = "llama3";
+  double factor = 8.0;
+  int64_t original_len = 0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  template <class V>
+  void visit(V& v) {
+    v("factor", factor, "wavelengths longer than original_len/low_freq_factor: divided by factor",
+      between(1, 1e6));
+    v("original_len", original_len, kOriginalLenHelp, at_least(0));
+    v("low_freq_factor", low_freq_factor, "see factor", at_least(1e-6));
+    v("high_freq_factor", high_freq_factor,
+      "wavelengths shorter than original_len/high_freq_factor are kept; between: a smooth blend",
+      at_least(1e-6));
+  }
+};
+struct LongRopeScaling {  // LongRoPE, Ding et al. 2024, arXiv:2402.13753 (HF rope_type "longrope")
+  static constexpr const char* kName = "longrope";
+  std::vector<double> short_factor, long_factor;
+  int64_t original_len = 0;
+  double factor = 1.0;
+  double attention_factor = 0.0;
+  template <class V>
+  void visit(V& v) {
+    v("short_factor", short_factor,
+      "per-pair divisors of theta_i (one per rotated pair) for inputs up to original_len",
+      at_least(1e-6));
+    v("long_factor", long_factor, "per-pair divisors for longer inputs", at_least(1e-6));
+    v("original_len", original_len, kOriginalLenHelp, at_least(0));
+    v("factor", factor, "target length / original_len (only sets the default attention factor)",
+      between(1, 1e6));
+    v("attention_factor", attention_factor,
+      "multiplies q and k; 0 = sqrt(1 + ln(factor)/ln(original_len))", at_least(0));
+  }
+};
+using RopeScalingVariant = std::variant<NoScaling, LinearScaling, NtkScaling, DynamicNtkScaling,
+                                        YarnScaling, Llama3Scaling, LongRopeScaling>;
+struct RopeScalingConfig {
+  RopeScalingVariant opts;  // NoScaling
+  const char* type() const { return variant_name(opts); }
+  template <class V>
+  void visit(V& v) {
+    visit_variant(v, opts,
+                  "context extension: none, linear (PI), ntk, dynamic (dynamic NTK), yarn, llama3, "
+                  "longrope");
+  }
+};
+
 struct RopeConfig : PositionTraits {  // RoFormer Eq. 14-16 (Su et al. 2021)
   static constexpr bool kRotates = true;
   static constexpr const char* kName = "rope";
   double base = 10000.0;
   RopePairing pairing = RopePairing::kInterleaved;
   int64_t rotary_dim = 0;
-  RopeScaling scaling = RopeScaling::kNone;
-  double scale = 1.0;
+  double fraction = 1.0;
+  int64_t nope_every = 0;
+  std::vector<int64_t> nope_layers;
+  RopeScalingConfig scaling;
   template <class V>
   void visit(V& v) {
     v("base", base, "theta_i = base^(-2i/d)", at_least(2));
     v("pairing", pairing, "interleaved (paper: x[2i],x[2i+1]) or half (GPT-NeoX: x[i],x[i+d/2])");
-    v("rotary_dim", rotary_dim, "channels rotated per head; 0 = the whole head", at_least(0));
-    v("scaling", scaling,
-      "context extension: none, linear (position interpolation), ntk (base scaling)");
-    v("scale", scale, "extension factor for `scaling` (e.g. 4 = four times the context)",
-      between(1, 1e6));
+    v("rotary_dim", rotary_dim,
+      "partial rotary (GPT-NeoX): rotate the first rotary_dim channels of each head, with all "
+      "d/2 frequencies respread over them; 0 = the whole head",
+      at_least(0));
+    v("fraction", fraction,
+      "p-RoPE (Barbero et al. 2024): rotate only the highest-frequency fraction of the pairs "
+      "and leave the lowest frequencies unrotated; 1 = RoPE",
+      between(0, 1));
+    v("nope_every", nope_every,
+      "hybrid NoPE: every k-th layer (k, 2k, ...; 1-based) gets no position signal; 0 = none",
+      at_least(0));
+    v("nope_layers", nope_layers, "hybrid NoPE: these layers (0-based) get no position signal",
+      at_least(0));
+    v("scaling", scaling, "context extension of the rotation frequencies");
   }
 };
 
@@ -269,15 +392,45 @@ struct XposConfig : PositionTraits {  // Sun et al. 2023, RoPE with exponential 
   }
 };
 
-using PositionVariant = std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config,
-                                     RopeConfig, AlibiConfig, XposConfig>;
+struct FireConfig : PositionTraits {  // Li et al. 2024 (ICLR), arXiv:2310.04418
+  static constexpr bool kBiasesScores = true;
+  static constexpr const char* kName = "fire";
+  int64_t mlp_width = 32;
+  double init_c = 0.1;
+  double threshold = 0;
+  template <class V>
+  void visit(V& v) {
+    v("mlp_width", mlp_width, "hidden width of the bias MLP f_theta", between(1, 4096));
+    v("init_c", init_c, "initial c of psi(x) = log(c*x + 1) (learned)", at_least(1e-6));
+    v("threshold", threshold,
+      "initial L of the progressive interpolation psi(i-j)/psi(max(i, L)) (learned through a "
+      "multiplier); 0 = task.seq_len (filled in when loading)",
+      at_least(0));
+  }
+};
+
+struct KerpleConfig : PositionTraits {  // Chi et al. 2022 (NeurIPS), arXiv:2205.09921
+  static constexpr bool kBiasesScores = true;
+  static constexpr const char* kName = "kerple";
+  KerpleKernel kernel = KerpleKernel::kLog;
+  template <class V>
+  void visit(V& v) {
+    v("kernel", kernel,
+      "log: -r1*log(1 + r2*|m-n|); power: -r1*|m-n|^r2 (r1, r2 > 0 learned per head, r2 <= 2)");
+  }
+};
+
+using PositionVariant =
+    std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config, RopeConfig,
+                 AlibiConfig, XposConfig, FireConfig, KerpleConfig>;
 
 struct PositionConfig {
-  PositionVariant opts = RopeConfig{};
+  PositionVariant opts{std::in_place_type<RopeConfig>};
   const char* type() const { return variant_name(opts); }
   template <class V>
   void visit(V& v) {
-    visit_variant(v, opts, "position module: none, sinusoidal, learned, t5, rope, alibi, xpos");
+    visit_variant(v, opts,
+                  "position module: none, sinusoidal, learned, t5, rope, alibi, xpos, fire, kerple");
   }
 };
 

@@ -215,11 +215,14 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   static const PosCache kNoTables;
   const PosCache& pc = ctx.tables != nullptr ? *ctx.tables : kNoTables;
   // Softmax self-attention with a cache stores keys already rotated: each step rotates only its
-  // own queries and keys (tables for those positions), never the whole past again.
+  // own queries and keys (tables for those positions), never the whole past again. A rotation
+  // that depends on the current length (dynamic NTK, LongRoPE) cannot: its keys are cached
+  // unrotated and the whole past is rotated with this step's tables, as the queries are.
   bool rotate_new = cache != nullptr && !cache->fixed && pos != nullptr &&
-                    cfg_.kernel == config::AttentionKernel::kSoftmax;
+                    cfg_.kernel == config::AttentionKernel::kSoftmax && !pos->depends_on_length();
   PosCache step_tables;
   if (rotate_new) {
+    step_tables.length = pc.length;
     step_tables.q_pos_T = pc.q_pos_T;
     step_tables.k_pos_S = pc.k_pos_S.narrow(0, pc.k_pos_S.size(0) - S_new, S_new);
   }

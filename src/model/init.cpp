@@ -19,8 +19,8 @@ ParamRole role_in(const torch::nn::Module& owner, const torch::Tensor& t, const 
   if (const auto* lin = dynamic_cast<const torch::nn::LinearImpl*>(&owner))
     return t.is_same(lin->weight) ? ParamRole::kMatrix : ParamRole::kBias;
   if (dynamic_cast<const torch::nn::EmbeddingImpl*>(&owner) != nullptr) return ParamRole::kMatrix;
-  if (dynamic_cast<const PositionModuleImpl*>(&owner) != nullptr) return ParamRole::kPosition;
   if (const auto* own = dynamic_cast<const OwnsParameters*>(&owner)) return own->role_of(local);
+  if (dynamic_cast<const PositionModuleImpl*>(&owner) != nullptr) return ParamRole::kPosition;
   throw std::logic_error("parameter " + full + " belongs to a module type (" + owner.name() +
                          ") with no initialisation rule; see model/init.h");
 }
@@ -57,6 +57,8 @@ void init_weights(torch::nn::Module& m, double std) {
       case ParamRole::kBias:
       case ParamRole::kNormShift:
         p.tensor.zero_();
+        break;
+      case ParamRole::kOwnInit:
         break;
     }
   }

@@ -6,7 +6,9 @@
 //   LayerNorm weight / bias        kNormGain / kNormShift   ones / zeros, not decayed
 //   position modules' parameters   kPosition  normal(0, init_std), not decayed (T5, learned)
 //   other modules with their own parameters implement OwnsParameters (e.g. the MLM head's
-//   output bias); a parameter no rule covers is a programming error, reported at start-up.
+//   output bias, or kOwnInit: Kerple's kernel parameters and FIRE's c and threshold, which
+//   keep the values their module gave them and are not decayed); a parameter no rule covers
+//   is a programming error, reported at start-up.
 //
 // BERT / GPT-2 initialisation; decoupled weight decay on matrices only (AdamW practice).
 #pragma once
@@ -17,7 +19,7 @@
 
 namespace ropelab::model {
 
-enum class ParamRole { kMatrix, kBias, kNormGain, kNormShift, kPosition };
+enum class ParamRole { kMatrix, kBias, kNormGain, kNormShift, kPosition, kOwnInit };
 
 // Implemented by our modules that register parameters of their own (not through a Linear,
 // Embedding or LayerNorm child).

@@ -108,7 +108,10 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   PosCache tables = position->prepare(T, offset + T, offset, 0, x.device());
   PositionContext pos{position.get(), &tables};
   for (size_t i = 0; i < layers->size(); ++i) {
-    x = layers[i]->as<Layer>()->forward(x, self_mask, pos, offset, memory, mem_mask,
+    // Hybrid NoPE: a layer the module skips sees no position signal (like cross-attention).
+    bool acts = position->acts_in_layer(static_cast<int64_t>(i));
+    x = layers[i]->as<Layer>()->forward(x, self_mask, acts ? pos : PositionContext{}, offset,
+                                        memory, mem_mask,
                                         state != nullptr ? &state->layers[i] : nullptr,
                                         state != nullptr ? &state->cross[i] : nullptr);
   }

@@ -3,6 +3,8 @@
 #include "config/schema.h"
 #include "model/position/absolute.h"
 #include "model/position/alibi.h"
+#include "model/position/fire.h"
+#include "model/position/kerple.h"
 #include "model/position/rotary.h"
 #include "model/position/t5.h"
 
@@ -20,6 +22,7 @@ PosCache PositionModuleImpl::make_tables(int64_t T, int64_t S, int64_t q_offset,
   PosCache c;
   c.q_pos_T = detail::positions(q_offset, T, device);
   c.k_pos_S = detail::positions(k_offset, S, device);
+  c.length = std::max(q_offset + T, k_offset + S);
   return c;
 }
 

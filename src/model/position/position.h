@@ -29,7 +29,8 @@ struct PositionDims {
 struct PosCache {
   torch::Tensor q_pos_T;    // float32 absolute positions of the queries
   torch::Tensor k_pos_S;    // float32 absolute positions of the keys
-  torch::Tensor bias_1NTS;  // score bias (T5, ALiBi); undefined for others
+  torch::Tensor bias_1NTS;  // score bias (T5, ALiBi, FIRE, Kerple); undefined for others
+  int64_t length = 0;       // positions in the sequence so far: max(q_offset+T, k_offset+S)
   // Rotation tables per rotated width (head dim, or a linear kernel's feature dim), computed on
   // first use: width -> {cos, sin} for queries and keys, each [T or S, width/2].
   struct Tables {
@@ -69,6 +70,15 @@ class PositionModuleImpl : public torch::nn::Module {
 
   // The longest input the module can position; -1 = unbounded (a learned table is bounded).
   virtual int64_t max_len() const { return -1; }
+  // Whether layer `layer` (0-based) of the stack gets the position signal at all (hybrid NoPE
+  // leaves some layers without it). Input-side modules (add_to_input) ignore this.
+  virtual bool acts_in_layer(int64_t layer) const {
+    (void)layer;
+    return true;
+  }
+  // True when the rotation depends on the sequence's current length (dynamic NTK, LongRoPE):
+  // a KV cache must then keep keys unrotated and rotate the whole past with the current tables.
+  virtual bool depends_on_length() const { return false; }
   const PositionDims& dims() const { return dims_; }
 
   // Position tables and biases are computed once per forward pass of a stack (prepare()) and

@@ -1,19 +1,25 @@
 #include "model/position/rotary.h"
 
-#include "config/schema.h"
+#include "model/position/rope_frequencies.h"
 
 namespace ropelab::model {
 
 RotaryImpl::RotaryImpl(const config::RopeConfig& c, const PositionDims& d)
     : PositionModuleImpl(d),
       base_(c.base),
+      fraction_(c.fraction),
       interleaved_(c.pairing == config::RopePairing::kInterleaved),
-      rotary_dim_(c.rotary_dim) {
-  int64_t rd = rotary_dim_ == 0 ? d.head_dim : rotary_dim_;
-  if (c.scaling == config::RopeScaling::kLinear) pos_scale_ = 1.0 / c.scale;
-  if (c.scaling == config::RopeScaling::kNtk && rd > 2)
-    base_ = c.base * std::pow(c.scale, static_cast<double>(rd) / static_cast<double>(rd - 2));
+      rotary_dim_(c.rotary_dim),
+      nope_every_(c.nope_every),
+      nope_layers_(c.nope_layers.begin(), c.nope_layers.end()),
+      scaling_(c.scaling) {}
+
+bool RotaryImpl::acts_in_layer(int64_t layer) const {
+  if (nope_every_ > 0 && (layer + 1) % nope_every_ == 0) return false;
+  return nope_layers_.count(layer) == 0;
 }
+
+bool RotaryImpl::depends_on_length() const { return model::depends_on_length(scaling_); }
 
 RotaryImpl::RotaryImpl(const config::XposConfig& c, const PositionDims& d)
     : PositionModuleImpl(d), base_(c.base), scale_base_(c.scale_base), xpos_(true) {}
@@ -25,11 +31,14 @@ const PosCache::Tables& RotaryImpl::tables(const PosCache& c, int64_t width) con
   // Partial rotary applies to the head; a linear kernel's feature maps are rotated whole.
   int64_t r = (rotary_dim_ > 0 && width == dims_.head_dim) ? rotary_dim_ : width;
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(c.q_pos_T.device());
-  auto i = torch::arange(0, r / 2, opts);
-  auto inv_freq_R = torch::pow(base_, -2.0 * i / static_cast<double>(r));  // theta_i
+  RopeFrequencies f = rope_frequencies(scaling_, base_, r, c.length);
+  keep_fastest(f.theta, fraction_);
+  auto inv_freq_R = torch::tensor(f.theta, torch::kFloat64).to(opts);  // theta_i
+  double af = f.attention_factor;
   auto table = [&](const torch::Tensor& pos) {
-    auto angle = torch::outer(pos * pos_scale_, inv_freq_R);  // [T, r/2]
-    return std::make_pair(torch::cos(angle), torch::sin(angle));
+    auto angle = torch::outer(pos, inv_freq_R);  // [T, r/2]
+    if (af == 1.0) return std::make_pair(torch::cos(angle), torch::sin(angle));
+    return std::make_pair(torch::cos(angle) * af, torch::sin(angle) * af);
   };
   PosCache::Tables t;
   std::tie(t.cos_q, t.sin_q) = table(c.q_pos_T);
@@ -40,6 +49,7 @@ const PosCache::Tables& RotaryImpl::tables(const PosCache& c, int64_t width) con
   t.sin_kF = spread(t.sin_k, interleaved_, true);
   if (xpos_) {
     // zeta_i = (2i/r + 0.4) / 1.4 ; queries scaled by zeta^(m/gamma), keys by zeta^(-n/gamma).
+    auto i = torch::arange(0, r / 2, opts);
     auto zeta = (2.0 * i / static_cast<double>(r) + 0.4) / 1.4;
     t.scale_q = torch::pow(zeta.unsqueeze(0), c.q_pos_T.unsqueeze(1) / scale_base_);
     t.scale_k = torch::pow(zeta.unsqueeze(0), -c.k_pos_S.unsqueeze(1) / scale_base_);

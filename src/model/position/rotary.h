@@ -5,16 +5,20 @@
 //   theta_i = base^(-2i/d), i = 0..d/2-1, d = the rotated width (head dim or rotary_dim);
 //   pairs are interleaved (x[2i], x[2i+1]) as in the paper, or half-split (x[i], x[i+d/2])
 //   as in GPT-NeoX; tables are always computed in float32, even under bf16 autocast.
-// Context extension (for length-extrapolation studies):
-//   linear: positions divided by `scale` (position interpolation, Chen et al. 2023);
-//   ntk:    base multiplied by scale^(d/(d-2)) (NTK-aware scaling).
+// The frequencies theta_i come from rope_frequencies.h: RoFormer Eq. 15, or a context-extension
+// method (linear, ntk, dynamic, yarn, llama3, longrope), then p-RoPE's truncation (only the
+// fastest fraction p of the pairs rotate). A method's attention factor multiplies the cos/sin
+// tables, so it scales the rotated channels of q and k (as HF transformers does).
+//
+// p-RoPE vs partial rotary: rotary_dim = r rotates the *first* r channels with all frequencies
+// respread over them (theta_i = base^(-2i/r)); fraction = p keeps theta_i = base^(-2i/d) for the
+// fastest p*d/2 pairs and sets the slowest to 0, so their channels are never rotated.
+// Hybrid NoPE (nope_every, nope_layers): those layers of the stack get no rotation at all.
 #pragma once
-#include "model/position/position.h"
+#include <set>
 
-namespace ropelab::config {
-struct RopeConfig;
-struct XposConfig;
-}  // namespace ropelab::config
+#include "config/schema.h"
+#include "model/position/position.h"
 
 namespace ropelab::model {
 
@@ -24,6 +28,8 @@ class RotaryImpl : public PositionModuleImpl {
   RotaryImpl(const config::XposConfig& c, const PositionDims& d);
   torch::Tensor rotate_q(const torch::Tensor& x, const PosCache& c) override;
   torch::Tensor rotate_k(const torch::Tensor& x, const PosCache& c) override;
+  bool acts_in_layer(int64_t layer) const override;
+  bool depends_on_length() const override;
 
   // Rotates the first `rotary` channels of x_...TF at positions pos_T (float32). Public so the
   // property tests can call it directly. `scale_T` (xPos) multiplies the result per channel.
@@ -38,9 +44,12 @@ class RotaryImpl : public PositionModuleImpl {
 
  private:
   const PosCache::Tables& tables(const PosCache& c, int64_t width) const;
-  double base_ = 10000.0, pos_scale_ = 1.0, scale_base_ = 512.0;
+  double base_ = 10000.0, scale_base_ = 512.0, fraction_ = 1.0;
   bool interleaved_ = true, xpos_ = false;
   int64_t rotary_dim_ = 0;  // 0 = the whole width
+  int64_t nope_every_ = 0;
+  std::set<int64_t> nope_layers_;
+  config::RopeScalingConfig scaling_;
 };
 
 PositionModule make_position(const config::RopeConfig& c, const PositionDims& d);
