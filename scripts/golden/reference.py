@@ -3,8 +3,11 @@
 
 Written from the papers (Vaswani et al. 2017; Devlin et al. 2019; Su et al. 2021 - RoFormer
 Eq. 14-16 and 19; Raffel et al. 2020; Press et al. 2022; Sun et al. 2023; Katharopoulos et al.
-2020; Choromanski et al. 2021), not from the C++ code: it shares only the parameter names, so
-the C++ test can load the same weights.
+2020; Choromanski et al. 2021; Chen et al. 2023 (position interpolation); Peng et al. 2023
+(YaRN); Ding et al. 2024 (LongRoPE); Barbero et al. 2024 (p-RoPE); Kazemnejad et al. 2023
+(NoPE); Li et al. 2024 (FIRE); Chi et al. 2022 (KERPLE)), not from the C++ code: it shares only
+the parameter names, so the C++ test can load the same weights. Each file records its position
+block as JSON (attribute position_config), which the C++ test loads through the config reader.
 
 For every architecture x position module x attention kernel it builds a tiny model with fixed
 weights, runs a fixed input, and writes weights, input, logits and the gradients of a fixed
@@ -27,6 +30,7 @@ H = D // N
 B, T, S = 2, 7, 6
 NUM_FEATURES = 8
 LEARNED_MAX_LEN = 16
+FIRE_W = 8  # FIRE's MLP width in the golden cases
 
 
 # ----------------------------------------------------------------------------- positions
@@ -42,10 +46,70 @@ def sinusoidal_table(n, d, base=10000.0):
     return pe.float()
 
 
-def rope_rotate(x, pos, pairing, base=10000.0, xpos_scale=None, is_query=True):
+def rope_theta(d, base=10000.0):
+    return base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)
+
+
+def scaled_theta(d, scaling, length, base=10000.0):
+    """Per-pair frequencies and the q/k factor of a context-extension method (float64)."""
+    kind = scaling.get("type", "none")
+    theta = rope_theta(d, base)
+    if kind == "none":
+        return theta, 1.0
+    s = scaling.get("factor", 1.0)
+    L0 = scaling.get("original_len", 0)
+    if kind == "linear":  # Chen et al. 2023: positions / s, i.e. theta / s
+        return theta / s, 1.0
+    if kind == "ntk":
+        return rope_theta(d, base * s ** (d / (d - 2))), 1.0
+    if kind == "dynamic":  # base grows with the current length beyond L0
+        if length <= L0:
+            return theta, 1.0
+        return rope_theta(d, base * (s * length / L0 - (s - 1)) ** (d / (d - 2))), 1.0
+    if kind == "yarn":
+        # Peng et al. 2023, Sec. 3.2: r = L0 / wavelength = turns of a pair over L0. Pairs
+        # turning more than beta (32) times keep theta, fewer than alpha (1) times get theta / s,
+        # linear in between; as in the paper's code, the ramp runs over pair indices whose ends
+        # (where r = beta, r = alpha) are rounded outwards.
+        def index_of(turns):  # the (fractional) pair index where r == turns
+            return d * math.log(L0 / (turns * 2 * math.pi)) / (2 * math.log(base))
+        lo = max(math.floor(index_of(scaling.get("beta_fast", 32.0))), 0)
+        hi = min(math.ceil(index_of(scaling.get("beta_slow", 1.0))), d - 1)
+        if hi == lo:
+            hi += 0.001
+        out = theta.clone()
+        for i in range(d // 2):
+            ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)
+            keep = 1.0 - ramp  # gamma: 1 extrapolate (keep), 0 interpolate
+            out[i] = keep * theta[i] + (1 - keep) * theta[i] / s
+        af = scaling.get("attention_factor", 0.0) or 0.1 * math.log(s) + 1.0
+        return out, af
+    if kind == "llama3":
+        lo_f, hi_f = scaling.get("low_freq_factor", 1.0), scaling.get("high_freq_factor", 4.0)
+        out = theta.clone()
+        for i in range(d // 2):
+            wavelength = 2 * math.pi / theta[i].item()
+            if wavelength < L0 / hi_f:
+                continue
+            if wavelength > L0 / lo_f:
+                out[i] = theta[i] / s
+            else:
+                a = (L0 / wavelength - lo_f) / (hi_f - lo_f)
+                out[i] = (1 - a) * theta[i] / s + a * theta[i]
+        return out, 1.0
+    if kind == "longrope":
+        f = scaling["long_factor"] if length > L0 else scaling["short_factor"]
+        af = scaling.get("attention_factor", 0.0) or (
+            math.sqrt(1 + math.log(s) / math.log(L0)) if s > 1 else 1.0)
+        return theta / torch.tensor(f, dtype=torch.float64), af
+    raise ValueError(kind)
+
+
+def rope_rotate(x, pos, pairing, theta=None, factor=1.0, xpos_scale=None, is_query=True):
     """Rotates the last dim of x ([..., T, d]) at integer positions pos ([T])."""
     d = x.shape[-1]
-    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)
+    if theta is None:
+        theta = rope_theta(d)
     ang = pos.double()[:, None] * theta[None, :]
     cos, sin = ang.cos().float(), ang.sin().float()
     if pairing == "interleaved":
@@ -64,7 +128,40 @@ def rope_rotate(x, pos, pairing, base=10000.0, xpos_scale=None, is_query=True):
         s = zeta[None, :] ** (power if is_query else -power)
         s = s.repeat_interleave(2, dim=-1) if pairing == "interleaved" else torch.cat([s, s], -1)
         y = y * s
-    return y
+    return y * factor
+
+
+def rope_for(cfg, x, pos, length):
+    """RoPE of a position config (dict): scaling, then p-RoPE's zeroed slow pairs."""
+    d = x.shape[-1]
+    theta, factor = scaled_theta(d, cfg.get("scaling", {}), length)
+    keep = round(cfg.get("fraction", 1.0) * (d // 2))
+    theta = theta.clone()
+    theta[keep:] = 0.0  # p-RoPE: the slowest pairs do not rotate
+    return rope_rotate(x, pos, cfg.get("pairing", "interleaved"), theta, factor)
+
+
+def fire_bias(p, prefix, threshold, qpos, kpos):
+    """FIRE (Li et al. 2024, Eq. 3-4): f(psi(i-j) / psi(max(L, i))), psi(x) = log(|c x| + 1)."""
+    c = p[prefix + ".c"]
+    L = (p[prefix + ".threshold_scale"] * threshold).abs()
+    q, k = qpos.float(), kpos.float()
+    psi = lambda x: torch.log(torch.abs(c * x) + 1)
+    norm = psi(torch.maximum(q, L)) + 1e-6
+    x = psi(q[:, None] - k[None, :]) / norm[:, None]
+    h = torch.relu(x[..., None] @ p[prefix + ".fc1.weight"].t() + p[prefix + ".fc1.bias"])
+    out = h @ p[prefix + ".fc2.weight"].t() + p[prefix + ".fc2.bias"]  # [T, S, N]
+    return out.permute(2, 0, 1)[None]
+
+
+def kerple_bias(p, prefix, kernel, qpos, kpos):
+    """KERPLE (Chi et al. 2022, Eq. 7): -r1 log(1 + r2 |m-n|) or -r1 |m-n|^r2."""
+    r1 = p[prefix + ".r1"].clamp(min=0.01)[:, None, None]
+    r2 = p[prefix + ".r2"]
+    r2 = (r2.clamp(min=0.01) if kernel == "log" else r2.clamp(0.01, 2.0))[:, None, None]
+    dist = (qpos[:, None] - kpos[None, :]).abs().float()[None]
+    b = -r1 * torch.log(1 + r2 * dist) if kernel == "log" else -r1 * dist ** r2
+    return b[None]
 
 
 def t5_bucket(rel, bidirectional, num_buckets=32, max_distance=128):
@@ -128,9 +225,11 @@ class Ref:
         if key_pad is not None:
             allowed = allowed & key_pad[:, None, None, :]
 
+        cfg = self.c["position_config"]
+
         def rot(t, pos, is_query):
-            if pos_kind in ("rope", "rope-half"):
-                return rope_rotate(t, pos, "half" if pos_kind == "rope-half" else "interleaved")
+            if pos_kind == "rope":
+                return rope_for(cfg, t, pos, tk)
             if pos_kind == "xpos":
                 return rope_rotate(t, pos, "interleaved", xpos_scale=512.0, is_query=is_query)
             return t
@@ -142,6 +241,10 @@ class Ref:
                 table = self.p[stack + ".position.table"]
                 buckets = torch.tensor([[t5_bucket(int(kk - qq), not causal) for kk in kpos] for qq in qpos])
                 scores = scores + table[buckets].permute(2, 0, 1)[None]
+            if pos_kind == "fire":
+                scores = scores + fire_bias(self.p, stack + ".position", cfg["threshold"], qpos, kpos)
+            if pos_kind == "kerple":
+                scores = scores + kerple_bias(self.p, stack + ".position", cfg["kernel"], qpos, kpos)
             if pos_kind == "alibi":
                 slopes = torch.tensor(alibi_slopes(N))
                 dist = (qpos[:, None] - kpos[None, :]).abs().float()
@@ -179,7 +282,11 @@ class Ref:
             def res(x, norm, fn):
                 return x + fn(self.ln(norm, x)) if pre else self.ln(norm, x + fn(x))
 
-            x = res(x, p + ".norm1", lambda h: self.attention(p + ".self_attn", h, h, pos, name, causal, key_pad))
+            cfg = c["position_config"]
+            nope = (cfg.get("nope_every", 0) > 0 and (i + 1) % cfg["nope_every"] == 0) or \
+                i in cfg.get("nope_layers", [])
+            kind = "none" if pos == "rope" and nope else pos
+            x = res(x, p + ".norm1", lambda h: self.attention(p + ".self_attn", h, h, kind, name, causal, key_pad))
             if memory is not None:
                 saved = dict(self.c)
                 self.c = dict(saved, kernel="softmax")  # cross-attention: softmax, no positions
@@ -225,6 +332,12 @@ def param_shapes(case):
             shapes[f"{s}.position.weight"] = (LEARNED_MAX_LEN, D)
         if pos == "t5":
             shapes[f"{s}.position.table"] = (32, N)
+        if pos == "fire":
+            shapes[f"{s}.position.fc1.weight"], shapes[f"{s}.position.fc1.bias"] = (FIRE_W, 1), (FIRE_W,)
+            shapes[f"{s}.position.fc2.weight"], shapes[f"{s}.position.fc2.bias"] = (N, FIRE_W), (N,)
+            shapes[f"{s}.position.c"], shapes[f"{s}.position.threshold_scale"] = (), ()
+        if pos == "kerple":
+            shapes[f"{s}.position.r1"], shapes[f"{s}.position.r2"] = (N,), (N,)
         for i in range(L):
             p = f"{s}.layers.{i}"
             attns = ["self_attn"] + (["cross_attn"] if (arch == "encdec" and s == "decoder") else [])
@@ -260,7 +373,15 @@ def buffer_shapes(case):
     return out
 
 
+# Parameters whose arbitrary fixed values would sit outside their meaningful range.
+PINNED = {"position.c": [0.5], "position.threshold_scale": [1.0],
+          "position.r1": [0.7, 1.3], "position.r2": [0.4, 1.6]}
+
+
 def fixed(name, shape):
+    for suffix, v in PINNED.items():
+        if name.endswith(suffix):
+            return torch.tensor(v, dtype=torch.float32).reshape(shape)
     n = math.prod(shape)
     phase = (zlib.crc32(name.encode()) % 1000) / 100.0
     t = 0.3 * torch.sin(torch.arange(n, dtype=torch.float64) * 0.731 + phase)
@@ -272,8 +393,45 @@ def fixed(name, shape):
     return t.float().reshape(shape)
 
 
+# Golden variants: name -> the position block (as in a config file). Lengths are small so the
+# methods act within the 7-token inputs: original_len 4-6 makes dynamic NTK and LongRoPE's long
+# factors switch on; yarn's ramp over its 4 pairs at original_len 256 keeps pair 0, blends
+# pair 1 and interpolates pairs 2-3; llama3 at original_len 100 has all three regimes.
+LONGROPE = {"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 4.0],
+            "long_factor": [1.0, 2.0, 4.0, 8.0], "original_len": 6, "factor": 4.0}
+VARIANTS = {
+    "none": {"type": "none", "encoder_ok": True},
+    "sinusoidal": {"type": "sinusoidal"},
+    "learned": {"type": "learned", "max_len": LEARNED_MAX_LEN},
+    "t5": {"type": "t5"},
+    "rope": {"type": "rope"},
+    "rope-half": {"type": "rope", "pairing": "half"},
+    "alibi": {"type": "alibi"},
+    "xpos": {"type": "xpos"},
+    "rope-p": {"type": "rope", "fraction": 0.5},
+    "rope-nope": {"type": "rope", "nope_every": 2},
+    "rope-dynamic": {"type": "rope", "scaling": {"type": "dynamic", "factor": 4.0, "original_len": 4}},
+    "rope-yarn": {"type": "rope", "scaling": {"type": "yarn", "factor": 4.0, "original_len": 256}},
+    "rope-llama3": {"type": "rope", "scaling": {"type": "llama3", "factor": 4.0, "original_len": 100,
+                                                "low_freq_factor": 1.0, "high_freq_factor": 4.0}},
+    "rope-longrope": {"type": "rope", "scaling": LONGROPE},
+    "fire": {"type": "fire", "mlp_width": FIRE_W, "threshold": 4.0},
+    "kerple-log": {"type": "kerple", "kernel": "log"},
+    "kerple-power": {"type": "kerple", "kernel": "power"},
+}
+SCORE_BIASES = ("t5", "alibi", "fire", "kerple")
+
+
+def position_config(variant, kernel):
+    cfg = json.loads(json.dumps(VARIANTS[variant]))
+    sc = cfg.get("scaling", {})
+    if kernel == "linear" and sc.get("type") in ("yarn", "longrope"):
+        sc["attention_factor"] = 1.0  # a softmax temperature: refused with linear attention
+    return cfg
+
+
 def cases():
-    positions = ["none", "sinusoidal", "learned", "t5", "rope", "rope-half", "alibi", "xpos"]
+    positions = list(VARIANTS)
     kernels = [("softmax", "elu", "eq19"), ("linear", "elu", "eq19"), ("linear", "elu", "before_phi"),
                ("linear", "favor", "eq19")]
     archs = {"decoder": dict(norm="pre", activation="gelu", scale_embeddings=False),
@@ -282,10 +440,12 @@ def cases():
     for arch, extra in archs.items():
         for pos in positions:
             for kernel, fmap, mode in kernels:
-                if kernel == "linear" and pos in ("t5", "alibi"):
+                cfg = position_config(pos, kernel)
+                if kernel == "linear" and cfg["type"] in SCORE_BIASES:
                     continue
                 name = f"{arch}-{pos}-{kernel}" + ("" if kernel == "softmax" else f"-{fmap}-{mode}")
-                yield name, dict(arch=arch, position=pos, kernel=kernel, feature_map=fmap, rope_mode=mode, **extra)
+                yield name, dict(arch=arch, position=cfg["type"], position_config=cfg, kernel=kernel,
+                                 feature_map=fmap, rope_mode=mode, **extra)
 
 
 def main(out_dir):
@@ -305,7 +465,7 @@ def main(out_dir):
         (logits * weights).sum().backward()
         with h5py.File(os.path.join(out_dir, name + ".h5"), "w") as f:
             for k, v in case.items():
-                f.attrs[k] = int(v) if isinstance(v, bool) else v
+                f.attrs[k] = json.dumps(v) if isinstance(v, dict) else int(v) if isinstance(v, bool) else v
             f.attrs["d_model"], f.attrs["n_heads"], f.attrs["n_layers"], f.attrs["d_ff"] = D, N, L, FF
             f.attrs["vocab"], f.attrs["num_features"] = V, NUM_FEATURES
             f.attrs["learned_max_len"] = LEARNED_MAX_LEN

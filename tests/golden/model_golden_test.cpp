@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "config/loader.h"
 #include "helpers.h"
 #include "model/heads.h"
 #include "model/transformer.h"
@@ -49,27 +50,25 @@ TEST_P(GoldenModel, OutputsAndGradientsMatchReference) {
   auto f = h5::open_file(path, false);
   hid_t id = f.id();
   auto attr = [&](const char* k) { return h5::get_attr_str(id, k, path); };
-  config::ModelConfig c;
-  c.arch = config::enum_from<config::Arch>(attr("arch"));
-  c.d_model = h5::get_attr_int(id, "d_model", path);
-  c.n_heads = h5::get_attr_int(id, "n_heads", path);
-  c.n_layers = h5::get_attr_int(id, "n_layers", path);
-  c.d_ff = h5::get_attr_int(id, "d_ff", path);
-  c.dropout = 0.0;
-  c.norm = config::enum_from<config::Norm>(attr("norm"));
-  c.activation = config::enum_from<config::Activation>(attr("activation"));
-  c.scale_embeddings = h5::get_attr_int(id, "scale_embeddings", path) != 0;
-  c.tie_embeddings = true;
-  std::string pos = attr("position");
-  c.position = test::position(pos == "rope-half" ? "rope" : pos);
-  if (auto* l = std::get_if<config::LearnedConfig>(&c.position.opts))
-    l->max_len = h5::get_attr_int(id, "learned_max_len", path);
-  if (pos == "rope-half")
-    std::get<config::RopeConfig>(c.position.opts).pairing = config::RopePairing::kHalf;
-  c.attention.kernel = config::enum_from<config::AttentionKernel>(attr("kernel"));
-  c.attention.feature_map = config::enum_from<config::FeatureMap>(attr("feature_map"));
-  c.attention.rope_mode = config::enum_from<config::RopeMode>(attr("rope_mode"));
-  c.attention.num_features = h5::get_attr_int(id, "num_features", path);
+  // The model config goes through the real config reader (and its checks): the reference's
+  // position block (JSON, which is YAML) in a file with the case's dimensions.
+  std::string arch = attr("arch");
+  const char* task = arch == "decoder" ? "clm" : arch == "encoder" ? "mlm" : "translation";
+  const char* source = arch == "encdec" ? "bible-en-es" : "bible-en";
+  auto num = [&](const char* k) { return std::to_string(h5::get_attr_int(id, k, path)); };
+  std::string yaml = "data: {source: " + std::string(source) + "}\n" +
+                     "task: {type: " + task + ", seq_len: 7}\n" +
+                     "model:\n  arch: " + arch + "\n  d_model: " + num("d_model") +
+                     "\n  n_heads: " + num("n_heads") + "\n  n_layers: " + num("n_layers") +
+                     "\n  d_ff: " + num("d_ff") + "\n  dropout: 0\n  norm: " + attr("norm") +
+                     "\n  activation: " + attr("activation") + "\n  scale_embeddings: " +
+                     (h5::get_attr_int(id, "scale_embeddings", path) != 0 ? "true" : "false") +
+                     "\n  tie_embeddings: true\n  position: " + attr("position_config") +
+                     "\n  attention: {kernel: " + attr("kernel") + ", feature_map: " +
+                     attr("feature_map") + ", rope_mode: " + attr("rope_mode") +
+                     ", num_features: " + num("num_features") + "}\n";
+  test::TempDir dir;
+  config::ModelConfig c = config::load_config(test::write(dir.file("case.yaml"), yaml)).model;
   int64_t vocab = h5::get_attr_int(id, "vocab", path);
 
   // The reference names the backbone's tensors as we do; its MLM head is flat (mlm_dense,
@@ -149,8 +148,10 @@ INSTANTIATE_TEST_SUITE_P(AllCases, GoldenModel, ::testing::ValuesIn(golden_files
                          });
 
 TEST(GoldenFiles, AllCombinationsArePresent) {
-  // 3 architectures x (8 position variants with softmax + 6 without score biases x 3 linear forms)
-  EXPECT_EQ(golden_files().size(), 3u * (8 + 6 * 3));
+  // 3 architectures x (17 position variants with softmax + the 12 without score biases
+  // (none, sinusoidal, learned, rope, rope-half, xpos, rope-p, rope-nope, rope-dynamic,
+  // rope-yarn, rope-llama3, rope-longrope) x 3 linear forms)
+  EXPECT_EQ(golden_files().size(), 3u * (17 + 12 * 3));
 }
 
 }  // namespace
