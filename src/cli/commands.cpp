@@ -42,7 +42,7 @@ struct Opts {
   std::vector<std::string> runs;
   std::string out;
   std::string split = "test";
-  std::string lengths;
+  std::string lengths, rope_scaling;
   int64_t max_tokens = 65536;
   bool use_latest = false;
   bool restart = false;
@@ -133,7 +133,8 @@ std::vector<int64_t> parse_lengths(const std::string& s, const std::string& what
 
 int cmd_eval() {
   auto report =
-      train::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens, !g.use_latest);
+      train::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens, !g.use_latest,
+                          g.rope_scaling);
   std::cout << train::format_eval(report);
   return 0;
 }
@@ -325,6 +326,10 @@ void register_all(CLI::App& app) {
         sub.add_option("--max-tokens", g.max_tokens, "tokens evaluated per length")
             ->capture_default_str();
         sub.add_flag("--latest", g.use_latest, "use the newest checkpoint instead of the best one");
+        sub.add_option("--rope-scaling", g.rope_scaling,
+                       "METHOD:FACTOR: evaluate a RoPE model with a context-extension method it "
+                       "was not trained with (linear, ntk, dynamic, yarn, llama3; e.g. yarn:4); "
+                       "writes eval-SPLIT-rope-METHOD-FACTOR.json");
       },
       cmd_eval);
   add(

@@ -397,6 +397,26 @@ class Writer {
 
 // ---------------------------------------------------------------------------------------------
 
+// Configs written before RoPE's context-extension methods had a block of their own said
+// `scaling: linear` and `scale: 4` under model.position (every saved run's config.yaml did).
+// They still load: a scalar `scaling` names the method, and `scale` becomes its factor.
+void migrate_legacy_keys(YAML::Node doc) {
+  const YAML::Node& cdoc = doc;
+  if (!cdoc["model"] || !cdoc["model"].IsMap()) return;
+  YAML::Node pos = doc["model"]["position"];
+  const YAML::Node& cpos = pos;
+  if (!cpos.IsMap()) return;
+  bool scalar = cpos["scaling"] && cpos["scaling"].IsScalar();
+  if (!scalar && !cpos["scale"]) return;
+  if (cpos["scaling"] && !scalar) return;  // a block and `scale`: the reader reports `scale`
+  YAML::Node block(YAML::NodeType::Map);
+  std::string type = scalar ? cpos["scaling"].Scalar() : "none";
+  block["type"] = type;
+  if (type != "none" && cpos["scale"]) block["factor"] = cpos["scale"];
+  pos.remove("scale");
+  pos["scaling"] = block;
+}
+
 YAML::Node parse_file(const std::string& path, Ctx& ctx) {
   std::string text;
   try {
@@ -414,6 +434,7 @@ YAML::Node parse_file(const std::string& path, Ctx& ctx) {
       return {};
     }
     find_duplicates(n, path, "", ctx);
+    migrate_legacy_keys(n);
     return n;
   } catch (const YAML::Exception& e) {
     ctx.add(Loc{path, e.mark.line + 1, e.mark.column + 1}, "", "YAML syntax error: " + e.msg);

@@ -793,6 +793,9 @@ struct Experiment {
   std::vector<int64_t> seeds;
   double target_loss = 0.0;
   bool test = false;
+  std::vector<int64_t> eval_lengths;
+  std::vector<std::string> eval_rope_scaling;
+  int64_t eval_tokens = 16384;
   template <class V>
   void visit(V& v) {
     v("name", name, "experiment name; runs go to out_dir/name/<variant>", required());
@@ -814,6 +817,16 @@ struct Experiment {
     v("test", test,
       "after training, evaluate every variant on the test split (like `ropelab eval --split "
       "test`; translation decodes it with beam search) and show those metrics too");
+    v("eval_lengths", eval_lengths,
+      "length generalisation: after training, evaluate every run's validation loss at these "
+      "context lengths (the same token budget at each), into lengths.md and "
+      "loss_by_length.png",
+      at_least(2));
+    v("eval_rope_scaling", eval_rope_scaling,
+      "with eval_lengths: also evaluate each RoPE run with these evaluation-time methods "
+      "(METHOD:FACTOR, as `ropelab eval --rope-scaling`, e.g. yarn:4)");
+    v("eval_tokens", eval_tokens, "with eval_lengths: tokens evaluated per length",
+      between(1, 1e12));
   }
 };
 

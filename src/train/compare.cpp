@@ -192,9 +192,100 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
       }
     }
   }
-  fs::write_file_atomic(outputs[0], md);
+  fs::write_file_atomic(outputs[0], md + o.extra_md);
   for (const auto& f : outputs) std::printf("wrote %s\n", f.c_str());
 }
+
+std::string length_table(const std::vector<LengthResult>& rows, const std::vector<int64_t>& lengths,
+                         int64_t train_len) {
+  std::string md = "| run |";
+  for (auto L : lengths) {
+    double m = static_cast<double>(L) / static_cast<double>(train_len);
+    md += fmt::format(" {} ({}×){} |", L, m == std::floor(m) ? fmt::format("{}", m) : fmt::format("{:.2f}", m),
+                      L == train_len ? ", trained" : "");
+  }
+  md += "\n|:--|";
+  for (size_t i = 0; i < lengths.size(); ++i) md += "--:|";
+  md += "\n";
+  std::vector<double> best(lengths.size(), INFINITY);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < lengths.size() && i < r.loss.size(); ++i)
+      if (std::isfinite(r.loss[i])) best[i] = std::min(best[i], r.loss[i]);
+  for (const auto& r : rows) {
+    md += "| " + r.label + " |";
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      double v = i < r.loss.size() ? r.loss[i] : NAN;
+      if (!std::isfinite(v)) {
+        md += " n/a |";
+        continue;
+      }
+      std::string cell = fmt::format("{:.3f}", v);
+      md += v == best[i] ? " **" + cell + "** |" : " " + cell + " |";
+    }
+    md += "\n";
+  }
+  return md;
+}
+
+namespace {
+// After training: every run's validation loss at the experiment's eval_lengths, RoPE runs also
+// with each evaluation-time scaling. Writes lengths.md, lengths.json and loss_by_length.png;
+// returns the Markdown section for compare.md.
+std::string evaluate_lengths(const config::Experiment& exp, const std::vector<std::string>& dirs,
+                             const std::string& out_dir, bool plots) {
+  std::vector<LengthResult> rows;
+  nlohmann::json j;
+  int64_t train_len = 0;
+  for (const auto& d : dirs) {
+    auto c = config::load_config((stdfs::path(d) / "config.yaml").string());
+    train_len = c.task.seq_len;
+    std::vector<std::string> specs = {""};
+    if (std::holds_alternative<config::RopeConfig>(c.model.position.opts))
+      specs.insert(specs.end(), exp.eval_rope_scaling.begin(), exp.eval_rope_scaling.end());
+    for (const auto& spec : specs) {
+      spdlog::info("=== lengths: {}{} ===", d, spec.empty() ? "" : " + " + spec);
+      auto rep = evaluate_run(d, "valid", exp.eval_lengths, exp.eval_tokens, true, spec);
+      signals::throw_if_stopped("ablation (length evaluation of " + d + ")",
+                                "every run is trained; run the same command again to finish");
+      LengthResult r;
+      r.label = stdfs::path(d).filename().string() + (spec.empty() ? "" : " + " + spec);
+      nlohmann::json losses = nlohmann::json::array();
+      for (const auto& row : rep.lengths) {
+        auto it = row.metrics.find("loss");
+        double v = row.applicable && it != row.metrics.end() ? it->second : NAN;
+        r.loss.push_back(v);
+        losses.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json());
+      }
+      j["rows"].push_back({{"label", r.label}, {"loss", losses}});
+      rows.push_back(std::move(r));
+    }
+  }
+  j["train_len"] = train_len;
+  j["lengths"] = exp.eval_lengths;
+  std::string md = fmt::format(
+      "\n## Length generalisation\n\nValidation loss (nats/token, lower is better) of each run "
+      "at each evaluation length, {} tokens per length (fewer, longer sequences as the length "
+      "grows); `+ METHOD:FACTOR` rows switch that RoPE context extension on at evaluation time "
+      "only. n/a: beyond a learned position table.\n\n",
+      exp.eval_tokens);
+  md += length_table(rows, exp.eval_lengths, train_len);
+  fs::make_dirs(out_dir);
+  fs::write_file_atomic((stdfs::path(out_dir) / "lengths.json").string(), j.dump(1) + "\n");
+  fs::write_file_atomic((stdfs::path(out_dir) / "lengths.md").string(), md);
+  std::printf("%s\nwrote %s\n", md.c_str(), (stdfs::path(out_dir) / "lengths.md").string().c_str());
+  if (plots) {
+    std::string py = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+    std::string cmd = py + " " + platform::shell_quote(platform::script_path("plot_lengths.py")) +
+                      " " + platform::shell_quote(out_dir) + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    if (rc != 0 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0)
+      spdlog::warn("the length plot was not drawn (python3 with matplotlib is needed)");
+    else
+      md += "\n![loss by length](loss_by_length.png)\n";
+  }
+  return md;
+}
+}  // namespace
 
 std::string sweep_summary(const std::vector<SweepResult>& results) {
   std::vector<std::string> tasks, variants, settings;
@@ -310,6 +401,7 @@ std::string sweep_summary(const std::vector<SweepResult>& results) {
 
 void ablate(const std::string& experiment_path, bool plots) {
   auto exp = config::load_experiment(experiment_path);
+  for (const auto& spec : exp.eval_rope_scaling) rope_scaling_overrides(spec);  // before training
   auto runs = config::experiment_runs(exp);
   std::vector<std::string> dirs;
   std::vector<SweepResult> sweep;
@@ -353,6 +445,7 @@ void ablate(const std::string& experiment_path, bool plots) {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   CompareOptions o;
   o.out_dir = (stdfs::path(exp.out_dir) / exp.name).string();
+  if (!exp.eval_lengths.empty()) o.extra_md = evaluate_lengths(exp, dirs, o.out_dir, plots);
   o.target_loss = exp.target_loss;
   o.smoothing = 0.6;
   o.plots = plots;

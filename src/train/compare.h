@@ -29,6 +29,7 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
 
 struct CompareOptions {
   std::string out_dir;     // where compare.md and the PNGs go
+  std::string extra_md;    // appended to compare.md (e.g. the length-generalisation table)
   double target_loss = 0;  // 0: no "to target" columns
   double smoothing = 0.0;  // EMA factor for the train curves (0..0.99)
   bool plots = true;
@@ -50,6 +51,16 @@ struct SweepResult {
   std::string not_applicable;  // non-empty: n/a, and why
 };
 std::string sweep_summary(const std::vector<SweepResult>& results);
+
+// Length generalisation: one row per run (and per evaluation-time RoPE scaling), validation
+// loss at each evaluation length; NaN = n/a (beyond a learned table). Markdown, with each
+// column's lowest loss in bold and the training length marked.
+struct LengthResult {
+  std::string label;
+  std::vector<double> loss;  // one per length
+};
+std::string length_table(const std::vector<LengthResult>& rows, const std::vector<int64_t>& lengths,
+                         int64_t train_len);
 
 // Trains every run of an experiment (each variant, or with a sweep each variant x setting x
 // seed; same data order), then compares them and, for a sweep, writes sweep.md.

@@ -543,11 +543,46 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
 
 // ---- evaluation of a finished run
 
+std::vector<std::string> rope_scaling_overrides(const std::string& spec) {
+  auto colon = spec.find(':');
+  std::string method = spec.substr(0, colon);
+  const std::vector<std::string> methods = {"linear", "ntk", "dynamic", "yarn", "llama3"};
+  const std::string usage =
+      "--rope-scaling '" + spec + "': expected METHOD:FACTOR, METHOD one of linear, ntk, dynamic, "
+      "yarn, llama3 (e.g. yarn:4)";
+  if (method == "longrope")
+    throw UserError("--rope-scaling: longrope needs per-pair factors; set "
+                    "model.position.scaling in the run's config instead");
+  if (colon == std::string::npos || std::find(methods.begin(), methods.end(), method) == methods.end())
+    throw UserError(usage);
+  std::string factor = spec.substr(colon + 1);
+  char* end = nullptr;
+  double f = std::strtod(factor.c_str(), &end);
+  if (factor.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f))
+    throw UserError(usage + "; the factor must be a number >= 1");
+  return {"model.position.scaling.type=" + method, "model.position.scaling.factor=" + factor};
+}
+
+std::string rope_scaling_tag(const std::string& spec) {
+  std::string t = "rope-" + spec;
+  std::replace(t.begin(), t.end(), ':', '-');
+  return t;
+}
+
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
-                        const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best) {
+                        const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
+                        const std::string& rope_scaling) {
   if (!fs::exists((stdfs::path(run_dir) / "config.yaml").string()))
     throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
-  auto rm = load_run_model(run_dir, use_best);
+  std::vector<std::string> overrides;
+  if (!rope_scaling.empty()) {
+    overrides = rope_scaling_overrides(rope_scaling);
+    auto trained = config::load_config((stdfs::path(run_dir) / "config.yaml").string());
+    if (!std::holds_alternative<config::RopeConfig>(trained.model.position.opts))
+      throw UserError(run_dir + ": --rope-scaling needs a RoPE model (its position module is " +
+                      trained.model.position.type() + ")");
+  }
+  auto rm = load_run_model(run_dir, use_best, overrides);
   const config::Config& c = rm.config;
   apply_thread_policy(c.run);
   torch::Device dev = device::resolve(c.run.device);
@@ -563,6 +598,7 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   r.run_dir = run_dir;
   r.checkpoint = rm.checkpoint;
   r.split = split;
+  r.rope_scaling = rope_scaling;
   r.train_seq_len = c.task.seq_len;
   auto full = task->evaluate(*rm.model, ds,
                              *task->stream(ds, false, c.task.seq_len, c.train.batch_size), o);
@@ -610,6 +646,7 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   nlohmann::json j;
   j["checkpoint"] = r.checkpoint;
   j["split"] = split;
+  if (!rope_scaling.empty()) j["rope_scaling"] = rope_scaling;
   j["metrics"] = r.metrics;
   if (!r.predictions_path.empty()) j["predictions"] = r.predictions_path;
   for (const auto& row : r.lengths)
@@ -617,14 +654,16 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                             {"applicable", row.applicable},
                             {"metrics", row.metrics},
                             {"tokens", row.tokens}});
-  fs::write_file_atomic((stdfs::path(run_dir) / ("eval-" + split + ".json")).string(),
-                        j.dump(2) + "\n");
+  std::string name = "eval-" + split +
+                     (rope_scaling.empty() ? "" : "-" + rope_scaling_tag(rope_scaling)) + ".json";
+  fs::write_file_atomic((stdfs::path(run_dir) / name).string(), j.dump(2) + "\n");
   return r;
 }
 
 std::string format_eval(const EvalReport& r) {
-  std::string s = fmt::format("run {} ({} split, {})\n", r.run_dir, r.split,
-                              stdfs::path(r.checkpoint).filename().string());
+  std::string s = fmt::format("run {} ({} split, {}{})\n", r.run_dir, r.split,
+                              stdfs::path(r.checkpoint).filename().string(),
+                              r.rope_scaling.empty() ? "" : ", RoPE scaling " + r.rope_scaling);
   s += fmt::format("  {}\n",
                    r.metrics.empty() ? "(unlabeled split: no metrics)" : fmt_metrics(r.metrics));
   if (!r.predictions_path.empty()) s += fmt::format("  predictions: {}\n", r.predictions_path);

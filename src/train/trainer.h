@@ -59,13 +59,22 @@ struct LengthRow {
 };
 struct EvalReport {
   std::string run_dir, checkpoint, split;
+  std::string rope_scaling;  // METHOD:FACTOR applied at evaluation time, or empty
   int64_t train_seq_len = 0;
   std::map<std::string, double> metrics;
   std::vector<LengthRow> lengths;
   std::string predictions_path;  // GLUE: the leaderboard file written for this split
 };
+// `rope_scaling` ("yarn:4", "ntk:2", ...: METHOD:FACTOR with METHOD linear, ntk, dynamic, yarn or
+// llama3) switches a RoPE context-extension method on for a model trained without it (its
+// original length is the run's task.seq_len); the report goes to eval-SPLIT-rope-METHOD-FACTOR.json.
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
-                        const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best);
+                        const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
+                        const std::string& rope_scaling = "");
+// The config overrides of a --rope-scaling spec (UserError naming the spec if malformed).
+std::vector<std::string> rope_scaling_overrides(const std::string& spec);
+// The file name part of a spec: "yarn:4" -> "rope-yarn-4".
+std::string rope_scaling_tag(const std::string& spec);
 std::string format_eval(const EvalReport& r);
 
 }  // namespace ropelab::train

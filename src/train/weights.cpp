@@ -26,7 +26,8 @@ StateDict state_dict(torch::nn::Module& m) {
   return sd;
 }
 
-RunModel load_run_model(const std::string& source, bool best) {
+RunModel load_run_model(const std::string& source, bool best,
+                        const std::vector<std::string>& overrides) {
   stdfs::path src(source);
   RunModel r;
   if (stdfs::exists(src / "MANIFEST.json")) {
@@ -38,7 +39,9 @@ RunModel load_run_model(const std::string& source, bool best) {
     throw UserError(source +
                     ": neither a run directory (config.yaml) nor a checkpoint (MANIFEST.json)");
   }
-  r.config = config::load_config((stdfs::path(r.run_dir) / "config.yaml").string());
+  std::vector<config::Override> ov;
+  for (const auto& o : overrides) ov.push_back(config::Override{o, "evaluation"});
+  r.config = config::load_config((stdfs::path(r.run_dir) / "config.yaml").string(), ov);
   if (r.checkpoint.empty()) {
     auto latest = latest_checkpoint(r.run_dir);
     if (!latest) throw UserError(r.run_dir + ": the run has no checkpoint");

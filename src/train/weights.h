@@ -39,7 +39,10 @@ struct RunModel {
 };
 // `source` is a run directory (its newest checkpoint, or with `best` its best one) or a
 // checkpoint directory. UserError for anything else.
-RunModel load_run_model(const std::string& source, bool best = false);
+// `overrides` ("model.position.scaling.type=yarn", ...) change the run's config before the model
+// is built (evaluation-time settings that add no parameters); they get the config's checks.
+RunModel load_run_model(const std::string& source, bool best = false,
+                        const std::vector<std::string>& overrides = {});
 
 // Weights from a run directory, a checkpoint directory or an exported weights.h5.
 StateDict read_weights(const std::string& source);
