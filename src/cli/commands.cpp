@@ -49,6 +49,7 @@ struct Opts {
   double target_loss = 0;
   double smooth = 0.6;
   bool no_plots = false;
+  int seeds = 0;
   bool compare_generic = false;
   int64_t batches = 500;
   int64_t steps = 5;
@@ -150,7 +151,7 @@ int cmd_compare() {
 }
 
 int cmd_ablate() {
-  train::ablate(g.file, !g.no_plots);
+  train::ablate(g.file, !g.no_plots, g.seeds);
   return signals::stop_requested() ? 143 : 0;
 }
 
@@ -360,6 +361,11 @@ void register_all(CLI::App& app) {
       [](CLI::App& sub) {
         sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
         sub.add_flag("--no-plots", g.no_plots, "tables only");
+        sub.add_option("--seeds", g.seeds,
+                       "train every variant (x setting) with seeds 1..N, replacing the "
+                       "experiment's `seeds:`; sweep.md then adds 95% intervals and paired "
+                       "t-tests against `baseline:` (default: the first variant)")
+            ->check(CLI::Range(1, 1000));
       },
       cmd_ablate);
   add(

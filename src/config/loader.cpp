@@ -676,6 +676,16 @@ Experiment load_experiment(const std::string& path) {
       ctx.add(where(ctx, key), key, "variant names must be non-empty and contain no '/'");
   }
   if (e.variants.empty()) ctx.add(where(ctx, "variants"), "variants", "needs at least one variant");
+  if (!e.baseline.empty() &&
+      std::none_of(e.variants.begin(), e.variants.end(),
+                   [&](const Variant& v) { return v.name == e.baseline; }))
+    ctx.add(where(ctx, "baseline"), "baseline",
+            "'" + e.baseline + "' is not one of the variants; " +
+                did_you_mean(e.baseline, [&] {
+                  std::vector<std::string> names;
+                  for (const auto& v : e.variants) names.push_back(v.name);
+                  return names;
+                }()));
   std::set<std::string> setting_names;
   for (size_t i = 0; i < e.settings.size(); ++i) {
     const auto& s = e.settings[i];
@@ -810,6 +820,12 @@ std::string schema() {
     PositionConfig p;
     select_variant(p.opts, n);
     s += "# --- " + n + "\n" + commented(p) + "\n";
+  }
+  s += "\n# RoPE context-extension options, by model.position.scaling.type:\n";
+  for (const auto& n : variant_names<RopeScalingVariant>()) {
+    RopeScalingConfig r;
+    select_variant(r.opts, n);
+    s += "# --- " + n + "\n" + commented(r) + "\n";
   }
   s += "\n# Task options, by task.type:\n";
   for (const auto& n : variant_names<TaskVariant>()) {

@@ -791,6 +791,7 @@ struct Experiment {
   std::vector<Variant> tasks;
   std::vector<Variant> settings;
   std::vector<int64_t> seeds;
+  std::string baseline;
   double target_loss = 0.0;
   bool test = false;
   std::vector<int64_t> eval_lengths;
@@ -812,6 +813,9 @@ struct Experiment {
     v("seeds", seeds,
       "sweep: run.seed values; every variant x setting is trained once per seed and reported "
       "as mean +- std over them");
+    v("baseline", baseline,
+      "with seeds: the variant the others are tested against (paired t-test over seeds); "
+      "default: the first variant");
     v("target_loss", target_loss,
       "compare: report steps/tokens to reach this validation loss (0 = off)", at_least(0));
     v("test", test,

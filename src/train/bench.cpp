@@ -394,8 +394,8 @@ void run_bench(const BenchOptions& o) {
         "python3-torch)");
   int threads = o.threads > 0 ? o.threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  static const std::vector<std::string> kPositions{"none", "sinusoidal", "learned", "t5",
-                                                   "rope", "alibi",      "xpos"};
+  static const std::vector<std::string> kPositions{
+      "none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos", "fire", "kerple"};
   // The number of points, for the progress line.
   int64_t n = 0;
   if (wanted(o, "machine")) n += 1;

@@ -14,6 +14,7 @@
 
 #include "config/loader.h"
 #include "train/metrics.h"
+#include "train/stats.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -287,13 +288,80 @@ std::string evaluate_lengths(const config::Experiment& exp, const std::vector<st
 }
 }  // namespace
 
-std::string sweep_summary(const std::vector<SweepResult>& results) {
+namespace {
+// With several seeds: per task, each variant at its best setting (best mean) with a 95%
+// interval, and a paired t-test against the baseline variant over the seeds both have.
+std::string seed_statistics(
+    const std::vector<std::string>& tasks, const std::vector<std::string>& variants,
+    const std::vector<std::string>& settings,
+    const std::map<std::tuple<std::string, std::string, std::string>, std::map<int64_t, double>>&
+        by_seed,
+    std::map<std::string, std::pair<std::string, bool>>& task_metric, const std::string& baseline) {
+  auto values = [](const std::map<int64_t, double>& m) {
+    std::vector<double> v;
+    for (const auto& [seed, x] : m) v.push_back(x);
+    return v;
+  };
+  bool several = std::any_of(by_seed.begin(), by_seed.end(),
+                             [](const auto& kv) { return kv.second.size() > 1; });
+  if (!several) return "";
+  const std::string base = baseline.empty() ? variants.front() : baseline;
+  std::string md =
+      "\n## Seeds: 95% intervals and paired tests\n\nEach variant at its best setting: mean ± "
+      "sample std and the 95% interval of the mean (Student t, n - 1 degrees of freedom). "
+      "Against the baseline `" + base + "`: the mean per-seed difference, its 95% interval and "
+      "the two-sided p of a paired t-test over the seeds both have (the same seed gives both "
+      "the same data order and initialisation). * marks p < 0.05.\n";
+  for (const auto& t : tasks) {
+    const auto& [metric, higher] = task_metric[t];
+    auto best_setting = [&](const std::string& v) {
+      std::string best;
+      double bm = NAN;
+      for (const auto& s : settings) {
+        auto it = by_seed.find({t, v, s});
+        if (it == by_seed.end() || it->second.empty()) continue;
+        double m = stats::summarize(values(it->second)).mean;
+        if (std::isnan(bm) || (higher ? m > bm : m < bm)) bm = m, best = s;
+      }
+      return best;
+    };
+    const auto base_it = by_seed.find({t, base, best_setting(base)});
+    md += "\n" + (t.empty() ? std::string() : "### " + t + "\n\n") + "| variant | " + metric +
+          " (" + (higher ? "higher" : "lower") + " is better) | 95% interval | seeds | vs " + base +
+          " | 95% interval | p |\n|:--|--:|--:|--:|--:|--:|--:|\n";
+    for (const auto& v : variants) {
+      auto it = by_seed.find({t, v, best_setting(v)});
+      if (it == by_seed.end() || it->second.empty()) continue;
+      auto s = stats::summarize(values(it->second));
+      md += fmt::format("| {} | {:.4f} ± {:.4f} | [{:.4f}, {:.4f}] | {} |", v, s.mean, s.sd,
+                        s.ci_low, s.ci_high, s.n);
+      std::vector<double> x, b;
+      if (v != base && base_it != by_seed.end())
+        for (const auto& [seed, val] : it->second) {
+          auto bj = base_it->second.find(seed);
+          if (bj != base_it->second.end()) x.push_back(val), b.push_back(bj->second);
+        }
+      if (x.size() < 2) {
+        md += v == base ? " (baseline) | | |\n" : " - | - | - |\n";
+        continue;
+      }
+      auto p = stats::paired_t(x, b);
+      md += fmt::format(" {:+.4f} | [{:+.4f}, {:+.4f}] | {:.3g}{} |\n", p.mean_diff, p.ci_low,
+                        p.ci_high, p.p, p.p < 0.05 ? " *" : "");
+    }
+  }
+  return md;
+}
+}  // namespace
+
+std::string sweep_summary(const std::vector<SweepResult>& results, const std::string& baseline) {
   std::vector<std::string> tasks, variants, settings;
   auto add = [](std::vector<std::string>& v, const std::string& x) {
     if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
   };
   using Key = std::tuple<std::string, std::string, std::string>;  // task, variant, setting
   std::map<Key, std::vector<double>> cells;
+  std::map<Key, std::map<int64_t, double>> by_seed;
   std::map<std::string, std::pair<std::string, bool>> task_metric;  // task -> (metric, higher)
   std::set<Key> na;
   std::vector<std::string> na_reasons;  // "reason (runs)", in order of first appearance
@@ -309,6 +377,7 @@ std::string sweep_summary(const std::vector<SweepResult>& results) {
       continue;
     }
     cells[{r.task, r.variant, r.setting}].push_back(r.value);
+    by_seed[{r.task, r.variant, r.setting}][r.seed] = r.value;
     task_metric[r.task] = {r.metric, r.higher};
   }
   struct Stat {
@@ -396,11 +465,16 @@ std::string sweep_summary(const std::vector<SweepResult>& results) {
       md += "- " + runs + ": " + why + "\n";
     }
   }
+  md += seed_statistics(tasks, variants, settings, by_seed, task_metric, baseline);
   return md;
 }
 
-void ablate(const std::string& experiment_path, bool plots) {
+void ablate(const std::string& experiment_path, bool plots, int seeds) {
   auto exp = config::load_experiment(experiment_path);
+  if (seeds > 0) {
+    exp.seeds.clear();
+    for (int s = 1; s <= seeds; ++s) exp.seeds.push_back(s);
+  }
   for (const auto& spec : exp.eval_rope_scaling) rope_scaling_overrides(spec);  // before training
   auto runs = config::experiment_runs(exp);
   std::vector<std::string> dirs;
@@ -410,7 +484,7 @@ void ablate(const std::string& experiment_path, bool plots) {
     const auto& r = runs[i];
     if (!r.not_applicable.empty()) {
       spdlog::info("=== run {}/{}: {}: n/a ({}) ===", i + 1, runs.size(), r.name, r.not_applicable);
-      sweep.push_back({r.task, r.variant, r.setting, NAN, "", false, r.not_applicable});
+      sweep.push_back({r.task, r.variant, r.setting, NAN, "", false, r.not_applicable, r.seed});
       continue;
     }
     spdlog::info("=== run {}/{}: {} ===", i + 1, runs.size(), r.config.run.name);
@@ -421,7 +495,7 @@ void ablate(const std::string& experiment_path, bool plots) {
           "ablation stopped during run '" + r.config.run.name +
           "' (its checkpoint is saved); run the same command again to resume");
     sweep.push_back({r.task, r.variant, r.setting, res.best_selected, res.selection_metric,
-                     res.higher_is_better, ""});
+                     res.higher_is_better, "", r.seed});
   }
   if (exp.test) {
     for (const auto& d : dirs) {
@@ -433,7 +507,7 @@ void ablate(const std::string& experiment_path, bool plots) {
     }
   }
   if (!exp.settings.empty() || !exp.seeds.empty() || !exp.tasks.empty()) {
-    std::string md = sweep_summary(sweep);
+    std::string md = sweep_summary(sweep, exp.baseline);
     std::string path = (stdfs::path(exp.out_dir) / exp.name / "sweep.md").string();
     fs::write_file_atomic(path, md);
     std::printf("%s\nwrote %s\n", md.c_str(), path.c_str());

@@ -49,8 +49,12 @@ struct SweepResult {
   std::string metric = "loss";
   bool higher = false;
   std::string not_applicable;  // non-empty: n/a, and why
+  int64_t seed = 0;            // pairs results of different variants in the paired test
 };
-std::string sweep_summary(const std::vector<SweepResult>& results);
+// With several seeds a last section gives 95% intervals and paired t-tests against `baseline`
+// (a variant name; empty = the first variant).
+std::string sweep_summary(const std::vector<SweepResult>& results,
+                          const std::string& baseline = "");
 
 // Length generalisation: one row per run (and per evaluation-time RoPE scaling), validation
 // loss at each evaluation length; NaN = n/a (beyond a learned table). Markdown, with each
@@ -64,6 +68,7 @@ std::string length_table(const std::vector<LengthResult>& rows, const std::vecto
 
 // Trains every run of an experiment (each variant, or with a sweep each variant x setting x
 // seed; same data order), then compares them and, for a sweep, writes sweep.md.
-void ablate(const std::string& experiment_path, bool plots);
+// seeds > 0 replaces the experiment's seeds with 1..seeds.
+void ablate(const std::string& experiment_path, bool plots, int seeds = 0);
 
 }  // namespace ropelab::train

@@ -25,7 +25,8 @@ for m in ("lm", "mlm", "translation"):
         r = s["train"][m][p]
         assert r["tokens_per_s"] > 0 and r["pytorch_tokens_per_s"] > 0 and r["ratio"] > 0, (m, p, r)
         assert 0 < r["mfu"] < 1.5, (m, p, r)
-assert set(s["positions"]) == {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos"}
+assert set(s["positions"]) == {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos",
+                               "fire", "kerple"}
 assert s["positions"]["none"]["cost_vs_none"] == 0
 for L in ("32", "64"):
     for k in ("softmax", "linear"):

@@ -57,6 +57,89 @@ expect_in "n/a"
 expect_exit 0 "$ROPELAB" eval $R --split valid --lengths 16,32,64 --max-tokens 512
 expect_in "length extrapolation"
 
+# Evaluation-time RoPE scaling: a method switched on for a model trained without it.
+expect_exit 0 "$ROPELAB" eval $R --split valid --lengths 32,64 --max-tokens 512 --rope-scaling yarn:2
+expect_in "RoPE scaling yarn:2"
+/usr/bin/python3 - "$R" <<'PY' || fail "eval --rope-scaling report"
+import json, sys
+plain = json.load(open(sys.argv[1] + "/eval-valid.json"))
+yarn = json.load(open(sys.argv[1] + "/eval-valid-rope-yarn-2.json"))
+assert yarn["rope_scaling"] == "yarn:2" and "rope_scaling" not in plain
+loss = lambda rep, L: [r for r in rep["lengths"] if r["length"] == L][0]["metrics"]["loss"]
+assert abs(loss(plain, 64) - loss(yarn, 64)) > 1e-4, "yarn changed nothing"
+PY
+expect_exit 2 "$ROPELAB" eval runs/tiny-learned --rope-scaling yarn:2
+expect_in "needs a RoPE model (its position module is learned)"
+expect_exit 2 "$ROPELAB" eval $R --rope-scaling yarn
+expect_in "expected METHOD:FACTOR"
+
+# A length-generalisation experiment: every run at each length, RoPE also with evaluation-time
+# methods; a table, a JSON, a plot, and the section in compare.md.
+cat >lg.yaml <<YAML
+name: lg
+base: tiny.yaml
+out_dir: $WORK/runs
+set: [train.max_steps=6, train.eval_every=6, train.checkpoint_every=6]
+eval_lengths: [32, 64]
+eval_rope_scaling: [ntk:2, dynamic:2]
+eval_tokens: 512
+variants:
+  - {name: rope, set: [model.position.type=rope]}
+  - {name: kerple, set: [model.position.type=kerple]}
+  - {name: fire, set: [model.position.type=fire]}
+YAML
+expect_exit 0 "$ROPELAB" ablate lg.yaml
+expect_in "Length generalisation"
+/usr/bin/python3 - runs/lg <<'PY' || fail "length-generalisation outputs"
+import json, math, os, sys
+d = sys.argv[1]
+j = json.load(open(d + "/lengths.json"))
+assert j["train_len"] == 32 and j["lengths"] == [32, 64], j
+rows = {r["label"]: r["loss"] for r in j["rows"]}
+assert list(rows) == ["rope", "rope + ntk:2", "rope + dynamic:2", "kerple", "fire"], list(rows)
+assert all(len(v) == 2 and all(math.isfinite(x) for x in v) for v in rows.values()), rows
+# Dynamic NTK is RoPE up to the training length and differs beyond it.
+assert abs(rows["rope + dynamic:2"][0] - rows["rope"][0]) < 1e-9, rows
+assert abs(rows["rope + dynamic:2"][1] - rows["rope"][1]) > 1e-6, rows
+md = open(d + "/lengths.md").read()
+assert "| run | 32 (1×, trained) | 64 (2×) |" in md, md
+assert "Length generalisation" in open(d + "/compare.md").read()
+assert os.path.getsize(d + "/loss_by_length.png") > 0
+PY
+
+# Seeds from the command line: two per variant, then intervals and a paired test against the
+# named baseline in sweep.md.
+cat >seeds.yaml <<YAML
+name: seeds
+base: tiny.yaml
+out_dir: $WORK/runs
+set: [train.max_steps=6, train.eval_every=6, train.checkpoint_every=6]
+baseline: rope
+variants:
+  - {name: alibi, set: [model.position.type=alibi]}
+  - {name: rope, set: [model.position.type=rope]}
+YAML
+expect_exit 0 "$ROPELAB" ablate --no-plots --seeds 2 seeds.yaml
+for r in alibi.seed1 alibi.seed2 rope.seed1 rope.seed2; do
+  [[ -d runs/seeds/$r ]] || fail "ablate --seeds 2: no run $r"
+done
+/usr/bin/python3 - runs/seeds/sweep.md <<'PY' || fail "seed statistics in sweep.md"
+import re, sys
+md = open(sys.argv[1]).read()
+sec = md[md.index("## Seeds: 95% intervals and paired tests"):]
+assert "| variant | loss (lower is better) | 95% interval | seeds | vs rope | 95% interval | p |" in sec, sec
+assert re.search(r"\| rope \| [0-9.]+ ± [0-9.]+ \| \[[0-9.]+, [0-9.]+\] \| 2 \| \(baseline\)", sec), sec
+assert re.search(r"\| alibi \| [0-9.]+ ± [0-9.]+ \| \[[0-9.]+, [0-9.]+\] \| 2 \| [+-][0-9.]+ \| \[[+-][0-9.]+, [+-][0-9.]+\] \| [0-9.e+-]+( \*)? \|", sec), sec
+PY
+cat >badbase.yaml <<YAML
+name: badbase
+base: tiny.yaml
+baseline: ropee
+variants: [{name: rope, set: []}]
+YAML
+expect_exit 2 "$ROPELAB" ablate badbase.yaml
+expect_in "baseline: 'ropee' is not one of the variants; did you mean 'rope'?"
+
 expect_exit 0 "$ROPELAB" compare $R runs/tiny-learned --out cmp --target-loss 3.0
 expect_in "tiny-learned"
 [[ -s cmp/compare.md ]] || fail "no compare.md"

@@ -68,7 +68,8 @@ TEST_P(Overfit, OneBatch) {
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const char* task : {"clm", "mlm"}) {
-    for (const char* pos : {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos"}) {
+    for (const char* pos :
+         {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos", "fire", "kerple"}) {
       // Without positions a bidirectional encoder is permutation-equivariant: every [MASK]
       // gets the same output, so MLM cannot fit distinct targets. (Causal attention still
       // gives a decoder positional information.)

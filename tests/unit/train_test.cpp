@@ -214,5 +214,39 @@ TEST(Sweep, BestSettingByMeanOverSeedsWithSampleStd) {
   EXPECT_NE(na.find("- len1024.t5: task.seq_len: too long"), std::string::npos) << na;
 }
 
+
+TEST(Sweep, SeedsGiveIntervalsAndPairedTestsAgainstTheBaseline) {
+  // Validation loss per seed; the paired differences of t5 against rope are the stats_test
+  // example (scipy: mean -0.1067, 95% interval [-0.3090, +0.0957], p 0.151).
+  std::vector<SweepResult> r;
+  auto add = [&](const char* v, std::vector<double> xs) {
+    for (size_t i = 0; i < xs.size(); ++i)
+      r.push_back({"", v, "", xs[i], "loss", false, "", static_cast<int64_t>(i + 1)});
+  };
+  add("rope", {4.30, 4.12, 4.25});
+  add("t5", {4.10, 4.05, 4.20});
+  add("alibi", {4.20, 4.02, 4.16});  // 0.10, 0.10, 0.09 better than rope on every seed
+  auto md = sweep_summary(r, "rope");
+  auto at = md.find("## Seeds: 95% intervals and paired tests");
+  ASSERT_NE(at, std::string::npos) << md;
+  auto sec = md.substr(at);
+  EXPECT_NE(sec.find("| rope | 4.2233 ± 0.0929 | [3.9925, 4.4541] | 3 | (baseline) | | |"),
+            std::string::npos)
+      << sec;
+  EXPECT_NE(sec.find("| t5 | 4.1167 ± 0.0764 | [3.9269, 4.3064] | 3 | -0.1067 | [-0.3090, +0.0957] "
+                     "| 0.151 |"),
+            std::string::npos)
+      << sec;
+  EXPECT_NE(sec.find("| alibi | 4.1267 ± 0.0945 | [3.8919, 4.3615] | 3 | -0.0967 | "),
+            std::string::npos)
+      << sec;
+  EXPECT_NE(sec.find(" * |"), std::string::npos) << "alibi's consistent gain is significant\n"
+                                                    << sec;
+  // One seed per variant: no such section.
+  std::vector<SweepResult> single = {{"", "rope", "", 4.3, "loss", false, "", 1},
+                                     {"", "t5", "", 4.1, "loss", false, "", 1}};
+  EXPECT_EQ(sweep_summary(single).find("## Seeds"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ropelab::train
