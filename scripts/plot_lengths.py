@@ -21,20 +21,26 @@ def main():
     out = sys.argv[1]
     with open(os.path.join(out, "lengths.json")) as f:
         data = json.load(f)
-    fig, ax = plt.subplots(figsize=(8, 5))
-    bases = []
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    bases, methods = [], []
+    styles = ["--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1))]
+    cmap = plt.get_cmap("tab20")
     for row in data["rows"]:
-        base = row["label"].split(" + ")[0]
+        base, _, method = row["label"].partition(" + ")
         if base not in bases:
             bases.append(base)
+        if method and method not in methods:
+            methods.append(method)
         i = bases.index(base)
         xs = [L for L, v in zip(data["lengths"], row["loss"]) if v is not None]
         ys = [v for v in row["loss"] if v is not None]
         if not xs:
             continue
-        scaled = " + " in row["label"]
-        ax.plot(xs, ys, marker="o", linestyle="--" if scaled else "-", color=f"C{i % 10}",
-                alpha=0.7 if scaled else 1.0, label=row["label"])
+        # One colour per trained run; each evaluation-time method has its own line style.
+        style = styles[methods.index(method) % len(styles)] if method else "-"
+        ax.plot(xs, ys, marker="o" if not method else ".", linestyle=style,
+                color=cmap((2 * i) % 20 + (i // 10) % 2), alpha=0.75 if method else 1.0,
+                label=row["label"])
     ax.axvline(data["train_len"], color="grey", linewidth=0.8, linestyle=":")
     ax.set_xscale("log", base=2)
     ax.set_xticks(data["lengths"])
@@ -43,7 +49,7 @@ def main():
     ax.set_ylabel("validation loss (nats/token)")
     ax.set_title("Length generalisation")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(os.path.join(out, "loss_by_length.png"), dpi=120)
 

@@ -133,9 +133,8 @@ std::vector<int64_t> parse_lengths(const std::string& s, const std::string& what
 }
 
 int cmd_eval() {
-  auto report =
-      train::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens, !g.use_latest,
-                          g.rope_scaling);
+  auto report = train::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens,
+                                    !g.use_latest, g.rope_scaling);
   std::cout << train::format_eval(report);
   return 0;
 }

@@ -676,16 +676,14 @@ Experiment load_experiment(const std::string& path) {
       ctx.add(where(ctx, key), key, "variant names must be non-empty and contain no '/'");
   }
   if (e.variants.empty()) ctx.add(where(ctx, "variants"), "variants", "needs at least one variant");
-  if (!e.baseline.empty() &&
-      std::none_of(e.variants.begin(), e.variants.end(),
-                   [&](const Variant& v) { return v.name == e.baseline; }))
+  if (!e.baseline.empty() && std::none_of(e.variants.begin(), e.variants.end(),
+                                          [&](const Variant& v) { return v.name == e.baseline; }))
     ctx.add(where(ctx, "baseline"), "baseline",
-            "'" + e.baseline + "' is not one of the variants; " +
-                did_you_mean(e.baseline, [&] {
-                  std::vector<std::string> names;
-                  for (const auto& v : e.variants) names.push_back(v.name);
-                  return names;
-                }()));
+            "'" + e.baseline + "' is not one of the variants; " + did_you_mean(e.baseline, [&] {
+              std::vector<std::string> names;
+              for (const auto& v : e.variants) names.push_back(v.name);
+              return names;
+            }()));
   std::set<std::string> setting_names;
   for (size_t i = 0; i < e.settings.size(); ++i) {
     const auto& s = e.settings[i];
@@ -862,8 +860,8 @@ void check_rope(const RopeConfig& pos, const ModelConfig& m, int64_t head_dim, c
   if (linear && m.attention.rope_mode == RopeMode::kEq19)
     rotated = m.attention.feature_map == FeatureMap::kFavor ? m.attention.num_features : head_dim;
   if (pos.fraction < 1.0 && std::llround(pos.fraction * static_cast<double>(rotated / 2)) == 0)
-    bad("model.position.fraction", "fraction " + format_double(pos.fraction) +
-                                       " of " + std::to_string(rotated / 2) +
+    bad("model.position.fraction", "fraction " + format_double(pos.fraction) + " of " +
+                                       std::to_string(rotated / 2) +
                                        " rotated pairs rotates none; use model.position.type=none");
   const std::string key = "model.position.scaling.";
   std::visit(
@@ -879,8 +877,7 @@ void check_rope(const RopeConfig& pos, const ModelConfig& m, int64_t head_dim, c
         }
         if constexpr (std::is_same_v<S, Llama3Scaling>) {
           if (s.high_freq_factor <= s.low_freq_factor)
-            bad(key + "high_freq_factor", "high_freq_factor (" +
-                                              format_double(s.high_freq_factor) +
+            bad(key + "high_freq_factor", "high_freq_factor (" + format_double(s.high_freq_factor) +
                                               ") must exceed low_freq_factor (" +
                                               format_double(s.low_freq_factor) + ")");
         }
@@ -897,7 +894,8 @@ void check_rope(const RopeConfig& pos, const ModelConfig& m, int64_t head_dim, c
           bad(key + "attention_factor",
               std::string(S::kName) +
                   "'s attention factor is a softmax temperature, and linear attention has no "
-                  "softmax; set " + key + "attention_factor=1");
+                  "softmax; set " +
+                  key + "attention_factor=1");
       },
       pos.scaling.opts);
 }

@@ -266,7 +266,8 @@ struct DynamicNtkScaling {  // dynamic NTK (emozilla 2023; HF rope_type "dynamic
   int64_t original_len = 0;
   template <class V>
   void visit(V& v) {
-    v("factor", factor, "base = base*((factor*L/original_len)-(factor-1))^(d/(d-2)) for L > original_len",
+    v("factor", factor,
+      "base = base*((factor*L/original_len)-(factor-1))^(d/(d-2)) for L > original_len",
       between(1, 1e6));
     v("original_len", original_len, kOriginalLenHelp, at_least(0));
   }
@@ -420,17 +421,16 @@ struct KerpleConfig : PositionTraits {  // Chi et al. 2022 (NeurIPS), arXiv:2205
   }
 };
 
-using PositionVariant =
-    std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config, RopeConfig,
-                 AlibiConfig, XposConfig, FireConfig, KerpleConfig>;
+using PositionVariant = std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config,
+                                     RopeConfig, AlibiConfig, XposConfig, FireConfig, KerpleConfig>;
 
 struct PositionConfig {
   PositionVariant opts{std::in_place_type<RopeConfig>};
   const char* type() const { return variant_name(opts); }
   template <class V>
   void visit(V& v) {
-    visit_variant(v, opts,
-                  "position module: none, sinusoidal, learned, t5, rope, alibi, xpos, fire, kerple");
+    visit_variant(
+        v, opts, "position module: none, sinusoidal, learned, t5, rope, alibi, xpos, fire, kerple");
   }
 };
 

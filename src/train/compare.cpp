@@ -202,7 +202,8 @@ std::string length_table(const std::vector<LengthResult>& rows, const std::vecto
   std::string md = "| run |";
   for (auto L : lengths) {
     double m = static_cast<double>(L) / static_cast<double>(train_len);
-    md += fmt::format(" {} ({}×){} |", L, m == std::floor(m) ? fmt::format("{}", m) : fmt::format("{:.2f}", m),
+    md += fmt::format(" {} ({}×{}) |", L,
+                      m == std::floor(m) ? fmt::format("{}", m) : fmt::format("{:.2f}", m),
                       L == train_len ? ", trained" : "");
   }
   md += "\n|:--|";
@@ -291,12 +292,13 @@ std::string evaluate_lengths(const config::Experiment& exp, const std::vector<st
 namespace {
 // With several seeds: per task, each variant at its best setting (best mean) with a 95%
 // interval, and a paired t-test against the baseline variant over the seeds both have.
-std::string seed_statistics(
-    const std::vector<std::string>& tasks, const std::vector<std::string>& variants,
-    const std::vector<std::string>& settings,
-    const std::map<std::tuple<std::string, std::string, std::string>, std::map<int64_t, double>>&
-        by_seed,
-    std::map<std::string, std::pair<std::string, bool>>& task_metric, const std::string& baseline) {
+std::string seed_statistics(const std::vector<std::string>& tasks,
+                            const std::vector<std::string>& variants,
+                            const std::vector<std::string>& settings,
+                            const std::map<std::tuple<std::string, std::string, std::string>,
+                                           std::map<int64_t, double>>& by_seed,
+                            std::map<std::string, std::pair<std::string, bool>>& task_metric,
+                            const std::string& baseline) {
   auto values = [](const std::map<int64_t, double>& m) {
     std::vector<double> v;
     for (const auto& [seed, x] : m) v.push_back(x);
@@ -309,7 +311,9 @@ std::string seed_statistics(
   std::string md =
       "\n## Seeds: 95% intervals and paired tests\n\nEach variant at its best setting: mean ± "
       "sample std and the 95% interval of the mean (Student t, n - 1 degrees of freedom). "
-      "Against the baseline `" + base + "`: the mean per-seed difference, its 95% interval and "
+      "Against the baseline `" +
+      base +
+      "`: the mean per-seed difference, its 95% interval and "
       "the two-sided p of a paired t-test over the seeds both have (the same seed gives both "
       "the same data order and initialisation). * marks p < 0.05.\n";
   for (const auto& t : tasks) {

@@ -40,8 +40,8 @@ double beta_fraction(double a, double b, double x) {
 double incomplete_beta(double a, double b, double x) {
   if (x <= 0.0) return 0.0;
   if (x >= 1.0) return 1.0;
-  double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
-                          a * std::log(x) + b * std::log1p(-x));
+  double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) +
+                          b * std::log1p(-x));
   // The fraction converges fast for x < (a + 1) / (a + b + 2); use the symmetry otherwise.
   if (x < (a + 1.0) / (a + b + 2.0)) return front * beta_fraction(a, b, x) / a;
   return 1.0 - front * beta_fraction(b, a, 1.0 - x) / b;

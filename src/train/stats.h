@@ -9,7 +9,7 @@ namespace ropelab::train::stats {
 
 struct Summary {
   size_t n = 0;
-  double mean = 0, sd = 0;       // sample standard deviation (n - 1)
+  double mean = 0, sd = 0;         // sample standard deviation (n - 1)
   double ci_low = 0, ci_high = 0;  // 95% interval of the mean (Student t); = mean when n < 2
 };
 Summary summarize(const std::vector<double>& x);
@@ -22,10 +22,10 @@ double t_two_sided_p(double t, double df);
 double t_quantile(double q, double df);
 
 struct Paired {
-  size_t n = 0;             // pairs
-  double mean_diff = 0;     // mean of (x - baseline)
+  size_t n = 0;          // pairs
+  double mean_diff = 0;  // mean of (x - baseline)
   double ci_low = 0, ci_high = 0;
-  double t = 0, p = 1;      // two-sided; p = 1 when n < 2
+  double t = 0, p = 1;  // two-sided; p = 1 when n < 2
 };
 // Paired t-test of x against baseline (equal lengths, element i of each from the same seed).
 Paired paired_t(const std::vector<double>& x, const std::vector<double>& baseline);

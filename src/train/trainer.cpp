@@ -547,13 +547,15 @@ std::vector<std::string> rope_scaling_overrides(const std::string& spec) {
   auto colon = spec.find(':');
   std::string method = spec.substr(0, colon);
   const std::vector<std::string> methods = {"linear", "ntk", "dynamic", "yarn", "llama3"};
-  const std::string usage =
-      "--rope-scaling '" + spec + "': expected METHOD:FACTOR, METHOD one of linear, ntk, dynamic, "
-      "yarn, llama3 (e.g. yarn:4)";
+  const std::string usage = "--rope-scaling '" + spec +
+                            "': expected METHOD:FACTOR, METHOD one of linear, ntk, dynamic, "
+                            "yarn, llama3 (e.g. yarn:4)";
   if (method == "longrope")
-    throw UserError("--rope-scaling: longrope needs per-pair factors; set "
-                    "model.position.scaling in the run's config instead");
-  if (colon == std::string::npos || std::find(methods.begin(), methods.end(), method) == methods.end())
+    throw UserError(
+        "--rope-scaling: longrope needs per-pair factors; set "
+        "model.position.scaling in the run's config instead");
+  if (colon == std::string::npos ||
+      std::find(methods.begin(), methods.end(), method) == methods.end())
     throw UserError(usage);
   std::string factor = spec.substr(colon + 1);
   char* end = nullptr;

@@ -67,7 +67,8 @@ struct EvalReport {
 };
 // `rope_scaling` ("yarn:4", "ntk:2", ...: METHOD:FACTOR with METHOD linear, ntk, dynamic, yarn or
 // llama3) switches a RoPE context-extension method on for a model trained without it (its
-// original length is the run's task.seq_len); the report goes to eval-SPLIT-rope-METHOD-FACTOR.json.
+// original length is the run's task.seq_len); the report goes to
+// eval-SPLIT-rope-METHOD-FACTOR.json.
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                         const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
                         const std::string& rope_scaling = "");

@@ -66,7 +66,8 @@ plain = json.load(open(sys.argv[1] + "/eval-valid.json"))
 yarn = json.load(open(sys.argv[1] + "/eval-valid-rope-yarn-2.json"))
 assert yarn["rope_scaling"] == "yarn:2" and "rope_scaling" not in plain
 loss = lambda rep, L: [r for r in rep["lengths"] if r["length"] == L][0]["metrics"]["loss"]
-assert abs(loss(plain, 64) - loss(yarn, 64)) > 1e-4, "yarn changed nothing"
+# (Evaluation is deterministic: without the method the two losses would be identical.)
+assert abs(loss(plain, 64) - loss(yarn, 64)) > 1e-6, "yarn changed nothing"
 PY
 expect_exit 2 "$ROPELAB" eval runs/tiny-learned --rope-scaling yarn:2
 expect_in "needs a RoPE model (its position module is learned)"

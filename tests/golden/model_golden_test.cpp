@@ -56,17 +56,16 @@ TEST_P(GoldenModel, OutputsAndGradientsMatchReference) {
   const char* task = arch == "decoder" ? "clm" : arch == "encoder" ? "mlm" : "translation";
   const char* source = arch == "encdec" ? "bible-en-es" : "bible-en";
   auto num = [&](const char* k) { return std::to_string(h5::get_attr_int(id, k, path)); };
-  std::string yaml = "data: {source: " + std::string(source) + "}\n" +
-                     "task: {type: " + task + ", seq_len: 7}\n" +
-                     "model:\n  arch: " + arch + "\n  d_model: " + num("d_model") +
-                     "\n  n_heads: " + num("n_heads") + "\n  n_layers: " + num("n_layers") +
-                     "\n  d_ff: " + num("d_ff") + "\n  dropout: 0\n  norm: " + attr("norm") +
-                     "\n  activation: " + attr("activation") + "\n  scale_embeddings: " +
-                     (h5::get_attr_int(id, "scale_embeddings", path) != 0 ? "true" : "false") +
-                     "\n  tie_embeddings: true\n  position: " + attr("position_config") +
-                     "\n  attention: {kernel: " + attr("kernel") + ", feature_map: " +
-                     attr("feature_map") + ", rope_mode: " + attr("rope_mode") +
-                     ", num_features: " + num("num_features") + "}\n";
+  std::string yaml =
+      "data: {source: " + std::string(source) + "}\n" + "task: {type: " + task + ", seq_len: 7}\n" +
+      "model:\n  arch: " + arch + "\n  d_model: " + num("d_model") +
+      "\n  n_heads: " + num("n_heads") + "\n  n_layers: " + num("n_layers") +
+      "\n  d_ff: " + num("d_ff") + "\n  dropout: 0\n  norm: " + attr("norm") +
+      "\n  activation: " + attr("activation") + "\n  scale_embeddings: " +
+      (h5::get_attr_int(id, "scale_embeddings", path) != 0 ? "true" : "false") +
+      "\n  tie_embeddings: true\n  position: " + attr("position_config") +
+      "\n  attention: {kernel: " + attr("kernel") + ", feature_map: " + attr("feature_map") +
+      ", rope_mode: " + attr("rope_mode") + ", num_features: " + num("num_features") + "}\n";
   test::TempDir dir;
   config::ModelConfig c = config::load_config(test::write(dir.file("case.yaml"), yaml)).model;
   int64_t vocab = h5::get_attr_int(id, "vocab", path);

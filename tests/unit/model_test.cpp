@@ -170,7 +170,7 @@ TEST(LinearAttention, EqualsQuadraticForm) {
 
 using test::tiny_model;
 
-const std::vector<std::string> kPositions = {"none", "sinusoidal", "learned", "t5",    "rope",
+const std::vector<std::string> kPositions = {"none",  "sinusoidal", "learned", "t5",    "rope",
                                              "alibi", "xpos",       "fire",    "kerple"};
 bool biases_scores(const std::string& pos) {
   return std::visit([](const auto& p) { return std::decay_t<decltype(p)>::kBiasesScores; },
@@ -228,10 +228,10 @@ TEST(Architecture, NoParameterRegisteredTwiceAndCountsMatchFormulas) {
   int64_t attn = 4 * (D * D + D), ffn = D * Fd + Fd + Fd * D + D, ln = 2 * D;
   for (const auto& pos : kPositions) {
     int64_t N = 2, W = 32;  // heads; FIRE's MLP width
-    int64_t pos_params = pos == "learned" ? 512 * D
-                         : pos == "t5"    ? 32 * N
-                         : pos == "fire"  ? (W + W) + (W * N + N) + 2  // MLP, c, threshold
-                         : pos == "kerple" ? 2 * N                     // r1, r2 per head
+    int64_t pos_params = pos == "learned"  ? 512 * D
+                         : pos == "t5"     ? 32 * N
+                         : pos == "fire"   ? (W + W) + (W * N + N) + 2  // MLP, c, threshold
+                         : pos == "kerple" ? 2 * N                      // r1, r2 per head
                                            : 0;
     for (const auto& arch : {"decoder", "encoder", "encdec"}) {
       auto cfg = tiny_model(arch, pos);

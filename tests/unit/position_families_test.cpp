@@ -284,7 +284,8 @@ TEST(PositionFamiliesConfig, ImpossibleCombinationsAreRefusedInOneLine) {
        "layer 4 does not exist"},
       {clm + "model:\n  position: {type: rope, nope_every: 1}\n", "model.position.nope_every",
        "every layer"},
-      {clm + "model:\n  position: {type: rope, scaling: {type: yarn, beta_fast: 1, beta_slow: 2}}\n",
+      {clm +
+           "model:\n  position: {type: rope, scaling: {type: yarn, beta_fast: 1, beta_slow: 2}}\n",
        "model.position.scaling.beta_fast", "must exceed"},
       {clm + "model:\n  position: {type: rope, scaling: {type: llama3, low_freq_factor: 4, "
              "high_freq_factor: 2}}\n",
@@ -315,31 +316,35 @@ TEST(PositionFamiliesConfig, ImpossibleCombinationsAreRefusedInOneLine) {
 TEST(PositionFamiliesConfig, RunConfigsOfEarlierVersionsStillLoad) {
   // Before the scaling block: `scaling: <method>` and `scale: <factor>` under model.position.
   test::TempDir d;
-  auto c = config::load_config(test::write(
-      d.file("c.yaml"), "task: {type: clm}\nmodel:\n  position:\n    type: rope\n"
-                        "    scaling: linear\n    scale: 4.0\n"));
+  auto c =
+      config::load_config(test::write(d.file("c.yaml"),
+                                      "task: {type: clm}\nmodel:\n  position:\n    type: rope\n"
+                                      "    scaling: linear\n    scale: 4.0\n"));
   const auto& r = std::get<config::RopeConfig>(c.model.position.opts);
   EXPECT_EQ(std::get<config::LinearScaling>(r.scaling.opts).factor, 4.0);
-  auto none = config::load_config(test::write(
-      d.file("n.yaml"), "task: {type: clm}\nmodel:\n  position: {type: rope, scaling: none, "
-                        "scale: 1.0}\n"));
+  auto none = config::load_config(
+      test::write(d.file("n.yaml"),
+                  "task: {type: clm}\nmodel:\n  position: {type: rope, scaling: none, "
+                  "scale: 1.0}\n"));
   EXPECT_TRUE(std::holds_alternative<config::NoScaling>(
       std::get<config::RopeConfig>(none.model.position.opts).scaling.opts));
   // The shorthand `scaling: yarn` is the block {type: yarn} with its defaults.
-  auto y = config::load_config(test::write(
-      d.file("y.yaml"), "task: {type: clm, seq_len: 32}\nmodel:\n  position: {type: rope, "
-                        "scaling: yarn}\n"));
-  EXPECT_EQ(std::get<config::YarnScaling>(std::get<config::RopeConfig>(y.model.position.opts)
-                                              .scaling.opts)
+  auto y = config::load_config(
+      test::write(d.file("y.yaml"),
+                  "task: {type: clm, seq_len: 32}\nmodel:\n  position: {type: rope, "
+                  "scaling: yarn}\n"));
+  EXPECT_EQ(std::get<config::YarnScaling>(
+                std::get<config::RopeConfig>(y.model.position.opts).scaling.opts)
                 .original_len,
             32);
 }
 
 TEST(PositionFamiliesConfig, OriginalLengthDefaultsToTheTrainingLength) {
   test::TempDir d;
-  auto c = config::load_config(
-      test::write(d.file("c.yaml"), "task: {type: clm, seq_len: 96}\nmodel:\n  position: {type: "
-                                    "rope, scaling: {type: yarn, factor: 4}}\n"));
+  auto c =
+      config::load_config(test::write(d.file("c.yaml"),
+                                      "task: {type: clm, seq_len: 96}\nmodel:\n  position: {type: "
+                                      "rope, scaling: {type: yarn, factor: 4}}\n"));
   const auto& r = std::get<config::RopeConfig>(c.model.position.opts);
   EXPECT_EQ(std::get<config::YarnScaling>(r.scaling.opts).original_len, 96);
   // The resolved value is what the run's config.yaml says.

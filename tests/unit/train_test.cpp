@@ -214,7 +214,6 @@ TEST(Sweep, BestSettingByMeanOverSeedsWithSampleStd) {
   EXPECT_NE(na.find("- len1024.t5: task.seq_len: too long"), std::string::npos) << na;
 }
 
-
 TEST(Sweep, SeedsGiveIntervalsAndPairedTestsAgainstTheBaseline) {
   // Validation loss per seed; the paired differences of t5 against rope are the stats_test
   // example (scipy: mean -0.1067, 95% interval [-0.3090, +0.0957], p 0.151).
@@ -241,7 +240,7 @@ TEST(Sweep, SeedsGiveIntervalsAndPairedTestsAgainstTheBaseline) {
             std::string::npos)
       << sec;
   EXPECT_NE(sec.find(" * |"), std::string::npos) << "alibi's consistent gain is significant\n"
-                                                    << sec;
+                                                 << sec;
   // One seed per variant: no such section.
   std::vector<SweepResult> single = {{"", "rope", "", 4.3, "loss", false, "", 1},
                                      {"", "t5", "", 4.1, "loss", false, "", 1}};

@@ -24,7 +24,7 @@ torch::Tensor FireImpl::bias(const torch::Tensor& q_pos_T, const torch::Tensor& 
   auto mlp = [&](const torch::Tensor& rows_T) {
     auto rel_TS = psi(q_pos_T.index({rows_T}).unsqueeze(1) - k_pos_S.unsqueeze(0));
     auto x = (rel_TS / norm_T1.index({rows_T})).unsqueeze(-1);  // [t, S, 1]
-    return fc2(torch::relu(fc1(x)));                             // [t, S, N]
+    return fc2(torch::relu(fc1(x)));                            // [t, S, N]
   };
   int64_t T = q_pos_T.size(0);
   // The MLP's hidden layer is [T, S, mlp_width]; without autograd, query rows go in chunks so
@@ -36,7 +36,8 @@ torch::Tensor FireImpl::bias(const torch::Tensor& q_pos_T, const torch::Tensor& 
     out_TSN = mlp(all);
   } else {
     std::vector<torch::Tensor> parts;
-    for (int64_t s = 0; s < T; s += kRows) parts.push_back(mlp(all.narrow(0, s, std::min(kRows, T - s))));
+    for (int64_t s = 0; s < T; s += kRows)
+      parts.push_back(mlp(all.narrow(0, s, std::min(kRows, T - s))));
     out_TSN = torch::cat(parts, 0);
   }
   return out_TSN.permute({2, 0, 1}).unsqueeze(0);

@@ -82,9 +82,9 @@ RopeFrequencies frequencies(const config::LongRopeScaling& s, double base, int64
   for (size_t i = 0; i < theta.size(); ++i) theta[i] /= f[i];
   double af = s.attention_factor;
   if (af <= 0)
-    af = s.factor <= 1.0 ? 1.0
-                         : std::sqrt(1.0 + std::log(s.factor) /
-                                               std::log(static_cast<double>(s.original_len)));
+    af = s.factor <= 1.0
+             ? 1.0
+             : std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_len)));
   return {std::move(theta), af};
 }
 
@@ -99,8 +99,7 @@ std::vector<double> rope_theta(double base, int64_t d) {
 
 double yarn_correction_dim(double turns, int64_t d, double base, int64_t original_len) {
   return static_cast<double>(d) *
-         std::log(static_cast<double>(original_len) / (turns * 2.0 * kPi)) /
-         (2.0 * std::log(base));
+         std::log(static_cast<double>(original_len) / (turns * 2.0 * kPi)) / (2.0 * std::log(base));
 }
 
 RopeFrequencies rope_frequencies(const config::RopeScalingConfig& s, double base, int64_t d,
