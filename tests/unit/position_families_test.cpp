@@ -255,6 +255,11 @@ TEST(LengthDependentRope, CachedDecodingEqualsFullRecomputation) {
 
 // ---- configuration
 
+config::Config load_yaml(const std::string& yaml) {
+  test::TempDir d;
+  return config::load_config(test::write(d.file("c.yaml"), yaml));
+}
+
 std::string load_error(const std::string& yaml) {
   test::TempDir d;
   try {
@@ -315,42 +320,33 @@ TEST(PositionFamiliesConfig, ImpossibleCombinationsAreRefusedInOneLine) {
 
 TEST(PositionFamiliesConfig, RunConfigsOfEarlierVersionsStillLoad) {
   // Before the scaling block: `scaling: <method>` and `scale: <factor>` under model.position.
-  test::TempDir d;
-  auto c =
-      config::load_config(test::write(d.file("c.yaml"),
-                                      "task: {type: clm}\nmodel:\n  position:\n    type: rope\n"
-                                      "    scaling: linear\n    scale: 4.0\n"));
-  const auto& r = std::get<config::RopeConfig>(c.model.position.opts);
-  EXPECT_EQ(std::get<config::LinearScaling>(r.scaling.opts).factor, 4.0);
-  auto none = config::load_config(
-      test::write(d.file("n.yaml"),
-                  "task: {type: clm}\nmodel:\n  position: {type: rope, scaling: none, "
-                  "scale: 1.0}\n"));
-  EXPECT_TRUE(std::holds_alternative<config::NoScaling>(
-      std::get<config::RopeConfig>(none.model.position.opts).scaling.opts));
+  auto scaling_of = [](const config::Config& c) {
+    return std::get<config::RopeConfig>(c.model.position.opts).scaling.opts;
+  };
+  auto c = load_yaml(
+      "task: {type: clm}\nmodel:\n  position:\n    type: rope\n"
+      "    scaling: linear\n    scale: 4.0\n");
+  EXPECT_EQ(std::get<config::LinearScaling>(scaling_of(c)).factor, 4.0);
+  auto none = load_yaml(
+      "task: {type: clm}\nmodel:\n  position: {type: rope, scaling: none, "
+      "scale: 1.0}\n");
+  EXPECT_TRUE(std::holds_alternative<config::NoScaling>(scaling_of(none)));
   // The shorthand `scaling: yarn` is the block {type: yarn} with its defaults.
-  auto y = config::load_config(
-      test::write(d.file("y.yaml"),
-                  "task: {type: clm, seq_len: 32}\nmodel:\n  position: {type: rope, "
-                  "scaling: yarn}\n"));
-  EXPECT_EQ(std::get<config::YarnScaling>(
-                std::get<config::RopeConfig>(y.model.position.opts).scaling.opts)
-                .original_len,
-            32);
+  auto y = load_yaml(
+      "task: {type: clm, seq_len: 32}\nmodel:\n  position: {type: rope, "
+      "scaling: yarn}\n");
+  EXPECT_EQ(std::get<config::YarnScaling>(scaling_of(y)).original_len, 32);
 }
 
 TEST(PositionFamiliesConfig, OriginalLengthDefaultsToTheTrainingLength) {
-  test::TempDir d;
-  auto c =
-      config::load_config(test::write(d.file("c.yaml"),
-                                      "task: {type: clm, seq_len: 96}\nmodel:\n  position: {type: "
-                                      "rope, scaling: {type: yarn, factor: 4}}\n"));
+  auto c = load_yaml(
+      "task: {type: clm, seq_len: 96}\nmodel:\n  position: {type: rope, scaling: "
+      "{type: yarn, factor: 4}}\n");
   const auto& r = std::get<config::RopeConfig>(c.model.position.opts);
   EXPECT_EQ(std::get<config::YarnScaling>(r.scaling.opts).original_len, 96);
   // The resolved value is what the run's config.yaml says.
   EXPECT_NE(config::dump(c).find("original_len: 96"), std::string::npos);
-  auto f = config::load_config(test::write(
-      d.file("f.yaml"), "task: {type: clm, seq_len: 80}\nmodel:\n  position: {type: fire}\n"));
+  auto f = load_yaml("task: {type: clm, seq_len: 80}\nmodel:\n  position: {type: fire}\n");
   EXPECT_EQ(std::get<config::FireConfig>(f.model.position.opts).threshold, 80.0);
 }
 
