@@ -676,14 +676,13 @@ Experiment load_experiment(const std::string& path) {
       ctx.add(where(ctx, key), key, "variant names must be non-empty and contain no '/'");
   }
   if (e.variants.empty()) ctx.add(where(ctx, "variants"), "variants", "needs at least one variant");
-  if (!e.baseline.empty() && std::none_of(e.variants.begin(), e.variants.end(),
-                                          [&](const Variant& v) { return v.name == e.baseline; }))
+  std::vector<std::string> variant_names;
+  for (const auto& v : e.variants) variant_names.push_back(v.name);
+  if (!e.baseline.empty() &&
+      std::find(variant_names.begin(), variant_names.end(), e.baseline) == variant_names.end())
     ctx.add(where(ctx, "baseline"), "baseline",
-            "'" + e.baseline + "' is not one of the variants; " + did_you_mean(e.baseline, [&] {
-              std::vector<std::string> names;
-              for (const auto& v : e.variants) names.push_back(v.name);
-              return names;
-            }()));
+            "'" + e.baseline + "' is not one of the variants; " +
+                did_you_mean(e.baseline, variant_names));
   std::set<std::string> setting_names;
   for (size_t i = 0; i < e.settings.size(); ++i) {
     const auto& s = e.settings[i];
