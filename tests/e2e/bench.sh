@@ -33,7 +33,7 @@ for L in ("32", "64"):
         assert s["attention"][L][k]["tokens_per_s"] > 0 and s["attention"][L][k]["peak_train_mb"] >= 0
 assert not any("error" in p for p in j["points"]), [p for p in j["points"] if "error" in p]
 # Every point ran in its own process and kept its log.
-assert len(j["points"]) == 1 + 12 + 7 + 4 + 2, len(j["points"])
+assert len(j["points"]) == 1 + 12 + 9 + 4 + 2, len(j["points"])
 PY
 [[ -s b/logs/000.log.json ]] || fail "no per-point output kept"
 
