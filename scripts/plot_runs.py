@@ -2,11 +2,14 @@
 """Draws the loss curves of ropelab runs from their metrics.h5 (called by `ropelab compare`).
 
 Writes OUT/loss_by_step.png and OUT/loss_by_tokens.png: train loss (EMA-smoothed, raw in
-light colour) and validation loss, one colour per run.
+light colour) and validation loss, one colour per run. Runs of one variant trained with several
+seeds (names ending in .seed<N>) are drawn as one mean curve with a band of +- one standard
+deviation over the seeds.
 Usage: plot_runs.py --out DIR [--smooth 0.6] RUN_DIR...
 """
 import argparse
 import os
+import re
 import sys
 
 import h5py
@@ -33,6 +36,27 @@ def load(run):
     return name, groups
 
 
+def group_seeds(runs):
+    """[(name, groups)] -> [(label, [groups...])], runs named X.seedN grouped under X."""
+    out = {}
+    for name, g in runs:
+        m = re.match(r"^(.*)\.seed\d+$", name)
+        out.setdefault(m.group(1) if m else name, []).append(g)
+    return list(out.items())
+
+
+def mean_band(curves):
+    """Mean and std over curves of (x, y), cut to the shortest."""
+    n = min(len(y) for _, y in curves)
+    x = curves[0][0][:n]
+    ys = [list(y[:n]) for _, y in curves]
+    mean = [sum(v) / len(v) for v in zip(*ys)]
+    if len(ys) < 2:
+        return x, mean, mean, mean
+    sd = [(sum((vi - m) ** 2 for vi in v) / (len(v) - 1)) ** 0.5 for v, m in zip(zip(*ys), mean)]
+    return x, mean, [m - s for m, s in zip(mean, sd)], [m + s for m, s in zip(mean, sd)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
@@ -43,15 +67,26 @@ def main():
     for xkey, fname, xlabel in (("step", "loss_by_step.png", "optimizer step"),
                                 ("tokens", "loss_by_tokens.png", "training tokens")):
         fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
-        for i, (name, g) in enumerate(runs):
+        for i, (name, gs) in enumerate(group_seeds(runs)):
             color = f"C{i % 10}"
-            if "train" in g and len(g["train"].get("loss", [])):
-                x, y = g["train"][xkey], g["train"]["loss"]
-                ax_t.plot(x, y, color=color, alpha=0.2, linewidth=0.8)
-                ax_t.plot(x, ema(y, a.smooth), color=color, label=name, linewidth=1.6)
-            if "valid" in g and len(g["valid"].get("loss", [])):
-                ax_v.plot(g["valid"][xkey], g["valid"]["loss"], "o-", color=color, label=name,
-                          markersize=3, linewidth=1.6)
+            label = name if len(gs) == 1 else f"{name} (mean of {len(gs)} seeds)"
+            train = [(g["train"][xkey], ema(g["train"]["loss"], a.smooth)) for g in gs
+                     if "train" in g and len(g["train"].get("loss", []))]
+            valid = [(g["valid"][xkey], g["valid"]["loss"]) for g in gs
+                     if "valid" in g and len(g["valid"].get("loss", []))]
+            if len(gs) == 1 and train:
+                ax_t.plot(gs[0]["train"][xkey], gs[0]["train"]["loss"], color=color, alpha=0.2,
+                          linewidth=0.8)
+            if train:
+                x, m, lo, hi = mean_band(train)
+                ax_t.plot(x, m, color=color, label=label, linewidth=1.6)
+                if len(train) > 1:
+                    ax_t.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
+            if valid:
+                x, m, lo, hi = mean_band(valid)
+                ax_v.plot(x, m, "o-", color=color, label=label, markersize=3, linewidth=1.6)
+                if len(valid) > 1:
+                    ax_v.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
         ax_t.set_title(f"train loss (EMA {a.smooth})")
         ax_v.set_title("validation loss")
         for ax in (ax_t, ax_v):

@@ -18,6 +18,7 @@
 #include "text/corpus.h"
 #include "train/bench.h"
 #include "train/compare.h"
+#include "train/probe.h"
 #include "train/trainer.h"
 #include "train/translate.h"
 #include "train/weights.h"
@@ -50,6 +51,8 @@ struct Opts {
   double smooth = 0.6;
   bool no_plots = false;
   int seeds = 0;
+  std::string multipliers;
+  int64_t probe_examples = 128;
   bool compare_generic = false;
   int64_t batches = 500;
   int64_t steps = 5;
@@ -136,6 +139,35 @@ int cmd_eval() {
   auto report = train::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens,
                                     !g.use_latest, g.rope_scaling);
   std::cout << train::format_eval(report);
+  return 0;
+}
+
+int cmd_probe() {
+  train::ProbeOptions o;
+  if (!g.multipliers.empty()) {
+    o.multipliers.clear();
+    std::stringstream ss(g.multipliers);
+    for (std::string item; std::getline(ss, item, ',');) {
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != item.size() || v < 1 || v > 1024)
+        throw UserError("--multipliers: '" + item +
+                        "' is not a whole number in [1, 1024] (expected e.g. 1,2,4,8)");
+      o.multipliers.push_back(v);
+    }
+  }
+  o.examples = g.probe_examples;
+  o.eval_tokens = g.max_tokens;
+  o.plot = !g.no_plots;
+  for (const auto& run : g.runs) {
+    auto r = train::probe_run(run, o);
+    std::cout << train::probe_markdown(r) << "wrote " << run << "/probe.md\n\n";
+  }
   return 0;
 }
 
@@ -332,6 +364,28 @@ void register_all(CLI::App& app) {
                        "writes eval-SPLIT-rope-METHOD-FACTOR.json");
       },
       cmd_eval);
+  add(
+      app, "probe",
+      "The length-generalisation card of trained runs (train short, test long). A synthetic-*\n"
+      "run (task answer): teacher-forced exact match of whole answers on fresh test examples\n"
+      "at 1x, 2x, 4x, 8x its training size (column m: sizes in (m L/2, m L]; passkey: prompts\n"
+      "of m L tokens, the key at depths 0, 0.25, 0.5, 0.75, 1). A clm or mlm run: validation\n"
+      "perplexity at 1x-8x its training length, the same tokens at each. Writes RUN/probe.md,\n"
+      "probe.json and probe.png; `ropelab compare` and experiments with `probe: true` set the\n"
+      "cards of several runs side by side.",
+      [](CLI::App& sub) {
+        sub.add_option("runs", g.runs, "run directories")->required();
+        sub.add_option("--multipliers", g.multipliers,
+                       "comma-separated multiples of the training size (default 1,2,4,8)");
+        sub.add_option("--examples", g.probe_examples,
+                       "synthetic runs: examples per column (passkey: per column and depth)")
+            ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+            ->capture_default_str();
+        sub.add_option("--max-tokens", g.max_tokens, "text runs: tokens evaluated per length")
+            ->capture_default_str();
+        sub.add_flag("--no-plots", g.no_plots, "no probe.png");
+      },
+      cmd_probe);
   add(
       app, "compare",
       "Compare runs side by side: a table (terminal and OUT/compare.md) of position module,\n"

@@ -80,8 +80,8 @@ enum class RopePairing { kInterleaved, kHalf };
 ROPELAB_ENUM_NAMES(RopePairing, "interleaved", "half");
 enum class KerpleKernel { kLog, kPower };
 ROPELAB_ENUM_NAMES(KerpleKernel, "log", "power");
-enum class TokenizerType { kSpm, kByte };
-ROPELAB_ENUM_NAMES(TokenizerType, "spm", "byte");
+enum class TokenizerType { kSpm, kByte, kSynthetic };
+ROPELAB_ENUM_NAMES(TokenizerType, "spm", "byte", "synthetic");
 enum class SpmModelType { kBpe, kUnigram };
 ROPELAB_ENUM_NAMES(SpmModelType, "bpe", "unigram");
 enum class DataSource {
@@ -94,13 +94,20 @@ enum class DataSource {
   kText,
   kBytes,
   kParallel,
-  kGlue
+  kGlue,
+  kSyntheticPasskey,
+  kSyntheticMqar,
+  kSyntheticCopy,
+  kSyntheticReverse,
+  kSyntheticAddition
 };
 ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "bible-cola",
-                   "bible-rank", "text", "bytes", "parallel", "glue");
-// What a data source gives: monolingual token streams, sentence pairs, or labelled examples.
-enum class DataKind { kLm, kParallel, kGlue };
-ROPELAB_ENUM_NAMES(DataKind, "lm", "parallel", "glue");
+                   "bible-rank", "text", "bytes", "parallel", "glue", "synthetic-passkey",
+                   "synthetic-mqar", "synthetic-copy", "synthetic-reverse", "synthetic-addition");
+// What a data source gives: monolingual token streams, sentence pairs, labelled examples, or
+// synthetic token sequences with their answer positions marked (data/synthetic.h).
+enum class DataKind { kLm, kParallel, kGlue, kSynthetic };
+ROPELAB_ENUM_NAMES(DataKind, "lm", "parallel", "glue", "synthetic");
 enum class ScheduleType { kConstant, kLinear, kCosine, kInverseSqrt, kNoam };
 ROPELAB_ENUM_NAMES(ScheduleType, "constant", "linear", "cosine", "inverse_sqrt", "noam");
 enum class OptimizerType { kAdamW, kAdam };
@@ -123,6 +130,12 @@ constexpr DataKind kind_of(DataSource s) {
     case DataSource::kBibleRank:
     case DataSource::kGlue:
       return DataKind::kGlue;
+    case DataSource::kSyntheticPasskey:
+    case DataSource::kSyntheticMqar:
+    case DataSource::kSyntheticCopy:
+    case DataSource::kSyntheticReverse:
+    case DataSource::kSyntheticAddition:
+      return DataKind::kSynthetic;
   }
   return DataKind::kLm;
 }
@@ -501,7 +514,9 @@ struct TokenizerConfig {
   std::string target_model;
   template <class V>
   void visit(V& v) {
-    v("type", type, "spm (SentencePiece) or byte (256 bytes + specials)");
+    v("type", type,
+      "spm (SentencePiece) or byte (256 bytes + specials); synthetic (the fixed symbol "
+      "vocabulary of the synthetic-* sources) is set by those sources themselves");
     v("vocab_size", vocab_size, "SentencePiece vocabulary size", between(32, 1 << 20));
     v("model_type", model_type, "SentencePiece algorithm");
     v("character_coverage", character_coverage, "SentencePiece character coverage",
@@ -541,6 +556,31 @@ struct TsvLayoutConfig {
   }
 };
 
+// The synthetic-* sources (data/synthetic.h): generated from `seed`, no download. `size` is a
+// task's instance size: symbols to copy or reverse, digits per addend, key-value pairs (mqar),
+// or the whole prompt in tokens (passkey). Training examples draw sizes in [min_size, size].
+struct SyntheticConfig {
+  int64_t size = 16;
+  int64_t min_size = 0;
+  int64_t train_examples = 20000;
+  int64_t valid_examples = 256;
+  int64_t test_examples = 256;
+  int64_t seed = 1;
+  template <class V>
+  void visit(V& v) {
+    v("size", size,
+      "largest training instance: symbols (copy, reverse), digits per addend (addition), "
+      "key-value pairs (mqar), prompt tokens (passkey)",
+      between(1, 1 << 20));
+    v("min_size", min_size, "smallest training instance; 0 = the task's smallest",
+      between(0, 1 << 20));
+    v("train_examples", train_examples, "training examples generated", between(1, 1e8));
+    v("valid_examples", valid_examples, "validation examples generated", between(1, 1e8));
+    v("test_examples", test_examples, "test examples generated", between(1, 1e8));
+    v("seed", seed, "generator seed (the data; run.seed orders it)", at_least(0));
+  }
+};
+
 struct DataConfig {
   DataSource source = DataSource::kBibleEn;
   std::string train;
@@ -550,6 +590,7 @@ struct DataConfig {
   std::string target_suffix = "es";
   std::string glue_task;
   TsvLayoutConfig tsv;
+  SyntheticConfig synthetic;
   std::string prepared_dir = "data/prepared";
   TokenizerConfig tokenizer;
   template <class V>
@@ -559,7 +600,8 @@ struct DataConfig {
       "verse pairs; bible-mrpc, bible-sst2, bible-cola: GLUE-style tasks; bible-rank: long-text "
       "ranking) or your data: text (one document per line), bytes (raw files, enwik8-style), "
       "parallel (two aligned files), glue (a GLUE task directory, or a TSV layout data.tsv "
-      "describes)");
+      "describes); or generated probes (task answer): synthetic-passkey, synthetic-mqar "
+      "(multi-query associative recall), synthetic-copy, synthetic-reverse, synthetic-addition");
     v("train", train,
       "user data: training file (parallel: the path without the language suffix, e.g. "
       "wmt/train for wmt/train.en + wmt/train.de) or, for glue, the task directory");
@@ -571,6 +613,7 @@ struct DataConfig {
       "glue: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI (the bible-* sources "
       "set it themselves); empty with data.tsv for a described layout");
     v("tsv", tsv, "glue: a TSV layout of your own (columns by header name)");
+    v("synthetic", synthetic, "synthetic-* sources: instance sizes, example counts, seed");
     v("prepared_dir", prepared_dir, "where prepared HDF5 datasets and tokenizers are cached");
     v("tokenizer", tokenizer, "tokenizer");
   }
@@ -651,8 +694,18 @@ struct RankTaskConfig {  // (A, B, C): is B closer to A than C is? (tasks/rank.h
   void visit(V&) {}
 };
 
+// Causal LM over a synthetic example, trained and scored on its answer tokens only
+// (tasks/lm.h): metrics loss, acc (answer tokens) and exact (whole answers right).
+struct AnswerTaskConfig {
+  static constexpr const char* kName = "answer";
+  static constexpr Arch kArch = Arch::kDecoder;
+  static constexpr DataKind kData = DataKind::kSynthetic;
+  template <class V>
+  void visit(V&) {}
+};
+
 using TaskVariant = std::variant<ClmTaskConfig, MlmTaskConfig, TranslationTaskConfig,
-                                 GlueTaskConfig, RankTaskConfig>;
+                                 GlueTaskConfig, RankTaskConfig, AnswerTaskConfig>;
 
 struct TaskConfig {
   TaskVariant opts = ClmTaskConfig{};
@@ -664,7 +717,9 @@ struct TaskConfig {
   void visit(V& v) {
     visit_variant(
         v, opts,
-        "clm (causal LM), mlm (masked LM), translation, glue, rank (long-text pair ranking)", true);
+        "clm (causal LM), mlm (masked LM), translation, glue, rank (long-text pair ranking), "
+        "answer (synthetic-* probes: loss and exact match on the answer)",
+        true);
     v("seq_len", seq_len, "training sequence length in tokens", between(2, 1 << 20));
     v("label_smoothing", label_smoothing, "label smoothing of the cross-entropy", between(0, 0.99));
     v("init_from", init_from,
@@ -797,6 +852,8 @@ struct Experiment {
   std::vector<int64_t> eval_lengths;
   std::vector<std::string> eval_rope_scaling;
   int64_t eval_tokens = 16384;
+  bool probe = false;
+  int64_t probe_examples = 128;
   template <class V>
   void visit(V& v) {
     v("name", name, "experiment name; runs go to out_dir/name/<variant>", required());
@@ -831,6 +888,12 @@ struct Experiment {
       "(METHOD:FACTOR, as `ropelab eval --rope-scaling`, e.g. yarn:4)");
     v("eval_tokens", eval_tokens, "with eval_lengths: tokens evaluated per length",
       between(1, 1e12));
+    v("probe", probe,
+      "after training, run `ropelab probe` on every run (the length-generalisation card: "
+      "exact match at 1x-8x the training size, perplexity at 1x-8x the training length) and "
+      "report the card, mean +- std over seeds, in card.md and card.png");
+    v("probe_examples", probe_examples, "with probe: examples per size band (and passkey depth)",
+      between(1, 1e6));
   }
 };
 

@@ -353,6 +353,50 @@ class GlueStream : public BatchStream {
   OrderCache cache_;
 };
 
+// Synthetic examples (data/synthetic.h): each row one example, right-padded; next-token
+// targets only where the next token is scored (an answer token), -100 elsewhere.
+class SyntheticStream : public BatchStream {
+ public:
+  SyntheticStream(const TokenDataset& ds, const StreamOptions& o) : o_(o), ds_(ds) {
+    check_kind(ds, "synthetic", "answer");
+    n_ = ds.seqs.at("tokens").size();
+    if (n_ == 0) throw UserError(ds.split + " split has no examples");
+  }
+  int64_t batches_per_epoch() const override { return num_batches(n_, o_); }
+  Batch batch(int64_t epoch, int64_t index) const override {
+    const auto& order = cache_.get(n_, o_, epoch, 0x5E);
+    auto [first, B] = batch_rows(order, index, o_.batch_size);
+    const Ragged& tok = ds_.seqs.at("tokens");
+    const Ragged& scored = ds_.seqs.at("scored");
+    int64_t T = 1;
+    for (int64_t r = 0; r < B; ++r) T = std::max(T, tok.length(order[first + r]) - 1);
+    auto input = torch::full({B, T}, Special::kPad, torch::kInt64);
+    auto target = torch::full({B, T}, -100, torch::kInt64);
+    auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
+    Batch out;
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t i = order[first + r], L = tok.length(i);
+      const int32_t* t = tok.begin(i);
+      const int32_t* s = scored.begin(i);
+      for (int64_t p = 0; p + 1 < L; ++p) {
+        in[r][p] = t[p];
+        if (s[p + 1]) tg[r][p] = t[p + 1], out.num_targets += 1;
+      }
+      out.num_tokens += L - 1;
+    }
+    out.input_BT = input;
+    out.target_BT = target;
+    out.pad_BT = input != Special::kPad;
+    return out;
+  }
+
+ private:
+  StreamOptions o_;
+  TokenDataset ds_;
+  int64_t n_ = 0;
+  OrderCache cache_;
+};
+
 }  // namespace
 
 std::vector<int64_t> permutation(int64_t n, uint64_t key) {
@@ -375,6 +419,9 @@ std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds,
 }
 std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const StreamOptions& o) {
   return std::make_unique<GlueStream>(ds, o);
+}
+std::unique_ptr<BatchStream> make_synthetic_stream(const TokenDataset& ds, const StreamOptions& o) {
+  return std::make_unique<SyntheticStream>(ds, o);
 }
 
 }  // namespace ropelab::data

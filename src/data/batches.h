@@ -13,7 +13,8 @@
 //     selected positions (-100 elsewhere);
 //   - translation: (source, target) pairs bucketed by length into batches under a token budget;
 //   - GLUE: [CLS] a [SEP] (b [SEP]) with segment ids and labels; ranking triplets give two
-//     rows per example, [CLS] a [SEP] b [SEP] and [CLS] a [SEP] c [SEP] (rows 2i and 2i+1).
+//     rows per example, [CLS] a [SEP] b [SEP] and [CLS] a [SEP] c [SEP] (rows 2i and 2i+1);
+//   - synthetic: one example per row, right-padded; next-token targets at answer tokens only.
 #pragma once
 #include <torch/types.h>
 
@@ -66,6 +67,8 @@ std::unique_ptr<BatchStream> make_mlm_stream(const TokenDataset& ds, const Strea
 std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds,
                                                      const StreamOptions& opt);
 std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const StreamOptions& opt);
+std::unique_ptr<BatchStream> make_synthetic_stream(const TokenDataset& ds,
+                                                   const StreamOptions& opt);
 
 using util::mix64;  // deterministic randomness shared by the streams
 // A permutation of [0, n) that depends only on `key`.

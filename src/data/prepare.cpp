@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "data/synthetic.h"
 #include "data/tokens.h"
 #include "text/builtin.h"
 #include "text/corpus.h"
@@ -101,6 +102,15 @@ std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* t
 std::string tokenizer_tag(const config::DataConfig& d) {
   const auto& t = d.tokenizer;
   if (t.type == config::TokenizerType::kByte) return "byte";
+  if (t.type == config::TokenizerType::kSynthetic) {
+    // The generator's settings name the data: other settings are other data.
+    const auto& g = d.synthetic;
+    return "synthetic-" +
+           fs::hex64(fs::hash_bytes(fmt::format("v1|{}|{}|{}|{}|{}|{}", g.size, g.min_size,
+                                                g.train_examples, g.valid_examples, g.test_examples,
+                                                g.seed)))
+               .substr(0, 8);
+  }
   if (!t.model.empty())
     return "spm-" + stdfs::path(t.model).stem().string() +
            (t.joint ? "" : "+" + stdfs::path(t.target_model).stem().string());
@@ -113,7 +123,7 @@ enum class Side { kBoth, kSource, kTarget };
 
 std::string out_dir(const config::DataConfig& d) {
   std::string src = config::to_string(d.source);
-  if (!config::is_builtin(d.source)) {
+  if (!config::is_builtin(d.source) && config::kind_of(d.source) != config::DataKind::kSynthetic) {
     // User data: name the folder after the training file, plus a hash of its path.
     // A described TSV layout is part of the name: another layout of the same files is other data.
     std::string layout;
@@ -225,7 +235,7 @@ void train_tokenizer(const config::TokenizerConfig& t, const std::string& dir,
 std::pair<std::string, std::string> tokenizer_paths(const config::DataConfig& d,
                                                     const std::string& dir) {
   const auto& t = d.tokenizer;
-  if (t.type == config::TokenizerType::kByte) return {"", ""};
+  if (t.type != config::TokenizerType::kSpm) return {"", ""};
   if (!t.model.empty()) return {t.model, t.target_model};
   if (t.joint) return {join_path(dir, "tokenizer.model"), ""};
   return {join_path(dir, "tokenizer.model"), join_path(dir, "tokenizer-target.model")};
@@ -268,6 +278,8 @@ TokenDataset load_split(const Prepared& p, const std::string& split,
 std::unique_ptr<text::Tokenizer> load_tokenizer(const Prepared& p) {
   if (p.tokenizer_kind == config::TokenizerType::kByte)
     return std::make_unique<text::ByteTokenizer>();
+  if (p.tokenizer_kind == config::TokenizerType::kSynthetic)
+    return std::make_unique<synthetic::SyntheticTokenizer>();
   return std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
 }
 
@@ -280,7 +292,45 @@ std::string fingerprint(const text::Tokenizer& tok, const text::Tokenizer* targe
   return target ? tok.fingerprint() + "|" + target->fingerprint() : tok.fingerprint();
 }
 
+namespace {
+// Synthetic sources: each split generated from data.synthetic (no text, no tokenizer training).
+Prepared prepare_synthetic(const config::DataConfig& d) {
+  Prepared p;
+  p.kind = config::DataKind::kSynthetic;
+  p.tokenizer_kind = config::TokenizerType::kSynthetic;
+  const auto& g = d.synthetic;
+  const int64_t lo = g.min_size > 0 ? g.min_size : synthetic::min_size(d.source);
+  std::string dir = out_dir(d);
+  fs::make_dirs(dir);
+  const std::pair<const char*, int64_t> splits[] = {
+      {"train", g.train_examples}, {"valid", g.valid_examples}, {"test", g.test_examples}};
+  const synthetic::Split ids[] = {synthetic::Split::kTrain, synthetic::Split::kValid,
+                                  synthetic::Split::kTest};
+  for (int i = 0; i < 3; ++i) {
+    std::string out = join_path(dir, std::string(splits[i].first) + ".h5");
+    const std::string hash = "synthetic-v1";
+    auto attrs = read_token_attrs(out);
+    if (!attrs.empty() && attrs["source_hash"] == hash &&
+        attrs["format_version"] == std::to_string(kTokensFormatVersion)) {
+      p.splits[splits[i].first] = out;
+      continue;
+    }
+    auto examples = synthetic::make_examples(d.source, ids[i], splits[i].second, lo, g.size,
+                                             static_cast<uint64_t>(g.seed));
+    TokenDataset ds = synthetic::to_dataset(examples, splits[i].first);
+    ds.source_hash = hash;
+    throw_if_stopped();
+    write_tokens(out, ds);
+    spdlog::info("wrote {}: {} {} examples of size {}..{}", out, examples.size(),
+                 config::to_string(d.source), lo, g.size);
+    p.splits[splits[i].first] = out;
+  }
+  return p;
+}
+}  // namespace
+
 Prepared prepare(const config::DataConfig& d, int threads) {
+  if (config::kind_of(d.source) == config::DataKind::kSynthetic) return prepare_synthetic(d);
   auto t0 = std::chrono::steady_clock::now();
   Prepared p;
   p.kind = config::kind_of(d.source);

@@ -69,7 +69,9 @@ TokenDataset read_tokens(const std::string& path, const std::string& expect_kind
   std::vector<std::string> groups = ds.kind == "lm"         ? std::vector<std::string>{"text"}
                                     : ds.kind == "parallel" ? std::vector<std::string>{"src", "tgt"}
                                     : ds.kind == "glue"     ? std::vector<std::string>{"a", "b"}
-                                                            : std::vector<std::string>{};
+                                    : ds.kind == "synthetic"
+                                        ? std::vector<std::string>{"tokens", "scored"}
+                                        : std::vector<std::string>{};
   if (groups.empty()) throw UserError(path + ": unknown dataset kind '" + ds.kind + "'");
   if (ds.kind == "glue" && h5::exists(root, "c")) groups.push_back("c");  // ranking triplets
   int64_t count = -1;
@@ -95,6 +97,8 @@ TokenDataset read_tokens(const std::string& path, const std::string& expect_kind
     count = r.size();
     ds.seqs[gname] = std::move(r);
   }
+  if (ds.kind == "synthetic" && ds.seqs["tokens"].offsets != ds.seqs["scored"].offsets)
+    throw UserError(path + ": /scored does not mark the tokens of /tokens one for one");
   if (ds.kind == "glue") {
     ds.task = h5::get_attr_str(root, "task", path);
     ds.num_labels = h5::get_attr_int(root, "num_labels", path);

@@ -10,7 +10,8 @@
 //
 // Sequence groups: lm -> "text" (one document per sequence); parallel -> "src", "tgt";
 // glue -> "a", "b" (b's sequences are empty for single-sentence tasks), and "c" for ranking
-// triplets (a, b, c) only.
+// triplets (a, b, c) only; synthetic -> "tokens" and "scored" (1 where the token is part of the
+// answer, else 0; the same offsets).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -33,7 +34,7 @@ struct Ragged {
 };
 
 struct TokenDataset {
-  std::string kind;            // "lm", "parallel", "glue"
+  std::string kind;            // "lm", "parallel", "glue", "synthetic"
   std::string split;           // "train", "valid", "test" (MNLI: also "valid_mismatched")
   std::string tokenizer;       // fingerprint
   std::string tokenizer_kind;  // "spm", "byte"

@@ -27,6 +27,9 @@ struct Make {
   std::unique_ptr<Task> operator()(const config::RankTaskConfig&) const {
     return std::make_unique<RankTask>(c, vocab);
   }
+  std::unique_ptr<Task> operator()(const config::AnswerTaskConfig&) const {
+    return std::make_unique<AnswerTask>(c, vocab);
+  }
 };
 }  // namespace
 

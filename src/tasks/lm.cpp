@@ -95,4 +95,38 @@ Forward MaskedLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
 
 Metrics MaskedLmTask::metrics(const Sums& s) const { return lm_metrics(s); }
 
+// ---- answer (synthetic probes)
+
+std::unique_ptr<data::BatchStream> AnswerTask::stream(const data::TokenDataset& ds, bool train,
+                                                      int64_t seq_len, int64_t batch_size) const {
+  return data::make_synthetic_stream(ds, stream_options(c_, train, seq_len, batch_size));
+}
+
+Forward AnswerTask::forward(model::ModelImpl& m, const data::Batch& b) const {
+  auto h_BTD = m.backbone->decode(b.input_BT);
+  const int64_t B = h_BTD.size(0), T = h_BTD.size(1);
+  // Only answer positions go through the vocabulary projection.
+  auto sel_BT = b.target_BT != -100;
+  auto idx_N = sel_BT.reshape({-1}).nonzero().squeeze(1);
+  auto h_ND = h_BTD.reshape({B * T, -1}).index_select(0, idx_N);
+  auto logits_1NV = m.logits(h_ND.unsqueeze(0));
+  auto target_N = b.target_BT.reshape({-1}).index_select(0, idx_N);
+  Forward out = scored_ce(logits_1NV, target_N.unsqueeze(0), c_.task.label_smoothing, b.num_tokens);
+  // An example is right when none of its answer tokens is wrong.
+  torch::NoGradGuard no_grad;
+  auto wrong_N = (logits_1NV.squeeze(0).argmax(-1) != target_N).to(torch::kLong);
+  auto row_N = idx_N.div(T, "floor");
+  auto wrong_B = torch::zeros({B}, torch::kLong).to(wrong_N.device()).index_add_(0, row_N, wrong_N);
+  auto has_B = sel_BT.any(1);
+  out.sums.v["examples"] = static_cast<double>(has_B.sum().item<int64_t>());
+  out.sums.v["exact"] = static_cast<double>((has_B & (wrong_B == 0)).sum().item<int64_t>());
+  return out;
+}
+
+Metrics AnswerTask::metrics(const Sums& s) const {
+  auto m = lm_metrics(s);
+  m["exact"] = s("examples") > 0 ? s("exact") / s("examples") : 0.0;
+  return m;
+}
+
 }  // namespace ropelab::tasks

@@ -4,6 +4,10 @@
 //   mlm: BERT's masked LM, cross-entropy on the selected positions only; metrics loss, ppl,
 //        acc (masked-token accuracy). Only selected positions go through the vocabulary
 //        projection.
+//   answer: causal LM over synthetic examples (data/synthetic.h), trained and scored on the
+//        answer tokens only; metrics loss, ppl, acc (answer tokens) and exact (examples whose
+//        every answer token is the argmax given the true prefix: teacher-forced exact match,
+//        the same as greedy decoding's). The best checkpoint is the one with the highest exact.
 #pragma once
 #include "tasks/task.h"
 
@@ -19,7 +23,7 @@ class CausalLmTask : public Task {
   Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
   Metrics metrics(const Sums& s) const override;
 
- private:
+ protected:
   config::Config c_;
   int64_t vocab_;
 };
@@ -38,6 +42,17 @@ class MaskedLmTask : public Task {
   config::Config c_;
   config::MlmTaskConfig t_;
   int64_t vocab_;
+};
+
+class AnswerTask : public CausalLmTask {
+ public:
+  AnswerTask(const config::Config& c, int64_t vocab) : CausalLmTask(c, vocab) {}
+  const char* name() const override { return config::AnswerTaskConfig::kName; }
+  std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
+                                            int64_t seq_len, int64_t batch_size) const override;
+  Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
+  Metrics metrics(const Sums& s) const override;
+  Selection selection() const override { return {"exact", true}; }
 };
 
 }  // namespace ropelab::tasks

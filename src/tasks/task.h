@@ -7,9 +7,9 @@
 // parallelism weight every target equally. metrics() turns accumulated sums into the metrics a
 // task reports, under names the task chooses; compare and eval print whatever was logged.
 //
-// Implemented: clm and mlm (tasks/lm.h), translation (tasks/translation.h), glue (tasks/glue.h). A
-// new task: its config struct (config/schema.h), a Task subclass in its own file, and one line in
-// tasks/factory.cpp.
+// Implemented: clm, mlm and answer (tasks/lm.h), translation (tasks/translation.h), glue
+// (tasks/glue.h). A new task: its config struct (config/schema.h), a Task subclass in its own file,
+// and one line in tasks/factory.cpp.
 #pragma once
 #include <map>
 #include <memory>

@@ -14,6 +14,7 @@
 
 #include "config/loader.h"
 #include "train/metrics.h"
+#include "train/probe.h"
 #include "train/stats.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -193,6 +194,16 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
       }
     }
   }
+  if (o.probe_card) {
+    std::vector<CardEntry> entries;
+    for (size_t i = 0; i < run_dirs.size(); ++i)
+      if (fs::exists((stdfs::path(run_dirs[i]) / "probe.json").string()))
+        entries.push_back({runs[i].name, 0, read_probe(run_dirs[i])});
+    if (!entries.empty()) {
+      md += write_card(entries, "", o.out_dir, o.plots);
+      outputs.push_back((stdfs::path(o.out_dir) / "card.md").string());
+    }
+  }
   fs::write_file_atomic(outputs[0], md + o.extra_md);
   for (const auto& f : outputs) std::printf("wrote %s\n", f.c_str());
 }
@@ -240,6 +251,7 @@ std::string evaluate_lengths(const config::Experiment& exp, const std::vector<st
   int64_t train_len = 0;
   for (const auto& d : dirs) {
     auto c = config::load_config((stdfs::path(d) / "config.yaml").string());
+    if (config::kind_of(c.data.source) == config::DataKind::kSynthetic) continue;  // probe's job
     train_len = c.task.seq_len;
     std::vector<std::string> specs = {""};
     if (std::holds_alternative<config::RopeConfig>(c.model.position.opts))
@@ -482,6 +494,7 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
   for (const auto& spec : exp.eval_rope_scaling) rope_scaling_overrides(spec);  // before training
   auto runs = config::experiment_runs(exp);
   std::vector<std::string> dirs;
+  std::vector<CardEntry> card;  // with probe: the variant and seed of each trained run
   std::vector<SweepResult> sweep;
   auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -494,6 +507,7 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
     spdlog::info("=== run {}/{}: {} ===", i + 1, runs.size(), r.config.run.name);
     auto res = train(r.config);
     dirs.push_back(res.run_dir);
+    card.push_back({r.setting.empty() ? r.variant : r.variant + "." + r.setting, r.seed, {}});
     if (res.interrupted)
       throw signals::Interrupted(
           "ablation stopped during run '" + r.config.run.name +
@@ -524,6 +538,21 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
   CompareOptions o;
   o.out_dir = (stdfs::path(exp.out_dir) / exp.name).string();
   if (!exp.eval_lengths.empty()) o.extra_md = evaluate_lengths(exp, dirs, o.out_dir, plots);
+  if (exp.probe) {
+    ProbeOptions po;
+    po.examples = exp.probe_examples;
+    po.eval_tokens = exp.eval_tokens;
+    po.plot = plots;
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      spdlog::info("=== probe {}/{}: {} ===", i + 1, dirs.size(), dirs[i]);
+      card[i].report = probe_run(dirs[i], po);
+      signals::throw_if_stopped("ablation (probe of " + dirs[i] + ")",
+                                "every run is trained; run the same command again to finish");
+    }
+    o.extra_md += write_card(card, exp.baseline, o.out_dir, plots);
+    std::printf("wrote %s\n", (stdfs::path(o.out_dir) / "card.md").string().c_str());
+  }
+  o.probe_card = false;
   o.target_loss = exp.target_loss;
   o.smoothing = 0.6;
   o.plots = plots;

@@ -33,8 +33,10 @@ struct CompareOptions {
   double target_loss = 0;  // 0: no "to target" columns
   double smoothing = 0.0;  // EMA factor for the train curves (0..0.99)
   bool plots = true;
+  bool probe_card = true;  // runs with a probe.json: their cards side by side (train/probe.h)
 };
-// Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png.
+// Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png (and, for runs
+// that were probed, the length-generalisation card, card.md + card.png).
 void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions& o);
 
 // A sweep's result tables (Markdown). Per variant (and task), the setting with the best mean of
@@ -67,7 +69,8 @@ std::string length_table(const std::vector<LengthResult>& rows, const std::vecto
                          int64_t train_len);
 
 // Trains every run of an experiment (each variant, or with a sweep each variant x setting x
-// seed; same data order), then compares them and, for a sweep, writes sweep.md.
+// seed; same data order), then compares them and, for a sweep, writes sweep.md. With `probe:
+// true`, every run is probed and the card (mean +- std over seeds) goes to card.md.
 // seeds > 0 replaces the experiment's seeds with 1..seeds.
 void ablate(const std::string& experiment_path, bool plots, int seeds = 0);
 

@@ -135,8 +135,8 @@ void use_pretrained_tokenizer(config::Config& c, const Pretrained& p) {
   auto& t = c.data.tokenizer;
   if (!t.model.empty() || c.task.init_from.empty()) return;
   const auto& pt = p.config.data.tokenizer;
-  if (pt.type == config::TokenizerType::kByte) {
-    t.type = config::TokenizerType::kByte;
+  if (pt.type != config::TokenizerType::kSpm) {  // byte or synthetic: nothing to carry over
+    t.type = pt.type;
     return;
   }
   t.type = config::TokenizerType::kSpm;

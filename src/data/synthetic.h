@@ -1,0 +1,91 @@
+// Synthetic length-generalisation probes: token sequences generated from a seed, with the
+// positions of the answer marked. No download; one small fixed vocabulary for all of them.
+//
+//   copy      BOS x1 .. xn > x1 .. xn EOS              n letters     (Kazemnejad et al. 2023)
+//   reverse   BOS x1 .. xn > xn .. x1 EOS              n letters     (Kazemnejad et al. 2023)
+//   addition  BOS a + b = s EOS                        n digits per addend; the sum s is
+//             written least significant digit first (as in Lee et al. 2023, so that each
+//             digit depends only on digits already seen)
+//   mqar      BOS k1 v1 .. kn vn | q1 v(q1) .. qn v(qn) EOS
+//             n key-value pairs (distinct keys, 128 keys and 128 values), then every key once
+//             more in random order, each followed by its value (Zoology: Arora et al. 2023)
+//   passkey   BOS filler [key sentence at depth] filler What is the pass key ? The pass key
+//             is d d d d d EOS, n tokens in all (YaRN's protocol: Peng et al. 2023). The filler
+//             is "The grass is green . The sky is blue . The sun is yellow . Here we go . There
+//             and back again ." repeated; the key sentence "The pass key is K . Remember it .
+//             K is the pass key ." with K a random 5-digit key, one token per digit.
+//
+// Scored (answer) tokens: copy, reverse and addition: the output and its EOS; mqar: each
+// queried value; passkey: the five digits of the key. A model is right on an example when it
+// predicts every scored token from the tokens before it (teacher-forced exact match, which for
+// greedy decoding is the same thing: decoding reproduces the answer exactly when each of its
+// tokens is the argmax given the right prefix).
+//
+// Splits are disjoint by construction: an example belongs to the split its content hash picks
+// (6/8 train, 1/8 valid, 1/8 test), and the generator draws again until it lands in the split
+// it is asked for. The probe's long examples are drawn for the test split.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/schema.h"
+#include "data/tokens.h"
+#include "text/tokenizer.h"
+
+namespace ropelab::data::synthetic {
+
+enum class Split { kTrain = 0, kValid = 1, kTest = 2 };
+
+struct Example {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> scored;  // 1 where tokens[i] is an answer token
+};
+
+// Smallest instance size of a source (passkey: the prompt without filler).
+int64_t min_size(config::DataSource src);
+// Largest instance size (mqar: the number of distinct keys).
+int64_t max_size(config::DataSource src);
+// Tokens of the longest example of `size`.
+int64_t max_tokens(config::DataSource src, int64_t size);
+
+// The split an example belongs to (its content hash).
+Split split_of(const Example& e);
+
+// One example of `size` in `split`, a pure function of (src, size, key, split, depth). Passkey:
+// depth in [0, 1] puts the key sentence that far into the filler; < 0 draws it uniformly.
+// UserError when `size` is out of range, or when no example of `size` falls in `split`.
+Example generate(config::DataSource src, int64_t size, uint64_t key, Split split,
+                 double depth = -1);
+
+// `count` examples, sizes uniform in [lo, hi], example i drawn from (seed, split, i). The same
+// arguments always give the same examples.
+std::vector<Example> make_examples(config::DataSource src, Split split, int64_t count, int64_t lo,
+                                   int64_t hi, uint64_t seed, double depth = -1);
+
+// A synthetic TokenDataset (kind "synthetic") holding `examples`.
+TokenDataset to_dataset(const std::vector<Example>& examples, const std::string& split);
+
+// Scoring of outputs: the fraction of examples whose every scored token equals `predicted` at
+// that position (predicted[i] is the model's guess for tokens[i]), and of scored tokens.
+struct Score {
+  int64_t examples = 0, exact = 0, tokens = 0, correct = 0;
+};
+Score score(const std::vector<Example>& examples,
+            const std::vector<std::vector<int32_t>>& predicted);
+
+// The fixed vocabulary: the 7 specials, digits, letters, mqar keys k0..k127 and values
+// v0..v127, the separators > + = | . ? and the passkey words. Text is space-separated symbols.
+class SyntheticTokenizer final : public text::Tokenizer {
+ public:
+  SyntheticTokenizer();
+  std::vector<int32_t> encode(const std::string& text) const override;
+  std::string decode(const std::vector<int32_t>& ids) const override;
+  int64_t vocab_size() const override;
+  std::string kind() const override { return "synthetic"; }
+  std::string fingerprint() const override { return "synthetic-v1"; }
+  std::string piece(int32_t id) const override;
+  int32_t id(const std::string& symbol) const;  // kUnk if unknown
+};
+
+}  // namespace ropelab::data::synthetic
