@@ -92,7 +92,9 @@ def card(path, data):
         ax.set_xticklabels([f"{m}x" for m in xs])
         ax.set_title(task)
         ax.set_ylabel(ylabel(metric))
-        if metric != "exact":
+        if metric == "exact":
+            ax.set_ylim(-3, 103)  # one scale for every task: 0-100%
+        else:
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
     for t_i in range(n, rows * cols):

@@ -116,7 +116,7 @@ Forward AnswerTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   torch::NoGradGuard no_grad;
   auto wrong_N = (logits_1NV.squeeze(0).argmax(-1) != target_N).to(torch::kLong);
   auto row_N = idx_N.div(T, "floor");
-  auto wrong_B = torch::zeros({B}, torch::kLong).to(wrong_N.device()).index_add_(0, row_N, wrong_N);
+  auto wrong_B = torch::zeros({B}, wrong_N.options()).index_add_(0, row_N, wrong_N);
   auto has_B = sel_BT.any(1);
   out.sums.v["examples"] = static_cast<double>(has_B.sum().item<int64_t>());
   out.sums.v["exact"] = static_cast<double>((has_B & (wrong_B == 0)).sum().item<int64_t>());

@@ -524,11 +524,16 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
                                 "every run is trained; run the same command again to finish");
     }
   }
+  std::string sweep_md;  // also in compare.md, one heading level down
   if (!exp.settings.empty() || !exp.seeds.empty() || !exp.tasks.empty()) {
     std::string md = sweep_summary(sweep, exp.baseline);
     std::string path = (stdfs::path(exp.out_dir) / exp.name / "sweep.md").string();
     fs::write_file_atomic(path, md);
     std::printf("%s\nwrote %s\n", md.c_str(), path.c_str());
+    sweep_md = "\n#" + md;
+    for (size_t at = sweep_md.find("\n#", 2); at != std::string::npos;
+         at = sweep_md.find("\n#", at + 3))
+      sweep_md.insert(at + 1, "#");
   }
   const auto trained = std::count_if(runs.begin(), runs.end(),
                                      [](const auto& r) { return r.not_applicable.empty(); });
@@ -537,7 +542,8 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   CompareOptions o;
   o.out_dir = (stdfs::path(exp.out_dir) / exp.name).string();
-  if (!exp.eval_lengths.empty()) o.extra_md = evaluate_lengths(exp, dirs, o.out_dir, plots);
+  o.extra_md = sweep_md;
+  if (!exp.eval_lengths.empty()) o.extra_md += evaluate_lengths(exp, dirs, o.out_dir, plots);
   if (exp.probe) {
     ProbeOptions po;
     po.examples = exp.probe_examples;

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
+#include "config/loader.h"
 #include "data/synthetic.h"
 #include "tasks/task.h"
 #include "train/stats.h"
@@ -153,6 +156,13 @@ ProbeReport probe_text(const std::string& run_dir, const config::Config& c, cons
   return r;
 }
 
+// Table rows are built as "| a | b | "; Markdown wants "| a | b |".
+std::string trim_rows(std::string md) {
+  for (size_t at = md.find(" \n"); at != std::string::npos; at = md.find(" \n", at))
+    md.erase(at, 1);
+  return md;
+}
+
 std::string cell(double v, const std::string& metric) {
   if (!std::isfinite(v)) return "n/a";
   return metric == "exact" ? fmt::format("{:.1f}%", 100 * v) : fmt::format("{:.2f}", v);
@@ -263,7 +273,7 @@ std::string probe_markdown(const ProbeReport& r) {
       md += "\n";
     }
   }
-  return md;
+  return trim_rows(md);
 }
 
 std::string card_markdown(const std::vector<CardEntry>& entries, const std::string& baseline) {
@@ -340,7 +350,7 @@ std::string card_markdown(const std::vector<CardEntry>& entries, const std::stri
       md += "\n";
     }
   }
-  return md;
+  return trim_rows(md);
 }
 
 std::string write_card(const std::vector<CardEntry>& entries, const std::string& baseline,

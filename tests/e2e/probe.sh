@@ -83,6 +83,13 @@ assert p['multipliers'] == [1, 3] and p['sizes'] == [4, 12], p
 assert len(p['token_acc']) == 2 and all(0 <= x <= 1 for x in p['token_acc']), p" ||
   fail "probe --multipliers"
 
+# With plots: the run's probe.png, and the card's plot from compare.
+expect_exit 0 "$ROPELAB" probe runs/card/learned.seed1 --multipliers 1,2 --examples 4
+[[ -s runs/card/learned.seed1/probe.png ]] || fail "no probe.png"
+grep -qF "![probe](probe.png)" runs/card/learned.seed1/probe.md || fail "probe.md lacks its plot"
+expect_exit 0 "$ROPELAB" compare runs/card/learned.seed1 runs/card/rope.seed1 --out cmp-plots
+[[ -s cmp-plots/card.png ]] || fail "compare: no card.png"
+
 # A text run: perplexity at 1x and 2x its training length.
 cat >text.yaml <<YAML
 run: {name: text, seed: 1, threads: 1, out_dir: $WORK/runs}
@@ -90,7 +97,8 @@ task: {type: clm, seq_len: 16}
 data: {source: text, train: $WORK/t.txt, valid: $WORK/t.txt, prepared_dir: $WORK/prep,
        tokenizer: {type: byte}}
 model: {arch: decoder, d_model: 16, n_heads: 2, n_layers: 1, d_ff: 32, position: {type: rope}}
-train: {max_steps: 4, batch_size: 4, eval_every: 4, eval_batches: 1, checkpoint_every: 4}
+train: {max_steps: 4, batch_size: 4, eval_every: 4, eval_batches: 1, checkpoint_every: 4,
+        schedule: {type: constant, warmup: 0}}
 YAML
 for i in $(seq 200); do echo "line $i of a small text file for the probe"; done >t.txt
 expect_exit 0 "$ROPELAB" train text.yaml

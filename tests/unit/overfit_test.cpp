@@ -1,5 +1,6 @@
 // Every task x position module can overfit one batch: the whole path (model, task loss,
 // backward, optimizer) learns. A broken mask, rotation or head would stall it.
+#include "data/synthetic.h"
 #include "helpers.h"
 #include "model_helpers.h"
 #include "tasks/task.h"
@@ -46,8 +47,17 @@ TEST_P(Overfit, OneBatch) {
   c.data.tokenizer.type = config::TokenizerType::kByte;
   c.train.batch_size = 4;
   int64_t vocab = 40;
+  data::TokenDataset ds;
+  if (p.task == "answer") {  // four reversals of 3-6 letters
+    namespace syn = data::synthetic;
+    vocab = syn::SyntheticTokenizer().vocab_size();
+    ds = syn::to_dataset(
+        syn::make_examples(config::DataSource::kSyntheticReverse, syn::Split::kTrain, 4, 3, 6, 2),
+        "train");
+  } else {
+    ds = synthetic_lm(vocab);
+  }
   auto task = tasks::make_task(c, vocab);
-  auto ds = synthetic_lm(vocab);
   auto batch = task->stream(ds, true, c.task.seq_len, c.train.batch_size)->batch(0, 0);
   auto model = task->build_model();
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(3e-3).weight_decay(0.0));
@@ -63,6 +73,11 @@ TEST_P(Overfit, OneBatch) {
   }
   EXPECT_LT(last, 0.1 * first) << p.task << "/" << p.position << "/" << p.kernel << ": " << first
                                << " -> " << last;
+  if (p.task == "answer") {  // every answer of the batch right
+    model->eval();
+    torch::NoGradGuard ng;
+    EXPECT_EQ(task->metrics(task->forward(*model, batch).sums).at("exact"), 1.0) << p.position;
+  }
 }
 
 std::vector<Case> cases() {
@@ -78,6 +93,8 @@ std::vector<Case> cases() {
     }
     out.push_back({task, "rope", "linear"});
   }
+  for (const char* pos : {"none", "learned", "t5", "rope", "alibi"})
+    out.push_back({"answer", pos, "softmax"});
   return out;
 }
 
