@@ -391,7 +391,9 @@ void register_all(CLI::App& app) {
       "Compare runs side by side: a table (terminal and OUT/compare.md) of position module,\n"
       "parameters, final/best validation loss, every other validation metric the runs logged\n"
       "(perplexity, accuracy, bits per byte, ...), steps and tokens to a target loss, tokens/s;\n"
-      "and PNG loss curves by step and by tokens (OUT/loss_by_*.png).",
+      "and PNG loss curves by step and by tokens (OUT/loss_by_*.png). Runs that were probed\n"
+      "(`ropelab probe`) also get their length-generalisation cards side by side (OUT/card.md,\n"
+      "card.png).",
       [](CLI::App& sub) {
         sub.add_option("runs", g.runs, "run directories")->required();
         sub.add_option("--out", g.out, "output directory (default: current directory)");
@@ -410,7 +412,8 @@ void register_all(CLI::App& app) {
       "sweep (`settings:` and/or `seeds:`), every variant x setting x seed is trained and\n"
       "sweep.md reports each variant's best setting as mean +- std over seeds; with `tasks:`\n"
       "(e.g. several GLUE tasks) all of that runs once per task and sweep.md has one table\n"
-      "per variant with a row per task.",
+      "per variant with a row per task. With `probe: true`, every run is probed afterwards\n"
+      "and card.md sets the cards side by side, mean +- std over seeds with paired tests.",
       [](CLI::App& sub) {
         sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
         sub.add_flag("--no-plots", g.no_plots, "tables only");

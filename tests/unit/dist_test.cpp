@@ -77,7 +77,12 @@ TEST(Distributed, OthersWaitForRankZero) {
     } else {
       w.wait_for_main("data", "waiting for rank 0");
     }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // As in training, rank 0 goes on to a collective: it must not tear its store down (the
+    // test's World going out of scope) before rank 1 has polled the key. Without this the
+    // test raced, and lost under load.
+    w.barrier("after the wait");
+    return waited;
   });
   EXPECT_GE(b, 0.6);  // rank 1 returned only once rank 0 was done
   EXPECT_LT(a, 5.0);
