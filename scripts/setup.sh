@@ -4,15 +4,51 @@
 #
 #   bash scripts/setup.sh            # install + build (preset "release", or $ROPELAB_PRESET:
 #                                    # dev = Debug with -Werror in build-dev/, asan in build-asan/)
-#   ROPELAB_SKIP_APT=1 bash scripts/setup.sh   # build only
+#   ROPELAB_SKIP_APT=1 bash scripts/setup.sh   # build only (any system: see docs/platform-notes.md)
+#
+# The package set depends on the release read from /etc/os-release: Debian 12 (bookworm,
+# libtorch 1.13) and Debian 13 (trixie, libtorch 2.6). Anywhere else it stops and prints the
+# manual recipe (which libraries, which CMake variables), e.g. for the libtorch of a PyTorch wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+os_release=${ROPELAB_OS_RELEASE:-/etc/os-release}
+os_id="" os_version="" os_name="an unknown system"
+if [[ -r "$os_release" ]]; then
+  os_id=$(. "$os_release" && echo "${ID:-}")
+  os_version=$(. "$os_release" && echo "${VERSION_ID:-}")
+  os_name=$(. "$os_release" && echo "${PRETTY_NAME:-${ID:-unknown} ${VERSION_ID:-}}")
+fi
+
+# What differs between the releases: the clang runtime of the fuzz tier is versioned.
+case "$os_id:$os_version" in
+  debian:12) clang_rt=libclang-rt-14-dev ;;
+  debian:13) clang_rt=libclang-rt-19-dev ;;
+  *) clang_rt="" ;;
+esac
+
+manual_recipe() {
+  cat >&2 <<MSG
+setup: $os_name is not a platform this script knows (it installs packages on Debian 12 and 13).
+Install these yourself, then run: ROPELAB_SKIP_APT=1 bash scripts/setup.sh
+  - a C++17 compiler, CMake >= 3.25, Ninja
+  - libtorch: 1.13 or 2.x. Debian's libtorch-dev, or the one inside a PyTorch 2.x wheel (CPU or
+    CUDA), which CMake finds through python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'
+    or -DTorch_DIR=<dir holding TorchConfig.cmake> (pass CMake variables as ROPELAB_CMAKE_ARGS)
+  - libgloo headers (Debian: libgloo-dev; a PyTorch wheel ships its own)
+  - SentencePiece (library + spm_train), HDF5 (C library + h5dump), spdlog/fmt, yaml-cpp,
+    GoogleTest, CLI11, xxHash, nlohmann-json
+  - python3 with h5py and matplotlib (plots), and torch (the golden tests' reference)
+  - the SWORD Bible modules KJV, WEB and SpaRV1909 with diatheke (the built-in corpora)
+See docs/platform-notes.md for the details per platform.
+MSG
+}
 
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang-format
   # libFuzzer targets of the parsers (tests/fuzz)
-  clang libclang-rt-14-dev
+  clang "$clang_rt"
   # libraries (docs/platform-notes.md)
   libtorch-dev libgloo-dev libopenblas0-pthread libsentencepiece-dev sentencepiece libhdf5-dev hdf5-tools
   libspdlog-dev libyaml-cpp-dev libgtest-dev libcli11-dev libxxhash-dev nlohmann-json3-dev
@@ -23,12 +59,16 @@ PACKAGES=(
 )
 
 if [[ -z "${ROPELAB_SKIP_APT:-}" ]]; then
+  if [[ -z "$clang_rt" ]]; then
+    manual_recipe
+    exit 2
+  fi
   missing=()
   for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then
-    echo "setup: installing ${#missing[@]} Debian package(s): ${missing[*]}" >&2
+    echo "setup: $os_name: installing ${#missing[@]} Debian package(s): ${missing[*]}" >&2
     SUDO=()
     [[ "$(id -u)" -ne 0 ]] && SUDO=(sudo)
     "${SUDO[@]}" apt-get update -qq
@@ -42,7 +82,8 @@ fi
 # build/last-build.log: scripts/test.sh fails on any compiler warning in our code.
 preset="${ROPELAB_PRESET:-release}"
 start=$(date +%s)
-cmake --preset "$preset" >/dev/null
+read -r -a extra_cmake_args <<<"${ROPELAB_CMAKE_ARGS:-}"
+cmake --preset "$preset" "${extra_cmake_args[@]}" >/dev/null
 case "$preset" in
   dev) binary_dir=build-dev ;;
   asan) binary_dir=build-asan ;;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "compat/torch_compat.h"
 #include "text/spm_api.h"
 #include "text/tokenizer.h"
 #include "util/platform.h"
@@ -15,7 +16,7 @@ std::string report() {
   std::ostringstream os;
   std::string core = platform::blas_core();
   os << "ropelab " << ROPELAB_VERSION << "\n";
-  os << "libtorch: " << TORCH_VERSION << "\n";
+  os << "libtorch: " << compat::libtorch_version() << "\n";
   os << "blas_core: " << core
      << (platform::blas_core_is_generic(core) ? " (generic, slow: set OPENBLAS_CORETYPE)" : "")
      << "\n";

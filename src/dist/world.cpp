@@ -1,11 +1,5 @@
 #include "dist/world.h"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -14,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "compat/c10d.h"
 #include "util/signals.h"
 
 namespace ropelab::dist {
@@ -83,7 +78,7 @@ Env env_from_environment() {
 struct World::Impl {
   Env env;
   c10::intrusive_ptr<c10d::Store> store;  // the main thread's client (prefixed)
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  c10::intrusive_ptr<compat::Group> pg;
   std::string backend = "gloo";
   torch::Device dev = torch::kCPU;  // where scalar collectives run (NCCL: the GPU)
   std::thread beat;
@@ -92,12 +87,8 @@ struct World::Impl {
 
   // A store client of its own (the TCPStore client is not shared between threads).
   c10::intrusive_ptr<c10d::Store> connect(bool server, milliseconds timeout) const {
-    c10d::TCPStoreOptions o;
-    o.port = static_cast<uint16_t>(env.master_port);
-    o.isServer = server;
-    o.waitWorkers = false;
-    o.timeout = timeout;
-    c10::intrusive_ptr<c10d::Store> s = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+    auto s = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), server,
+                                    timeout);
     if (env.agent_store)
       s = c10::make_intrusive<c10d::PrefixStore>(
           "/worker/attempt_" + std::to_string(env.restart_count), s);
@@ -214,19 +205,13 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
   const char* joining = "joining the process group";
   try {
     im.store = im.connect(e.rank == 0 && !e.agent_store, e.timeout);
-    bool nccl = false;
-#ifdef USE_C10D_NCCL
-    nccl = e.cuda;
+    bool nccl = compat::kHaveNccl && e.cuda;
     if (nccl) {
       im.dev = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(e.local_rank));
-      auto o = c10d::ProcessGroupNCCL::Options::create();
-      o->timeout = e.timeout;
-      im.pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(im.store, e.rank, e.size, o);
+      im.pg = compat::make_nccl_group(im.store, e.rank, e.size, e.timeout);
       im.backend = "nccl";
-    }
-#endif
-    if (!nccl) {
-      auto o = c10d::ProcessGroupGloo::Options::create(e.timeout);
+    } else {
+      std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
       // Which network interface Gloo uses: GLOO_SOCKET_IFNAME (as in PyTorch), else loopback
       // for a one-machine run, else the address this machine's hostname resolves to.
       if (const char* ifname = getenv_or("GLOO_SOCKET_IFNAME", nullptr)) {
@@ -234,17 +219,17 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
         for (size_t p = 0; p <= names.size();) {
           size_t q = std::min(names.find(',', p), names.size());
           if (q > p)
-            o->devices.push_back(
+            devices.push_back(
                 c10d::ProcessGroupGloo::createDeviceForInterface(names.substr(p, q - p)));
           p = q + 1;
         }
       } else if (is_loopback(e.master_addr)) {
-        o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
       } else {
-        o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+        devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
       }
-      o->threads = 2;
-      im.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(im.store, e.rank, e.size, o);
+      im.pg = compat::make_gloo_group(im.store, e.rank, e.size, e.timeout, std::move(devices),
+                                      /*threads=*/2);
     }
   } catch (const std::exception& ex) {
     throw PeerLost(fmt::format("distributed run, rank {} of {}: {} at {}:{} failed within {} s: {}",
@@ -256,8 +241,7 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
     try {
       auto s = im.connect(false, milliseconds(5000));
       for (int64_t n = 1; !im.stopping; ++n) {
-        std::string v = std::to_string(n);
-        s->set(Impl::key_of(im.env.rank), std::vector<uint8_t>(v.begin(), v.end()));
+        compat::store_set(*s, Impl::key_of(im.env.rank), std::to_string(n));
         for (auto t = Clock::now(); !im.stopping && Clock::now() - t < kBeat;)
           std::this_thread::sleep_for(milliseconds(20));
       }
@@ -344,7 +328,7 @@ std::vector<std::string> World::gather(const std::string& bytes, const char* wha
 void World::mark_done(const std::string& key) const {
   if (size_ == 1) return;
   std::string k = "done/" + key + "/" + std::to_string(impl_->sequence++);
-  impl_->guarded("telling the other ranks", [&] { impl_->store->set(k, {uint8_t{1}}); });
+  impl_->guarded("telling the other ranks", [&] { compat::store_set(*impl_->store, k, "1"); });
 }
 
 void World::wait_for_main(const std::string& key, const char* what) const {

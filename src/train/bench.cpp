@@ -5,7 +5,6 @@
 #include <sys/wait.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "compat/torch_compat.h"
 #include "config/loader.h"
 #include "data/prepare.h"
 #include "model/decode.h"
@@ -409,7 +409,7 @@ void run_bench(const BenchOptions& o) {
   std::string md = fmt::format(
       "# ropelab bench\n\nlibtorch {}, BLAS core {}, {} threads, {} timed steps per point (after "
       "one warm-up step).\n\n",
-      TORCH_VERSION, platform::blas_core(), threads, o.steps);
+      compat::libtorch_version(), platform::blas_core(), threads, o.steps);
   std::vector<std::pair<std::string, std::string>> goals;  // goal, measured + verdict
   json summary;
 
@@ -611,9 +611,12 @@ void run_bench(const BenchOptions& o) {
     for (const auto& [k, v] : goals) g.rows.push_back({k, v});
     md += "## Goals\n\n" + g.md();
   }
-  json all{{"libtorch", TORCH_VERSION}, {"blas_core", platform::blas_core()},
-           {"threads", threads},        {"steps", o.steps},
-           {"rounds", o.rounds},        {"summary", summary},
+  json all{{"libtorch", compat::libtorch_version()},
+           {"blas_core", platform::blas_core()},
+           {"threads", threads},
+           {"steps", o.steps},
+           {"rounds", o.rounds},
+           {"summary", summary},
            {"points", r.points}};
   fs::write_file_atomic(o.out_dir + "/bench.json", all.dump(2) + "\n");
   fs::write_file_atomic(o.out_dir + "/bench.md", md);

@@ -428,9 +428,8 @@ std::string sweep_summary(const std::vector<SweepResult>& results, const std::st
       if (st.n == 0) continue;
       if (bs.n == 0 || (higher ? st.mean > bs.mean : st.mean < bs.mean)) best = s, bs = st;
     }
-    bool all_na = std::all_of(settings.begin(), settings.end(), [&](const std::string& s) {
-      return na.count({t, v, s}) != 0;
-    });
+    bool all_na = true;
+    for (const auto& s : settings) all_na = all_na && na.count({t, v, s}) != 0;
     if (bs.n == 0 && all_na) return std::string("| - | n/a | 0 |");
     return fmt::format("| {} | {} | {} |", name(best), cell(bs), bs.n);
   };

@@ -8,16 +8,11 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
 #include <torch/cuda.h>
-#include <torch/version.h>
 
+#include "compat/torch_compat.h"
 #include "util/error.h"
 
 namespace ropelab::device {
-
-// libtorch 2.4 replaced the per-backend autocast setters with device-type ones.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-#define ROPELAB_AUTOCAST_BY_DEVICE_TYPE 1
-#endif
 
 torch::Device resolve(const std::string& spec) {
   if (spec == "cpu") return torch::kCPU;
@@ -39,31 +34,14 @@ torch::Device resolve(const std::string& spec) {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
-namespace {
-void set_autocast(torch::Device dev, bool on) {
-#ifdef ROPELAB_AUTOCAST_BY_DEVICE_TYPE
-  at::autocast::set_autocast_enabled(dev.type(), on);
-  if (on) at::autocast::set_autocast_dtype(dev.type(), at::kBFloat16);
-#else
-  if (dev.is_cuda()) {
-    at::autocast::set_enabled(on);
-    if (on) at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-  } else {
-    at::autocast::set_cpu_enabled(on);
-    if (on) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  }
-#endif
-}
-}  // namespace
-
 Autocast::Autocast(torch::Device dev, bool on) : dev_(dev), on_(on) {
-  if (on_) set_autocast(dev_, true);
+  if (on_) compat::set_bf16_autocast(dev_.type(), true);
 }
 
 Autocast::~Autocast() {
   if (!on_) return;
   at::autocast::clear_cache();
-  set_autocast(dev_, false);
+  compat::set_bf16_autocast(dev_.type(), false);
 }
 
 std::map<std::string, torch::Tensor> rng_states(torch::Device dev) {

@@ -210,6 +210,9 @@ std::vector<double> read_f64(hid_t p, const std::string& n, const std::string& f
 }
 
 namespace {
+// The one HDF5 call whose signature differs between the releases ropelab supports: visiting
+// objects is H5Ovisit2 in 1.10 (Debian 12) and H5Ovisit3 from 1.12 on (Debian 13 has 1.14).
+// H5O_info_t names the matching info struct in each.
 herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* out) {
   if (info->type == H5O_TYPE_DATASET)
     static_cast<std::vector<std::string>*>(out)->emplace_back(name);
@@ -220,8 +223,12 @@ herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* ou
 std::vector<std::string> dataset_paths(hid_t file) {
   quiet();
   std::vector<std::string> out;
-  check(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &out, H5O_INFO_BASIC),
-        "HDF5: cannot list the datasets");
+#if H5_VERSION_GE(1, 12, 0)
+  herr_t rc = H5Ovisit3(file, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &out, H5O_INFO_BASIC);
+#else
+  herr_t rc = H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &out, H5O_INFO_BASIC);
+#endif
+  check(rc, "HDF5: cannot list the datasets");
   return out;
 }
 

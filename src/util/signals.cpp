@@ -22,7 +22,7 @@ void throw_if_stopped(const std::string& what, const std::string& kept) {
 }
 
 void install_handlers() {
-  struct sigaction sa {};
+  struct sigaction sa = {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);

@@ -1,5 +1,6 @@
 // The synthetic probes (data/synthetic.h): each format by hand, determinism per seed, disjoint
 // splits, scoring of hand-made outputs. Torch-free: the sanitizer tier runs it too.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
