@@ -5,8 +5,10 @@
 // names it; that rank's own log says why), 143 stopped by SIGINT, SIGTERM or SIGHUP
 // (whatever was complete is kept, nothing partial is written), 130 a second Ctrl-C.
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -33,6 +35,11 @@ int main(int argc, char** argv) try {
   ropelab::platform::ensure_fast_blas(argc, argv);
   ropelab::h5::no_cleanup_at_exit();
   ropelab::signals::install_handlers();
+  // libtorch's own log lines (c10d's socket retries, ...) at warning level carry a whole C++
+  // stack trace in libtorch 2.x; ropelab reports those failures itself, in one line. Errors
+  // still print; ROPELAB_TORCH_WARNINGS=1 keeps the warnings.
+  if (std::getenv("ROPELAB_TORCH_WARNINGS") == nullptr)
+    FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);  // 2 = ERROR
   ropelab::log::init(std::getenv("ROPELAB_LOG_LEVEL") ? std::getenv("ROPELAB_LOG_LEVEL") : "info");
 
   CLI::App app{

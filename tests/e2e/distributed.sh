@@ -189,7 +189,11 @@ port=$(/usr/bin/python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1
 /usr/bin/python3 - "$port" <<'PY' >agent.log 2>&1 &
 import datetime, os, sys, time
 import torch.distributed as dist
-store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), None, True, wait_for_workers=False)
+try:  # torch 2.4+ defaults to libuv, which Debian 13's torch lacks
+    store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), None, True, wait_for_workers=False,
+                          use_libuv=False)
+except TypeError:  # torch 1.13 has no such option
+    store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), None, True, wait_for_workers=False)
 keys = ["/worker/attempt_1/ropelab/beat/0", "/worker/attempt_1/ropelab/beat/1"]
 for _ in range(1200):
     if os.path.exists("agent.done"):
@@ -219,9 +223,23 @@ expect_close two agent 12 0
 
 # ---- Debian's torchrun (1.13 on Python 3.11 needs --redirects/--tee/--log_dir to start).
 if command -v torchrun >/dev/null; then
-  expect_exit 0 torchrun --standalone --nproc_per_node=2 --redirects 2 --tee 1 --log_dir "$WORK/tr" \
-    --no_python "$ROPELAB" train lm.yaml run.name=torchrun train.batch_size=4
-  expect_close two torchrun 12 0
+  tr_run=(--nproc_per_node=2 --redirects 2 --tee 1 --no_python "$ROPELAB" train lm.yaml
+    run.name=torchrun train.batch_size=4)
+  set +e
+  OUT=$(torchrun --standalone --log_dir "$WORK/tr" "${tr_run[@]}" 2>&1)
+  code=$?
+  set -e
+  if [[ $code -ne 0 ]] && grep -q "use_libuv was requested" <<<"$OUT"; then
+    # Debian 13's torchrun 2.6 cannot start at all: its rendezvous stores (standalone and
+    # static) ask for libuv, which its torch was built without, and no option turns that off.
+    # The agent-store case above covers what ropelab does under a torchrun 2.x.
+    echo "SKIP: this torchrun cannot make its own store (torch without libuv); agent store tested above"
+  elif [[ $code -ne 0 ]]; then
+    fail "torchrun --standalone exited $code. Output:
+$OUT"
+  else
+    expect_close two torchrun 12 0
+  fi
 else
   echo "SKIP: no torchrun (python3-torch)"
 fi
