@@ -142,7 +142,9 @@ fmt_time() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
     echo
     echo "## The main job's table"
     echo
-    sed -n '/^| variant/,/^$/p' "$log_prefix-main.log" | head -20
+    # The sweep table (mean ± std, intervals and paired tests against the baseline).
+    awk '/^\| variant \| loss/ {p = 1; n = 0} p && /^$/ {p = 0} p {t[++n] = $0} END {for (i = 1; i <= n; i++) print t[i]}' \
+      "$log_prefix-main.log"
   fi
   if [[ -n "${rc[test]:-}" ]]; then
     echo
