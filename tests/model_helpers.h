@@ -3,7 +3,10 @@
 #include <stdexcept>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "config/schema.h"
+#include "util/sync_hook.h"
 
 namespace ropelab::test {
 
@@ -28,6 +31,15 @@ inline config::ModelConfig tiny_model(const std::string& arch, const std::string
   c.position = position(pos);
   c.attention.kernel = config::enum_from<config::AttentionKernel>(kernel);
   return c;
+}
+
+// Runs `step` (a task's forward and backward on one batch) and checks that it read nothing back
+// to the host: on a GPU every such read stalls the host (util/sync_hook.h).
+template <class Step>
+void expect_no_host_sync(const std::string& what, Step&& step) {
+  util::HostSyncCounter syncs;
+  step();
+  EXPECT_EQ(syncs.count(), 0) << what << ": host syncs in forward/backward: " << syncs.report();
 }
 
 }  // namespace ropelab::test

@@ -11,10 +11,14 @@ using text::Special;
 
 Batch Batch::to(torch::Device dev) const {
   Batch b = *this;
-  for (torch::Tensor* t :
-       {&b.input_BT, &b.target_BT, &b.pad_BT, &b.segment_BT, &b.label_B, &b.src_BS, &b.src_pad_BS})
+  for (torch::Tensor* t : {&b.input_BT, &b.target_BT, &b.pad_BT, &b.segment_BT, &b.label_B,
+                           &b.src_BS, &b.src_pad_BS, &b.scored_N})
     if (t->defined()) *t = t->to(dev);
   return b;
+}
+
+torch::Tensor scored_positions(const torch::Tensor& target_BT) {
+  return (target_BT != -100).reshape({-1}).nonzero().squeeze(1);
 }
 
 namespace {
@@ -188,6 +192,7 @@ class MlmStream : public BatchStream {
     out.target_BT = target;
     out.num_tokens = B * L;
     out.num_targets = selected;
+    out.scored_N = scored_positions(target);
     return out;
   }
 
@@ -387,6 +392,7 @@ class SyntheticStream : public BatchStream {
     out.input_BT = input;
     out.target_BT = target;
     out.pad_BT = input != Special::kPad;
+    out.scored_N = scored_positions(target);
     return out;
   }
 

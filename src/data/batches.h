@@ -38,11 +38,17 @@ struct Batch {
   torch::Tensor index_B;     // GLUE: int64 row of each example in its split (stays on the CPU)
   torch::Tensor src_BS;      // translation source ids
   torch::Tensor src_pad_BS;  // bool, true = real source token
+  torch::Tensor scored_N;    // MLM, answer: int64 flat positions (into B*T) whose target is not
+                             // -100, found on the host with the batch, so that the task needs
+                             // no nonzero() (a host sync) on the device
   int64_t num_tokens = 0;    // real input tokens (throughput)
   int64_t num_targets = 0;   // positions that carry loss
   // Every defined tensor moved to `dev` (the one place a batch changes device).
   Batch to(torch::Device dev) const;
 };
+
+// The flat positions of a CPU target_BT whose target is not -100 (Batch::scored_N).
+torch::Tensor scored_positions(const torch::Tensor& target_BT);
 
 struct StreamOptions {
   uint64_t seed = 0;

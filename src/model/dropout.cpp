@@ -15,8 +15,10 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
   if (!x.device().is_cpu() || p >= 1)
     return torch::nn::functional::dropout(
         x, torch::nn::functional::DropoutFuncOptions().p(p).training(true));
+  // The seed is drawn from torch's CPU generator (so torch::manual_seed governs the masks); the
+  // draw is a CPU tensor, read directly (this path never runs on a device).
   auto seed = static_cast<uint64_t>(
-      torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kInt64).item<int64_t>());
+      *torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kInt64).data_ptr<int64_t>());
   // Keep an element when its 32-bit draw is >= p * 2^32: P(keep) = 1 - p (to 2^-32).
   auto threshold = static_cast<uint64_t>(p * 4294967296.0);
   auto mask = torch::empty(x.sizes(), x.options().requires_grad(false));

@@ -3,12 +3,9 @@
 #include <spdlog/fmt/fmt.h>
 #include <torch/nn/functional.h>
 
-#include "dist/world.h"
 #include "tasks/glue_metrics.h"
 #include "text/builtin.h"
-#include "util/device.h"
 #include "util/error.h"
-#include "util/signals.h"
 
 namespace ropelab::tasks {
 
@@ -46,92 +43,73 @@ std::unique_ptr<data::BatchStream> GlueTask::stream(const data::TokenDataset& ds
 
 Forward GlueTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto f = score(outputs(m, b), b.label_B);
-  f.sums.v["tokens"] = static_cast<double>(b.num_tokens);
+  f.sums.set(Sum::kTokens, static_cast<double>(b.num_tokens));
   return f;
 }
 
 Forward GlueTask::score(const torch::Tensor& out_BC, const torch::Tensor& label_B) const {
   Forward f;
+  f.sums = StepSums(out_BC.device());
   const auto& b = label_B;
-  const double n = static_cast<double>(b.size(0));
   if (glue_.regression) {
     auto err = out_BC.squeeze(-1) - b.to(torch::kFloat32);
     f.loss_sum = (err * err).sum();
-    f.sums.v = {{"nll", f.loss_sum.item<double>()}};
+    f.sums.set(Sum::kNll, f.loss_sum);
   } else {
     auto opts = F::CrossEntropyFuncOptions().reduction(torch::kSum);
     f.loss_sum = F::cross_entropy(out_BC, b, opts.label_smoothing(c_.task.label_smoothing));
     torch::NoGradGuard ng;
-    double nll = c_.task.label_smoothing > 0
-                     ? F::cross_entropy(out_BC, b, opts.label_smoothing(0.0)).item<double>()
-                     : f.loss_sum.item<double>();
-    f.sums.v = {{"nll", nll},
-                {"correct", static_cast<double>((out_BC.argmax(-1) == b).sum().item<int64_t>())}};
+    f.sums.set(Sum::kNll, c_.task.label_smoothing > 0
+                              ? F::cross_entropy(out_BC, b, opts.label_smoothing(0.0))
+                              : f.loss_sum);
+    f.sums.set(Sum::kCorrect, (out_BC.argmax(-1) == b).sum());
   }
-  f.sums.v["targets"] = n;
+  f.sums.set(Sum::kTargets, static_cast<double>(b.size(0)));
   return f;
 }
 
-Metrics GlueTask::metrics(const Sums& s) const {
-  double n = s("targets");
-  Metrics m = {{"loss", n > 0 ? s("nll") / n : 0.0}};
-  if (!glue_.regression) m["acc"] = n > 0 ? s("correct") / n : 0.0;
+Metrics GlueTask::metrics(const HostSums& s) const {
+  double n = s.targets;
+  Metrics m = {{"loss", n > 0 ? s.nll / n : 0.0}};
+  if (!glue_.regression) m["acc"] = n > 0 ? s.correct / n : 0.0;
   return m;
 }
 
 Selection GlueTask::selection() const { return {glue_main_metric(glue_), true}; }
 
+EvalBatch GlueTask::eval_batch(model::ModelImpl& m, const data::Batch& b, bool labeled) const {
+  auto out_BC = outputs(m, b);
+  EvalBatch e;
+  if (labeled)
+    e.sums = score(out_BC, b.label_B).sums;
+  else
+    e.sums = StepSums(out_BC.device());
+  e.sums.set(Sum::kTokens, static_cast<double>(b.num_tokens));
+  e.prediction_B = glue_.regression ? out_BC.select(1, 0) : out_BC.argmax(-1);
+  return e;
+}
+
 EvalResult GlueTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
                               const data::BatchStream& s, const EvalOptions& o) const {
-  bool labeled = !ds.labels.empty();
-  for (float l : ds.labels) labeled = labeled && l >= 0;
-  bool was_training = m.is_training();
-  m.eval();
-  torch::NoGradGuard ng;
+  EvalOptions whole = o;
+  whole.max_batches = 0;  // always the whole split (see glue.h)
+  auto pass = evaluate_split(*this, m, ds, s, whole);
   const size_t n_ex = ds.labels.size();
   std::vector<int64_t> pred(n_ex, -1), gold(n_ex, -1);
   std::vector<double> pred_score(n_ex, 0.0), gold_score(n_ex, 0.0);
-  Sums total;
-  for (int64_t i = 0; i < s.batches_per_epoch() && !signals::stop_requested(); ++i) {
-    auto b = s.batch(0, i);
-    auto idx = b.index_B.accessor<int64_t, 1>();
-    auto bd = b.to(o.device);
-    torch::Tensor out_BC;
-    {
-      device::Autocast ac(o.device, o.bf16);
-      out_BC = outputs(m, bd);
-    }
-    if (labeled) total.add(score(out_BC, bd.label_B).sums);
-    total.v["tokens"] += static_cast<double>(b.num_tokens);
-    out_BC = out_BC.cpu();
-    for (int64_t r = 0; r < out_BC.size(0); ++r) {
-      auto e = static_cast<size_t>(idx[r]);
-      if (glue_.regression)
-        pred_score[e] = out_BC[r][0].item<double>();
-      else
-        pred[e] = out_BC[r].argmax().item<int64_t>();
-      gold[e] = static_cast<int64_t>(ds.labels[e]);
-      gold_score[e] = ds.labels[e];
-    }
-  }
-  if (was_training) m.train();
-  total = over_ranks(total, "summing the evaluation");
-  if (dist::world().distributed()) {
-    // Each rank saw every world-th example: the sum of (pred + 1, or 0 if unseen) and of the
-    // scores is every example's prediction.
-    std::vector<double> v(2 * n_ex);
-    for (size_t e = 0; e < n_ex; ++e)
-      v[e] = static_cast<double>(pred[e] + 1), v[n_ex + e] = pred_score[e];
-    v = dist::world().sum(std::move(v), "gathering the predictions");
-    for (size_t e = 0; e < n_ex; ++e) {
-      pred[e] = static_cast<int64_t>(v[e]) - 1, pred_score[e] = v[n_ex + e];
-      gold[e] = static_cast<int64_t>(ds.labels[e]), gold_score[e] = ds.labels[e];
-    }
+  for (size_t e = 0; e < n_ex; ++e) {
+    double p = pass.predictions[e];
+    if (glue_.regression)
+      pred_score[e] = std::isnan(p) ? 0.0 : p;
+    else
+      pred[e] = std::isnan(p) ? -1 : static_cast<int64_t>(p);
+    gold[e] = static_cast<int64_t>(ds.labels[e]);
+    gold_score[e] = ds.labels[e];
   }
   EvalResult r;
-  r.tokens = total("tokens");
-  if (labeled) {
-    r.metrics = metrics(total);
+  r.tokens = pass.sums.tokens;
+  if (pass.labeled && n_ex > 0) {
+    r.metrics = metrics(pass.sums);
     for (const auto& [k, v] : glue_metrics(glue_, pred, gold, pred_score, gold_score))
       r.metrics[k] = v;
   }
@@ -139,9 +117,9 @@ EvalResult GlueTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
     r.predictions_file = leaderboard_file(glue_, ds.split);
     r.predictions.reserve(n_ex);
     for (size_t e = 0; e < n_ex; ++e)
-      r.predictions.push_back(glue_.regression
-                                  ? fmt::format("{:.3f}", pred_score[e])
-                                  : glue_.label_names.at(static_cast<size_t>(pred[e])));
+      r.predictions.push_back(glue_.regression ? fmt::format("{:.3f}", pred_score[e])
+                                               : glue_.label_names.at(static_cast<size_t>(
+                                                     std::max<int64_t>(pred[e], 0))));
   }
   return r;
 }

@@ -25,8 +25,10 @@ class GlueTask : public Task {
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
                                             int64_t seq_len, int64_t batch_size) const override;
   Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
-  Metrics metrics(const Sums& s) const override;
+  Metrics metrics(const HostSums& s) const override;
   Selection selection() const override;
+  EvalBatch eval_batch(model::ModelImpl& m, const data::Batch& b, bool labeled) const override;
+  bool predicts() const override { return true; }
   // Always over the whole split: correlation metrics over a part of it would select
   // checkpoints on noise. Validation splits of GLUE are small (at most 10k examples but QQP's).
   EvalResult evaluate(model::ModelImpl& m, const data::TokenDataset& ds, const data::BatchStream& s,

@@ -18,19 +18,20 @@ Forward scored_ce(const torch::Tensor& logits_BTV, const torch::Tensor& target_B
                           smoothing / static_cast<double>(V));
   Forward out;
   out.loss_sum = ce.loss_sum;
-  out.sums.v = {{"nll", ce.nll_sum},
-                {"targets", static_cast<double>(ce.targets)},
-                {"correct", static_cast<double>(ce.correct)},
-                {"tokens", static_cast<double>(num_tokens)}};
+  out.sums = StepSums(logits_BTV.device());
+  out.sums.set(Sum::kNll, ce.nll_sum)
+      .set(Sum::kTargets, ce.targets)
+      .set(Sum::kCorrect, ce.correct)
+      .set(Sum::kTokens, static_cast<double>(num_tokens));
   return out;
 }
 
-Metrics lm_metrics(const Sums& s) {
-  double n = s("targets");
-  double loss = n > 0 ? s("nll") / n : 0.0;
-  return {{"loss", loss},
-          {"ppl", std::exp(std::min(loss, 50.0))},
-          {"acc", n > 0 ? s("correct") / n : 0.0}};
+// The rows of a flattened [B*T, ...] selected by the batch's scored positions (found on the
+// host by the stream: no nonzero() on the device).
+const torch::Tensor& scored(const data::Batch& b, const char* task) {
+  if (!b.scored_N.defined())
+    throw std::logic_error(std::string(task) + ": batch without scored_N (data::scored_positions)");
+  return b.scored_N;
 }
 
 }  // namespace
@@ -55,8 +56,8 @@ Forward CausalLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   return scored_ce(logits, b.target_BT, c_.task.label_smoothing, b.num_tokens);
 }
 
-Metrics CausalLmTask::metrics(const Sums& s) const {
-  auto m = lm_metrics(s);
+Metrics CausalLmTask::metrics(const HostSums& s) const {
+  auto m = token_metrics(s);
   // One token per byte: bits per byte is the loss in bits.
   if (c_.data.tokenizer.type == config::TokenizerType::kByte) m["bpb"] = m["loss"] / std::log(2.0);
   return m;
@@ -85,15 +86,14 @@ std::unique_ptr<data::BatchStream> MaskedLmTask::stream(const data::TokenDataset
 Forward MaskedLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto h = m.backbone->encode(b.input_BT, b.pad_BT);
   // Only the selected positions go through the vocabulary projection.
-  auto sel = (b.target_BT != -100).reshape({-1});
-  auto idx = sel.nonzero().squeeze(1);
+  const auto& idx = scored(b, "mlm");
   auto h_sel = h.reshape({-1, h.size(-1)}).index_select(0, idx);
   auto logits = m.logits(h_sel.unsqueeze(0));
   auto target = b.target_BT.reshape({-1}).index_select(0, idx).unsqueeze(0);
   return scored_ce(logits, target, c_.task.label_smoothing, b.num_tokens);
 }
 
-Metrics MaskedLmTask::metrics(const Sums& s) const { return lm_metrics(s); }
+Metrics MaskedLmTask::metrics(const HostSums& s) const { return token_metrics(s); }
 
 // ---- answer (synthetic probes)
 
@@ -107,7 +107,7 @@ Forward AnswerTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   const int64_t B = h_BTD.size(0), T = h_BTD.size(1);
   // Only answer positions go through the vocabulary projection.
   auto sel_BT = b.target_BT != -100;
-  auto idx_N = sel_BT.reshape({-1}).nonzero().squeeze(1);
+  const auto& idx_N = scored(b, "answer");
   auto h_ND = h_BTD.reshape({B * T, -1}).index_select(0, idx_N);
   auto logits_1NV = m.logits(h_ND.unsqueeze(0));
   auto target_N = b.target_BT.reshape({-1}).index_select(0, idx_N);
@@ -118,14 +118,13 @@ Forward AnswerTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto row_N = idx_N.div(T, "floor");
   auto wrong_B = torch::zeros({B}, wrong_N.options()).index_add_(0, row_N, wrong_N);
   auto has_B = sel_BT.any(1);
-  out.sums.v["examples"] = static_cast<double>(has_B.sum().item<int64_t>());
-  out.sums.v["exact"] = static_cast<double>((has_B & (wrong_B == 0)).sum().item<int64_t>());
+  out.sums.set(Sum::kExamples, has_B.sum()).set(Sum::kExact, (has_B & (wrong_B == 0)).sum());
   return out;
 }
 
-Metrics AnswerTask::metrics(const Sums& s) const {
-  auto m = lm_metrics(s);
-  m["exact"] = s("examples") > 0 ? s("exact") / s("examples") : 0.0;
+Metrics AnswerTask::metrics(const HostSums& s) const {
+  auto m = token_metrics(s);
+  m["exact"] = s.examples > 0 ? s.exact / s.examples : 0.0;
   return m;
 }
 

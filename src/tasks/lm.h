@@ -21,7 +21,7 @@ class CausalLmTask : public Task {
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
                                             int64_t seq_len, int64_t batch_size) const override;
   Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
-  Metrics metrics(const Sums& s) const override;
+  Metrics metrics(const HostSums& s) const override;
 
  protected:
   config::Config c_;
@@ -36,7 +36,7 @@ class MaskedLmTask : public Task {
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
                                             int64_t seq_len, int64_t batch_size) const override;
   Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
-  Metrics metrics(const Sums& s) const override;
+  Metrics metrics(const HostSums& s) const override;
 
  private:
   config::Config c_;
@@ -51,7 +51,7 @@ class AnswerTask : public CausalLmTask {
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
                                             int64_t seq_len, int64_t batch_size) const override;
   Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
-  Metrics metrics(const Sums& s) const override;
+  Metrics metrics(const HostSums& s) const override;
   Selection selection() const override { return {"exact", true}; }
 };
 

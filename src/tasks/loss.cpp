@@ -54,9 +54,9 @@ CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& 
   r.loss_sum = out[0];
   torch::NoGradGuard ng;
   auto valid = target_N != -100;
-  r.nll_sum = out[1].sum().item<double>();
-  r.targets = valid.sum().item<int64_t>();
-  r.correct = ((out[2] == target_N) & valid).sum().item<int64_t>();
+  r.nll_sum = out[1].sum();
+  r.targets = valid.sum();
+  r.correct = ((out[2] == target_N) & valid).sum();
   return r;
 }
 

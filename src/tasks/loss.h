@@ -13,11 +13,12 @@
 
 namespace ropelab::tasks {
 
+// Every field is a scalar tensor on the logits' device (nothing is read back to the host).
 struct CrossEntropy {
-  torch::Tensor loss_sum;  // scalar, differentiable: sum of loss_n over the valid rows
-  double nll_sum = 0;      // sum of nll_n over the valid rows (no smoothing)
-  int64_t targets = 0;     // valid rows
-  int64_t correct = 0;     // valid rows whose argmax is the target
+  torch::Tensor loss_sum;  // differentiable: sum of loss_n over the valid rows
+  torch::Tensor nll_sum;   // sum of nll_n over the valid rows (no smoothing)
+  torch::Tensor targets;   // valid rows
+  torch::Tensor correct;   // valid rows whose argmax is the target
 };
 
 // logits_NV (any float dtype; computed in float32), target_N int64 with -100 = ignore.

@@ -2,11 +2,10 @@
 
 #include <torch/nn/functional.h>
 
-#include "dist/world.h"
+#include <cmath>
+
 #include "text/builtin.h"
-#include "util/device.h"
 #include "util/error.h"
-#include "util/signals.h"
 
 namespace ropelab::tasks {
 
@@ -40,63 +39,45 @@ Forward RankTask::score(const torch::Tensor& logits_B2, const torch::Tensor& lab
   f.loss_sum =
       F::cross_entropy(logits_B2, label_B, F::CrossEntropyFuncOptions().reduction(torch::kSum));
   torch::NoGradGuard ng;
-  f.sums.v = {
-      {"nll", f.loss_sum.item<double>()},
-      {"correct", static_cast<double>((logits_B2.argmax(-1) == label_B).sum().item<int64_t>())},
-      {"targets", static_cast<double>(label_B.size(0))}};
+  f.sums = StepSums(logits_B2.device());
+  f.sums.set(Sum::kNll, f.loss_sum)
+      .set(Sum::kCorrect, (logits_B2.argmax(-1) == label_B).sum())
+      .set(Sum::kTargets, static_cast<double>(label_B.size(0)));
   return f;
 }
 
 Forward RankTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto f = score(logits(m, b), b.label_B);
-  f.sums.v["tokens"] = static_cast<double>(b.num_tokens);
+  f.sums.set(Sum::kTokens, static_cast<double>(b.num_tokens));
   return f;
 }
 
-Metrics RankTask::metrics(const Sums& s) const {
-  double n = s("targets");
-  return {{"loss", n > 0 ? s("nll") / n : 0.0}, {"acc", n > 0 ? s("correct") / n : 0.0}};
+Metrics RankTask::metrics(const HostSums& s) const {
+  double n = s.targets;
+  return {{"loss", n > 0 ? s.nll / n : 0.0}, {"acc", n > 0 ? s.correct / n : 0.0}};
+}
+
+EvalBatch RankTask::eval_batch(model::ModelImpl& m, const data::Batch& b, bool labeled) const {
+  auto l_B2 = logits(m, b);
+  EvalBatch e;
+  e.sums = labeled ? score(l_B2, b.label_B).sums : StepSums(l_B2.device());
+  e.sums.set(Sum::kTokens, static_cast<double>(b.num_tokens));
+  e.prediction_B = l_B2.argmax(-1);
+  return e;
 }
 
 EvalResult RankTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
                               const data::BatchStream& s, const EvalOptions& o) const {
-  bool labeled = !ds.labels.empty();
-  for (float l : ds.labels) labeled = labeled && l >= 0;
-  bool was_training = m.is_training();
-  m.eval();
-  torch::NoGradGuard ng;
-  std::vector<int64_t> pred(ds.labels.size(), -1);  // -1: not seen (yet)
-  Sums total;
-  for (int64_t i = 0; i < s.batches_per_epoch() && !signals::stop_requested(); ++i) {
-    auto b = s.batch(0, i);
-    auto bd = b.to(o.device);
-    torch::Tensor l_B2;
-    {
-      device::Autocast ac(o.device, o.bf16);
-      l_B2 = logits(m, bd);
-    }
-    if (labeled) total.add(score(l_B2, bd.label_B).sums);
-    total.v["tokens"] += static_cast<double>(b.num_tokens);
-    auto p = l_B2.argmax(-1).cpu();
-    auto idx = b.index_B.accessor<int64_t, 1>();
-    for (int64_t r = 0; r < p.size(0); ++r)
-      pred[static_cast<size_t>(idx[r])] = p[r].item<int64_t>();
-  }
-  if (was_training) m.train();
-  total = over_ranks(total, "summing the evaluation");
-  if (dist::world().distributed()) {  // each rank saw every world-th example
-    std::vector<double> v(pred.begin(), pred.end());
-    for (double& x : v) x += 1;  // 0: not seen by this rank
-    v = dist::world().sum(std::move(v), "gathering the predictions");
-    for (size_t e = 0; e < pred.size(); ++e) pred[e] = static_cast<int64_t>(v[e]) - 1;
-  }
+  EvalOptions whole = o;
+  whole.max_batches = 0;  // accuracy over the whole split
+  auto pass = evaluate_split(*this, m, ds, s, whole);
   EvalResult r;
-  r.tokens = total("tokens");
-  if (labeled) r.metrics = metrics(total);
+  r.tokens = pass.sums.tokens;
+  if (pass.labeled && !ds.labels.empty()) r.metrics = metrics(pass.sums);
   if (o.full) {
     r.predictions_file = layout_.name + ".tsv";
-    for (int64_t p : pred)  // (an evaluation stopped by a signal leaves some unseen; not written)
-      r.predictions.push_back(layout_.label_names.at(static_cast<size_t>(std::max<int64_t>(p, 0))));
+    for (double p : pass.predictions)  // (a stopped evaluation leaves some unseen; not written)
+      r.predictions.push_back(layout_.label_names.at(std::isnan(p) ? 0 : static_cast<size_t>(p)));
   }
   return r;
 }

@@ -21,8 +21,10 @@ class RankTask : public Task {
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
                                             int64_t seq_len, int64_t batch_size) const override;
   Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
-  Metrics metrics(const Sums& s) const override;
+  Metrics metrics(const HostSums& s) const override;
   Selection selection() const override { return {"acc", true}; }
+  EvalBatch eval_batch(model::ModelImpl& m, const data::Batch& b, bool labeled) const override;
+  bool predicts() const override { return true; }
   EvalResult evaluate(model::ModelImpl& m, const data::TokenDataset& ds, const data::BatchStream& s,
                       const EvalOptions& o) const override;
 

@@ -1,6 +1,6 @@
 #include "tasks/task.h"
 
-#include <cstring>
+#include <cmath>
 
 #include "dist/world.h"
 #include "util/device.h"
@@ -20,49 +20,73 @@ data::StreamOptions stream_options(const config::Config& c, bool train, int64_t 
   return o;
 }
 
-Sums over_ranks(const Sums& s, const char* what) {
-  const auto& w = dist::world();
-  if (!w.distributed()) return s;
-  std::string bytes;
-  for (const auto& [k, v] : s.v) {
-    auto n = static_cast<uint32_t>(k.size());
-    bytes.append(reinterpret_cast<const char*>(&n), sizeof n).append(k);
-    bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  Sums out;
-  for (const auto& b : w.gather(bytes, what)) {
-    for (size_t p = 0; p + sizeof(uint32_t) <= b.size();) {
-      uint32_t n = 0;
-      double v = 0;
-      std::memcpy(&n, b.data() + p, sizeof n);
-      std::string k = b.substr(p + sizeof n, n);
-      std::memcpy(&v, b.data() + p + sizeof n + n, sizeof v);
-      out.v[k] += v;
-      p += sizeof n + n + sizeof v;
+Metrics token_metrics(const HostSums& s) {
+  double n = s.targets;
+  double loss = n > 0 ? s.nll / n : 0.0;
+  return {{"loss", loss},
+          {"ppl", std::exp(std::min(loss, 50.0))},
+          {"acc", n > 0 ? s.correct / n : 0.0}};
+}
+
+EvalBatch Task::eval_batch(model::ModelImpl& m, const data::Batch& b, bool labeled) const {
+  (void)labeled;
+  return {forward(m, b).sums, {}};
+}
+
+SplitPass evaluate_split(const Task& t, model::ModelImpl& m, const data::TokenDataset& ds,
+                         const data::BatchStream& s, const EvalOptions& o) {
+  SplitPass pass;
+  for (float l : ds.labels) pass.labeled = pass.labeled && l >= 0;
+  bool was_training = m.is_training();
+  m.eval();
+  torch::NoGradGuard ng;
+  StepSums total(o.device);
+  std::vector<torch::Tensor> pred, index;  // per batch: device predictions, their CPU rows
+  int64_t n = s.batches_per_epoch();
+  if (o.max_batches > 0) n = std::min(n, o.max_batches);
+  for (int64_t i = 0; i < n && !signals::stop_requested(); ++i) {
+    auto b = s.batch(0, i);
+    EvalBatch e;
+    {
+      device::Autocast ac(o.device, o.bf16);
+      e = t.eval_batch(m, b.to(o.device), pass.labeled);
+    }
+    total.add(e.sums);
+    if (e.prediction_B.defined()) {
+      pred.push_back(e.prediction_B.to(torch::kFloat64));
+      index.push_back(b.index_B);
     }
   }
-  return out;
+  if (was_training) m.train();
+  over_ranks(total, o.device, "summing the evaluation");
+  pass.sums = total.read();
+  if (pred.empty() && !t.predicts()) return pass;
+  // Every example's prediction: each rank adds (value, 1) where it made one, then the ranks sum.
+  const size_t n_ex = ds.labels.size();
+  std::vector<double> v(2 * n_ex, 0.0);
+  if (!pred.empty()) {
+    auto p = torch::cat(pred).to(torch::kCPU);
+    auto idx = torch::cat(index);
+    const double* pp = p.data_ptr<double>();
+    const int64_t* ip = idx.data_ptr<int64_t>();
+    for (int64_t r = 0; r < p.numel(); ++r) {
+      auto e = static_cast<size_t>(ip[r]);
+      v[e] = pp[r];
+      v[n_ex + e] = 1;
+    }
+  }
+  v = dist::world().sum(std::move(v), "gathering the predictions");
+  pass.predictions.resize(n_ex);
+  for (size_t e = 0; e < n_ex; ++e) pass.predictions[e] = v[n_ex + e] > 0 ? v[e] : std::nan("");
+  return pass;
 }
 
 EvalResult Task::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
                           const data::BatchStream& s, const EvalOptions& o) const {
-  (void)ds;
-  bool was_training = m.is_training();
-  m.eval();
-  torch::NoGradGuard ng;
-  Sums total;
-  int64_t n = s.batches_per_epoch();
-  if (o.max_batches > 0) n = std::min(n, o.max_batches);
-  for (int64_t i = 0; i < n && !signals::stop_requested(); ++i) {
-    auto b = s.batch(0, i).to(o.device);
-    device::Autocast ac(o.device, o.bf16);
-    total.add(forward(m, b).sums);
-  }
-  if (was_training) m.train();
-  total = over_ranks(total, "summing the evaluation");
+  auto pass = evaluate_split(*this, m, ds, s, o);
   EvalResult r;
-  r.metrics = metrics(total);
-  r.tokens = total("tokens");
+  r.metrics = metrics(pass.sums);
+  r.tokens = pass.sums.tokens;
   return r;
 }
 

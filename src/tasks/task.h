@@ -1,15 +1,20 @@
 // A task knows what data to feed, which head to put on the backbone, how to score a batch and
 // how to evaluate a split (fairseq's task / criterion split). The trainer knows none of that.
 //
-// Sums, not means: forward() returns the training loss *summed* over the batch's targets and
-// named sums (targets, tokens, nll, correct, ...). The trainer divides by the number of targets
-// of the whole step (all micro-batches; later all ranks), so accumulation, padding and data
-// parallelism weight every target equally. metrics() turns accumulated sums into the metrics a
-// task reports, under names the task chooses; compare and eval print whatever was logged.
+// forward() returns the training loss *summed* over the batch's targets and the batch's typed
+// sums (tasks/sums.h), both on the batch's device and without reading anything back to the host.
+// The trainer divides by the number of targets of the whole step (all micro-batches, all ranks),
+// so accumulation, padding and data parallelism weight every target equally. metrics() turns the
+// host's copy of accumulated sums into the metrics a task reports, under names the task chooses;
+// compare and eval print whatever was logged.
+//
+// Evaluation is one loop for every task (evaluate_split): eval_batch() gives a batch's sums and,
+// for tasks that predict per example (GLUE, ranking), one prediction per example; the task's
+// evaluate() turns the pass into metrics (and BLEU, MCC, F1, Spearman over the whole split).
 //
 // Implemented: clm, mlm and answer (tasks/lm.h), translation (tasks/translation.h), glue
-// (tasks/glue.h). A new task: its config struct (config/schema.h), a Task subclass in its own file,
-// and one line in tasks/factory.cpp.
+// (tasks/glue.h), rank (tasks/rank.h). A new task: its config struct (config/schema.h), a Task
+// subclass in its own file, and one line in tasks/factory.cpp.
 #pragma once
 #include <map>
 #include <memory>
@@ -18,31 +23,23 @@
 #include "config/schema.h"
 #include "data/batches.h"
 #include "model/model.h"
+#include "tasks/sums.h"
 #include "text/tokenizer.h"
 
 namespace ropelab::tasks {
 
 using Metrics = std::map<std::string, double>;
 
-// Named sums over a batch or many ("targets" always: positions that carry loss).
-struct Sums {
-  std::map<std::string, double> v;
-  double operator()(const std::string& k) const {
-    auto it = v.find(k);
-    return it == v.end() ? 0.0 : it->second;
-  }
-  void add(const Sums& o) {
-    for (const auto& [k, x] : o.v) v[k] += x;
-  }
-};
-
-// The sums of every rank of a data-parallel run, added (a collective: every rank calls it;
-// names one rank lacks count as 0 there). One process: `s` itself.
-Sums over_ranks(const Sums& s, const char* what);
-
 struct Forward {
   torch::Tensor loss_sum;  // scalar: training loss summed over the batch's targets
-  Sums sums;
+  StepSums sums;
+};
+
+// One evaluation batch: its sums (labeled splits: all of them; unlabeled: tokens only) and, for
+// tasks that predict per example, one value per example (class index or score), on the device.
+struct EvalBatch {
+  StepSums sums;
+  torch::Tensor prediction_B;
 };
 
 struct EvalOptions {
@@ -80,14 +77,35 @@ class Task {
                                                     int64_t seq_len, int64_t batch_size) const = 0;
   virtual Forward forward(model::ModelImpl& m, const data::Batch& b) const = 0;
   // Metrics from accumulated sums: always "loss" (mean nll per target), plus the task's own.
-  virtual Metrics metrics(const Sums& s) const = 0;
+  virtual Metrics metrics(const HostSums& s) const = 0;
   virtual Selection selection() const { return {}; }
-  // Metrics over a split (`ds`, batched by `s`). The default sums forward() over the batches;
-  // tasks whose metrics need every output (BLEU over hypotheses, MCC / Spearman over
-  // predictions) override it.
+  // One batch of an evaluation (no gradients, eval mode). `labeled`: the split has targets.
+  // The default: forward()'s sums, no predictions.
+  virtual EvalBatch eval_batch(model::ModelImpl& m, const data::Batch& b, bool labeled) const;
+  // Whether eval_batch() gives per-example predictions (then every batch must).
+  virtual bool predicts() const { return false; }
+  // Metrics over a split (`ds`, batched by `s`). The default: metrics() of evaluate_split's
+  // sums; tasks whose metrics need every output (BLEU over hypotheses, MCC / Spearman over
+  // predictions) add to it.
   virtual EvalResult evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
                               const data::BatchStream& s, const EvalOptions& o) const;
 };
+
+// One pass of the model over a split, shared by every task's evaluate(): eval mode, no
+// gradients, the run's precision, at most o.max_batches batches (0: all), stopped early by a
+// signal. Sums stay on the device until the end and are added over ranks once.
+struct SplitPass {
+  HostSums sums;
+  bool labeled = true;  // every example of the split has a label (LM splits: always)
+  // Tasks that predict: one value per example of the split, in split order, gathered over the
+  // ranks (each rank evaluates every world-th example); NaN where none was made (a stop).
+  std::vector<double> predictions;
+};
+SplitPass evaluate_split(const Task& t, model::ModelImpl& m, const data::TokenDataset& ds,
+                         const data::BatchStream& s, const EvalOptions& o);
+
+// Token-level metrics: loss (mean nll per target), ppl and acc (argmax accuracy).
+Metrics token_metrics(const HostSums& s);
 
 // The stream options every task starts from: the run's seed, shuffled when training.
 data::StreamOptions stream_options(const config::Config& c, bool train, int64_t seq_len,

@@ -44,20 +44,15 @@ Forward TranslationTask::forward(model::ModelImpl& m, const data::Batch& b) cons
       cross_entropy(logits.reshape({-1, V}), b.target_BT.reshape({-1}), 1.0 - eps - eps_i, eps_i);
   Forward out;
   out.loss_sum = ce.loss_sum;
-  out.sums.v = {{"nll", ce.nll_sum},
-                {"targets", static_cast<double>(ce.targets)},
-                {"correct", static_cast<double>(ce.correct)},
-                {"tokens", static_cast<double>(b.num_tokens)}};
+  out.sums = StepSums(logits.device());
+  out.sums.set(Sum::kNll, ce.nll_sum)
+      .set(Sum::kTargets, ce.targets)
+      .set(Sum::kCorrect, ce.correct)
+      .set(Sum::kTokens, static_cast<double>(b.num_tokens));
   return out;
 }
 
-Metrics TranslationTask::metrics(const Sums& s) const {
-  double n = s("targets");
-  double loss = n > 0 ? s("nll") / n : 0.0;
-  return {{"loss", loss},
-          {"ppl", std::exp(std::min(loss, 50.0))},
-          {"acc", n > 0 ? s("correct") / n : 0.0}};
-}
+Metrics TranslationTask::metrics(const HostSums& s) const { return token_metrics(s); }
 
 Selection TranslationTask::selection() const {
   if (t_.best_by == config::BestBy::kBleu && t_.valid_bleu_sentences > 0 && tok_ != nullptr)

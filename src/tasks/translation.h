@@ -27,7 +27,7 @@ class TranslationTask : public Task {
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
                                             int64_t seq_len, int64_t batch_size) const override;
   Forward forward(model::ModelImpl& m, const data::Batch& b) const override;
-  Metrics metrics(const Sums& s) const override;
+  Metrics metrics(const HostSums& s) const override;
   Selection selection() const override;
   EvalResult evaluate(model::ModelImpl& m, const data::TokenDataset& ds, const data::BatchStream& s,
                       const EvalOptions& o) const override;

@@ -59,6 +59,7 @@ data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, i
     b.target_BT = torch::where(masked, tok, torch::full_like(tok, -100));
     b.input_BT = torch::where(masked, torch::full_like(tok, 3), tok);
     b.num_targets = masked.sum().item<int64_t>();
+    b.scored_N = data::scored_positions(b.target_BT);
     return b;
   }
   b.input_BT = tok;
@@ -87,9 +88,9 @@ double train_step(const config::Config& c, const tasks::Task& task, model::Model
     device::Autocast ac(dev, c.train.precision == config::Precision::kBf16);
     f = task.forward(model, batch);
   }
-  double targets = std::max<double>(1.0, f.sums("targets"));
+  double targets = std::max<double>(1.0, static_cast<double>(batch.num_targets));
   (f.loss_sum / targets).backward();
-  torch::nn::utils::clip_grad_norm_(model.parameters(), c.train.clip > 0 ? c.train.clip : 1e30);
+  clip_grad_norm(model.parameters(), c.train.clip);
   opt.step();
   return f.loss_sum.item<double>() / targets;
 }

@@ -16,4 +16,9 @@ torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::Train
 // and an add per parameter per step. libtorch 1.13's Optimizer::zero_grad() only zero-fills.
 void zero_grad_to_none(torch::optim::Optimizer& opt);
 
+// Global-norm clipping, as torch::nn::utils::clip_grad_norm_ (the same arithmetic: grads scaled
+// by min(1, max_norm / (norm + 1e-6))), but the norm is returned as a scalar tensor on the
+// parameters' device instead of being read back to the host. max_norm <= 0: no clipping.
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+
 }  // namespace ropelab::train

@@ -41,25 +41,6 @@ int apply_thread_policy(const config::RunConfig& r) {
   return n;
 }
 
-torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::TrainConfig& t) {
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& p : model::param_roles(model))
-    (model::decays(p.role) ? decay : no_decay).push_back(p.tensor);
-  double wd = t.optimizer == config::OptimizerType::kAdamW ? t.weight_decay : 0.0;
-  auto opts = torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(opts).weight_decay(wd)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                    torch::optim::AdamWOptions(opts).weight_decay(0.0)));
-  return torch::optim::AdamW(std::move(groups), opts);
-}
-
-void zero_grad_to_none(torch::optim::Optimizer& opt) {
-  for (auto& g : opt.param_groups())
-    for (auto& p : g.params()) p.mutable_grad().reset();
-}
-
 namespace {
 
 double seconds_since(clock::time_point t) {
@@ -112,7 +93,7 @@ class Trainer {
     bool applied = false;  // false: non-finite loss or gradient, update skipped
     bool stop = false;     // a rank was asked to stop (signal): nothing was done
     double grad_norm = 0;
-    tasks::Sums sums;
+    tasks::StepSums sums;  // on the device, all ranks'
   };
   void resume();
   // No usable checkpoint in a run directory with results: refuse, or with --restart keep them
@@ -143,8 +124,8 @@ class Trainer {
   TrainState st_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<Progress> bar_;
-  // Training-log window.
-  tasks::Sums window_;
+  // Training-log window: the applied steps' sums, on the device until the row is logged.
+  tasks::StepSums window_;
   clock::time_point t_log_;
   double tokens_at_log_ = 0;
   int64_t consecutive_bad_ = 0;
@@ -338,20 +319,25 @@ Trainer::StepResult Trainer::train_step() {
   zero_grad_to_none(*opt_);
   int64_t per_epoch = train_stream_->batches_per_epoch();
   std::vector<data::Batch> micro;
-  double targets = 0;  // of the whole step: every target weighs the same
+  double targets = 0, tokens = 0;  // of the whole step: every target weighs the same
   for (int64_t a = 0; a < c_.train.grad_accum; ++a) {
     int64_t m = st_.micro + a;
     micro.push_back(train_stream_->batch(m / per_epoch, m % per_epoch));
     targets += static_cast<double>(micro.back().num_targets);
+    tokens += static_cast<double>(micro.back().num_tokens);
   }
-  // The step's one agreement up front: the targets of all ranks, and whether one must stop.
-  auto agreed = world_.sum({targets, signals::stop_requested() ? 1.0 : 0.0}, "starting a step");
-  if (agreed[1] > 0) {
+  // The step's one agreement up front (host counts the batches carry): the targets and tokens
+  // of all ranks, and whether one must stop.
+  auto agreed =
+      world_.sum({targets, tokens, signals::stop_requested() ? 1.0 : 0.0}, "starting a step");
+  if (agreed[2] > 0) {
     r.stop = true;
     return r;
   }
   targets = agreed[0];
   st_.micro += c_.train.grad_accum;
+  // The micro-batches: forward and backward only, nothing read back to the host.
+  r.sums = tasks::StepSums(dev_);
   for (const auto& b : micro) {
     tasks::Forward f;
     {
@@ -362,15 +348,15 @@ Trainer::StepResult Trainer::train_step() {
     r.sums.add(f.sums);
   }
   sum_gradients();
-  r.sums = tasks::over_ranks(r.sums, "summing the step's losses");
+  tasks::over_ranks(r.sums, dev_, "summing the step's losses");
   // Every rank now holds the same gradients and sums: the skip decision below is the same on
-  // all of them.
-  r.grad_norm = torch::nn::utils::clip_grad_norm_(
-      model_->parameters(),
-      c_.train.clip > 0 ? c_.train.clip : std::numeric_limits<double>::infinity());
-  double n = r.sums("targets");
-  double mean_loss = n > 0 ? r.sums("nll") / n : 0.0;
-  if (!std::isfinite(mean_loss) || !std::isfinite(r.grad_norm)) {
+  // all of them. It is the step's one host read: the gradient norm and the loss sum.
+  auto norm = clip_grad_norm(model_->parameters(), c_.train.clip);
+  auto check = torch::stack({norm.to(torch::kFloat64),
+                             r.sums.tensor().select(0, static_cast<int64_t>(tasks::Sum::kNll))})
+                   .to(torch::kCPU);
+  r.grad_norm = check.data_ptr<double>()[0];
+  if (!std::isfinite(check.data_ptr<double>()[1]) || !std::isfinite(r.grad_norm)) {
     ++st_.skipped;
     if (++consecutive_bad_ >= c_.train.max_bad_steps)
       throw UserError(fmt::format(
@@ -387,7 +373,7 @@ Trainer::StepResult Trainer::train_step() {
   double lr = learning_rate(c_.train, c_.model.d_model, st_.step);
   for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
   opt_->step();
-  st_.tokens += r.sums("tokens");
+  st_.tokens += agreed[1];
   r.applied = true;
   return r;
 }
@@ -414,7 +400,7 @@ void Trainer::log_train(const StepResult& s, double lr) {
   if (st_.step % c_.train.log_every != 0 && st_.step != c_.train.max_steps) return;
   double secs = seconds_since(t_log_);
   double tps = secs > 0 ? (st_.tokens - tokens_at_log_) / secs : 0.0;
-  auto row = task_->metrics(window_);  // loss and the task's metrics over the window
+  auto row = task_->metrics(window_.read());  // loss and the task's metrics over the window
   double loss = row["loss"];
   row["step"] = static_cast<double>(st_.step);
   row["tokens"] = st_.tokens;
@@ -424,7 +410,7 @@ void Trainer::log_train(const StepResult& s, double lr) {
   if (metrics_) metrics_->log("train", row);
   if (bar_)
     bar_->update(st_.step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", loss, lr, tps));
-  window_ = tasks::Sums{};
+  window_ = tasks::StepSums{};
   t_log_ = clock::now();
   tokens_at_log_ = st_.tokens;
 }

@@ -41,13 +41,13 @@ TEST(CrossEntropy, MatchesLogSoftmaxNllWithAndWithoutSmoothing) {
     EXPECT_TRUE(test::close(x1.grad(), x2.grad(), 1e-6, 1e-4));
     // Ignored rows get no gradient.
     EXPECT_EQ(x1.grad()[5].abs().sum().item<double>(), 0.0);
-    EXPECT_EQ(ce.targets, N - 3);
+    EXPECT_EQ(ce.targets.item<int64_t>(), N - 3);
     auto valid = target != -100;
     auto nll =
         torch::nll_loss(torch::log_softmax(x2.detach(), -1), target, {}, at::Reduction::Sum, -100);
-    EXPECT_NEAR(ce.nll_sum, nll.item<double>(), 1e-3);
+    EXPECT_NEAR(ce.nll_sum.item<double>(), nll.item<double>(), 1e-3);
     auto correct = ((x2.detach().argmax(-1) == target) & valid).sum().item<int64_t>();
-    EXPECT_EQ(ce.correct, correct);
+    EXPECT_EQ(ce.correct.item<int64_t>(), correct);
   }
 }
 
@@ -56,8 +56,8 @@ TEST(CrossEntropy, ConfidentlyWrongRowsStayFinite) {
   auto x = torch::zeros({1, 4});
   x[0][0] = 200.0;  // p(target=3) = exp(-200): 0 in float32
   auto ce = tasks::cross_entropy(x, torch::tensor({3}, torch::kInt64), 1.0, 0.0);
-  EXPECT_NEAR(ce.nll_sum, 200.0, 1e-3);
-  EXPECT_EQ(ce.correct, 0);
+  EXPECT_NEAR(ce.nll_sum.item<double>(), 200.0, 1e-3);
+  EXPECT_EQ(ce.correct.item<int64_t>(), 0);
 }
 
 }  // namespace

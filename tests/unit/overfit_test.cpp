@@ -1,5 +1,6 @@
 // Every task x position module can overfit one batch: the whole path (model, task loss,
-// backward, optimizer) learns. A broken mask, rotation or head would stall it.
+// backward, optimizer) learns. A broken mask, rotation or head would stall it. Its forward and
+// backward read nothing back to the host (util/sync_hook.h).
 #include "data/synthetic.h"
 #include "helpers.h"
 #include "model_helpers.h"
@@ -62,11 +63,20 @@ TEST_P(Overfit, OneBatch) {
   auto model = task->build_model();
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(3e-3).weight_decay(0.0));
   double first = 0, last = 0;
+  const auto targets = static_cast<double>(batch.num_targets);
   for (int step = 0; step < 200; ++step) {
     opt.zero_grad();
-    auto f = task->forward(*model, batch);
-    auto loss = f.loss_sum / f.sums("targets");
-    loss.backward();
+    torch::Tensor loss;
+    auto forward_backward = [&] {
+      loss = task->forward(*model, batch).loss_sum / targets;
+      loss.backward();
+    };
+    if (step == 1) {  // a steady step (the first puts RoPE's frequencies on the device)
+      test::expect_no_host_sync(p.task + "/" + p.position + "/" + p.kernel, forward_backward);
+      EXPECT_EQ(task->forward(*model, batch).sums.read().targets, targets);
+    } else {
+      forward_backward();
+    }
     opt.step();
     if (step == 0) first = loss.item<double>();
     last = loss.item<double>();
@@ -76,7 +86,8 @@ TEST_P(Overfit, OneBatch) {
   if (p.task == "answer") {  // every answer of the batch right
     model->eval();
     torch::NoGradGuard ng;
-    EXPECT_EQ(task->metrics(task->forward(*model, batch).sums).at("exact"), 1.0) << p.position;
+    EXPECT_EQ(task->metrics(task->forward(*model, batch).sums.read()).at("exact"), 1.0)
+        << p.position;
   }
 }
 

@@ -53,10 +53,10 @@ TEST(AnswerTask, ExactMatchEqualsScoringTheArgmaxOutputs) {
     guesses.push_back(g);
   }
   auto s = syn::score(ex, guesses);
-  EXPECT_EQ(f.sums("examples"), 6);
-  EXPECT_EQ(f.sums("exact"), static_cast<double>(s.exact));
-  EXPECT_EQ(f.sums("targets"), static_cast<double>(s.tokens));
-  EXPECT_EQ(f.sums("correct"), static_cast<double>(s.correct));
+  EXPECT_EQ(f.sums.read().examples, 6);
+  EXPECT_EQ(f.sums.read().exact, static_cast<double>(s.exact));
+  EXPECT_EQ(f.sums.read().targets, static_cast<double>(s.tokens));
+  EXPECT_EQ(f.sums.read().correct, static_cast<double>(s.correct));
 }
 
 train::ProbeReport report(const std::string& task, std::vector<double> v) {

@@ -77,6 +77,22 @@ TEST(Resume, FivePlusFiveEqualsTenBitForBit) {
     EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key() << " differs after resume";
 }
 
+// Step sums stay on the device: the host reads them once per logged training row and once per
+// evaluation, not once per micro-batch (tasks/sums.h).
+TEST(Trainer, ReadsStepSumsOncePerLoggedRow) {
+  test::TempDir d;
+  tiny_run(d, "reads");  // writes c.yaml
+  auto c = config::load_config(
+      d.file("c.yaml"),
+      config::overrides_from_args({"run.name=reads", "train.log_every=4", "train.eval_every=0",
+                                   "train.grad_accum=3", "train.max_steps=8"}));
+  int64_t before = tasks::host_reads();
+  auto r = train::train(c);
+  EXPECT_EQ(r.steps, 8);
+  // Rows at steps 4 and 8, and the final evaluation.
+  EXPECT_EQ(tasks::host_reads() - before, 2 + 1);
+}
+
 TEST(Checkpoint, DamagedCheckpointIsSkippedAndPruningKeepsBest) {
   test::TempDir d;
   auto c = tiny_run(d, "r");

@@ -24,6 +24,20 @@ bool RotaryImpl::depends_on_length() const { return model::depends_on_length(sca
 RotaryImpl::RotaryImpl(const config::XposConfig& c, const PositionDims& d)
     : PositionModuleImpl(d), base_(c.base), scale_base_(c.scale_base), xpos_(true) {}
 
+const RotaryImpl::Frequencies& RotaryImpl::frequencies(int64_t r, int64_t length,
+                                                       torch::Device dev) const {
+  auto key = std::make_tuple(r, depends_on_length() ? length : int64_t{0}, dev.str());
+  auto it = frequencies_.find(key);
+  if (it != frequencies_.end()) return it->second;
+  RopeFrequencies f = rope_frequencies(scaling_, base_, r, length);
+  keep_fastest(f.theta, fraction_);
+  Frequencies out;
+  out.theta_R = torch::tensor(f.theta, torch::kFloat64)
+                    .to(torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+  out.attention_factor = f.attention_factor;
+  return frequencies_.emplace(key, std::move(out)).first->second;
+}
+
 const PosCache::Tables& RotaryImpl::tables(const PosCache& c, int64_t width) const {
   auto it = c.rot.find(width);
   if (it != c.rot.end()) return it->second;
@@ -31,9 +45,8 @@ const PosCache::Tables& RotaryImpl::tables(const PosCache& c, int64_t width) con
   // Partial rotary applies to the head; a linear kernel's feature maps are rotated whole.
   int64_t r = (rotary_dim_ > 0 && width == dims_.head_dim) ? rotary_dim_ : width;
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(c.q_pos_T.device());
-  RopeFrequencies f = rope_frequencies(scaling_, base_, r, c.length);
-  keep_fastest(f.theta, fraction_);
-  auto inv_freq_R = torch::tensor(f.theta, torch::kFloat64).to(opts);  // theta_i
+  const Frequencies& f = frequencies(r, c.length, c.q_pos_T.device());
+  const auto& inv_freq_R = f.theta_R;  // theta_i
   double af = f.attention_factor;
   auto table = [&](const torch::Tensor& pos) {
     auto angle = torch::outer(pos, inv_freq_R);  // [T, r/2]
@@ -92,8 +105,10 @@ torch::Tensor RotaryImpl::rotate(const torch::Tensor& x, const torch::Tensor& co
 namespace {
 torch::Tensor apply_scale(const torch::Tensor& y, const torch::Tensor& scale_TR, bool interleaved) {
   if (!scale_TR.defined()) return y;
-  // Each pair shares its decay factor.
-  auto s = interleaved ? scale_TR.repeat_interleave(2, -1) : torch::cat({scale_TR, scale_TR}, -1);
+  // Each pair shares its decay factor. (Not repeat_interleave: with a count it sums the repeats
+  // on the host to size its output, a device sync.)
+  auto s = interleaved ? scale_TR.unsqueeze(-1).expand({-1, -1, 2}).flatten(-2)
+                       : torch::cat({scale_TR, scale_TR}, -1);
   int64_t r = s.size(-1);
   if (r == y.size(-1)) return (y.to(torch::kFloat32) * s).to(y.scalar_type());
   auto head = (y.narrow(-1, 0, r).to(torch::kFloat32) * s).to(y.scalar_type());

@@ -15,7 +15,10 @@
 // fastest p*d/2 pairs and sets the slowest to 0, so their channels are never rotated.
 // Hybrid NoPE (nope_every, nope_layers): those layers of the stack get no rotation at all.
 #pragma once
+#include <map>
 #include <set>
+#include <string>
+#include <tuple>
 
 #include "config/schema.h"
 #include "model/position/position.h"
@@ -44,6 +47,14 @@ class RotaryImpl : public PositionModuleImpl {
 
  private:
   const PosCache::Tables& tables(const PosCache& c, int64_t width) const;
+  // theta_i for a rotated width, a length (0 unless the method depends on it) and a device:
+  // made on the host once and kept on the device, so a forward pass copies nothing to it.
+  struct Frequencies {
+    torch::Tensor theta_R;  // float32
+    double attention_factor = 1.0;
+  };
+  const Frequencies& frequencies(int64_t r, int64_t length, torch::Device dev) const;
+  mutable std::map<std::tuple<int64_t, int64_t, std::string>, Frequencies> frequencies_;
   double base_ = 10000.0, scale_base_ = 512.0, fraction_ = 1.0;
   bool interleaved_ = true, xpos_ = false;
   int64_t rotary_dim_ = 0;  // 0 = the whole width
