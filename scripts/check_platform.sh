@@ -89,10 +89,12 @@ if [[ $reuse -eq 0 || ! -d "$root" ]]; then
 fi
 boot_s=$(($(date +%s) - t0))
 cp /etc/resolv.conf "$root/etc/resolv.conf"
-# What the Debian installer writes and debootstrap does not: without it `localhost` does not
-# resolve in the root, and torchrun --standalone (the distributed e2e test) cannot rendezvous.
-if [[ ! -s "$root/etc/hosts" ]]; then
-  printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+# What the Debian installer writes and debootstrap does not: localhost and this machine's name.
+# Without them torchrun --standalone (the distributed e2e test) cannot rendezvous on localhost,
+# nor its ranks reach the agent at the machine's host name.
+if ! grep -qs "[[:space:]]$(hostname)\([[:space:]]\|$\)" "$root/etc/hosts"; then
+  printf '127.0.0.1\tlocalhost\n127.0.0.1\t%s\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' \
+    "$(hostname)" >"$root/etc/hosts"
 fi
 for d in proc sys dev dev/pts; do
   mount --bind "/$d" "$root/$d"

@@ -21,9 +21,9 @@ torch::Tensor outputs(model::ModelImpl& m, const data::Batch& b) {
 text::GlueTask glue_task_of(const config::DataConfig& d) { return text::glue_task_of(d); }
 
 std::string leaderboard_file(const text::GlueTask& task, const std::string& split) {
-  if (task.name == "MNLI")
-    return split.find("mismatched") != std::string::npos ? "MNLI-mm.tsv" : "MNLI-m.tsv";
-  return task.name + ".tsv";
+  bool mismatched = split.find("mismatched") != std::string::npos;
+  return mismatched && !task.leaderboard_file_mismatched.empty() ? task.leaderboard_file_mismatched
+                                                                 : task.leaderboard_file;
 }
 
 GlueTask::GlueTask(const config::Config& c, int64_t vocab)

@@ -89,45 +89,44 @@ double spearman(const std::vector<double>& x, const std::vector<double>& y) {
   return pearson(average_ranks(x), average_ranks(y));
 }
 
-std::map<std::string, double> glue_metrics(const std::string& task,
-                                           const std::vector<int64_t>& pred,
-                                           const std::vector<int64_t>& gold,
-                                           const std::vector<double>& pred_score,
-                                           const std::vector<double>& gold_score) {
-  if (task == "STS-B")
-    return {{"pearson", pearson(pred_score, gold_score)},
-            {"spearman", spearman(pred_score, gold_score)}};
-  if (task == "CoLA") return {{"mcc", matthews(pred, gold)}, {"acc", accuracy(pred, gold)}};
-  if (task == "MRPC" || task == "QQP")
-    return {{"f1", f1_positive(pred, gold)}, {"acc", accuracy(pred, gold)}};
-  return {{"acc", accuracy(pred, gold)}};
-}
-
-std::string glue_main_metric(const std::string& task) {
-  if (task == "STS-B") return "spearman";
-  if (task == "CoLA") return "mcc";
-  if (task == "MRPC" || task == "QQP") return "f1";
-  return "acc";
-}
-
 std::map<std::string, double> glue_metrics(const text::GlueTask& task,
                                            const std::vector<int64_t>& pred,
                                            const std::vector<int64_t>& gold,
                                            const std::vector<double>& pred_score,
                                            const std::vector<double>& gold_score) {
-  if (!task.described()) return glue_metrics(task.name, pred, gold, pred_score, gold_score);
-  if (task.regression)
-    return {{"pearson", pearson(pred_score, gold_score)},
-            {"spearman", spearman(pred_score, gold_score)}};
-  std::map<std::string, double> m = {{"acc", accuracy(pred, gold)}};
-  if (task.label_names.size() == 2)
-    m["f1"] = f1_positive(pred, gold), m["mcc"] = matthews(pred, gold);
-  return m;
+  using M = text::GlueMetrics;
+  switch (task.metrics) {
+    case M::kCorrelation:
+      return {{"pearson", pearson(pred_score, gold_score)},
+              {"spearman", spearman(pred_score, gold_score)}};
+    case M::kMccAccuracy:
+      return {{"mcc", matthews(pred, gold)}, {"acc", accuracy(pred, gold)}};
+    case M::kF1Accuracy:
+      return {{"f1", f1_positive(pred, gold)}, {"acc", accuracy(pred, gold)}};
+    case M::kBinary:
+      return {{"acc", accuracy(pred, gold)},
+              {"f1", f1_positive(pred, gold)},
+              {"mcc", matthews(pred, gold)}};
+    case M::kAccuracy:
+      break;
+  }
+  return {{"acc", accuracy(pred, gold)}};
 }
 
 std::string glue_main_metric(const text::GlueTask& task) {
-  if (!task.described()) return glue_main_metric(task.name);
-  return task.regression ? "spearman" : "acc";
+  using M = text::GlueMetrics;
+  switch (task.metrics) {
+    case M::kCorrelation:
+      return "spearman";
+    case M::kMccAccuracy:
+      return "mcc";
+    case M::kF1Accuracy:
+      return "f1";
+    case M::kBinary:
+    case M::kAccuracy:
+      break;
+  }
+  return "acc";
 }
 
 }  // namespace ropelab::tasks

@@ -27,25 +27,17 @@ double spearman(const std::vector<double>& x, const std::vector<double>& y);
 // 1-based ranks, ties averaged (scipy.stats.rankdata's "average").
 std::vector<double> average_ranks(const std::vector<double>& x);
 
-// The metrics GLUE reports for `task` (a GLUE name, e.g. "CoLA"), by name: "acc", "f1", "mcc",
-// "pearson", "spearman". Classification tasks pass labels as integers in `gold`/`pred`;
-// regression tasks (STS-B) pass scores in `gold_score`/`pred_score`.
-std::map<std::string, double> glue_metrics(const std::string& task,
-                                           const std::vector<int64_t>& pred,
-                                           const std::vector<int64_t>& gold,
-                                           const std::vector<double>& pred_score,
-                                           const std::vector<double>& gold_score);
-// The metric that selects checkpoints and learning rates for `task` (the one the paper's
-// Table 2 reports): f1 for MRPC and QQP, spearman for STS-B, mcc for CoLA, acc otherwise.
-std::string glue_main_metric(const std::string& task);
-// The same for a task that may be a layout the config describes: regression reports pearson
-// and spearman (selects by spearman); classification reports acc, and with two classes also f1
-// of class 1 and mcc (selects by acc).
+// The metrics `task` reports (its GlueMetrics, fixed when the task was looked up), by name:
+// "acc", "f1", "mcc", "pearson", "spearman". Classification tasks pass labels as integers in
+// `gold`/`pred`; regression tasks (STS-B) pass scores in `gold_score`/`pred_score`.
 std::map<std::string, double> glue_metrics(const text::GlueTask& task,
                                            const std::vector<int64_t>& pred,
                                            const std::vector<int64_t>& gold,
                                            const std::vector<double>& pred_score,
                                            const std::vector<double>& gold_score);
+// The metric that selects checkpoints and learning rates (the one the paper's Table 2 reports):
+// f1 for MRPC and QQP, spearman for STS-B (and described regression), mcc for CoLA, acc
+// otherwise.
 std::string glue_main_metric(const text::GlueTask& task);
 
 }  // namespace ropelab::tasks

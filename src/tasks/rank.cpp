@@ -75,7 +75,7 @@ EvalResult RankTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
   r.tokens = pass.sums.tokens;
   if (pass.labeled && !ds.labels.empty()) r.metrics = metrics(pass.sums);
   if (o.full) {
-    r.predictions_file = layout_.name + ".tsv";
+    r.predictions_file = layout_.leaderboard_file;
     for (double p : pass.predictions)  // (a stopped evaluation leaves some unseen; not written)
       r.predictions.push_back(layout_.label_names.at(std::isnan(p) ? 0 : static_cast<size_t>(p)));
   }

@@ -75,6 +75,7 @@ const GlueTask& ranking_task() {
     GlueTask t;
     t.name = "bible-rank", t.label_names = {"B", "C"}, t.pair = true;
     t.col_a = "A", t.col_b = "B", t.col_c = "C", t.col_label = "label";
+    t.leaderboard_file = t.name + ".tsv";
     return t;
   }();
   return kTask;
@@ -150,6 +151,10 @@ GlueTask glue_task_of(const config::DataConfig& d) {
     GlueTask g;
     g.name = t.name, g.regression = t.regression, g.label_names = t.labels, g.pair = !t.b.empty();
     g.col_a = t.a, g.col_b = t.b, g.col_c = t.c, g.col_label = t.label;
+    g.metrics = g.regression                ? GlueMetrics::kCorrelation
+                : g.label_names.size() == 2 ? GlueMetrics::kBinary
+                                            : GlueMetrics::kAccuracy;
+    g.leaderboard_file = g.name + ".tsv";
     return g;
   }
   return glue_task(glue_task_name(d));

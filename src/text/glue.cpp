@@ -13,22 +13,31 @@
 namespace ropelab::text {
 
 const std::vector<GlueTask>& glue_tasks() {
-  auto task = [](const char* name, bool regression, std::vector<std::string> labels, bool pair) {
+  using M = GlueMetrics;
+  auto task = [](const char* name, bool regression, std::vector<std::string> labels, bool pair,
+                 M metrics) {
     GlueTask t;
     t.name = name, t.regression = regression, t.label_names = std::move(labels), t.pair = pair;
+    t.metrics = metrics;
+    t.leaderboard_file = t.name + ".tsv";
     return t;
   };
-  static const std::vector<GlueTask> kTasks = {
-      task("CoLA", false, {"0", "1"}, false),
-      task("SST-2", false, {"0", "1"}, false),
-      task("MRPC", false, {"0", "1"}, true),
-      task("STS-B", true, {}, true),
-      task("QQP", false, {"0", "1"}, true),
-      task("MNLI", false, {"entailment", "neutral", "contradiction"}, true),
-      task("QNLI", false, {"entailment", "not_entailment"}, true),
-      task("RTE", false, {"entailment", "not_entailment"}, true),
-      task("WNLI", false, {"0", "1"}, true),
-  };
+  static const std::vector<GlueTask> kTasks = [&] {
+    std::vector<GlueTask> v = {
+        task("CoLA", false, {"0", "1"}, false, M::kMccAccuracy),
+        task("SST-2", false, {"0", "1"}, false, M::kAccuracy),
+        task("MRPC", false, {"0", "1"}, true, M::kF1Accuracy),
+        task("STS-B", true, {}, true, M::kCorrelation),
+        task("QQP", false, {"0", "1"}, true, M::kF1Accuracy),
+        task("MNLI", false, {"entailment", "neutral", "contradiction"}, true, M::kAccuracy),
+        task("QNLI", false, {"entailment", "not_entailment"}, true, M::kAccuracy),
+        task("RTE", false, {"entailment", "not_entailment"}, true, M::kAccuracy),
+        task("WNLI", false, {"0", "1"}, true, M::kAccuracy),
+    };
+    v[5].leaderboard_file = "MNLI-m.tsv";
+    v[5].leaderboard_file_mismatched = "MNLI-mm.tsv";
+    return v;
+  }();
   return kTasks;
 }
 

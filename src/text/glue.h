@@ -16,11 +16,25 @@
 
 namespace ropelab::text {
 
+// The metrics a task reports over a whole split, fixed when the task is looked up: GLUE's own
+// choice for its nine tasks, a rule for a layout the config describes (tasks/glue_metrics.h).
+enum class GlueMetrics {
+  kAccuracy,     // acc (SST-2, MNLI, QNLI, RTE, WNLI; described, 3+ classes)
+  kF1Accuracy,   // f1 and acc (MRPC, QQP)
+  kMccAccuracy,  // mcc and acc (CoLA)
+  kCorrelation,  // pearson and spearman (STS-B; described regression)
+  kBinary,       // acc, f1 and mcc (described, two classes)
+};
+
 struct GlueTask {
   std::string name;                      // "CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", ...
   bool regression = false;               // STS-B
   std::vector<std::string> label_names;  // class index = position (empty for regression)
   bool pair = false;                     // sentence pairs?
+  GlueMetrics metrics = GlueMetrics::kAccuracy;
+  // The leaderboard's prediction files ("CoLA.tsv"); MNLI has one per validation set
+  // ("MNLI-m.tsv", and "MNLI-mm.tsv" for its mismatched splits).
+  std::string leaderboard_file, leaderboard_file_mismatched;
   // A described layout: the header names of its columns (empty col_a: GLUE's own layout).
   std::string col_a, col_b, col_c, col_label;
   bool described() const { return !col_a.empty(); }

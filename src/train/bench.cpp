@@ -51,10 +51,10 @@ double proc_status_mb(const std::string& key) {
 data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, int64_t T) {
   torch::manual_seed(1);
   data::Batch b;
-  std::string type = c.task.type();
+  const auto& task = c.task.opts;
   auto tok = torch::randint(4, vocab, {B, T}, torch::kInt64);
   b.num_tokens = B * T;
-  if (type == "mlm") {
+  if (std::holds_alternative<config::MlmTaskConfig>(task)) {
     auto masked = torch::rand({B, T}) < 0.15;
     b.target_BT = torch::where(masked, tok, torch::full_like(tok, -100));
     b.input_BT = torch::where(masked, torch::full_like(tok, 3), tok);
@@ -65,12 +65,13 @@ data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, i
   b.input_BT = tok;
   b.target_BT = torch::randint(4, vocab, {B, T}, torch::kInt64);
   b.num_targets = B * T;
-  if (type == "translation") {
+  if (std::holds_alternative<config::TranslationTaskConfig>(task)) {
     b.src_BS = torch::randint(4, vocab, {B, T}, torch::kInt64);
     b.src_pad_BS = torch::ones({B, T}, torch::kBool);
     b.num_tokens = 2 * B * T;
-  } else if (type != "clm") {
-    throw UserError("bench: task.type " + type + " has no bench shape (clm, mlm, translation)");
+  } else if (!std::holds_alternative<config::ClmTaskConfig>(task)) {
+    throw UserError(std::string("bench: task.type ") + c.task.type() +
+                    " has no bench shape (clm, mlm, translation)");
   }
   return b;
 }
@@ -221,9 +222,8 @@ double train_step_flops(const config::Config& c, int64_t B, int64_t T) {
   auto layer = [&](double r, double ctx) {
     return lin(r, d, 4 * d) + lin(r, d, ff) + lin(r, ff, d) + 4.0 * r * ctx * d;
   };
-  std::string type = c.task.type();
   double fwd = 0;
-  if (type == "translation") {
+  if (std::holds_alternative<config::TranslationTaskConfig>(c.task.opts)) {
     int64_t dec = m.n_decoder_layers > 0 ? m.n_decoder_layers : m.n_layers;
     fwd += static_cast<double>(m.n_layers) * layer(rows, t);
     // Decoder: self-attention, cross-attention (q, o on targets; k, v on the source) and FFN.
@@ -233,7 +233,9 @@ double train_step_flops(const config::Config& c, int64_t B, int64_t T) {
   } else {
     fwd += static_cast<double>(m.n_layers) * layer(rows, t);
     // MLM: the head runs on the ~15% selected positions only.
-    fwd += type == "mlm" ? lin(0.15 * rows, d, d) + lin(0.15 * rows, d, V) : lin(rows, d, V);
+    fwd += std::holds_alternative<config::MlmTaskConfig>(c.task.opts)
+               ? lin(0.15 * rows, d, d) + lin(0.15 * rows, d, V)
+               : lin(rows, d, V);
   }
   return 3.0 * fwd;  // backward = 2x forward
 }

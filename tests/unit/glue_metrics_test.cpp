@@ -56,15 +56,25 @@ TEST(GlueMetrics, EachTaskReportsGluesMetrics) {
     for (const auto& [k, v] : m) s += k + " ";
     return s;
   };
-  EXPECT_EQ(keys(glue_metrics("CoLA", p, g, {}, {})), "acc mcc ");
-  EXPECT_EQ(keys(glue_metrics("MRPC", p, g, {}, {})), "acc f1 ");
-  EXPECT_EQ(keys(glue_metrics("QQP", p, g, {}, {})), "acc f1 ");
-  EXPECT_EQ(keys(glue_metrics("SST-2", p, g, {}, {})), "acc ");
-  EXPECT_EQ(keys(glue_metrics("STS-B", {}, {}, {1, 2, 3}, {1, 2, 4})), "pearson spearman ");
-  EXPECT_EQ(glue_main_metric("MRPC"), "f1");
-  EXPECT_EQ(glue_main_metric("STS-B"), "spearman");
-  EXPECT_EQ(glue_main_metric("CoLA"), "mcc");
-  EXPECT_EQ(glue_main_metric("MNLI"), "acc");
+  auto task = [](const char* name) { return text::glue_task(name); };
+  EXPECT_EQ(keys(glue_metrics(task("CoLA"), p, g, {}, {})), "acc mcc ");
+  EXPECT_EQ(keys(glue_metrics(task("MRPC"), p, g, {}, {})), "acc f1 ");
+  EXPECT_EQ(keys(glue_metrics(task("QQP"), p, g, {}, {})), "acc f1 ");
+  EXPECT_EQ(keys(glue_metrics(task("SST-2"), p, g, {}, {})), "acc ");
+  EXPECT_EQ(keys(glue_metrics(task("STS-B"), {}, {}, {1, 2, 3}, {1, 2, 4})), "pearson spearman ");
+  EXPECT_EQ(glue_main_metric(task("MRPC")), "f1");
+  EXPECT_EQ(glue_main_metric(task("STS-B")), "spearman");
+  EXPECT_EQ(glue_main_metric(task("CoLA")), "mcc");
+  EXPECT_EQ(glue_main_metric(task("MNLI")), "acc");
+  EXPECT_EQ(task("MNLI").leaderboard_file, "MNLI-m.tsv");
+  EXPECT_EQ(task("MNLI").leaderboard_file_mismatched, "MNLI-mm.tsv");
+  EXPECT_EQ(task("RTE").leaderboard_file, "RTE.tsv");
+  // A layout the config describes: by rule (two classes: acc, f1 and mcc; selected by acc).
+  text::GlueTask binary;
+  binary.label_names = {"no", "yes"};
+  binary.metrics = text::GlueMetrics::kBinary;
+  EXPECT_EQ(keys(glue_metrics(binary, p, g, {}, {})), "acc f1 mcc ");
+  EXPECT_EQ(glue_main_metric(binary), "acc");
 }
 
 }  // namespace
