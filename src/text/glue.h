@@ -31,12 +31,12 @@ struct GlueTask {
   bool regression = false;               // STS-B
   std::vector<std::string> label_names;  // class index = position (empty for regression)
   bool pair = false;                     // sentence pairs?
+  // A described layout: the header names of its columns (empty col_a: GLUE's own layout).
+  std::string col_a, col_b, col_c, col_label;
   GlueMetrics metrics = GlueMetrics::kAccuracy;
   // The leaderboard's prediction files ("CoLA.tsv"); MNLI has one per validation set
   // ("MNLI-m.tsv", and "MNLI-mm.tsv" for its mismatched splits).
   std::string leaderboard_file, leaderboard_file_mismatched;
-  // A described layout: the header names of its columns (empty col_a: GLUE's own layout).
-  std::string col_a, col_b, col_c, col_label;
   bool described() const { return !col_a.empty(); }
   bool ranking() const { return !col_c.empty(); }  // (a, b, c); label 0: b closer, 1: c closer
 };
