@@ -16,12 +16,13 @@
 #include "dist/world.h"
 #include "text/bleu.h"
 #include "text/corpus.h"
-#include "train/bench.h"
-#include "train/compare.h"
-#include "train/probe.h"
+#include "eval/evaluate.h"
+#include "eval/translate.h"
+#include "eval/weights.h"
+#include "lab/bench.h"
+#include "lab/compare.h"
+#include "lab/probe.h"
 #include "train/trainer.h"
-#include "train/translate.h"
-#include "train/weights.h"
 #include "util/device.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -66,7 +67,7 @@ struct Opts {
   std::vector<std::string> refs;
   std::string hyp;
   // bench
-  train::BenchOptions bench;
+  lab::BenchOptions bench;
   std::string point, sections, bench_lengths, decode_lengths;
   int64_t length = 0;
   // launch
@@ -95,11 +96,12 @@ int cmd_config() {
 
 int cmd_prepare() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
-  auto p = data::prepare(c.data, train::apply_thread_policy(c.run));
+  auto p = data::prepare(data::plan(c.data, c.task.seq_len), train::apply_thread_policy(c.run));
   for (const auto& [split, path] : p.splits) std::printf("%s\t%s\n", split.c_str(), path.c_str());
-  if (!p.tokenizer_path.empty()) std::printf("tokenizer\t%s\n", p.tokenizer_path.c_str());
-  if (!p.target_tokenizer_path.empty())
-    std::printf("target tokenizer\t%s\n", p.target_tokenizer_path.c_str());
+  if (!p.plan.tokenizer_path.empty())
+    std::printf("tokenizer\t%s\n", p.plan.tokenizer_path.c_str());
+  if (!p.plan.target_tokenizer_path.empty())
+    std::printf("target tokenizer\t%s\n", p.plan.target_tokenizer_path.c_str());
   return 0;
 }
 
@@ -136,14 +138,14 @@ std::vector<int64_t> parse_lengths(const std::string& s, const std::string& what
 }
 
 int cmd_eval() {
-  auto report = train::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens,
+  auto report = eval::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens,
                                     !g.use_latest, g.rope_scaling);
-  std::cout << train::format_eval(report);
+  std::cout << eval::format_eval(report);
   return 0;
 }
 
 int cmd_probe() {
-  train::ProbeOptions o;
+  lab::ProbeOptions o;
   if (!g.multipliers.empty()) {
     o.multipliers.clear();
     std::stringstream ss(g.multipliers);
@@ -165,29 +167,29 @@ int cmd_probe() {
   o.eval_tokens = g.max_tokens;
   o.plot = !g.no_plots;
   for (const auto& run : g.runs) {
-    auto r = train::probe_run(run, o);
-    std::cout << train::probe_markdown(r) << "wrote " << run << "/probe.md\n\n";
+    auto r = lab::probe_run(run, o);
+    std::cout << lab::probe_markdown(r) << "wrote " << run << "/probe.md\n\n";
   }
   return 0;
 }
 
 int cmd_compare() {
-  train::CompareOptions o;
+  lab::CompareOptions o;
   o.out_dir = g.out.empty() ? "." : g.out;
   o.target_loss = g.target_loss;
   o.smoothing = g.smooth;
   o.plots = !g.no_plots;
-  train::compare_runs(g.runs, o);
+  lab::compare_runs(g.runs, o);
   return 0;
 }
 
 int cmd_ablate() {
-  train::ablate(g.file, !g.no_plots, g.seeds);
+  lab::ablate(g.file, !g.no_plots, g.seeds);
   return signals::stop_requested() ? 143 : 0;
 }
 
 int cmd_export() {
-  std::cout << train::export_weights(g.file, g.out) << "\n";
+  std::cout << eval::export_weights(g.file, g.out) << "\n";
   return 0;
 }
 
@@ -203,13 +205,13 @@ int cmd_translate() {
   const std::string name = g.input.empty() || g.input == "-" ? "stdin" : g.input;
   auto lines = text::split_lines(data, name);
   if (lines.empty()) throw UserError(name + ": no input lines to translate");
-  train::TranslateOptions o;
+  eval::TranslateOptions o;
   o.beam = g.beam;
   o.lenpen = g.lenpen;
   o.batch_tokens = g.batch_tokens;
   o.use_best = !g.use_latest;
   o.use_cache = !g.no_cache;
-  auto out = train::translate_lines(g.file, lines, o);
+  auto out = eval::translate_lines(g.file, lines, o);
   signals::throw_if_stopped("translate", "nothing written: the output would be partial");
   std::string text;
   for (const auto& l : out) text += l + "\n";
@@ -233,7 +235,7 @@ int cmd_launch() {
 }
 
 int cmd_average() {
-  std::cout << train::average_checkpoints(g.file, g.last, g.out) << "\n";
+  std::cout << eval::average_checkpoints(g.file, g.last, g.out) << "\n";
   return 0;
 }
 
@@ -249,7 +251,7 @@ int cmd_info() {
 
 int cmd_bench_blas() {
   platform::set_threads(g.threads);
-  auto r = train::measure_matmul(g.size, g.repeats);
+  auto r = lab::measure_matmul(g.size, g.repeats);
   std::printf("matmul %dx%d, %d threads, BLAS core %s: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
               g.size, g.size, at::get_num_threads(), platform::blas_core().c_str(), r.fp32_gflops,
               r.bf16_gflops);
@@ -267,7 +269,7 @@ int cmd_bench_blas() {
 
 int cmd_bench() {
   if (!g.point.empty()) {  // one measurement, in a child of the parent below
-    std::cout << train::bench_point(g.point, g.file, g.overrides, g.bench.steps, g.length)
+    std::cout << lab::bench_point(g.point, g.file, g.overrides, g.bench.steps, g.length)
               << std::endl;
     return 0;
   }
@@ -279,13 +281,13 @@ int cmd_bench() {
   if (!g.bench_lengths.empty()) o.lengths = parse_lengths(g.bench_lengths, "--lengths");
   if (!g.decode_lengths.empty())
     o.decode_lengths = parse_lengths(g.decode_lengths, "--decode-lengths");
-  train::run_bench(o);
+  lab::run_bench(o);
   return 0;
 }
 
 int cmd_bench_data() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
-  std::cout << train::bench_data(c, g.batches, g.steps);
+  std::cout << lab::bench_data(c, g.batches, g.steps);
   return 0;
 }
 

@@ -11,7 +11,6 @@
 #include <set>
 #include <sstream>
 
-#include "data/synthetic.h"
 #include "util/fs.h"
 
 namespace ropelab::config {
@@ -1027,21 +1026,8 @@ std::vector<Problem> validate(const Config& c) {
   if (!tk.joint && tk.model.empty() != tk.target_model.empty())
     bad(tk.model.empty() ? "data.tokenizer.model" : "data.tokenizer.target_model",
         "with joint: false, give both model (source side) and target_model, or neither");
-  if (kind_of(src) == DataKind::kSynthetic) {
-    const auto& g = c.data.synthetic;
-    const int64_t lo = data::synthetic::min_size(src), hi = data::synthetic::max_size(src);
-    if (g.size < lo || g.size > hi)
-      bad("data.synthetic.size", std::string(to_string(src)) + " needs a size in [" +
-                                     std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    else if (g.min_size != 0 && (g.min_size < lo || g.min_size > g.size))
-      bad("data.synthetic.min_size", "min_size must be in [" + std::to_string(lo) +
-                                         ", data.synthetic.size] (0 = " + std::to_string(lo) + ")");
-    else if (c.task.seq_len < data::synthetic::max_tokens(src, g.size))
-      bad("task.seq_len",
-          "seq_len (" + std::to_string(c.task.seq_len) + ") is shorter than the longest " +
-              to_string(src) + " example of size " + std::to_string(g.size) + " (" +
-              std::to_string(data::synthetic::max_tokens(src, g.size)) + " tokens)");
-  } else if (tk.type == TokenizerType::kSynthetic) {
+  // The synthetic sources' size bounds are the generator's: data::plan() checks them.
+  if (kind_of(src) != DataKind::kSynthetic && tk.type == TokenizerType::kSynthetic) {
     bad("data.tokenizer.type", "the synthetic vocabulary is for the synthetic-* sources");
   }
   if (!is_builtin(src) && kind_of(src) != DataKind::kSynthetic && c.data.train.empty())

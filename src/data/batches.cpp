@@ -74,10 +74,13 @@ std::vector<int32_t> flatten(const Ragged& r, int32_t sep) {
   return s;
 }
 
-void check_kind(const TokenDataset& ds, const char* kind, const char* task) {
-  if (ds.kind != kind)
-    throw UserError(std::string("task ") + task + " needs a '" + kind + "' dataset, got '" +
-                    ds.kind + "'");
+// The split's sequences of the kind a task reads (UserError naming both otherwise).
+template <class View>
+const View& split_of(const TokenDataset& ds, DataKind kind, const char* task) {
+  if (ds.kind() != kind)
+    throw UserError(std::string("task ") + task + " needs a '" + config::to_string(kind) +
+                    "' dataset, got '" + config::to_string(ds.kind()) + "'");
+  return std::get<View>(ds.seqs);
 }
 
 // Rows [first, first + count) of the epoch order form batch `index`.
@@ -107,27 +110,48 @@ class OrderCache {
   mutable int64_t epoch_ = -1;
 };
 
+// Streams whose epoch is an order of n items (windows, examples), every world-th for this rank,
+// cut into batches of batch_size: a subclass turns the items of a batch into tensors.
+class ItemStream : public BatchStream {
+ public:
+  int64_t batches_per_epoch() const final { return num_batches(n_, o_); }
+  Batch batch(int64_t epoch, int64_t index) const final {
+    const auto& order = cache_.get(n_, o_, epoch, salt_);
+    auto [first, B] = batch_rows(order, index, o_.batch_size);
+    return rows(std::vector<int64_t>(order.begin() + first, order.begin() + first + B), epoch);
+  }
+
+ protected:
+  ItemStream(const StreamOptions& o, uint64_t salt) : o_(o), salt_(salt) {}
+  virtual Batch rows(const std::vector<int64_t>& items, int64_t epoch) const = 0;
+  StreamOptions o_;
+  int64_t n_ = 0;  // items per epoch
+
+ private:
+  uint64_t salt_;
+  OrderCache cache_;
+};
+
 // ---- causal LM
 
-class LmStream : public BatchStream {
+class LmStream : public ItemStream {
  public:
-  LmStream(const TokenDataset& ds, const StreamOptions& o) : o_(o) {
-    check_kind(ds, "lm", "clm");
-    stream_ = flatten(ds.seqs.at("text"), Special::kEos);
-    windows_ = (static_cast<int64_t>(stream_.size()) - 1) / o.seq_len;
-    if (windows_ < o.world)
+  LmStream(const TokenDataset& ds, const StreamOptions& o) : ItemStream(o, 0x11) {
+    stream_ = flatten(split_of<LmSplit>(ds, DataKind::kLm, "clm").text, Special::kEos);
+    n_ = (static_cast<int64_t>(stream_.size()) - 1) / o.seq_len;
+    if (n_ < o.world)
       throw UserError(ds.split + " split: " + std::to_string(stream_.size()) +
                       " tokens are too few for one window of seq_len " + std::to_string(o.seq_len));
   }
-  int64_t batches_per_epoch() const override { return num_batches(windows_, o_); }
-  Batch batch(int64_t epoch, int64_t index) const override {
-    const auto& order = cache_.get(windows_, o_, epoch, 0x11);
-    auto [first, B] = batch_rows(order, index, o_.batch_size);
+
+ private:
+  Batch rows(const std::vector<int64_t>& windows, int64_t) const override {
+    const auto B = static_cast<int64_t>(windows.size());
     int64_t L = o_.seq_len;
     auto input = torch::empty({B, L}, torch::kInt64), target = torch::empty({B, L}, torch::kInt64);
     auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
     for (int64_t b = 0; b < B; ++b) {
-      int64_t start = order[first + b] * L;
+      int64_t start = windows[b] * L;
       for (int64_t t = 0; t < L; ++t) {
         in[b][t] = stream_[start + t];
         tg[b][t] = stream_[start + t + 1];
@@ -139,29 +163,25 @@ class LmStream : public BatchStream {
     out.num_tokens = out.num_targets = B * L;
     return out;
   }
-
- private:
-  StreamOptions o_;
   std::vector<int32_t> stream_;
-  int64_t windows_ = 0;
-  OrderCache cache_;
 };
 
 // ---- masked LM
 
-class MlmStream : public BatchStream {
+class MlmStream : public ItemStream {
  public:
-  MlmStream(const TokenDataset& ds, const StreamOptions& o) : o_(o), vocab_(ds.vocab_size) {
-    check_kind(ds, "lm", "mlm");
+  MlmStream(const TokenDataset& ds, const StreamOptions& o)
+      : ItemStream(o, 0x22), vocab_(ds.vocab_size) {
+    const auto& text = split_of<LmSplit>(ds, DataKind::kLm, "mlm").text;
     if (o.seq_len < 3) throw UserError("task mlm needs seq_len >= 3");
-    stream_ = flatten(ds.seqs.at("text"), Special::kSep);
-    windows_ = static_cast<int64_t>(stream_.size()) / (o.seq_len - 2);
-    if (windows_ < o.world) throw UserError(ds.split + " split is too small for one MLM window");
+    stream_ = flatten(text, Special::kSep);
+    n_ = static_cast<int64_t>(stream_.size()) / (o.seq_len - 2);
+    if (n_ < o.world) throw UserError(ds.split + " split is too small for one MLM window");
   }
-  int64_t batches_per_epoch() const override { return num_batches(windows_, o_); }
-  Batch batch(int64_t epoch, int64_t index) const override {
-    const auto& order = cache_.get(windows_, o_, epoch, 0x22);
-    auto [first, B] = batch_rows(order, index, o_.batch_size);
+
+ private:
+  Batch rows(const std::vector<int64_t>& windows, int64_t epoch) const override {
+    const auto B = static_cast<int64_t>(windows.size());
     int64_t L = o_.seq_len, W = L - 2;
     auto input = torch::empty({B, L}, torch::kInt64);
     auto target = torch::full({B, L}, -100, torch::kInt64);
@@ -169,8 +189,8 @@ class MlmStream : public BatchStream {
     int64_t selected = 0;
     for (int64_t b = 0; b < B; ++b) {
       // The masks depend on (epoch, window) only: the same whichever rank or batch takes it.
-      Rng rng(key_of(o_.seed, epoch, order[first + b], 0x33));
-      int64_t start = order[first + b] * W;
+      Rng rng(key_of(o_.seed, epoch, windows[b], 0x33));
+      int64_t start = windows[b] * W;
       in[b][0] = Special::kCls;
       for (int64_t t = 0; t < W; ++t) in[b][t + 1] = stream_[start + t];
       in[b][L - 1] = Special::kSep;
@@ -195,13 +215,8 @@ class MlmStream : public BatchStream {
     out.scored_N = scored_positions(target);
     return out;
   }
-
- private:
-  StreamOptions o_;
   int64_t vocab_;
   std::vector<int32_t> stream_;
-  int64_t windows_ = 0;
-  OrderCache cache_;
 };
 
 // ---- translation
@@ -209,9 +224,9 @@ class MlmStream : public BatchStream {
 class TranslationStream : public BatchStream {
  public:
   TranslationStream(const TokenDataset& ds, const StreamOptions& o) : o_(o) {
-    check_kind(ds, "parallel", "translation");
-    src_ = ds.seqs.at("src");
-    tgt_ = ds.seqs.at("tgt");
+    const auto& pairs = split_of<ParallelSplit>(ds, DataKind::kParallel, "translation");
+    src_ = pairs.src;
+    tgt_ = pairs.tgt;
     budget_ = o.max_tokens > 0 ? o.max_tokens : o.batch_size * o.seq_len;
     if (budget_ < o.seq_len + 1)
       throw UserError("translation token budget (" + std::to_string(budget_) +
@@ -287,27 +302,29 @@ class TranslationStream : public BatchStream {
 
 // ---- GLUE
 
-class GlueStream : public BatchStream {
+class GlueStream : public ItemStream {
  public:
-  GlueStream(const TokenDataset& ds, const StreamOptions& o) : o_(o), ds_(ds) {
-    check_kind(ds, "glue", "glue");
-    n_ = ds.seqs.at("a").size();
+  GlueStream(const TokenDataset& ds, const StreamOptions& o)
+      : ItemStream(o, 0x55),
+        split_(split_of<GlueSplit>(ds, DataKind::kGlue, "glue")),
+        regression_(ds.num_labels == 0) {
+    n_ = split_.a.size();
     if (n_ == 0) throw UserError(ds.split + " split has no examples");
   }
-  int64_t batches_per_epoch() const override { return num_batches(n_, o_); }
-  Batch batch(int64_t epoch, int64_t index) const override {
-    const auto& order = cache_.get(n_, o_, epoch, 0x55);
-    auto [first, B] = batch_rows(order, index, o_.batch_size);
-    const Ragged& a = ds_.seqs.at("a");
+
+ private:
+  Batch rows(const std::vector<int64_t>& examples, int64_t) const override {
+    const auto B = static_cast<int64_t>(examples.size());
+    const Ragged& a = split_.a;
     // Ranking triplets give two rows per example, (a, b) and (a, c), next to each other.
-    std::vector<const Ragged*> second = {&ds_.seqs.at("b")};
-    if (ds_.seqs.count("c") != 0) second.push_back(&ds_.seqs.at("c"));
+    std::vector<const Ragged*> second = {&split_.b};
+    if (split_.ranking()) second.push_back(&split_.c);
     const auto per = static_cast<int64_t>(second.size());
     const int64_t R = B * per;
     std::vector<std::vector<int64_t>> rows(R), segs(R);
     int64_t T = 0;
     for (int64_t r = 0; r < R; ++r) {
-      int64_t i = order[first + r / per];
+      int64_t i = examples[r / per];
       const Ragged& b = *second[static_cast<size_t>(r % per)];
       int64_t la = a.length(i), lb = b.length(i);
       int64_t room = o_.seq_len - (lb > 0 ? 3 : 2);
@@ -327,17 +344,16 @@ class GlueStream : public BatchStream {
     auto seg = torch::zeros({R, T}, torch::kInt64);
     auto in = input.accessor<int64_t, 2>(), sg = seg.accessor<int64_t, 2>();
     Batch out;
-    bool regression = ds_.num_labels == 0;
-    auto label = torch::empty({B}, regression ? torch::kFloat32 : torch::kInt64);
+    auto label = torch::empty({B}, regression_ ? torch::kFloat32 : torch::kInt64);
     auto row_index = torch::empty({B}, torch::kInt64);
     for (int64_t r = 0; r < R; ++r) {
       for (size_t t = 0; t < rows[r].size(); ++t) in[r][t] = rows[r][t], sg[r][t] = segs[r][t];
       out.num_tokens += static_cast<int64_t>(rows[r].size());
     }
     for (int64_t r = 0; r < B; ++r) {
-      row_index[r] = order[first + r];
-      float l = ds_.labels[order[first + r]];
-      if (regression)
+      row_index[r] = examples[r];
+      float l = split_.labels[examples[r]];
+      if (regression_)
         label[r] = l;
       else
         label[r] = static_cast<int64_t>(l);
@@ -350,37 +366,33 @@ class GlueStream : public BatchStream {
     out.num_targets = B;
     return out;
   }
-
- private:
-  StreamOptions o_;
-  TokenDataset ds_;
-  int64_t n_ = 0;
-  OrderCache cache_;
+  GlueSplit split_;
+  bool regression_;
 };
 
 // Synthetic examples (data/synthetic.h): each row one example, right-padded; next-token
 // targets only where the next token is scored (an answer token), -100 elsewhere.
-class SyntheticStream : public BatchStream {
+class SyntheticStream : public ItemStream {
  public:
-  SyntheticStream(const TokenDataset& ds, const StreamOptions& o) : o_(o), ds_(ds) {
-    check_kind(ds, "synthetic", "answer");
-    n_ = ds.seqs.at("tokens").size();
+  SyntheticStream(const TokenDataset& ds, const StreamOptions& o)
+      : ItemStream(o, 0x5E), split_(split_of<SyntheticSplit>(ds, DataKind::kSynthetic, "answer")) {
+    n_ = split_.tokens.size();
     if (n_ == 0) throw UserError(ds.split + " split has no examples");
   }
-  int64_t batches_per_epoch() const override { return num_batches(n_, o_); }
-  Batch batch(int64_t epoch, int64_t index) const override {
-    const auto& order = cache_.get(n_, o_, epoch, 0x5E);
-    auto [first, B] = batch_rows(order, index, o_.batch_size);
-    const Ragged& tok = ds_.seqs.at("tokens");
-    const Ragged& scored = ds_.seqs.at("scored");
+
+ private:
+  Batch rows(const std::vector<int64_t>& examples, int64_t) const override {
+    const auto B = static_cast<int64_t>(examples.size());
+    const Ragged& tok = split_.tokens;
+    const Ragged& scored = split_.scored;
     int64_t T = 1;
-    for (int64_t r = 0; r < B; ++r) T = std::max(T, tok.length(order[first + r]) - 1);
+    for (int64_t i : examples) T = std::max(T, tok.length(i) - 1);
     auto input = torch::full({B, T}, Special::kPad, torch::kInt64);
     auto target = torch::full({B, T}, -100, torch::kInt64);
     auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
     Batch out;
     for (int64_t r = 0; r < B; ++r) {
-      const int64_t i = order[first + r], L = tok.length(i);
+      const int64_t i = examples[r], L = tok.length(i);
       const int32_t* t = tok.begin(i);
       const int32_t* s = scored.begin(i);
       for (int64_t p = 0; p + 1 < L; ++p) {
@@ -395,12 +407,7 @@ class SyntheticStream : public BatchStream {
     out.scored_N = scored_positions(target);
     return out;
   }
-
- private:
-  StreamOptions o_;
-  TokenDataset ds_;
-  int64_t n_ = 0;
-  OrderCache cache_;
+  SyntheticSplit split_;
 };
 
 }  // namespace
@@ -428,6 +435,22 @@ std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const Stre
 }
 std::unique_ptr<BatchStream> make_synthetic_stream(const TokenDataset& ds, const StreamOptions& o) {
   return std::make_unique<SyntheticStream>(ds, o);
+}
+
+namespace {
+class RepeatStream : public BatchStream {
+ public:
+  explicit RepeatStream(Batch b) : b_(std::move(b)) {}
+  int64_t batches_per_epoch() const override { return 1; }
+  Batch batch(int64_t, int64_t) const override { return b_; }
+
+ private:
+  Batch b_;
+};
+}  // namespace
+
+std::unique_ptr<BatchStream> make_repeat_stream(Batch b) {
+  return std::make_unique<RepeatStream>(std::move(b));
 }
 
 }  // namespace ropelab::data

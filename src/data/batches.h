@@ -75,6 +75,8 @@ std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds,
 std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const StreamOptions& opt);
 std::unique_ptr<BatchStream> make_synthetic_stream(const TokenDataset& ds,
                                                    const StreamOptions& opt);
+// One batch, every time (bench: a training step's compute does not depend on the text).
+std::unique_ptr<BatchStream> make_repeat_stream(Batch b);
 
 using util::mix64;  // deterministic randomness shared by the streams
 // A permutation of [0, n) that depends only on `key`.

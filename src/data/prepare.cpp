@@ -36,66 +36,48 @@ std::string join_path(const std::string& a, const std::string& b) {
 
 using text::read_lines;
 
-struct SplitInput {
-  std::string name;                // split name
-  std::vector<std::string> files;  // lm: 1; parallel: src, tgt; glue: 1 tsv
-};
-
-// Where the text of each split lives, exporting built-in corpora first.
-std::vector<SplitInput> split_inputs(const config::DataConfig& d, std::string* text_dir) {
-  std::vector<SplitInput> out;
-  const config::DataSource src = d.source;
-  bool builtin = config::is_builtin(src);
-  if (builtin) {
-    *text_dir = join_path(join_path(d.prepared_dir, "text"), config::to_string(src));
-    text::export_builtin_text(src, *text_dir);
-  }
-  config::DataKind kind = config::kind_of(src);
-  if (kind == config::DataKind::kLm) {
+// Where the text of each split lives (built-in corpora: once exported to text_dir).
+std::vector<SplitSource> split_sources(const config::DataConfig& d, const Plan& p) {
+  std::vector<SplitSource> out;
+  const bool builtin = p.builtin;
+  if (p.kind == config::DataKind::kLm) {
     if (builtin) {
       for (const char* s : kSplits)
-        out.push_back({s, {join_path(*text_dir, std::string(s) + ".txt")}});
+        out.push_back({s, {join_path(p.text_dir, std::string(s) + ".txt")}});
     } else {
       std::map<std::string, std::string> files = {
           {"train", d.train}, {"valid", d.valid}, {"test", d.test}};
       for (const char* s : kSplits)
         if (!files[s].empty()) out.push_back({s, {files[s]}});
     }
-  } else if (kind == config::DataKind::kParallel) {
+  } else if (p.kind == config::DataKind::kParallel) {
     std::string ss = builtin ? "en" : d.source_suffix, ts = builtin ? "es" : d.target_suffix;
     std::map<std::string, std::string> base;
     if (builtin)
-      for (const char* s : kSplits) base[s] = join_path(*text_dir, s);
+      for (const char* s : kSplits) base[s] = join_path(p.text_dir, s);
     else
       base = {{"train", d.train}, {"valid", d.valid}, {"test", d.test}};
     for (const char* s : kSplits)
       if (!base[s].empty()) out.push_back({s, {base[s] + "." + ss, base[s] + "." + ts}});
-  } else {
-    const auto task = text::glue_task_of(d);
-    std::string dir = builtin ? join_path(*text_dir, task.name) : d.train;
-    std::vector<std::string> names = {"train", "dev"};
-    if (task.name == "MNLI") names = {"train", "dev_matched", "dev_mismatched"};
-    for (const auto& n : names) {
-      std::string f = join_path(dir, text::glue_file_name(task, n));
-      // MNLI validates on dev_matched ("valid"); dev_mismatched is "valid_mismatched".
-      out.push_back({n == "dev" || n == "dev_matched" ? "valid"
-                     : n == "dev_mismatched"          ? "valid_mismatched"
-                                                      : n,
-                     {f}});
-    }
+  } else if (p.kind == config::DataKind::kGlue) {
+    const auto& task = p.glue;
+    const bool mnli = task.name == "MNLI";
+    std::string dir = builtin ? join_path(p.text_dir, task.name) : d.train;
+    // MNLI validates on dev_matched ("valid"); dev_mismatched is "valid_mismatched".
+    std::vector<std::pair<std::string, std::string>> files = {{"train", "train"}, {"valid", "dev"}};
+    if (mnli) files = {{"train", "train"}, {"valid", "dev_matched"},
+                       {"valid_mismatched", "dev_mismatched"}};
+    for (const auto& [split, name] : files)
+      out.push_back({split, {join_path(dir, text::glue_file_name(task, name))}});
     // Test files are optional (GLUE's are unlabeled): MNLI has a matched ("test") and a
     // mismatched ("test_mismatched") one.
-    std::vector<std::pair<std::string, std::string>> tests = {
-        {"test", join_path(dir, builtin ? "test_labeled.tsv" : "test.tsv")}};
-    if (task.name == "MNLI" && !builtin)
-      tests = {{"test", join_path(dir, "test_matched.tsv")},
-               {"test_mismatched", join_path(dir, "test_mismatched.tsv")}};
-    for (const auto& [split, file] : tests)
-      if (fs::exists(file)) out.push_back({split, {file}});
+    if (mnli && !builtin) {
+      out.push_back({"test", {join_path(dir, "test_matched.tsv")}, true});
+      out.push_back({"test_mismatched", {join_path(dir, "test_mismatched.tsv")}, true});
+    } else {
+      out.push_back({"test", {join_path(dir, builtin ? "test_labeled.tsv" : "test.tsv")}, true});
+    }
   }
-  for (const auto& si : out)
-    for (const auto& f : si.files)
-      if (!fs::exists(f)) throw UserError(f + ": no such file (data." + si.name + ")");
   return out;
 }
 
@@ -121,9 +103,9 @@ std::string tokenizer_tag(const config::DataConfig& d) {
 // The side of parallel text a tokenizer learns from: both (joint), or one.
 enum class Side { kBoth, kSource, kTarget };
 
-std::string out_dir(const config::DataConfig& d) {
+std::string out_dir(const config::DataConfig& d, const Plan& p) {
   std::string src = config::to_string(d.source);
-  if (!config::is_builtin(d.source) && config::kind_of(d.source) != config::DataKind::kSynthetic) {
+  if (!p.builtin && p.kind != config::DataKind::kSynthetic) {
     // User data: name the folder after the training file, plus a hash of its path.
     // A described TSV layout is part of the name: another layout of the same files is other data.
     std::string layout;
@@ -139,14 +121,30 @@ std::string out_dir(const config::DataConfig& d) {
   return join_path(join_path(d.prepared_dir, src), tokenizer_tag(d));
 }
 
+// The inputs of one stage of prepare that exist: every required file (UserError naming the
+// split's config key otherwise), and the optional ones present.
+std::vector<SplitSource> present_inputs(const Plan& p) {
+  std::vector<SplitSource> out;
+  for (const auto& si : p.inputs) {
+    bool all = true;
+    for (const auto& f : si.files) {
+      if (fs::exists(f)) continue;
+      if (!si.optional) throw UserError(f + ": no such file (data." + si.split + ")");
+      all = false;
+    }
+    if (all) out.push_back(si);
+  }
+  return out;
+}
+
 // Lines of all training text (for tokenizer training); for parallel data, of `side`.
-std::string tokenizer_training_text(const std::vector<SplitInput>& inputs, config::DataKind kind,
-                                    const text::GlueTask& task, Side side) {
+std::string tokenizer_training_text(const std::vector<SplitSource>& inputs, const Plan& p,
+                                    Side side) {
   std::string all;
   for (const auto& si : inputs) {
-    if (si.name != "train") continue;
-    if (kind == config::DataKind::kGlue) {
-      auto gf = text::read_glue_tsv(si.files[0], task);
+    if (si.split != "train") continue;
+    if (p.kind == config::DataKind::kGlue) {
+      auto gf = text::read_glue_tsv(si.files[0], p.glue);
       for (const auto& e : gf.examples)
         for (const auto* t : {&e.a, &e.b, &e.c})
           if (!t->empty()) all += *t + "\n";
@@ -243,21 +241,58 @@ std::pair<std::string, std::string> tokenizer_paths(const config::DataConfig& d,
 
 }  // namespace
 
-Prepared prepared_paths(const config::DataConfig& d) {
-  Prepared p;
+namespace {
+// The generator's bounds on data.synthetic, and the model's context (task.seq_len) against its
+// longest example.
+void check_synthetic(const config::DataConfig& d, int64_t max_len) {
+  const auto src = d.source;
+  const auto& g = d.synthetic;
+  const std::string name = config::to_string(src);
+  const int64_t lo = synthetic::min_size(src), hi = synthetic::max_size(src);
+  if (g.size < lo || g.size > hi)
+    throw UserError("data.synthetic.size: " + name + " needs a size in [" + std::to_string(lo) +
+                    ", " + std::to_string(hi) + "]");
+  if (g.min_size != 0 && (g.min_size < lo || g.min_size > g.size))
+    throw UserError("data.synthetic.min_size: min_size must be in [" + std::to_string(lo) +
+                    ", data.synthetic.size] (0 = " + std::to_string(lo) + ")");
+  const int64_t longest = synthetic::max_tokens(src, g.size);
+  if (max_len < longest)
+    throw UserError("task.seq_len: seq_len (" + std::to_string(max_len) +
+                    ") is shorter than the longest " + name + " example of size " +
+                    std::to_string(g.size) + " (" + std::to_string(longest) + " tokens)");
+}
+}  // namespace
+
+Plan plan(const config::DataConfig& d, int64_t max_len) {
+  Plan p;
+  p.source = d.source;
   p.kind = config::kind_of(d.source);
-  p.tokenizer_kind = d.tokenizer.type;
-  std::string dir = out_dir(d);
-  std::tie(p.tokenizer_path, p.target_tokenizer_path) = tokenizer_paths(d, dir);
-  std::vector<std::string> names = {"train", "valid", "test"};
-  if (p.kind == config::DataKind::kGlue && text::glue_task_name(d) == "MNLI")
-    names = {"train", "valid", "valid_mismatched", "test", "test_mismatched"};
-  for (const auto& n : names) {
-    std::string f = join_path(dir, n + ".h5");
+  p.builtin = config::is_builtin(d.source);
+  p.whole_file = d.source == config::DataSource::kBytes;
+  if (p.kind == config::DataKind::kSynthetic) check_synthetic(d, max_len);
+  if (p.builtin)
+    p.text_dir = join_path(join_path(d.prepared_dir, "text"), config::to_string(d.source));
+  if (p.kind == config::DataKind::kGlue) p.glue = text::glue_task_of(d);
+  p.inputs = split_sources(d, p);
+  p.tokenizer = d.tokenizer;
+  p.synthetic = d.synthetic;
+  p.out_dir = out_dir(d, p);
+  std::tie(p.tokenizer_path, p.target_tokenizer_path) = tokenizer_paths(d, p.out_dir);
+  p.splits = {"train", "valid", "test"};
+  if (p.kind == config::DataKind::kGlue && p.glue.name == "MNLI")
+    p.splits = {"train", "valid", "valid_mismatched", "test", "test_mismatched"};
+  return p;
+}
+
+Prepared prepared_paths(const Plan& plan) {
+  Prepared p;
+  p.plan = plan;
+  for (const auto& n : plan.splits) {
+    std::string f = join_path(plan.out_dir, n + ".h5");
     if (fs::exists(f)) p.splits[n] = f;
   }
   if (p.splits.count("train") == 0)
-    throw UserError(dir +
+    throw UserError(plan.out_dir +
                     ": no prepared training data; HINT: run `ropelab prepare` with this config");
   return p;
 }
@@ -267,7 +302,7 @@ TokenDataset load_split(const Prepared& p, const std::string& split,
   auto it = p.splits.find(split);
   if (it == p.splits.end())
     throw UserError("no prepared '" + split + "' split; HINT: run `ropelab prepare`");
-  TokenDataset ds = read_tokens(it->second, config::to_string(p.kind));
+  TokenDataset ds = read_tokens(it->second, p.plan.kind);
   if (ds.tokenizer != fingerprint)
     throw UserError(it->second + ": was made with tokenizer " + ds.tokenizer +
                     ", but the tokenizer in use is " + fingerprint +
@@ -275,15 +310,15 @@ TokenDataset load_split(const Prepared& p, const std::string& split,
   return ds;
 }
 
-std::unique_ptr<text::Tokenizer> load_tokenizer(const Prepared& p) {
-  if (p.tokenizer_kind == config::TokenizerType::kByte)
+std::unique_ptr<text::Tokenizer> load_tokenizer(const Plan& p) {
+  if (p.tokenizer.type == config::TokenizerType::kByte)
     return std::make_unique<text::ByteTokenizer>();
-  if (p.tokenizer_kind == config::TokenizerType::kSynthetic)
+  if (p.tokenizer.type == config::TokenizerType::kSynthetic)
     return std::make_unique<synthetic::SyntheticTokenizer>();
   return std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
 }
 
-std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Prepared& p) {
+std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Plan& p) {
   if (p.target_tokenizer_path.empty()) return nullptr;
   return std::make_unique<text::SpmTokenizer>(p.target_tokenizer_path);
 }
@@ -294,13 +329,12 @@ std::string fingerprint(const text::Tokenizer& tok, const text::Tokenizer* targe
 
 namespace {
 // Synthetic sources: each split generated from data.synthetic (no text, no tokenizer training).
-Prepared prepare_synthetic(const config::DataConfig& d) {
+Prepared prepare_synthetic(const Plan& plan) {
   Prepared p;
-  p.kind = config::DataKind::kSynthetic;
-  p.tokenizer_kind = config::TokenizerType::kSynthetic;
-  const auto& g = d.synthetic;
-  const int64_t lo = g.min_size > 0 ? g.min_size : synthetic::min_size(d.source);
-  std::string dir = out_dir(d);
+  p.plan = plan;
+  const auto& g = plan.synthetic;
+  const int64_t lo = g.min_size > 0 ? g.min_size : synthetic::min_size(plan.source);
+  const std::string& dir = plan.out_dir;
   fs::make_dirs(dir);
   const std::pair<const char*, int64_t> splits[] = {
       {"train", g.train_examples}, {"valid", g.valid_examples}, {"test", g.test_examples}};
@@ -315,112 +349,109 @@ Prepared prepare_synthetic(const config::DataConfig& d) {
       p.splits[splits[i].first] = out;
       continue;
     }
-    auto examples = synthetic::make_examples(d.source, ids[i], splits[i].second, lo, g.size,
+    auto examples = synthetic::make_examples(plan.source, ids[i], splits[i].second, lo, g.size,
                                              static_cast<uint64_t>(g.seed));
     TokenDataset ds = synthetic::to_dataset(examples, splits[i].first);
     ds.source_hash = hash;
     throw_if_stopped();
     write_tokens(out, ds);
     spdlog::info("wrote {}: {} {} examples of size {}..{}", out, examples.size(),
-                 config::to_string(d.source), lo, g.size);
+                 config::to_string(plan.source), lo, g.size);
     p.splits[splits[i].first] = out;
   }
   return p;
 }
 }  // namespace
 
-Prepared prepare(const config::DataConfig& d, int threads) {
-  if (config::kind_of(d.source) == config::DataKind::kSynthetic) return prepare_synthetic(d);
+Prepared prepare(const Plan& plan, int threads) {
+  if (plan.kind == config::DataKind::kSynthetic) return prepare_synthetic(plan);
   auto t0 = std::chrono::steady_clock::now();
   Prepared p;
-  p.kind = config::kind_of(d.source);
-  p.tokenizer_kind = d.tokenizer.type;
-  std::string text_dir;
-  auto inputs = split_inputs(d, &text_dir);
+  p.plan = plan;
+  if (plan.builtin) text::export_builtin_text(plan.source, plan.text_dir);
+  const auto inputs = present_inputs(plan);
   throw_if_stopped();
-  const text::GlueTask task =
-      p.kind == config::DataKind::kGlue ? text::glue_task_of(d) : text::GlueTask{};
-  std::string dir = out_dir(d);
+  const std::string& dir = plan.out_dir;
   fs::make_dirs(dir);
 
   // Tokenizer(s): the joint one, or one per side of parallel text.
-  std::tie(p.tokenizer_path, p.target_tokenizer_path) = tokenizer_paths(d, dir);
-  if (d.tokenizer.type == config::TokenizerType::kSpm && d.tokenizer.model.empty()) {
-    const bool joint = d.tokenizer.joint;
+  const auto& tk = plan.tokenizer;
+  if (tk.type == config::TokenizerType::kSpm && tk.model.empty()) {
+    const bool joint = tk.joint;
     std::vector<std::pair<std::string, Side>> todo = {
         {"tokenizer", joint ? Side::kBoth : Side::kSource}};
     if (!joint) todo.emplace_back("tokenizer-target", Side::kTarget);
     for (const auto& [name, side] : todo) {
-      std::string text = tokenizer_training_text(inputs, p.kind, task, side);
+      std::string text = tokenizer_training_text(inputs, plan, side);
       const auto& files = inputs[0].files;
       if (text.empty())
         throw UserError((side == Side::kTarget ? files.back() : files[0]) +
                         ": the training text is empty");
       throw_if_stopped();
-      train_tokenizer(d.tokenizer, dir, name, text, threads);
+      train_tokenizer(tk, dir, name, text, threads);
       throw_if_stopped();
     }
   }
-  std::unique_ptr<text::Tokenizer> tok = load_tokenizer(p);
-  std::unique_ptr<text::Tokenizer> target_tok = load_target_tokenizer(p);
+  std::unique_ptr<text::Tokenizer> tok = load_tokenizer(plan);
+  std::unique_ptr<text::Tokenizer> target_tok = load_target_tokenizer(plan);
   const text::Tokenizer& ttok = target_tok ? *target_tok : *tok;
   const std::string fp = fingerprint(*tok, target_tok.get());
 
   // Datasets.
   for (const auto& si : inputs) {
-    std::string out = join_path(dir, si.name + ".h5");
+    std::string out = join_path(dir, si.split + ".h5");
     std::string source_hash;
     for (const auto& f : si.files) source_hash += fs::hex64(fs::hash_file(f));
     auto attrs = read_token_attrs(out);
     if (!attrs.empty() && attrs["source_hash"] == source_hash && attrs["tokenizer"] == fp &&
         attrs["format_version"] == std::to_string(kTokensFormatVersion)) {
       spdlog::info("{} up to date", out);
-      p.splits[si.name] = out;
+      p.splits[si.split] = out;
       continue;
     }
-    TokenDataset ds;
-    ds.kind = config::to_string(p.kind);
-    ds.split = si.name;
+    TokenDataset ds = empty_dataset(plan.kind);
+    ds.split = si.split;
     ds.tokenizer = fp;
     ds.tokenizer_kind = tok->kind();
     ds.vocab_size = std::max(tok->vocab_size(), ttok.vocab_size());
     ds.source_hash = source_hash;
-    if (p.kind == config::DataKind::kLm) {
+    if (plan.kind == config::DataKind::kLm) {
       std::vector<std::string> docs;
-      if (d.source == config::DataSource::kBytes) {
+      if (plan.whole_file) {
         docs.push_back(fs::read_file(si.files[0]));  // one raw byte stream
       } else {
         for (auto& l : read_lines(si.files[0]))
           if (!l.empty()) docs.push_back(std::move(l));
       }
       if (docs.empty()) throw UserError(si.files[0] + ": no text (the file is empty)");
-      Progress bar("encode " + si.name, static_cast<int64_t>(docs.size()), "doc");
+      Progress bar("encode " + si.split, static_cast<int64_t>(docs.size()), "doc");
       int64_t done = 0;
       auto ids = encode_all(*tok, docs, threads, &bar, &done);
       bar.finish();
-      for (const auto& x : ids) ds.seqs["text"].push(x);
-    } else if (p.kind == config::DataKind::kParallel) {
+      for (const auto& x : ids) ds.lm().text.push(x);
+    } else if (plan.kind == config::DataKind::kParallel) {
       auto [src, tgt] = text::read_parallel(si.files[0], si.files[1]);
-      Progress bar("encode " + si.name, static_cast<int64_t>(2 * src.size()), "line");
+      Progress bar("encode " + si.split, static_cast<int64_t>(2 * src.size()), "line");
       int64_t done = 0;
       auto a = encode_all(*tok, src, threads, &bar, &done);
       auto b = encode_all(ttok, tgt, threads, &bar, &done);
       bar.finish();
       for (size_t i = 0; i < a.size(); ++i) {
         if (a[i].empty() || b[i].empty()) continue;  // drop pairs with an empty side
-        ds.seqs["src"].push(a[i]);
-        ds.seqs["tgt"].push(b[i]);
+        ds.parallel().src.push(a[i]);
+        ds.parallel().tgt.push(b[i]);
       }
     } else {
-      const auto& gt = task;
+      const auto& gt = plan.glue;
+      auto& g = ds.glue();
       auto gf = text::read_glue_tsv(si.files[0], gt);
       if (gf.skipped_rows > 0)
         spdlog::warn("{}: skipped {} malformed rows", si.files[0], gf.skipped_rows);
       std::vector<std::string> a, b, c;
       for (const auto& e : gf.examples)
-        a.push_back(e.a), b.push_back(e.b), c.push_back(e.c), ds.labels.push_back(e.label);
+        a.push_back(e.a), b.push_back(e.b), c.push_back(e.c), g.labels.push_back(e.label);
       const int64_t texts = gt.ranking() ? 3 : 2;
-      Progress bar("encode " + si.name, static_cast<int64_t>(texts * a.size()), "text");
+      Progress bar("encode " + si.split, static_cast<int64_t>(texts * a.size()), "text");
       int64_t done = 0;
       auto ea = encode_all(*tok, a, threads, &bar, &done);
       auto eb = encode_all(*tok, b, threads, &bar, &done);
@@ -428,8 +459,8 @@ Prepared prepare(const config::DataConfig& d, int threads) {
                              : std::vector<std::vector<int32_t>>{};
       bar.finish();
       for (size_t i = 0; i < ea.size(); ++i) {
-        ds.seqs["a"].push(ea[i]), ds.seqs["b"].push(eb[i]);
-        if (gt.ranking()) ds.seqs["c"].push(ec[i]);
+        g.a.push(ea[i]), g.b.push(eb[i]);
+        if (gt.ranking()) g.c.push(ec[i]);
       }
       ds.task = gt.name;
       ds.num_labels = gt.regression ? 0 : static_cast<int64_t>(gt.label_names.size());
@@ -437,20 +468,20 @@ Prepared prepare(const config::DataConfig& d, int threads) {
     throw_if_stopped();
     write_tokens(out, ds);
     int64_t ntok = 0, nseq = 0;
-    for (const auto& [name, r] : ds.seqs)
-      ntok += static_cast<int64_t>(r.tokens.size()), nseq = r.size();
+    for (const auto& [name, r] : ds.groups())
+      ntok += static_cast<int64_t>(r->tokens.size()), nseq = r->size();
     spdlog::info("wrote {}: {} sequences, {} tokens", out, nseq, ntok);
-    p.splits[si.name] = out;
+    p.splits[si.split] = out;
   }
   spdlog::info("prepare finished in {:.1f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return p;
 }
 
-Data::Data(const config::DataConfig& cfg, int threads, bool run_prepare)
-    : prepared_(run_prepare ? prepare(cfg, threads) : prepared_paths(cfg)),
-      tok_(load_tokenizer(prepared_)),
-      target_tok_(load_target_tokenizer(prepared_)) {}
+Data::Data(const Plan& plan, int threads, bool run_prepare)
+    : prepared_(run_prepare ? prepare(plan, threads) : prepared_paths(plan)),
+      tok_(load_tokenizer(plan)),
+      target_tok_(load_target_tokenizer(plan)) {}
 
 TokenDataset Data::split(const std::string& name) const {
   return load_split(prepared_, name, fingerprint(*tok_, target_tok_.get()));

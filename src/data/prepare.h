@@ -12,29 +12,57 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/schema.h"
 #include "data/tokens.h"
+#include "text/glue.h"
 #include "text/tokenizer.h"
 
 namespace ropelab::data {
 
-struct Prepared {
+// A data config resolved once, before anything is read or written: its kind, where each split's
+// input text lives (built-in corpora: where it is exported), the GLUE layout, the tokenizer and
+// where the prepared files go. Everything downstream (prepare, Data, the tasks' data kind) reads
+// the plan, not the config.
+struct SplitSource {
+  std::string split;               // train, valid, test (MNLI: also *_mismatched)
+  std::vector<std::string> files;  // lm: 1; parallel: source, target; glue: 1 TSV
+  bool optional = false;           // GLUE test files: used when present
+};
+struct Plan {
+  config::DataSource source = config::DataSource::kBibleEn;
   config::DataKind kind = config::DataKind::kLm;
-  std::string tokenizer_path;         // spm model ("" for byte); the source side's if separate
-  std::string target_tokenizer_path;  // separate vocabularies: the target side's; else ""
-  config::TokenizerType tokenizer_kind = config::TokenizerType::kSpm;
+  bool builtin = false;                // a built-in corpus, exported to text_dir by prepare
+  bool whole_file = false;             // `bytes`: each file is one document, not one per line
+  std::string text_dir;                // built-in: where its text is exported; else ""
+  std::vector<SplitSource> inputs;     // not for synthetic sources
+  text::GlueTask glue;                 // glue data: the layout of its TSV files
+  config::TokenizerConfig tokenizer;
+  std::string out_dir;                 // <prepared_dir>/<source>/<tokenizer tag>
+  std::vector<std::string> splits;     // the splits out_dir may hold
+  std::string tokenizer_path;          // spm model ("" for byte); the source side's if separate
+  std::string target_tokenizer_path;   // separate vocabularies: the target side's; else ""
+  config::SyntheticConfig synthetic;   // synthetic sources: the generator's settings
+};
+// `max_len`: the longest sequence the model reads (task.seq_len); synthetic examples must fit
+// it. UserError naming the key when data.synthetic is out of the generator's bounds.
+Plan plan(const config::DataConfig& d, int64_t max_len);
+
+// What a prepared plan holds.
+struct Prepared {
+  Plan plan;
   std::map<std::string, std::string> splits;  // split name -> .h5 path
 };
 
 // Runs every stage that is out of date. `threads` bounds SentencePiece training/encoding.
-Prepared prepare(const config::DataConfig& data, int threads);
-// The paths prepare() would produce, without doing anything (UserError if not prepared yet).
-Prepared prepared_paths(const config::DataConfig& data);
+Prepared prepare(const Plan& p, int threads);
+// The files prepare() would produce, without doing anything (UserError if not prepared yet).
+Prepared prepared_paths(const Plan& p);
 
-std::unique_ptr<text::Tokenizer> load_tokenizer(const Prepared& p);
+std::unique_ptr<text::Tokenizer> load_tokenizer(const Plan& p);
 // The target side's tokenizer with separate vocabularies; nullptr with a joint one.
-std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Prepared& p);
+std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Plan& p);
 // What a prepared split records as its tokenizer: the joint one's fingerprint, or both sides'.
 std::string fingerprint(const text::Tokenizer& tok, const text::Tokenizer* target);
 // Reads a prepared split and checks it was made with tokenizers of `fingerprint`.
@@ -47,7 +75,7 @@ class Data {
  public:
   // prepare = true runs every out-of-date stage first; false only opens what exists
   // (UserError with a HINT if it was never prepared).
-  Data(const config::DataConfig& cfg, int threads, bool prepare);
+  Data(const Plan& plan, int threads, bool prepare);
   const Prepared& prepared() const { return prepared_; }
   // The tokenizer of all input text (the source side's with separate vocabularies) and the
   // one of target text (the same object unless the vocabularies are separate).

@@ -235,16 +235,15 @@ std::vector<Example> make_examples(DataSource src, Split split, int64_t count, i
 }
 
 TokenDataset to_dataset(const std::vector<Example>& examples, const std::string& split) {
-  TokenDataset ds;
-  ds.kind = "synthetic";
+  TokenDataset ds = empty_dataset(DataKind::kSynthetic);
   ds.split = split;
   SyntheticTokenizer tok;
   ds.tokenizer = tok.fingerprint();
   ds.tokenizer_kind = tok.kind();
   ds.vocab_size = tok.vocab_size();
   for (const auto& e : examples) {
-    ds.seqs["tokens"].push(e.tokens);
-    ds.seqs["scored"].push(e.scored);
+    ds.synthetic().tokens.push(e.tokens);
+    ds.synthetic().scored.push(e.scored);
   }
   return ds;
 }

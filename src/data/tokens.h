@@ -15,10 +15,17 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
+#include "config/schema.h"
+
 namespace ropelab::data {
+
+using config::DataKind;  // lm, parallel, glue, synthetic: the variant's order below
 
 // A ragged array of token sequences.
 struct Ragged {
@@ -33,26 +40,68 @@ struct Ragged {
   }
 };
 
+// The sequences of a split, one struct per kind of data (typed views of TokenDataset).
+struct LmSplit {  // lm: one document per sequence
+  Ragged text;
+};
+struct ParallelSplit {  // parallel: sentence pairs
+  Ragged src, tgt;
+};
+struct GlueSplit {  // glue: sentence (pairs); ranking triplets add c
+  Ragged a, b, c;  // b's sequences are empty for single-sentence tasks; c empty unless ranking
+  std::vector<float> labels;  // per example: class index, score (regression), < 0 = unlabeled
+  bool ranking() const { return c.size() > 0; }
+};
+struct SyntheticSplit {  // synthetic: examples, and which of their tokens are the answer
+  Ragged tokens, scored;
+};
+
 struct TokenDataset {
-  std::string kind;            // "lm", "parallel", "glue", "synthetic"
   std::string split;           // "train", "valid", "test" (MNLI: also "valid_mismatched")
   std::string tokenizer;       // fingerprint
-  std::string tokenizer_kind;  // "spm", "byte"
+  std::string tokenizer_kind;  // "spm", "byte", "synthetic"
   int64_t vocab_size = 0;
   std::string source_hash;
   std::string task;        // glue
   int64_t num_labels = 0;  // glue; 0 = regression
-  std::map<std::string, Ragged> seqs;
-  std::vector<float> labels;
+  std::variant<LmSplit, ParallelSplit, GlueSplit, SyntheticSplit> seqs;
+
+  DataKind kind() const { return static_cast<DataKind>(seqs.index()); }
+  // The typed views: UserError naming the split if it holds another kind of data.
+  const LmSplit& lm() const { return view<LmSplit>(DataKind::kLm); }
+  const ParallelSplit& parallel() const { return view<ParallelSplit>(DataKind::kParallel); }
+  const GlueSplit& glue() const { return view<GlueSplit>(DataKind::kGlue); }
+  const SyntheticSplit& synthetic() const { return view<SyntheticSplit>(DataKind::kSynthetic); }
+  LmSplit& lm() { return const_cast<LmSplit&>(std::as_const(*this).lm()); }
+  ParallelSplit& parallel() { return const_cast<ParallelSplit&>(std::as_const(*this).parallel()); }
+  GlueSplit& glue() { return const_cast<GlueSplit&>(std::as_const(*this).glue()); }
+  SyntheticSplit& synthetic() {
+    return const_cast<SyntheticSplit&>(std::as_const(*this).synthetic());
+  }
+  // Per-example labels (glue); empty for the other kinds.
+  const std::vector<float>& labels() const;
+  // Every sequence group with its HDF5 name, in file order (glue's c only for ranking).
+  std::vector<std::pair<const char*, const Ragged*>> groups() const;
+
+ private:
+  template <class S>
+  const S& view(DataKind k) const {
+    if (kind() != k) wrong_kind(k);
+    return std::get<S>(seqs);
+  }
+  [[noreturn]] void wrong_kind(DataKind wanted) const;
 };
+
+// An empty dataset of `kind`.
+TokenDataset empty_dataset(DataKind kind);
 
 inline constexpr int64_t kTokensFormatVersion = 1;
 
 // Writes atomically (temp file + rename): a failure never leaves a partial file at `path`.
 void write_tokens(const std::string& path, const TokenDataset& ds);
 // Reads and validates (format, version, kind, offsets, ids < vocab_size). UserError naming the
-// file on any problem. `expect_kind` empty = any.
-TokenDataset read_tokens(const std::string& path, const std::string& expect_kind = "");
+// file on any problem, including a kind other than `expect` (if given).
+TokenDataset read_tokens(const std::string& path, std::optional<DataKind> expect = std::nullopt);
 // Only the root attributes (cheap; used for up-to-date checks). Empty map if unreadable.
 std::map<std::string, std::string> read_token_attrs(const std::string& path);
 

@@ -19,7 +19,7 @@ namespace ropelab::tasks {
 
 class GlueTask : public Task {
  public:
-  GlueTask(const config::Config& c, int64_t vocab);
+  explicit GlueTask(const TaskSetup& s);
   const char* name() const override { return config::GlueTaskConfig::kName; }
   model::Model build_model() const override;
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
@@ -33,20 +33,15 @@ class GlueTask : public Task {
   // checkpoints on noise. Validation splits of GLUE are small (at most 10k examples but QQP's).
   EvalResult evaluate(model::ModelImpl& m, const data::TokenDataset& ds, const data::BatchStream& s,
                       const EvalOptions& o) const override;
-  const text::GlueTask& glue() const { return glue_; }
+  const text::GlueTask& glue() const { return s_.glue; }
 
  private:
   // The loss and sums that the head's outputs [B, C] give against the labels.
   Forward score(const torch::Tensor& out_BC, const torch::Tensor& label_B) const;
 
-  config::Config c_;
-  int64_t vocab_;
-  text::GlueTask glue_;
+  TaskSetup s_;
 };
 
-// The GLUE task a data config describes (a built-in source names its own; data.tsv describes a
-// layout of its own).
-text::GlueTask glue_task_of(const config::DataConfig& d);
 // The leaderboard's file name for predictions of `task` on `split` ("CoLA.tsv", "MNLI-m.tsv").
 std::string leaderboard_file(const text::GlueTask& task, const std::string& split);
 

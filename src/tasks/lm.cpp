@@ -38,45 +38,44 @@ const torch::Tensor& scored(const data::Batch& b, const char* task) {
 
 // ---- causal LM
 
-CausalLmTask::CausalLmTask(const config::Config& c, int64_t vocab) : c_(c), vocab_(vocab) {}
+CausalLmTask::CausalLmTask(const TaskSetup& s) : s_(s) {}
 
 model::Model CausalLmTask::build_model() const {
-  model::Transformer backbone(c_.model, vocab_);  // constructed in this order: backbone, head
-  auto head = std::make_shared<model::LmHeadImpl>(c_.model, vocab_);
-  return model::Model(backbone, head, c_.model.init_std);
+  model::Transformer backbone(s_.model, s_.vocab);  // constructed in this order: backbone, head
+  auto head = std::make_shared<model::LmHeadImpl>(s_.model, s_.vocab);
+  return model::Model(backbone, head, s_.model.init_std);
 }
 
 std::unique_ptr<data::BatchStream> CausalLmTask::stream(const data::TokenDataset& ds, bool train,
                                                         int64_t seq_len, int64_t batch_size) const {
-  return data::make_lm_stream(ds, stream_options(c_, train, seq_len, batch_size));
+  return data::make_lm_stream(ds, stream_options(s_, train, seq_len, batch_size));
 }
 
 Forward CausalLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto logits = m.logits(m.backbone->decode(b.input_BT));
-  return scored_ce(logits, b.target_BT, c_.task.label_smoothing, b.num_tokens);
+  return scored_ce(logits, b.target_BT, s_.task.label_smoothing, b.num_tokens);
 }
 
 Metrics CausalLmTask::metrics(const HostSums& s) const {
   auto m = token_metrics(s);
   // One token per byte: bits per byte is the loss in bits.
-  if (c_.data.tokenizer.type == config::TokenizerType::kByte) m["bpb"] = m["loss"] / std::log(2.0);
+  if (s_.byte_tokens) m["bpb"] = m["loss"] / std::log(2.0);
   return m;
 }
 
 // ---- masked LM
 
-MaskedLmTask::MaskedLmTask(const config::Config& c, const config::MlmTaskConfig& t, int64_t vocab)
-    : c_(c), t_(t), vocab_(vocab) {}
+MaskedLmTask::MaskedLmTask(const TaskSetup& s, const config::MlmTaskConfig& t) : s_(s), t_(t) {}
 
 model::Model MaskedLmTask::build_model() const {
-  model::Transformer backbone(c_.model, vocab_);
-  auto head = std::make_shared<model::MlmHeadImpl>(c_.model, vocab_);
-  return model::Model(backbone, head, c_.model.init_std);
+  model::Transformer backbone(s_.model, s_.vocab);
+  auto head = std::make_shared<model::MlmHeadImpl>(s_.model, s_.vocab);
+  return model::Model(backbone, head, s_.model.init_std);
 }
 
 std::unique_ptr<data::BatchStream> MaskedLmTask::stream(const data::TokenDataset& ds, bool train,
                                                         int64_t seq_len, int64_t batch_size) const {
-  auto o = stream_options(c_, train, seq_len, batch_size);
+  auto o = stream_options(s_, train, seq_len, batch_size);
   o.mask_prob = t_.mask_prob;
   o.mask_token_frac = t_.mask_token_frac;
   o.random_token_frac = t_.random_token_frac;
@@ -90,7 +89,7 @@ Forward MaskedLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto h_sel = h.reshape({-1, h.size(-1)}).index_select(0, idx);
   auto logits = m.logits(h_sel.unsqueeze(0));
   auto target = b.target_BT.reshape({-1}).index_select(0, idx).unsqueeze(0);
-  return scored_ce(logits, target, c_.task.label_smoothing, b.num_tokens);
+  return scored_ce(logits, target, s_.task.label_smoothing, b.num_tokens);
 }
 
 Metrics MaskedLmTask::metrics(const HostSums& s) const { return token_metrics(s); }
@@ -99,7 +98,7 @@ Metrics MaskedLmTask::metrics(const HostSums& s) const { return token_metrics(s)
 
 std::unique_ptr<data::BatchStream> AnswerTask::stream(const data::TokenDataset& ds, bool train,
                                                       int64_t seq_len, int64_t batch_size) const {
-  return data::make_synthetic_stream(ds, stream_options(c_, train, seq_len, batch_size));
+  return data::make_synthetic_stream(ds, stream_options(s_, train, seq_len, batch_size));
 }
 
 Forward AnswerTask::forward(model::ModelImpl& m, const data::Batch& b) const {
@@ -111,7 +110,7 @@ Forward AnswerTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto h_ND = h_BTD.reshape({B * T, -1}).index_select(0, idx_N);
   auto logits_1NV = m.logits(h_ND.unsqueeze(0));
   auto target_N = b.target_BT.reshape({-1}).index_select(0, idx_N);
-  Forward out = scored_ce(logits_1NV, target_N.unsqueeze(0), c_.task.label_smoothing, b.num_tokens);
+  Forward out = scored_ce(logits_1NV, target_N.unsqueeze(0), s_.task.label_smoothing, b.num_tokens);
   // An example is right when none of its answer tokens is wrong.
   torch::NoGradGuard no_grad;
   auto wrong_N = (logits_1NV.squeeze(0).argmax(-1) != target_N).to(torch::kLong);

@@ -15,7 +15,7 @@ namespace ropelab::tasks {
 
 class CausalLmTask : public Task {
  public:
-  CausalLmTask(const config::Config& c, int64_t vocab);
+  explicit CausalLmTask(const TaskSetup& s);
   const char* name() const override { return config::ClmTaskConfig::kName; }
   model::Model build_model() const override;
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
@@ -24,13 +24,12 @@ class CausalLmTask : public Task {
   Metrics metrics(const HostSums& s) const override;
 
  protected:
-  config::Config c_;
-  int64_t vocab_;
+  TaskSetup s_;
 };
 
 class MaskedLmTask : public Task {
  public:
-  MaskedLmTask(const config::Config& c, const config::MlmTaskConfig& t, int64_t vocab);
+  MaskedLmTask(const TaskSetup& s, const config::MlmTaskConfig& t);
   const char* name() const override { return config::MlmTaskConfig::kName; }
   model::Model build_model() const override;
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
@@ -39,14 +38,13 @@ class MaskedLmTask : public Task {
   Metrics metrics(const HostSums& s) const override;
 
  private:
-  config::Config c_;
+  TaskSetup s_;
   config::MlmTaskConfig t_;
-  int64_t vocab_;
 };
 
 class AnswerTask : public CausalLmTask {
  public:
-  AnswerTask(const config::Config& c, int64_t vocab) : CausalLmTask(c, vocab) {}
+  explicit AnswerTask(const TaskSetup& s) : CausalLmTask(s) {}
   const char* name() const override { return config::AnswerTaskConfig::kName; }
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
                                             int64_t seq_len, int64_t batch_size) const override;

@@ -11,22 +11,21 @@ namespace ropelab::tasks {
 
 namespace F = torch::nn::functional;
 
-RankTask::RankTask(const config::Config& c, int64_t vocab)
-    : c_(c), vocab_(vocab), layout_(text::glue_task_of(c.data)) {}
+RankTask::RankTask(const TaskSetup& s) : s_(s) {}
 
 model::Model RankTask::build_model() const {
-  model::Transformer backbone(c_.model, vocab_);  // constructed in this order: backbone, head
-  auto head = std::make_shared<model::ClassificationHeadImpl>(c_.model, 1);
-  return model::Model(backbone, head, c_.model.init_std);
+  model::Transformer backbone(s_.model, s_.vocab);  // constructed in this order: backbone, head
+  auto head = std::make_shared<model::ClassificationHeadImpl>(s_.model, 1);
+  return model::Model(backbone, head, s_.model.init_std);
 }
 
 std::unique_ptr<data::BatchStream> RankTask::stream(const data::TokenDataset& ds, bool train,
                                                     int64_t seq_len, int64_t batch_size) const {
-  if (ds.seqs.count("c") == 0)
+  if (!ds.glue().ranking())
     throw UserError(ds.split +
                     " split holds no ranking triplets (a, b, c); run `ropelab prepare` "
                     "again with a ranking layout");
-  return data::make_glue_stream(ds, stream_options(c_, train, seq_len, batch_size));
+  return data::make_glue_stream(ds, stream_options(s_, train, seq_len, batch_size));
 }
 
 torch::Tensor RankTask::logits(model::ModelImpl& m, const data::Batch& b) {
@@ -73,11 +72,11 @@ EvalResult RankTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
   auto pass = evaluate_split(*this, m, ds, s, whole);
   EvalResult r;
   r.tokens = pass.sums.tokens;
-  if (pass.labeled && !ds.labels.empty()) r.metrics = metrics(pass.sums);
+  if (pass.labeled && !ds.labels().empty()) r.metrics = metrics(pass.sums);
   if (o.full) {
-    r.predictions_file = layout_.leaderboard_file;
+    r.predictions_file = s_.glue.leaderboard_file;
     for (double p : pass.predictions)  // (a stopped evaluation leaves some unseen; not written)
-      r.predictions.push_back(layout_.label_names.at(std::isnan(p) ? 0 : static_cast<size_t>(p)));
+      r.predictions.push_back(s_.glue.label_names.at(std::isnan(p) ? 0 : static_cast<size_t>(p)));
   }
   return r;
 }

@@ -15,7 +15,7 @@ namespace ropelab::tasks {
 
 class RankTask : public Task {
  public:
-  RankTask(const config::Config& c, int64_t vocab);
+  explicit RankTask(const TaskSetup& s);
   const char* name() const override { return config::RankTaskConfig::kName; }
   model::Model build_model() const override;
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
@@ -33,9 +33,7 @@ class RankTask : public Task {
   static torch::Tensor logits(model::ModelImpl& m, const data::Batch& b);
   static Forward score(const torch::Tensor& logits_B2, const torch::Tensor& label_B);
 
-  config::Config c_;
-  int64_t vocab_;
-  text::GlueTask layout_;
+  TaskSetup s_;
 };
 
 }  // namespace ropelab::tasks

@@ -1,5 +1,7 @@
 #include "tasks/task.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <cmath>
 
 #include "dist/world.h"
@@ -8,16 +10,22 @@
 
 namespace ropelab::tasks {
 
-data::StreamOptions stream_options(const config::Config& c, bool train, int64_t seq_len,
+data::StreamOptions stream_options(const TaskSetup& s, bool train, int64_t seq_len,
                                    int64_t batch_size) {
   data::StreamOptions o;
-  o.seed = static_cast<uint64_t>(c.run.seed);
+  o.seed = static_cast<uint64_t>(s.seed);
   o.batch_size = batch_size;
   o.seq_len = seq_len;
   o.shuffle = train;
   o.rank = dist::world().rank();
   o.world = dist::world().size();
   return o;
+}
+
+std::string format_metrics(const Metrics& m) {
+  std::string s;
+  for (const auto& [k, v] : m) s += fmt::format("{}{} {:.4g}", s.empty() ? "" : " ", k, v);
+  return s;
 }
 
 Metrics token_metrics(const HostSums& s) {
@@ -36,7 +44,7 @@ EvalBatch Task::eval_batch(model::ModelImpl& m, const data::Batch& b, bool label
 SplitPass evaluate_split(const Task& t, model::ModelImpl& m, const data::TokenDataset& ds,
                          const data::BatchStream& s, const EvalOptions& o) {
   SplitPass pass;
-  for (float l : ds.labels) pass.labeled = pass.labeled && l >= 0;
+  for (float l : ds.labels()) pass.labeled = pass.labeled && l >= 0;
   bool was_training = m.is_training();
   m.eval();
   torch::NoGradGuard ng;
@@ -62,7 +70,7 @@ SplitPass evaluate_split(const Task& t, model::ModelImpl& m, const data::TokenDa
   pass.sums = total.read();
   if (pred.empty() && !t.predicts()) return pass;
   // Every example's prediction: each rank adds (value, 1) where it made one, then the ranks sum.
-  const size_t n_ex = ds.labels.size();
+  const size_t n_ex = ds.labels().size();
   std::vector<double> v(2 * n_ex, 0.0);
   if (!pred.empty()) {
     auto p = torch::cat(pred).to(torch::kCPU);

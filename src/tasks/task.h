@@ -24,11 +24,27 @@
 #include "data/batches.h"
 #include "model/model.h"
 #include "tasks/sums.h"
+#include "text/glue.h"
 #include "text/tokenizer.h"
 
 namespace ropelab::tasks {
 
 using Metrics = std::map<std::string, double>;
+
+// What a task is built from: the config sections it reads (never the whole config), and what
+// the data decides. make_task() fills it from a config and the run's data.
+struct TaskSetup {
+  config::ModelConfig model;
+  config::TaskConfig task;  // seq_len, label_smoothing and the task's own section
+  int64_t seed = 0;         // run.seed: the order of the batches
+  int64_t vocab = 0;        // the model's (output) vocabulary
+  int64_t source_vocab = 0;  // > 0: translation with a separate source vocabulary
+  // The tokenizer of `vocab` (optional): generation tasks turn ids back into text for BLEU.
+  const text::Tokenizer* tokenizer = nullptr;
+  bool byte_tokens = false;  // the byte tokenizer: clm also reports bits per byte
+  text::GlueTask glue;       // glue and rank: the task's layout and metric set
+  int64_t batch_size = 0;    // train.batch_size: translation's decoding budget
+};
 
 struct Forward {
   torch::Tensor loss_sum;  // scalar: training loss summed over the batch's targets
@@ -104,11 +120,14 @@ struct SplitPass {
 SplitPass evaluate_split(const Task& t, model::ModelImpl& m, const data::TokenDataset& ds,
                          const data::BatchStream& s, const EvalOptions& o);
 
+// "loss 3.21 ppl 24.8": metrics in one line, for logs.
+std::string format_metrics(const Metrics& m);
+
 // Token-level metrics: loss (mean nll per target), ppl and acc (argmax accuracy).
 Metrics token_metrics(const HostSums& s);
 
 // The stream options every task starts from: the run's seed, shuffled when training.
-data::StreamOptions stream_options(const config::Config& c, bool train, int64_t seq_len,
+data::StreamOptions stream_options(const TaskSetup& s, bool train, int64_t seq_len,
                                    int64_t batch_size);
 
 // Builds the task a config names (tasks/factory.cpp). `vocab` is the model's (output)
@@ -117,5 +136,8 @@ data::StreamOptions stream_options(const config::Config& c, bool train, int64_t 
 // translation model separate source embeddings (data.tokenizer.joint: false).
 std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
                                 const text::Tokenizer* tok = nullptr, int64_t source_vocab = 0);
+// The setup make_task() gives the task (tasks/factory.cpp).
+TaskSetup task_setup(const config::Config& c, int64_t vocab, const text::Tokenizer* tok = nullptr,
+                     int64_t source_vocab = 0);
 
 }  // namespace ropelab::tasks

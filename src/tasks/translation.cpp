@@ -14,21 +14,20 @@ namespace ropelab::tasks {
 
 using text::Special;
 
-TranslationTask::TranslationTask(const config::Config& c, const config::TranslationTaskConfig& t,
-                                 int64_t vocab, const text::Tokenizer* tok, int64_t source_vocab)
-    : c_(c), t_(t), vocab_(vocab), tok_(tok), source_vocab_(source_vocab) {}
+TranslationTask::TranslationTask(const TaskSetup& s, const config::TranslationTaskConfig& t)
+    : s_(s), t_(t) {}
 
 model::Model TranslationTask::build_model() const {
-  model::Transformer backbone(c_.model, vocab_,
-                              source_vocab_);  // constructed in this order: backbone, head
-  auto head = std::make_shared<model::LmHeadImpl>(c_.model, vocab_);
-  return model::Model(backbone, head, c_.model.init_std);
+  model::Transformer backbone(s_.model, s_.vocab,
+                              s_.source_vocab);  // constructed in this order: backbone, head
+  auto head = std::make_shared<model::LmHeadImpl>(s_.model, s_.vocab);
+  return model::Model(backbone, head, s_.model.init_std);
 }
 
 std::unique_ptr<data::BatchStream> TranslationTask::stream(const data::TokenDataset& ds, bool train,
                                                            int64_t seq_len,
                                                            int64_t batch_size) const {
-  auto o = stream_options(c_, train, seq_len, batch_size);
+  auto o = stream_options(s_, train, seq_len, batch_size);
   o.max_tokens = t_.max_tokens;
   return data::make_translation_stream(ds, o);
 }
@@ -38,7 +37,7 @@ Forward TranslationTask::forward(model::ModelImpl& m, const data::Batch& b) cons
   auto logits = m.logits(m.backbone->decode(b.input_BT, memory, b.src_pad_BS));
   // fairseq's label smoothing: eps_i = eps / (V - 1), a = 1 - eps - eps_i, b = eps_i.
   int64_t V = logits.size(-1);
-  double eps = c_.task.label_smoothing;
+  double eps = s_.task.label_smoothing;
   double eps_i = eps > 0 ? eps / static_cast<double>(V - 1) : 0.0;
   auto ce =
       cross_entropy(logits.reshape({-1, V}), b.target_BT.reshape({-1}), 1.0 - eps - eps_i, eps_i);
@@ -55,7 +54,7 @@ Forward TranslationTask::forward(model::ModelImpl& m, const data::Batch& b) cons
 Metrics TranslationTask::metrics(const HostSums& s) const { return token_metrics(s); }
 
 Selection TranslationTask::selection() const {
-  if (t_.best_by == config::BestBy::kBleu && t_.valid_bleu_sentences > 0 && tok_ != nullptr)
+  if (t_.best_by == config::BestBy::kBleu && t_.valid_bleu_sentences > 0 && s_.tokenizer != nullptr)
     return {"bleu", true};
   return {};
 }
@@ -72,27 +71,27 @@ model::DecodeOptions TranslationTask::decode_options(int64_t beam) const {
 EvalResult TranslationTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
                                      const data::BatchStream& s, const EvalOptions& o) const {
   EvalResult r = Task::evaluate(m, ds, s, o);
-  const auto& src = ds.seqs.at("src");
-  const auto& tgt = ds.seqs.at("tgt");
+  const auto& src = ds.parallel().src;
+  const auto& tgt = ds.parallel().tgt;
   int64_t n = o.full ? src.size() : std::min(src.size(), t_.valid_bleu_sentences);
-  if (tok_ == nullptr || n == 0) return r;
+  if (s_.tokenizer == nullptr || n == 0) return r;
   // Each rank decodes every world-th sentence; the hypotheses are gathered for the scores.
   const auto& w = dist::world();
   std::vector<std::vector<int32_t>> sources;
   std::vector<std::string> refs;
   for (int64_t i = 0; i < n; ++i) {
     if (i % w.size() == w.rank()) sources.emplace_back(src.begin(i), src.begin(i) + src.length(i));
-    refs.push_back(tok_->decode({tgt.begin(i), tgt.begin(i) + tgt.length(i)}));
+    refs.push_back(s_.tokenizer->decode({tgt.begin(i), tgt.begin(i) + tgt.length(i)}));
   }
   bool was_training = m.is_training();
   m.eval();
-  int64_t budget = std::max<int64_t>(t_.max_tokens, c_.train.batch_size * c_.task.seq_len);
+  int64_t budget = std::max<int64_t>(t_.max_tokens, s_.batch_size * s_.task.seq_len);
   auto ids = translate_ids(m, sources, decode_options(o.full ? t_.beam : 1), budget,
-                           c_.task.seq_len, o.device, o.bf16, nullptr);
+                           s_.task.seq_len, o.device, o.bf16, nullptr);
   if (was_training) m.train();
   std::vector<std::string> hyps;
   hyps.reserve(ids.size());
-  for (const auto& h : ids) hyps.push_back(tok_->decode({h.begin(), h.end()}));
+  for (const auto& h : ids) hyps.push_back(s_.tokenizer->decode({h.begin(), h.end()}));
   if (w.distributed()) {
     // Length-prefixed hypotheses; rank r's k-th is sentence k * world + r.
     std::string mine;

@@ -19,9 +19,8 @@ namespace ropelab::tasks {
 
 class TranslationTask : public Task {
  public:
-  // tok: the target side's tokenizer (for BLEU); source_vocab > 0: separate source embeddings.
-  TranslationTask(const config::Config& c, const config::TranslationTaskConfig& t, int64_t vocab,
-                  const text::Tokenizer* tok, int64_t source_vocab = 0);
+  // s.tokenizer: the target side's (for BLEU); s.source_vocab > 0: separate source embeddings.
+  TranslationTask(const TaskSetup& s, const config::TranslationTaskConfig& t);
   const char* name() const override { return config::TranslationTaskConfig::kName; }
   model::Model build_model() const override;
   std::unique_ptr<data::BatchStream> stream(const data::TokenDataset& ds, bool train,
@@ -36,11 +35,8 @@ class TranslationTask : public Task {
   model::DecodeOptions decode_options(int64_t beam) const;
 
  private:
-  config::Config c_;
+  TaskSetup s_;
   config::TranslationTaskConfig t_;
-  int64_t vocab_;
-  const text::Tokenizer* tok_;
-  int64_t source_vocab_;
 };
 
 // Translates token sequences (sources longer than max_source tokens are cut), batched by

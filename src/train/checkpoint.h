@@ -11,12 +11,17 @@
 // torch::load accepts silently) is detected and skipped. Old checkpoints are deleted only
 // after a new one is committed; the best one is never deleted.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+
+namespace ropelab::config {
+struct Config;
+}
 
 namespace ropelab::train {
 
@@ -52,5 +57,33 @@ std::optional<std::string> checkpoint_for_step(const std::string& run_dir, int64
 // Loads into model (and optimizer, if given) and returns the state.
 TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
                            torch::optim::Optimizer* opt);
+
+// The trainer's checkpointer: one run directory, its config.yaml and its checkpoints. It pins
+// the architecture (the model, task and data sections and run.seed): resuming with any of them
+// changed is refused, naming what changed.
+class Checkpointer {
+ public:
+  // `config`: the run's whole resolved config; `restart`: a directory with results but no usable
+  // checkpoint is set aside (renamed .restart-N) instead of refused.
+  Checkpointer(std::string run_dir, const config::Config& config, int64_t keep_last, bool restart);
+  const std::string& run_dir() const { return run_dir_; }
+
+  // Every rank: loads the newest verified checkpoint into `model` and `opt` and returns true, or
+  // starts a new run (false). `st` keeps what describes this process (threads, world, vocab,
+  // device) and gets the rest from the checkpoint. Rank 0 checks the directory (refusing a
+  // changed architecture, or results without a checkpoint) and writes config.yaml; every rank
+  // must resume from the same step (UserError otherwise).
+  bool resume(torch::nn::Module& model, torch::optim::Optimizer* opt, TrainState& st);
+  // Rank 0 writes the checkpoint; every rank returns once it is committed.
+  void save(torch::nn::Module& model, torch::optim::Optimizer* opt, const TrainState& st);
+
+ private:
+  void refuse_or_set_aside();
+  std::string run_dir_;
+  std::string config_yaml_;
+  std::map<std::string, std::string> arch_;  // the architecture-defining keys
+  int64_t keep_last_;
+  bool restart_;
+};
 
 }  // namespace ropelab::train

@@ -3,8 +3,11 @@
 #include <cmath>
 #include <filesystem>
 
+#include <spdlog/spdlog.h>
+
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 
 namespace ropelab::train {
 
@@ -122,6 +125,102 @@ std::map<std::string, std::string> read_metric_attrs(const std::string& path) {
   for (const char* k : {"position", "task", "arch", "attention", "params", "config", "name"})
     if (h5::has_attr(f.id(), k)) out[k] = h5::get_attr_str(f.id(), k, path);
   return out;
+}
+
+// ---- the trainer's metrics logger
+
+MetricsLogger::MetricsLogger(std::string run_dir, std::map<std::string, std::string> attrs,
+                             RowOf row_of, int64_t log_every, int64_t max_steps,
+                             std::vector<Note> notes)
+    : run_dir_(std::move(run_dir)),
+      attrs_(std::move(attrs)),
+      row_of_(std::move(row_of)),
+      log_every_(log_every),
+      max_steps_(max_steps),
+      notes_(std::move(notes)) {}
+
+MetricsLogger::~MetricsLogger() {
+  if (log_) log::drop_log_files();
+}
+
+void MetricsLogger::open(int64_t step, double tokens) {
+  log::add_log_file((stdfs::path(run_dir_) / "train.log").string());
+  log_ = std::make_unique<MetricsLog>(run_dir_, attrs_, step);
+  for (const auto& n : notes_) {
+    if (n.warning)
+      spdlog::warn("{}", n.text);
+    else
+      spdlog::info("{}", n.text);
+  }
+  tokens_at_log_ = tokens;
+}
+
+std::map<std::string, double> MetricsLogger::final_valid(int64_t step) const {
+  std::map<std::string, double> out;
+  std::string path = (stdfs::path(run_dir_) / "metrics.h5").string();
+  if (!fs::exists(path)) return out;
+  try {
+    auto valid = read_metrics(path, "valid");
+    const auto& steps = valid["step"];
+    for (size_t i = steps.size(); i-- > 0;) {
+      if (static_cast<int64_t>(steps[i]) != step) continue;
+      for (const auto& [k, v] : valid)
+        if (k != "step" && k != "tokens" && k != "lr" && k != "tokens_per_s" && i < v.size())
+          out[k] = v[i];
+      break;
+    }
+  } catch (const UserError&) {
+    out.clear();  // unreadable: evaluate again
+  }
+  return out;
+}
+
+void MetricsLogger::start(int64_t step, double tokens) {
+  bar_ = std::make_unique<Progress>("train", max_steps_, "step");
+  bar_->update(step);
+  t_log_ = clock::now();
+  tokens_at_log_ = tokens;
+}
+
+void MetricsLogger::train_step(const tasks::StepSums& sums, int64_t step, double tokens,
+                               double lr, double grad_norm) {
+  window_.add(sums);
+  if (step % log_every_ != 0 && step != max_steps_) return;
+  double secs = std::chrono::duration<double>(clock::now() - t_log_).count();
+  double tps = secs > 0 ? (tokens - tokens_at_log_) / secs : 0.0;
+  auto row = row_of_(window_.read());  // loss and the task's metrics over the window
+  double loss = row["loss"];
+  row["step"] = static_cast<double>(step);
+  row["tokens"] = tokens;
+  row["lr"] = lr;
+  row["grad_norm"] = grad_norm;
+  row["tokens_per_s"] = tps;
+  if (log_) log_->log("train", row);
+  if (bar_) bar_->update(step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", loss, lr, tps));
+  window_ = tasks::StepSums{};
+  t_log_ = clock::now();
+  tokens_at_log_ = tokens;
+}
+
+void MetricsLogger::valid(const std::map<std::string, double>& metrics, int64_t step,
+                          double tokens, double lr, double tokens_per_s) {
+  auto row = metrics;
+  row["step"] = static_cast<double>(step);
+  row["tokens"] = tokens;
+  row["lr"] = lr;
+  row["tokens_per_s"] = tokens_per_s;  // evaluation speed
+  if (!log_) return;
+  log_->log("valid", row);
+  log_->flush();
+}
+
+void MetricsLogger::sync() {
+  if (log_) log_->sync();
+}
+
+void MetricsLogger::finish() {
+  if (bar_) bar_->finish();
+  if (log_) log_->flush();
 }
 
 }  // namespace ropelab::train

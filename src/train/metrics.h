@@ -12,12 +12,18 @@
 // every row up to it durable, so a resumed run never has holes. On resume, rows past the
 // checkpoint's step are dropped (they would be logged again).
 #pragma once
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "tasks/sums.h"
 #include "util/h5.h"
+#include "util/progress.h"
 
 namespace ropelab::train {
 
@@ -47,5 +53,59 @@ class MetricsLog {
 std::map<std::string, std::vector<double>> read_metrics(const std::string& path,
                                                         const std::string& group);
 std::map<std::string, std::string> read_metric_attrs(const std::string& path);
+
+// The trainer's metrics logger (rank 0's): train.log, metrics.h5 / metrics.jsonl rows and the
+// progress bar. Training rows cover a window of applied steps whose sums stay on the device
+// until the row is written: one host read per logged row. tokens/s counts training time only.
+class MetricsLogger {
+ public:
+  using RowOf = std::function<std::map<std::string, double>(const tasks::HostSums&)>;
+  // A line for train.log once it is open: the run's description, or a warning about its setup.
+  struct Note {
+    bool warning = false;
+    std::string text;
+  };
+  // `attrs`: metrics.h5's root attributes; `row_of`: the task's metrics of a window's sums.
+  MetricsLogger(std::string run_dir, std::map<std::string, std::string> attrs, RowOf row_of,
+                int64_t log_every, int64_t max_steps, std::vector<Note> notes = {});
+  ~MetricsLogger();  // closes train.log
+  MetricsLogger(const MetricsLogger&) = delete;
+  MetricsLogger& operator=(const MetricsLogger&) = delete;
+
+  // After resuming at `step` (rows past it are dropped), with `tokens` seen: opens train.log and
+  // the metrics files, and describes the run.
+  void open(int64_t step, double tokens);
+  // A finished run's final validation row, when metrics.h5 has one at `step` (ablate reruns
+  // finished runs to collect their results); empty otherwise.
+  std::map<std::string, double> final_valid(int64_t step) const;
+  // Starts the progress bar and the tokens/s clock.
+  void start(int64_t step, double tokens);
+  // An applied step: its sums join the window; at a logged step (every log_every, and the
+  // last) the window becomes a train row.
+  void train_step(const tasks::StepSums& sums, int64_t step, double tokens, double lr,
+                  double grad_norm);
+  // A validation row.
+  void valid(const std::map<std::string, double>& metrics, int64_t step, double tokens, double lr,
+             double tokens_per_s);
+  // Evaluation and saving do not count as training time: pause() before, resume() after.
+  void pause() { paused_at_ = clock::now(); }
+  void resume() { t_log_ += clock::now() - paused_at_; }
+  // Every row so far durable (before a checkpoint commits).
+  void sync();
+  void finish();
+
+ private:
+  using clock = std::chrono::steady_clock;
+  std::string run_dir_;
+  std::map<std::string, std::string> attrs_;
+  RowOf row_of_;
+  int64_t log_every_, max_steps_;
+  std::vector<Note> notes_;
+  std::unique_ptr<MetricsLog> log_;
+  std::unique_ptr<Progress> bar_;
+  tasks::StepSums window_;
+  clock::time_point t_log_, paused_at_;
+  double tokens_at_log_ = 0;
+};
 
 }  // namespace ropelab::train

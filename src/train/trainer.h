@@ -1,14 +1,16 @@
 // The trainer: how any task is optimised. It owns optimisation (AdamW with decay / no-decay
 // groups decided by parameter role, or Adam; schedules; global-norm clipping; gradient
-// accumulation; fp32 or bf16 autocast on the run's device), checkpoints and logging. The task
-// (tasks/task.h) owns data, heads, losses and metrics.
+// accumulation; fp32 or bf16 autocast on the run's device). The task (tasks/task.h) owns data,
+// heads, losses and metrics; three named collaborators own the rest of a run:
+//   Checkpointer  (train/checkpoint.h)  the run directory: resume, crash-safe saves, refusals;
+//   Evaluator     (train/evaluator.h)   the validation split, and the best value so far;
+//   MetricsLogger (train/metrics.h)     the train/valid rows of metrics.h5 and the progress bar.
 //
 // The loop, in Trainer::run():  resume;  while not done: train_step, log, evaluate, save.
 //   train_step: forward/backward over the micro-batches, loss normalised by the step's number of
 //               targets over all ranks, gradients summed over ranks (dist/world.h), clip, step;
-//   evaluate:   the task's whole-split evaluation, logged as a "valid" row;
-//   save/resume: crash-safe checkpoints (train/checkpoint.h); a changed architecture, task or
-//               data config is refused on resume.
+//               its sums stay on the device (tasks/sums.h), read once per logged row.
+// A Trainer without collaborators only steps: bench times train_step() of this very class.
 // Non-finite steps are skipped (and counted) without advancing the schedule; SIGINT/SIGTERM
 // finish the current step, save a checkpoint and return `interrupted`. Data-parallel
 // (docs/distributed.md): rank 0 prepares data, logs and saves; every rank agrees on stops.
@@ -16,13 +18,30 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "config/schema.h"
+#include "data/batches.h"
+#include "model/model.h"
+#include "tasks/sums.h"
+#include "train/checkpoint.h"
+
+namespace torch::optim {
+class AdamW;
+}
+
+namespace ropelab::dist {
+class World;
+}
+namespace ropelab::tasks {
+class Task;
+}
 
 namespace ropelab::train {
+
+class Evaluator;
+class MetricsLogger;
+class Checkpointer;
 
 struct TrainResult {
   std::string run_dir;
@@ -49,33 +68,74 @@ TrainResult train(const config::Config& c, const TrainOptions& o = {});
 // Threads for a run (run.threads, 0 = all cores), applied to torch and OpenBLAS.
 int apply_thread_policy(const config::RunConfig& r);
 
-// `ropelab eval`: the task's metrics of a trained run on a split, and optionally at other
-// context lengths with the same token budget (length extrapolation).
-struct LengthRow {
-  int64_t length = 0;
-  bool applicable = true;  // false: beyond a learned table, or the split is too short
-  std::map<std::string, double> metrics;
-  int64_t tokens = 0;
+// One optimizer step's outcome.
+struct StepResult {
+  bool applied = false;  // false: non-finite loss or gradient, update skipped
+  bool stop = false;     // a rank was asked to stop (signal): nothing was done
+  double grad_norm = 0;
+  double loss = 0;       // mean nll per target of the step (all ranks)
+  tasks::StepSums sums;  // on the device, all ranks'
 };
-struct EvalReport {
-  std::string run_dir, checkpoint, split;
-  std::string rope_scaling;  // METHOD:FACTOR applied at evaluation time, or empty
-  int64_t train_seq_len = 0;
-  std::map<std::string, double> metrics;
-  std::vector<LengthRow> lengths;
-  std::string predictions_path;  // GLUE: the leaderboard file written for this split
+
+// The config sections the trainer itself reads.
+struct TrainerConfig {
+  config::TrainConfig train;
+  int64_t seed = 0;     // run.seed: ranks > 0 derive their generators from it
+  int64_t d_model = 0;  // the noam schedule's scale
+  static TrainerConfig of(const config::Config& c) {
+    return {c.train, c.run.seed, c.model.d_model};
+  }
 };
-// `rope_scaling` ("yarn:4", "ntk:2", ...: METHOD:FACTOR with METHOD linear, ntk, dynamic, yarn or
-// llama3) switches a RoPE context-extension method on for a model trained without it (its
-// original length is the run's task.seq_len); the report goes to
-// eval-SPLIT-rope-METHOD-FACTOR.json.
-EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
-                        const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
-                        const std::string& rope_scaling = "");
-// The config overrides of a --rope-scaling spec (UserError naming the spec if malformed).
-std::vector<std::string> rope_scaling_overrides(const std::string& spec);
-// The file name part of a spec: "yarn:4" -> "rope-yarn-4".
-std::string rope_scaling_tag(const std::string& spec);
-std::string format_eval(const EvalReport& r);
+
+class Trainer {
+ public:
+  // Optimises `model` (already on `device`) for `task` on the batches of `train`. Collaborators
+  // are attached with with_run() before run(); without them the trainer only steps.
+  Trainer(TrainerConfig cfg, const tasks::Task& task, model::Model model,
+          std::unique_ptr<data::BatchStream> train, torch::Device device);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // The collaborators of a run: the run directory, the validation split (may be null) and the
+  // metrics log.
+  void with_run(std::unique_ptr<Checkpointer> checkpointer, std::unique_ptr<Evaluator> evaluator,
+                std::unique_ptr<MetricsLogger> logger);
+
+  // One optimizer step: the next grad_accum micro-batches of every rank. Reads two numbers back
+  // to the host (the gradient norm and the loss, for the skip decision), nothing inside a
+  // micro-batch.
+  StepResult train_step();
+  // The whole run (needs with_run()).
+  TrainResult run();
+
+  model::ModelImpl& model() { return *model_; }
+  const TrainState& state() const { return st_; }
+  TrainState& state() { return st_; }
+
+ private:
+  void evaluate(bool final_eval);
+  void save();
+  bool due(int64_t every) const { return every > 0 && st_.step % every == 0; }
+  double lr_at(int64_t step) const;
+  // Sums every rank's gradients (the ones defined on any rank), so each holds the gradient of
+  // the global batch: the loss was divided by the global number of targets.
+  void sum_gradients();
+
+  const TrainerConfig cfg_;
+  const tasks::Task& task_;
+  const dist::World& world_;
+  torch::Device dev_;
+  model::Model model_;
+  std::unique_ptr<torch::optim::AdamW> opt_;
+  std::unique_ptr<data::BatchStream> train_stream_;
+  TrainState st_;
+  std::unique_ptr<Checkpointer> ckpt_;
+  std::unique_ptr<Evaluator> evaluator_;
+  std::unique_ptr<MetricsLogger> logger_;
+  std::map<std::string, double> final_valid_;  // of the last evaluation
+  int64_t consecutive_bad_ = 0;
+  bool stop_ = false;  // every rank agreed to stop on a signal
+};
 
 }  // namespace ropelab::train

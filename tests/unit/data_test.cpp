@@ -24,8 +24,7 @@ using text::Special;
 // ---- HDF5 token datasets
 
 data::TokenDataset tiny_lm(int docs, int len, int vocab = 50) {
-  data::TokenDataset ds;
-  ds.kind = "lm";
+  auto ds = data::empty_dataset(data::DataKind::kLm);
   ds.split = "train";
   ds.tokenizer = "byte-v1";
   ds.tokenizer_kind = "byte";
@@ -35,7 +34,7 @@ data::TokenDataset tiny_lm(int docs, int len, int vocab = 50) {
     std::vector<int32_t> seq;
     for (int t = 0; t < len + d % 3; ++t)
       seq.push_back(Special::kCount + (d * 7 + t) % (vocab - Special::kCount));
-    ds.seqs["text"].push(seq);
+    ds.lm().text.push(seq);
   }
   return ds;
 }
@@ -44,9 +43,9 @@ TEST(Tokens, RoundTripAndValidation) {
   TempDir d;
   auto ds = tiny_lm(5, 10);
   data::write_tokens(d.file("a.h5"), ds);
-  auto back = data::read_tokens(d.file("a.h5"), "lm");
-  EXPECT_EQ(back.seqs["text"].tokens, ds.seqs["text"].tokens);
-  EXPECT_EQ(back.seqs["text"].offsets, ds.seqs["text"].offsets);
+  auto back = data::read_tokens(d.file("a.h5"), data::DataKind::kLm);
+  EXPECT_EQ(back.lm().text.tokens, ds.lm().text.tokens);
+  EXPECT_EQ(back.lm().text.offsets, ds.lm().text.offsets);
   EXPECT_EQ(back.vocab_size, 50);
   // Truncated file.
   std::string bytes = fs::read_file(d.file("a.h5"));
@@ -68,7 +67,7 @@ TEST(Tokens, RoundTripAndValidation) {
   }
   // Ids out of the vocabulary.
   auto bad = ds;
-  bad.seqs["text"].tokens[3] = 50;
+  bad.lm().text.tokens[3] = 50;
   data::write_tokens(d.file("bad.h5"), bad);
   try {
     data::read_tokens(d.file("bad.h5"));
@@ -76,8 +75,16 @@ TEST(Tokens, RoundTripAndValidation) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
   }
-  // Wrong kind.
-  EXPECT_THROW(data::read_tokens(d.file("a.h5"), "glue"), UserError);
+  // Wrong kind, for the file and for a typed view.
+  EXPECT_THROW(data::read_tokens(d.file("a.h5"), data::DataKind::kGlue), UserError);
+  try {
+    (void)back.glue();
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("'train' split holds lm data, this needs glue data"),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(data::read_tokens(d.file("missing.h5")), UserError);
 }
 
@@ -86,8 +93,6 @@ TEST(Tokens, FailedWriteLeavesTheOldFile) {
   auto ds = tiny_lm(3, 5);
   data::write_tokens(d.file("a.h5"), ds);
   std::string before = fs::read_file(d.file("a.h5"));
-  data::TokenDataset broken = ds;
-  broken.kind = "glue";  // glue without labels of the right size still writes; force a failure:
   EXPECT_THROW(
       fs::commit_atomic(d.file("a.h5"), [](const std::string&) { throw UserError("boom"); }),
       UserError);
@@ -106,11 +111,11 @@ TEST(Streams, LmWindowsCoverTheStreamOncePerEpoch) {
   o.batch_size = 4;
   o.seed = 7;
   auto s = data::make_lm_stream(ds, o);
-  int64_t total = static_cast<int64_t>(ds.seqs["text"].tokens.size()) + ds.seqs["text"].size();
+  int64_t total = static_cast<int64_t>(ds.lm().text.tokens.size()) + ds.lm().text.size();
   int64_t windows = (total - 1) / 16;
   EXPECT_EQ(s->batches_per_epoch(), windows / 4);
   // Reconstruct the stream positions each window covers: each appears once.
-  auto flat = ds.seqs["text"];
+  auto flat = ds.lm().text;
   std::multiset<std::vector<int64_t>> seen;
   for (int64_t i = 0; i < s->batches_per_epoch(); ++i) {
     auto b = s->batch(0, i);
@@ -232,12 +237,11 @@ TEST(Streams, RanksTogetherTakeTheGlobalBatch) {
 }
 
 TEST(Streams, TranslationRanksTakeConsecutiveBudgetBatches) {
-  data::TokenDataset ds;
-  ds.kind = "parallel";
+  auto ds = data::empty_dataset(data::DataKind::kParallel);
   ds.vocab_size = 100;
   for (int i = 0; i < 301; ++i) {
-    ds.seqs["src"].push(std::vector<int32_t>(1 + (i * 37) % 50, 10 + i % 7));
-    ds.seqs["tgt"].push(std::vector<int32_t>(1 + (i * 11) % 60, 11 + i % 5));
+    ds.parallel().src.push(std::vector<int32_t>(1 + (i * 37) % 50, 10 + i % 7));
+    ds.parallel().tgt.push(std::vector<int32_t>(1 + (i * 11) % 60, 11 + i % 5));
   }
   data::StreamOptions o;
   o.seq_len = 64;
@@ -294,13 +298,12 @@ TEST(Streams, MlmMaskingStatistics) {
 }
 
 TEST(Streams, TranslationBatchesRespectTheTokenBudget) {
-  data::TokenDataset ds;
-  ds.kind = "parallel";
+  auto ds = data::empty_dataset(data::DataKind::kParallel);
   ds.vocab_size = 100;
   for (int i = 0; i < 300; ++i) {
     std::vector<int32_t> a(1 + (i * 37) % 50, 10), b(1 + (i * 11) % 60, 11);
-    ds.seqs["src"].push(a);
-    ds.seqs["tgt"].push(b);
+    ds.parallel().src.push(a);
+    ds.parallel().tgt.push(b);
   }
   data::StreamOptions o;
   o.seq_len = 64;
@@ -320,14 +323,13 @@ TEST(Streams, TranslationBatchesRespectTheTokenBudget) {
 }
 
 TEST(Streams, GlueBatchesHaveClsSepSegments) {
-  data::TokenDataset ds;
-  ds.kind = "glue";
+  auto ds = data::empty_dataset(data::DataKind::kGlue);
   ds.vocab_size = 100;
   ds.num_labels = 2;
   for (int i = 0; i < 10; ++i) {
-    ds.seqs["a"].push(std::vector<int32_t>(3 + i, 20));
-    ds.seqs["b"].push(std::vector<int32_t>(2, 30));
-    ds.labels.push_back(static_cast<float>(i % 2));
+    ds.glue().a.push(std::vector<int32_t>(3 + i, 20));
+    ds.glue().b.push(std::vector<int32_t>(2, 30));
+    ds.glue().labels.push_back(static_cast<float>(i % 2));
   }
   data::StreamOptions o;
   o.seq_len = 8;
@@ -357,18 +359,18 @@ TEST(Prepare, UserTextIsIdempotentAndErrorsNameTheFile) {
   c.valid = write(d.file("valid.txt"), text.substr(0, 200));
   c.prepared_dir = d.file("prep");
   c.tokenizer.type = config::TokenizerType::kByte;
-  auto p = data::prepare(c, 1);
+  auto p = data::prepare(data::plan(c, 128), 1);
   ASSERT_EQ(p.splits.size(), 2u);
   auto mtime = std::filesystem::last_write_time(p.splits["train"]);
-  auto p2 = data::prepare(c, 1);  // up to date: not rewritten
+  auto p2 = data::prepare(data::plan(c, 128), 1);  // up to date: not rewritten
   EXPECT_EQ(std::filesystem::last_write_time(p2.splits["train"]), mtime);
   write(c.train, text + "one more line\n");  // changed input: rebuilt
-  auto p3 = data::prepare(c, 1);
-  EXPECT_EQ(data::read_tokens(p3.splits["train"]).seqs["text"].size(), 51);
+  auto p3 = data::prepare(data::plan(c, 128), 1);
+  EXPECT_EQ(data::read_tokens(p3.splits["train"]).lm().text.size(), 51);
 
   auto expect_error = [&](config::DataConfig dc, const std::string& needle) {
     try {
-      data::prepare(dc, 1);
+      data::prepare(data::plan(dc, 128), 1);
       ADD_FAILURE() << "no error for " << needle;
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();

@@ -29,8 +29,7 @@ config::Config glue_config(const std::string& task) {
 
 // Examples whose label is decided by one token of text a (a pair task when `pair`).
 data::TokenDataset synthetic(int64_t n, bool regression, bool pair) {
-  data::TokenDataset ds;
-  ds.kind = "glue";
+  auto ds = data::empty_dataset(data::DataKind::kGlue);
   ds.split = "valid";
   ds.vocab_size = 30;
   ds.num_labels = regression ? 0 : 2;
@@ -38,10 +37,10 @@ data::TokenDataset synthetic(int64_t n, bool regression, bool pair) {
     int32_t key = static_cast<int32_t>(7 + i % 2);
     std::vector<int32_t> a = {static_cast<int32_t>(10 + i % 5), key,
                               static_cast<int32_t>(15 + (i * 3) % 7)};
-    ds.seqs["a"].push(a);
-    ds.seqs["b"].push(pair ? std::vector<int32_t>{static_cast<int32_t>(20 + i % 4)}
+    ds.glue().a.push(a);
+    ds.glue().b.push(pair ? std::vector<int32_t>{static_cast<int32_t>(20 + i % 4)}
                            : std::vector<int32_t>{});
-    ds.labels.push_back(regression ? static_cast<float>(i % 2) * 3.0f + 1.0f
+    ds.glue().labels.push_back(regression ? static_cast<float>(i % 2) * 3.0f + 1.0f
                                    : static_cast<float>(i % 2));
   }
   return ds;
@@ -73,17 +72,17 @@ double overfit(GlueTask& task, const data::TokenDataset& ds) {
 
 TEST(GlueTask, OverfitsOneBatchOfClassificationAndOfRegression) {
   auto c = glue_config("MRPC");
-  GlueTask cls(c, 30);
+  GlueTask cls(task_setup(c, 30));
   EXPECT_LT(overfit(cls, synthetic(8, false, true)), 0.02);
   auto r = glue_config("STS-B");
-  GlueTask reg(r, 30);
+  GlueTask reg(task_setup(r, 30));
   EXPECT_LT(overfit(reg, synthetic(8, true, true)), 0.02);
 }
 
 TEST(GlueTask, WholeSplitPredictionsSitAtTheirRowsAndGiveGluesMetrics) {
   torch::manual_seed(1);
   auto c = glue_config("MRPC");
-  GlueTask task(c, 30);
+  GlueTask task(task_setup(c, 30));
   auto m = task.build_model();
   auto ds = synthetic(21, false, true);  // 3 batches of 8, the last one short
   auto s = task.stream(ds, false, 16, 8);
@@ -107,17 +106,16 @@ TEST(GlueTask, WholeSplitPredictionsSitAtTheirRowsAndGiveGluesMetrics) {
   std::vector<int64_t> pred, gold;
   for (int64_t i = 0; i < 21; ++i) {
     data::TokenDataset one = synthetic(21, false, true);
-    one.seqs.clear();
-    one.labels.clear();
-    const auto& a = ds.seqs.at("a");
-    const auto& b = ds.seqs.at("b");
-    one.seqs["a"].push(std::vector<int32_t>(a.begin(i), a.begin(i) + a.length(i)));
-    one.seqs["b"].push(std::vector<int32_t>(b.begin(i), b.begin(i) + b.length(i)));
-    one.labels.push_back(ds.labels[static_cast<size_t>(i)]);
+    one.glue() = data::GlueSplit{};
+    const auto& a = ds.glue().a;
+    const auto& b = ds.glue().b;
+    one.glue().a.push(std::vector<int32_t>(a.begin(i), a.begin(i) + a.length(i)));
+    one.glue().b.push(std::vector<int32_t>(b.begin(i), b.begin(i) + b.length(i)));
+    one.glue().labels.push_back(ds.labels()[static_cast<size_t>(i)]);
     auto batch = task.stream(one, false, 16, 1)->batch(0, 0);
     auto out = m->logits(m->backbone->encode(batch.input_BT, batch.pad_BT, batch.segment_BT));
     pred.push_back(out.argmax(-1).item<int64_t>());
-    gold.push_back(static_cast<int64_t>(ds.labels[static_cast<size_t>(i)]));
+    gold.push_back(static_cast<int64_t>(ds.labels()[static_cast<size_t>(i)]));
     EXPECT_EQ(r.predictions[static_cast<size_t>(i)], std::to_string(pred.back())) << "row " << i;
   }
   EXPECT_NE(std::count(pred.begin(), pred.end(), 1), 0);  // both classes predicted
@@ -130,11 +128,11 @@ TEST(GlueTask, WholeSplitPredictionsSitAtTheirRowsAndGiveGluesMetrics) {
 
 TEST(GlueTask, UnlabeledSplitGivesPredictionsOnly) {
   auto c = glue_config("SST-2");
-  GlueTask task(c, 30);
+  GlueTask task(task_setup(c, 30));
   auto m = task.build_model();
   auto ds = synthetic(5, false, false);
   ds.split = "test";
-  for (auto& l : ds.labels) l = -1;
+  for (auto& l : ds.glue().labels) l = -1;
   EvalOptions o;
   o.full = true;
   auto r = task.evaluate(*m, ds, *task.stream(ds, false, 16, 8), o);
@@ -152,10 +150,9 @@ double order_accuracy(const std::string& pos) {
   c.model = test::tiny_model("encoder", pos);
   c.model.d_model = 32;
   c.model.d_ff = 64;
-  GlueTask task(c, 30);
+  GlueTask task(task_setup(c, 30));
   auto make = [](int64_t n, uint64_t salt) {
-    data::TokenDataset ds;
-    ds.kind = "glue";
+    auto ds = data::empty_dataset(data::DataKind::kGlue);
     ds.split = "valid";
     ds.vocab_size = 30;
     ds.num_labels = 2;
@@ -167,9 +164,9 @@ double order_accuracy(const std::string& pos) {
       bool before = ((h >> 50) & 1) != 0;
       a[p] = before ? 7 : 8;
       a[q] = before ? 8 : 7;
-      ds.seqs["a"].push(a);
-      ds.seqs["b"].push(std::vector<int32_t>{});
-      ds.labels.push_back(before ? 1.0f : 0.0f);
+      ds.glue().a.push(a);
+      ds.glue().b.push(std::vector<int32_t>{});
+      ds.glue().labels.push_back(before ? 1.0f : 0.0f);
     }
     return ds;
   };

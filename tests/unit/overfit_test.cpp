@@ -11,15 +11,14 @@ namespace ropelab {
 namespace {
 
 data::TokenDataset synthetic_lm(int64_t vocab) {
-  data::TokenDataset ds;
-  ds.kind = "lm";
+  auto ds = data::empty_dataset(data::DataKind::kLm);
   ds.vocab_size = vocab;
   for (int d = 0; d < 4; ++d) {
     std::vector<int32_t> seq;
     for (int t = 0; t < 200; ++t)
       seq.push_back(text::Special::kCount +
                     (d * 13 + t * 7 + (t * t) % 11) % (vocab - text::Special::kCount));
-    ds.seqs["text"].push(seq);
+    ds.lm().text.push(seq);
   }
   return ds;
 }

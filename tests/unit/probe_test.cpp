@@ -7,7 +7,7 @@
 #include "helpers.h"
 #include "model_helpers.h"
 #include "tasks/task.h"
-#include "train/probe.h"
+#include "lab/probe.h"
 
 namespace ropelab {
 namespace {
@@ -59,8 +59,8 @@ TEST(AnswerTask, ExactMatchEqualsScoringTheArgmaxOutputs) {
   EXPECT_EQ(f.sums.read().correct, static_cast<double>(s.correct));
 }
 
-train::ProbeReport report(const std::string& task, std::vector<double> v) {
-  train::ProbeReport r;
+lab::ProbeReport report(const std::string& task, std::vector<double> v) {
+  lab::ProbeReport r;
   r.task = task;
   r.metric = "exact";
   r.train_size = 8;
@@ -74,14 +74,14 @@ train::ProbeReport report(const std::string& task, std::vector<double> v) {
 TEST(ProbeCard, MeanStdAndPairedTestPerCell) {
   // Baseline: 10, 20, 30% at 1x; the other variant 50, 61, 69%: differences 40, 41, 39 points
   // (mean 40, sd 1, t = 69.3 with 2 df, p = 0.0002). At 2x: no difference. Hand-computed.
-  std::vector<train::CardEntry> e;
+  std::vector<lab::CardEntry> e;
   const double base[] = {0.1, 0.2, 0.3}, other[] = {0.5, 0.61, 0.69};
   for (int s = 0; s < 3; ++s) {
     e.push_back({"sinusoidal", s + 1, report("synthetic-copy", {base[s], 0.0})});
     e.push_back({"rope", s + 1, report("synthetic-copy", {other[s], 0.0})});
   }
   e.push_back({"learned", 1, report("synthetic-copy", {0.4, NAN})});
-  auto md = train::card_markdown(e, "sinusoidal");
+  auto md = lab::card_markdown(e, "sinusoidal");
   EXPECT_NE(md.find("### synthetic-copy (exact match, trained up to 8 symbols)"), std::string::npos)
       << md;
   EXPECT_NE(md.find("| variant | 1x (8) | 2x (16) |"), std::string::npos) << md;

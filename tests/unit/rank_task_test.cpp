@@ -26,8 +26,7 @@ config::Config rank_config() {
 // a = (x, k), the closer text repeats k, the other has another key; which of b/c is closer
 // alternates.
 data::TokenDataset triplets(int64_t n) {
-  data::TokenDataset ds;
-  ds.kind = "glue";
+  auto ds = data::empty_dataset(data::DataKind::kGlue);
   ds.split = "valid";
   ds.vocab_size = 30;
   ds.num_labels = 2;
@@ -36,25 +35,25 @@ data::TokenDataset triplets(int64_t n) {
     auto x = static_cast<int32_t>(21 + i % 4);
     std::vector<int32_t> a = {x, key}, near = {key, x}, far = {other, x};
     bool c_closer = i % 2 == 1;
-    ds.seqs["a"].push(a);
-    ds.seqs["b"].push(c_closer ? far : near);
-    ds.seqs["c"].push(c_closer ? near : far);
-    ds.labels.push_back(c_closer ? 1.0f : 0.0f);
+    ds.glue().a.push(a);
+    ds.glue().b.push(c_closer ? far : near);
+    ds.glue().c.push(c_closer ? near : far);
+    ds.glue().labels.push_back(c_closer ? 1.0f : 0.0f);
   }
   return ds;
 }
 
 TEST(RankTask, StreamPairsEachExampleWithBothCandidates) {
-  RankTask task(rank_config(), 30);
+  RankTask task(task_setup(rank_config(), 30));
   auto ds = triplets(5);
   auto b = task.stream(ds, false, 16, 4)->batch(0, 0);
   ASSERT_EQ(b.input_BT.size(0), 8);  // two rows per example
   ASSERT_EQ(b.label_B.size(0), 4);
   ASSERT_EQ(b.index_B.size(0), 4);
   // Row 2i is [CLS] a [SEP] b [SEP], row 2i+1 is [CLS] a [SEP] c [SEP] of example i.
-  const auto& A = ds.seqs.at("a");
-  const auto& B = ds.seqs.at("b");
-  const auto& C = ds.seqs.at("c");
+  const auto& A = ds.glue().a;
+  const auto& B = ds.glue().b;
+  const auto& C = ds.glue().c;
   for (int64_t r = 0; r < 4; ++r) {
     int64_t i = b.index_B[r].item<int64_t>();
     EXPECT_EQ(b.input_BT[2 * r][1].item<int64_t>(), A.begin(i)[0]);
@@ -64,13 +63,13 @@ TEST(RankTask, StreamPairsEachExampleWithBothCandidates) {
   }
   // Data without c is refused with a clear message.
   auto pairs = ds;
-  pairs.seqs.erase("c");
+  pairs.glue().c = data::Ragged();
   EXPECT_THROW(task.stream(pairs, false, 16, 4), ropelab::UserError);
 }
 
 TEST(RankTask, OverfitsOneBatch) {
   torch::manual_seed(0);
-  RankTask task(rank_config(), 30);
+  RankTask task(task_setup(rank_config(), 30));
   auto m = task.build_model();
   auto ds = triplets(8);
   auto batch = task.stream(ds, true, 16, 8)->batch(0, 0);
@@ -98,7 +97,7 @@ TEST(RankTask, OverfitsOneBatch) {
 
 TEST(RankTask, WholeSplitAccuracyAndPredictionsMatchScoringEachExampleAlone) {
   torch::manual_seed(2);
-  RankTask task(rank_config(), 30);
+  RankTask task(task_setup(rank_config(), 30));
   auto m = task.build_model();
   auto ds = triplets(11);  // 3 batches of 4, the last one short
   auto s = task.stream(ds, false, 16, 4);
@@ -112,17 +111,16 @@ TEST(RankTask, WholeSplitAccuracyAndPredictionsMatchScoringEachExampleAlone) {
   int correct = 0;
   for (int64_t i = 0; i < 11; ++i) {
     data::TokenDataset one = ds;
-    one.labels = {ds.labels[static_cast<size_t>(i)]};
-    for (const char* k : {"a", "b", "c"}) {
-      const auto& src = ds.seqs.at(k);
-      one.seqs[k] = data::Ragged();
-      one.seqs[k].push(std::vector<int32_t>(src.begin(i), src.begin(i) + src.length(i)));
-    }
+    one.glue() = data::GlueSplit{};
+    one.glue().labels = {ds.labels()[static_cast<size_t>(i)]};
+    for (auto [from, to] : {std::pair{&ds.glue().a, &one.glue().a}, {&ds.glue().b, &one.glue().b},
+                            {&ds.glue().c, &one.glue().c}})
+      to->push(std::vector<int32_t>(from->begin(i), from->begin(i) + from->length(i)));
     auto b = task.stream(one, false, 16, 1)->batch(0, 0);
     auto s_R = m->logits(m->backbone->encode(b.input_BT, b.pad_BT, b.segment_BT));
     int64_t p = s_R[1][0].item<double>() > s_R[0][0].item<double>() ? 1 : 0;
     EXPECT_EQ(r.predictions[static_cast<size_t>(i)], p == 0 ? "B" : "C") << "row " << i;
-    correct += p == static_cast<int64_t>(ds.labels[static_cast<size_t>(i)]);
+    correct += p == static_cast<int64_t>(ds.labels()[static_cast<size_t>(i)]);
   }
   EXPECT_NEAR(r.metrics.at("acc"), correct / 11.0, 1e-12);
   EXPECT_EQ(task.selection().metric, "acc");

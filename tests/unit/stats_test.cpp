@@ -2,9 +2,9 @@
 // python3-scipy: t.sf, t.ppf, beta.cdf, ttest_rel).
 #include <gtest/gtest.h>
 
-#include "train/stats.h"
+#include "lab/stats.h"
 
-namespace ropelab::train::stats {
+namespace ropelab::lab::stats {
 namespace {
 
 TEST(Stats, IncompleteBetaAndStudentT) {
@@ -48,4 +48,4 @@ TEST(Stats, PairedTTestOverSeeds) {
 }
 
 }  // namespace
-}  // namespace ropelab::train::stats
+}  // namespace ropelab::lab::stats

@@ -9,16 +9,19 @@
 #include "model/heads.h"
 #include "model/model.h"
 #include "tasks/task.h"
+#include "eval/weights.h"
+#include "lab/compare.h"
 #include "train/checkpoint.h"
-#include "train/compare.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
-#include "train/weights.h"
 #include "util/error.h"
 #include "util/fs.h"
 
 namespace ropelab::train {
 namespace {
+
+using lab::sweep_summary;
+using lab::SweepResult;
 
 namespace stdfs = std::filesystem;
 
@@ -71,7 +74,7 @@ TEST(Resume, FivePlusFiveEqualsTenBitForBit) {
   train::train(tiny_run(d, "resumed"));
   auto ca = checkpoint_for_step(ra, 10), cb = checkpoint_for_step(rb, 10);
   ASSERT_TRUE(ca && cb);
-  auto ma = train::load_run_model(*ca).model, mb = train::load_run_model(*cb).model;
+  auto ma = eval::load_run_model(*ca).model, mb = eval::load_run_model(*cb).model;
   auto pa = ma->named_parameters(), pb = mb->named_parameters();
   for (const auto& p : pa)
     EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key() << " differs after resume";
@@ -138,17 +141,17 @@ TEST(Weights, MlmEncoderLoadsIntoAClassifierAndTheReportNamesTheHeads) {
                                              "head.pooler.bias", "head.pooler.weight"};
   const std::vector<std::string> mlm_head = {"head.bias", "head.dense.bias", "head.dense.weight",
                                              "head.norm.bias", "head.norm.weight"};
-  auto trained = train::load_run_model(run);
-  auto want = train::state_dict(*trained.model);
+  auto trained = eval::load_run_model(run);
+  auto want = eval::state_dict(*trained.model);
   std::string h5 = d.file("weights.h5");
-  train::export_weights(run, h5);
+  eval::export_weights(run, h5);
   for (const std::string& source : {run, h5}) {
     auto target = fresh(c.model);
-    auto report = train::load_backbone(*target, train::read_weights(source), source);
+    auto report = eval::load_backbone(*target, eval::read_weights(source), source);
     EXPECT_EQ(report.missing, new_head) << source;
     EXPECT_EQ(report.unexpected, mlm_head) << source;
     EXPECT_EQ(report.loaded.size(), want.size() - mlm_head.size()) << source;
-    auto got = train::state_dict(*target);
+    auto got = eval::state_dict(*target);
     for (const auto& name : report.loaded)
       EXPECT_TRUE(torch::equal(got[name], want[name])) << name << " from " << source;
     EXPECT_NE(report.str().find("head.pooler.weight"), std::string::npos);
@@ -158,7 +161,7 @@ TEST(Weights, MlmEncoderLoadsIntoAClassifierAndTheReportNamesTheHeads) {
   wide_cfg.d_model = 32;
   auto wide = fresh(wide_cfg);
   try {
-    train::load_backbone(*wide, train::read_weights(run), run);
+    eval::load_backbone(*wide, eval::read_weights(run), run);
     FAIL() << "a backbone of another width was loaded";
   } catch (const UserError& e) {
     std::string msg = e.what();

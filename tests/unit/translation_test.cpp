@@ -55,7 +55,7 @@ TEST(Decode, BeamOneIsGreedyAndTheCacheChangesNothing) {
   for (const auto& pos : {"rope", "sinusoidal", "t5"}) {
     torch::manual_seed(11);
     auto c = mt_config(pos);
-    TranslationTask task(c, std::get<config::TranslationTaskConfig>(c.task.opts), 30, nullptr);
+    TranslationTask task(task_setup(c, 30), std::get<config::TranslationTaskConfig>(c.task.opts));
     auto m = task.build_model();
     m->eval();
     auto src = torch::randint(7, 30, {3, 6});
@@ -82,10 +82,9 @@ TEST(Decode, BeamOneIsGreedyAndTheCacheChangesNothing) {
 
 data::TokenDataset pairs(
     const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>& p, int64_t vocab) {
-  data::TokenDataset ds;
-  ds.kind = "parallel";
+  auto ds = data::empty_dataset(data::DataKind::kParallel);
   ds.vocab_size = vocab;
-  for (const auto& [s, t] : p) ds.seqs["src"].push(s), ds.seqs["tgt"].push(t);
+  for (const auto& [s, t] : p) ds.parallel().src.push(s), ds.parallel().tgt.push(t);
   return ds;
 }
 
@@ -94,7 +93,7 @@ TEST(TranslationTask, LabelSmoothedLossIsFairseqsFormOverRealTargets) {
   auto c = mt_config();
   c.task.label_smoothing = 0.1;
   const int64_t V = 25;
-  TranslationTask task(c, std::get<config::TranslationTaskConfig>(c.task.opts), V, nullptr);
+  TranslationTask task(task_setup(c, V), std::get<config::TranslationTaskConfig>(c.task.opts));
   auto m = task.build_model();
   auto ds = pairs({{{7, 8, 9}, {10, 11}}, {{12, 13}, {14, 15, 16, 17}}}, V);
   auto b = task.stream(ds, false, 16, 8)->batch(0, 0);
@@ -136,7 +135,7 @@ TEST(TranslationTask, TinyModelLearnsToReverseAndDecodesExactly) {
     data.emplace_back(s, std::vector<int32_t>(s.rbegin(), s.rend()));
   }
   auto ds = pairs(data, V);
-  TranslationTask task(c, std::get<config::TranslationTaskConfig>(c.task.opts), V, nullptr);
+  TranslationTask task(task_setup(c, V), std::get<config::TranslationTaskConfig>(c.task.opts));
   auto m = task.build_model();
   auto stream = task.stream(ds, true, 16, 24);
   torch::optim::Adam opt(m->parameters(), torch::optim::AdamOptions(3e-3));
@@ -175,7 +174,7 @@ TEST(TranslationTask, SeparateVocabulariesGiveTheEncoderItsOwnEmbeddings) {
   torch::manual_seed(3);
   auto c = mt_config("rope");
   const int64_t V = 20, VS = 40;
-  TranslationTask task(c, std::get<config::TranslationTaskConfig>(c.task.opts), V, nullptr, VS);
+  TranslationTask task(task_setup(c, V, nullptr, VS), std::get<config::TranslationTaskConfig>(c.task.opts));
   auto m = task.build_model();
   auto params = m->named_parameters();
   ASSERT_TRUE(params.contains("backbone.src_emb.weight"));

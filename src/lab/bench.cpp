@@ -1,4 +1,4 @@
-#include "train/bench.h"
+#include "lab/bench.h"
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
@@ -18,7 +18,6 @@
 #include "data/prepare.h"
 #include "model/decode.h"
 #include "tasks/task.h"
-#include "train/optim.h"
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"
@@ -27,7 +26,7 @@
 #include "util/progress.h"
 #include "util/signals.h"
 
-namespace ropelab::train {
+namespace ropelab::lab {
 
 using clock = std::chrono::steady_clock;
 using json = nlohmann::json;
@@ -78,26 +77,10 @@ data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, i
 
 int64_t vocab_of(const config::Config& c) { return c.data.tokenizer.vocab_size; }
 
-// One training step as the trainer takes it (train/trainer.cpp): gradients dropped, forward under
-// the run's precision, loss / targets, backward, global-norm clipping, AdamW. Returns the mean
-// loss; its .item() also waits for an asynchronous device.
-double train_step(const config::Config& c, const tasks::Task& task, model::ModelImpl& model,
-                  torch::optim::AdamW& opt, const data::Batch& batch, torch::Device dev) {
-  zero_grad_to_none(opt);
-  tasks::Forward f;
-  {
-    device::Autocast ac(dev, c.train.precision == config::Precision::kBf16);
-    f = task.forward(model, batch);
-  }
-  double targets = std::max<double>(1.0, static_cast<double>(batch.num_targets));
-  (f.loss_sum / targets).backward();
-  clip_grad_norm(model.parameters(), c.train.clip);
-  opt.step();
-  return f.loss_sum.item<double>() / targets;
-}
-
+// Training tokens/s of the trainer's own step (train::Trainer::train_step: micro-batches,
+// loss / targets, backward, global-norm clipping, AdamW) on one batch of the bench shape.
 json train_point(const config::Config& c, int steps) {
-  int threads = apply_thread_policy(c.run);
+  int threads = train::apply_thread_policy(c.run);
   torch::Device dev = device::resolve(c.run.device);
   int64_t vocab = vocab_of(c), B = c.train.batch_size, T = c.task.seq_len;
   auto task = tasks::make_task(c, vocab);
@@ -105,8 +88,13 @@ json train_point(const config::Config& c, int steps) {
   auto model = task->build_model();
   model->to(dev);
   model->train();
-  auto opt = make_optimizer(*model, c.train);
-  auto batch = synthetic_batch(c, vocab, B, T).to(dev);
+  auto batch = synthetic_batch(c, vocab, B, T);
+  const int64_t tokens = batch.num_tokens;
+  auto cfg = train::TrainerConfig::of(c);
+  cfg.train.grad_accum = 1;
+  train::Trainer trainer(cfg, *task, model, data::make_repeat_stream(batch.to(dev)), dev);
+  int64_t params = 0;
+  for (const auto& p : model->parameters()) params += p.numel();
   double rss0 = proc_status_mb("VmRSS");
   double timed = 0;
   double loss = 0;
@@ -119,14 +107,12 @@ json train_point(const config::Config& c, int steps) {
     if (s == 1 && profile_file != nullptr)
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(profile_file);
     auto t = clock::now();
-    loss = train_step(c, *task, *model, opt, batch, dev);
+    loss = trainer.train_step().loss;  // reads the loss back: waits for an asynchronous device
     if (s > 0) timed += seconds_since(t);
   }
   profile.reset();
-  int64_t params = 0;
-  for (const auto& p : model->parameters()) params += p.numel();
   double step_s = timed / steps;
-  return {{"tokens_per_s", static_cast<double>(batch.num_tokens) / step_s},
+  return {{"tokens_per_s", static_cast<double>(tokens) / step_s},
           {"step_s", step_s},
           {"flops_per_step", train_step_flops(c, B, T)},
           {"params", params},
@@ -139,7 +125,7 @@ json train_point(const config::Config& c, int steps) {
 // Time per generated token after `length` tokens, greedy, batch 1: one incremental step with
 // the key/value cache, or a forward pass over the whole prefix without it.
 json decode_point(const config::Config& c, int steps, int64_t length) {
-  apply_thread_policy(c.run);
+  train::apply_thread_policy(c.run);
   int64_t vocab = vocab_of(c);
   auto task = tasks::make_task(c, vocab);
   torch::manual_seed(0);
@@ -185,8 +171,8 @@ double stream_tokens_per_s(const data::BatchStream& stream, int64_t batches) {
 
 // The real batch stream of the config's prepared data (prepared first if needed).
 json data_point(const config::Config& c, int64_t batches) {
-  int threads = apply_thread_policy(c.run);
-  data::Data data(c.data, threads, /*prepare=*/true);
+  int threads = train::apply_thread_policy(c.run);
+  data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/true);
   auto ds = data.split("train");
   auto task = tasks::make_task(c, data.vocab_size(), nullptr, data.source_vocab_size());
   auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
@@ -627,29 +613,30 @@ void run_bench(const BenchOptions& o) {
 }
 
 std::string bench_data(const config::Config& c, int64_t batches, int64_t train_steps) {
-  int threads = apply_thread_policy(c.run);
+  int threads = train::apply_thread_policy(c.run);
   torch::Device dev = device::resolve(c.run.device);
-  data::Data data(c.data, threads, /*prepare=*/true);
+  data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/true);
   auto ds = data.split("train");
   auto task = tasks::make_task(c, data.vocab_size(), nullptr, data.source_vocab_size());
   auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
 
-  int64_t per_epoch = stream->batches_per_epoch();
   double data_tps = stream_tokens_per_s(*stream, batches);
 
   torch::manual_seed(0);
   auto model = task->build_model();
   model->to(dev);
-  auto opt = make_optimizer(*model, c.train);
+  auto cfg = train::TrainerConfig::of(c);
+  cfg.train.grad_accum = 1;
+  train::Trainer trainer(cfg, *task, model, std::move(stream), dev);
   double train_tokens = 0;
   double train_s = 0;
   for (int64_t s = 0; s <= train_steps; ++s) {  // step 0 is a warm-up, not timed
-    auto b = stream->batch(0, s % per_epoch).to(dev);
+    double before = trainer.state().tokens;
     auto t = clock::now();
-    train_step(c, *task, *model, opt, b, dev);
+    trainer.train_step();
     if (s > 0) {
       train_s += seconds_since(t);
-      train_tokens += static_cast<double>(b.num_tokens);
+      train_tokens += trainer.state().tokens - before;
     }
   }
   double train_tps = train_tokens / train_s;
@@ -663,4 +650,4 @@ std::string bench_data(const config::Config& c, int64_t batches, int64_t train_s
       batches, train_tps, train_steps, data_tps / train_tps);
 }
 
-}  // namespace ropelab::train
+}  // namespace ropelab::lab

@@ -1,4 +1,4 @@
-#include "train/probe.h"
+#include "lab/probe.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -13,16 +13,17 @@
 #include "config/loader.h"
 #include "data/synthetic.h"
 #include "tasks/task.h"
-#include "train/stats.h"
+#include "eval/evaluate.h"
+#include "eval/weights.h"
+#include "lab/stats.h"
 #include "train/trainer.h"
-#include "train/weights.h"
 #include "util/device.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/platform.h"
 #include "util/signals.h"
 
-namespace ropelab::train {
+namespace ropelab::lab {
 
 namespace stdfs = std::filesystem;
 using config::DataSource;
@@ -76,9 +77,9 @@ std::pair<double, double> score_examples(const tasks::Task& task, model::ModelIm
 }
 
 ProbeReport probe_synthetic(const std::string& run_dir, const ProbeOptions& o) {
-  auto rm = load_run_model(run_dir, /*best=*/true);
+  auto rm = eval::load_run_model(run_dir, /*best=*/true);
   const config::Config& c = rm.config;
-  apply_thread_policy(c.run);
+  train::apply_thread_policy(c.run);
   torch::Device dev = device::resolve(c.run.device);
   rm.model->to(dev);
   auto task = tasks::make_task(c, rm.vocab);
@@ -148,7 +149,7 @@ ProbeReport probe_text(const std::string& run_dir, const config::Config& c, cons
   std::vector<int64_t> lengths;
   for (auto m : o.multipliers) lengths.push_back(m * c.task.seq_len);
   r.sizes = lengths;
-  auto rep = evaluate_run(run_dir, "valid", lengths, o.eval_tokens, /*use_best=*/true);
+  auto rep = eval::evaluate_run(run_dir, "valid", lengths, o.eval_tokens, /*use_best=*/true);
   for (const auto& row : rep.lengths) {
     auto it = row.metrics.find("ppl");
     r.value.push_back(row.applicable && it != row.metrics.end() ? it->second : NAN);
@@ -381,4 +382,4 @@ std::string write_card(const std::vector<CardEntry>& entries, const std::string&
   return md;
 }
 
-}  // namespace ropelab::train
+}  // namespace ropelab::lab

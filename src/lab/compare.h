@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ropelab::train {
+namespace ropelab::lab {
 
 struct RunSummary {
   std::string name, dir, position, attention, task;
@@ -74,4 +74,4 @@ std::string length_table(const std::vector<LengthResult>& rows, const std::vecto
 // seeds > 0 replaces the experiment's seeds with 1..seeds.
 void ablate(const std::string& experiment_path, bool plots, int seeds = 0);
 
-}  // namespace ropelab::train
+}  // namespace ropelab::lab

@@ -23,7 +23,7 @@
 
 #include "config/schema.h"
 
-namespace ropelab::train {
+namespace ropelab::lab {
 
 // Batch-stream throughput next to training throughput for a config, measured in one process,
 // side by side: data must never be the bottleneck. Returns a printable report.
@@ -60,4 +60,4 @@ void run_bench(const BenchOptions& o);
 std::string bench_point(const std::string& point, const std::string& config_file,
                         const std::vector<std::string>& overrides, int steps, int64_t length);
 
-}  // namespace ropelab::train
+}  // namespace ropelab::lab

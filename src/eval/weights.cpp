@@ -1,4 +1,4 @@
-#include "train/weights.h"
+#include "eval/weights.h"
 
 #include <spdlog/fmt/fmt.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include "util/fs.h"
 #include "util/h5.h"
 
-namespace ropelab::train {
+namespace ropelab::eval {
 
 namespace stdfs = std::filesystem;
 
@@ -43,7 +43,7 @@ RunModel load_run_model(const std::string& source, bool best,
   for (const auto& o : overrides) ov.push_back(config::Override{o, "evaluation"});
   r.config = config::load_config((stdfs::path(r.run_dir) / "config.yaml").string(), ov);
   if (r.checkpoint.empty()) {
-    auto latest = latest_checkpoint(r.run_dir);
+    auto latest = train::latest_checkpoint(r.run_dir);
     if (!latest) throw UserError(r.run_dir + ": the run has no checkpoint");
     r.checkpoint = *latest;
   }
@@ -53,11 +53,11 @@ RunModel load_run_model(const std::string& source, bool best,
   if (r.vocab <= 0) throw UserError(r.checkpoint + ": state.json lacks the vocabulary size");
   r.source_vocab = state.value("source_vocab", 0);
   r.model = tasks::make_task(r.config, r.vocab, nullptr, r.source_vocab)->build_model();
-  TrainState st = load_checkpoint(r.checkpoint, *r.model, nullptr);
+  train::TrainState st = train::load_checkpoint(r.checkpoint, *r.model, nullptr);
   if (best && st.best_step >= 0 && st.best_step != st.step) {
-    if (auto b = checkpoint_for_step(r.run_dir, st.best_step)) {
+    if (auto b = train::checkpoint_for_step(r.run_dir, st.best_step)) {
       r.checkpoint = *b;
-      st = load_checkpoint(r.checkpoint, *r.model, nullptr);
+      st = train::load_checkpoint(r.checkpoint, *r.model, nullptr);
     }
   }
   r.step = st.step;
@@ -140,7 +140,7 @@ void use_pretrained_tokenizer(config::Config& c, const Pretrained& p) {
     return;
   }
   t.type = config::TokenizerType::kSpm;
-  t.model = pt.model.empty() ? data::prepared_paths(p.config.data).tokenizer_path : pt.model;
+  t.model = pt.model.empty() ? data::plan(p.config.data, p.config.task.seq_len).tokenizer_path : pt.model;
   if (!fs::exists(t.model))
     throw UserError(c.task.init_from + ": its tokenizer " + t.model +
                     " is missing; HINT: run `ropelab prepare` on the pretraining config, or set "
@@ -219,7 +219,7 @@ KeyReport load_backbone(model::ModelImpl& target, const StateDict& source,
 std::string average_checkpoints(const std::string& run_dir, int64_t last, const std::string& out) {
   if (last < 1) throw UserError("average: --last must be at least 1");
   if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
-  auto all = verified_checkpoints(run_dir);
+  auto all = train::verified_checkpoints(run_dir);
   if (all.empty()) throw UserError(run_dir + ": no checkpoint to average");
   if (static_cast<int64_t>(all.size()) < last)
     throw UserError(
@@ -228,7 +228,7 @@ std::string average_checkpoints(const std::string& run_dir, int64_t last, const 
                     run_dir, all.size(), last, last));
   std::vector<std::string> used(all.end() - last, all.end());
   auto avg = load_run_model(used.back());
-  TrainState st = load_checkpoint(used.back(), *avg.model, nullptr);  // step, vocab, ...
+  train::TrainState st = train::load_checkpoint(used.back(), *avg.model, nullptr);  // step, vocab, ...
   st.vocab = avg.vocab;
   st.source_vocab = avg.source_vocab;
   auto sum = state_dict(*avg.model);
@@ -248,7 +248,7 @@ std::string average_checkpoints(const std::string& run_dir, int64_t last, const 
   try {
     fs::make_dirs(tmp);
     fs::write_file_atomic((stdfs::path(tmp) / "config.yaml").string(), config::dump(avg.config));
-    save_checkpoint(tmp, *avg.model, nullptr, st, 1);
+    train::save_checkpoint(tmp, *avg.model, nullptr, st, 1);
     stdfs::rename(tmp, out);
   } catch (...) {
     stdfs::remove_all(tmp, ec);
@@ -289,4 +289,4 @@ std::string export_weights(const std::string& source, const std::string& out_pat
   return fmt::format("wrote {} tensors from {} to {}", n, r.checkpoint, out_path);
 }
 
-}  // namespace ropelab::train
+}  // namespace ropelab::eval

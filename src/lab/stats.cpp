@@ -1,10 +1,10 @@
-#include "train/stats.h"
+#include "lab/stats.h"
 
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
-namespace ropelab::train::stats {
+namespace ropelab::lab::stats {
 
 namespace {
 // Continued fraction of the incomplete beta (modified Lentz's method).
@@ -108,4 +108,4 @@ Paired paired_t(const std::vector<double>& x, const std::vector<double>& baselin
   return p;
 }
 
-}  // namespace ropelab::train::stats
+}  // namespace ropelab::lab::stats

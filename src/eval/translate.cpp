@@ -1,16 +1,16 @@
-#include "train/translate.h"
+#include "eval/translate.h"
 
 #include <spdlog/spdlog.h>
 
 #include "data/prepare.h"
 #include "tasks/translation.h"
+#include "eval/weights.h"
 #include "train/trainer.h"
-#include "train/weights.h"
 #include "util/device.h"
 #include "util/error.h"
 #include "util/progress.h"
 
-namespace ropelab::train {
+namespace ropelab::eval {
 
 std::vector<std::string> translate_lines(const std::string& source,
                                          const std::vector<std::string>& lines,
@@ -21,11 +21,12 @@ std::vector<std::string> translate_lines(const std::string& source,
     throw UserError(source + ": is not a translation model (task." + c.task.type() +
                     "); `ropelab translate` needs a run trained with task.type: translation");
   const auto& t = std::get<config::TranslationTaskConfig>(c.task.opts);
-  int threads = apply_thread_policy(c.run);
+  int threads = train::apply_thread_policy(c.run);
   torch::Device dev = device::resolve(c.run.device);
-  data::Data data(c.data, threads, /*prepare=*/false);
-  tasks::TranslationTask task(c, t, data.vocab_size(), &data.target_tokenizer(),
-                              data.source_vocab_size());
+  data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/false);
+  auto made = tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(),
+                               data.source_vocab_size());
+  const auto& task = dynamic_cast<const tasks::TranslationTask&>(*made);
   rm.model->to(dev);
   rm.model->eval();
   auto d = task.decode_options(o.beam > 0 ? o.beam : t.beam);
@@ -57,4 +58,4 @@ std::vector<std::string> translate_lines(const std::string& source,
   return out;
 }
 
-}  // namespace ropelab::train
+}  // namespace ropelab::eval

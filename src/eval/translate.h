@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace ropelab::train {
+namespace ropelab::eval {
 
 struct TranslateOptions {
   int64_t beam = 0;          // 0 = the run's task.beam
@@ -22,4 +22,4 @@ std::vector<std::string> translate_lines(const std::string& source,
                                          const std::vector<std::string>& lines,
                                          const TranslateOptions& o);
 
-}  // namespace ropelab::train
+}  // namespace ropelab::eval

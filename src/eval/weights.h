@@ -21,7 +21,7 @@
 #include "config/schema.h"
 #include "model/model.h"
 
-namespace ropelab::train {
+namespace ropelab::eval {
 
 using StateDict = std::map<std::string, torch::Tensor>;  // dotted name -> tensor
 
@@ -86,4 +86,4 @@ std::string average_checkpoints(const std::string& run_dir, int64_t last, const 
 // `ropelab export`: writes weights.h5 atomically; returns a one-line summary.
 std::string export_weights(const std::string& source, const std::string& out_path);
 
-}  // namespace ropelab::train
+}  // namespace ropelab::eval

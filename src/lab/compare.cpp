@@ -1,4 +1,4 @@
-#include "train/compare.h"
+#include "lab/compare.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -13,9 +13,10 @@
 #include <tuple>
 
 #include "config/loader.h"
+#include "eval/evaluate.h"
+#include "lab/probe.h"
+#include "lab/stats.h"
 #include "train/metrics.h"
-#include "train/probe.h"
-#include "train/stats.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -25,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace ropelab::train {
+namespace ropelab::lab {
 
 namespace stdfs = std::filesystem;
 
@@ -34,14 +35,14 @@ RunSummary summarize_run(const std::string& run_dir, double target_loss) {
   if (!fs::exists(path)) throw UserError(run_dir + ": not a ropelab run (no metrics.h5)");
   RunSummary r;
   r.dir = run_dir;
-  auto attrs = read_metric_attrs(path);
+  auto attrs = train::read_metric_attrs(path);
   r.name = attrs.count("name") != 0 ? attrs["name"] : stdfs::path(run_dir).filename().string();
   r.position = attrs["position"];
   r.attention = attrs["attention"];
   r.task = attrs["task"];
   r.params = attrs.count("params") != 0 ? std::stod(attrs["params"]) : NAN;
-  auto tr = read_metrics(path, "train");
-  auto va = read_metrics(path, "valid");
+  auto tr = train::read_metrics(path, "train");
+  auto va = train::read_metrics(path, "valid");
   if (!tr["step"].empty()) {
     r.steps = static_cast<int64_t>(tr["step"].back());
     r.tokens = tr["tokens"].back();
@@ -258,7 +259,7 @@ std::string evaluate_lengths(const config::Experiment& exp, const std::vector<st
       specs.insert(specs.end(), exp.eval_rope_scaling.begin(), exp.eval_rope_scaling.end());
     for (const auto& spec : specs) {
       spdlog::info("=== lengths: {}{} ===", d, spec.empty() ? "" : " + " + spec);
-      auto rep = evaluate_run(d, "valid", exp.eval_lengths, exp.eval_tokens, true, spec);
+      auto rep = eval::evaluate_run(d, "valid", exp.eval_lengths, exp.eval_tokens, true, spec);
       signals::throw_if_stopped("ablation (length evaluation of " + d + ")",
                                 "every run is trained; run the same command again to finish");
       LengthResult r;
@@ -490,7 +491,7 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
     exp.seeds.clear();
     for (int s = 1; s <= seeds; ++s) exp.seeds.push_back(s);
   }
-  for (const auto& spec : exp.eval_rope_scaling) rope_scaling_overrides(spec);  // before training
+  for (const auto& spec : exp.eval_rope_scaling) eval::rope_scaling_overrides(spec);  // before training
   auto runs = config::experiment_runs(exp);
   std::vector<std::string> dirs;
   std::vector<CardEntry> card;  // with probe: the variant and seed of each trained run
@@ -504,7 +505,7 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
       continue;
     }
     spdlog::info("=== run {}/{}: {} ===", i + 1, runs.size(), r.config.run.name);
-    auto res = train(r.config);
+    auto res = train::train(r.config);
     dirs.push_back(res.run_dir);
     card.push_back({r.setting.empty() ? r.variant : r.variant + "." + r.setting, r.seed, {}});
     if (res.interrupted)
@@ -517,8 +518,8 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
   if (exp.test) {
     for (const auto& d : dirs) {
       spdlog::info("=== test split: {} ===", d);
-      auto report = evaluate_run(d, "test", {}, 0, /*use_best=*/true);
-      spdlog::info("{}", format_eval(report));
+      auto report = eval::evaluate_run(d, "test", {}, 0, /*use_best=*/true);
+      spdlog::info("{}", eval::format_eval(report));
       signals::throw_if_stopped("ablation (test evaluation of " + d + ")",
                                 "every run is trained; run the same command again to finish");
     }
@@ -564,4 +565,4 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
   compare_runs(dirs, o);
 }
 
-}  // namespace ropelab::train
+}  // namespace ropelab::lab

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace ropelab::train::stats {
+namespace ropelab::lab::stats {
 
 struct Summary {
   size_t n = 0;
@@ -30,4 +30,4 @@ struct Paired {
 // Paired t-test of x against baseline (equal lengths, element i of each from the same seed).
 Paired paired_t(const std::vector<double>& x, const std::vector<double>& baseline);
 
-}  // namespace ropelab::train::stats
+}  // namespace ropelab::lab::stats

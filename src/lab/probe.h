@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace ropelab::train {
+namespace ropelab::lab {
 
 struct ProbeOptions {
   std::vector<int64_t> multipliers = {1, 2, 4, 8};
@@ -58,4 +58,4 @@ std::string card_markdown(const std::vector<CardEntry>& entries, const std::stri
 std::string write_card(const std::vector<CardEntry>& entries, const std::string& baseline,
                        const std::string& out_dir, bool plot);
 
-}  // namespace ropelab::train
+}  // namespace ropelab::lab

@@ -1,0 +1,174 @@
+#include "eval/evaluate.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "config/loader.h"
+#include "data/prepare.h"
+#include "eval/weights.h"
+#include "tasks/task.h"
+#include "train/trainer.h"
+#include "util/device.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/signals.h"
+
+namespace ropelab::eval {
+
+namespace stdfs = std::filesystem;
+
+// ---- evaluation of a finished run
+
+std::vector<std::string> rope_scaling_overrides(const std::string& spec) {
+  auto colon = spec.find(':');
+  std::string method = spec.substr(0, colon);
+  const std::vector<std::string> methods = {"linear", "ntk", "dynamic", "yarn", "llama3"};
+  const std::string usage = "--rope-scaling '" + spec +
+                            "': expected METHOD:FACTOR, METHOD one of linear, ntk, dynamic, "
+                            "yarn, llama3 (e.g. yarn:4)";
+  if (method == "longrope")
+    throw UserError(
+        "--rope-scaling: longrope needs per-pair factors; set "
+        "model.position.scaling in the run's config instead");
+  if (colon == std::string::npos ||
+      std::find(methods.begin(), methods.end(), method) == methods.end())
+    throw UserError(usage);
+  std::string factor = spec.substr(colon + 1);
+  char* end = nullptr;
+  double f = std::strtod(factor.c_str(), &end);
+  if (factor.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f))
+    throw UserError(usage + "; the factor must be a number >= 1");
+  return {"model.position.scaling.type=" + method, "model.position.scaling.factor=" + factor};
+}
+
+std::string rope_scaling_tag(const std::string& spec) {
+  std::string t = "rope-" + spec;
+  std::replace(t.begin(), t.end(), ':', '-');
+  return t;
+}
+
+EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
+                        const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
+                        const std::string& rope_scaling) {
+  if (!fs::exists((stdfs::path(run_dir) / "config.yaml").string()))
+    throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
+  std::vector<std::string> overrides;
+  if (!rope_scaling.empty()) {
+    overrides = rope_scaling_overrides(rope_scaling);
+    auto trained = config::load_config((stdfs::path(run_dir) / "config.yaml").string());
+    if (!std::holds_alternative<config::RopeConfig>(trained.model.position.opts))
+      throw UserError(run_dir + ": --rope-scaling needs a RoPE model (its position module is " +
+                      trained.model.position.type() + ")");
+  }
+  auto rm = load_run_model(run_dir, use_best, overrides);
+  const config::Config& c = rm.config;
+  train::apply_thread_policy(c.run);
+  torch::Device dev = device::resolve(c.run.device);
+  data::Data data(data::plan(c.data, c.task.seq_len), 1, /*prepare=*/false);
+  if (!data.has_split(split)) throw UserError(run_dir + ": its data has no '" + split + "' split");
+  auto ds = data.split(split);
+  auto task =
+      tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(), data.source_vocab_size());
+  rm.model->to(dev);
+  tasks::EvalOptions o{0, dev, c.train.precision == config::Precision::kBf16, /*full=*/true};
+
+  EvalReport r;
+  r.run_dir = run_dir;
+  r.checkpoint = rm.checkpoint;
+  r.split = split;
+  r.rope_scaling = rope_scaling;
+  r.train_seq_len = c.task.seq_len;
+  auto full = task->evaluate(*rm.model, ds,
+                             *task->stream(ds, false, c.task.seq_len, c.train.batch_size), o);
+  const std::string stopped = "evaluation of " + run_dir;
+  const std::string kept = "nothing written (a partial evaluation would be wrong)";
+  signals::throw_if_stopped(stopped, kept);
+  r.metrics = full.metrics;
+  o.full = false;  // the length rows: likelihood only
+  int64_t max_len = rm.model->backbone->position().max_len();
+  for (int64_t L : lengths) {
+    LengthRow row;
+    row.length = L;
+    if (max_len > 0 && L > max_len) {
+      row.applicable = false;
+      r.lengths.push_back(row);
+      continue;
+    }
+    // The same token budget at every length: fewer, longer sequences.
+    int64_t batch = std::max<int64_t>(1, c.train.batch_size * c.task.seq_len / L);
+    std::unique_ptr<data::BatchStream> s;
+    try {
+      s = task->stream(ds, false, L, batch);
+    } catch (const UserError& e) {
+      row.applicable = false;  // the split is shorter than one window of this length
+      r.lengths.push_back(row);
+      continue;
+    }
+    o.max_batches = std::max<int64_t>(1, max_tokens / (batch * L));
+    auto out = task->evaluate(*rm.model, ds, *s, o);
+    signals::throw_if_stopped(stopped, kept);
+    row.metrics = out.metrics;
+    row.tokens = static_cast<int64_t>(out.tokens);
+    r.lengths.push_back(row);
+  }
+  if (!full.predictions_file.empty()) {
+    // The GLUE leaderboard layout: a header, then one `index<TAB>prediction` row per example.
+    std::string tsv = "index\tprediction\n";
+    for (size_t i = 0; i < full.predictions.size(); ++i)
+      tsv += fmt::format("{}\t{}\n", i, full.predictions[i]);
+    auto dir = stdfs::path(run_dir) / "predictions" / split;
+    fs::make_dirs(dir.string());
+    r.predictions_path = (dir / full.predictions_file).string();
+    fs::write_file_atomic(r.predictions_path, tsv);
+  }
+  nlohmann::json j;
+  j["checkpoint"] = r.checkpoint;
+  j["split"] = split;
+  if (!rope_scaling.empty()) j["rope_scaling"] = rope_scaling;
+  j["metrics"] = r.metrics;
+  if (!r.predictions_path.empty()) j["predictions"] = r.predictions_path;
+  for (const auto& row : r.lengths)
+    j["lengths"].push_back({{"length", row.length},
+                            {"applicable", row.applicable},
+                            {"metrics", row.metrics},
+                            {"tokens", row.tokens}});
+  std::string name = "eval-" + split +
+                     (rope_scaling.empty() ? "" : "-" + rope_scaling_tag(rope_scaling)) + ".json";
+  fs::write_file_atomic((stdfs::path(run_dir) / name).string(), j.dump(2) + "\n");
+  return r;
+}
+
+std::string format_eval(const EvalReport& r) {
+  std::string s = fmt::format("run {} ({} split, {}{})\n", r.run_dir, r.split,
+                              stdfs::path(r.checkpoint).filename().string(),
+                              r.rope_scaling.empty() ? "" : ", RoPE scaling " + r.rope_scaling);
+  s += fmt::format("  {}\n",
+                   r.metrics.empty() ? "(unlabeled split: no metrics)" : tasks::format_metrics(r.metrics));
+  if (!r.predictions_path.empty()) s += fmt::format("  predictions: {}\n", r.predictions_path);
+  if (r.lengths.empty()) return s;
+  // Columns: whatever metrics the task reported, "loss" first.
+  std::vector<std::string> names = {"loss"};
+  for (const auto& [k, v] : r.metrics)
+    if (k != "loss") names.push_back(k);
+  s += fmt::format("\nlength extrapolation (trained at {} tokens):\n", r.train_seq_len);
+  s += fmt::format("  {:>8}", "length");
+  for (const auto& n : names) s += fmt::format("  {:>10}", n);
+  s += fmt::format("  {:>10}\n", "tokens");
+  for (const auto& row : r.lengths) {
+    s += fmt::format("  {:>8}", row.length);
+    for (const auto& n : names) {
+      auto it = row.metrics.find(n);
+      s += row.applicable && it != row.metrics.end() ? fmt::format("  {:>10.4f}", it->second)
+                                                     : fmt::format("  {:>10}", "n/a");
+    }
+    s += row.applicable ? fmt::format("  {:>10}\n", row.tokens) : fmt::format("  {:>10}\n", "-");
+  }
+  return s;
+}
+
+}  // namespace ropelab::eval

@@ -1,0 +1,42 @@
+// `ropelab eval`: a trained run's metrics on a split (its task's whole-split evaluation, with
+// beam search for translation and the leaderboard file for GLUE), and optionally at other
+// context lengths with the same token budget (length extrapolation), also with a RoPE
+// context-extension method switched on at evaluation time.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ropelab::eval {
+
+// `ropelab eval`: the task's metrics of a trained run on a split, and optionally at other
+// context lengths with the same token budget (length extrapolation).
+struct LengthRow {
+  int64_t length = 0;
+  bool applicable = true;  // false: beyond a learned table, or the split is too short
+  std::map<std::string, double> metrics;
+  int64_t tokens = 0;
+};
+struct EvalReport {
+  std::string run_dir, checkpoint, split;
+  std::string rope_scaling;  // METHOD:FACTOR applied at evaluation time, or empty
+  int64_t train_seq_len = 0;
+  std::map<std::string, double> metrics;
+  std::vector<LengthRow> lengths;
+  std::string predictions_path;  // GLUE: the leaderboard file written for this split
+};
+// `rope_scaling` ("yarn:4", "ntk:2", ...: METHOD:FACTOR with METHOD linear, ntk, dynamic, yarn or
+// llama3) switches a RoPE context-extension method on for a model trained without it (its
+// original length is the run's task.seq_len); the report goes to
+// eval-SPLIT-rope-METHOD-FACTOR.json.
+EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
+                        const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
+                        const std::string& rope_scaling = "");
+// The config overrides of a --rope-scaling spec (UserError naming the spec if malformed).
+std::vector<std::string> rope_scaling_overrides(const std::string& spec);
+// The file name part of a spec: "yarn:4" -> "rope-yarn-4".
+std::string rope_scaling_tag(const std::string& spec);
+std::string format_eval(const EvalReport& r);
+
+}  // namespace ropelab::eval
