@@ -269,7 +269,13 @@ int cmd_bench_blas() {
 
 int cmd_bench() {
   if (!g.point.empty()) {  // one measurement, in a child of the parent below
-    std::cout << lab::bench_point(g.point, g.file, g.overrides, g.bench.steps, g.length)
+    lab::BenchPoint point;
+    try {
+      point = config::enum_from<lab::BenchPoint>(g.point);
+    } catch (const std::invalid_argument&) {
+      throw UserError("bench: unknown --point " + g.point + " (matmul, train, decode, data)");
+    }
+    std::cout << lab::bench_point(point, g.file, g.overrides, g.bench.steps, g.length)
               << std::endl;
     return 0;
   }

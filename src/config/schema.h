@@ -23,11 +23,6 @@ struct Check {
 };
 inline Check at_least(double lo) { return Check{lo, std::numeric_limits<double>::infinity(), {}}; }
 inline Check between(double lo, double hi) { return Check{lo, hi, {}}; }
-inline Check one_of(std::vector<std::string> c) {
-  Check k;
-  k.choices = std::move(c);
-  return k;
-}
 inline Check required(Check c = {}) {
   c.required = true;
   return c;

@@ -290,7 +290,6 @@ class TranslationStream : public BatchStream {
     out.target_BT = target;
     return out;
   }
-  int64_t budget() const { return budget_; }
 
  private:
   StreamOptions o_;

@@ -31,6 +31,9 @@ namespace ropelab::lab {
 using clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
+// The bench config (configs/bench/lm.yaml) whose figures the goals are about.
+const std::string kLmBench = "lm";
+
 namespace {
 
 double seconds_since(clock::time_point t) {
@@ -226,9 +229,9 @@ double train_step_flops(const config::Config& c, int64_t B, int64_t T) {
   return 3.0 * fwd;  // backward = 2x forward
 }
 
-std::string bench_point(const std::string& point, const std::string& config_file,
+std::string bench_point(BenchPoint point, const std::string& config_file,
                         const std::vector<std::string>& overrides, int steps, int64_t length) {
-  if (point == "matmul") {
+  if (point == BenchPoint::kMatmul) {
     auto r = measure_matmul(2048, 10);
     return json{{"fp32_gflops", r.fp32_gflops},
                 {"bf16_gflops", r.bf16_gflops},
@@ -237,10 +240,17 @@ std::string bench_point(const std::string& point, const std::string& config_file
         .dump();
   }
   auto c = config::load_config(config_file, config::overrides_from_args(overrides));
-  if (point == "train") return train_point(c, steps).dump();
-  if (point == "decode") return decode_point(c, steps, length).dump();
-  if (point == "data") return data_point(c, std::max<int64_t>(length, 1)).dump();
-  throw UserError("bench: unknown --point " + point + " (matmul, train, decode, data)");
+  switch (point) {
+    case BenchPoint::kTrain:
+      return train_point(c, steps).dump();
+    case BenchPoint::kDecode:
+      return decode_point(c, steps, length).dump();
+    case BenchPoint::kData:
+      return data_point(c, std::max<int64_t>(length, 1)).dump();
+    case BenchPoint::kMatmul:
+      break;
+  }
+  return {};
 }
 
 // ---- the parent: points in child processes, the table, the files
@@ -370,7 +380,7 @@ void run_bench(const BenchOptions& o) {
     if (std::find(kSections.begin(), kSections.end(), s) == kSections.end())
       throw UserError("bench: unknown section '" + s +
                       "' (machine, train, positions, attention, decode, data)");
-  std::vector<std::string> models{"lm", "mlm", "translation"};
+  std::vector<std::string> models{kLmBench, "mlm", "translation"};
   std::map<std::string, config::Config> cfg;
   std::map<std::string, std::string> file;
   for (const auto& m : models) {
@@ -420,7 +430,8 @@ void run_bench(const BenchOptions& o) {
     std::map<std::string, std::map<std::string, json>> best;
     for (int round = 0; round < o.rounds; ++round)
       for (const auto& m : models)
-        for (const std::string prec : {"fp32", "bf16"}) {
+        for (auto p : {config::Precision::kFp32, config::Precision::kBf16}) {
+          const std::string prec = config::to_string(p);
           std::string key = m + " " + prec;
           json meta{{"section", "train"}, {"model", m}, {"precision", prec}, {"round", round}};
           auto ours = [&] {
@@ -451,15 +462,17 @@ void run_bench(const BenchOptions& o) {
       t.head.push_back("ropelab / PyTorch");
     }
     for (const auto& m : models)
-      for (const std::string prec : {"fp32", "bf16"}) {
+      for (auto p : {config::Precision::kFp32, config::Precision::kBf16}) {
+        const std::string prec = config::to_string(p);
+        const bool fp32 = p == config::Precision::kFp32;
         const json& a = best[m + " " + prec]["ropelab"];
         double tps = num(a, "tokens_per_s");
         double gflops = num(a, "flops_per_step") / num(a, "step_s") / 1e9;
-        double mfu = gflops / (prec == "fp32" ? peak32 : peak16);
+        double mfu = gflops / (fp32 ? peak32 : peak16);
         std::vector<std::string> row{m, prec, cell(a, "tokens_per_s"), fmt_num(gflops, "{:.1f}"),
                                      fmt_num(100 * mfu, "{:.0f}%")};
         summary["train"][m][prec] = {{"tokens_per_s", tps}, {"gflops", gflops}, {"mfu", mfu}};
-        if (m == "lm" && prec == "fp32") {
+        if (m == kLmBench && fp32) {
           lm_fp32_tps = tps;
           goals.emplace_back("fp32 MFU >= 50% (LM)",
                              fmt_num(100 * mfu, "{:.0f}%") + " " + check(mfu >= 0.5));
@@ -471,7 +484,7 @@ void run_bench(const BenchOptions& o) {
           row.push_back(fmt_num(ratio, "{:.2f}x"));
           summary["train"][m][prec]["pytorch_tokens_per_s"] = num(b, "tokens_per_s");
           summary["train"][m][prec]["ratio"] = ratio;
-          if (m == "lm")
+          if (m == kLmBench)
             goals.emplace_back("ropelab >= 1.3x eager PyTorch (LM, " + prec + ")",
                                fmt_num(ratio, "{:.2f}x") + " " + check(ratio >= 1.3));
         }

@@ -55,9 +55,16 @@ struct BenchOptions {
 // Runs the sections, prints the table, writes OUT/bench.json and OUT/bench.md.
 void run_bench(const BenchOptions& o);
 
-// One measurement (the child side): `point` is matmul, train, decode or data; `config_file` +
-// `overrides` give the model (train, decode, data). Returns a JSON object.
-std::string bench_point(const std::string& point, const std::string& config_file,
+// What one child measures.
+enum class BenchPoint { kMatmul, kTrain, kDecode, kData };
+
+// One measurement (the child side); `config_file` + `overrides` give the model (train, decode,
+// data). Returns a JSON object.
+std::string bench_point(BenchPoint point, const std::string& config_file,
                         const std::vector<std::string>& overrides, int steps, int64_t length);
 
 }  // namespace ropelab::lab
+
+namespace ropelab::config {
+ROPELAB_ENUM_NAMES(lab::BenchPoint, "matmul", "train", "decode", "data");
+}

@@ -33,7 +33,7 @@ struct CompareOptions {
   double target_loss = 0;  // 0: no "to target" columns
   double smoothing = 0.0;  // EMA factor for the train curves (0..0.99)
   bool plots = true;
-  bool probe_card = true;  // runs with a probe.json: their cards side by side (train/probe.h)
+  bool probe_card = true;  // runs with a probe.json: their cards side by side (lab/probe.h)
 };
 // Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png (and, for runs
 // that were probed, the length-generalisation card, card.md + card.png).

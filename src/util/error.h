@@ -11,9 +11,4 @@ class UserError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Throws UserError with `what` when `cond` is false.
-inline void check_user(bool cond, const std::string& what) {
-  if (!cond) throw UserError(what);
-}
-
 }  // namespace ropelab

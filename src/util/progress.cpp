@@ -9,7 +9,7 @@
 namespace ropelab {
 
 namespace {
-double g_log_interval = 10.0;
+constexpr double kLogInterval = 10.0;  // seconds between log lines off a TTY
 
 std::string human_rate(double r) {
   char buf[32];
@@ -22,8 +22,6 @@ std::string human_rate(double r) {
   return buf;
 }
 }  // namespace
-
-void Progress::set_log_interval(double seconds) { g_log_interval = seconds; }
 
 std::string format_duration(double s) {
   char buf[32];
@@ -81,7 +79,7 @@ void Progress::update(int64_t done, const std::string& fields) {
     std::fprintf(stderr, "\r\033[K%s", render(fields).c_str());
     std::fflush(stderr);
   } else {
-    if (since < g_log_interval) return;
+    if (since < kLogInterval) return;
     spdlog::info("{}", render(fields));
   }
   drawn_ = done_;

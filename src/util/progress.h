@@ -1,5 +1,5 @@
 // Progress display for long work on stderr: redrawn in place on a TTY (at most ~8 times a
-// second), periodic log lines otherwise. Shows done/total, rate, ETA and task fields
+// second), periodic log lines (every 10 s) otherwise. Shows done/total, rate, ETA and task fields
 // (loss, lr, tokens/s...).
 #pragma once
 #include <chrono>
@@ -20,9 +20,6 @@ class Progress {
   void update(int64_t done, const std::string& fields = "");
   // Prints the final state and a newline.
   void finish(const std::string& fields = "");
-
-  // Seconds between log lines when stderr is not a TTY (default 10).
-  static void set_log_interval(double seconds);
 
  private:
   std::string render(const std::string& fields) const;

@@ -347,6 +347,56 @@ TEST(Streams, GlueBatchesHaveClsSepSegments) {
   EXPECT_EQ(b.pad_BT[0].sum().item<int64_t>(), 1 + 3 + 1 + 2 + 1);
 }
 
+// ---- the data plan: resolved once, before anything is read or written
+
+TEST(Plan, ResolvesKindInputsTokenizerAndSplitsWithoutTouchingTheDisk) {
+  TempDir d;
+  config::DataConfig c;
+  c.prepared_dir = d.file("prep");
+  c.source = config::DataSource::kBibleMrpc;
+  auto p = data::plan(c, 128);
+  EXPECT_EQ(p.kind, data::DataKind::kGlue);
+  EXPECT_TRUE(p.builtin);
+  EXPECT_EQ(p.glue.name, "MRPC");
+  ASSERT_EQ(p.inputs.size(), 3u);
+  EXPECT_EQ(p.inputs[0].split, "train");
+  EXPECT_EQ(p.inputs[1].split, "valid");
+  EXPECT_TRUE(p.inputs[2].optional);  // the test file is used when present
+  EXPECT_EQ(p.text_dir, d.file("prep") + "/text/bible-mrpc");
+  EXPECT_EQ(p.tokenizer_path, p.out_dir + "/tokenizer.model");
+  EXPECT_EQ(p.splits, (std::vector<std::string>{"train", "valid", "test"}));
+  EXPECT_FALSE(std::filesystem::exists(d.file("prep")));  // nothing was written
+
+  // User parallel text: source and target files per split, from the suffixes.
+  c.source = config::DataSource::kParallel;
+  c.train = d.file("train");
+  c.valid = d.file("valid");
+  c.source_suffix = "de";
+  c.target_suffix = "en";
+  p = data::plan(c, 128);
+  EXPECT_EQ(p.kind, data::DataKind::kParallel);
+  ASSERT_EQ(p.inputs.size(), 2u);
+  EXPECT_EQ(p.inputs[1].files, (std::vector<std::string>{c.valid + ".de", c.valid + ".en"}));
+
+  // Synthetic sources: the generator's bounds are checked here, naming the key.
+  c = config::DataConfig{};
+  c.source = config::DataSource::kSyntheticCopy;
+  c.tokenizer.type = config::TokenizerType::kSynthetic;
+  c.synthetic.size = 20;
+  auto expect_error = [&](int64_t max_len, const std::string& needle) {
+    try {
+      data::plan(c, max_len);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error(16, "task.seq_len: seq_len (16) is shorter than the longest synthetic-copy");
+  EXPECT_EQ(data::plan(c, 4096).kind, data::DataKind::kSynthetic);
+  c.synthetic.size = 100000;
+  expect_error(1 << 20, "data.synthetic.size: synthetic-copy needs a size in [");
+}
+
 // ---- prepare: user data and its errors
 
 TEST(Prepare, UserTextIsIdempotentAndErrorsNameTheFile) {

@@ -1,6 +1,6 @@
 // The answer task (tasks/lm.h): its exact match equals scoring the argmax outputs with
 // data::synthetic::score (its overfit test is in overfit_test.cpp); the card's statistics
-// (train/probe.h) against hand-computed values.
+// (lab/probe.h) against hand-computed values.
 #include <cmath>
 
 #include "data/synthetic.h"

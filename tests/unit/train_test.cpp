@@ -96,6 +96,38 @@ TEST(Trainer, ReadsStepSumsOncePerLoggedRow) {
   EXPECT_EQ(tasks::host_reads() - before, 2 + 1);
 }
 
+// The public Trainer without a run (what bench times): it only steps, on any batch stream, and
+// its step is the one run() takes.
+TEST(Trainer, StepsWithoutARunOnARepeatedBatch) {
+  test::TempDir d;
+  auto c = tiny_run(d, "steps");
+  c.train.schedule.warmup = 0;
+  c.train.lr = 1e-2;
+  c.model.dropout = 0.0;
+  auto task = tasks::make_task(c, 263);
+  torch::manual_seed(0);
+  auto model = task->build_model();
+  data::Batch b;
+  b.input_BT = torch::randint(4, 263, {2, 16}, torch::kInt64);
+  b.target_BT = torch::randint(4, 263, {2, 16}, torch::kInt64);
+  b.num_tokens = b.num_targets = 32;
+  Trainer t(TrainerConfig::of(c), *task, model, data::make_repeat_stream(b), torch::kCPU);
+  model->train();
+  double first = 0, last = 0;
+  for (int s = 0; s < 40; ++s) {
+    auto r = t.train_step();
+    ASSERT_TRUE(r.applied);
+    EXPECT_GT(r.grad_norm, 0);
+    (s == 0 ? first : last) = r.loss;
+  }
+  EXPECT_EQ(t.state().step, 40);
+  EXPECT_EQ(t.state().micro, 40);
+  EXPECT_DOUBLE_EQ(t.state().tokens, 40.0 * 32);
+  EXPECT_NEAR(first, std::log(263.0), 0.5);  // a fresh model is about uniform
+  EXPECT_LT(last, first - 1.0);               // and learns the one batch
+  EXPECT_THROW(t.run(), std::logic_error);    // a run needs its collaborators
+}
+
 TEST(Checkpoint, DamagedCheckpointIsSkippedAndPruningKeepsBest) {
   test::TempDir d;
   auto c = tiny_run(d, "r");
