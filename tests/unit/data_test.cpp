@@ -393,8 +393,9 @@ TEST(Plan, ResolvesKindInputsTokenizerAndSplitsWithoutTouchingTheDisk) {
   };
   expect_error(16, "task.seq_len: seq_len (16) is shorter than the longest synthetic-copy");
   EXPECT_EQ(data::plan(c, 4096).kind, data::DataKind::kSynthetic);
-  c.synthetic.size = 100000;
-  expect_error(1 << 20, "data.synthetic.size: synthetic-copy needs a size in [");
+  c.source = config::DataSource::kSyntheticMqar;
+  c.synthetic.size = 200;
+  expect_error(1 << 20, "data.synthetic.size: synthetic-mqar needs a size in [1, 128]");
 }
 
 // ---- prepare: user data and its errors
