@@ -12,8 +12,9 @@
 //              per step: step time, tokens/s, peak training memory, and where linear wins;
 //   decode     time per generated token with and without the key/value cache as the output grows;
 //   data       the real batch stream's tokens/s next to training's, and peak RSS.
-// Training steps are the trainer's (forward, loss / targets, backward, global-norm clipping,
-// AdamW) on random token ids of the bench shape: compute does not depend on the text.
+// Training steps are train::Trainer::train_step() itself (forward, loss / targets, backward,
+// global-norm clipping, AdamW) on one batch of random token ids of the bench shape: compute does
+// not depend on the text.
 // Model FLOPs follow PaLM's accounting (Chowdhery et al. 2022, App. B): 6 per parameter of every
 // matmul per token it touches, plus 12 * layers * d * context per token for attention.
 #pragma once
