@@ -14,14 +14,14 @@
 #include "data/prepare.h"
 #include "dist/launch.h"
 #include "dist/world.h"
-#include "text/bleu.h"
-#include "text/corpus.h"
 #include "eval/evaluate.h"
 #include "eval/translate.h"
 #include "eval/weights.h"
 #include "lab/bench.h"
 #include "lab/compare.h"
 #include "lab/probe.h"
+#include "text/bleu.h"
+#include "text/corpus.h"
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"
@@ -98,8 +98,7 @@ int cmd_prepare() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
   auto p = data::prepare(data::plan(c.data, c.task.seq_len), train::apply_thread_policy(c.run));
   for (const auto& [split, path] : p.splits) std::printf("%s\t%s\n", split.c_str(), path.c_str());
-  if (!p.plan.tokenizer_path.empty())
-    std::printf("tokenizer\t%s\n", p.plan.tokenizer_path.c_str());
+  if (!p.plan.tokenizer_path.empty()) std::printf("tokenizer\t%s\n", p.plan.tokenizer_path.c_str());
   if (!p.plan.target_tokenizer_path.empty())
     std::printf("target tokenizer\t%s\n", p.plan.target_tokenizer_path.c_str());
   return 0;
@@ -139,7 +138,7 @@ std::vector<int64_t> parse_lengths(const std::string& s, const std::string& what
 
 int cmd_eval() {
   auto report = eval::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens,
-                                    !g.use_latest, g.rope_scaling);
+                                   !g.use_latest, g.rope_scaling);
   std::cout << eval::format_eval(report);
   return 0;
 }
@@ -275,8 +274,7 @@ int cmd_bench() {
     } catch (const std::invalid_argument&) {
       throw UserError("bench: unknown --point " + g.point + " (matmul, train, decode, data)");
     }
-    std::cout << lab::bench_point(point, g.file, g.overrides, g.bench.steps, g.length)
-              << std::endl;
+    std::cout << lab::bench_point(point, g.file, g.overrides, g.bench.steps, g.length) << std::endl;
     return 0;
   }
   auto& o = g.bench;

@@ -4,14 +4,14 @@
 
 namespace ropelab::data {
 
-static_assert(std::is_same_v<std::variant_alternative_t<static_cast<size_t>(DataKind::kGlue),
-                                                        decltype(TokenDataset::seqs)>,
-                             GlueSplit> &&
-                  std::is_same_v<std::variant_alternative_t<static_cast<size_t>(
-                                                                DataKind::kSynthetic),
-                                                            decltype(TokenDataset::seqs)>,
-                                 SyntheticSplit>,
-              "TokenDataset::seqs lists the kinds in DataKind's order");
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(DataKind::kGlue),
+                                              decltype(TokenDataset::seqs)>,
+                   GlueSplit> &&
+        std::is_same_v<std::variant_alternative_t<static_cast<size_t>(DataKind::kSynthetic),
+                                                  decltype(TokenDataset::seqs)>,
+                       SyntheticSplit>,
+    "TokenDataset::seqs lists the kinds in DataKind's order");
 
 void TokenDataset::wrong_kind(DataKind wanted) const {
   throw UserError("the '" + split + "' split holds " + config::to_string(kind()) +

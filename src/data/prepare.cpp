@@ -65,8 +65,9 @@ std::vector<SplitSource> split_sources(const config::DataConfig& d, const Plan& 
     std::string dir = builtin ? join_path(p.text_dir, task.name) : d.train;
     // MNLI validates on dev_matched ("valid"); dev_mismatched is "valid_mismatched".
     std::vector<std::pair<std::string, std::string>> files = {{"train", "train"}, {"valid", "dev"}};
-    if (mnli) files = {{"train", "train"}, {"valid", "dev_matched"},
-                       {"valid_mismatched", "dev_mismatched"}};
+    if (mnli)
+      files = {
+          {"train", "train"}, {"valid", "dev_matched"}, {"valid_mismatched", "dev_mismatched"}};
     for (const auto& [split, name] : files)
       out.push_back({split, {join_path(dir, text::glue_file_name(task, name))}});
     // Test files are optional (GLUE's are unlabeled): MNLI has a matched ("test") and a

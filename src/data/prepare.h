@@ -33,17 +33,17 @@ struct SplitSource {
 struct Plan {
   config::DataSource source = config::DataSource::kBibleEn;
   config::DataKind kind = config::DataKind::kLm;
-  bool builtin = false;                // a built-in corpus, exported to text_dir by prepare
-  bool whole_file = false;             // `bytes`: each file is one document, not one per line
-  std::string text_dir;                // built-in: where its text is exported; else ""
-  std::vector<SplitSource> inputs;     // not for synthetic sources
-  text::GlueTask glue;                 // glue data: the layout of its TSV files
+  bool builtin = false;             // a built-in corpus, exported to text_dir by prepare
+  bool whole_file = false;          // `bytes`: each file is one document, not one per line
+  std::string text_dir;             // built-in: where its text is exported; else ""
+  std::vector<SplitSource> inputs;  // not for synthetic sources
+  text::GlueTask glue;              // glue data: the layout of its TSV files
   config::TokenizerConfig tokenizer;
-  std::string out_dir;                 // <prepared_dir>/<source>/<tokenizer tag>
-  std::vector<std::string> splits;     // the splits out_dir may hold
-  std::string tokenizer_path;          // spm model ("" for byte); the source side's if separate
-  std::string target_tokenizer_path;   // separate vocabularies: the target side's; else ""
-  config::SyntheticConfig synthetic;   // synthetic sources: the generator's settings
+  std::string out_dir;                // <prepared_dir>/<source>/<tokenizer tag>
+  std::vector<std::string> splits;    // the splits out_dir may hold
+  std::string tokenizer_path;         // spm model ("" for byte); the source side's if separate
+  std::string target_tokenizer_path;  // separate vocabularies: the target side's; else ""
+  config::SyntheticConfig synthetic;  // synthetic sources: the generator's settings
 };
 // `max_len`: the longest sequence the model reads (task.seq_len); synthetic examples must fit
 // it. UserError naming the key when data.synthetic is out of the generator's bounds.

@@ -48,7 +48,7 @@ struct ParallelSplit {  // parallel: sentence pairs
   Ragged src, tgt;
 };
 struct GlueSplit {  // glue: sentence (pairs); ranking triplets add c
-  Ragged a, b, c;  // b's sequences are empty for single-sentence tasks; c empty unless ranking
+  Ragged a, b, c;   // b's sequences are empty for single-sentence tasks; c empty unless ranking
   std::vector<float> labels;  // per example: class index, score (regression), < 0 = unlabeled
   bool ranking() const { return c.size() > 0; }
 };

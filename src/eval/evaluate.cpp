@@ -147,8 +147,8 @@ std::string format_eval(const EvalReport& r) {
   std::string s = fmt::format("run {} ({} split, {}{})\n", r.run_dir, r.split,
                               stdfs::path(r.checkpoint).filename().string(),
                               r.rope_scaling.empty() ? "" : ", RoPE scaling " + r.rope_scaling);
-  s += fmt::format("  {}\n",
-                   r.metrics.empty() ? "(unlabeled split: no metrics)" : tasks::format_metrics(r.metrics));
+  s += fmt::format("  {}\n", r.metrics.empty() ? "(unlabeled split: no metrics)"
+                                               : tasks::format_metrics(r.metrics));
   if (!r.predictions_path.empty()) s += fmt::format("  predictions: {}\n", r.predictions_path);
   if (r.lengths.empty()) return s;
   // Columns: whatever metrics the task reported, "loss" first.

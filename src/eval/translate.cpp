@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "data/prepare.h"
-#include "tasks/translation.h"
 #include "eval/weights.h"
+#include "tasks/translation.h"
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"
@@ -24,8 +24,8 @@ std::vector<std::string> translate_lines(const std::string& source,
   int threads = train::apply_thread_policy(c.run);
   torch::Device dev = device::resolve(c.run.device);
   data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/false);
-  auto made = tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(),
-                               data.source_vocab_size());
+  auto made =
+      tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(), data.source_vocab_size());
   const auto& task = dynamic_cast<const tasks::TranslationTask&>(*made);
   rm.model->to(dev);
   rm.model->eval();

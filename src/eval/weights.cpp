@@ -140,7 +140,8 @@ void use_pretrained_tokenizer(config::Config& c, const Pretrained& p) {
     return;
   }
   t.type = config::TokenizerType::kSpm;
-  t.model = pt.model.empty() ? data::plan(p.config.data, p.config.task.seq_len).tokenizer_path : pt.model;
+  t.model =
+      pt.model.empty() ? data::plan(p.config.data, p.config.task.seq_len).tokenizer_path : pt.model;
   if (!fs::exists(t.model))
     throw UserError(c.task.init_from + ": its tokenizer " + t.model +
                     " is missing; HINT: run `ropelab prepare` on the pretraining config, or set "
@@ -228,7 +229,8 @@ std::string average_checkpoints(const std::string& run_dir, int64_t last, const 
                     run_dir, all.size(), last, last));
   std::vector<std::string> used(all.end() - last, all.end());
   auto avg = load_run_model(used.back());
-  train::TrainState st = train::load_checkpoint(used.back(), *avg.model, nullptr);  // step, vocab, ...
+  train::TrainState st =
+      train::load_checkpoint(used.back(), *avg.model, nullptr);  // step, vocab, ...
   st.vocab = avg.vocab;
   st.source_vocab = avg.source_vocab;
   auto sum = state_dict(*avg.model);

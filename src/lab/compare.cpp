@@ -491,7 +491,8 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
     exp.seeds.clear();
     for (int s = 1; s <= seeds; ++s) exp.seeds.push_back(s);
   }
-  for (const auto& spec : exp.eval_rope_scaling) eval::rope_scaling_overrides(spec);  // before training
+  for (const auto& spec : exp.eval_rope_scaling)
+    eval::rope_scaling_overrides(spec);  // before training
   auto runs = config::experiment_runs(exp);
   std::vector<std::string> dirs;
   std::vector<CardEntry> card;  // with probe: the variant and seed of each trained run

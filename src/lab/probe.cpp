@@ -12,10 +12,10 @@
 
 #include "config/loader.h"
 #include "data/synthetic.h"
-#include "tasks/task.h"
 #include "eval/evaluate.h"
 #include "eval/weights.h"
 #include "lab/stats.h"
+#include "tasks/task.h"
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"

@@ -43,7 +43,8 @@ TaskSetup task_setup(const config::Config& c, int64_t vocab, const text::Tokeniz
   s.source_vocab = source_vocab;
   s.tokenizer = tok;
   s.byte_tokens = c.data.tokenizer.type == config::TokenizerType::kByte;
-  if (config::kind_of(c.data.source) == config::DataKind::kGlue) s.glue = text::glue_task_of(c.data);
+  if (config::kind_of(c.data.source) == config::DataKind::kGlue)
+    s.glue = text::glue_task_of(c.data);
   s.batch_size = c.train.batch_size;
   return s;
 }

@@ -116,8 +116,8 @@ EvalResult GlueTask::evaluate(model::ModelImpl& m, const data::TokenDataset& ds,
     r.predictions.reserve(n_ex);
     for (size_t e = 0; e < n_ex; ++e)
       r.predictions.push_back(s_.glue.regression ? fmt::format("{:.3f}", pred_score[e])
-                                               : s_.glue.label_names.at(static_cast<size_t>(
-                                                     std::max<int64_t>(pred[e], 0))));
+                                                 : s_.glue.label_names.at(static_cast<size_t>(
+                                                       std::max<int64_t>(pred[e], 0))));
   }
   return r;
 }

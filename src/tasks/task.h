@@ -35,9 +35,9 @@ using Metrics = std::map<std::string, double>;
 // the data decides. make_task() fills it from a config and the run's data.
 struct TaskSetup {
   config::ModelConfig model;
-  config::TaskConfig task;  // seq_len, label_smoothing and the task's own section
-  int64_t seed = 0;         // run.seed: the order of the batches
-  int64_t vocab = 0;        // the model's (output) vocabulary
+  config::TaskConfig task;   // seq_len, label_smoothing and the task's own section
+  int64_t seed = 0;          // run.seed: the order of the batches
+  int64_t vocab = 0;         // the model's (output) vocabulary
   int64_t source_vocab = 0;  // > 0: translation with a separate source vocabulary
   // The tokenizer of `vocab` (optional): generation tasks turn ids back into text for BLEU.
   const text::Tokenizer* tokenizer = nullptr;

@@ -182,8 +182,8 @@ void MetricsLogger::start(int64_t step, double tokens) {
   tokens_at_log_ = tokens;
 }
 
-void MetricsLogger::train_step(const tasks::StepSums& sums, int64_t step, double tokens,
-                               double lr, double grad_norm) {
+void MetricsLogger::train_step(const tasks::StepSums& sums, int64_t step, double tokens, double lr,
+                               double grad_norm) {
   window_.add(sums);
   if (step % log_every_ != 0 && step != max_steps_) return;
   double secs = std::chrono::duration<double>(clock::now() - t_log_).count();
@@ -202,8 +202,8 @@ void MetricsLogger::train_step(const tasks::StepSums& sums, int64_t step, double
   tokens_at_log_ = tokens;
 }
 
-void MetricsLogger::valid(const std::map<std::string, double>& metrics, int64_t step,
-                          double tokens, double lr, double tokens_per_s) {
+void MetricsLogger::valid(const std::map<std::string, double>& metrics, int64_t step, double tokens,
+                          double lr, double tokens_per_s) {
   auto row = metrics;
   row["step"] = static_cast<double>(step);
   row["tokens"] = tokens;

@@ -9,8 +9,8 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
-#include "eval/weights.h"
 #include "dist/world.h"
+#include "eval/weights.h"
 #include "model/init.h"
 #include "tasks/task.h"
 #include "train/checkpoint.h"
@@ -237,7 +237,7 @@ TrainResult Trainer::run() {
   }
   model_->train();
   if (st_.eval_pending || (st_.step == 0 && cfg_.train.eval_every > 0))
-    evaluate(st_.step >= max_steps);  // a stopped one, or the untrained baseline
+    evaluate(st_.step >= max_steps);                  // a stopped one, or the untrained baseline
   if (logger_) logger_->start(st_.step, st_.tokens);  // tokens/s counts training time only
   while (st_.step < max_steps && !stop_) {
     auto s = train_step();
@@ -289,8 +289,8 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
   const std::string run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
   if (world.is_main()) fs::make_dirs(run_dir);
 
-  auto task = tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(),
-                               data.source_vocab_size());
+  auto task =
+      tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(), data.source_vocab_size());
   torch::manual_seed(static_cast<uint64_t>(c.run.seed));
   auto model = task->build_model();
   if (pretrained) {
@@ -323,10 +323,11 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
     const char* kernel = config::to_string(c.model.attention.kernel);
     std::vector<MetricsLogger::Note> notes = {
         {false, platform::blas_summary()},
-        {false, fmt::format(
-                    "run {}: {} {} / {} positions / {} attention, {:.2f}M parameters, {} threads, {}",
-                    run_dir, task->name(), arch, position, kernel,
-                    static_cast<double>(n_params) / 1e6, threads, dev.str())}};
+        {false,
+         fmt::format(
+             "run {}: {} {} / {} positions / {} attention, {:.2f}M parameters, {} threads, {}",
+             run_dir, task->name(), arch, position, kernel, static_cast<double>(n_params) / 1e6,
+             threads, dev.str())}};
     if (std::holds_alternative<config::SinusoidalConfig>(c.model.position.opts) &&
         !c.model.scale_embeddings && c.model.init_std < 0.1)
       notes.push_back(

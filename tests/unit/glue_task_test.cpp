@@ -39,9 +39,9 @@ data::TokenDataset synthetic(int64_t n, bool regression, bool pair) {
                               static_cast<int32_t>(15 + (i * 3) % 7)};
     ds.glue().a.push(a);
     ds.glue().b.push(pair ? std::vector<int32_t>{static_cast<int32_t>(20 + i % 4)}
-                           : std::vector<int32_t>{});
+                          : std::vector<int32_t>{});
     ds.glue().labels.push_back(regression ? static_cast<float>(i % 2) * 3.0f + 1.0f
-                                   : static_cast<float>(i % 2));
+                                          : static_cast<float>(i % 2));
   }
   return ds;
 }

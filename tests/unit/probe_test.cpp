@@ -5,9 +5,9 @@
 
 #include "data/synthetic.h"
 #include "helpers.h"
+#include "lab/probe.h"
 #include "model_helpers.h"
 #include "tasks/task.h"
-#include "lab/probe.h"
 
 namespace ropelab {
 namespace {

@@ -113,7 +113,8 @@ TEST(RankTask, WholeSplitAccuracyAndPredictionsMatchScoringEachExampleAlone) {
     data::TokenDataset one = ds;
     one.glue() = data::GlueSplit{};
     one.glue().labels = {ds.labels()[static_cast<size_t>(i)]};
-    for (auto [from, to] : {std::pair{&ds.glue().a, &one.glue().a}, {&ds.glue().b, &one.glue().b},
+    for (auto [from, to] : {std::pair{&ds.glue().a, &one.glue().a},
+                            {&ds.glue().b, &one.glue().b},
                             {&ds.glue().c, &one.glue().c}})
       to->push(std::vector<int32_t>(from->begin(i), from->begin(i) + from->length(i)));
     auto b = task.stream(one, false, 16, 1)->batch(0, 0);

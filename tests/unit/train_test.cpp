@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "config/loader.h"
+#include "eval/weights.h"
 #include "helpers.h"
+#include "lab/compare.h"
 #include "model/heads.h"
 #include "model/model.h"
 #include "tasks/task.h"
-#include "eval/weights.h"
-#include "lab/compare.h"
 #include "train/checkpoint.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
@@ -124,8 +124,8 @@ TEST(Trainer, StepsWithoutARunOnARepeatedBatch) {
   EXPECT_EQ(t.state().micro, 40);
   EXPECT_DOUBLE_EQ(t.state().tokens, 40.0 * 32);
   EXPECT_NEAR(first, std::log(263.0), 0.5);  // a fresh model is about uniform
-  EXPECT_LT(last, first - 1.0);               // and learns the one batch
-  EXPECT_THROW(t.run(), std::logic_error);    // a run needs its collaborators
+  EXPECT_LT(last, first - 1.0);              // and learns the one batch
+  EXPECT_THROW(t.run(), std::logic_error);   // a run needs its collaborators
 }
 
 TEST(Checkpoint, DamagedCheckpointIsSkippedAndPruningKeepsBest) {

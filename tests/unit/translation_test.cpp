@@ -174,7 +174,8 @@ TEST(TranslationTask, SeparateVocabulariesGiveTheEncoderItsOwnEmbeddings) {
   torch::manual_seed(3);
   auto c = mt_config("rope");
   const int64_t V = 20, VS = 40;
-  TranslationTask task(task_setup(c, V, nullptr, VS), std::get<config::TranslationTaskConfig>(c.task.opts));
+  TranslationTask task(task_setup(c, V, nullptr, VS),
+                       std::get<config::TranslationTaskConfig>(c.task.opts));
   auto m = task.build_model();
   auto params = m->named_parameters();
   ASSERT_TRUE(params.contains("backbone.src_emb.weight"));
