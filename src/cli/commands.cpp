@@ -90,6 +90,7 @@ int cmd_config() {
   }
   if (g.file.empty()) throw UserError("config: give a config file, or --schema");
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
+  data::plan(c.data, c.task.seq_len);  // what the data decides (the synthetic sources' bounds)
   std::cout << config::dump(c);
   return 0;
 }

@@ -116,6 +116,8 @@ expect_exit 2 "$ROPELAB" probe runs/card/rope.seed1 --multipliers 0,2
 expect_in "--multipliers: '0' is not a whole number in [1, 1024]"
 expect_exit 2 "$ROPELAB" probe "$WORK/nowhere"
 expect_in "not a ropelab run"
+expect_exit 2 "$ROPELAB" config tiny.yaml data.synthetic.size=20  # `config` checks it too
+expect_in "shorter than the longest synthetic-copy example of size 20 (43 tokens)"
 expect_exit 2 "$ROPELAB" train tiny.yaml data.synthetic.size=20
 expect_in "task.seq_len"
 expect_in "shorter than the longest synthetic-copy example of size 20 (43 tokens)"
