@@ -20,7 +20,6 @@ class Evaluator {
   std::optional<tasks::EvalResult> evaluate(model::ModelImpl& m) const;
   // Records `metrics` of the evaluation at st.step as the best if it beats st's best.
   void track_best(const tasks::Metrics& metrics, TrainState& st) const;
-  tasks::Selection selection() const { return task_.selection(); }
 
  private:
   const tasks::Task& task_;

@@ -109,7 +109,6 @@ class Trainer {
   // The whole run (needs with_run()).
   TrainResult run();
 
-  model::ModelImpl& model() { return *model_; }
   const TrainState& state() const { return st_; }
   TrainState& state() { return st_; }
 
