@@ -8,12 +8,22 @@ smoothing 0.1), with RoPE (RoFormer Eq. 34, interleaved pairs) or no position si
 training step = forward, loss, backward, global-norm clipping at 1.0, AdamW (decay on matrices
 only). Batches are random token ids of the bench shape, like ropelab's.
 
-Run with Debian's python3-torch (the same libtorch as ropelab), e.g.
+Three variants of the same step, so that ropelab is compared with the fastest PyTorch there is:
+  eager    the model as written above, torch.optim.AdamW (any PyTorch);
+  sdpa     F.scaled_dot_product_attention and AdamW(fused=True) (PyTorch >= 2.0);
+  compile  the eager model under torch.compile (inductor) and AdamW(fused=True) (PyTorch >= 2.0).
+
+Run with Debian's python3-torch (the same libtorch as ropelab), or any other PyTorch, e.g.
   /usr/bin/python3 scripts/bench_pytorch.py --model lm --precision bf16 --steps 10
-It prints one JSON object: {"model", "precision", "tokens_per_s", "step_s", "params", ...}.
-The caller sets OPENBLAS_CORETYPE (ropelab bench passes its own, so both sides use the same
-BLAS kernel).
+  chroot /srv/trixie /usr/bin/python3 - --variant compile < scripts/bench_pytorch.py
+It prints one JSON object: {"model", "precision", "variant", "tokens_per_s", "step_s", "params",
+"torch", "blas_core", "blas_threads", "omp_wait_policy", ...}, or {"error": ...} with exit code 3
+when this PyTorch lacks the variant. The caller sets OPENBLAS_CORETYPE and OMP_WAIT_POLICY
+(ropelab bench passes its own, so both sides run the same BLAS kernel and thread layout).
 """
+import ctypes
+import os
+import sys
 import argparse
 import json
 import math
@@ -38,6 +48,34 @@ def rope(x, cos, sin):
     return y.type_as(x)
 
 
+def openblas():
+    """OpenBLAS as loaded by this process (through libtorch's BLAS), or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line}
+        for path in sorted(paths):
+            lib = ctypes.CDLL(path)
+            if hasattr(lib, "openblas_get_corename"):
+                return lib
+    except OSError:
+        pass
+    return None
+
+
+def blas_facts(threads):
+    lib = openblas()
+    if lib is None:
+        return {"blas_core": "not OpenBLAS", "blas_threads": -1}
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    if threads > 0 and hasattr(lib, "openblas_set_num_threads"):
+        lib.openblas_set_num_threads(threads)  # torch.set_num_threads leaves OpenBLAS alone
+    return {"blas_core": lib.openblas_get_corename().decode(),
+            "blas_threads": int(lib.openblas_get_num_threads())}
+
+
+SDPA = False  # set by --variant sdpa
+
+
 class Attention(nn.Module):
     def __init__(self, d, n_heads):
         super().__init__()
@@ -52,6 +90,12 @@ class Attention(nn.Module):
         v = self.v(kv).view(B, S, self.n, self.h).transpose(1, 2)
         if rot is not None:
             q, k = rope(q, *rot), rope(k, *rot)
+        if SDPA:
+            # A [T, T] mask is the causal one: is_causal takes the flash kernel where there is one.
+            causal = mask is not None and mask.dim() == 2
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask,
+                                               is_causal=causal)
+            return self.o(o.transpose(1, 2).reshape(B, T, -1))
         s = (q @ k.transpose(-2, -1)) / math.sqrt(self.h)
         if mask is not None:
             s = s.masked_fill(~mask, float("-inf"))
@@ -177,16 +221,27 @@ def main():
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--steps", type=int, default=10, help="timed steps (after 2 warm-up steps)")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--variant", choices=["eager", "sdpa", "compile"], default="eager")
     a = p.parse_args()
+    if a.variant != "eager" and not hasattr(torch, "compile"):
+        print(json.dumps({"error": f"--variant {a.variant} needs PyTorch 2.x (this is "
+                                   f"{torch.__version__})", "torch": torch.__version__}))
+        sys.exit(3)
+    global SDPA
+    SDPA = a.variant == "sdpa"
     if a.threads > 0:
         torch.set_num_threads(a.threads)
+    facts = blas_facts(a.threads)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     model = Model(a)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
+    extra = {"fused": True} if a.variant != "eager" else {}
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                             {"params": rest, "weight_decay": 0.0}], lr=1e-4, betas=(0.9, 0.98))
+                             {"params": rest, "weight_decay": 0.0}], lr=1e-4, betas=(0.9, 0.98),
+                            **extra)
+    step_model = torch.compile(model) if a.variant == "compile" else model
     rot = rope_tables(a.seq_len, a.d_model // a.n_heads) if a.position == "rope" else None
     batches = [make_batch(a, g) for _ in range(4)]
     elapsed, tokens = 0.0, 0
@@ -195,7 +250,7 @@ def main():
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-            loss = model(batch, rot)
+            loss = step_model(batch, rot)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -203,10 +258,12 @@ def main():
             elapsed += time.perf_counter() - t0
             tokens += n
     print(json.dumps({"model": a.model, "precision": a.precision, "position": a.position,
-                      "tokens_per_s": tokens / elapsed, "step_s": elapsed / a.steps,
+                      "variant": a.variant, "tokens_per_s": tokens / elapsed,
+                      "step_s": elapsed / a.steps,
                       "params": sum(p.numel() for p in model.parameters()),
                       "threads": torch.get_num_threads(), "torch": torch.__version__,
-                      "loss": float(loss)}))
+                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
+                      "loss": float(loss), **facts}))
 
 
 if __name__ == "__main__":

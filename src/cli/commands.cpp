@@ -536,7 +536,8 @@ void register_all(CLI::App& app) {
       "fp32 and bf16; with --compare-pytorch the eager PyTorch reference of the same models,\n"
       "interleaved), positions (cost of each module vs none), attention (softmax vs linear\n"
       "across --lengths), decode (ms/token with and without the KV cache), data (batch stream).\n"
-      "The whole run takes about 15 minutes on 2 cores (25 with --compare-pytorch).",
+      "The whole run takes about 15 minutes on 2 cores (25 with --compare-pytorch, more with\n"
+      "each --pytorch-root: torch.compile compiles for a minute or two per figure).",
       [](CLI::App& sub) {
         sub.add_option("overrides", g.overrides,
                        "key.path=value overrides applied to every bench config");
@@ -544,8 +545,18 @@ void register_all(CLI::App& app) {
             "--sections", g.sections,
             "comma-separated: machine,train,positions,attention,decode,data (default all)");
         sub.add_flag("--compare-pytorch", g.bench.compare_pytorch,
-                     "run the eager PyTorch reference (scripts/bench_pytorch.py, /usr/bin/python3) "
-                     "next to each training measurement");
+                     "run the PyTorch reference (scripts/bench_pytorch.py) next to each training "
+                     "measurement: /usr/bin/python3's PyTorch, and each --pytorch-root's, in every "
+                     "variant it has; the ratio is against the best of them");
+        sub.add_option("--pytorch-root", g.bench.pytorch_roots,
+                       "a Debian root with another PyTorch, run with chroot (repeatable; "
+                       "scripts/pytorch_root.sh builds Debian 13's PyTorch 2.6)");
+        sub.add_option("--pytorch-variants", g.bench.pytorch_variants,
+                       "the reference's variants: eager (any PyTorch), sdpa (SDPA + fused AdamW) "
+                       "and compile (torch.compile), the last two on PyTorch >= 2")
+            ->delimiter(',')
+            ->check(CLI::IsMember({"eager", "sdpa", "compile"}))
+            ->capture_default_str();
         sub.add_option("--steps", g.bench.steps, "timed steps per measurement (after one warm-up)")
             ->capture_default_str()
             ->check(CLI::Range(1, 1000));

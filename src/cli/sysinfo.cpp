@@ -23,7 +23,9 @@ std::string report() {
   os << platform::blas_summary() << "\n";
   os << "blas_core_preferred: "
      << (platform::preferred_blas_core().empty() ? "-" : platform::preferred_blas_core()) << "\n";
-  os << "threads: " << at::get_num_threads() << "\n";
+  os << "threads: " << at::get_num_threads() << " (ATen/OpenMP), " << platform::blas_threads()
+     << " (OpenBLAS)\n";
+  os << "omp_wait_policy: " << platform::openmp_wait_policy() << "\n";
   __builtin_cpu_init();
   os << "cpu: avx2=" << (__builtin_cpu_supports("avx2") ? 1 : 0)
      << " avx512f=" << (__builtin_cpu_supports("avx512f") ? 1 : 0) << "\n";

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -80,6 +81,15 @@ data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, i
 
 int64_t vocab_of(const config::Config& c) { return c.data.tokenizer.vocab_size; }
 
+// What ran the math: the BLAS kernel and every pool's threads (reported beside each figure, so
+// that a comparison can show both sides ran the same layout).
+json thread_facts() {
+  return {{"blas_core", platform::blas_core()},
+          {"threads", at::get_num_threads()},
+          {"blas_threads", platform::blas_threads()},
+          {"omp_wait_policy", platform::openmp_wait_policy()}};
+}
+
 // Training tokens/s of the trainer's own step (train::Trainer::train_step: micro-batches,
 // loss / targets, backward, global-norm clipping, AdamW) on one batch of the bench shape.
 json train_point(const config::Config& c, int steps) {
@@ -115,14 +125,16 @@ json train_point(const config::Config& c, int steps) {
   }
   profile.reset();
   double step_s = timed / steps;
-  return {{"tokens_per_s", static_cast<double>(tokens) / step_s},
+  json r{{"tokens_per_s", static_cast<double>(tokens) / step_s},
           {"step_s", step_s},
           {"flops_per_step", train_step_flops(c, B, T)},
           {"params", params},
-          {"threads", threads},
           {"loss", loss},
           {"peak_rss_mb", proc_status_mb("VmHWM")},
           {"peak_train_mb", proc_status_mb("VmHWM") - rss0}};
+  r.update(thread_facts());
+  r["threads"] = threads;
+  return r;
 }
 
 // Time per generated token after `length` tokens, greedy, batch 1: one incremental step with
@@ -231,13 +243,13 @@ double train_step_flops(const config::Config& c, int64_t B, int64_t T) {
 
 std::string bench_point(BenchPoint point, const std::string& config_file,
                         const std::vector<std::string>& overrides, int steps, int64_t length) {
-  if (point == BenchPoint::kMatmul) {
+  if (point == BenchPoint::kMatmul) {  // no config: only run.threads applies
+    for (const auto& ov : overrides)
+      if (ov.rfind("run.threads=", 0) == 0) platform::set_threads(std::stoi(ov.substr(12)));
     auto r = measure_matmul(2048, 10);
-    return json{{"fp32_gflops", r.fp32_gflops},
-                {"bf16_gflops", r.bf16_gflops},
-                {"blas_core", platform::blas_core()},
-                {"threads", at::get_num_threads()}}
-        .dump();
+    json j{{"fp32_gflops", r.fp32_gflops}, {"bf16_gflops", r.bf16_gflops}};
+    j.update(thread_facts());
+    return j.dump();
   }
   auto c = config::load_config(config_file, config::overrides_from_args(overrides));
   switch (point) {
@@ -256,6 +268,13 @@ std::string bench_point(BenchPoint point, const std::string& config_file,
 // ---- the parent: points in child processes, the table, the files
 
 namespace {
+
+// One PyTorch column: which python runs the reference, and in which variant.
+struct Peer {
+  std::string label;   // "PyTorch 1.13.0 eager"
+  std::string python;  // a shell command that runs python3
+  std::string variant;
+};
 
 struct Runner {
   const BenchOptions& o;
@@ -319,22 +338,74 @@ struct Runner {
     return run(label, cmd, meta);
   }
 
-  json pytorch(const std::string& label, const config::Config& c, const std::string& model,
+  json pytorch(const Peer& peer, const config::Config& c, const std::string& model,
                const std::string& precision, json meta) {
     std::string pos = c.model.position.type();
-    std::string cmd = "/usr/bin/python3 " +
-                      platform::shell_quote(platform::script_path("bench_pytorch.py")) +
-                      fmt::format(
-                          " --model {} --precision {} --position {} --d-model {} --n-layers {} "
-                          "--n-heads {} --d-ff {} --vocab {} --seq-len {} --batch {} --dropout {} "
-                          "--steps {} --threads {}",
-                          model, precision, pos == "none" ? "none" : "rope", c.model.d_model,
-                          c.model.n_layers, c.model.n_heads, c.model.d_ff, vocab_of(c),
-                          c.task.seq_len, c.train.batch_size, c.model.dropout, o.steps, threads);
-    meta["impl"] = "pytorch";
-    return run(label, cmd, meta);
+    // The script goes in on stdin, so that a python inside a chroot can read it.
+    std::string cmd =
+        peer.python +
+        fmt::format(
+            " - --model {} --precision {} --position {} --d-model {} --n-layers {} "
+            "--n-heads {} --d-ff {} --vocab {} --seq-len {} --batch {} --dropout {} "
+            "--steps {} --threads {} --variant {} < ",
+            model, precision, pos == "none" ? "none" : "rope", c.model.d_model, c.model.n_layers,
+            c.model.n_heads, c.model.d_ff, vocab_of(c), c.task.seq_len, c.train.batch_size,
+            c.model.dropout, o.steps, threads, peer.variant) +
+        platform::shell_quote(platform::script_path("bench_pytorch.py"));
+    meta["impl"] = peer.label;
+    return run(peer.label + " " + meta.value("model", "") + " " + precision, cmd, meta);
   }
 };
+
+// The first line a shell command prints ("" when it fails).
+std::string first_line_of(const std::string& cmd) {
+  std::string out;
+  if (FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r")) {
+    char buf[256];
+    if (std::fgets(buf, sizeof buf, f) != nullptr) out = buf;
+    if (pclose(f) != 0) out.clear();
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+// Every PyTorch to compare with: this system's /usr/bin/python3 and each --pytorch-root, in each
+// variant it has.
+std::vector<Peer> find_peers(const BenchOptions& o) {
+  std::vector<std::string> pythons{"/usr/bin/python3"};
+  // A chroot starts from an empty environment: pass the settings both sides must share.
+  std::string env = "/usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root";
+  for (const char* k : {"OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
+    if (const char* v = std::getenv(k)) env += std::string(" ") + k + "=" + v;
+  for (const auto& root : o.pytorch_roots) {
+    if (!fs::exists(root + "/usr/bin/python3"))
+      throw UserError("bench --pytorch-root " + root +
+                      ": no usr/bin/python3 there (scripts/pytorch_root.sh builds such a root)");
+    pythons.push_back("chroot " + platform::shell_quote(root) + " " + env + " /usr/bin/python3");
+  }
+  std::vector<Peer> peers;
+  for (const auto& py : pythons) {
+    std::string version = first_line_of(py + " -c 'import torch; print(torch.__version__)'");
+    if (version.empty())
+      throw UserError("bench --compare-pytorch: `" + py +
+                      "` cannot import torch (apt-get install python3-torch)");
+    version = version.substr(0, version.find('+'));
+    bool two = version.rfind("1.", 0) != 0;
+    for (const auto& v : o.pytorch_variants) {
+      if (v != "eager" && !two) continue;
+      peers.push_back({"PyTorch " + version + " " + v, py, v});
+    }
+  }
+  return peers;
+}
+
+// "SkylakeX, 2 + 2 threads, PASSIVE": what one figure ran on.
+std::string layout_of(const json& j) {
+  if (!j.contains("blas_core")) return "-";
+  return fmt::format("BLAS core {}, {} intra-op + {} OpenBLAS threads, OpenMP wait {}",
+                     j.value("blas_core", "?"), j.value("threads", -1), j.value("blas_threads", -1),
+                     j.value("omp_wait_policy", "?"));
+}
 
 bool wanted(const BenchOptions& o, const std::string& s) {
   return o.sections.empty() ||
@@ -387,18 +458,25 @@ void run_bench(const BenchOptions& o) {
     file[m] = o.configs_dir + "/" + m + ".yaml";
     cfg[m] = config::load_config(file[m], config::overrides_from_args(o.overrides));
   }
-  if (o.compare_pytorch && !fs::exists("/usr/bin/python3"))
-    throw UserError(
-        "bench --compare-pytorch: /usr/bin/python3 is missing (apt-get install "
-        "python3-torch)");
+  std::vector<Peer> peers;
+  if (o.compare_pytorch) {
+    if (!fs::exists("/usr/bin/python3"))
+      throw UserError(
+          "bench --compare-pytorch: /usr/bin/python3 is missing (apt-get install "
+          "python3-torch)");
+    peers = find_peers(o);
+  } else if (!o.pytorch_roots.empty()) {
+    throw UserError("bench --pytorch-root needs --compare-pytorch");
+  }
   int threads = o.threads > 0 ? o.threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   static const std::vector<std::string> kPositions{
       "none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos", "fire", "kerple"};
+  const auto impls = static_cast<int64_t>(1 + peers.size());
   // The number of points, for the progress line.
   int64_t n = 0;
-  if (wanted(o, "machine")) n += 1;
-  if (wanted(o, "train")) n += o.rounds * 6 * (o.compare_pytorch ? 2 : 1);
+  if (wanted(o, "machine")) n += threads > 1 ? 2 : 1;
+  if (wanted(o, "train")) n += o.rounds * 6 * impls + (threads > 1 ? 1 : 0);
   if (wanted(o, "positions")) n += static_cast<int64_t>(kPositions.size());
   if (wanted(o, "attention")) n += 2 * static_cast<int64_t>(o.lengths.size());
   if (wanted(o, "decode")) n += static_cast<int64_t>(o.decode_lengths.size());
@@ -406,9 +484,10 @@ void run_bench(const BenchOptions& o) {
   fs::make_dirs(o.out_dir + "/logs");
   Runner r(o, n, threads);
   std::string md = fmt::format(
-      "# ropelab bench\n\nlibtorch {}, BLAS core {}, {} threads, {} timed steps per point (after "
-      "one warm-up step).\n\n",
-      compat::libtorch_version(), platform::blas_core(), threads, o.steps);
+      "# ropelab bench\n\nlibtorch {}, BLAS core {}, {} threads, OpenMP wait policy {}, {} timed "
+      "steps per point (after one warm-up step).\n\n",
+      compat::libtorch_version(), platform::blas_core(), threads, platform::openmp_wait_policy(),
+      o.steps);
   std::vector<std::pair<std::string, std::string>> goals;  // goal, measured + verdict
   json summary;
 
@@ -417,16 +496,27 @@ void run_bench(const BenchOptions& o) {
     auto m = r.ropelab("matmul peak", "matmul", "", {}, 0, {{"section", "machine"}});
     peak32 = num(m, "fp32_gflops");
     peak16 = num(m, "bf16_gflops");
-    md += "## Machine\n\n" +
-          Table{{"matmul 2048x2048", "GFLOP/s"},
-                {{"fp32", fmt_num(peak32, "{:.1f}")}, {"bf16", fmt_num(peak16, "{:.1f}")}}}
-              .md() +
-          "\n";
+    Table t{{"matmul 2048x2048", "GFLOP/s"},
+            {{"fp32", fmt_num(peak32, "{:.1f}")}, {"bf16", fmt_num(peak16, "{:.1f}")}}};
+    if (threads > 1) {
+      // The same on one thread: every pool must scale (ATen's, OpenBLAS's, oneDNN's).
+      auto one = r.ropelab("matmul 1 thread", "matmul", "", {"run.threads=1"}, 0,
+                           {{"section", "machine"}, {"threads", 1}});
+      double s32 = peak32 / num(one, "fp32_gflops"), s16 = peak16 / num(one, "bf16_gflops");
+      t.rows.push_back({"fp32, 1 thread", cell(one, "fp32_gflops", "{:.1f}")});
+      t.rows.push_back({"bf16, 1 thread", cell(one, "bf16_gflops", "{:.1f}")});
+      summary["machine"]["threads_speedup"] = {{"fp32", s32}, {"bf16", s16}};
+      goals.emplace_back(fmt::format("{} threads >= 1.5x 1 thread (fp32 matmul)", threads),
+                         fmt_num(s32, "{:.2f}x") + " " + check(s32 >= 1.5));
+      goals.emplace_back(fmt::format("{} threads >= 1.5x 1 thread (bf16 matmul)", threads),
+                         fmt_num(s16, "{:.2f}x") + " " + check(s16 >= 1.5));
+    }
+    md += "## Machine\n\n" + t.md() + "\nRan on: " + layout_of(m) + ".\n\n";
   }
 
   double lm_fp32_tps = std::nan("");
   if (wanted(o, "train")) {
-    // best[model/precision][impl] over rounds; ropelab and PyTorch alternate who goes first.
+    // best[model/precision][impl] over rounds; who goes first rotates from round to round.
     std::map<std::string, std::map<std::string, json>> best;
     for (int round = 0; round < o.rounds; ++round)
       for (const auto& m : models)
@@ -434,32 +524,29 @@ void run_bench(const BenchOptions& o) {
           const std::string prec = config::to_string(p);
           std::string key = m + " " + prec;
           json meta{{"section", "train"}, {"model", m}, {"precision", prec}, {"round", round}};
-          auto ours = [&] {
+          std::vector<std::function<json()>> runs;
+          runs.emplace_back([&] {
             return r.ropelab("train " + key, "train", file[m], {"train.precision=" + prec}, 0,
                              meta);
-          };
-          auto theirs = [&] { return r.pytorch("pytorch " + key, cfg[m], m, prec, meta); };
-          std::vector<json> got;
-          if (o.compare_pytorch && round % 2 == 1) {
-            got.push_back(theirs());
-            got.push_back(ours());
-          } else {
-            got.push_back(ours());
-            if (o.compare_pytorch) got.push_back(theirs());
-          }
-          for (const auto& g : got) {
+          });
+          for (const auto& peer : peers)
+            runs.emplace_back([&, peer] { return r.pytorch(peer, cfg[m], m, prec, meta); });
+          std::rotate(runs.begin(),
+                      runs.begin() + static_cast<std::ptrdiff_t>(round % runs.size()), runs.end());
+          for (const auto& run : runs) {
+            json g = run();
             auto& slot = best[key][g["impl"].get<std::string>()];
-            if (!g.contains("error") &&
-                (slot.is_null() || num(g, "tokens_per_s") > num(slot, "tokens_per_s")))
-              slot = g;
-            else if (slot.is_null())
+            if (slot.is_null() || (!g.contains("error") && (slot.contains("error") ||
+                                                            num(g, "tokens_per_s") >
+                                                                num(slot, "tokens_per_s"))))
               slot = g;
           }
         }
     Table t{{"config", "precision", "ropelab tokens/s", "model GFLOP/s", "MFU"}, {}};
-    if (o.compare_pytorch) {
-      t.head.push_back("PyTorch tokens/s");
-      t.head.push_back("ropelab / PyTorch");
+    for (const auto& peer : peers) t.head.push_back(peer.label);
+    if (!peers.empty()) {
+      t.head.push_back("best PyTorch");
+      t.head.push_back("ropelab / best");
     }
     for (const auto& m : models)
       for (auto p : {config::Precision::kFp32, config::Precision::kBf16}) {
@@ -477,17 +564,32 @@ void run_bench(const BenchOptions& o) {
           goals.emplace_back("fp32 MFU >= 50% (LM)",
                              fmt_num(100 * mfu, "{:.0f}%") + " " + check(mfu >= 0.5));
         }
-        if (o.compare_pytorch) {
-          const json& b = best[m + " " + prec]["pytorch"];
-          double ratio = tps / num(b, "tokens_per_s");
-          row.push_back(cell(b, "tokens_per_s"));
-          row.push_back(fmt_num(ratio, "{:.2f}x"));
-          summary["train"][m][prec]["pytorch_tokens_per_s"] = num(b, "tokens_per_s");
-          summary["train"][m][prec]["ratio"] = ratio;
-          if (m == kLmBench)
-            goals.emplace_back("ropelab >= 1.3x eager PyTorch (LM, " + prec + ")",
-                               fmt_num(ratio, "{:.2f}x") + " " + check(ratio >= 1.3));
+        if (peers.empty()) {
+          t.rows.push_back(row);
+          continue;
         }
+        double best_tps = std::nan("");
+        std::string best_label = "-";
+        for (const auto& peer : peers) {
+          const json& b = best[m + " " + prec][peer.label];
+          double x = num(b, "tokens_per_s");
+          row.push_back(cell(b, "tokens_per_s"));
+          summary["train"][m][prec]["pytorch"][peer.label] = x;
+          if (!std::isnan(x) && (std::isnan(best_tps) || x > best_tps)) {
+            best_tps = x;
+            best_label = peer.label;
+          }
+        }
+        double ratio = tps / best_tps;
+        row.push_back(best_label);
+        row.push_back(fmt_num(ratio, "{:.2f}x"));
+        summary["train"][m][prec]["best_pytorch"] = best_label;
+        summary["train"][m][prec]["ratio"] = ratio;
+        double want = m == kLmBench ? 1.3 : 1.2;
+        goals.emplace_back(fmt::format("ropelab >= {:.1f}x the best PyTorch ({}, {})", want, m,
+                                       prec),
+                           fmt_num(ratio, "{:.2f}x") + " vs " + best_label + " " +
+                               check(ratio >= want));
         t.rows.push_back(row);
       }
     md += fmt::format(
@@ -495,6 +597,24 @@ void run_bench(const BenchOptions& o) {
               "MFU against the matmul peak of the same dtype measured above.\n\n",
               o.rounds) +
           t.md() + "\n";
+    // What each side ran on (the LM fp32 figure of each): the comparison is like for like only
+    // if these agree.
+    md += "Ran on:\n\n- ropelab: " + layout_of(best[kLmBench + " fp32"]["ropelab"]) + "\n";
+    for (const auto& peer : peers)
+      md += "- " + peer.label + ": " + layout_of(best[kLmBench + " fp32"][peer.label]) + "\n";
+    md += "\n";
+    if (threads > 1) {
+      auto one = r.ropelab("train lm fp32, 1 thread", "train", file[kLmBench],
+                           {"train.precision=fp32", "run.threads=1"}, 0,
+                           {{"section", "train"}, {"model", kLmBench}, {"threads", 1}});
+      double gain = lm_fp32_tps / num(one, "tokens_per_s");
+      summary["train"]["lm_fp32_threads_speedup"] = gain;
+      md += fmt::format("LM fp32 on 1 thread: {} tokens/s; on {}: {} ({}).\n\n",
+                        cell(one, "tokens_per_s"), threads, fmt_num(lm_fp32_tps),
+                        fmt_num(gain, "{:.2f}x"));
+      goals.emplace_back(fmt::format("{} threads beat 1 (LM fp32 training)", threads),
+                         fmt_num(gain, "{:.2f}x") + " " + check(gain > 1.0));
+    }
   }
 
   if (wanted(o, "positions")) {

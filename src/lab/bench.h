@@ -4,9 +4,13 @@
 // measurement starts from the same state and its peak memory is its own):
 //   machine    fp32 and bf16 matmul peak (GFLOP/s), the yardstick of MFU;
 //   train      training tokens/s, model FLOP/s and MFU of the LM, MLM and translation bench
-//              configs (configs/bench/), fp32 and bf16; with --compare-pytorch the eager
-//              PyTorch reference (scripts/bench_pytorch.py) of the same model and step runs
-//              interleaved with ropelab's, round after round, so ratios share the machine's state;
+//              configs (configs/bench/), fp32 and bf16; with --compare-pytorch the PyTorch
+//              reference (scripts/bench_pytorch.py) of the same model and step runs interleaved
+//              with ropelab's, round after round, so ratios share the machine's state: every
+//              PyTorch on hand (this system's, and those of --pytorch-root) in each variant it
+//              has (eager; SDPA + fused AdamW and torch.compile on 2.x), and the ratio that
+//              counts is against the best of them. Both sides inherit ropelab's BLAS core and
+//              OpenMP wait policy, and each figure records what it ran on;
 //   positions  the step time of every position module relative to `none` (LM, fp32);
 //   attention  softmax vs linear attention across sequence lengths at a fixed number of tokens
 //              per step: step time, tokens/s, peak training memory, and where linear wins;
@@ -48,6 +52,12 @@ struct BenchOptions {
   int steps = 5;                              // timed steps per measurement (+1 warm-up)
   int rounds = 2;                             // interleaved rounds of the training section
   bool compare_pytorch = false;
+  // More PyTorch columns: Debian roots holding another release's PyTorch (built by
+  // scripts/pytorch_root.sh), run with chroot. /usr/bin/python3's PyTorch is always a column.
+  std::vector<std::string> pytorch_roots;
+  // The reference's variants (scripts/bench_pytorch.py); sdpa and compile run only on a
+  // PyTorch >= 2.
+  std::vector<std::string> pytorch_variants{"eager", "sdpa", "compile"};
   int threads = 0;  // 0 = all cores
   std::vector<int64_t> lengths{256, 512, 1024, 2048, 4096, 8192};
   int64_t attention_tokens = 8192;  // tokens per step in the attention section

@@ -1,6 +1,12 @@
 #include "model/attention.h"
 
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
 #include <torch/nn/functional.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "model/dropout.h"
 
@@ -24,7 +30,151 @@ constexpr int64_t kChunk = 64;
 constexpr float kMasked = -1e30F;  // exp(kMasked - max) is 0 in float32
 constexpr double kEps = 1e-6;
 
+// exp(x) in float, vectorisable (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-7
+// polynomial for e^r, 2^n by exponent bits); within 2 ulp of std::exp on [-87, 88], and exactly
+// 0 below -87 (a masked score, -1e30, gives 0 as in libtorch's softmax).
+inline float exp_approx(float x) {
+  const float xc = std::fmin(std::fmax(x, -87.0F), 88.0F);
+  const float n = std::floor(xc * 1.44269504088896341F + 0.5F);
+  float r = xc - n * 0.693359375F;
+  r = r + n * 2.12194440e-4F;
+  float p = 1.9875691500e-4F;
+  p = p * r + 1.3981999507e-3F;
+  p = p * r + 8.3334519073e-3F;
+  p = p * r + 4.1665795894e-2F;
+  p = p * r + 1.6666665459e-1F;
+  p = p * r + 5.0000001201e-1F;
+  p = p * r * r + r + 1.0F;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < -87.0F ? 0.0F : p * scale;
+}
+
+// One row of S scores: p = softmax(x + b1 + b2) (b1, b2 rows of additive biases; zeros where the
+// caller has none). target_clones compiles it for AVX-512, AVX2 and plain x86-64; fast-math lets
+// the max and the sum reduce in vector lanes (the sum's order differs from a serial loop's).
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3", "fast-math"))) void
+softmax_row(
+    const float* __restrict x, const float* __restrict b1, const float* __restrict b2,
+    float* __restrict p, int64_t S) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < S; ++j) {
+    float v = x[j] + b1[j] + b2[j];
+    p[j] = v;
+    mx = std::fmax(mx, v);
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < S; ++j) {
+    float e = exp_approx(p[j] - mx);
+    p[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0F / sum;
+  for (int64_t j = 0; j < S; ++j) p[j] *= inv;
+}
+
+// A [*, *, T, S] additive bias seen as [B, N, T, S] rows: a row's start for (b, n, t).
+struct BiasRows {
+  torch::Tensor t;  // keeps the (contiguous-rows) storage alive
+  const float* base = nullptr;
+  int64_t sb = 0, sn = 0, st = 0;
+  BiasRows(const torch::Tensor& bias, int64_t B, int64_t N, int64_t T, int64_t S) {
+    if (!bias.defined()) return;
+    t = bias.to(torch::kFloat32);
+    if (t.stride(-1) != 1) t = t.contiguous();
+    auto e = t.expand({B, N, T, S});
+    base = e.data_ptr<float>();
+    sb = e.stride(0), sn = e.stride(1), st = e.stride(2);
+  }
+  const float* row(int64_t b, int64_t n, int64_t i, const float* zeros) const {
+    return base == nullptr ? zeros : base + b * sb + n * sn + i * st;
+  }
+};
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// softmax(scores + bias + mask) over the last dim, in float32, written once as float32 (kept for
+// the backward) and, when out_dtype differs, once more in out_dtype (what the P v matmul reads
+// under bf16 autocast). The unfused ops make the sums and the casts in separate passes.
+// Backward: libtorch's softmax backward; the bias gets its sum over the broadcast dims.
+struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& scores_in,
+                               const torch::Tensor& bias, const torch::Tensor& mask,
+                               c10::ScalarType out_dtype) {
+    auto scores = scores_in.contiguous();
+    const int64_t B = scores.size(0), N = scores.size(1), T = scores.size(2),
+                  S = scores.size(3);
+    auto f32 = scores.options().dtype(torch::kFloat32);
+    auto p32 = torch::empty({B, N, T, S}, f32);
+    const bool cast_out = out_dtype != torch::kFloat32;
+    auto out = cast_out ? torch::empty({B, N, T, S}, f32.dtype(out_dtype)) : p32;
+    BiasRows br(bias, B, N, T, S), mr(mask, B, N, T, S);
+    std::vector<float> zeros(static_cast<size_t>(S), 0.0F);
+    const bool in_f32 = scores.scalar_type() == torch::kFloat32;
+    auto x32 = in_f32 ? scores : torch::Tensor();
+    at::parallel_for(0, B * N * T, 16, [&](int64_t r0, int64_t r1) {
+      std::vector<float> buf(in_f32 ? 0 : static_cast<size_t>(S));
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / (N * T), n = (r / T) % N, i = r % T;
+        const float* x;
+        if (in_f32) {
+          x = x32.data_ptr<float>() + r * S;
+        } else {
+          AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, scores.scalar_type(),
+                                          "masked_softmax_in", [&] {
+                                            const auto* src = scores.data_ptr<scalar_t>() + r * S;
+                                            for (int64_t j = 0; j < S; ++j)
+                                              buf[j] = static_cast<float>(src[j]);
+                                          });
+          x = buf.data();
+        }
+        float* p = p32.data_ptr<float>() + r * S;
+        softmax_row(x, br.row(b, n, i, zeros.data()), mr.row(b, n, i, zeros.data()), p, S);
+        if (cast_out) {
+          AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out_dtype, "masked_softmax_out",
+                                          [&] {
+                                            auto* dst = out.data_ptr<scalar_t>() + r * S;
+                                            for (int64_t j = 0; j < S; ++j)
+                                              dst[j] = static_cast<scalar_t>(p[j]);
+                                          });
+        }
+      }
+    });
+    ctx->save_for_backward({p32});
+    ctx->saved_data["in_dtype"] = scores_in.scalar_type();
+    ctx->saved_data["bias_sizes"] = bias.defined() ? bias.sizes().vec() : std::vector<int64_t>{};
+    ctx->saved_data["bias_dtype"] = bias.defined() ? bias.scalar_type() : torch::kFloat32;
+    ctx->saved_data["bias_grad"] = bias.defined() && bias.requires_grad();
+    return {out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto p32 = ctx->get_saved_variables()[0];
+    auto g = at::_softmax_backward_data(grad_out[0].to(torch::kFloat32), p32, -1, torch::kFloat32);
+    torch::Tensor g_bias;
+    if (ctx->saved_data["bias_grad"].toBool())
+      g_bias = at::sum_to(g, ctx->saved_data["bias_sizes"].toIntVector())
+                   .to(ctx->saved_data["bias_dtype"].toScalarType());
+    return {g.to(ctx->saved_data["in_dtype"].toScalarType()), g_bias, torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor masked_softmax(const torch::Tensor& scores_BNTS, const torch::Tensor& bias,
+                             const torch::Tensor& mask, c10::ScalarType out_dtype) {
+  if (!scores_BNTS.device().is_cpu() || scores_BNTS.dim() != 4 ||
+      (mask.defined() && mask.requires_grad())) {
+    auto s = scores_BNTS.to(torch::kFloat32);
+    if (bias.defined()) s = s + bias;
+    if (mask.defined()) s = s + mask;
+    return torch::softmax(s, -1).to(out_dtype);
+  }
+  return MaskedSoftmax::apply(scores_BNTS, bias, mask, out_dtype)[0];
+}
 
 AttnMask AttnMask::with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const {
   AttnMask m = *this;
@@ -41,19 +191,17 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
                                 bool training) {
   int64_t T = q.size(2), S = k.size(2), H = q.size(3);
-  // Scores in float32 (a no-op in fp32; under bf16 autocast the matmul ran in bf16), then the
-  // position bias and the mask added in place (the matmul's backward does not need its output).
-  auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1))
-                    .to(torch::kFloat32);
-  if (bias.defined()) scores.add_(bias);
-  if (mask.bias_B1TS.defined()) {
-    scores.add_(mask.bias_B1TS);
-  } else if (mask.causal || mask.key_pad_BS.defined()) {
-    scores.add_(mask.with_bias(T, S, q_offset, q.device()).bias_B1TS);
+  // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,
+  // adds the position bias and the mask and normalises in float32 in one pass (masked_softmax).
+  auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1));
+  torch::Tensor mask_bias = mask.bias_B1TS;
+  if (!mask_bias.defined() && (mask.causal || mask.key_pad_BS.defined()))
+    mask_bias = mask.with_bias(T, S, q_offset, q.device()).bias_B1TS;
+  if (dropout > 0 && training) {
+    auto p = masked_softmax(scores, bias, mask_bias, torch::kFloat32);
+    return torch::matmul(model::dropout(p, dropout, training).to(v.scalar_type()), v);
   }
-  auto p = torch::softmax(scores, -1);
-  p = model::dropout(p, dropout, training);
-  return torch::matmul(p.to(v.scalar_type()), v);
+  return torch::matmul(masked_softmax(scores, bias, mask_bias, v.scalar_type()), v);
 }
 
 torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::Tensor& kn,

@@ -57,6 +57,12 @@ struct KVCache {
   void reorder(const torch::Tensor& order_B);
 };
 
+// softmax(scores + bias + mask) over the last dim of [B, N, T, S] scores, computed in float32 and
+// returned in out_dtype; bias and mask are additive and broadcast ([1 or B, 1 or N, T, S]); either
+// may be undefined. One fused pass on CPU (the unfused ops elsewhere); the bias gets gradients.
+torch::Tensor masked_softmax(const torch::Tensor& scores_BNTS, const torch::Tensor& bias,
+                             const torch::Tensor& mask, c10::ScalarType out_dtype);
+
 // The kernels, as free functions (tested directly against their quadratic forms).
 torch::Tensor softmax_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
                                 const torch::Tensor& v_BNSH, const torch::Tensor& bias_1NTS,

@@ -2,6 +2,8 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <torch/autograd.h>
+#include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/dropout.h>
 
 #include <limits>
@@ -10,32 +12,168 @@
 
 namespace ropelab::model {
 
-torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
-  if (p <= 0 || !training) return x;
-  if (!x.device().is_cpu() || p >= 1)
-    return torch::nn::functional::dropout(
-        x, torch::nn::functional::DropoutFuncOptions().p(p).training(true));
-  // The seed is drawn from torch's CPU generator (so torch::manual_seed governs the masks); the
-  // draw is a CPU tensor, read directly (this path never runs on a device).
-  auto seed = static_cast<uint64_t>(
-      *torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kInt64).data_ptr<int64_t>());
-  // Keep an element when its 32-bit draw is >= p * 2^32: P(keep) = 1 - p (to 2^-32).
-  auto threshold = static_cast<uint64_t>(p * 4294967296.0);
-  auto mask = torch::empty(x.sizes(), x.options().requires_grad(false));
-  int64_t n = mask.numel();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, mask.scalar_type(), "dropout", [&] {
-    auto* m = mask.data_ptr<scalar_t>();
-    const auto keep = static_cast<scalar_t>(1.0 / (1.0 - p));
-    const auto drop = static_cast<scalar_t>(0.0);
-    at::parallel_for(0, (n + 1) / 2, 8192, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        uint64_t r = util::mix64(seed ^ static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ULL);
-        m[2 * i] = (r & 0xFFFFFFFFULL) >= threshold ? keep : drop;
-        if (2 * i + 1 < n) m[2 * i + 1] = (r >> 32) >= threshold ? keep : drop;
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr int64_t kGrain = 8192;  // pairs of elements per parallel task
+
+// The mask of one dropout call: element i is kept when its 32-bit draw is >= p * 2^32
+// (P(keep) = 1 - p, to 2^-32). One 64-bit hash gives the draws of elements 2j and 2j+1.
+struct Mask {
+  uint64_t seed = 0, threshold = 0;
+  double p = 0;
+
+  // One draw from torch's CPU generator (so torch::manual_seed governs the masks); the draw is a
+  // CPU tensor, read directly (this path never runs on a device).
+  static Mask draw(double p) {
+    Mask m;
+    m.p = p;
+    m.seed = static_cast<uint64_t>(*torch::randint(std::numeric_limits<int64_t>::max(), {1},
+                                                   torch::kInt64)
+                                        .data_ptr<int64_t>());
+    m.threshold = static_cast<uint64_t>(p * 4294967296.0);
+    return m;
+  }
+  void save(AutogradContext* ctx) const {
+    ctx->saved_data["seed"] = static_cast<int64_t>(seed);
+    ctx->saved_data["p"] = p;
+  }
+  static Mask load(AutogradContext* ctx) {
+    Mask m;
+    m.p = ctx->saved_data["p"].toDouble();
+    m.seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
+    m.threshold = static_cast<uint64_t>(m.p * 4294967296.0);
+    return m;
+  }
+
+  // f(i, keep) for every element of [0, n), in parallel; keep says whether element i is kept.
+  template <class F>
+  void each(int64_t n, const F& f) const {
+    at::parallel_for(0, (n + 1) / 2, kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) {
+        uint64_t r = util::mix64(seed ^ static_cast<uint64_t>(j) * 0xD1B54A32D192ED03ULL);
+        f(2 * j, (r & 0xFFFFFFFFULL) >= threshold);
+        if (2 * j + 1 < n) f(2 * j + 1, (r >> 32) >= threshold);
       }
     });
+  }
+};
+
+bool fused_path(const torch::Tensor& t, double p, bool training) {
+  return training && p > 0 && p < 1 && t.device().is_cpu();
+}
+
+// out[i] = a[i] * (keep ? 1/(1-p) : 0), in a's dtype (as a multiply by a mask of that dtype).
+torch::Tensor apply_mask(const Mask& m, const torch::Tensor& a_in) {
+  auto a = a_in.contiguous();
+  auto out = torch::empty_like(a, at::MemoryFormat::Contiguous);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, a.scalar_type(), "dropout_mask", [&] {
+    const auto keep = static_cast<scalar_t>(1.0 / (1.0 - m.p));
+    const auto drop = static_cast<scalar_t>(0.0);
+    const auto* x = a.data_ptr<scalar_t>();
+    auto* y = out.data_ptr<scalar_t>();
+    m.each(a.numel(), [&](int64_t i, bool k) { y[i] = x[i] * (k ? keep : drop); });
+  });
+  return out;
+}
+
+// y = x + h * mask (the product in h's dtype, the sum in the promoted dtype, as the unfused ops).
+struct DropoutAdd : public torch::autograd::Function<DropoutAdd> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in,
+                               const torch::Tensor& h_in, double p) {
+    auto m = Mask::draw(p);
+    m.save(ctx);
+    ctx->saved_data["x_dtype"] = x_in.scalar_type();
+    ctx->saved_data["h_dtype"] = h_in.scalar_type();
+    auto out_t = c10::promoteTypes(x_in.scalar_type(), h_in.scalar_type());
+    auto x = x_in.to(out_t).contiguous();
+    auto h = h_in.contiguous();
+    auto out = torch::empty_like(x, at::MemoryFormat::Contiguous);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "dropout_add", [&] {
+      using h_t = scalar_t;
+      const auto keep = static_cast<h_t>(1.0 / (1.0 - p));
+      const auto drop = static_cast<h_t>(0.0);
+      const auto* hp = h.data_ptr<h_t>();
+      AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out_t, "dropout_add_out", [&] {
+        const auto* xp = x.data_ptr<scalar_t>();
+        auto* yp = out.data_ptr<scalar_t>();
+        m.each(x.numel(), [&](int64_t i, bool k) {
+          h_t t = hp[i] * (k ? keep : drop);
+          yp[i] = xp[i] + static_cast<scalar_t>(t);
+        });
+      });
+    });
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto m = Mask::load(ctx);
+    auto g = grad_out[0];
+    auto x_t = ctx->saved_data["x_dtype"].toScalarType();
+    auto h_t = ctx->saved_data["h_dtype"].toScalarType();
+    return {g.to(x_t), apply_mask(m, g.to(h_t)), torch::Tensor()};
+  }
+};
+
+// y = act(h) * mask; backward: act'(h) applied to grad * mask.
+struct ActDropout : public torch::autograd::Function<ActDropout> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h, int64_t act,
+                               double p) {
+    auto m = Mask::draw(p);
+    m.save(ctx);
+    ctx->saved_data["act"] = act;
+    ctx->save_for_backward({h});
+    auto a = act == static_cast<int64_t>(config::Activation::kGelu) ? at::gelu(h) : at::relu(h);
+    return apply_mask(m, a);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto m = Mask::load(ctx);
+    auto h = ctx->get_saved_variables()[0];
+    auto g = apply_mask(m, grad_out[0].to(h.scalar_type()));
+    auto gh = ctx->saved_data["act"].toInt() == static_cast<int64_t>(config::Activation::kGelu)
+                  ? at::gelu_backward(g, h)
+                  : at::threshold_backward(g, h, 0);
+    return {gh, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+torch::Tensor activation(const torch::Tensor& h, config::Activation act) {
+  return act == config::Activation::kGelu ? torch::nn::functional::gelu(h)
+                                          : torch::nn::functional::relu(h);
+}
+
+}  // namespace
+
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
+  if (p <= 0 || !training) return x;
+  if (!fused_path(x, p, training))
+    return torch::nn::functional::dropout(
+        x, torch::nn::functional::DropoutFuncOptions().p(p).training(true));
+  auto m = Mask::draw(p);
+  auto mask = torch::empty(x.sizes(), x.options().requires_grad(false));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, mask.scalar_type(), "dropout", [&] {
+    auto* mp = mask.data_ptr<scalar_t>();
+    const auto keep = static_cast<scalar_t>(1.0 / (1.0 - p));
+    const auto drop = static_cast<scalar_t>(0.0);
+    m.each(mask.numel(), [&](int64_t i, bool k) { mp[i] = k ? keep : drop; });
   });
   return x * mask;
+}
+
+torch::Tensor dropout_add(const torch::Tensor& x, const torch::Tensor& h, double p,
+                          bool training) {
+  if (!fused_path(h, p, training) || x.sizes() != h.sizes() || !x.device().is_cpu())
+    return x + model::dropout(h, p, training);
+  return DropoutAdd::apply(x, h, p);
+}
+
+torch::Tensor act_dropout(const torch::Tensor& h, config::Activation act, double p,
+                          bool training) {
+  if (!fused_path(h, p, training)) return model::dropout(activation(h, act), p, training);
+  return ActDropout::apply(h, static_cast<int64_t>(act), p);
 }
 
 }  // namespace ropelab::model

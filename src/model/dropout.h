@@ -1,16 +1,31 @@
-// Dropout (Srivastava et al. 2014) with a fast CPU mask: y = x * m / (1 - p), m ~ Bernoulli(1-p).
+// Dropout (Srivastava et al. 2014) with a fast CPU mask: y = x * m / (1 - p), m ~ Bernoulli(1-p),
+// and the two places a transformer layer applies it, fused so that the mask is never stored:
+//   dropout_add(x, h)   = x + dropout(h)          (the residual branch, Vaswani et al. Eq. in 5.4)
+//   act_dropout(h)      = dropout(act(h))         (inside the FFN, Eq. 2, act = GELU or ReLU)
 //
 // libtorch 1.13's CPU dropout draws the mask with bernoulli_, about 11 ns per element on this
 // class of machine: a quarter of a second per step of the LM bench model. Here the mask comes
-// from a counter-based hash (util::mix64, SplitMix64, of one 64-bit seed and the element index), ~1
-// ns per element, written in the input's dtype. The seed is one draw from torch's default generator
-// per call, so runs stay reproducible under torch::manual_seed and resume from checkpointed RNG
-// state. Autograd sees a plain multiply by a constant mask. Other devices use torch's dropout.
+// from a counter-based hash (util::mix64, SplitMix64, of one 64-bit seed and the element index),
+// ~1 ns per element. The seed is one draw from torch's default generator per call, so runs stay
+// reproducible under torch::manual_seed and resume from checkpointed RNG state.
+//
+// dropout() writes the mask and lets autograd see a multiply by it. The fused forms regenerate
+// the mask from the seed in their backward instead (one pass fewer each way, no mask tensor) and
+// give the same values, bit for bit, as their unfused composition with the same seed
+// (tests/unit/model_test.cpp). Other devices use torch's dropout.
 #pragma once
 #include <torch/types.h>
+
+#include "config/schema.h"
 
 namespace ropelab::model {
 
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
+
+// x + dropout(h, p): x and h of one shape; the result has their promoted dtype.
+torch::Tensor dropout_add(const torch::Tensor& x, const torch::Tensor& h, double p, bool training);
+
+// dropout(act(h), p), act = GELU (exact, erf form) or ReLU.
+torch::Tensor act_dropout(const torch::Tensor& h, config::Activation act, double p, bool training);
 
 }  // namespace ropelab::model

@@ -1,13 +1,9 @@
 #include "model/transformer.h"
 
-#include <torch/nn/functional.h>
-
 #include "model/dropout.h"
 #include "util/error.h"
 
 namespace ropelab::model {
-
-namespace F = torch::nn::functional;
 
 bool pre_norm(const config::ModelConfig& c) {
   return c.norm == config::Norm::kPre ||
@@ -47,9 +43,7 @@ LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
 }
 
 torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
-  auto h = fc1(x);
-  h = activation_ == config::Activation::kGelu ? F::gelu(h) : F::relu(h);
-  return fc2(drop(h, dropout_, is_training()));
+  return fc2(model::act_dropout(fc1(x), activation_, dropout_, is_training()));
 }
 
 torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
@@ -57,8 +51,8 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
                                  const torch::Tensor& memory, const AttnMask& mem_mask,
                                  KVCache* cache, KVCache* cross_cache) {
   auto sublayer = [&](torch::nn::LayerNorm& norm, const auto& fn) {
-    if (pre_norm_) return x + drop(fn(norm_of(norm, x)), dropout_, is_training());
-    return norm_of(norm, x + drop(fn(x), dropout_, is_training()));
+    if (pre_norm_) return model::dropout_add(x, fn(norm_of(norm, x)), dropout_, is_training());
+    return norm_of(norm, model::dropout_add(x, fn(x), dropout_, is_training()));
   };
   x = sublayer(norm1, [&](const torch::Tensor& h) {
     return self_attn->forward(h, h, self_mask, pos, offset, cache);

@@ -2,13 +2,17 @@
 
 #include <torch/torch.h>
 
+#include <ATen/Parallel.h>
+
+#include <cmath>
 #include <limits>
 
 #include "model/init.h"
 
 namespace ropelab::train {
 
-torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::TrainConfig& t) {
+std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& model,
+                                                    const config::TrainConfig& t) {
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& p : model::param_roles(model))
     (model::decays(p.role) ? decay : no_decay).push_back(p.tensor);
@@ -19,7 +23,101 @@ torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::Train
                                  torch::optim::AdamWOptions(opts).weight_decay(wd)));
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                     torch::optim::AdamWOptions(opts).weight_decay(0.0)));
-  return torch::optim::AdamW(std::move(groups), opts);
+  return std::make_unique<FusedAdamW>(std::move(groups), opts);
+}
+
+namespace {
+
+struct AdamWScalars {
+  float decay, beta1, beta2, one_minus_beta1, one_minus_beta2, sqrt_bc2, eps, neg_step;
+};
+
+// One parameter's update over [0, n): the same operations, in the same order and precision, as
+// libtorch 1.13's AdamW::step (p *= 1 - lr wd; m = m b1 + g (1 - b1); v = v b2 + g g (1 - b2);
+// p += -lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)). target_clones compiles it for AVX-512,
+// AVX2 and plain x86-64, and picks one at load time (no-math-errno: sqrt as one instruction).
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3", "no-math-errno"))) void
+adamw_update(
+    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+    int64_t n, const AdamWScalars& s) {
+  const AdamWScalars k = s;
+  for (int64_t i = 0; i < n; ++i) {
+    float pi = p[i] * k.decay;
+    float gi = g[i];
+    float mi = m[i] * k.beta1 + gi * k.one_minus_beta1;
+    float vi = v[i] * k.beta2 + (gi * gi) * k.one_minus_beta2;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi + k.neg_step * (mi / (std::sqrt(vi) / k.sqrt_bc2 + k.eps));
+  }
+}
+
+bool fp32_cpu_dense(const torch::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous() &&
+         !t.is_sparse();
+}
+
+}  // namespace
+
+torch::Tensor FusedAdamW::step(LossClosure closure) {
+  bool all_fusable = true;
+  for (auto& group : param_groups()) {
+    if (static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad()) all_fusable = false;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (!fp32_cpu_dense(p) || !fp32_cpu_dense(p.grad())) all_fusable = false;
+      auto it = state_.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (it != state_.end()) {
+        auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+        if (!fp32_cpu_dense(st.exp_avg()) || !fp32_cpu_dense(st.exp_avg_sq()))
+          all_fusable = false;
+      }
+    }
+  }
+  if (!all_fusable) return torch::optim::AdamW::step(std::move(closure));
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups()) {
+    auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      auto it = state_.find(key);
+      if (it == state_.end()) {
+        auto st = std::make_unique<torch::optim::AdamWParamState>();
+        st->step(0);
+        st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        it = state_.emplace(key, std::move(st)).first;
+      }
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      st.step(st.step() + 1);
+      const double b1 = std::get<0>(o.betas()), b2 = std::get<1>(o.betas());
+      const double bc1 = 1 - std::pow(b1, static_cast<double>(st.step()));
+      const double bc2 = 1 - std::pow(b2, static_cast<double>(st.step()));
+      AdamWScalars k{};
+      k.decay = static_cast<float>(o.weight_decay() != 0 ? 1 - o.lr() * o.weight_decay() : 1.0);
+      k.beta1 = static_cast<float>(b1);
+      k.beta2 = static_cast<float>(b2);
+      k.one_minus_beta1 = static_cast<float>(1 - b1);
+      k.one_minus_beta2 = static_cast<float>(1 - b2);
+      k.sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
+      k.eps = static_cast<float>(o.eps());
+      k.neg_step = static_cast<float>(-(o.lr() / bc1));
+      float* pp = p.data_ptr<float>();
+      const float* gp = p.grad().data_ptr<float>();
+      float* mp = st.exp_avg().data_ptr<float>();
+      float* vp = st.exp_avg_sq().data_ptr<float>();
+      at::parallel_for(0, p.numel(), 16384, [&](int64_t b, int64_t e) {
+        adamw_update(pp + b, gp + b, mp + b, vp + b, e - b, k);
+      });
+    }
+  }
+  return loss;
 }
 
 void zero_grad_to_none(torch::optim::Optimizer& opt) {

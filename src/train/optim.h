@@ -5,11 +5,25 @@
 #include <torch/nn/module.h>
 #include <torch/optim/adamw.h>
 
+#include <memory>
+
 #include "config/schema.h"
 
 namespace ropelab::train {
 
-torch::optim::AdamW make_optimizer(torch::nn::Module& model, const config::TrainConfig& t);
+std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& model,
+                                                    const config::TrainConfig& t);
+
+// torch::optim::AdamW with the same state (so checkpoints load either way) and the same
+// arithmetic (Loshchilov & Hutter 2019, Algorithm 2; libtorch's order of operations), but on CPU
+// each parameter is updated in one vectorised pass over p, grad, m and v instead of libtorch's
+// seven tensor ops (each a pass over memory, some allocating). Other devices, and amsgrad, use
+// libtorch's step. The two agree to float rounding (tests/unit/train_test.cpp).
+class FusedAdamW : public torch::optim::AdamW {
+ public:
+  using torch::optim::AdamW::AdamW;
+  torch::Tensor step(LossClosure closure = nullptr) override;
+};
 
 // Drops every gradient (set to none, as PyTorch's zero_grad(set_to_none=True)): the next
 // backward writes fresh gradients instead of adding into zero-filled ones, which saves a fill

@@ -71,7 +71,7 @@ Trainer::Trainer(TrainerConfig cfg, const tasks::Task& task, model::Model model,
       world_(dist::world()),
       dev_(device),
       model_(std::move(model)),
-      opt_(std::make_unique<torch::optim::AdamW>(make_optimizer(*model_, cfg_.train))),
+      opt_(make_optimizer(*model_, cfg_.train)),
       train_stream_(std::move(train)) {
   if (train_stream_->batches_per_epoch() <= 0)
     throw UserError("the training split is smaller than one batch");

@@ -54,26 +54,48 @@ std::string preferred_blas_core() {
   return "";
 }
 
-void ensure_fast_blas(int argc, char** argv) {
-  (void)argc;
-  if (std::getenv("ROPELAB_KEEP_BLAS_CORE") != nullptr) return;  // explicit opt-out
+std::string blas_core_to_request() {
+  if (std::getenv("ROPELAB_KEEP_BLAS_CORE") != nullptr) return "";  // explicit opt-out
   std::string core = blas_core();
-  if (core == "unknown") return;
+  if (core == "unknown") return "";
   std::string want = preferred_blas_core();
-  if (want.empty()) return;
+  if (want.empty()) return "";
   const char* set = std::getenv("OPENBLAS_CORETYPE");
-  if (set != nullptr && want == set) return;  // already asked for it: never loop
+  if (set != nullptr && want == set) return "";  // already asked for it: never loop
   // A generic core is always replaced. So is an AVX2 core on a CPU with AVX-512, whether
   // OpenBLAS picked it (0.3.21 runs AMD Zen 4 on its Haswell/Zen kernels) or the environment
   // pinned it: 2048^2 fp32 matmul runs at ~138 GFLOP/s there against ~209 with SkylakeX.
   // ROPELAB_KEEP_BLAS_CORE=1 keeps any choice.
   bool upgrade = want == "SkylakeX" && !blas_core_has_avx512(core);
-  if (!blas_core_is_generic(core) && !upgrade) return;
-  setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
-  setenv("ROPELAB_BLAS_FIXED_FROM", core.c_str(), 1);  // for blas_summary()
+  if (!blas_core_is_generic(core) && !upgrade) return "";
+  return want;
+}
+
+bool openmp_wait_policy_to_set() {
+  // libgomp's default lets the workers of ATen's pool spin for a while after every parallel
+  // region, on the very cores that OpenBLAS's own threads need next: on 2 cores a second thread
+  // then gains nothing in fp32 (docs/platform-notes.md). PASSIVE makes them sleep at once. A value
+  // the user set (OMP_WAIT_POLICY or GOMP_SPINCOUNT) is kept, and so is ROPELAB_KEEP_OMP_WAIT.
+  return std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr &&
+         std::getenv("ROPELAB_KEEP_OMP_WAIT") == nullptr;
+}
+
+void ensure_fast_blas(int argc, char** argv) {
+  (void)argc;
+  // Both settings are read once, when the libraries load: one re-execution applies them.
+  std::string core = blas_core_to_request();
+  bool wait = openmp_wait_policy_to_set();
+  if (core.empty() && !wait) return;
+  if (!core.empty()) {
+    setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+    setenv("ROPELAB_BLAS_FIXED_FROM", blas_core().c_str(), 1);  // for blas_summary()
+  }
+  if (wait) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   execv("/proc/self/exe", argv);
-  // exec failed: carry on with the slow kernels rather than die.
-  spdlog::warn("could not re-execute with OPENBLAS_CORETYPE={}: fp32 math will be slow", want);
+  // exec failed: carry on with the slow settings rather than die.
+  spdlog::warn("could not re-execute with OPENBLAS_CORETYPE={} OMP_WAIT_POLICY=PASSIVE: math "
+               "will be slower",
+               core.empty() ? "(unchanged)" : core);
 }
 
 std::string blas_summary() {
@@ -88,9 +110,23 @@ std::string blas_summary() {
 
 void set_threads(int n) {
   if (n <= 0) return;
+  // ATen's intra-op pool (OpenMP), OpenBLAS's own pthreads, and oneDNN (which runs on ATen's
+  // OpenMP pool, so at::set_num_threads governs it too).
   at::set_num_threads(n);
   using Fn = void (*)(int);
   if (auto fn = blas_sym<Fn>("openblas_set_num_threads")) fn(n);
+}
+
+int blas_threads() {
+  using Fn = int (*)();
+  auto fn = blas_sym<Fn>("openblas_get_num_threads");
+  return fn != nullptr ? fn() : -1;
+}
+
+std::string openmp_wait_policy() {
+  if (const char* p = std::getenv("OMP_WAIT_POLICY")) return p;
+  if (const char* s = std::getenv("GOMP_SPINCOUNT")) return std::string("GOMP_SPINCOUNT=") + s;
+  return "default (active spinning)";
 }
 
 std::string executable_dir() {

@@ -9,7 +9,12 @@
 
 namespace ropelab::platform {
 
-// Call first thing in main(). If OpenBLAS runs a slow generic core (its own choice, or an
+// Call first thing in main(). Re-executes the program once when either setting below is
+// missing (both are read only when the libraries load):
+//  - OMP_WAIT_POLICY=PASSIVE, unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT (or
+//    ROPELAB_KEEP_OMP_WAIT=1): ATen's OpenMP workers otherwise spin after each parallel region
+//    on the cores OpenBLAS's threads need, and a second thread gains nothing in fp32;
+//  - the BLAS core: if OpenBLAS runs a slow generic core (its own choice, or an
 // OPENBLAS_CORETYPE naming one) on a CPU that has AVX-512 (or AVX2), or picked an AVX2 core on
 // a CPU with AVX-512 (AMD Zen 4; also when OPENBLAS_CORETYPE pinned it), re-executes the program
 // with OPENBLAS_CORETYPE set to the fast core; otherwise returns. Set ROPELAB_KEEP_BLAS_CORE=1
@@ -29,8 +34,13 @@ bool blas_core_has_avx512(const std::string& core);
 // One line for the start-up log: the kernel in use, and whether ropelab had to fix it.
 std::string blas_summary();
 
-// Sets torch's intra-op threads and OpenBLAS's threads together (0 = leave as is).
+// Sets every pool that does the math to n threads (0 = leave as is): ATen's intra-op pool
+// (OpenMP; oneDNN runs on it) and OpenBLAS's own threads.
 void set_threads(int n);
+// OpenBLAS's thread count (-1 when the BLAS is not OpenBLAS).
+int blas_threads();
+// The OpenMP wait policy in force ("PASSIVE", "ACTIVE", or the default).
+std::string openmp_wait_policy();
 
 // Directory of the running executable (to find the SentencePiece module next to it).
 std::string executable_dir();

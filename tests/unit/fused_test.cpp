@@ -1,0 +1,208 @@
+// The fused CPU kernels against their unfused compositions (the same ops, one at a time):
+// dropout_add and act_dropout (model/dropout.h) bit for bit, FusedAdamW (train/optim.h) against
+// libtorch's AdamW to float rounding, and the thread settings that every pool must follow.
+#include <torch/torch.h>
+
+#include "helpers.h"
+#include "model/attention.h"
+#include "model/dropout.h"
+#include "tensor_helpers.h"
+#include "train/optim.h"
+#include "util/platform.h"
+
+namespace ropelab {
+namespace {
+
+struct Grads {
+  torch::Tensor y, gx, gh;
+};
+
+// y = f(x, h) under a fixed seed, then the gradients of sum(y * w) for a fixed w.
+template <class F>
+Grads forward_backward(const F& f, const torch::Tensor& x0, const torch::Tensor& h0,
+                       uint64_t seed) {
+  auto x = x0.defined() ? x0.detach().clone().requires_grad_(true) : torch::Tensor();
+  auto h = h0.detach().clone().requires_grad_(true);
+  torch::manual_seed(seed);
+  auto y = f(x, h);
+  torch::manual_seed(seed + 1);
+  auto w = torch::randn(y.sizes(), torch::kFloat32).to(y.scalar_type());
+  (y * w).sum().backward();
+  return {y.detach(), x0.defined() ? x.grad() : torch::Tensor(), h.grad()};
+}
+
+void expect_same(const Grads& a, const Grads& b) {
+  EXPECT_EQ(a.y.scalar_type(), b.y.scalar_type());
+  EXPECT_TRUE(torch::equal(a.y, b.y)) << test::close(a.y, b.y, 0, 0).message();
+  if (a.gx.defined()) {
+    ASSERT_TRUE(b.gx.defined());
+    EXPECT_TRUE(torch::equal(a.gx, b.gx)) << test::close(a.gx, b.gx, 0, 0).message();
+  }
+  EXPECT_EQ(a.gh.scalar_type(), b.gh.scalar_type());
+  EXPECT_TRUE(torch::equal(a.gh, b.gh)) << test::close(a.gh, b.gh, 0, 0).message();
+}
+
+// x + dropout(h): fp32 residual with fp32 or bf16 branch (as under bf16 autocast), odd sizes
+// (the last element's draw is half a hash).
+TEST(Fused, DropoutAddMatchesTheUnfusedOpsBitForBit) {
+  for (auto h_type : {torch::kFloat32, torch::kBFloat16}) {
+    for (int64_t n : {1, 7, 4096 * 3 + 1}) {
+      auto x = torch::randn({2, n});
+      auto h = torch::randn({2, n}).to(h_type);
+      auto fused = forward_backward([](auto& a, auto& b) { return model::dropout_add(a, b, 0.1, true); }, x, h,
+                       11);
+      auto plain = forward_backward([](auto& a, auto& b) { return a + model::dropout(b, 0.1, true); }, x, h, 11);
+      SCOPED_TRACE(std::string(c10::toString(h_type)) + " n=" + std::to_string(n));
+      expect_same(fused, plain);
+      // About 10% of the branch is dropped: its gradient is exactly 0 there.
+      double dropped = (plain.gh == 0).to(torch::kFloat64).mean().item<double>();
+      if (n > 1000) EXPECT_NEAR(dropped, 0.1, 0.01);
+    }
+  }
+  // Not training, or p = 0: exactly x + h.
+  auto x = torch::randn({3, 5}), h = torch::randn({3, 5});
+  EXPECT_TRUE(torch::equal(model::dropout_add(x, h, 0.1, false), x + h));
+  EXPECT_TRUE(torch::equal(model::dropout_add(x, h, 0.0, true), x + h));
+}
+
+TEST(Fused, ActDropoutMatchesTheUnfusedOpsBitForBit) {
+  for (auto act : {config::Activation::kGelu, config::Activation::kRelu}) {
+    for (auto type : {torch::kFloat32, torch::kBFloat16}) {
+      auto h = torch::randn({3, 1000}).to(type);
+      auto fused = forward_backward(
+          [&](auto&, auto& b) { return model::act_dropout(b, act, 0.2, true); }, {}, h, 5);
+      auto plain = forward_backward(
+          [&](auto&, auto& b) {
+            auto a = act == config::Activation::kGelu ? torch::gelu(b) : torch::relu(b);
+            return model::dropout(a, 0.2, true);
+          },
+          {}, h, 5);
+      SCOPED_TRACE(std::string(config::to_string(act)) + " " + c10::toString(type));
+      expect_same(fused, plain);
+    }
+  }
+  auto h = torch::randn({4, 4});
+  EXPECT_TRUE(torch::equal(model::act_dropout(h, config::Activation::kGelu, 0.1, false),
+                           torch::gelu(h)));
+}
+
+// FusedAdamW = libtorch's AdamW: the same parameters, moments and step count after several
+// steps with weight decay on one group and none on the other, up to float rounding (libtorch
+// may fuse a multiply-add where the fused loop rounds twice, or the reverse).
+TEST(Fused, AdamWMatchesLibtorchAdamW) {
+  torch::manual_seed(0);
+  std::vector<torch::Tensor> init{torch::randn({37, 19}), torch::randn({19}),
+                                  torch::randn({100000})};
+  auto params = [&] {
+    std::vector<torch::Tensor> ps;
+    for (const auto& t : init) ps.push_back(t.clone().requires_grad_(true));
+    return ps;
+  };
+  auto a = params(), b = params();
+  auto groups = [](std::vector<torch::Tensor> ps) {
+    auto opts = torch::optim::AdamWOptions(3e-3).betas({0.9, 0.98}).eps(1e-8);
+    std::vector<torch::optim::OptimizerParamGroup> g;
+    g.emplace_back(std::vector<torch::Tensor>{ps[0], ps[2]},
+                   std::make_unique<torch::optim::AdamWOptions>(
+                       torch::optim::AdamWOptions(opts).weight_decay(0.1)));
+    g.emplace_back(std::vector<torch::Tensor>{ps[1]},
+                   std::make_unique<torch::optim::AdamWOptions>(
+                       torch::optim::AdamWOptions(opts).weight_decay(0.0)));
+    return std::make_pair(std::move(g), opts);
+  };
+  auto [ga, oa] = groups(a);
+  auto [gb, ob] = groups(b);
+  train::FusedAdamW fused(std::move(ga), oa);
+  torch::optim::AdamW plain(std::move(gb), ob);
+  for (int step = 0; step < 6; ++step) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      auto g = torch::randn(a[i].sizes()) * (step + 1);
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    fused.step();
+    plain.step();
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(test::close(a[i], b[i], 1e-6, 1e-7)) << "parameter " << i;
+    EXPECT_FALSE(torch::equal(a[i], init[i]));  // it moved
+    auto key = c10::guts::to_string(a[i].unsafeGetTensorImpl());
+    auto key_b = c10::guts::to_string(b[i].unsafeGetTensorImpl());
+    auto& sa = static_cast<torch::optim::AdamWParamState&>(*fused.state().at(key));
+    auto& sb = static_cast<torch::optim::AdamWParamState&>(*plain.state().at(key_b));
+    EXPECT_EQ(sa.step(), 6);
+    EXPECT_EQ(sa.step(), sb.step());
+    EXPECT_TRUE(test::close(sa.exp_avg(), sb.exp_avg(), 1e-6, 1e-7)) << "exp_avg " << i;
+    EXPECT_TRUE(test::close(sa.exp_avg_sq(), sb.exp_avg_sq(), 1e-6, 1e-7)) << "exp_avg_sq " << i;
+  }
+}
+
+// masked_softmax = softmax(scores.float() + bias + mask).to(out): values and the gradients of
+// scores and bias, for fp32 and bf16 scores, broadcast bias and mask, a fully masked row (it
+// averages, as the unfused ops do), and odd lengths (vector tails).
+TEST(Fused, MaskedSoftmaxMatchesTheUnfusedOps) {
+  for (auto type : {torch::kFloat32, torch::kBFloat16}) {
+    for (int64_t S : {1, 7, 257}) {
+      const int64_t B = 2, N = 3, T = 5;
+      torch::manual_seed(S);
+      auto scores0 = (3 * torch::randn({B, N, T, S})).to(type);
+      auto bias0 = torch::randn({1, N, T, S});
+      auto mask = torch::zeros({B, 1, T, S}).masked_fill_(torch::rand({B, 1, T, S}) < 0.3, -1e30);
+      mask.select(0, 1).select(1, 2).fill_(-1e30);  // batch 1, query 2 sees no key
+      auto w = torch::randn({B, N, T, S}).to(type);
+      auto go = [&](bool fused) {
+        auto sc = scores0.clone().requires_grad_(true);
+        auto bi = bias0.clone().requires_grad_(true);
+        auto y = fused ? model::masked_softmax(sc, bi, mask, type)
+                       : torch::softmax(sc.to(torch::kFloat32) + bi + mask, -1).to(type);
+        (y.to(torch::kFloat32) * w.to(torch::kFloat32)).sum().backward();
+        return std::make_tuple(y.detach(), sc.grad(), bi.grad());
+      };
+      auto [y1, gs1, gb1] = go(true);
+      auto [y0, gs0, gb0] = go(false);
+      SCOPED_TRACE(std::string(c10::toString(type)) + " S=" + std::to_string(S));
+      double tol = type == torch::kFloat32 ? 1e-5 : 1e-2;  // bf16: one rounding of the output
+      EXPECT_EQ(y1.scalar_type(), type);
+      EXPECT_TRUE(test::close(y1, y0, tol, 1e-7));
+      EXPECT_TRUE(test::close(gs1, gs0, tol, 1e-6));
+      EXPECT_TRUE(test::close(gb1, gb0, tol, 1e-6));
+      // Masked keys get exactly 0 (in a row that sees some key); every row sums to 1.
+      auto y32 = y1.to(torch::kFloat32);
+      auto masked = mask < -1;
+      auto zero = (masked & masked.all(-1, true).logical_not()).expand({B, N, T, S});
+      if (zero.any().item<bool>()) EXPECT_EQ(y32.masked_select(zero).abs().max().item<float>(), 0.0F);
+      EXPECT_TRUE(test::close(y32.sum(-1), torch::ones({B, N, T}), tol, tol));
+    }
+  }
+  // Neither bias nor mask: plain softmax.
+  auto x = torch::randn({1, 2, 3, 33});
+  EXPECT_TRUE(test::close(model::masked_softmax(x, {}, {}, torch::kFloat32), torch::softmax(x, -1)));
+}
+
+// run.threads governs every pool: ATen's intra-op pool and OpenBLAS's own threads.
+TEST(Platform, ThreadsGovernEveryPool) {
+  int before = at::get_num_threads();
+  for (int n : {1, 2}) {
+    platform::set_threads(n);
+    EXPECT_EQ(at::get_num_threads(), n);
+    if (platform::blas_core() != "unknown") EXPECT_EQ(platform::blas_threads(), n);
+  }
+  platform::set_threads(before);
+}
+
+// `ropelab` starts with OpenMP's workers told to sleep when idle (they would otherwise spin on
+// the cores OpenBLAS's threads need); a policy the user set is kept.
+TEST(Platform, OpenMpWorkersSleepWhenIdleUnlessTheUserSaidOtherwise) {
+  auto r = test::run("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + test::ropelab_bin() + " info");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("omp_wait_policy: PASSIVE\n"), std::string::npos) << r.out;
+  auto kept = test::run("OMP_WAIT_POLICY=ACTIVE " + test::ropelab_bin() + " info");
+  ASSERT_EQ(kept.code, 0) << kept.out;
+  EXPECT_NE(kept.out.find("omp_wait_policy: ACTIVE\n"), std::string::npos) << kept.out;
+  auto off = test::run("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT ROPELAB_KEEP_OMP_WAIT=1 " +
+                       test::ropelab_bin() + " info");
+  EXPECT_NE(off.out.find("omp_wait_policy: default"), std::string::npos) << off.out;
+}
+
+}  // namespace
+}  // namespace ropelab
