@@ -17,9 +17,10 @@ Run with Debian's python3-torch (the same libtorch as ropelab), or any other PyT
   /usr/bin/python3 scripts/bench_pytorch.py --model lm --precision bf16 --steps 10
   chroot /srv/trixie /usr/bin/python3 - --variant compile < scripts/bench_pytorch.py
 It prints one JSON object: {"model", "precision", "variant", "tokens_per_s", "step_s", "params",
-"torch", "blas_core", "blas_threads", "omp_wait_policy", ...}, or {"error": ...} with exit code 3
-when this PyTorch lacks the variant. The caller sets OPENBLAS_CORETYPE and OMP_WAIT_POLICY
-(ropelab bench passes its own, so both sides run the same BLAS kernel and thread layout).
+"torch", "blas_core", "blas_threads", "omp_wait_policy", "malloc", ...}, or {"error": ...} with exit code 3
+when this PyTorch lacks the variant. The caller sets OPENBLAS_CORETYPE, OMP_WAIT_POLICY and GLIBC_TUNABLES
+(ropelab bench passes its own, so both sides run the same BLAS kernel, thread layout and
+allocator settings).
 """
 import ctypes
 import os
@@ -263,6 +264,9 @@ def main():
                       "params": sum(p.numel() for p in model.parameters()),
                       "threads": torch.get_num_threads(), "torch": torch.__version__,
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
+                      "malloc": ("keeps freed memory"
+                                 if "glibc.malloc.mmap_max=0" in os.environ.get("GLIBC_TUNABLES", "")
+                                 else "glibc defaults"),
                       "loss": float(loss), **facts}))
 
 

@@ -7,6 +7,7 @@
 
 int main(int argc, char** argv) {
   ropelab::platform::ensure_fast_blas(argc, argv);
+  ropelab::platform::keep_freed_memory();
   ropelab::log::init("warn");
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

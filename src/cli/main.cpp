@@ -33,6 +33,7 @@ std::string first_line(const std::string& s) {
 
 int main(int argc, char** argv) try {
   ropelab::platform::ensure_fast_blas(argc, argv);
+  ropelab::platform::keep_freed_memory();
   ropelab::h5::no_cleanup_at_exit();
   ropelab::signals::install_handlers();
   // libtorch's own log lines (c10d's socket retries, ...) at warning level carry a whole C++

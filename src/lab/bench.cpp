@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -87,7 +87,8 @@ json thread_facts() {
   return {{"blas_core", platform::blas_core()},
           {"threads", at::get_num_threads()},
           {"blas_threads", platform::blas_threads()},
-          {"omp_wait_policy", platform::openmp_wait_policy()}};
+          {"omp_wait_policy", platform::openmp_wait_policy()},
+          {"malloc", platform::freed_memory_kept() ? "keeps freed memory" : "glibc defaults"}};
 }
 
 // Training tokens/s of the trainer's own step (train::Trainer::train_step: micro-batches,
@@ -126,12 +127,12 @@ json train_point(const config::Config& c, int steps) {
   profile.reset();
   double step_s = timed / steps;
   json r{{"tokens_per_s", static_cast<double>(tokens) / step_s},
-          {"step_s", step_s},
-          {"flops_per_step", train_step_flops(c, B, T)},
-          {"params", params},
-          {"loss", loss},
-          {"peak_rss_mb", proc_status_mb("VmHWM")},
-          {"peak_train_mb", proc_status_mb("VmHWM") - rss0}};
+         {"step_s", step_s},
+         {"flops_per_step", train_step_flops(c, B, T)},
+         {"params", params},
+         {"loss", loss},
+         {"peak_rss_mb", proc_status_mb("VmHWM")},
+         {"peak_train_mb", proc_status_mb("VmHWM") - rss0}};
   r.update(thread_facts());
   r["threads"] = threads;
   return r;
@@ -372,11 +373,15 @@ std::string first_line_of(const std::string& cmd) {
 // Every PyTorch to compare with: this system's /usr/bin/python3 and each --pytorch-root, in each
 // variant it has.
 std::vector<Peer> find_peers(const BenchOptions& o) {
-  std::vector<std::string> pythons{"/usr/bin/python3"};
-  // A chroot starts from an empty environment: pass the settings both sides must share.
-  std::string env = "/usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root";
+  // The settings both sides must share: the BLAS core and the OpenMP wait policy are in this
+  // process's environment (ensure_fast_blas); the allocator's is passed as GLIBC_TUNABLES.
+  std::string shared;
   for (const char* k : {"OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
-    if (const char* v = std::getenv(k)) env += std::string(" ") + k + "=" + v;
+    if (const char* v = std::getenv(k)) shared += std::string(" ") + k + "=" + v;
+  if (platform::freed_memory_kept()) shared += " GLIBC_TUNABLES=" + platform::malloc_tunables();
+  std::vector<std::string> pythons{"/usr/bin/env" + shared + " /usr/bin/python3"};
+  // A chroot starts from an empty environment.
+  std::string env = "/usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root" + shared;
   for (const auto& root : o.pytorch_roots) {
     if (!fs::exists(root + "/usr/bin/python3"))
       throw UserError("bench --pytorch-root " + root +
@@ -402,9 +407,9 @@ std::vector<Peer> find_peers(const BenchOptions& o) {
 // "SkylakeX, 2 + 2 threads, PASSIVE": what one figure ran on.
 std::string layout_of(const json& j) {
   if (!j.contains("blas_core")) return "-";
-  return fmt::format("BLAS core {}, {} intra-op + {} OpenBLAS threads, OpenMP wait {}",
+  return fmt::format("BLAS core {}, {} intra-op + {} OpenBLAS threads, OpenMP wait {}, malloc {}",
                      j.value("blas_core", "?"), j.value("threads", -1), j.value("blas_threads", -1),
-                     j.value("omp_wait_policy", "?"));
+                     j.value("omp_wait_policy", "?"), j.value("malloc", "?"));
 }
 
 bool wanted(const BenchOptions& o, const std::string& s) {
@@ -531,14 +536,14 @@ void run_bench(const BenchOptions& o) {
           });
           for (const auto& peer : peers)
             runs.emplace_back([&, peer] { return r.pytorch(peer, cfg[m], m, prec, meta); });
-          std::rotate(runs.begin(),
-                      runs.begin() + static_cast<std::ptrdiff_t>(round % runs.size()), runs.end());
+          std::rotate(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(round % runs.size()),
+                      runs.end());
           for (const auto& run : runs) {
             json g = run();
             auto& slot = best[key][g["impl"].get<std::string>()];
-            if (slot.is_null() || (!g.contains("error") && (slot.contains("error") ||
-                                                            num(g, "tokens_per_s") >
-                                                                num(slot, "tokens_per_s"))))
+            if (slot.is_null() ||
+                (!g.contains("error") &&
+                 (slot.contains("error") || num(g, "tokens_per_s") > num(slot, "tokens_per_s"))))
               slot = g;
           }
         }
@@ -586,10 +591,9 @@ void run_bench(const BenchOptions& o) {
         summary["train"][m][prec]["best_pytorch"] = best_label;
         summary["train"][m][prec]["ratio"] = ratio;
         double want = m == kLmBench ? 1.3 : 1.2;
-        goals.emplace_back(fmt::format("ropelab >= {:.1f}x the best PyTorch ({}, {})", want, m,
-                                       prec),
-                           fmt_num(ratio, "{:.2f}x") + " vs " + best_label + " " +
-                               check(ratio >= want));
+        goals.emplace_back(
+            fmt::format("ropelab >= {:.1f}x the best PyTorch ({}, {})", want, m, prec),
+            fmt_num(ratio, "{:.2f}x") + " vs " + best_label + " " + check(ratio >= want));
         t.rows.push_back(row);
       }
     md += fmt::format(

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/dropout.h"
+#include "util/vec_kernels.h"
 
 namespace ropelab::model {
 
@@ -30,48 +31,23 @@ constexpr int64_t kChunk = 64;
 constexpr float kMasked = -1e30F;  // exp(kMasked - max) is 0 in float32
 constexpr double kEps = 1e-6;
 
-// exp(x) in float, vectorisable (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-7
-// polynomial for e^r, 2^n by exponent bits); within 2 ulp of std::exp on [-87, 88], and exactly
-// 0 below -87 (a masked score, -1e30, gives 0 as in libtorch's softmax).
-inline float exp_approx(float x) {
-  const float xc = std::fmin(std::fmax(x, -87.0F), 88.0F);
-  const float n = std::floor(xc * 1.44269504088896341F + 0.5F);
-  float r = xc - n * 0.693359375F;
-  r = r + n * 2.12194440e-4F;
-  float p = 1.9875691500e-4F;
-  p = p * r + 1.3981999507e-3F;
-  p = p * r + 8.3334519073e-3F;
-  p = p * r + 4.1665795894e-2F;
-  p = p * r + 1.6666665459e-1F;
-  p = p * r + 5.0000001201e-1F;
-  p = p * r * r + r + 1.0F;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return x < -87.0F ? 0.0F : p * scale;
+// A row of any float dtype as float32: the row itself when it is float32, else converted into buf.
+const float* row_as_float(const torch::Tensor& t, int64_t r, int64_t S, std::vector<float>& buf) {
+  if (t.scalar_type() == torch::kFloat32) return t.data_ptr<float>() + r * S;
+  buf.resize(static_cast<size_t>(S));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, t.scalar_type(), "row_in", [&] {
+    const auto* src = t.data_ptr<scalar_t>() + r * S;
+    for (int64_t j = 0; j < S; ++j) buf[j] = static_cast<float>(src[j]);
+  });
+  return buf.data();
 }
 
-// One row of S scores: p = softmax(x + b1 + b2) (b1, b2 rows of additive biases; zeros where the
-// caller has none). target_clones compiles it for AVX-512, AVX2 and plain x86-64; fast-math lets
-// the max and the sum reduce in vector lanes (the sum's order differs from a serial loop's).
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3", "fast-math"))) void
-softmax_row(
-    const float* __restrict x, const float* __restrict b1, const float* __restrict b2,
-    float* __restrict p, int64_t S) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < S; ++j) {
-    float v = x[j] + b1[j] + b2[j];
-    p[j] = v;
-    mx = std::fmax(mx, v);
-  }
-  float sum = 0;
-  for (int64_t j = 0; j < S; ++j) {
-    float e = exp_approx(p[j] - mx);
-    p[j] = e;
-    sum += e;
-  }
-  const float inv = 1.0F / sum;
-  for (int64_t j = 0; j < S; ++j) p[j] *= inv;
+// Writes a float32 row into row r of t (any float dtype).
+void store_row(const float* src, const torch::Tensor& t, int64_t r, int64_t S) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, t.scalar_type(), "row_out", [&] {
+    auto* dst = t.data_ptr<scalar_t>() + r * S;
+    for (int64_t j = 0; j < S; ++j) dst[j] = static_cast<scalar_t>(src[j]);
+  });
 }
 
 // A [*, *, T, S] additive bias seen as [B, N, T, S] rows: a row's start for (b, n, t).
@@ -80,7 +56,7 @@ struct BiasRows {
   const float* base = nullptr;
   int64_t sb = 0, sn = 0, st = 0;
   BiasRows(const torch::Tensor& bias, int64_t B, int64_t N, int64_t T, int64_t S) {
-    if (!bias.defined()) return;
+    if (bias.numel() == 0) return;  // none
     t = bias.to(torch::kFloat32);
     if (t.stride(-1) != 1) t = t.contiguous();
     auto e = t.expand({B, N, T, S});
@@ -98,67 +74,63 @@ using torch::autograd::variable_list;
 // softmax(scores + bias + mask) over the last dim, in float32, written once as float32 (kept for
 // the backward) and, when out_dtype differs, once more in out_dtype (what the P v matmul reads
 // under bf16 autocast). The unfused ops make the sums and the casts in separate passes.
-// Backward: libtorch's softmax backward; the bias gets its sum over the broadcast dims.
+// Backward: dx = p (g - sum p g), one vectorised pass per row; the bias gets the sum of dx over
+// its broadcast dims.
 struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& scores_in,
                                const torch::Tensor& bias, const torch::Tensor& mask,
                                c10::ScalarType out_dtype) {
     auto scores = scores_in.contiguous();
-    const int64_t B = scores.size(0), N = scores.size(1), T = scores.size(2),
-                  S = scores.size(3);
+    const int64_t B = scores.size(0), N = scores.size(1), T = scores.size(2), S = scores.size(3);
     auto f32 = scores.options().dtype(torch::kFloat32);
     auto p32 = torch::empty({B, N, T, S}, f32);
     const bool cast_out = out_dtype != torch::kFloat32;
     auto out = cast_out ? torch::empty({B, N, T, S}, f32.dtype(out_dtype)) : p32;
     BiasRows br(bias, B, N, T, S), mr(mask, B, N, T, S);
     std::vector<float> zeros(static_cast<size_t>(S), 0.0F);
-    const bool in_f32 = scores.scalar_type() == torch::kFloat32;
-    auto x32 = in_f32 ? scores : torch::Tensor();
     at::parallel_for(0, B * N * T, 16, [&](int64_t r0, int64_t r1) {
-      std::vector<float> buf(in_f32 ? 0 : static_cast<size_t>(S));
+      std::vector<float> buf;
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / (N * T), n = (r / T) % N, i = r % T;
-        const float* x;
-        if (in_f32) {
-          x = x32.data_ptr<float>() + r * S;
-        } else {
-          AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, scores.scalar_type(),
-                                          "masked_softmax_in", [&] {
-                                            const auto* src = scores.data_ptr<scalar_t>() + r * S;
-                                            for (int64_t j = 0; j < S; ++j)
-                                              buf[j] = static_cast<float>(src[j]);
-                                          });
-          x = buf.data();
-        }
         float* p = p32.data_ptr<float>() + r * S;
-        softmax_row(x, br.row(b, n, i, zeros.data()), mr.row(b, n, i, zeros.data()), p, S);
-        if (cast_out) {
-          AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out_dtype, "masked_softmax_out",
-                                          [&] {
-                                            auto* dst = out.data_ptr<scalar_t>() + r * S;
-                                            for (int64_t j = 0; j < S; ++j)
-                                              dst[j] = static_cast<scalar_t>(p[j]);
-                                          });
-        }
+        vec::softmax_row(row_as_float(scores, r, S, buf), br.row(b, n, i, zeros.data()),
+                         mr.row(b, n, i, zeros.data()), p, S);
+        if (cast_out) store_row(p, out, r, S);
       }
     });
     ctx->save_for_backward({p32});
     ctx->saved_data["in_dtype"] = scores_in.scalar_type();
-    ctx->saved_data["bias_sizes"] = bias.defined() ? bias.sizes().vec() : std::vector<int64_t>{};
-    ctx->saved_data["bias_dtype"] = bias.defined() ? bias.scalar_type() : torch::kFloat32;
-    ctx->saved_data["bias_grad"] = bias.defined() && bias.requires_grad();
+    ctx->saved_data["bias_sizes"] = bias.sizes().vec();
+    ctx->saved_data["bias_dtype"] = bias.scalar_type();
+    ctx->saved_data["bias_grad"] = bias.numel() > 0 && bias.requires_grad();
     return {out};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto p32 = ctx->get_saved_variables()[0];
-    auto g = at::_softmax_backward_data(grad_out[0].to(torch::kFloat32), p32, -1, torch::kFloat32);
+    auto g = grad_out[0].contiguous();
+    const auto in_dtype = ctx->saved_data["in_dtype"].toScalarType();
+    const bool bias_grad = ctx->saved_data["bias_grad"].toBool();
+    const int64_t S = p32.size(-1), rows = p32.numel() / S;
+    auto gs = torch::empty(p32.sizes(), p32.options().dtype(in_dtype));
+    // The bias's gradient is summed from float32 rows.
+    auto gs32 = in_dtype == torch::kFloat32 ? gs
+                : bias_grad                 ? torch::empty_like(p32)
+                                            : torch::Tensor();
+    at::parallel_for(0, rows, 16, [&](int64_t r0, int64_t r1) {
+      std::vector<float> gbuf, obuf(static_cast<size_t>(S));
+      for (int64_t r = r0; r < r1; ++r) {
+        float* dx = gs32.defined() ? gs32.data_ptr<float>() + r * S : obuf.data();
+        vec::softmax_backward_row(p32.data_ptr<float>() + r * S, row_as_float(g, r, S, gbuf), dx,
+                                  S);
+        if (in_dtype != torch::kFloat32) store_row(dx, gs, r, S);
+      }
+    });
     torch::Tensor g_bias;
-    if (ctx->saved_data["bias_grad"].toBool())
-      g_bias = at::sum_to(g, ctx->saved_data["bias_sizes"].toIntVector())
+    if (bias_grad)
+      g_bias = at::sum_to(gs32, ctx->saved_data["bias_sizes"].toIntVector())
                    .to(ctx->saved_data["bias_dtype"].toScalarType());
-    return {g.to(ctx->saved_data["in_dtype"].toScalarType()), g_bias, torch::Tensor(),
-            torch::Tensor()};
+    return {gs, g_bias, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -173,7 +145,10 @@ torch::Tensor masked_softmax(const torch::Tensor& scores_BNTS, const torch::Tens
     if (mask.defined()) s = s + mask;
     return torch::softmax(s, -1).to(out_dtype);
   }
-  return MaskedSoftmax::apply(scores_BNTS, bias, mask, out_dtype)[0];
+  // A custom autograd function takes no undefined tensor: an empty one stands for "none".
+  auto none = torch::empty({0}, scores_BNTS.options().dtype(torch::kFloat32));
+  return MaskedSoftmax::apply(scores_BNTS, bias.defined() ? bias : none,
+                              mask.defined() ? mask : none, out_dtype)[0];
 }
 
 AttnMask AttnMask::with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const {

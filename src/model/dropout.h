@@ -11,8 +11,10 @@
 //
 // dropout() writes the mask and lets autograd see a multiply by it. The fused forms regenerate
 // the mask from the seed in their backward instead (one pass fewer each way, no mask tensor) and
-// give the same values, bit for bit, as their unfused composition with the same seed
-// (tests/unit/model_test.cpp). Other devices use torch's dropout.
+// keep the masks of their unfused composition with the same seed: dropout_add gives the same
+// values bit for bit; act_dropout computes the activation in float32 with vectorised GELU
+// (util/vec_math.h), within 1e-6 of libtorch's (tests/unit/fused_test.cpp). Other devices use
+// torch's ops.
 #pragma once
 #include <torch/types.h>
 

@@ -1,6 +1,12 @@
 #include "tasks/loss.h"
 
+#include <ATen/Parallel.h>
 #include <torch/autograd.h>
+
+#include <cmath>
+#include <vector>
+
+#include "util/vec_kernels.h"
 
 namespace ropelab::tasks {
 
@@ -9,9 +15,19 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Inputs: logits [N, V] float32, target [N]; outputs: loss_sum (differentiable), nll_N and
-// argmax_N (not).
-struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
+const float* row_as_float(const torch::Tensor& t, int64_t r, int64_t V, std::vector<float>& buf) {
+  if (t.scalar_type() == torch::kFloat32) return t.data_ptr<float>() + r * V;
+  buf.resize(static_cast<size_t>(V));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, t.scalar_type(), "ce_row_in", [&] {
+    const auto* src = t.data_ptr<scalar_t>() + r * V;
+    for (int64_t j = 0; j < V; ++j) buf[j] = static_cast<float>(src[j]);
+  });
+  return buf.data();
+}
+
+// Other devices (tensor ops): the forward keeps the softmax, the backward turns it into the
+// gradient in place. Inputs: logits [N, V] float32, target [N]; outputs as below.
+struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& logits,
                                const torch::Tensor& target, double a, double b) {
     auto valid = target != -100;
@@ -45,11 +61,96 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   }
 };
 
+// Inputs: logits [N, V] (any float dtype, read as float32), target [N]; outputs: loss_sum
+// (differentiable), nll_N and argmax_N (not). The forward reads each row twice while it is in
+// cache (max; exp-sum) and writes nothing of N x V; the backward recomputes the softmax from the
+// saved logits and writes the gradient straight in the logits' dtype (no float32 copy of the
+// logits either way under bf16 autocast).
+struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& logits_in,
+                               const torch::Tensor& target_in, double a, double b) {
+    auto logits = logits_in.contiguous();
+    auto target = target_in.to(torch::kInt64).contiguous();
+    const int64_t N = logits.size(0), V = logits.size(1);
+    auto f32 = logits.options().dtype(torch::kFloat32);
+    auto lse = torch::empty({N}, f32), nll = torch::empty({N}, f32), loss = torch::empty({N}, f32);
+    auto arg = torch::empty({N}, logits.options().dtype(torch::kInt64));
+    const int64_t* t = target.data_ptr<int64_t>();
+    float* lse_p = lse.data_ptr<float>();
+    float* nll_p = nll.data_ptr<float>();
+    float* loss_p = loss.data_ptr<float>();
+    int64_t* arg_p = arg.data_ptr<int64_t>();
+    at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
+      std::vector<float> buf;
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* x = row_as_float(logits, r, V, buf);
+        float mx = 0, se = 0, sx = 0;
+        vec::logits_row_stats(x, V, &mx, &se, &sx);
+        const float l = mx + std::log(se);
+        int64_t am = 0;
+        while (am < V - 1 && x[am] != mx) ++am;
+        arg_p[r] = am;
+        lse_p[r] = l;
+        const bool valid = t[r] != -100;
+        const float n = valid ? l - x[t[r]] : 0.0F;
+        nll_p[r] = n;
+        loss_p[r] =
+            valid ? static_cast<float>(a * n + b * (static_cast<double>(V) * l - sx)) : 0.0F;
+      }
+    });
+    ctx->save_for_backward({logits, target, lse});
+    ctx->saved_data["a"] = a;
+    ctx->saved_data["b"] = b;
+    ctx->mark_non_differentiable({nll, arg});
+    return {loss.sum(), nll, arg};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const auto& logits = saved[0];
+    const auto& target = saved[1];
+    const auto& lse = saved[2];
+    const auto a = static_cast<float>(ctx->saved_data["a"].toDouble());
+    const auto b = static_cast<float>(ctx->saved_data["b"].toDouble());
+    const int64_t N = logits.size(0), V = logits.size(1);
+    // d loss_sum: one scalar for every row (the loss is a plain sum).
+    // Read from the CPU tensor directly: item() would count as a host sync (util/sync_hook.h).
+    const float w = grad_out[0].defined()
+                        ? *grad_out[0].to(torch::kFloat32).contiguous().data_ptr<float>()
+                        : 0.0F;
+    auto grad = torch::empty_like(logits);
+    const int64_t* t = target.data_ptr<int64_t>();
+    const float* lse_p = lse.data_ptr<float>();
+    at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
+      std::vector<float> buf, gbuf(static_cast<size_t>(V));
+      for (int64_t r = r0; r < r1; ++r) {
+        const bool valid = t[r] != -100;
+        float* g =
+            logits.scalar_type() == torch::kFloat32 ? grad.data_ptr<float>() + r * V : gbuf.data();
+        vec::cross_entropy_row_grad(row_as_float(logits, r, V, buf), V, lse_p[r], b,
+                                    valid ? w : 0.0F, g);
+        if (valid) g[t[r]] -= a * w;
+        if (logits.scalar_type() != torch::kFloat32) {
+          AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(),
+                                          "ce_row_out", [&] {
+                                            auto* dst = grad.data_ptr<scalar_t>() + r * V;
+                                            for (int64_t j = 0; j < V; ++j)
+                                              dst[j] = static_cast<scalar_t>(g[j]);
+                                          });
+        }
+      }
+    });
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& target_N, double a,
                            double b) {
-  auto out = FusedCrossEntropy::apply(logits_NV.to(torch::kFloat32), target_N, a, b);
+  auto out = logits_NV.device().is_cpu()
+                 ? FusedCrossEntropy::apply(logits_NV, target_N, a, b)
+                 : DeviceCrossEntropy::apply(logits_NV.to(torch::kFloat32), target_N, a, b);
   CrossEntropy r;
   r.loss_sum = out[0];
   torch::NoGradGuard ng;

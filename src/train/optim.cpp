@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "model/init.h"
+#include "util/vec_kernels.h"
 
 namespace ropelab::train {
 
@@ -28,30 +29,6 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& model,
 
 namespace {
 
-struct AdamWScalars {
-  float decay, beta1, beta2, one_minus_beta1, one_minus_beta2, sqrt_bc2, eps, neg_step;
-};
-
-// One parameter's update over [0, n): the same operations, in the same order and precision, as
-// libtorch 1.13's AdamW::step (p *= 1 - lr wd; m = m b1 + g (1 - b1); v = v b2 + g g (1 - b2);
-// p += -lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)). target_clones compiles it for AVX-512,
-// AVX2 and plain x86-64, and picks one at load time (no-math-errno: sqrt as one instruction).
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3", "no-math-errno"))) void
-adamw_update(
-    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-    int64_t n, const AdamWScalars& s) {
-  const AdamWScalars k = s;
-  for (int64_t i = 0; i < n; ++i) {
-    float pi = p[i] * k.decay;
-    float gi = g[i];
-    float mi = m[i] * k.beta1 + gi * k.one_minus_beta1;
-    float vi = v[i] * k.beta2 + (gi * gi) * k.one_minus_beta2;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi + k.neg_step * (mi / (std::sqrt(vi) / k.sqrt_bc2 + k.eps));
-  }
-}
-
 bool fp32_cpu_dense(const torch::Tensor& t) {
   return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous() &&
          !t.is_sparse();
@@ -69,8 +46,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       auto it = state_.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
       if (it != state_.end()) {
         auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
-        if (!fp32_cpu_dense(st.exp_avg()) || !fp32_cpu_dense(st.exp_avg_sq()))
-          all_fusable = false;
+        if (!fp32_cpu_dense(st.exp_avg()) || !fp32_cpu_dense(st.exp_avg_sq())) all_fusable = false;
       }
     }
   }
@@ -99,7 +75,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       const double b1 = std::get<0>(o.betas()), b2 = std::get<1>(o.betas());
       const double bc1 = 1 - std::pow(b1, static_cast<double>(st.step()));
       const double bc2 = 1 - std::pow(b2, static_cast<double>(st.step()));
-      AdamWScalars k{};
+      vec::AdamWScalars k{};
       k.decay = static_cast<float>(o.weight_decay() != 0 ? 1 - o.lr() * o.weight_decay() : 1.0);
       k.beta1 = static_cast<float>(b1);
       k.beta2 = static_cast<float>(b2);
@@ -113,7 +89,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       float* mp = st.exp_avg().data_ptr<float>();
       float* vp = st.exp_avg_sq().data_ptr<float>();
       at::parallel_for(0, p.numel(), 16384, [&](int64_t b, int64_t e) {
-        adamw_update(pp + b, gp + b, mp + b, vp + b, e - b, k);
+        vec::adamw_update(pp + b, gp + b, mp + b, vp + b, e - b, k);
       });
     }
   }

@@ -1,6 +1,7 @@
 #include "util/platform.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -93,9 +94,26 @@ void ensure_fast_blas(int argc, char** argv) {
   if (wait) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   execv("/proc/self/exe", argv);
   // exec failed: carry on with the slow settings rather than die.
-  spdlog::warn("could not re-execute with OPENBLAS_CORETYPE={} OMP_WAIT_POLICY=PASSIVE: math "
-               "will be slower",
-               core.empty() ? "(unchanged)" : core);
+  spdlog::warn(
+      "could not re-execute with OPENBLAS_CORETYPE={} OMP_WAIT_POLICY=PASSIVE: math "
+      "will be slower",
+      core.empty() ? "(unchanged)" : core);
+}
+
+namespace {
+bool g_freed_memory_kept = false;
+constexpr int kNoTrim = INT_MAX;  // bytes: in effect, never trim the heap
+}  // namespace
+
+void keep_freed_memory() {
+  if (std::getenv("ROPELAB_KEEP_MALLOC") != nullptr) return;
+  g_freed_memory_kept = mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, kNoTrim) == 1;
+}
+
+bool freed_memory_kept() { return g_freed_memory_kept; }
+
+std::string malloc_tunables() {
+  return "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=" + std::to_string(kNoTrim);
 }
 
 std::string blas_summary() {

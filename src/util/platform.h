@@ -21,6 +21,19 @@ namespace ropelab::platform {
 // to keep whatever OpenBLAS chose (e.g. to measure the slow path).
 void ensure_fast_blas(int argc, char** argv);
 
+// Call first thing in main(), after ensure_fast_blas(): glibc's malloc then keeps freed memory
+// for reuse instead of returning it to the kernel (M_MMAP_MAX = 0: no block of its own per large
+// allocation; M_TRIM_THRESHOLD: no trimming). A training step allocates and frees the same large
+// tensors every step (logits, attention scores, FFN activations); each fresh mapping costs a page
+// fault per 4 KiB on first touch, which on a virtual machine took more than half of the LM bench
+// step (docs/platform-notes.md). Set ROPELAB_KEEP_MALLOC=1 to keep glibc's defaults.
+void keep_freed_memory();
+// The same settings as a GLIBC_TUNABLES value, for child processes (bench's PyTorch reference
+// gets ropelab's allocator settings, as it gets its BLAS core).
+std::string malloc_tunables();
+// Whether keep_freed_memory() is in force in this process.
+bool freed_memory_kept();
+
 // The kernel family OpenBLAS uses ("SkylakeX", "Prescott", ...), or "unknown" when the BLAS
 // in use is not OpenBLAS.
 std::string blas_core();

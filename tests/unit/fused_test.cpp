@@ -9,6 +9,7 @@
 #include "tensor_helpers.h"
 #include "train/optim.h"
 #include "util/platform.h"
+#include "util/vec_math.h"
 
 namespace ropelab {
 namespace {
@@ -49,14 +50,17 @@ TEST(Fused, DropoutAddMatchesTheUnfusedOpsBitForBit) {
     for (int64_t n : {1, 7, 4096 * 3 + 1}) {
       auto x = torch::randn({2, n});
       auto h = torch::randn({2, n}).to(h_type);
-      auto fused = forward_backward([](auto& a, auto& b) { return model::dropout_add(a, b, 0.1, true); }, x, h,
-                       11);
-      auto plain = forward_backward([](auto& a, auto& b) { return a + model::dropout(b, 0.1, true); }, x, h, 11);
+      auto fused = forward_backward(
+          [](auto& a, auto& b) { return model::dropout_add(a, b, 0.1, true); }, x, h, 11);
+      auto plain = forward_backward(
+          [](auto& a, auto& b) { return a + model::dropout(b, 0.1, true); }, x, h, 11);
       SCOPED_TRACE(std::string(c10::toString(h_type)) + " n=" + std::to_string(n));
       expect_same(fused, plain);
       // About 10% of the branch is dropped: its gradient is exactly 0 there.
       double dropped = (plain.gh == 0).to(torch::kFloat64).mean().item<double>();
-      if (n > 1000) EXPECT_NEAR(dropped, 0.1, 0.01);
+      if (n > 1000) {
+        EXPECT_NEAR(dropped, 0.1, 0.01);
+      }
     }
   }
   // Not training, or p = 0: exactly x + h.
@@ -65,10 +69,13 @@ TEST(Fused, DropoutAddMatchesTheUnfusedOpsBitForBit) {
   EXPECT_TRUE(torch::equal(model::dropout_add(x, h, 0.0, true), x + h));
 }
 
-TEST(Fused, ActDropoutMatchesTheUnfusedOpsBitForBit) {
+// dropout(act(h)): ReLU bit for bit; GELU (vectorised, util/vec_math.h) within 1e-6 of
+// libtorch's in float32 and within one bf16 rounding in bf16. The masks are the same: the
+// dropped elements and their zero gradients coincide exactly.
+TEST(Fused, ActDropoutMatchesTheUnfusedOps) {
   for (auto act : {config::Activation::kGelu, config::Activation::kRelu}) {
     for (auto type : {torch::kFloat32, torch::kBFloat16}) {
-      auto h = torch::randn({3, 1000}).to(type);
+      auto h = (3 * torch::randn({3, 5001})).to(type);
       auto fused = forward_backward(
           [&](auto&, auto& b) { return model::act_dropout(b, act, 0.2, true); }, {}, h, 5);
       auto plain = forward_backward(
@@ -78,12 +85,38 @@ TEST(Fused, ActDropoutMatchesTheUnfusedOpsBitForBit) {
           },
           {}, h, 5);
       SCOPED_TRACE(std::string(config::to_string(act)) + " " + c10::toString(type));
-      expect_same(fused, plain);
+      if (act == config::Activation::kRelu) {
+        expect_same(fused, plain);
+        continue;
+      }
+      const double tol = type == torch::kFloat32 ? 1e-6 : 1e-2;
+      EXPECT_EQ(fused.y.scalar_type(), type);
+      EXPECT_TRUE(test::close(fused.y, plain.y, tol, tol));
+      EXPECT_TRUE(test::close(fused.gh, plain.gh, tol, tol));
+      EXPECT_TRUE(torch::equal(fused.y == 0, plain.y == 0) || type != torch::kFloat32);
+      double dropped = (plain.gh == 0).to(torch::kFloat64).mean().item<double>();
+      EXPECT_NEAR(dropped, 0.2, 0.02);
     }
   }
   auto h = torch::randn({4, 4});
-  EXPECT_TRUE(torch::equal(model::act_dropout(h, config::Activation::kGelu, 0.1, false),
-                           torch::gelu(h)));
+  EXPECT_TRUE(
+      torch::equal(model::act_dropout(h, config::Activation::kGelu, 0.1, false), torch::gelu(h)));
+}
+
+// The vectorised GELU and its derivative against libtorch's exact (erf) GELU.
+TEST(Fused, VectorisedGeluMatchesLibtorch) {
+  auto x = torch::linspace(-12, 12, 20001, torch::kFloat64).to(torch::kFloat32);
+  auto xr = x.clone().requires_grad_(true);
+  torch::gelu(xr).sum().backward();
+  auto y = torch::empty_like(x), d = torch::empty_like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    y[i] = vec::gelu_approx(x[i].item<float>());
+    d[i] = vec::gelu_grad_approx(x[i].item<float>());
+  }
+  EXPECT_TRUE(test::close(y, torch::gelu(x), 1e-6, 3e-7));
+  EXPECT_TRUE(test::close(d, xr.grad(), 1e-6, 3e-7));
+  EXPECT_EQ(vec::exp_approx(-1e30F), 0.0F);
+  EXPECT_NEAR(vec::exp_approx(1.0F), std::exp(1.0F), 1e-6);
 }
 
 // FusedAdamW = libtorch's AdamW: the same parameters, moments and step count after several
@@ -124,7 +157,8 @@ TEST(Fused, AdamWMatchesLibtorchAdamW) {
     plain.step();
   }
   for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(test::close(a[i], b[i], 1e-6, 1e-7)) << "parameter " << i;
+    // Moments are sums with cancellation: a few float ulps of the gradient's scale apart.
+    EXPECT_TRUE(test::close(a[i], b[i], 1e-5, 1e-6)) << "parameter " << i;
     EXPECT_FALSE(torch::equal(a[i], init[i]));  // it moved
     auto key = c10::guts::to_string(a[i].unsafeGetTensorImpl());
     auto key_b = c10::guts::to_string(b[i].unsafeGetTensorImpl());
@@ -132,8 +166,8 @@ TEST(Fused, AdamWMatchesLibtorchAdamW) {
     auto& sb = static_cast<torch::optim::AdamWParamState&>(*plain.state().at(key_b));
     EXPECT_EQ(sa.step(), 6);
     EXPECT_EQ(sa.step(), sb.step());
-    EXPECT_TRUE(test::close(sa.exp_avg(), sb.exp_avg(), 1e-6, 1e-7)) << "exp_avg " << i;
-    EXPECT_TRUE(test::close(sa.exp_avg_sq(), sb.exp_avg_sq(), 1e-6, 1e-7)) << "exp_avg_sq " << i;
+    EXPECT_TRUE(test::close(sa.exp_avg(), sb.exp_avg(), 1e-5, 1e-6)) << "exp_avg " << i;
+    EXPECT_TRUE(test::close(sa.exp_avg_sq(), sb.exp_avg_sq(), 1e-5, 1e-6)) << "exp_avg_sq " << i;
   }
 }
 
@@ -170,13 +204,16 @@ TEST(Fused, MaskedSoftmaxMatchesTheUnfusedOps) {
       auto y32 = y1.to(torch::kFloat32);
       auto masked = mask < -1;
       auto zero = (masked & masked.all(-1, true).logical_not()).expand({B, N, T, S});
-      if (zero.any().item<bool>()) EXPECT_EQ(y32.masked_select(zero).abs().max().item<float>(), 0.0F);
+      if (zero.any().item<bool>()) {
+        EXPECT_EQ(y32.masked_select(zero).abs().max().item<float>(), 0.0F);
+      }
       EXPECT_TRUE(test::close(y32.sum(-1), torch::ones({B, N, T}), tol, tol));
     }
   }
   // Neither bias nor mask: plain softmax.
   auto x = torch::randn({1, 2, 3, 33});
-  EXPECT_TRUE(test::close(model::masked_softmax(x, {}, {}, torch::kFloat32), torch::softmax(x, -1)));
+  EXPECT_TRUE(
+      test::close(model::masked_softmax(x, {}, {}, torch::kFloat32), torch::softmax(x, -1)));
 }
 
 // run.threads governs every pool: ATen's intra-op pool and OpenBLAS's own threads.
@@ -185,7 +222,9 @@ TEST(Platform, ThreadsGovernEveryPool) {
   for (int n : {1, 2}) {
     platform::set_threads(n);
     EXPECT_EQ(at::get_num_threads(), n);
-    if (platform::blas_core() != "unknown") EXPECT_EQ(platform::blas_threads(), n);
+    if (platform::blas_core() != "unknown") {
+      EXPECT_EQ(platform::blas_threads(), n);
+    }
   }
   platform::set_threads(before);
 }

@@ -1,0 +1,89 @@
+#include "util/vec_kernels.h"
+
+#include <cmath>
+
+#include "util/vec_math.h"
+
+#define ROPELAB_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+namespace ropelab::vec {
+
+ROPELAB_CLONES void softmax_row(const float* __restrict x, const float* __restrict b1,
+                                const float* __restrict b2, float* __restrict p, int64_t S) {
+  float mx = x[0] + b1[0] + b2[0];
+  for (int64_t j = 0; j < S; ++j) {
+    float v = x[j] + b1[j] + b2[j];
+    p[j] = v;
+    mx = std::fmax(mx, v);
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < S; ++j) {
+    float e = exp_approx(p[j] - mx);
+    p[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0F / sum;
+  for (int64_t j = 0; j < S; ++j) p[j] *= inv;
+}
+
+ROPELAB_CLONES void softmax_backward_row(const float* __restrict p, const float* __restrict g,
+                                         float* __restrict dx, int64_t S) {
+  float dot = 0;
+  for (int64_t j = 0; j < S; ++j) dot += p[j] * g[j];
+  for (int64_t j = 0; j < S; ++j) dx[j] = p[j] * (g[j] - dot);
+}
+
+ROPELAB_CLONES void logits_row_stats(const float* __restrict x, int64_t V, float* max,
+                                     float* sum_exp, float* sum_x) {
+  float mx = x[0];
+  for (int64_t j = 0; j < V; ++j) mx = std::fmax(mx, x[j]);
+  float se = 0, sx = 0;
+  for (int64_t j = 0; j < V; ++j) {
+    se += exp_approx(x[j] - mx);
+    sx += x[j];
+  }
+  *max = mx;
+  *sum_exp = se;
+  *sum_x = sx;
+}
+
+ROPELAB_CLONES void cross_entropy_row_grad(const float* __restrict x, int64_t V, float lse, float b,
+                                           float w, float* __restrict g) {
+  for (int64_t j = 0; j < V; ++j) g[j] = (exp_approx(x[j] - lse) - b) * w;
+}
+
+ROPELAB_CLONES void act_mask_forward(const float* __restrict h, const float* __restrict m,
+                                     float* __restrict y, int64_t n, bool gelu) {
+  if (gelu) {
+    for (int64_t j = 0; j < n; ++j) y[j] = gelu_approx(h[j]) * m[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] = (h[j] > 0.0F ? h[j] : 0.0F) * m[j];
+  }
+}
+
+ROPELAB_CLONES void act_mask_backward(const float* __restrict h, const float* __restrict g,
+                                      const float* __restrict m, float* __restrict dh, int64_t n,
+                                      bool gelu) {
+  if (gelu) {
+    for (int64_t j = 0; j < n; ++j) dh[j] = g[j] * m[j] * gelu_grad_approx(h[j]);
+  } else {
+    for (int64_t j = 0; j < n; ++j) dh[j] = h[j] > 0.0F ? g[j] * m[j] : 0.0F;
+  }
+}
+
+ROPELAB_CLONES void adamw_update(float* __restrict p, const float* __restrict g,
+                                 float* __restrict m, float* __restrict v, int64_t n,
+                                 const AdamWScalars& s) {
+  const AdamWScalars k = s;
+  for (int64_t i = 0; i < n; ++i) {
+    float pi = p[i] * k.decay;
+    float gi = g[i];
+    float mi = m[i] * k.beta1 + gi * k.one_minus_beta1;
+    float vi = v[i] * k.beta2 + (gi * gi) * k.one_minus_beta2;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi + k.neg_step * (mi / (std::sqrt(vi) / k.sqrt_bc2 + k.eps));
+  }
+}
+
+}  // namespace ropelab::vec

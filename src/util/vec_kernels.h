@@ -1,0 +1,39 @@
+// The inner loops of ropelab's fused CPU kernels, on plain float arrays: no libtorch here, so
+// that this one file is compiled with -O3 -ffast-math (CMakeLists.txt) and its reductions and
+// math (util/vec_math.h) vectorise; each function is also compiled for AVX-512 and AVX2
+// (target_clones) and picked at load time. The callers (model/attention.cpp, model/dropout.cpp,
+// tasks/loss.cpp, train/optim.cpp) own the tensors, the threads and autograd.
+//
+// Equations: softmax and its backward (Vaswani et al. 2017, Eq. 1), softmax cross-entropy with
+// label smoothing (Szegedy et al. 2016, Sec. 7), GELU (Hendrycks & Gimpel 2016) under dropout
+// (Srivastava et al. 2014), AdamW (Loshchilov & Hutter 2019, Algorithm 2).
+#pragma once
+#include <cstdint>
+
+namespace ropelab::vec {
+
+// p = softmax(x + b1 + b2) over S elements (b1, b2: additive biases; pass zeros for none).
+void softmax_row(const float* x, const float* b1, const float* b2, float* p, int64_t S);
+// dx = p (g - sum_k p_k g_k).
+void softmax_backward_row(const float* p, const float* g, float* dx, int64_t S);
+
+// max_j x_j, sum_j exp(x_j - max), sum_j x_j over V elements.
+void logits_row_stats(const float* x, int64_t V, float* max, float* sum_exp, float* sum_x);
+// g_j = (exp(x_j - lse) - b) w.
+void cross_entropy_row_grad(const float* x, int64_t V, float lse, float b, float w, float* g);
+
+// y = act(h) m and dh = g m act'(h), act = GELU (exact form) or ReLU; m holds each element's
+// dropout factor (0 or 1/(1-p)).
+void act_mask_forward(const float* h, const float* m, float* y, int64_t n, bool gelu);
+void act_mask_backward(const float* h, const float* g, const float* m, float* dh, int64_t n,
+                       bool gelu);
+
+// One AdamW update over n elements, in libtorch's order of operations:
+// p *= decay; m = m b1 + g (1 - b1); v = v b2 + g g (1 - b2); p += neg_step m / (sqrt(v) /
+// sqrt_bc2 + eps).
+struct AdamWScalars {
+  float decay, beta1, beta2, one_minus_beta1, one_minus_beta2, sqrt_bc2, eps, neg_step;
+};
+void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& k);
+
+}  // namespace ropelab::vec

@@ -1,0 +1,59 @@
+// Float math written so that GCC vectorises the loops that call it (no libm calls, no
+// branches): exp (Cephes' expf), erf (Abramowitz & Stegun 7.1.26) and the exact GELU
+// (Hendrycks & Gimpel 2016: x Phi(x)) with its derivative. The fused CPU kernels (attention
+// softmax, cross-entropy, FFN activation) call them from functions compiled with
+// target_clones for AVX-512 and AVX2: libtorch 1.13's own CPU softmax and GELU ran at 7-10 ns
+// per element on this machine, scalar speed.
+//
+// Accuracy: exp_approx within 2 ulp of std::exp on [-87, 88] (exactly 0 below -87, where a
+// masked score of -1e30 lands); erf_approx within 1.5e-7 absolute.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace ropelab::vec {
+
+inline float exp_approx(float x) {
+  const float xc = std::fmin(std::fmax(x, -87.0F), 88.0F);
+  const float n = std::floor(xc * 1.44269504088896341F + 0.5F);
+  float r = xc - n * 0.693359375F;
+  r = r + n * 2.12194440e-4F;
+  float p = 1.9875691500e-4F;
+  p = p * r + 1.3981999507e-3F;
+  p = p * r + 8.3334519073e-3F;
+  p = p * r + 4.1665795894e-2F;
+  p = p * r + 1.6666665459e-1F;
+  p = p * r + 5.0000001201e-1F;
+  p = p * r * r + r + 1.0F;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < -87.0F ? 0.0F : p * scale;
+}
+
+inline float erf_approx(float x) {
+  const float ax = std::fabs(x);
+  const float t = 1.0F / (1.0F + 0.3275911F * ax);
+  float y = 1.061405429F;
+  y = y * t - 1.453152027F;
+  y = y * t + 1.421413741F;
+  y = y * t - 0.284496736F;
+  y = y * t + 0.254829592F;
+  y = 1.0F - y * t * exp_approx(-ax * ax);
+  return std::copysign(y, x);
+}
+
+// GELU(x) = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2.
+inline float gelu_approx(float x) {
+  return 0.5F * x * (1.0F + erf_approx(x * 0.70710678118654752F));
+}
+
+// GELU'(x) = Phi(x) + x phi(x).
+inline float gelu_grad_approx(float x) {
+  const float cdf = 0.5F * (1.0F + erf_approx(x * 0.70710678118654752F));
+  const float pdf = 0.39894228040143268F * exp_approx(-0.5F * x * x);
+  return cdf + x * pdf;
+}
+
+}  // namespace ropelab::vec
