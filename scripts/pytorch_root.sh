@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds a minimal Debian root with another release's PyTorch, for the PyTorch columns of
 # `ropelab bench --compare-pytorch --pytorch-root DIR` (e.g. PyTorch 2.6 of Debian 13 next to
-# ropelab on Debian 12, on the same cores, in one interleaved run). The root has python3-torch,
-# and g++ with python3-dev so that torch.compile's CPU backend (inductor) can compile its kernels.
+# ropelab on Debian 12, on the same cores, in one interleaved run). The root has python3-torch
+# with OpenBLAS (without it Debian's libtorch falls back to the reference BLAS, many times
+# slower), and g++ with python3-dev, python3-setuptools and libtorch-dev (ATen headers) so that torch.compile's CPU backend (inductor) can compile
+# its kernels. The bench runs it with /proc, /sys and /dev bound in a private mount namespace.
 #
 #   sudo bash scripts/pytorch_root.sh                       # Debian 13 in /var/tmp/ropelab-roots/pytorch-trixie
 #   sudo bash scripts/pytorch_root.sh --suite trixie --root DIR
@@ -39,8 +41,8 @@ mounted=()
 cleanup() { local m; for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
 trap cleanup EXIT
 for d in proc sys dev; do mount --bind "/$d" "$root/$d"; mounted+=("$root/$d"); done
-echo "pytorch_root: installing python3-torch, g++ and python3-dev in $root" >&2
+echo "pytorch_root: installing python3-torch, OpenBLAS, g++ and python3-dev in $root" >&2
 chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
-  bash -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-torch g++ python3-dev >/dev/null"
+  bash -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-torch libtorch-dev libopenblas0-pthread g++ python3-dev python3-setuptools >/dev/null"
 version=$(chroot "$root" /usr/bin/python3 -c 'import torch; print(torch.__version__)')
 echo "pytorch_root: $root has PyTorch $version; use: ropelab bench --compare-pytorch --pytorch-root $root" >&2

@@ -386,7 +386,12 @@ std::vector<Peer> find_peers(const BenchOptions& o) {
     if (!fs::exists(root + "/usr/bin/python3"))
       throw UserError("bench --pytorch-root " + root +
                       ": no usr/bin/python3 there (scripts/pytorch_root.sh builds such a root)");
-    pythons.push_back("chroot " + platform::shell_quote(root) + " " + env + " /usr/bin/python3");
+    // /proc, /sys and /dev bound in a private mount namespace (gone when the child exits):
+    // without /proc, PyTorch cannot read the CPU's features and runs its slowest kernels.
+    pythons.push_back(
+        "unshare --mount --fork /bin/sh -c 'for d in proc sys dev; do mount --bind /$d \"$0/$d\"; "
+        "done; exec chroot \"$0\" " +
+        env + " /usr/bin/python3 \"$@\"' " + platform::shell_quote(root));
   }
   std::vector<Peer> peers;
   for (const auto& py : pythons) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compat/torch_compat.h"
 #include "model/dropout.h"
 #include "util/vec_kernels.h"
 
@@ -134,7 +135,53 @@ struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
   }
 };
 
+// [..., M, K] @ [..., K, N] with equal leading dims, as one mm per leading index: libtorch 1.13's
+// CPU bmm ran these shapes (64 x 256 x 64 x 256) at a fifth of the speed of the same gemms issued
+// one by one (docs/platform-notes.md).
+torch::Tensor mm_loop(const torch::Tensor& a, const torch::Tensor& b) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  auto a3 = a.reshape({-1, M, K}), b3 = b.reshape({-1, K, N});
+  auto out = torch::empty({a3.size(0), M, N}, a.options());
+  for (int64_t i = 0; i < a3.size(0); ++i) {
+    auto o = out.select(0, i);
+    at::mm_out(o, a3.select(0, i), b3.select(0, i));
+  }
+  auto sizes = a.sizes().vec();
+  sizes.back() = N;
+  return out.view(sizes);
+}
+
+// a @ b through mm_loop, forward and backward (da = g b^T, db = a^T g).
+struct LoopMatmul : public torch::autograd::Function<LoopMatmul> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a,
+                               const torch::Tensor& b) {
+    ctx->save_for_backward({a, b});
+    return mm_loop(a, b);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    auto g = grad_out[0];
+    torch::Tensor ga, gb;
+    if (ctx->needs_input_grad(0)) ga = mm_loop(g, saved[1].transpose(-2, -1));
+    if (ctx->needs_input_grad(1)) gb = mm_loop(saved[0].transpose(-2, -1), g);
+    return {ga, gb};
+  }
+};
+
 }  // namespace
+
+torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  // Only float32 on CPU without autocast (bf16 runs through oneDNN, which is fast), and only
+  // when the leading dims agree (no broadcasting).
+  if (!a.device().is_cpu() || a.scalar_type() != torch::kFloat32 ||
+      b.scalar_type() != torch::kFloat32 || a.dim() < 3 || a.dim() != b.dim() ||
+      a.sizes().slice(0, a.dim() - 2) != b.sizes().slice(0, b.dim() - 2) ||
+      compat::autocast_enabled(c10::DeviceType::CPU))
+    return torch::matmul(a, b);
+  if (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad()))
+    return LoopMatmul::apply(a, b);
+  return mm_loop(a, b);
+}
 
 torch::Tensor masked_softmax(const torch::Tensor& scores_BNTS, const torch::Tensor& bias,
                              const torch::Tensor& mask, c10::ScalarType out_dtype) {
@@ -168,15 +215,15 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
   int64_t T = q.size(2), S = k.size(2), H = q.size(3);
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,
   // adds the position bias and the mask and normalises in float32 in one pass (masked_softmax).
-  auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1));
+  auto scores = batched_matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1));
   torch::Tensor mask_bias = mask.bias_B1TS;
   if (!mask_bias.defined() && (mask.causal || mask.key_pad_BS.defined()))
     mask_bias = mask.with_bias(T, S, q_offset, q.device()).bias_B1TS;
   if (dropout > 0 && training) {
     auto p = masked_softmax(scores, bias, mask_bias, torch::kFloat32);
-    return torch::matmul(model::dropout(p, dropout, training).to(v.scalar_type()), v);
+    return batched_matmul(model::dropout(p, dropout, training).to(v.scalar_type()), v);
   }
-  return torch::matmul(masked_softmax(scores, bias, mask_bias, v.scalar_type()), v);
+  return batched_matmul(masked_softmax(scores, bias, mask_bias, v.scalar_type()), v);
 }
 
 torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::Tensor& kn,

@@ -63,6 +63,11 @@ struct KVCache {
 torch::Tensor masked_softmax(const torch::Tensor& scores_BNTS, const torch::Tensor& bias,
                              const torch::Tensor& mask, c10::ScalarType out_dtype);
 
+// a @ b for [..., M, K] and [..., K, N] with equal leading dims. On CPU in float32 (no autocast):
+// one mm per leading index, forward and backward (libtorch 1.13's bmm ran the attention shapes
+// at a fifth of that speed); elsewhere torch::matmul.
+torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b);
+
 // The kernels, as free functions (tested directly against their quadratic forms).
 torch::Tensor softmax_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
                                 const torch::Tensor& v_BNSH, const torch::Tensor& bias_1NTS,

@@ -9,10 +9,11 @@ tiny=(model.d_model=32 model.n_layers=1 model.n_decoder_layers=1 model.n_heads=2
       task.seq_len=32 train.batch_size=2 data.tokenizer.vocab_size=100)
 
 expect_exit 0 "$ROPELAB" bench --configs "$CFG" --out b --steps 1 --rounds 1 --threads 1 \
-  --sections machine,train,positions,attention,decode --compare-pytorch \
+  --sections machine,train,positions,attention,decode --compare-pytorch --pytorch-variants eager \
   --lengths 32,64 --attention-tokens 128 --decode-lengths 8,16 "${tiny[@]}"
 for h in "## Machine" "## Training" "## Position modules" "## Attention kernels" "## Decoding" \
-         "## Goals" "ropelab / PyTorch" "| xpos |" "written: b/bench.md"; do
+         "## Goals" "ropelab / best" "best PyTorch" "the best PyTorch (lm, fp32)" "| xpos |" \
+         "- ropelab: BLAS core" "OpenMP wait" "written: b/bench.md"; do
   expect_in "$h"
 done
 expect_not_in "failed"
@@ -23,7 +24,9 @@ s = j["summary"]
 for m in ("lm", "mlm", "translation"):
     for p in ("fp32", "bf16"):
         r = s["train"][m][p]
-        assert r["tokens_per_s"] > 0 and r["pytorch_tokens_per_s"] > 0 and r["ratio"] > 0, (m, p, r)
+        assert r["tokens_per_s"] > 0 and r["ratio"] > 0, (m, p, r)
+        assert r["best_pytorch"].startswith("PyTorch ") and r["best_pytorch"].endswith(" eager"), r
+        assert all(x > 0 for x in r["pytorch"].values()), r
         assert 0 < r["mfu"] < 1.5, (m, p, r)
 assert set(s["positions"]) == {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos",
                                "fire", "kerple"}
@@ -45,5 +48,12 @@ expect_exit 2 "$ROPELAB" bench --configs "$CFG" --out c model.d_modle=3
 expect_in "model.d_modle"
 expect_exit 2 "$ROPELAB" bench --configs nowhere --out c
 expect_in "nowhere/lm.yaml"
+expect_exit 2 "$ROPELAB" bench --configs "$CFG" --out c --compare-pytorch --pytorch-root /nowhere
+expect_in "bench --pytorch-root /nowhere: no usr/bin/python3 there"
+[[ $(wc -l <<<"$OUT") -eq 1 ]] || fail "more than one line: $OUT"
+expect_exit 2 "$ROPELAB" bench --configs "$CFG" --out c --pytorch-root /nowhere
+expect_in "needs --compare-pytorch"
+expect_exit 2 "$ROPELAB" bench --configs "$CFG" --out c --compare-pytorch --pytorch-variants jit
+expect_in "jit"
 [[ ! -e c ]] || fail "a refused bench wrote c/"
 echo "bench e2e: OK"

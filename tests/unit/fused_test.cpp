@@ -216,6 +216,27 @@ TEST(Fused, MaskedSoftmaxMatchesTheUnfusedOps) {
       test::close(model::masked_softmax(x, {}, {}, torch::kFloat32), torch::softmax(x, -1)));
 }
 
+// batched_matmul = torch::matmul for [B, N, T, H] @ [B, N, H, S] (a transposed view, as
+// attention's k^T): values and both gradients.
+TEST(Fused, BatchedMatmulMatchesMatmul) {
+  auto a0 = torch::randn({2, 3, 17, 8}), k0 = torch::randn({2, 3, 19, 8});
+  auto w = torch::randn({2, 3, 17, 19});
+  auto go = [&](bool loop) {
+    auto a = a0.clone().requires_grad_(true), k = k0.clone().requires_grad_(true);
+    auto y = loop ? model::batched_matmul(a, k.transpose(-2, -1))
+                  : torch::matmul(a, k.transpose(-2, -1));
+    (y * w).sum().backward();
+    return std::make_tuple(y.detach(), a.grad(), k.grad());
+  };
+  auto [y1, ga1, gk1] = go(true);
+  auto [y0, ga0, gk0] = go(false);
+  EXPECT_TRUE(test::close(y1, y0));
+  EXPECT_TRUE(test::close(ga1, ga0));
+  EXPECT_TRUE(test::close(gk1, gk0));
+  torch::NoGradGuard ng;  // and without autograd
+  EXPECT_TRUE(test::close(model::batched_matmul(a0, k0.transpose(-2, -1)), y0));
+}
+
 // run.threads governs every pool: ATen's intra-op pool and OpenBLAS's own threads.
 TEST(Platform, ThreadsGovernEveryPool) {
   int before = at::get_num_threads();
