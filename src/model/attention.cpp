@@ -10,6 +10,7 @@
 
 #include "compat/torch_compat.h"
 #include "model/dropout.h"
+#include "util/float_rows.h"
 #include "util/vec_kernels.h"
 
 namespace ropelab::model {
@@ -31,25 +32,6 @@ torch::Tensor allowed_TS(int64_t T, int64_t S, int64_t q_offset, bool causal, to
 constexpr int64_t kChunk = 64;
 constexpr float kMasked = -1e30F;  // exp(kMasked - max) is 0 in float32
 constexpr double kEps = 1e-6;
-
-// A row of any float dtype as float32: the row itself when it is float32, else converted into buf.
-const float* row_as_float(const torch::Tensor& t, int64_t r, int64_t S, std::vector<float>& buf) {
-  if (t.scalar_type() == torch::kFloat32) return t.data_ptr<float>() + r * S;
-  buf.resize(static_cast<size_t>(S));
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, t.scalar_type(), "row_in", [&] {
-    const auto* src = t.data_ptr<scalar_t>() + r * S;
-    for (int64_t j = 0; j < S; ++j) buf[j] = static_cast<float>(src[j]);
-  });
-  return buf.data();
-}
-
-// Writes a float32 row into row r of t (any float dtype).
-void store_row(const float* src, const torch::Tensor& t, int64_t r, int64_t S) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, t.scalar_type(), "row_out", [&] {
-    auto* dst = t.data_ptr<scalar_t>() + r * S;
-    for (int64_t j = 0; j < S; ++j) dst[j] = static_cast<scalar_t>(src[j]);
-  });
-}
 
 // A [*, *, T, S] additive bias seen as [B, N, T, S] rows: a row's start for (b, n, t).
 struct BiasRows {
@@ -94,9 +76,9 @@ struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / (N * T), n = (r / T) % N, i = r % T;
         float* p = p32.data_ptr<float>() + r * S;
-        vec::softmax_row(row_as_float(scores, r, S, buf), br.row(b, n, i, zeros.data()),
+        vec::softmax_row(util::float_run(scores, r * S, S, buf), br.row(b, n, i, zeros.data()),
                          mr.row(b, n, i, zeros.data()), p, S);
-        if (cast_out) store_row(p, out, r, S);
+        if (cast_out) util::store_float_run(p, out, r * S, S);
       }
     });
     ctx->save_for_backward({p32});
@@ -122,9 +104,9 @@ struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
       std::vector<float> gbuf, obuf(static_cast<size_t>(S));
       for (int64_t r = r0; r < r1; ++r) {
         float* dx = gs32.defined() ? gs32.data_ptr<float>() + r * S : obuf.data();
-        vec::softmax_backward_row(p32.data_ptr<float>() + r * S, row_as_float(g, r, S, gbuf), dx,
-                                  S);
-        if (in_dtype != torch::kFloat32) store_row(dx, gs, r, S);
+        vec::softmax_backward_row(p32.data_ptr<float>() + r * S, util::float_run(g, r * S, S, gbuf),
+                                  dx, S);
+        if (in_dtype != torch::kFloat32) util::store_float_run(dx, gs, r * S, S);
       }
     });
     torch::Tensor g_bias;

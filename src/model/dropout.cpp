@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "util/float_rows.h"
 #include "util/random.h"
 #include "util/vec_kernels.h"
 
@@ -122,20 +123,6 @@ struct DropoutAdd : public torch::autograd::Function<DropoutAdd> {
 
 constexpr int64_t kChunk = 2048;  // elements per task; even, so a hash's pair stays in one chunk
 
-// Elements [c0, c0 + n) of t (any float dtype) as float32 in buf.
-void load_chunk(const torch::Tensor& t, int64_t c0, int64_t n, float* buf) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, t.scalar_type(), "chunk_in", [&] {
-    const auto* src = t.data_ptr<scalar_t>() + c0;
-    for (int64_t j = 0; j < n; ++j) buf[j] = static_cast<float>(src[j]);
-  });
-}
-void store_chunk(const float* buf, const torch::Tensor& t, int64_t c0, int64_t n) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, t.scalar_type(), "chunk_out", [&] {
-    auto* dst = t.data_ptr<scalar_t>() + c0;
-    for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<scalar_t>(buf[j]);
-  });
-}
-
 // y = act(h) * mask in one pass per chunk; backward: grad * mask * act'(h), one pass
 // (util/vec_kernels.h: libtorch 1.13's CPU GELU ran at 7-9 ns per element here). The
 // activation runs in float32 whatever h's dtype; the kept scale is 1/(1-p) rounded to h's dtype,
@@ -155,12 +142,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
       std::vector<float> mask(kChunk);
       for (int64_t c = b; c < e; ++c) {
         const int64_t c0 = c * kChunk, n = std::min(kChunk, numel - c0);
-        for (int64_t j = 0; j < n; j += 2) {
-          uint64_t r =
-              util::mix64(m.seed ^ static_cast<uint64_t>((c0 + j) / 2) * 0xD1B54A32D192ED03ULL);
-          mask[j] = (r & 0xFFFFFFFFULL) >= m.threshold ? keep : 0.0F;
-          if (j + 1 < n) mask[j + 1] = (r >> 32) >= m.threshold ? keep : 0.0F;
-        }
+        vec::dropout_factors(m.seed, m.threshold, c0, n, keep, mask.data());
         f(c0, n, mask.data());
       }
     });
@@ -177,12 +159,10 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     auto y = torch::empty_like(h);
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h, p), [&](int64_t c0, int64_t n, const float* mask) {
-      std::vector<float> in(f32 ? 0 : kChunk), out(f32 ? 0 : kChunk);
-      const float* hp = f32 ? h.data_ptr<float>() + c0 : in.data();
-      float* yp = f32 ? y.data_ptr<float>() + c0 : out.data();
-      if (!f32) load_chunk(h, c0, n, in.data());
-      vec::act_mask_forward(hp, mask, yp, n, gelu);
-      if (!f32) store_chunk(yp, y, c0, n);
+      std::vector<float> hb, yb(f32 ? 0 : kChunk);
+      float* yp = f32 ? y.data_ptr<float>() + c0 : yb.data();
+      vec::act_mask_forward(util::float_run(h, c0, n, hb), mask, yp, n, gelu);
+      util::store_float_run(yp, y, c0, n);
     });
     return y;
   }
@@ -194,18 +174,13 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     const bool gelu =
         ctx->saved_data["act"].toInt() == static_cast<int64_t>(config::Activation::kGelu);
     auto dh = torch::empty_like(h);
-    const bool f32 = h.scalar_type() == torch::kFloat32 && g.scalar_type() == torch::kFloat32;
+    const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h, m.p), [&](int64_t c0, int64_t n, const float* mask) {
-      std::vector<float> hb(f32 ? 0 : kChunk), gb(f32 ? 0 : kChunk), ob(f32 ? 0 : kChunk);
-      const float* hp = f32 ? h.data_ptr<float>() + c0 : hb.data();
-      const float* gp = f32 ? g.data_ptr<float>() + c0 : gb.data();
+      std::vector<float> hb, gb, ob(f32 ? 0 : kChunk);
       float* op = f32 ? dh.data_ptr<float>() + c0 : ob.data();
-      if (!f32) {
-        load_chunk(h, c0, n, hb.data());
-        load_chunk(g, c0, n, gb.data());
-      }
-      vec::act_mask_backward(hp, gp, mask, op, n, gelu);
-      if (!f32) store_chunk(op, dh, c0, n);
+      vec::act_mask_backward(util::float_run(h, c0, n, hb), util::float_run(g, c0, n, gb), mask, op,
+                             n, gelu);
+      util::store_float_run(op, dh, c0, n);
     });
     return {dh, torch::Tensor(), torch::Tensor()};
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "util/float_rows.h"
 #include "util/vec_kernels.h"
 
 namespace ropelab::tasks {
@@ -14,16 +15,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-const float* row_as_float(const torch::Tensor& t, int64_t r, int64_t V, std::vector<float>& buf) {
-  if (t.scalar_type() == torch::kFloat32) return t.data_ptr<float>() + r * V;
-  buf.resize(static_cast<size_t>(V));
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, t.scalar_type(), "ce_row_in", [&] {
-    const auto* src = t.data_ptr<scalar_t>() + r * V;
-    for (int64_t j = 0; j < V; ++j) buf[j] = static_cast<float>(src[j]);
-  });
-  return buf.data();
-}
 
 // Other devices (tensor ops): the forward keeps the softmax, the backward turns it into the
 // gradient in place. Inputs: logits [N, V] float32, target [N]; outputs as below.
@@ -83,7 +74,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
     at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf;
       for (int64_t r = r0; r < r1; ++r) {
-        const float* x = row_as_float(logits, r, V, buf);
+        const float* x = util::float_run(logits, r * V, V, buf);
         float mx = 0, se = 0, sx = 0;
         vec::logits_row_stats(x, V, &mx, &se, &sx);
         const float l = mx + std::log(se);
@@ -127,17 +118,10 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
         const bool valid = t[r] != -100;
         float* g =
             logits.scalar_type() == torch::kFloat32 ? grad.data_ptr<float>() + r * V : gbuf.data();
-        vec::cross_entropy_row_grad(row_as_float(logits, r, V, buf), V, lse_p[r], b,
+        vec::cross_entropy_row_grad(util::float_run(logits, r * V, V, buf), V, lse_p[r], b,
                                     valid ? w : 0.0F, g);
         if (valid) g[t[r]] -= a * w;
-        if (logits.scalar_type() != torch::kFloat32) {
-          AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(),
-                                          "ce_row_out", [&] {
-                                            auto* dst = grad.data_ptr<scalar_t>() + r * V;
-                                            for (int64_t j = 0; j < V; ++j)
-                                              dst[j] = static_cast<scalar_t>(g[j]);
-                                          });
-        }
+        util::store_float_run(g, grad, r * V, V);
       }
     });
     return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};

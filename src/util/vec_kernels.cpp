@@ -1,12 +1,16 @@
 #include "util/vec_kernels.h"
 
 #include <cmath>
+#include <cstring>
 
+#include "util/random.h"
 #include "util/vec_math.h"
 
 #define ROPELAB_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 namespace ropelab::vec {
+
+using util::mix64;
 
 ROPELAB_CLONES void softmax_row(const float* __restrict x, const float* __restrict b1,
                                 const float* __restrict b2, float* __restrict p, int64_t S) {
@@ -68,6 +72,39 @@ ROPELAB_CLONES void act_mask_backward(const float* __restrict h, const float* __
     for (int64_t j = 0; j < n; ++j) dh[j] = g[j] * m[j] * gelu_grad_approx(h[j]);
   } else {
     for (int64_t j = 0; j < n; ++j) dh[j] = h[j] > 0.0F ? g[j] * m[j] : 0.0F;
+  }
+}
+
+ROPELAB_CLONES void bf16_to_float(const uint16_t* __restrict src, float* __restrict dst,
+                                  int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t u = static_cast<uint32_t>(src[j]) << 16;
+    std::memcpy(&dst[j], &u, sizeof u);
+  }
+}
+
+ROPELAB_CLONES void float_to_bf16(const float* __restrict src, uint16_t* __restrict dst,
+                                  int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t u;
+    std::memcpy(&u, &src[j], sizeof u);
+    const uint32_t rounded = (u + 0x7FFFU + ((u >> 16) & 1U)) >> 16;
+    dst[j] = static_cast<uint16_t>((u & 0x7FFFFFFFU) > 0x7F800000U ? 0x7FC0U : rounded);
+  }
+}
+
+ROPELAB_CLONES void dropout_factors(uint64_t seed, uint64_t threshold, int64_t start, int64_t n,
+                                    float keep, float* __restrict out) {
+  const int64_t pairs = n / 2;
+  for (int64_t j = 0; j < pairs; ++j) {
+    const uint64_t r = mix64(seed ^ static_cast<uint64_t>(start / 2 + j) * 0xD1B54A32D192ED03ULL);
+    out[2 * j] = (r & 0xFFFFFFFFULL) >= threshold ? keep : 0.0F;
+    out[2 * j + 1] = (r >> 32) >= threshold ? keep : 0.0F;
+  }
+  if (n % 2 != 0) {
+    const uint64_t r =
+        mix64(seed ^ static_cast<uint64_t>(start / 2 + pairs) * 0xD1B54A32D192ED03ULL);
+    out[n - 1] = (r & 0xFFFFFFFFULL) >= threshold ? keep : 0.0F;
   }
 }
 

@@ -28,6 +28,17 @@ void act_mask_forward(const float* h, const float* m, float* y, int64_t n, bool 
 void act_mask_backward(const float* h, const float* g, const float* m, float* dh, int64_t n,
                        bool gelu);
 
+// bf16 <-> float32 (bf16 = the high 16 bits of a float32; to bf16 rounds to nearest even, NaN
+// stays NaN), as c10::BFloat16 converts, but vectorised.
+void bf16_to_float(const uint16_t* src, float* dst, int64_t n);
+void float_to_bf16(const float* src, uint16_t* dst, int64_t n);
+
+// The dropout factors of elements [start, start + n) of one dropout call (model/dropout.cpp's
+// mask: element i is kept when its 32-bit draw, half of mix64(seed ^ (i / 2) * C), is >=
+// threshold): out[j] = kept ? keep : 0. start must be even.
+void dropout_factors(uint64_t seed, uint64_t threshold, int64_t start, int64_t n, float keep,
+                     float* out);
+
 // One AdamW update over n elements, in libtorch's order of operations:
 // p *= decay; m = m b1 + g (1 - b1); v = v b2 + g g (1 - b2); p += neg_step m / (sqrt(v) /
 // sqrt_bc2 + eps).

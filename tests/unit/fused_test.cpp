@@ -6,9 +6,11 @@
 #include "helpers.h"
 #include "model/attention.h"
 #include "model/dropout.h"
+#include "tasks/loss.h"
 #include "tensor_helpers.h"
 #include "train/optim.h"
 #include "util/platform.h"
+#include "util/vec_kernels.h"
 #include "util/vec_math.h"
 
 namespace ropelab {
@@ -235,6 +237,45 @@ TEST(Fused, BatchedMatmulMatchesMatmul) {
   EXPECT_TRUE(test::close(gk1, gk0));
   torch::NoGradGuard ng;  // and without autograd
   EXPECT_TRUE(test::close(model::batched_matmul(a0, k0.transpose(-2, -1)), y0));
+}
+
+// The vectorised bf16 conversions round as c10::BFloat16 does (nearest even; NaN stays NaN).
+TEST(Fused, Bf16ConversionsMatchLibtorch) {
+  auto x = torch::cat({torch::randn({10000}) * 1e3, torch::tensor({0.0F, -0.0F, 1e-40F, 3.4e38F}),
+                       torch::tensor({INFINITY, -INFINITY, NAN})});
+  std::vector<uint16_t> bits(static_cast<size_t>(x.numel()));
+  vec::float_to_bf16(x.data_ptr<float>(), bits.data(), x.numel());
+  auto want = x.to(torch::kBFloat16);
+  const auto* w = reinterpret_cast<const uint16_t*>(want.data_ptr<at::BFloat16>());
+  int64_t differ = 0;
+  for (int64_t i = 0; i < x.numel() - 1; ++i) differ += bits[i] != w[i];
+  EXPECT_EQ(differ, 0);
+  EXPECT_TRUE(
+      std::isnan(static_cast<float>(c10::BFloat16(bits.back(), c10::BFloat16::from_bits()))));
+  std::vector<float> back(bits.size());
+  vec::bf16_to_float(bits.data(), back.data(), x.numel());
+  EXPECT_TRUE(torch::equal(torch::from_blob(back.data(), {x.numel() - 1}),
+                           want.narrow(0, 0, x.numel() - 1).to(torch::kFloat32)));
+}
+
+// The cross-entropy reads bf16 logits as they are and returns their gradient in bf16: the same
+// loss and gradient as float32 cross-entropy of the same (bf16-valued) logits.
+TEST(Fused, CrossEntropyTakesBf16LogitsAndGivesBf16Gradients) {
+  auto logits = (4 * torch::randn({37, 301})).to(torch::kBFloat16);
+  auto target = torch::randint(0, 301, {37});
+  target[3] = -100;
+  auto l16 = logits.clone().requires_grad_(true);
+  auto l32 = logits.to(torch::kFloat32).requires_grad_(true);
+  auto a = tasks::cross_entropy(l16, target, 0.9, 0.1 / 301);
+  auto b = tasks::cross_entropy(l32, target, 0.9, 0.1 / 301);
+  a.loss_sum.backward();
+  b.loss_sum.backward();
+  EXPECT_EQ(l16.grad().scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(test::close(a.loss_sum, b.loss_sum, 1e-6, 1e-6));
+  EXPECT_TRUE(test::close(a.nll_sum, b.nll_sum, 1e-6, 1e-6));
+  EXPECT_TRUE(test::close(l16.grad().to(torch::kFloat32), l32.grad(), 1e-2, 1e-4));
+  EXPECT_EQ(l16.grad()[3].abs().max().item<float>(), 0.0F);  // the ignored row
+  EXPECT_EQ(a.correct.item<int64_t>(), b.correct.item<int64_t>());
 }
 
 // run.threads governs every pool: ATen's intra-op pool and OpenBLAS's own threads.

@@ -1,0 +1,19 @@
+// Float32 views of a run of a tensor's elements, for the fused kernels (util/vec_kernels.h) that
+// compute in float32 whatever the tensor's dtype: float32 is read in place, bf16 is converted
+// with the vectorised loops, other dtypes element by element.
+#pragma once
+#include <torch/types.h>
+
+#include <vector>
+
+namespace ropelab::util {
+
+// Elements [offset, offset + n) of contiguous t as float32: t's own memory when it is float32,
+// else converted into buf.
+const float* float_run(const torch::Tensor& t, int64_t offset, int64_t n, std::vector<float>& buf);
+
+// Writes n float32 values into elements [offset, offset + n) of contiguous t (rounded to t's
+// dtype). A no-op when src already is that memory (t float32).
+void store_float_run(const float* src, const torch::Tensor& t, int64_t offset, int64_t n);
+
+}  // namespace ropelab::util
