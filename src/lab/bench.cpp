@@ -204,9 +204,15 @@ MatmulRate measure_matmul(int n, int repeats) {
   auto time_it = [&](torch::ScalarType dt) {
     auto a = torch::randn({n, n}).to(dt), b = torch::randn({n, n}).to(dt);
     auto c = torch::matmul(a, b);  // warm-up
-    auto t0 = clock::now();
-    for (int i = 0; i < repeats; ++i) c = torch::matmul(a, b);
-    return 2.0 * n * n * static_cast<double>(n) * repeats / seconds_since(t0) / 1e9;
+    // The best of three timings: a shared machine's hiccup must not lower the yardstick of MFU.
+    double best = 0;
+    for (int trial = 0; trial < 3; ++trial) {
+      auto t0 = clock::now();
+      for (int i = 0; i < repeats; ++i) c = torch::matmul(a, b);
+      best =
+          std::max(best, 2.0 * n * n * static_cast<double>(n) * repeats / seconds_since(t0) / 1e9);
+    }
+    return best;
   };
   MatmulRate r;
   r.fp32_gflops = time_it(torch::kFloat32);
