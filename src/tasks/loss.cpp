@@ -16,6 +16,17 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The end of both forwards: what the backward needs, and the outputs {loss_sum, nll_N, arg_N}.
+variable_list finish_forward(AutogradContext* ctx, const variable_list& saved, double a, double b,
+                             const torch::Tensor& loss_N, const torch::Tensor& nll,
+                             const torch::Tensor& arg) {
+  ctx->save_for_backward(saved);
+  ctx->saved_data["a"] = a;
+  ctx->saved_data["b"] = b;
+  ctx->mark_non_differentiable({nll, arg});
+  return {loss_N.sum(), nll, arg};
+}
+
 // Other devices (tensor ops): the forward keeps the softmax, the backward turns it into the
 // gradient in place. Inputs: logits [N, V] float32, target [N]; outputs as below.
 struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy> {
@@ -33,11 +44,7 @@ struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy>
       auto v = static_cast<double>(logits.size(1));
       loss = loss + b * (v * lse - logits.sum(-1)) * valid;
     }
-    ctx->save_for_backward({p, safe_t, valid});
-    ctx->saved_data["a"] = a;
-    ctx->saved_data["b"] = b;
-    ctx->mark_non_differentiable({nll, arg});
-    return {loss.sum(), nll, arg};
+    return finish_forward(ctx, {p, safe_t, valid}, a, b, loss, nll, arg);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
@@ -89,11 +96,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
             valid ? static_cast<float>(a * n + b * (static_cast<double>(V) * l - sx)) : 0.0F;
       }
     });
-    ctx->save_for_backward({logits, target, lse});
-    ctx->saved_data["a"] = a;
-    ctx->saved_data["b"] = b;
-    ctx->mark_non_differentiable({nll, arg});
-    return {loss.sum(), nll, arg};
+    return finish_forward(ctx, {logits, target, lse}, a, b, loss, nll, arg);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
