@@ -110,8 +110,8 @@ ROPELAB_CLONES void dropout_factors(uint64_t seed, uint64_t threshold, int64_t s
 
 ROPELAB_CLONES void adamw_update(float* __restrict p, const float* __restrict g,
                                  float* __restrict m, float* __restrict v, int64_t n,
-                                 const AdamWScalars& s) {
-  const AdamWScalars k = s;
+                                 const AdamWScalars& k_in) {
+  const AdamWScalars k = k_in;  // a local copy: the loop need not reload it through the pointer
   for (int64_t i = 0; i < n; ++i) {
     float pi = p[i] * k.decay;
     float gi = g[i];

@@ -45,6 +45,7 @@ void dropout_factors(uint64_t seed, uint64_t threshold, int64_t start, int64_t n
 struct AdamWScalars {
   float decay, beta1, beta2, one_minus_beta1, one_minus_beta2, sqrt_bc2, eps, neg_step;
 };
-void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& k);
+void adamw_update(float* p, const float* g, float* m, float* v, int64_t n,
+                  const AdamWScalars& k_in);
 
 }  // namespace ropelab::vec
