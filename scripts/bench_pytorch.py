@@ -74,6 +74,12 @@ def blas_facts(threads):
             "blas_threads": int(lib.openblas_get_num_threads())}
 
 
+def malloc_facts():
+    t = os.environ.get("GLIBC_TUNABLES", "")
+    kept = "keeps freed memory" if "glibc.malloc.mmap_max=0" in t else "glibc defaults"
+    return kept + (", huge pages" if "glibc.malloc.hugetlb=1" in t else "")
+
+
 SDPA = False  # set by --variant sdpa
 
 
@@ -264,9 +270,7 @@ def main():
                       "params": sum(p.numel() for p in model.parameters()),
                       "threads": torch.get_num_threads(), "torch": torch.__version__,
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
-                      "malloc": ("keeps freed memory"
-                                 if "glibc.malloc.mmap_max=0" in os.environ.get("GLIBC_TUNABLES", "")
-                                 else "glibc defaults"),
+                      "malloc": malloc_facts(),
                       "loss": float(loss), **facts}))
 
 

@@ -28,7 +28,7 @@ std::string report() {
   os << "omp_wait_policy: " << platform::openmp_wait_policy() << "\n";
   os << "malloc: "
      << (platform::freed_memory_kept() ? "keeps freed memory (no mmap, no trim)" : "glibc defaults")
-     << "\n";
+     << (platform::malloc_huge_pages() ? ", transparent huge pages" : "") << "\n";
   __builtin_cpu_init();
   os << "cpu: avx2=" << (__builtin_cpu_supports("avx2") ? 1 : 0)
      << " avx512f=" << (__builtin_cpu_supports("avx512f") ? 1 : 0) << "\n";

@@ -88,7 +88,9 @@ json thread_facts() {
           {"threads", at::get_num_threads()},
           {"blas_threads", platform::blas_threads()},
           {"omp_wait_policy", platform::openmp_wait_policy()},
-          {"malloc", platform::freed_memory_kept() ? "keeps freed memory" : "glibc defaults"}};
+          {"malloc",
+           std::string(platform::freed_memory_kept() ? "keeps freed memory" : "glibc defaults") +
+               (platform::malloc_huge_pages() ? ", huge pages" : "")}};
 }
 
 // Training tokens/s of the trainer's own step (train::Trainer::train_step: micro-batches,

@@ -81,12 +81,29 @@ bool openmp_wait_policy_to_set() {
          std::getenv("ROPELAB_KEEP_OMP_WAIT") == nullptr;
 }
 
+// glibc.malloc.hugetlb=1: malloc asks for transparent huge pages (madvise) on its heap, so a
+// large tensor that the kernel paged out between steps comes back in 2 MiB faults, not 4 KiB
+// ones (docs/platform-notes.md). ROPELAB_KEEP_MALLOC=1 keeps glibc's defaults.
+constexpr const char* kHugePages = "glibc.malloc.hugetlb=1";
+
+bool huge_pages_to_set() {
+  if (std::getenv("ROPELAB_KEEP_MALLOC") != nullptr) return false;
+  const char* t = std::getenv("GLIBC_TUNABLES");
+  return t == nullptr || std::strstr(t, "glibc.malloc.hugetlb") == nullptr;
+}
+
 void ensure_fast_blas(int argc, char** argv) {
   (void)argc;
-  // Both settings are read once, when the libraries load: one re-execution applies them.
+  // These settings are read once, when the libraries load: one re-execution applies them.
   std::string core = blas_core_to_request();
   bool wait = openmp_wait_policy_to_set();
-  if (core.empty() && !wait) return;
+  bool huge = huge_pages_to_set();
+  if (core.empty() && !wait && !huge) return;
+  if (huge) {
+    const char* t = std::getenv("GLIBC_TUNABLES");
+    std::string v = t != nullptr && *t != '\0' ? std::string(t) + ":" + kHugePages : kHugePages;
+    setenv("GLIBC_TUNABLES", v.c_str(), 1);
+  }
   if (!core.empty()) {
     setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
     setenv("ROPELAB_BLAS_FIXED_FROM", blas_core().c_str(), 1);  // for blas_summary()
@@ -112,8 +129,14 @@ void keep_freed_memory() {
 
 bool freed_memory_kept() { return g_freed_memory_kept; }
 
+bool malloc_huge_pages() {
+  const char* t = std::getenv("GLIBC_TUNABLES");
+  return t != nullptr && std::strstr(t, kHugePages) != nullptr;
+}
+
 std::string malloc_tunables() {
-  return "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=" + std::to_string(kNoTrim);
+  return "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=" + std::to_string(kNoTrim) + ":" +
+         kHugePages;
 }
 
 std::string blas_summary() {

@@ -14,6 +14,8 @@ namespace ropelab::platform {
 //  - OMP_WAIT_POLICY=PASSIVE, unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT (or
 //    ROPELAB_KEEP_OMP_WAIT=1): ATen's OpenMP workers otherwise spin after each parallel region
 //    on the cores OpenBLAS's threads need, and a second thread gains nothing in fp32;
+//  - GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (appended), unless ROPELAB_KEEP_MALLOC=1: malloc's
+//    heap in transparent huge pages (see keep_freed_memory());
 //  - the BLAS core: if OpenBLAS runs a slow generic core (its own choice, or an
 // OPENBLAS_CORETYPE naming one) on a CPU that has AVX-512 (or AVX2), or picked an AVX2 core on
 // a CPU with AVX-512 (AMD Zen 4; also when OPENBLAS_CORETYPE pinned it), re-executes the program
@@ -33,6 +35,9 @@ void keep_freed_memory();
 std::string malloc_tunables();
 // Whether keep_freed_memory() is in force in this process.
 bool freed_memory_kept();
+// Whether malloc asks for transparent huge pages (glibc.malloc.hugetlb=1, which
+// ensure_fast_blas() sets in its re-execution unless ROPELAB_KEEP_MALLOC=1).
+bool malloc_huge_pages();
 
 // The kernel family OpenBLAS uses ("SkylakeX", "Prescott", ...), or "unknown" when the BLAS
 // in use is not OpenBLAS.

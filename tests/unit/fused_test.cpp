@@ -305,5 +305,20 @@ TEST(Platform, OpenMpWorkersSleepWhenIdleUnlessTheUserSaidOtherwise) {
   EXPECT_NE(off.out.find("omp_wait_policy: default"), std::string::npos) << off.out;
 }
 
+// `ropelab` keeps freed memory and asks for huge pages (page faults were half the step on a
+// virtual machine); ROPELAB_KEEP_MALLOC=1 keeps glibc's defaults.
+TEST(Platform, MallocKeepsFreedMemoryInHugePagesUnlessTheUserSaidOtherwise) {
+  auto r =
+      test::run("env -u GLIBC_TUNABLES -u ROPELAB_KEEP_MALLOC " + test::ropelab_bin() + " info");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("malloc: keeps freed memory (no mmap, no trim), transparent huge pages\n"),
+            std::string::npos)
+      << r.out;
+  auto off =
+      test::run("env -u GLIBC_TUNABLES ROPELAB_KEEP_MALLOC=1 " + test::ropelab_bin() + " info");
+  ASSERT_EQ(off.code, 0) << off.out;
+  EXPECT_NE(off.out.find("malloc: glibc defaults\n"), std::string::npos) << off.out;
+}
+
 }  // namespace
 }  // namespace ropelab
