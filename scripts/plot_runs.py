@@ -5,9 +5,10 @@ Writes OUT/loss_by_step.png and OUT/loss_by_tokens.png: train loss (EMA-smoothed
 light colour) and validation loss, one colour per run. Runs of one variant trained with several
 seeds (names ending in .seed<N>) are drawn as one mean curve with a band of +- one standard
 deviation over the seeds.
-Usage: plot_runs.py --out DIR [--smooth 0.6] RUN_DIR...
+Usage: plot_runs.py --out DIR [--smooth 0.6] [--live RUN_DIR]... RUN_DIR...
 """
 import argparse
+import json
 import os
 import re
 import sys
@@ -27,7 +28,29 @@ def ema(values, alpha):
     return out
 
 
-def load(run):
+def load_jsonl(run):
+    """A run being trained: its metrics.jsonl (whole lines only; the last row of a step wins)."""
+    rows = {"train": {}, "valid": {}}
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break  # still being written
+            r = json.loads(line)
+            if r.get("split") in rows and "step" in r:
+                rows[r["split"]][r["step"]] = r
+    groups = {}
+    for g, by_step in rows.items():
+        if by_step:
+            ordered = [by_step[s] for s in sorted(by_step)]
+            keys = [k for k in ordered[0] if k != "split"]
+            groups[g] = {k: [float("nan") if r.get(k) is None else r[k] for r in ordered]
+                         for k in keys}
+    return os.path.basename(run.rstrip("/")), groups
+
+
+def load(run, live):
+    if run in live:
+        return load_jsonl(run)
     with h5py.File(os.path.join(run, "metrics.h5"), "r") as f:
         name = f.attrs.get("name", os.path.basename(run.rstrip("/")))
         if isinstance(name, bytes):
@@ -61,9 +84,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
     ap.add_argument("--smooth", type=float, default=0.6)
+    ap.add_argument("--live", action="append", default=[],
+                    help="a run being trained: read its metrics.jsonl (repeatable)")
     ap.add_argument("runs", nargs="+")
     a = ap.parse_args()
-    runs = [load(r) for r in a.runs]
+    runs = [load(r, a.live) for r in a.runs]
     for xkey, fname, xlabel in (("step", "loss_by_step.png", "optimizer step"),
                                 ("tokens", "loss_by_tokens.png", "training tokens")):
         fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)

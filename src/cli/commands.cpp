@@ -63,6 +63,8 @@ struct Opts {
   int64_t batch_tokens = 4096;
   std::string input;
   bool no_cache = false;
+  bool no_save = false;
+  bool allow_config_change = false;
   int64_t last = 5;
   std::vector<std::string> refs;
   std::string hyp;
@@ -115,6 +117,7 @@ int cmd_train() {
   }
   train::TrainOptions o;
   o.restart = g.restart;
+  o.allow_config_change = g.allow_config_change;
   auto r = train::train(c, o);
   if (dist::world().is_main())
     std::printf("run: %s (%ld steps)\n", r.run_dir.c_str(), static_cast<long>(r.steps));
@@ -139,7 +142,7 @@ std::vector<int64_t> parse_lengths(const std::string& s, const std::string& what
 
 int cmd_eval() {
   auto report = eval::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens,
-                                   !g.use_latest, g.rope_scaling);
+                                   !g.use_latest, g.rope_scaling, !g.no_save);
   std::cout << eval::format_eval(report);
   return 0;
 }
@@ -314,8 +317,11 @@ void register_all(CLI::App& app) {
       app, "train",
       "Train the run a config describes: prepares its data if needed, writes\n"
       "run.out_dir/run.name/{config.yaml, train.log, metrics.h5, metrics.jsonl, checkpoints/}.\n"
-      "Running it again on a run with checkpoints resumes it (a changed architecture is refused);\n"
-      "a run with results but no usable checkpoint is refused unless --restart.\n"
+      "Running it again on a run with checkpoints resumes it. On resume only more\n"
+      "train.max_steps, train.eval_every/log_every/checkpoint_every/keep_last, run.threads and\n"
+      "run.device may change (recorded in config_history.yaml); any other change is refused.\n"
+      "A run with results but no usable checkpoint is refused unless --restart. One process\n"
+      "writes a run at a time: a second one exits 2 naming the first (RUN/.lock).\n"
       "Ctrl-C, SIGTERM or SIGHUP saves a checkpoint and exits with code 143.",
       [](CLI::App& sub) {
         add_config_and_overrides(sub);
@@ -323,6 +329,9 @@ void register_all(CLI::App& app) {
                      "start over in a run directory whose checkpoints are all damaged (or that "
                      "has metrics but no checkpoint), keeping its metrics and checkpoints "
                      "renamed .restart-N");
+        sub.add_flag("--allow-config-change", g.allow_config_change,
+                     "resume under a config that differs in any key, recording each change in "
+                     "RUN/config_history.yaml and train.log");
       },
       cmd_train);
   add(
@@ -354,7 +363,8 @@ void register_all(CLI::App& app) {
       app, "eval",
       "Evaluate a trained run: loss and perplexity on a split, and with --lengths the same model\n"
       "at other context lengths (length extrapolation; 'n/a' beyond a learned table). Writes\n"
-      "RUN/eval-SPLIT.json.",
+      "RUN/eval-SPLIT.json, holding the run's lock; --no-save only prints, and works while the\n"
+      "run trains.",
       [](CLI::App& sub) {
         sub.add_option("run", g.file, "run directory")->required();
         sub.add_option("--split", g.split,
@@ -369,6 +379,8 @@ void register_all(CLI::App& app) {
                        "METHOD:FACTOR: evaluate a RoPE model with a context-extension method it "
                        "was not trained with (linear, ntk, dynamic, yarn, llama3; e.g. yarn:4); "
                        "writes eval-SPLIT-rope-METHOD-FACTOR.json");
+        sub.add_flag("--no-save", g.no_save,
+                     "print the report only: write nothing into the run (no lock needed)");
       },
       cmd_eval);
   add(

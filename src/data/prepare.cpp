@@ -18,6 +18,7 @@
 #include "text/corpus.h"
 #include "text/glue.h"
 #include "util/error.h"
+#include "util/dir_lock.h"
 #include "util/fs.h"
 #include "util/progress.h"
 #include "util/signals.h"
@@ -365,6 +366,10 @@ Prepared prepare_synthetic(const Plan& plan) {
 }  // namespace
 
 Prepared prepare(const Plan& plan, int threads) {
+  // Two prepares of the same data (two runs started together, two ablations) build it once:
+  // the second waits for the first, then finds every stage up to date.
+  fs::make_dirs(plan.out_dir);
+  auto lock = fs::DirLock::acquire(plan.out_dir, "prepare", fs::DirLock::Wait::kYes);
   if (plan.kind == config::DataKind::kSynthetic) return prepare_synthetic(plan);
   auto t0 = std::chrono::steady_clock::now();
   Prepared p;

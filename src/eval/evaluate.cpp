@@ -15,6 +15,7 @@
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"
+#include "util/dir_lock.h"
 #include "util/fs.h"
 #include "util/signals.h"
 
@@ -54,9 +55,11 @@ std::string rope_scaling_tag(const std::string& spec) {
 
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                         const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
-                        const std::string& rope_scaling) {
+                        const std::string& rope_scaling, bool save) {
   if (!fs::exists((stdfs::path(run_dir) / "config.yaml").string()))
     throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
+  fs::DirLock lock;
+  if (save) lock = fs::DirLock::acquire(run_dir, "eval");
   std::vector<std::string> overrides;
   if (!rope_scaling.empty()) {
     overrides = rope_scaling_overrides(rope_scaling);
@@ -116,6 +119,7 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
     row.tokens = static_cast<int64_t>(out.tokens);
     r.lengths.push_back(row);
   }
+  if (!save) return r;
   if (!full.predictions_file.empty()) {
     // The GLUE leaderboard layout: a header, then one `index<TAB>prediction` row per example.
     std::string tsv = "index\tprediction\n";

@@ -12,6 +12,7 @@
 #include "tasks/task.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
+#include "util/dir_lock.h"
 #include "util/fs.h"
 #include "util/h5.h"
 
@@ -220,6 +221,8 @@ KeyReport load_backbone(model::ModelImpl& target, const StateDict& source,
 std::string average_checkpoints(const std::string& run_dir, int64_t last, const std::string& out) {
   if (last < 1) throw UserError("average: --last must be at least 1");
   if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
+  if (!stdfs::is_directory(run_dir)) throw UserError(run_dir + ": no such run directory");
+  auto lock = fs::DirLock::acquire(run_dir, "average");  // no trainer prunes what it reads
   auto all = train::verified_checkpoints(run_dir);
   if (all.empty()) throw UserError(run_dir + ": no checkpoint to average");
   if (static_cast<int64_t>(all.size()) < last)
@@ -264,6 +267,12 @@ std::string average_checkpoints(const std::string& run_dir, int64_t last, const 
 }
 
 std::string export_weights(const std::string& source, const std::string& out_path) {
+  stdfs::path src(source);
+  fs::DirLock lock;  // the run's, so no trainer prunes the checkpoint it reads
+  if (stdfs::exists(src / "MANIFEST.json"))
+    lock = fs::DirLock::acquire(src.parent_path().parent_path().string(), "export");
+  else if (stdfs::exists(src / "config.yaml"))
+    lock = fs::DirLock::acquire(source, "export");
   auto r = load_run_model(source);
   const auto& c = r.config;
   int64_t n = 0;

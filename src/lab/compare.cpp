@@ -16,9 +16,11 @@
 #include "eval/evaluate.h"
 #include "lab/probe.h"
 #include "lab/stats.h"
+#include "train/config_history.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/dir_lock.h"
 #include "util/fs.h"
 #include "util/platform.h"
 #include "util/progress.h"
@@ -31,18 +33,19 @@ namespace ropelab::lab {
 namespace stdfs = std::filesystem;
 
 RunSummary summarize_run(const std::string& run_dir, double target_loss) {
-  std::string path = (stdfs::path(run_dir) / "metrics.h5").string();
-  if (!fs::exists(path)) throw UserError(run_dir + ": not a ropelab run (no metrics.h5)");
+  auto m = train::read_run_metrics(run_dir);
   RunSummary r;
   r.dir = run_dir;
-  auto attrs = train::read_metric_attrs(path);
+  auto& attrs = m.attrs;
   r.name = attrs.count("name") != 0 ? attrs["name"] : stdfs::path(run_dir).filename().string();
   r.position = attrs["position"];
   r.attention = attrs["attention"];
   r.task = attrs["task"];
   r.params = attrs.count("params") != 0 ? std::stod(attrs["params"]) : NAN;
-  auto tr = train::read_metrics(path, "train");
-  auto va = train::read_metrics(path, "valid");
+  if (m.writer) r.live = m.writer->describe();
+  r.config_changes = train::read_config_history(run_dir);
+  auto& tr = m.train;
+  auto& va = m.valid;
   if (!tr["step"].empty()) {
     r.steps = static_cast<int64_t>(tr["step"].back());
     r.tokens = tr["tokens"].back();
@@ -113,8 +116,10 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : runs) {
+    std::string name = r.name + (r.config_changes.empty() ? "" : " †") +
+                       (r.live.empty() ? "" : " (training)");
     std::vector<std::string> row = {
-        r.name,       r.position,         r.attention,      si(r.params), std::to_string(r.steps),
+        name,         r.position,         r.attention,      si(r.params), std::to_string(r.steps),
         si(r.tokens), num(r.final_valid), num(r.best_valid)};
     for (const auto& m : metrics) {
       auto it = r.final_metrics.find(m);
@@ -160,6 +165,22 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
     s += std::string(total - 2, '-') + "\n";
   }
   for (const auto& row : rows) line(row);
+  // What the marks say: a config changed on resume (config_history.yaml), a run still training.
+  std::string notes;
+  for (const auto& r : runs) {
+    if (!r.config_changes.empty()) {
+      notes += fmt::format("{}† {}: config changed on resume ({}/config_history.yaml): ",
+                           md ? "- " : "", r.name, r.dir);
+      for (size_t i = 0; i < r.config_changes.size(); ++i)
+        notes += (i ? "; " : "") + r.config_changes[i];
+      notes += "\n";
+    }
+    if (!r.live.empty())
+      notes += fmt::format("{}{} (training): being written by {}; its rows so far, from "
+                           "metrics.jsonl\n",
+                           md ? "- " : "", r.name, r.live);
+  }
+  if (!notes.empty()) s += "\n" + notes;
   return s;
 }
 
@@ -182,6 +203,8 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
     if (!fs::exists(py)) py = "python3";
     std::string cmd = py + " " + platform::shell_quote(plot_script()) + " --out " +
                       platform::shell_quote(o.out_dir) + fmt::format(" --smooth {}", o.smoothing);
+    for (size_t i = 0; i < run_dirs.size(); ++i)
+      if (!runs[i].live.empty()) cmd += " --live " + platform::shell_quote(run_dirs[i]);
     for (const auto& d : run_dirs) cmd += " " + platform::shell_quote(d);
     int rc = std::system((cmd + " 2>&1").c_str());
     if (rc != 0 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
@@ -487,6 +510,10 @@ std::string sweep_summary(const std::vector<SweepResult>& results, const std::st
 
 void ablate(const std::string& experiment_path, bool plots, int seeds) {
   auto exp = config::load_experiment(experiment_path);
+  // One ablation of this experiment at a time (each run is also locked while it trains).
+  const std::string exp_dir = (stdfs::path(exp.out_dir) / exp.name).string();
+  fs::make_dirs(exp_dir);
+  auto lock = fs::DirLock::acquire(exp_dir, "ablate");
   if (seeds > 0) {
     exp.seeds.clear();
     for (int s = 1; s <= seeds; ++s) exp.seeds.push_back(s);

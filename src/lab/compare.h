@@ -22,6 +22,11 @@ struct RunSummary {
   std::map<std::string, double> test_metrics;
   double steps_to_target = NAN, tokens_to_target = NAN;  // NaN: never reached
   double tokens_per_s = NAN;                             // median over the train log
+  // Being trained now: by whom (the table then shows the rows logged so far).
+  std::string live;
+  // Config changes recorded on resume (config_history.yaml): "step 400: train.max_steps 400 ->
+  // 800", one per change.
+  std::vector<std::string> config_changes;
 };
 
 RunSummary summarize_run(const std::string& run_dir, double target_loss);

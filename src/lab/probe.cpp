@@ -19,6 +19,7 @@
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"
+#include "util/dir_lock.h"
 #include "util/fs.h"
 #include "util/platform.h"
 #include "util/signals.h"
@@ -174,6 +175,7 @@ std::string cell(double v, const std::string& metric) {
 ProbeReport probe_run(const std::string& run_dir, const ProbeOptions& o) {
   const std::string cfg = (stdfs::path(run_dir) / "config.yaml").string();
   if (!fs::exists(cfg)) throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
+  auto lock = fs::DirLock::acquire(run_dir, "probe");  // it writes probe.md and probe.json
   if (o.multipliers.empty()) throw UserError("probe: give at least one size multiplier");
   for (auto m : o.multipliers)
     if (m < 1)

@@ -9,6 +9,7 @@
 
 #include "config/loader.h"
 #include "dist/world.h"
+#include "train/config_history.h"
 #include "train/manifest.h"
 #include "util/device.h"
 #include "util/error.h"
@@ -126,7 +127,8 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
               {"config_hash", st.config_hash},
               {"vocab", st.vocab},
               {"source_vocab", st.source_vocab},
-              {"eval_pending", st.eval_pending}};
+              {"eval_pending", st.eval_pending},
+              {"log_window", st.log_window}};
     files["state.json"] = s.dump(2);
     Manifest manifest{st.step, {}};
     for (const auto& [fname, bytes] : files) {
@@ -223,6 +225,7 @@ TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
   st.vocab = s.value("vocab", 0);
   st.source_vocab = s.value("source_vocab", 0);
   st.eval_pending = s.value("eval_pending", false);
+  st.log_window = s.value("log_window", std::vector<double>{});
   return st;
 }
 
@@ -247,12 +250,14 @@ std::string hash_of(const std::map<std::string, std::string>& keys) {
 }  // namespace
 
 Checkpointer::Checkpointer(std::string run_dir, const config::Config& config, int64_t keep_last,
-                           bool restart)
+                           bool restart, bool allow_config_change)
     : run_dir_(std::move(run_dir)),
       config_yaml_(config::dump(config)),
+      flat_(config::flat_keys(config)),
       arch_(architecture_keys(config)),
       keep_last_(keep_last),
-      restart_(restart) {}
+      restart_(restart),
+      allow_config_change_(allow_config_change) {}
 
 bool Checkpointer::resume(torch::nn::Module& model, torch::optim::Optimizer* opt, TrainState& st) {
   const auto& world = dist::world();
@@ -264,15 +269,20 @@ bool Checkpointer::resume(torch::nn::Module& model, torch::optim::Optimizer* opt
   if (!main) world.wait_for_main("resume", "waiting for rank 0 to open the run directory");
   auto ck = latest_checkpoint(run_dir_);
   if (ck) {
+    std::vector<ConfigChange> changes;
     if (main) {
-      auto before = architecture_keys(config::load_config(cfg_path));
-      std::string diffs;
-      for (const auto& [k, v] : arch_)
-        if (before[k] != v)
-          diffs += fmt::format("{}{}: {} -> {}", diffs.empty() ? "" : "; ", k, before[k], v);
-      if (!diffs.empty())
-        throw UserError(run_dir_ + ": holds a run with a different configuration (" + diffs +
-                        "); HINT: choose another run.name, or delete the run directory");
+      changes = train::config_changes(config::flat_keys(config::load_config(cfg_path)), flat_);
+      std::string refused;
+      for (const auto& c : changes)
+        if (!c.may_change && !allow_config_change_)
+          refused += (refused.empty() ? "" : "; ") + c.str();
+      if (!refused.empty())
+        throw UserError(
+            run_dir_ + ": holds a run with a different configuration (" + refused +
+            "); nothing was changed. HINT: on resume only more train.max_steps, "
+            "train.eval_every, log_every, checkpoint_every, keep_last, run.threads and "
+            "run.device may change; --allow-config-change accepts any change and records it in "
+            "config_history.yaml; or choose another run.name");
     }
     const TrainState here = st;  // what describes this process
     st = load_checkpoint(*ck, model, opt);
@@ -292,6 +302,16 @@ bool Checkpointer::resume(torch::nn::Module& model, torch::optim::Optimizer* opt
           here.threads, st.threads);
     st.threads = here.threads;
     spdlog::info("resuming {} from step {}", run_dir_, st.step);
+    // The checkpoint loads under the new config: record what changed, with the step it applies
+    // from (train.log gets the same lines once it is open: Trainer::run).
+    std::vector<ConfigChange> may, forced;
+    for (const auto& c : changes) (c.may_change ? may : forced).push_back(c);
+    record_config_changes(run_dir_, st.step, may, "may change on resume");
+    record_config_changes(run_dir_, st.step, forced, "--allow-config-change");
+    for (const auto& c : changes)
+      changes_.push_back(fmt::format("config change from step {}: {} ({})", st.step, c.str(),
+                                     c.may_change ? "may change on resume"
+                                                  : "--allow-config-change"));
   } else if (main) {
     refuse_or_set_aside();
   }

@@ -40,6 +40,9 @@ struct TrainState {
   int64_t vocab = 0;         // the model's vocabulary size (to rebuild it without the data)
   int64_t source_vocab = 0;  // separate source vocabulary's size (0: shared with `vocab`)
   std::string config_hash;   // of the architecture-defining config sections
+  // The metrics log window's sums since the last train row (tasks::Sum order; empty: none), so
+  // a resumed run logs the same rows as an uninterrupted one.
+  std::vector<double> log_window;
   torch::Device device = torch::kCPU;  // whose generators rng.pt holds (not saved in state.json)
 };
 
@@ -59,14 +62,18 @@ TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
                            torch::optim::Optimizer* opt);
 
 // The trainer's checkpointer: one run directory, its config.yaml and its checkpoints. It pins
-// the architecture (the model, task and data sections and run.seed): resuming with any of them
-// changed is refused, naming what changed.
+// the run's config (train/config_history.h): resuming with a changed key is refused, naming
+// each change, unless the key may change on resume or `allow_config_change`; accepted changes
+// are recorded in config_history.yaml.
 class Checkpointer {
  public:
   // `config`: the run's whole resolved config; `restart`: a directory with results but no usable
   // checkpoint is set aside (renamed .restart-N) instead of refused.
-  Checkpointer(std::string run_dir, const config::Config& config, int64_t keep_last, bool restart);
+  Checkpointer(std::string run_dir, const config::Config& config, int64_t keep_last, bool restart,
+               bool allow_config_change = false);
   const std::string& run_dir() const { return run_dir_; }
+  // After resume(): a line per config change it accepted (for train.log).
+  const std::vector<std::string>& config_changes() const { return changes_; }
 
   // Every rank: loads the newest verified checkpoint into `model` and `opt` and returns true, or
   // starts a new run (false). `st` keeps what describes this process (threads, world, vocab,
@@ -81,9 +88,12 @@ class Checkpointer {
   void refuse_or_set_aside();
   std::string run_dir_;
   std::string config_yaml_;
-  std::map<std::string, std::string> arch_;  // the architecture-defining keys
+  std::map<std::string, std::string> flat_;  // every key
+  std::map<std::string, std::string> arch_;  // the architecture-defining keys (config_hash)
   int64_t keep_last_;
   bool restart_;
+  bool allow_config_change_;
+  std::vector<std::string> changes_;
 };
 
 }  // namespace ropelab::train

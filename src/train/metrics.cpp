@@ -5,6 +5,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "config/loader.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -32,6 +37,50 @@ void truncate_group(hid_t file, const std::string& group, int64_t max_step,
     H5Dset_extent(ds.id(), &keep);
   }
 }
+// metrics.h5 opened to append to, waiting up to 5 s for a reader that has it open (a reader
+// holds the run's lock shared only while it reads). An invalid handle: the file is not HDF5
+// (killed before its first flush), and is kept aside as metrics.h5.unreadable-N.
+h5::Handle open_for_append(const std::string& path) {
+  for (int attempt = 0;; ++attempt) {
+    if (H5Fis_hdf5(path.c_str()) <= 0 && attempt == 0) {
+      int n = 1;
+      while (fs::exists(path + ".unreadable-" + std::to_string(n))) ++n;
+      std::string aside = path + ".unreadable-" + std::to_string(n);
+      stdfs::rename(path, aside);
+      spdlog::warn("{}: not a readable HDF5 file (killed before its first flush?); kept as {}, "
+                   "and the metrics start again from the checkpoint",
+                   path, aside);
+      return {};
+    }
+    try {
+      return h5::open_file(path, true);
+    } catch (const UserError&) {
+      if (attempt >= 50)
+        throw UserError(path +
+                        ": cannot open it to append (another program, e.g. h5py in a notebook, "
+                        "may have it open); nothing was changed");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+// Keeps the rows of metrics.jsonl up to `max_step` (atomically rewritten).
+void truncate_jsonl(const std::string& path, int64_t max_step) {
+  std::string text = fs::read_file(path), kept;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) break;  // a partial last line (killed mid-write)
+    std::string line = text.substr(start, end - start + 1);
+    start = end + 1;
+    auto at = line.find("\"step\":");
+    if (at == std::string::npos) continue;
+    double step = std::strtod(line.c_str() + at + 7, nullptr);
+    if (step <= static_cast<double>(max_step)) kept += line;
+  }
+  if (kept.size() != text.size()) fs::write_file_atomic(path, kept);
+}
+
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& run_dir, const std::map<std::string, std::string>& attrs,
@@ -39,14 +88,12 @@ MetricsLog::MetricsLog(const std::string& run_dir, const std::map<std::string, s
   std::string path = (stdfs::path(run_dir) / "metrics.h5").string();
   path_ = path;
   bool fresh = resume_step <= 0 || !fs::exists(path);
-  if (!fresh) {
-    try {
-      file_ = h5::open_file(path, true);
-      truncate_group(file_.id(), "train", resume_step, path);
-      truncate_group(file_.id(), "valid", resume_step, path);
-    } catch (const UserError&) {
-      fresh = true;  // unreadable (killed before its first flush): start it again
-    }
+  if (!fresh) file_ = open_for_append(path);
+  if (!file_.valid()) {
+    fresh = true;
+  } else {
+    truncate_group(file_.id(), "train", resume_step, path);
+    truncate_group(file_.id(), "valid", resume_step, path);
   }
   if (fresh) file_ = h5::create_file(path);
   h5::set_attr(file_.id(), "format", std::string("ropelab.metrics"));
@@ -55,6 +102,9 @@ MetricsLog::MetricsLog(const std::string& run_dir, const std::map<std::string, s
   for (const auto& [k, v] : attrs) h5::set_attr(file_.id(), k, v);
   std::string jpath = (stdfs::path(run_dir) / "metrics.jsonl").string();
   jpath_ = jpath;
+  // The jsonl copy drops the rows past the checkpoint too (they are logged again), so it never
+  // holds a (split, step) twice.
+  if (!fresh && fs::exists(jpath)) truncate_jsonl(jpath, resume_step);
   jsonl_ = std::fopen(jpath.c_str(), fresh ? "w" : "a");
   if (jsonl_ == nullptr) throw UserError(jpath + ": cannot open for writing");
   std::setvbuf(jsonl_, nullptr, _IOLBF, 0);
@@ -127,6 +177,75 @@ std::map<std::string, std::string> read_metric_attrs(const std::string& path) {
   return out;
 }
 
+std::map<std::string, std::vector<double>> read_metrics_jsonl(const std::string& path,
+                                                              const std::string& split) {
+  std::string text = fs::read_file(path);
+  std::map<double, nlohmann::json> rows;  // by step; a later row replaces an earlier one
+  size_t start = 0;
+  int64_t line_no = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) break;  // a line still being written
+    ++line_no;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text.substr(start, end - start));
+    } catch (const std::exception&) {
+      throw UserError(fmt::format("{}:{}: not a JSON row", path, line_no));
+    }
+    start = end + 1;
+    if (j.value("split", "") != split || !j.contains("step") || !j["step"].is_number()) continue;
+    const double step = j["step"].get<double>();
+    rows[step] = std::move(j);
+  }
+  std::map<std::string, std::vector<double>> out;
+  size_t n = 0;
+  for (const auto& [step, j] : rows) {
+    for (const auto& [k, v] : j.items()) {
+      if (k == "split") continue;
+      auto& series = out[k];
+      series.resize(n, NAN);  // a column that starts late (every row has the same keys)
+      series.push_back(v.is_number() ? v.get<double>() : NAN);
+    }
+    ++n;
+  }
+  for (auto& [k, series] : out) series.resize(n, NAN);
+  return out;
+}
+
+RunMetrics read_run_metrics(const std::string& run_dir) {
+  const stdfs::path dir(run_dir);
+  const std::string h5_path = (dir / "metrics.h5").string();
+  const std::string jsonl_path = (dir / "metrics.jsonl").string();
+  RunMetrics m;
+  fs::ReadLock lock(run_dir);
+  m.writer = lock.writer();
+  if (!m.writer) {
+    if (!fs::exists(h5_path)) throw UserError(run_dir + ": not a ropelab run (no metrics.h5)");
+    m.attrs = read_metric_attrs(h5_path);
+    m.train = read_metrics(h5_path, "train");
+    m.valid = read_metrics(h5_path, "valid");
+    return m;
+  }
+  // Being trained: the jsonl copy, whose lines are written whole, and config.yaml (written
+  // atomically) for what the table names.
+  if (!fs::exists(jsonl_path))
+    throw UserError(run_dir + ": being written by " + m.writer->describe() +
+                    ", and no metrics yet");
+  m.train = read_metrics_jsonl(jsonl_path, "train");
+  m.valid = read_metrics_jsonl(jsonl_path, "valid");
+  const std::string cfg = (dir / "config.yaml").string();
+  if (fs::exists(cfg)) {
+    auto c = config::load_config(cfg);
+    m.attrs = {{"name", c.run.name},
+               {"position", c.model.position.type()},
+               {"task", c.task.type()},
+               {"arch", config::to_string(c.model.arch)},
+               {"attention", config::to_string(c.model.attention.kernel)}};
+  }
+  return m;
+}
+
 // ---- the trainer's metrics logger
 
 MetricsLogger::MetricsLogger(std::string run_dir, std::map<std::string, std::string> attrs,
@@ -143,7 +262,8 @@ MetricsLogger::~MetricsLogger() {
   if (log_) log::drop_log_files();
 }
 
-void MetricsLogger::open(int64_t step, double tokens) {
+void MetricsLogger::open(int64_t step, double tokens, const std::vector<double>& window) {
+  restored_ = window;
   log::add_log_file((stdfs::path(run_dir_) / "train.log").string());
   log_ = std::make_unique<MetricsLog>(run_dir_, attrs_, step);
   for (const auto& n : notes_) {
@@ -184,6 +304,13 @@ void MetricsLogger::start(int64_t step, double tokens) {
 
 void MetricsLogger::train_step(const tasks::StepSums& sums, int64_t step, double tokens, double lr,
                                double grad_norm) {
+  if (!restored_.empty() && !sums.empty()) {
+    // The saved window on the sums' device, exactly the values it had (float64).
+    window_ = tasks::StepSums(sums.tensor().device());
+    for (size_t f = 0; f < restored_.size(); ++f)
+      window_.set(static_cast<tasks::Sum>(f), restored_[f]);
+    restored_.clear();
+  }
   window_.add(sums);
   if (step % log_every_ != 0 && step != max_steps_) return;
   double secs = std::chrono::duration<double>(clock::now() - t_log_).count();
@@ -200,6 +327,13 @@ void MetricsLogger::train_step(const tasks::StepSums& sums, int64_t step, double
   window_ = tasks::StepSums{};
   t_log_ = clock::now();
   tokens_at_log_ = tokens;
+}
+
+std::vector<double> MetricsLogger::window() const {
+  if (!restored_.empty()) return restored_;  // no step since the resume
+  if (window_.empty()) return {};
+  auto h = window_.read();
+  return {h.nll, h.targets, h.correct, h.tokens, h.examples, h.exact};
 }
 
 void MetricsLogger::valid(const std::map<std::string, double>& metrics, int64_t step, double tokens,

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tasks/sums.h"
+#include "util/dir_lock.h"
 #include "util/h5.h"
 #include "util/progress.h"
 
@@ -54,6 +55,20 @@ std::map<std::string, std::vector<double>> read_metrics(const std::string& path,
                                                         const std::string& group);
 std::map<std::string, std::string> read_metric_attrs(const std::string& path);
 
+// A run's metrics as a reader sees them, safely while it trains: with no writer holding the
+// run's lock, from metrics.h5 (holding the lock shared, so no writer starts meanwhile); while a
+// writer trains it, from metrics.jsonl (complete lines only), with the run's attributes from
+// config.yaml. Either way, one row per (split, step).
+struct RunMetrics {
+  std::map<std::string, std::string> attrs;  // position, task, arch, attention, name, params
+  std::map<std::string, std::vector<double>> train, valid;
+  std::optional<fs::LockHolder> writer;  // set: the run is being written (read from the jsonl)
+};
+RunMetrics read_run_metrics(const std::string& run_dir);
+// The rows of one split of a metrics.jsonl file, one per step (the last one logged), by step.
+std::map<std::string, std::vector<double>> read_metrics_jsonl(const std::string& path,
+                                                              const std::string& split);
+
 // The trainer's metrics logger (rank 0's): train.log, metrics.h5 / metrics.jsonl rows and the
 // progress bar. Training rows cover a window of applied steps whose sums stay on the device
 // until the row is written: one host read per logged row. tokens/s counts training time only.
@@ -73,8 +88,11 @@ class MetricsLogger {
   MetricsLogger& operator=(const MetricsLogger&) = delete;
 
   // After resuming at `step` (rows past it are dropped), with `tokens` seen: opens train.log and
-  // the metrics files, and describes the run.
-  void open(int64_t step, double tokens);
+  // the metrics files, and describes the run. `window`: the log window's sums saved with the
+  // checkpoint (window()), so the next train row covers the same steps as without the resume.
+  void open(int64_t step, double tokens, const std::vector<double>& window = {});
+  // The sums of the steps since the last train row, on the host (empty: none).
+  std::vector<double> window() const;
   // A finished run's final validation row, when metrics.h5 has one at `step` (ablate reruns
   // finished runs to collect their results); empty otherwise.
   std::map<std::string, double> final_valid(int64_t step) const;
@@ -104,6 +122,7 @@ class MetricsLogger {
   std::unique_ptr<MetricsLog> log_;
   std::unique_ptr<Progress> bar_;
   tasks::StepSums window_;
+  std::vector<double> restored_;  // a checkpoint's window, joined to the first step's sums
   clock::time_point t_log_, paused_at_;
   double tokens_at_log_ = 0;
 };

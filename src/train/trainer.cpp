@@ -19,6 +19,7 @@
 #include "train/optim.h"
 #include "train/schedule.h"
 #include "util/device.h"
+#include "util/dir_lock.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -206,7 +207,12 @@ void Trainer::evaluate(bool final_eval) {
 }
 
 void Trainer::save() {
-  if (logger_) logger_->sync();  // every metrics row up to this step is durable first
+  if (logger_) {
+    logger_->sync();  // every metrics row up to this step is durable first
+    // The log window's sums since the last train row: a resumed run's next row averages the
+    // same steps as an uninterrupted run's.
+    st_.log_window = logger_->window();
+  }
   ckpt_->save(*model_, opt_.get(), st_);
 }
 
@@ -223,7 +229,8 @@ TrainResult Trainer::run() {
   // decision.
   bool final_from_log = false;
   if (logger_) {
-    logger_->open(st_.step, st_.tokens);
+    logger_->open(st_.step, st_.tokens, st_.log_window);
+    for (const auto& line : ckpt_->config_changes()) spdlog::warn("{}", line);
     if (st_.step >= max_steps && !st_.eval_pending) {
       final_valid_ = logger_->final_valid(st_.step);
       final_from_log = !final_valid_.empty();
@@ -285,9 +292,15 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
   const auto& world = dist::world();
   const int threads = apply_thread_policy(c.run);
   const torch::Device dev = device::resolve(c.run.device);
-  data::Data data = shared_data(data::plan(c.data, c.task.seq_len), threads);
   const std::string run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
-  if (world.is_main()) fs::make_dirs(run_dir);
+  // One writer per run, before anything is read or written: a second `train` of this run (or
+  // an `eval` writing into it) exits at once naming this process.
+  fs::DirLock lock;
+  if (world.is_main()) {
+    fs::make_dirs(run_dir);
+    lock = fs::DirLock::acquire(run_dir, "train");
+  }
+  data::Data data = shared_data(data::plan(c.data, c.task.seq_len), threads);
 
   auto task =
       tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(), data.source_vocab_size());
@@ -348,7 +361,8 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
         [&task_ref](const tasks::HostSums& s) { return task_ref.metrics(s); }, c.train.log_every,
         c.train.max_steps, std::move(notes));
   }
-  t.with_run(std::make_unique<Checkpointer>(run_dir, c, c.train.keep_last, o.restart),
+  t.with_run(std::make_unique<Checkpointer>(run_dir, c, c.train.keep_last, o.restart,
+                                            o.allow_config_change),
              std::move(evaluator), std::move(logger));
   return t.run();
 }

@@ -59,10 +59,14 @@ struct TrainOptions {
   // Start over in a run directory whose checkpoints are all damaged (or that has metrics but
   // no checkpoint): its metrics files and checkpoints/ are kept, renamed with .restart-N.
   bool restart = false;
+  // Resume under a config that differs in any key, recording each change
+  // (train/config_history.h); without it only the keys that may change on resume can.
+  bool allow_config_change = false;
 };
-// Trains the run a config describes (preparing its data first if needed). An existing run
-// directory with a checkpoint is resumed; one whose architecture differs is refused; one with
-// results but no usable checkpoint is refused unless o.restart (nothing is changed then).
+// Trains the run a config describes (preparing its data first if needed), holding the run
+// directory's lock (util/dir_lock.h). An existing run directory with a checkpoint is resumed;
+// one whose config differs is refused or the change recorded (train/config_history.h); one
+// with results but no usable checkpoint is refused unless o.restart (nothing is changed then).
 TrainResult train(const config::Config& c, const TrainOptions& o = {});
 
 // Threads for a run (run.threads, 0 = all cores), applied to torch and OpenBLAS.

@@ -2,7 +2,7 @@
 set -euo pipefail
 : "${ROPELAB:?set by ctest}"
 WORK=$(mktemp -d /tmp/ropelab-e2e.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+trap '[[ -n ${KEEP_WORK:-} ]] || rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # expect_exit CODE CMD...: runs CMD, captures output in $OUT, checks the exit code.
 expect_exit() {
@@ -35,4 +35,46 @@ signal_when() {
   sleep "$delay"
   kill -"$sig" $pid
   set +e; wait $pid; CODE=$?; set -e
+}
+# same_run REF_DIR OTHER_DIR: the same weights (every tensor of the exported weights.h5) and
+# the same metrics rows (metrics.h5 and metrics.jsonl, every column but the timings).
+same_run() {  # same_run REF_DIR OTHER_DIR
+  "$ROPELAB" export $1 --out $1.w.h5 >/dev/null 2>&1 || fail "export $1"
+  "$ROPELAB" export $2 --out $2.w.h5 >/dev/null 2>&1 || fail "export $2"
+  /usr/bin/python3 - $1 $2 <<'PY' || fail "$2 differs from $1"
+import sys, h5py, numpy as np
+a, b = sys.argv[1], sys.argv[2]
+def tensors(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda k, v: out.__setitem__(k, v[()]) if isinstance(v, h5py.Dataset) else None)
+    return out
+wa, wb = tensors(a + ".w.h5"), tensors(b + ".w.h5")
+assert wa.keys() == wb.keys(), "different tensors"
+bad = [k for k in wa if not np.array_equal(wa[k], wb[k])]
+assert not bad, f"weights differ: {bad[:5]}"
+with h5py.File(a + "/metrics.h5", "r") as fa, h5py.File(b + "/metrics.h5", "r") as fb:
+    for g in ("train", "valid"):
+        if g not in fa:
+            continue
+        cols = [c for c in fa[g] if c not in ("tokens_per_s", "time", "wall_s")]
+        for c in cols:
+            x, y = fa[g][c][()], fb[g][c][()]
+            assert np.array_equal(x, y), f"{g}/{c}: {len(x)} vs {len(y)} rows, first difference " \
+                f"{next((i for i in range(min(len(x), len(y))) if x[i] != y[i]), None)}"
+        print(f"  {g}: {len(fa[g]['step'])} rows equal ({len(cols)} columns)")
+import json
+def rows(run):
+    out = []
+    for line in open(run + "/metrics.jsonl"):
+        r = json.loads(line)
+        r.pop("tokens_per_s", None)
+        out.append(r)
+    return out
+ja, jb = rows(a), rows(b)
+assert ja == jb, f"metrics.jsonl differs: {len(ja)} vs {len(jb)} rows, first difference " \
+    f"{next((x, y) for x, y in zip(ja + [None], jb + [None]) if x != y)}"
+print(f"  metrics.jsonl: {len(ja)} rows equal")
+print(f"  {len(wa)} tensors bit-identical")
+PY
 }
