@@ -155,7 +155,7 @@ expect_in "step 18: train.lr: 0.003 -> 0.002"
 
 # ---- 2 ranks: 6 SIGKILLs of a random rank at random moments, then a resume to the end.
 launch() { "$ROPELAB" launch --nproc 2 --timeout 10 -- train lm.yaml "$@"; }
-two=(train.batch_size=2 train.max_steps=150 train.eval_every=50)
+two=(train.batch_size=2 train.max_steps=400 train.eval_every=100)
 expect_exit 0 launch run.name=ref2 "${two[@]}"
 kills=0
 for k in 1 2 3 4 5 6; do
