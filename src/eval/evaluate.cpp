@@ -14,8 +14,8 @@
 #include "tasks/task.h"
 #include "train/trainer.h"
 #include "util/device.h"
-#include "util/error.h"
 #include "util/dir_lock.h"
+#include "util/error.h"
 #include "util/fs.h"
 #include "util/signals.h"
 

@@ -11,8 +11,8 @@
 #include "data/prepare.h"
 #include "tasks/task.h"
 #include "train/checkpoint.h"
-#include "util/error.h"
 #include "util/dir_lock.h"
+#include "util/error.h"
 #include "util/fs.h"
 #include "util/h5.h"
 

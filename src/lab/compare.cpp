@@ -19,8 +19,8 @@
 #include "train/config_history.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
-#include "util/error.h"
 #include "util/dir_lock.h"
+#include "util/error.h"
 #include "util/fs.h"
 #include "util/platform.h"
 #include "util/progress.h"
@@ -116,8 +116,8 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : runs) {
-    std::string name = r.name + (r.config_changes.empty() ? "" : " †") +
-                       (r.live.empty() ? "" : " (training)");
+    std::string name =
+        r.name + (r.config_changes.empty() ? "" : " †") + (r.live.empty() ? "" : " (training)");
     std::vector<std::string> row = {
         name,         r.position,         r.attention,      si(r.params), std::to_string(r.steps),
         si(r.tokens), num(r.final_valid), num(r.best_valid)};
@@ -169,16 +169,18 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
   std::string notes;
   for (const auto& r : runs) {
     if (!r.config_changes.empty()) {
-      notes += fmt::format("{}† {}: config changed on resume ({}/config_history.yaml): ",
-                           md ? "- " : "", r.name, r.dir);
+      notes +=
+          fmt::format("{}† {}: config changed on resume ({}/config_history.yaml): ", md ? "- " : "",
+                      r.name, r.dir);
       for (size_t i = 0; i < r.config_changes.size(); ++i)
         notes += (i ? "; " : "") + r.config_changes[i];
       notes += "\n";
     }
     if (!r.live.empty())
-      notes += fmt::format("{}{} (training): being written by {}; its rows so far, from "
-                           "metrics.jsonl\n",
-                           md ? "- " : "", r.name, r.live);
+      notes += fmt::format(
+          "{}{} (training): being written by {}; its rows so far, from "
+          "metrics.jsonl\n",
+          md ? "- " : "", r.name, r.live);
   }
   if (!notes.empty()) s += "\n" + notes;
   return s;

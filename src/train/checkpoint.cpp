@@ -309,9 +309,9 @@ bool Checkpointer::resume(torch::nn::Module& model, torch::optim::Optimizer* opt
     record_config_changes(run_dir_, st.step, may, "may change on resume");
     record_config_changes(run_dir_, st.step, forced, "--allow-config-change");
     for (const auto& c : changes)
-      changes_.push_back(fmt::format("config change from step {}: {} ({})", st.step, c.str(),
-                                     c.may_change ? "may change on resume"
-                                                  : "--allow-config-change"));
+      changes_.push_back(
+          fmt::format("config change from step {}: {} ({})", st.step, c.str(),
+                      c.may_change ? "may change on resume" : "--allow-config-change"));
   } else if (main) {
     refuse_or_set_aside();
   }

@@ -22,9 +22,9 @@ std::string history_path(const std::string& run_dir) {
 }
 
 bool may_change(const std::string& key, const std::string& before, const std::string& after) {
-  static const std::set<std::string> any = {"train.eval_every",       "train.log_every",
-                                            "train.checkpoint_every", "train.keep_last",
-                                            "run.threads",            "run.device"};
+  static const std::set<std::string> any = {
+      "train.eval_every", "train.log_every", "train.checkpoint_every",
+      "train.keep_last",  "run.threads",     "run.device"};
   if (any.count(key) != 0) return true;
   if (key == "train.max_steps") {  // more steps only: fewer would end a run past its end
     try {

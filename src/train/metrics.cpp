@@ -47,9 +47,10 @@ h5::Handle open_for_append(const std::string& path) {
       while (fs::exists(path + ".unreadable-" + std::to_string(n))) ++n;
       std::string aside = path + ".unreadable-" + std::to_string(n);
       stdfs::rename(path, aside);
-      spdlog::warn("{}: not a readable HDF5 file (killed before its first flush?); kept as {}, "
-                   "and the metrics start again from the checkpoint",
-                   path, aside);
+      spdlog::warn(
+          "{}: not a readable HDF5 file (killed before its first flush?); kept as {}, "
+          "and the metrics start again from the checkpoint",
+          path, aside);
       return {};
     }
     try {

@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -31,8 +31,7 @@ namespace stdfs = std::filesystem;
 std::string lock_path(const std::string& dir) { return (stdfs::path(dir) / ".lock").string(); }
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string this_host() {
@@ -93,7 +92,8 @@ std::optional<LockHolder> parse_holder(const std::string& text) {
 
 // A process on this host with that pid exists.
 bool alive_here(const LockHolder& h) {
-  return h.host == this_host() && h.pid > 0 && (kill(static_cast<pid_t>(h.pid), 0) == 0 || errno == EPERM);
+  return h.host == this_host() && h.pid > 0 &&
+         (kill(static_cast<pid_t>(h.pid), 0) == 0 || errno == EPERM);
 }
 
 bool no_locks_here(int err) {
@@ -191,10 +191,12 @@ DirLock DirLock::acquire(const std::string& dir, const std::string& what, Wait w
   auto before = parse_holder(read_fd(fd));
   if (!os_lock) {
     if (before && (alive_here(*before) || before->host != this_host()))
-      throw UserError(in_use(dir, what, before) + fmt::format(", or delete {} if it is gone", path));
-    spdlog::warn("{}: the file system has no locks; only the lock file's text guards this run "
-                 "against a second writer",
-                 dir);
+      throw UserError(in_use(dir, what, before) +
+                      fmt::format(", or delete {} if it is gone", path));
+    spdlog::warn(
+        "{}: the file system has no locks; only the lock file's text guards this run "
+        "against a second writer",
+        dir);
   }
   if (before)
     spdlog::warn("{}: taking over the lock left by {}, which is no longer running", dir,
@@ -204,7 +206,8 @@ DirLock DirLock::acquire(const std::string& dir, const std::string& what, Wait w
             {"command", this_command()},
             {"since", std::floor(now_s())}};
   const std::string text = j.dump() + "\n";
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+  if (ftruncate(fd, 0) != 0 ||
+      pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
     throw UserError(path + ": cannot write the lock file (" + std::strerror(errno) + ")");
   fdatasync(fd);
   std::lock_guard<std::mutex> g(held_mutex());

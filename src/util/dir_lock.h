@@ -1,7 +1,8 @@
 // One writer per directory: an OS lock on <dir>/.lock that the kernel releases when its process
 // dies, plus the lock file's text, which names the holder for the message a second writer gets.
 //
-//   <dir>/.lock   {"host": ..., "pid": ..., "command": "ropelab train tiny.yaml", "since": <unix s>}
+//   <dir>/.lock   {"host": ..., "pid": ..., "command": "ropelab train tiny.yaml", "since": <unix
+//   s>}
 //
 // Writers (train, eval writing into a run, probe, average, export, ablate) take it exclusively
 // with flock(2): a second writer fails at once with one line naming the host, pid, command and
@@ -34,8 +35,8 @@ struct LockHolder {
 class DirLock {
  public:
   enum class Wait { kNo, kYes };
-  // Takes <dir>/.lock (creating the file; `dir` must exist), or throws UserError("<dir>: in use by ...;
-  // HINT: ..."). `what` is the operation the message names ("train", "prepare", ...).
+  // Takes <dir>/.lock (creating the file; `dir` must exist), or throws UserError("<dir>: in use by
+  // ...; HINT: ..."). `what` is the operation the message names ("train", "prepare", ...).
   // Wait::kYes waits for the holder to finish instead (logging once whom it waits for); a stop
   // signal while waiting throws signals::Interrupted.
   static DirLock acquire(const std::string& dir, const std::string& what, Wait wait = Wait::kNo);

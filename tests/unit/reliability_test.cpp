@@ -38,11 +38,11 @@ struct OtherHolder {
     if (lock) {
       EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
     }
-    std::string text = nlohmann::json{{"host", host()},
-                                      {"pid", pid},
-                                      {"command", "ropelab train other.yaml"},
-                                      {"since", 1e9}}
-                           .dump();
+    std::string text = nlohmann::json{
+        {"host", host()},
+        {"pid", pid},
+        {"command", "ropelab train other.yaml"},
+        {"since", 1e9}}.dump();
     EXPECT_EQ(ftruncate(fd, 0), 0);
     EXPECT_EQ(pwrite(fd, text.data(), text.size(), 0), static_cast<ssize_t>(text.size()));
   }
@@ -210,8 +210,8 @@ TEST(LogWindow, ACheckpointInsideALogWindowCarriesItsSums) {
   auto state = [&](int step) {
     char name[32];
     std::snprintf(name, sizeof name, "step-%09d", step);
-    return nlohmann::json::parse(fs::read_file(d.file(std::string("runs/r/checkpoints/") + name +
-                                                       "/state.json")));
+    return nlohmann::json::parse(
+        fs::read_file(d.file(std::string("runs/r/checkpoints/") + name + "/state.json")));
   };
   auto w3 = state(3)["log_window"].get<std::vector<double>>();
   auto w6 = state(6)["log_window"].get<std::vector<double>>();
