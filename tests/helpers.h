@@ -11,6 +11,9 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "config/loader.h"
 
 namespace ropelab::test {
 
@@ -58,6 +61,19 @@ inline std::string tiny_text_run_yaml(const TempDir& d, int seed) {
          "}\ndata: {source: text, train: " + d.file("train.txt") +
          ", valid: " + d.file("valid.txt") + ", prepared_dir: " + d.file("prep") +
          ", tokenizer: {type: byte}}\n";
+}
+
+// A tiny causal LM on that corpus, written to d/c.yaml and loaded with run.name=`name` and
+// `overrides`; `train` is the train section's body.
+inline config::Config tiny_clm_run(const TempDir& d, int seed, const std::string& name,
+                                   const std::string& train, const std::string& model_extra = "",
+                                   std::vector<std::string> overrides = {}) {
+  write(d.file("c.yaml"), tiny_text_run_yaml(d, seed) +
+                              "task: {type: clm, seq_len: 16}\n"
+                              "model: {d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32" +
+                              model_extra + "}\ntrain: {" + train + "}\n");
+  overrides.insert(overrides.begin(), "run.name=" + name);
+  return config::load_config(d.file("c.yaml"), config::overrides_from_args(overrides));
 }
 
 struct RunResult {

@@ -78,8 +78,9 @@ class Checkpointer {
   // Every rank: loads the newest verified checkpoint into `model` and `opt` and returns true, or
   // starts a new run (false). `st` keeps what describes this process (threads, world, vocab,
   // device) and gets the rest from the checkpoint. Rank 0 checks the directory (refusing a
-  // changed architecture, or results without a checkpoint) and writes config.yaml; every rank
-  // must resume from the same step (UserError otherwise).
+  // changed config, or recording a change that may be made; refusing results without a
+  // checkpoint) and writes config.yaml; every rank must resume from the same step (UserError
+  // otherwise).
   bool resume(torch::nn::Module& model, torch::optim::Optimizer* opt, TrainState& st);
   // Rank 0 writes the checkpoint; every rank returns once it is committed.
   void save(torch::nn::Module& model, torch::optim::Optimizer* opt, const TrainState& st);

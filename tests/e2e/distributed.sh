@@ -130,7 +130,7 @@ expect_in "model.d_model: expected an integer"
 [[ $(grep -c "model.d_model" <<<"$OUT") -eq 1 ]] || fail "the config error was reported twice"
 expect_not_in "rank 0 is pid"
 # A run trained by 2 ranks does not resume in 1 process.
-expect_exit 2 "$ROPELAB" train lm.yaml run.name=two train.max_steps=14
+expect_exit 2 "$ROPELAB" train lm.yaml run.name=two train.max_steps=14 train.batch_size=4
 expect_in "was trained by 2 data-parallel rank(s), this run has 1"
 # Other commands refuse to run as ranks.
 WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 expect_exit 2 "$ROPELAB" prepare lm.yaml

@@ -45,7 +45,7 @@ expect_in "step 15 valid acc"
 expect_in "(final, from metrics.h5)"
 [[ $(/usr/bin/python3 -c "import h5py; print(len(h5py.File('$R/metrics.h5')['valid/step']))") -eq $rows ]] ||
   fail "a finished run run again logged its final evaluation twice"
-# A changed architecture is refused, naming what differs.
+# A changed architecture is refused, naming what differs (tests/e2e/reliability.sh: the rest).
 expect_exit 2 "$ROPELAB" train tiny.yaml model.d_model=64
 expect_in "model.d_model: 32 -> 64"
 

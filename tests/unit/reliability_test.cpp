@@ -163,15 +163,10 @@ TEST(ConfigHistory, RecordedChangesAccumulateAndReadBack) {
 }
 
 config::Config tiny(const test::TempDir& d, const std::vector<std::string>& overrides) {
-  test::write(d.file("c.yaml"),
-              test::tiny_text_run_yaml(d, 3) +
-                  "task: {type: clm, seq_len: 16}\n"
-                  "model: {d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32}\n"
-                  "train: {max_steps: 6, batch_size: 2, log_every: 4, eval_every: 0, "
-                  "checkpoint_every: 3, keep_last: 5, schedule: {warmup: 2}}\n");
-  auto ov = overrides;
-  ov.insert(ov.begin(), "run.name=r");
-  return config::load_config(d.file("c.yaml"), config::overrides_from_args(ov));
+  return test::tiny_clm_run(d, 3, "r",
+                            "max_steps: 6, batch_size: 2, log_every: 4, eval_every: 0, "
+                            "checkpoint_every: 3, keep_last: 5, schedule: {warmup: 2}",
+                            "", overrides);
 }
 
 TEST(ConfigHistory, AResumeRefusesAChangedRecipeAndRecordsTheAllowedChanges) {
