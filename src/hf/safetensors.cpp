@@ -123,7 +123,8 @@ Parsed parse(const uint8_t* bytes, size_t size, const std::string& what) {
       }
       continue;
     }
-    auto tbad = [&](const std::string& why) { return bad("tensor '" + name + "': " + why); };
+    const std::string tensor = name;  // (a structured binding cannot be captured in C++17)
+    auto tbad = [&](const std::string& why) { return bad("tensor '" + tensor + "': " + why); };
     if (!entry.is_object()) throw tbad("not an object with dtype, shape and data_offsets");
     for (const char* k : {"dtype", "shape", "data_offsets"})
       if (!entry.contains(k)) throw tbad(std::string("no ") + k);
