@@ -287,11 +287,15 @@ ChrfStats chrf_stats(const std::string& hyp, const std::vector<std::string>& ref
     auto rg = char_ngrams(r);
     ChrfStats st;
     for (size_t n = 0; n < kCharOrder; ++n) {
+      double hyp_count = 0;
       for (const auto& [g, c] : h[n]) {
-        st.v[3 * n] += c;
+        hyp_count += c;
         auto it = rg[n].find(g);
         if (it != rg[n].end()) st.v[3 * n + 2] += std::min(c, it->second);
       }
+      // As sacreBLEU: an order the reference has no n-grams of (an empty or short reference)
+      // counts none of the hypothesis's either.
+      st.v[3 * n] = rg[n].empty() ? 0 : hyp_count;
       for (const auto& [g, c] : rg[n]) st.v[3 * n + 1] += c;
     }
     double f = chrf_from(st);

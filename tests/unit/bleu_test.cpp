@@ -63,6 +63,22 @@ TEST(Chrf, HandComputedValues) {
   EXPECT_EQ(chrf_signature(1), "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.x");
 }
 
+// Golden values from sacreBLEU 2.6.0 (its CHRF class, default options; made by
+// scripts/golden/sacrebleu_chrf.py): an order the reference
+// has no n-grams of counts none of the hypothesis's, so an empty reference line, or one shorter
+// than 6 characters, does not penalise the corpus score.
+TEST(Chrf, EmptyAndShortReferencesMatchSacrebleu) {
+  EXPECT_NEAR(corpus_chrf({"the cat sat on the mat", "hello there", "abc"},
+                          {{"the cat sat on a mat", "", "ab"}}),
+              72.08274166881603, 1e-9);
+  EXPECT_NEAR(corpus_chrf({"abcdef"}, {{"abc"}}), 75.6578947368421, 1e-9);
+  EXPECT_NEAR(corpus_chrf({"hello world"}, {{""}, {"hello word"}}), 82.6093801436548, 1e-9);
+  EXPECT_EQ(corpus_chrf({"hello world", "x"}, {{"", ""}}), 0.0);
+  EXPECT_NEAR(corpus_chrf({"el perro ve la casa roja", "un hombre", "gracias"},
+                          {{"el perro ve una casa roja", "un", ""}}),
+              72.7712159762561, 1e-9);
+}
+
 TEST(Bleu, ScoreFilesChecksItsInputs) {
   test::TempDir d;
   auto hyp = test::write(d.file("hyp"), "The dog bit the man.\nIt wasn't surprising.\n");
