@@ -64,9 +64,9 @@ TEST(Chrf, HandComputedValues) {
 }
 
 // Golden values from sacreBLEU 2.6.0 (its CHRF class, default options; made by
-// scripts/golden/sacrebleu_chrf.py): an order the reference
-// has no n-grams of counts none of the hypothesis's, so an empty reference line, or one shorter
-// than 6 characters, does not penalise the corpus score.
+// scripts/golden/sacrebleu_chrf.py): an order the reference has no n-grams of counts none of
+// the hypothesis's, so an empty reference line, or one shorter than 6 characters, does not
+// penalise the corpus score.
 TEST(Chrf, EmptyAndShortReferencesMatchSacrebleu) {
   EXPECT_NEAR(corpus_chrf({"the cat sat on the mat", "hello there", "abc"},
                           {{"the cat sat on a mat", "", "ab"}}),
