@@ -68,6 +68,8 @@ struct Opts {
   int64_t last = 5;
   std::vector<std::string> refs;
   std::string hyp;
+  text::BleuOptions bleu;
+  bool chrf_lowercase = false;
   // bench
   lab::BenchOptions bench;
   std::string point, sections, bench_lengths, decode_lengths;
@@ -243,7 +245,7 @@ int cmd_average() {
 }
 
 int cmd_bleu() {
-  std::cout << text::score_files(g.hyp, g.refs);
+  std::cout << text::score_files(g.hyp, g.refs, g.bleu, g.chrf_lowercase);
   return 0;
 }
 
@@ -481,13 +483,19 @@ void register_all(CLI::App& app) {
       cmd_average);
   add(
       app, "bleu",
-      "Score translations like sacreBLEU 2.x's defaults: corpus BLEU (13a tokenization, exp\n"
+      "Score translations like sacreBLEU 2.x: corpus BLEU (13a tokenization by default, exp\n"
       "smoothing) and chrF2, printed with their signatures. One segment per line; every file\n"
       "must have the same number of lines.",
       [](CLI::App& sub) {
         sub.add_option("--ref", g.refs, "reference file (repeat for several references)")
             ->required();
         sub.add_option("--hyp", g.hyp, "hypothesis file")->required();
+        sub.add_option("--tokenize", g.bleu.tokenize,
+                       "BLEU's tokenizer, as sacreBLEU's: 13a (the default), none (pre-tokenized "
+                       "input) or char (every character a token)")
+            ->capture_default_str();
+        sub.add_flag("--lowercase", g.bleu.lowercase, "case-insensitive BLEU (case:lc)");
+        sub.add_flag("--chrf-lowercase", g.chrf_lowercase, "case-insensitive chrF (case:lc)");
       },
       cmd_bleu);
   add(

@@ -1,9 +1,13 @@
 #include "text/bleu.h"
 
+#include <locale.h>
 #include <algorithm>
+#include <cctype>
+#include <clocale>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cwctype>
 #include <map>
 
 #include "text/corpus.h"
@@ -171,14 +175,68 @@ std::string tokenize_13a(const std::string& line_in) {
   return out;
 }
 
-BleuStats bleu_stats(const std::string& hyp, const std::vector<std::string>& refs) {
+void check_tokenizer(const std::string& name) {
+  if (name != "13a" && name != "none" && name != "char")
+    throw UserError("--tokenize " + name + ": not a tokenizer ropelab has (13a, none, char; " +
+                    "sacreBLEU's zh and intl need Unicode category tables and are not in yet)");
+}
+
+std::string py_lower(const std::string& s) {
+  static locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
+  auto cps = code_points(s);
+  auto cased = [&](size_t i) {
+    if (utf8 == static_cast<locale_t>(nullptr)) return cps[i] < 0x80 && std::isalpha(cps[i]) != 0;
+    return iswalpha_l(static_cast<wint_t>(cps[i]), utf8) &&
+           (towlower_l(static_cast<wint_t>(cps[i]), utf8) != static_cast<wint_t>(cps[i]) ||
+            towupper_l(static_cast<wint_t>(cps[i]), utf8) != static_cast<wint_t>(cps[i]));
+  };
+  std::string out;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    uint32_t c = cps[i];
+    if (c < 0x80) {
+      out += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    } else if (c == 0x130) {  // Python's full mapping: i + combining dot above
+      out += "i\xcc\x87";
+    } else if (c == 0x3A3) {  // Final_Sigma: after a cased letter, not before one
+      bool after = i > 0 && cased(i - 1);
+      bool before = i + 1 < cps.size() && cased(i + 1);
+      append_utf8(out, after && !before ? 0x3C2 : 0x3C3);
+    } else if (utf8 != static_cast<locale_t>(nullptr)) {
+      append_utf8(out, static_cast<uint32_t>(towlower_l(static_cast<wint_t>(c), utf8)));
+    } else {
+      append_utf8(out, c);
+    }
+  }
+  return out;
+}
+
+namespace {
+// A segment as sacreBLEU's BLEU sees it: lowercased (optionally), right-stripped, tokenized,
+// split on whitespace.
+std::vector<std::string> bleu_tokens(const std::string& line, const BleuOptions& o) {
+  std::string s = py_rstrip(o.lowercase ? py_lower(line) : line);
+  if (o.tokenize == "13a") return py_split(tokenize_13a(s));
+  if (o.tokenize == "none") return py_split(s);
+  if (o.tokenize == "char") {  // every character a token; the spaces between them split away
+    std::vector<std::string> out;
+    for (uint32_t c : code_points(s))
+      if (!py_space(c)) out.emplace_back(), append_utf8(out.back(), c);
+    return out;
+  }
+  check_tokenizer(o.tokenize);
+  return {};
+}
+}  // namespace
+
+BleuStats bleu_stats(const std::string& hyp, const std::vector<std::string>& refs,
+                     const BleuOptions& o) {
   BleuStats st;
-  auto h = py_split(tokenize_13a(py_rstrip(hyp)));
+  auto h = bleu_tokens(hyp, o);
   st.hyp_len = static_cast<double>(h.size());
   std::array<Counts, 4> ref_max;
   double closest = -1;
   for (const auto& r : refs) {
-    auto toks = py_split(tokenize_13a(py_rstrip(r)));
+    auto toks = bleu_tokens(r, o);
     auto len = static_cast<double>(toks.size());
     double d = std::abs(len - st.hyp_len), best = std::abs(closest - st.hyp_len);
     if (closest < 0 || d < best || (d == best && len < closest)) closest = len;
@@ -230,10 +288,11 @@ std::string Bleu::line() const {
 }
 
 Bleu corpus_bleu(const std::vector<std::string>& hyps,
-                 const std::vector<std::vector<std::string>>& refs) {
+                 const std::vector<std::vector<std::string>>& refs, const BleuOptions& o) {
+  check_tokenizer(o.tokenize);
   BleuStats total;
   for (size_t i = 0; i < hyps.size(); ++i) {
-    auto s = bleu_stats(hyps[i], segment_refs(refs, i));
+    auto s = bleu_stats(hyps[i], segment_refs(refs, i), o);
     for (size_t n = 0; n < 4; ++n) total.correct[n] += s.correct[n], total.total[n] += s.total[n];
     total.hyp_len += s.hyp_len;
     total.ref_len += s.ref_len;
@@ -241,8 +300,9 @@ Bleu corpus_bleu(const std::vector<std::string>& hyps,
   return bleu_from(total);
 }
 
-std::string bleu_signature(size_t nrefs) {
-  return "nrefs:" + std::to_string(nrefs) + "|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x";
+std::string bleu_signature(size_t nrefs, const BleuOptions& o) {
+  return "nrefs:" + std::to_string(nrefs) + "|case:" + (o.lowercase ? "lc" : "mixed") +
+         "|eff:no|tok:" + o.tokenize + "|smooth:exp|version:2.x";
 }
 
 // ---- chrF
@@ -279,12 +339,12 @@ double chrf_from(const ChrfStats& s) {
   return 100.0 * (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec);
 }
 
-ChrfStats chrf_stats(const std::string& hyp, const std::vector<std::string>& refs) {
-  auto h = char_ngrams(hyp);
+ChrfStats chrf_stats(const std::string& hyp, const std::vector<std::string>& refs, bool lowercase) {
+  auto h = char_ngrams(lowercase ? py_lower(hyp) : hyp);
   ChrfStats best;
   double best_f = -1;
   for (const auto& r : refs) {
-    auto rg = char_ngrams(r);
+    auto rg = char_ngrams(lowercase ? py_lower(r) : r);
     ChrfStats st;
     for (size_t n = 0; n < kCharOrder; ++n) {
       double hyp_count = 0;
@@ -305,20 +365,23 @@ ChrfStats chrf_stats(const std::string& hyp, const std::vector<std::string>& ref
 }
 
 double corpus_chrf(const std::vector<std::string>& hyps,
-                   const std::vector<std::vector<std::string>>& refs) {
+                   const std::vector<std::vector<std::string>>& refs, bool lowercase) {
   ChrfStats total;
   for (size_t i = 0; i < hyps.size(); ++i) {
-    auto s = chrf_stats(hyps[i], segment_refs(refs, i));
+    auto s = chrf_stats(hyps[i], segment_refs(refs, i), lowercase);
     for (size_t k = 0; k < total.v.size(); ++k) total.v[k] += s.v[k];
   }
   return chrf_from(total);
 }
 
-std::string chrf_signature(size_t nrefs) {
-  return "nrefs:" + std::to_string(nrefs) + "|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.x";
+std::string chrf_signature(size_t nrefs, bool lowercase) {
+  return "nrefs:" + std::to_string(nrefs) + "|case:" + (lowercase ? "lc" : "mixed") +
+         "|eff:yes|nc:6|nw:0|space:no|version:2.x";
 }
 
-std::string score_files(const std::string& hyp_path, const std::vector<std::string>& ref_paths) {
+std::string score_files(const std::string& hyp_path, const std::vector<std::string>& ref_paths,
+                        const BleuOptions& bleu, bool chrf_lowercase) {
+  check_tokenizer(bleu.tokenize);
   if (ref_paths.empty()) throw UserError("bleu: give at least one --ref file");
   auto hyps = read_lines(hyp_path);
   std::vector<std::vector<std::string>> refs;
@@ -330,11 +393,11 @@ std::string score_files(const std::string& hyp_path, const std::vector<std::stri
                       " (one segment per line; the files must align)");
   }
   if (hyps.empty()) throw UserError(hyp_path + ": no segments (the file is empty)");
-  auto b = corpus_bleu(hyps, refs);
+  auto b = corpus_bleu(hyps, refs, bleu);
   char chrf[32];
-  std::snprintf(chrf, sizeof chrf, "%.2f", corpus_chrf(hyps, refs));
-  return "BLEU|" + bleu_signature(refs.size()) + " = " + b.line().substr(7) + "\nchrF2|" +
-         chrf_signature(refs.size()) + " = " + chrf + "\n";
+  std::snprintf(chrf, sizeof chrf, "%.2f", corpus_chrf(hyps, refs, chrf_lowercase));
+  return "BLEU|" + bleu_signature(refs.size(), bleu) + " = " + b.line().substr(7) + "\nchrF2|" +
+         chrf_signature(refs.size(), chrf_lowercase) + " = " + chrf + "\n";
 }
 
 }  // namespace ropelab::text

@@ -64,7 +64,7 @@ TEST(Chrf, HandComputedValues) {
 }
 
 // Golden values from sacreBLEU 2.6.0 (its CHRF class, default options; made by
-// scripts/golden/sacrebleu_chrf.py): an order the reference has no n-grams of counts none of
+// scripts/golden/sacrebleu_golden.py): an order the reference has no n-grams of counts none of
 // the hypothesis's, so an empty reference line, or one shorter than 6 characters, does not
 // penalise the corpus score.
 TEST(Chrf, EmptyAndShortReferencesMatchSacrebleu) {
@@ -77,6 +77,55 @@ TEST(Chrf, EmptyAndShortReferencesMatchSacrebleu) {
   EXPECT_NEAR(corpus_chrf({"el perro ve la casa roja", "un hombre", "gracias"},
                           {{"el perro ve una casa roja", "un", ""}}),
               72.7712159762561, 1e-9);
+}
+
+// sacreBLEU 2.6.0's scores and signatures (version aside) under --tokenize, --lowercase and
+// --chrf-lowercase (scripts/golden/sacrebleu_golden.py), on accents, a capital sigma at a word's
+// end, sharp s and dotted capital I.
+TEST(Bleu, OptionsMatchSacrebleu) {
+  const std::vector<std::string> hyps = {"The Dog bit THE man .",
+                                         "\xc3\x89"
+                                         "cole \xce\x9f\xce\x94\xce\x9f\xce\xa3 "
+                                         "Stra\xc3\x9f"
+                                         "e \xc4\xb0stanbul",
+                                         "It was n't surprising ."};
+  const std::vector<std::vector<std::string>> refs = {
+      {"the dog bit the man .",
+       "\xc3\xa9"
+       "cole \xce\xbf\xce\xb4\xce\xbf\xcf\x82 strasse istanbul",
+       "it was not unexpected ."}};
+  struct Case {
+    const char* tok;
+    bool lc;
+    double score;
+    const char* line;
+  };
+  const Case cases[] = {
+      {"13a", false, 8.95474943186285, "8.95 33.3/8.3/5.6/4.2 (BP = 1.000 ratio = 1.000"},
+      {"13a", true, 55.52664410595373, "55.53 73.3/58.3/44.4/50.0 (BP = 1.000 ratio = 1.000"},
+      {"none", false, 8.95474943186285, "8.95 33.3/8.3/5.6/4.2 (BP = 1.000 ratio = 1.000"},
+      {"none", true, 55.52664410595373, "55.53 73.3/58.3/44.4/50.0 (BP = 1.000 ratio = 1.000"},
+      {"char", false, 35.361202322050545, "35.36 63.8/41.8/30.8/20.4 (BP = 0.983 ratio = 0.983"},
+      {"char", true, 68.6900348249228, "68.69 83.1/69.6/64.2/60.0 (BP = 1.000 ratio = 1.000"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.tok) + (c.lc ? " lc" : ""));
+    BleuOptions o{c.tok, c.lc};
+    auto b = corpus_bleu(hyps, refs, o);
+    EXPECT_NEAR(b.score, c.score, 1e-9);
+    EXPECT_EQ(b.line().substr(7, std::string(c.line).size()), c.line);
+    EXPECT_EQ(bleu_signature(1, o), std::string("nrefs:1|case:") + (c.lc ? "lc" : "mixed") +
+                                        "|eff:no|tok:" + c.tok + "|smooth:exp|version:2.x");
+  }
+  EXPECT_NEAR(corpus_chrf(hyps, refs), 28.29619867182905, 1e-9);
+  EXPECT_NEAR(corpus_chrf(hyps, refs, true), 63.693966155480155, 1e-9);
+  EXPECT_EQ(chrf_signature(1, true), "nrefs:1|case:lc|eff:yes|nc:6|nw:0|space:no|version:2.x");
+  // Python's str.lower(), its two context rules included.
+  EXPECT_EQ(
+      py_lower("\xce\x9f\xce\x94\xce\x9f\xce\xa3 Stra\xc3\x9f"
+               "e \xc4\xb0stanbul \xce\xa3\xce\x91\xce\xa3 \xce\xa3 \xc3\x80\xc3\x89\xc3\x8e"),
+      "\xce\xbf\xce\xb4\xce\xbf\xcf\x82 stra\xc3\x9f"
+      "e i\xcc\x87stanbul \xcf\x83\xce\xb1\xcf\x82 \xcf\x83 \xc3\xa0\xc3\xa9\xc3\xae");
+  EXPECT_THROW(check_tokenizer("zh"), UserError);
 }
 
 TEST(Bleu, ScoreFilesChecksItsInputs) {
