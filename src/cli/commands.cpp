@@ -2,7 +2,9 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -20,7 +22,7 @@
 #include "lab/bench.h"
 #include "lab/compare.h"
 #include "lab/probe.h"
-#include "text/bleu.h"
+#include "text/metrics.h"
 #include "text/corpus.h"
 #include "train/trainer.h"
 #include "util/device.h"
@@ -66,10 +68,10 @@ struct Opts {
   bool no_save = false;
   bool allow_config_change = false;
   int64_t last = 5;
-  std::vector<std::string> refs;
-  std::string hyp;
-  text::BleuOptions bleu;
-  bool chrf_lowercase = false;
+  std::vector<std::string> refs, hyps;
+  text::ScoreOptions score;
+  std::string metrics = "bleu,chrf";
+  bool seed_given = false;
   // bench
   lab::BenchOptions bench;
   std::string point, sections, bench_lengths, decode_lengths;
@@ -244,8 +246,30 @@ int cmd_average() {
   return 0;
 }
 
+namespace {
+// A paired-test seed: a non-negative integer (sacreBLEU's "none", a seed from the OS, would make
+// the p-values unrepeatable, so it is not offered).
+uint64_t parse_seed(const std::string& v, const std::string& what) {
+  bool digits = !v.empty() && v.size() <= 19 &&
+                std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits)
+    throw UserError(what + " '" + v + "': a non-negative integer (e.g. 12345, sacreBLEU's default)");
+  return std::stoull(v);
+}
+}  // namespace
+
 int cmd_bleu() {
-  std::cout << text::score_files(g.hyp, g.refs, g.bleu, g.chrf_lowercase);
+  g.score.metrics.clear();
+  for (size_t at = 0; at <= g.metrics.size();) {
+    auto comma = std::min(g.metrics.find(',', at), g.metrics.size());
+    g.score.metrics.push_back(g.metrics.substr(at, comma - at));
+    at = comma + 1;
+  }
+  if (const char* seed = std::getenv("SACREBLEU_SEED"); seed != nullptr && !g.seed_given)
+    g.score.seed = parse_seed(seed, "$SACREBLEU_SEED");
+  auto scored = text::score_files(g.hyps, g.refs, g.score);
+  for (const auto& w : scored.warnings) spdlog::warn("{}", w);
+  std::cout << scored.text;
   return 0;
 }
 
@@ -483,19 +507,59 @@ void register_all(CLI::App& app) {
       cmd_average);
   add(
       app, "bleu",
-      "Score translations like sacreBLEU 2.x: corpus BLEU (13a tokenization by default, exp\n"
-      "smoothing) and chrF2, printed with their signatures. One segment per line; every file\n"
+      "Score translations like sacreBLEU 2.x: corpus BLEU (13a tokenization, exp smoothing)\n"
+      "and chrF2 by default, TER and chrF++ on request, printed with sacreBLEU's signatures;\n"
+      "or one score per segment (--sentence-level). With several --hyp files, each system is\n"
+      "compared with the first by sacreBLEU's paired bootstrap resampling and approximate\n"
+      "randomization tests (same p-values for the same seed). One segment per line; every file\n"
       "must have the same number of lines.",
       [](CLI::App& sub) {
         sub.add_option("--ref", g.refs, "reference file (repeat for several references)")
             ->required();
-        sub.add_option("--hyp", g.hyp, "hypothesis file")->required();
-        sub.add_option("--tokenize", g.bleu.tokenize,
-                       "BLEU's tokenizer, as sacreBLEU's: 13a (the default), none (pre-tokenized "
-                       "input) or char (every character a token)")
+        sub.add_option("--hyp", g.hyps,
+                       "hypothesis file; repeat to compare systems: the first is the baseline, "
+                       "and each other is tested against it")
+            ->required();
+        sub.add_option("--metrics,-m", g.metrics, "comma-separated: bleu, chrf, ter")
             ->capture_default_str();
-        sub.add_flag("--lowercase", g.bleu.lowercase, "case-insensitive BLEU (case:lc)");
-        sub.add_flag("--chrf-lowercase", g.chrf_lowercase, "case-insensitive chrF (case:lc)");
+        sub.add_option("--tokenize", g.score.bleu.tokenize,
+                       "BLEU's tokenizer, as sacreBLEU's: 13a (the default), intl (Unicode "
+                       "punctuation and symbols), zh (Chinese characters one by one, then 13a), "
+                       "char (every character a token) or none (pre-tokenized input)")
+            ->capture_default_str();
+        sub.add_flag("--lowercase", g.score.bleu.lowercase, "case-insensitive BLEU (case:lc)");
+        sub.add_flag("--force", g.score.force,
+                     "no warning when many hypotheses end in a tokenized period");
+        sub.add_flag("--chrf-lowercase", g.score.chrf.lowercase, "case-insensitive chrF (case:lc)");
+        sub.add_option("--chrf-word-order", g.score.chrf.word_order,
+                       "word n-gram order of chrF: 2 gives chrF++ (nw:2)")
+            ->capture_default_str();
+        sub.add_flag("--ter-case-sensitive", g.score.ter.case_sensitive,
+                     "case-sensitive TER (TER is case-insensitive by default, as Tercom)");
+        sub.add_flag("--ter-normalized", g.score.ter.normalized,
+                     "TER: Tercom's normalisation (punctuation split as in mteval)");
+        sub.add_flag("--ter-no-punct", g.score.ter.no_punct, "TER: remove punctuation");
+        sub.add_flag("--ter-asian-support", g.score.ter.asian_support,
+                     "TER: split CJK characters (with --ter-normalized) and remove CJK "
+                     "punctuation (with --ter-no-punct)");
+        sub.add_flag("--sentence-level,-s", g.score.sentence_level,
+                     "one score per segment and metric (BLEU with effective order, eff:yes)");
+        sub.add_option("--paired", g.score.paired,
+                       "with several --hyp: bs (paired bootstrap resampling), ar (approximate "
+                       "randomization) or both")
+            ->capture_default_str();
+        sub.add_option("--paired-bs-n", g.score.paired_bs_n, "bootstrap resamples")
+            ->capture_default_str();
+        sub.add_option("--paired-ar-n", g.score.paired_ar_n, "approximate randomization trials")
+            ->capture_default_str();
+        sub.add_option_function<std::string>(
+            "--paired-seed",
+            [](const std::string& v) {
+              g.score.seed = parse_seed(v, "--paired-seed");
+              g.seed_given = true;
+            },
+            "seed of the paired tests' NumPy generator (default 12345, or $SACREBLEU_SEED, as "
+            "sacreBLEU)");
       },
       cmd_bleu);
   add(

@@ -17,74 +17,6 @@ namespace ropelab::text {
 
 namespace {
 
-// UTF-8 -> code points (a stray byte stands for itself).
-std::vector<uint32_t> code_points(const std::string& s) {
-  std::vector<uint32_t> out;
-  for (size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-    if (i + static_cast<size_t>(n) > s.size()) n = 1;
-    uint32_t cp = n == 1 ? c : c & (0x7F >> n);
-    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    out.push_back(cp);
-    i += static_cast<size_t>(n);
-  }
-  return out;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// Python's str.isspace(): what str.split() and str.rstrip() split and strip on.
-bool py_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
-}
-
-// str.split(): the whitespace-separated words.
-std::vector<std::string> py_split(const std::string& s) {
-  std::vector<std::string> words;
-  std::string cur;
-  for (uint32_t c : code_points(s)) {
-    if (py_space(c)) {
-      if (!cur.empty()) words.push_back(std::move(cur)), cur.clear();
-    } else {
-      append_utf8(cur, c);
-    }
-  }
-  if (!cur.empty()) words.push_back(std::move(cur));
-  return words;
-}
-
-std::string py_rstrip(const std::string& s) {
-  auto cps = code_points(s);
-  while (!cps.empty() && py_space(cps.back())) cps.pop_back();
-  std::string out;
-  for (uint32_t c : cps) append_utf8(out, c);
-  return out;
-}
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size())
-    s.replace(p, from.size(), to);
-}
-
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_dot_comma(char c) { return c == '.' || c == ','; }
 // The ASCII punctuation of 13a's first rule: { - ~, [ - `, space - &, ( - +, : - @, and /.
@@ -120,7 +52,7 @@ Counts ngrams(const std::vector<std::string>& toks, size_t n) {
   Counts c;
   for (size_t i = 0; i + n <= toks.size(); ++i) {
     std::string key;
-    for (size_t k = 0; k < n; ++k) key += (k ? "\x01" : "") + toks[i + k];
+    for (size_t k = 0; k < n; ++k) key += (k ? " " : "") + toks[i + k];  // tokens never hold a space
     c[key] += 1;
   }
   return c;
@@ -144,19 +76,12 @@ std::string fmt(const char* f, double v) {
 
 }  // namespace
 
-std::string tokenize_13a(const std::string& line_in) {
-  std::string line = line_in;
-  replace_all(line, "<skipped>", "");
-  replace_all(line, "-\n", "");
-  replace_all(line, "\n", " ");
-  if (line.find('&') != std::string::npos) {
-    replace_all(line, "&quot;", "\"");
-    replace_all(line, "&amp;", "&");
-    replace_all(line, "&lt;", "<");
-    replace_all(line, "&gt;", ">");
-  }
+namespace {
+// The regular-expression part that 13a and zh share (sacreBLEU's TokenizerRegexp): ASCII
+// punctuation padded, period and comma split unless next to a digit, a dash after a digit split.
+std::string tokenize_re(const std::string& line) {
   std::string padded;
-  for (char c : " " + line + " ") {
+  for (char c : line) {
     if (is_13a_punct(c)) {
       padded += ' ';
       padded += c;
@@ -170,44 +95,108 @@ std::string tokenize_13a(const std::string& line_in) {
   std::string s = pass(padded, +not_digit, is_dot_comma, "", " ", " ");  // ([^0-9])([\.,])
   s = pass(s, is_dot_comma, +not_digit, " ", " ", "");                   // ([\.,])([^0-9])
   s = pass(s, is_digit, +is_dash, "", " ", " ");                         // ([0-9])(-)
-  std::string out;
-  for (const auto& w : py_split(s)) out += (out.empty() ? "" : " ") + w;
-  return out;
+  return py_squeeze(s);
 }
 
-void check_tokenizer(const std::string& name) {
-  if (name != "13a" && name != "none" && name != "char")
-    throw UserError("--tokenize " + name + ": not a tokenizer ropelab has (13a, none, char; " +
-                    "sacreBLEU's zh and intl need Unicode category tables and are not in yet)");
+// sacreBLEU's zh tokenizer's "Chinese characters". Its table writes two supplementary-plane
+// ranges as "\u20000"-"\u2a6d6" and "\u2f800"-"\u2fa1d", which Python reads as two-character
+// strings; compared with one character they select U+2001-U+2A6D and U+2F81-U+2FA1 (general
+// punctuation, arrows and mathematical symbols among them). This reproduces that, since the
+// point is to score as sacreBLEU does.
+bool zh_char(uint32_t c) {
+  static const uint32_t ranges[][2] = {
+      {0x3400, 0x4DB5}, {0x4E00, 0x9FA5}, {0x9FA6, 0x9FBB}, {0xF900, 0xFA2D}, {0xFA30, 0xFA6A},
+      {0xFA70, 0xFAD9}, {0x2001, 0x2A6D}, {0x2F81, 0x2FA1}, {0xFF00, 0xFFEF}, {0x2E80, 0x2EFF},
+      {0x3000, 0x303F}, {0x31C0, 0x31EF}, {0x2F00, 0x2FDF}, {0x2FF0, 0x2FFF}, {0x3100, 0x312F},
+      {0x31A0, 0x31BF}, {0xFE10, 0xFE1F}, {0xFE30, 0xFE4F}, {0x2600, 0x26FF}, {0x2700, 0x27BF},
+      {0x3200, 0x32FF}, {0x3300, 0x33FF}};
+  for (const auto& r : ranges)
+    if (c >= r[0] && c <= r[1]) return true;
+  return false;
+}
+}  // namespace
+
+std::string tokenize_13a(const std::string& line_in) {
+  std::string line = line_in;
+  replace_all(line, "<skipped>", "");
+  replace_all(line, "-\n", "");
+  replace_all(line, "\n", " ");
+  if (line.find('&') != std::string::npos) {
+    replace_all(line, "&quot;", "\"");
+    replace_all(line, "&amp;", "&");
+    replace_all(line, "&lt;", "<");
+    replace_all(line, "&gt;", ">");
+  }
+  return tokenize_re(" " + line + " ");
 }
 
-std::string py_lower(const std::string& s) {
-  static locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
-  auto cps = code_points(s);
-  auto cased = [&](size_t i) {
-    if (utf8 == static_cast<locale_t>(nullptr)) return cps[i] < 0x80 && std::isalpha(cps[i]) != 0;
-    return iswalpha_l(static_cast<wint_t>(cps[i]), utf8) &&
-           (towlower_l(static_cast<wint_t>(cps[i]), utf8) != static_cast<wint_t>(cps[i]) ||
-            towupper_l(static_cast<wint_t>(cps[i]), utf8) != static_cast<wint_t>(cps[i]));
-  };
-  std::string out;
-  for (size_t i = 0; i < cps.size(); ++i) {
-    uint32_t c = cps[i];
-    if (c < 0x80) {
-      out += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-    } else if (c == 0x130) {  // Python's full mapping: i + combining dot above
-      out += "i\xcc\x87";
-    } else if (c == 0x3A3) {  // Final_Sigma: after a cased letter, not before one
-      bool after = i > 0 && cased(i - 1);
-      bool before = i + 1 < cps.size() && cased(i + 1);
-      append_utf8(out, after && !before ? 0x3C2 : 0x3C3);
-    } else if (utf8 != static_cast<locale_t>(nullptr)) {
-      append_utf8(out, static_cast<uint32_t>(towlower_l(static_cast<wint_t>(c), utf8)));
+namespace {
+#include "text/unicode_classes.inc"
+
+template <size_t N>
+bool in_class(const uint32_t (&table)[N][2], uint32_t c) {
+  size_t lo = 0, hi = N;  // the first range whose end is >= c
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (table[mid][1] < c)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < N && table[lo][0] <= c;
+}
+
+// One left-to-right, non-overlapping pass of re.sub("(A)(B)", ...) over code points.
+template <typename F, typename G>
+std::vector<uint32_t> pair_pass(const std::vector<uint32_t>& s, F first, G second,
+                                bool space_before, bool space_after) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    if (i + 1 < s.size() && first(s[i]) && second(s[i + 1])) {
+      if (space_before) out.push_back(' ');
+      out.push_back(s[i]);
+      out.push_back(' ');
+      out.push_back(s[i + 1]);
+      if (space_after) out.push_back(' ');
+      i += 2;
     } else {
-      append_utf8(out, c);
+      out.push_back(s[i++]);
     }
   }
   return out;
+}
+}  // namespace
+
+std::string tokenize_intl(const std::string& line) {
+  auto not_number = [](uint32_t c) { return !in_class(kNumber, c); };
+  auto punct = [](uint32_t c) { return in_class(kPunct, c); };
+  auto cps = pair_pass(code_points(line), not_number, punct, false, true);  // (\P{N})(\p{P})
+  cps = pair_pass(cps, punct, not_number, true, false);                      // (\p{P})(\P{N})
+  std::string out;
+  for (uint32_t c : cps) {  // (\p{S})
+    bool symbol = in_class(kSymbol, c);
+    if (symbol) out += ' ';
+    append_utf8(out, c);
+    if (symbol) out += ' ';
+  }
+  return py_squeeze(out);
+}
+
+std::string tokenize_zh(const std::string& line) {
+  std::string spaced;
+  for (uint32_t c : code_points(py_strip(line))) {
+    if (zh_char(c)) spaced += ' ';
+    append_utf8(spaced, c);
+    if (zh_char(c)) spaced += ' ';
+  }
+  return tokenize_re(spaced);
+}
+
+void check_tokenizer(const std::string& name) {
+  if (name != "13a" && name != "none" && name != "char" && name != "zh" && name != "intl")
+    throw UserError("--tokenize " + name +
+                    ": not a tokenizer ropelab has (13a, intl, zh, char, none; sacreBLEU's "
+                    "ja-mecab, ko-mecab and spm need MeCab or a SentencePiece model it downloads)");
 }
 
 namespace {
@@ -217,6 +206,8 @@ std::vector<std::string> bleu_tokens(const std::string& line, const BleuOptions&
   std::string s = py_rstrip(o.lowercase ? py_lower(line) : line);
   if (o.tokenize == "13a") return py_split(tokenize_13a(s));
   if (o.tokenize == "none") return py_split(s);
+  if (o.tokenize == "zh") return py_split(tokenize_zh(s));
+  if (o.tokenize == "intl") return py_split(tokenize_intl(s));
   if (o.tokenize == "char") {  // every character a token; the spaces between them split away
     std::vector<std::string> out;
     for (uint32_t c : code_points(s))
@@ -254,7 +245,7 @@ BleuStats bleu_stats(const std::string& hyp, const std::vector<std::string>& ref
   return st;
 }
 
-Bleu bleu_from(const BleuStats& s) {
+Bleu bleu_from(const BleuStats& s, bool effective_order) {
   Bleu b;
   b.hyp_len = s.hyp_len;
   b.ref_len = s.ref_len;
@@ -264,8 +255,10 @@ Bleu bleu_from(const BleuStats& s) {
   double matched = s.correct[0] + s.correct[1] + s.correct[2] + s.correct[3];
   if (matched == 0) return b;
   double smooth = 1.0;
+  size_t orders = 4;  // with effective order: the orders the hypothesis has n-grams of
   for (size_t n = 0; n < 4; ++n) {
     if (s.total[n] == 0) break;
+    if (effective_order) orders = n + 1;
     if (s.correct[n] == 0) {
       smooth *= 2;
       b.precisions[n] = 100.0 / (smooth * s.total[n]);
@@ -274,8 +267,8 @@ Bleu bleu_from(const BleuStats& s) {
     }
   }
   double log_sum = 0;
-  for (double p : b.precisions) log_sum += my_log(p);
-  b.score = b.bp * std::exp(log_sum / 4.0);
+  for (size_t n = 0; n < orders; ++n) log_sum += my_log(b.precisions[n]);
+  b.score = b.bp * std::exp(log_sum / static_cast<double>(orders));
   return b;
 }
 
@@ -297,12 +290,12 @@ Bleu corpus_bleu(const std::vector<std::string>& hyps,
     total.hyp_len += s.hyp_len;
     total.ref_len += s.ref_len;
   }
-  return bleu_from(total);
+  return bleu_from(total, o.effective_order);
 }
 
 std::string bleu_signature(size_t nrefs, const BleuOptions& o) {
   return "nrefs:" + std::to_string(nrefs) + "|case:" + (o.lowercase ? "lc" : "mixed") +
-         "|eff:no|tok:" + o.tokenize + "|smooth:exp|version:2.x";
+         "|eff:" + (o.effective_order ? "yes" : "no") + "|tok:" + o.tokenize + "|smooth:exp|version:2.x";
 }
 
 // ---- chrF
@@ -311,14 +304,54 @@ namespace {
 constexpr size_t kCharOrder = 6;
 constexpr double kBeta = 2.0;
 
-std::array<std::map<std::u32string, double>, kCharOrder> char_ngrams(const std::string& s) {
+using Grams = std::map<std::u32string, double>;
+
+void char_ngrams(const std::string& s, std::vector<Grams>& out) {
   std::u32string chars;
   for (uint32_t c : code_points(s))
     if (!py_space(c)) chars += static_cast<char32_t>(c);
-  std::array<std::map<std::u32string, double>, kCharOrder> out;
-  for (size_t n = 1; n <= kCharOrder; ++n)
-    for (size_t i = 0; i + n <= chars.size(); ++i) out[n - 1][chars.substr(i, n)] += 1;
-  return out;
+  for (size_t n = 1; n <= kCharOrder; ++n) {
+    out.emplace_back();
+    for (size_t i = 0; i + n <= chars.size(); ++i) out.back()[chars.substr(i, n)] += 1;
+  }
+}
+
+// chrF++'s words: split on whitespace, one punctuation character split off the end, or else
+// off the start, of every word longer than one character.
+bool chrf_punct(uint32_t c) {
+  return c < 0x80 && std::ispunct(static_cast<int>(c)) != 0;
+}
+void word_ngrams(const std::string& s, int order, std::vector<Grams>& out) {
+  std::vector<std::u32string> words;
+  for (const auto& w : py_split(s)) {
+    auto cps = code_points(w);
+    std::u32string u(cps.begin(), cps.end());
+    if (u.size() == 1) {
+      words.push_back(u);
+    } else if (chrf_punct(u.back())) {
+      words.push_back(u.substr(0, u.size() - 1)), words.push_back(u.substr(u.size() - 1));
+    } else if (chrf_punct(u.front())) {
+      words.push_back(u.substr(0, 1)), words.push_back(u.substr(1));
+    } else {
+      words.push_back(u);
+    }
+  }
+  for (int n = 1; n <= order; ++n) {
+    out.emplace_back();
+    for (size_t i = 0; i + static_cast<size_t>(n) <= words.size(); ++i) {
+      std::u32string key;
+      for (size_t k = 0; k < static_cast<size_t>(n); ++k) key += (k ? U" " : U"") + words[i + k];
+      out.back()[key] += 1;
+    }
+  }
+}
+
+std::vector<Grams> chrf_ngrams(const std::string& line, const ChrfOptions& o) {
+  std::string s = o.lowercase ? py_lower(line) : line;
+  std::vector<Grams> g;
+  char_ngrams(s, g);
+  if (o.word_order > 0) word_ngrams(s, o.word_order, g);
+  return g;
 }
 }  // namespace
 
@@ -326,7 +359,7 @@ double chrf_from(const ChrfStats& s) {
   const double eps = 1e-16, factor = kBeta * kBeta;
   double avg_prec = 0, avg_rec = 0;
   int effective = 0;
-  for (size_t n = 0; n < kCharOrder; ++n) {
+  for (size_t n = 0; 3 * n + 2 < s.v.size(); ++n) {
     double hyp = s.v[3 * n], ref = s.v[3 * n + 1], match = s.v[3 * n + 2];
     avg_prec += hyp > 0 ? match / hyp : eps;
     avg_rec += ref > 0 ? match / ref : eps;
@@ -339,14 +372,17 @@ double chrf_from(const ChrfStats& s) {
   return 100.0 * (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec);
 }
 
-ChrfStats chrf_stats(const std::string& hyp, const std::vector<std::string>& refs, bool lowercase) {
-  auto h = char_ngrams(lowercase ? py_lower(hyp) : hyp);
+ChrfStats chrf_stats(const std::string& hyp, const std::vector<std::string>& refs,
+                     const ChrfOptions& o) {
+  auto h = chrf_ngrams(hyp, o);
   ChrfStats best;
+  best.v.assign(3 * h.size(), 0.0);
   double best_f = -1;
   for (const auto& r : refs) {
-    auto rg = char_ngrams(lowercase ? py_lower(r) : r);
+    auto rg = chrf_ngrams(r, o);
     ChrfStats st;
-    for (size_t n = 0; n < kCharOrder; ++n) {
+    st.v.assign(3 * h.size(), 0.0);
+    for (size_t n = 0; n < h.size(); ++n) {
       double hyp_count = 0;
       for (const auto& [g, c] : h[n]) {
         hyp_count += c;
@@ -365,39 +401,23 @@ ChrfStats chrf_stats(const std::string& hyp, const std::vector<std::string>& ref
 }
 
 double corpus_chrf(const std::vector<std::string>& hyps,
-                   const std::vector<std::vector<std::string>>& refs, bool lowercase) {
+                   const std::vector<std::vector<std::string>>& refs, const ChrfOptions& o) {
   ChrfStats total;
   for (size_t i = 0; i < hyps.size(); ++i) {
-    auto s = chrf_stats(hyps[i], segment_refs(refs, i), lowercase);
-    for (size_t k = 0; k < total.v.size(); ++k) total.v[k] += s.v[k];
+    auto s = chrf_stats(hyps[i], segment_refs(refs, i), o);
+    total.v.resize(s.v.size(), 0.0);
+    for (size_t k = 0; k < s.v.size(); ++k) total.v[k] += s.v[k];
   }
   return chrf_from(total);
 }
 
-std::string chrf_signature(size_t nrefs, bool lowercase) {
-  return "nrefs:" + std::to_string(nrefs) + "|case:" + (lowercase ? "lc" : "mixed") +
-         "|eff:yes|nc:6|nw:0|space:no|version:2.x";
+std::string chrf_name(const ChrfOptions& o) {
+  return "chrF2" + std::string(static_cast<size_t>(std::max(0, o.word_order)), '+');
 }
 
-std::string score_files(const std::string& hyp_path, const std::vector<std::string>& ref_paths,
-                        const BleuOptions& bleu, bool chrf_lowercase) {
-  check_tokenizer(bleu.tokenize);
-  if (ref_paths.empty()) throw UserError("bleu: give at least one --ref file");
-  auto hyps = read_lines(hyp_path);
-  std::vector<std::vector<std::string>> refs;
-  for (const auto& p : ref_paths) {
-    refs.push_back(read_lines(p));
-    if (refs.back().size() != hyps.size())
-      throw UserError(p + ": has " + std::to_string(refs.back().size()) + " lines but " + hyp_path +
-                      " has " + std::to_string(hyps.size()) +
-                      " (one segment per line; the files must align)");
-  }
-  if (hyps.empty()) throw UserError(hyp_path + ": no segments (the file is empty)");
-  auto b = corpus_bleu(hyps, refs, bleu);
-  char chrf[32];
-  std::snprintf(chrf, sizeof chrf, "%.2f", corpus_chrf(hyps, refs, chrf_lowercase));
-  return "BLEU|" + bleu_signature(refs.size(), bleu) + " = " + b.line().substr(7) + "\nchrF2|" +
-         chrf_signature(refs.size(), chrf_lowercase) + " = " + chrf + "\n";
+std::string chrf_signature(size_t nrefs, const ChrfOptions& o) {
+  return "nrefs:" + std::to_string(nrefs) + "|case:" + (o.lowercase ? "lc" : "mixed") +
+         "|eff:yes|nc:6|nw:" + std::to_string(o.word_order) + "|space:no|version:2.x";
 }
 
 }  // namespace ropelab::text

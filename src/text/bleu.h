@@ -10,30 +10,37 @@
 // removed, beta = 2; per sentence the reference with the best score is used; corpus
 // statistics summed; precision and recall averaged over the orders that occur, then F-beta.
 // Signature: nrefs:N|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.x.
-// Options, with sacreBLEU's names and signature fields: BLEU's tokenizer (`--tokenize` 13a, none
-// or char; tok:NAME) and lowercasing (`--lowercase`; case:lc), chrF's lowercasing
-// (`--chrf-lowercase`; case:lc). Lowercasing follows Python's str.lower(): the C.UTF-8
-// locale's simple case mapping, plus the two context rules Python applies (U+0130 becomes
-// "i\u0307"; a final capital sigma becomes a final small sigma).
+// Options, with sacreBLEU's names and signature fields: BLEU's tokenizer (`--tokenize` 13a,
+// intl, zh, char or none; tok:NAME), lowercasing (`--lowercase`; case:lc) and, for sentence
+// scores, effective order (eff:yes: the mean runs over the orders the hypothesis has n-grams of);
+// chrF's lowercasing (`--chrf-lowercase`; case:lc) and word n-grams (`--chrf-word-order`, chrF++;
+// nw:N). Lowercasing is Python's str.lower() (text/pystr.h). The zh tokenizer pads sacreBLEU's
+// "Chinese" characters with spaces, then applies 13a's rules; intl splits Unicode punctuation
+// (category P) next to a non-number and every symbol (category S), as mteval-v14's
+// international tokenizer (the category tables: text/unicode_classes.inc, from the Python
+// `regex` module sacreBLEU uses).
 // Torch-free (the sanitizer tier tests it).
 #pragma once
 #include <array>
 #include <string>
 #include <vector>
 
+#include "text/pystr.h"
+
 namespace ropelab::text {
 
-// sacreBLEU's tokenizer 13a (the input is one segment).
+// sacreBLEU's tokenizers 13a, zh and intl (the input is one segment).
 std::string tokenize_13a(const std::string& line_in);
+std::string tokenize_zh(const std::string& line);
+std::string tokenize_intl(const std::string& line);
 
 struct BleuOptions {
-  std::string tokenize = "13a";  // 13a, none or char
+  std::string tokenize = "13a";  // 13a, intl, zh, char or none
   bool lowercase = false;
+  bool effective_order = false;  // sentence-level BLEU
 };
 // UserError naming the option unless `name` is a tokenizer ropelab has.
 void check_tokenizer(const std::string& name);
-// Python's str.lower() (see above).
-std::string py_lower(const std::string& s);
 
 struct BleuStats {
   std::array<double, 4> correct{}, total{};
@@ -49,26 +56,25 @@ struct Bleu {
 // Sentence statistics, and the corpus score from summed statistics.
 BleuStats bleu_stats(const std::string& hyp, const std::vector<std::string>& refs,
                      const BleuOptions& o = {});
-Bleu bleu_from(const BleuStats& s);
+Bleu bleu_from(const BleuStats& s, bool effective_order = false);
 // refs[r][i] is reference stream r's line i; every stream has hyps.size() lines.
 Bleu corpus_bleu(const std::vector<std::string>& hyps,
                  const std::vector<std::vector<std::string>>& refs, const BleuOptions& o = {});
 std::string bleu_signature(size_t nrefs, const BleuOptions& o = {});
 
+struct ChrfOptions {
+  bool lowercase = false;
+  int word_order = 0;  // 2: chrF++
+};
 struct ChrfStats {
-  std::array<double, 18> v{};  // per order: hyp n-grams, ref n-grams, matches
+  std::vector<double> v;  // per order (characters 1-6, then words): hyp n-grams, ref, matches
 };
 ChrfStats chrf_stats(const std::string& hyp, const std::vector<std::string>& refs,
-                     bool lowercase = false);
+                     const ChrfOptions& o = {});
 double chrf_from(const ChrfStats& s);  // 0..100
 double corpus_chrf(const std::vector<std::string>& hyps,
-                   const std::vector<std::vector<std::string>>& refs, bool lowercase = false);
-std::string chrf_signature(size_t nrefs, bool lowercase = false);
-
-// `ropelab bleu`: scores a hypothesis file against one or more reference files (one segment
-// per line, UTF-8, equal line counts: otherwise a UserError naming the files). Returns
-// sacreBLEU's text output: "BLEU|<signature> = <score line>" and "chrF2|<signature> = <score>".
-std::string score_files(const std::string& hyp_path, const std::vector<std::string>& ref_paths,
-                        const BleuOptions& bleu = {}, bool chrf_lowercase = false);
+                   const std::vector<std::vector<std::string>>& refs, const ChrfOptions& o = {});
+std::string chrf_name(const ChrfOptions& o = {});  // chrF2, chrF2++ for word order 2
+std::string chrf_signature(size_t nrefs, const ChrfOptions& o = {});
 
 }  // namespace ropelab::text
