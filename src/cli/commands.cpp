@@ -22,8 +22,8 @@
 #include "lab/bench.h"
 #include "lab/compare.h"
 #include "lab/probe.h"
-#include "text/metrics.h"
 #include "text/corpus.h"
+#include "text/metrics.h"
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"
@@ -253,7 +253,8 @@ uint64_t parse_seed(const std::string& v, const std::string& what) {
   bool digits = !v.empty() && v.size() <= 19 &&
                 std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!digits)
-    throw UserError(what + " '" + v + "': a non-negative integer (e.g. 12345, sacreBLEU's default)");
+    throw UserError(what + " '" + v +
+                    "': a non-negative integer (e.g. 12345, sacreBLEU's default)");
   return std::stoull(v);
 }
 }  // namespace
@@ -438,7 +439,9 @@ void register_all(CLI::App& app) {
       "(perplexity, accuracy, bits per byte, ...), steps and tokens to a target loss, tokens/s;\n"
       "and PNG loss curves by step and by tokens (OUT/loss_by_*.png). Runs that were probed\n"
       "(`ropelab probe`) also get their length-generalisation cards side by side (OUT/card.md,\n"
-      "card.png).",
+      "card.png). Translation runs evaluated on their test split (`ropelab eval RUN --split\n"
+      "test` keeps the translations) get sacreBLEU's paired bootstrap and approximate\n"
+      "randomization tests against the first run.",
       [](CLI::App& sub) {
         sub.add_option("runs", g.runs, "run directories")->required();
         sub.add_option("--out", g.out, "output directory (default: current directory)");
@@ -458,7 +461,9 @@ void register_all(CLI::App& app) {
       "sweep.md reports each variant's best setting as mean +- std over seeds; with `tasks:`\n"
       "(e.g. several GLUE tasks) all of that runs once per task and sweep.md has one table\n"
       "per variant with a row per task. With `probe: true`, every run is probed afterwards\n"
-      "and card.md sets the cards side by side, mean +- std over seeds with paired tests.",
+      "and card.md sets the cards side by side, mean +- std over seeds with paired tests.\n"
+      "A translation experiment with `test: true` adds sacreBLEU's paired tests of each\n"
+      "variant's test translations (seeds pooled) against the baseline.",
       [](CLI::App& sub) {
         sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
         sub.add_flag("--no-plots", g.no_plots, "tables only");

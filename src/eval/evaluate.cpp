@@ -121,14 +121,27 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   }
   if (!save) return r;
   if (!full.predictions_file.empty()) {
-    // The GLUE leaderboard layout: a header, then one `index<TAB>prediction` row per example.
-    std::string tsv = "index\tprediction\n";
-    for (size_t i = 0; i < full.predictions.size(); ++i)
-      tsv += fmt::format("{}\t{}\n", i, full.predictions[i]);
-    auto dir = stdfs::path(run_dir) / "predictions" / split;
+    // Per split (and evaluation-time RoPE scaling, which gives other outputs).
+    auto dir = stdfs::path(run_dir) / "predictions" /
+               (split + (rope_scaling.empty() ? "" : "-" + rope_scaling_tag(rope_scaling)));
     fs::make_dirs(dir.string());
     r.predictions_path = (dir / full.predictions_file).string();
-    fs::write_file_atomic(r.predictions_path, tsv);
+    auto lines = [](const std::vector<std::string>& v) {
+      std::string text;
+      for (const auto& line : v) text += line + "\n";
+      return text;
+    };
+    if (stdfs::path(full.predictions_file).extension() == ".tsv") {
+      // The GLUE leaderboard layout: a header, then one `index<TAB>prediction` row per example.
+      std::string tsv = "index\tprediction\n";
+      for (size_t i = 0; i < full.predictions.size(); ++i)
+        tsv += fmt::format("{}\t{}\n", i, full.predictions[i]);
+      fs::write_file_atomic(r.predictions_path, tsv);
+    } else {
+      fs::write_file_atomic(r.predictions_path, lines(full.predictions));
+      if (!full.references.empty())
+        fs::write_file_atomic((dir / "references.txt").string(), lines(full.references));
+    }
   }
   nlohmann::json j;
   j["checkpoint"] = r.checkpoint;

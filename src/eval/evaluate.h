@@ -24,14 +24,16 @@ struct EvalReport {
   int64_t train_seq_len = 0;
   std::map<std::string, double> metrics;
   std::vector<LengthRow> lengths;
-  std::string predictions_path;  // GLUE: the leaderboard file written for this split
+  // The outputs written for this split: GLUE's leaderboard file, or translation's hypotheses
+  // (predictions/SPLIT/translations.txt, with references.txt beside it).
+  std::string predictions_path;
 };
 // `rope_scaling` ("yarn:4", "ntk:2", ...: METHOD:FACTOR with METHOD linear, ntk, dynamic, yarn or
 // llama3) switches a RoPE context-extension method on for a model trained without it (its
 // original length is the run's task.seq_len); the report goes to
-// eval-SPLIT-rope-METHOD-FACTOR.json. `save`: write that report (and GLUE predictions) into the
-// run, holding the run's lock (util/dir_lock.h); without it nothing is written and no lock is
-// needed, so a run can be evaluated while it trains.
+// eval-SPLIT-rope-METHOD-FACTOR.json. `save`: write that report (and GLUE predictions or the
+// translations) into the run, holding the run's lock (util/dir_lock.h); without it nothing is
+// written and no lock is needed, so a run can be evaluated while it trains.
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                         const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
                         const std::string& rope_scaling = "", bool save = true);

@@ -16,6 +16,7 @@
 #include "eval/evaluate.h"
 #include "lab/probe.h"
 #include "lab/stats.h"
+#include "lab/translation_tests.h"
 #include "train/config_history.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -228,6 +229,15 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
     if (!entries.empty()) {
       md += write_card(entries, "", o.out_dir, o.plots);
       outputs.push_back((stdfs::path(o.out_dir) / "card.md").string());
+    }
+  }
+  if (o.paired_translation) {
+    std::vector<PairedSystem> systems;
+    for (size_t i = 0; i < run_dirs.size(); ++i)
+      if (runs[i].task == "translation") systems.push_back({runs[i].name, {run_dirs[i]}});
+    if (auto tests = translation_tests(systems); !tests.empty()) {
+      std::printf("%s\n", tests.c_str());
+      md += tests;
     }
   }
   fs::write_file_atomic(outputs[0], md + o.extra_md);
@@ -510,6 +520,36 @@ std::string sweep_summary(const std::vector<SweepResult>& results, const std::st
   return md;
 }
 
+namespace {
+// The test-split paired tests of a translation ablation: each variant's runs pooled over the
+// seeds every variant has, the baseline first.
+std::string pooled_translation_tests(const std::vector<CardEntry>& runs,
+                                     const std::vector<std::string>& dirs,
+                                     const std::string& baseline) {
+  std::vector<std::string> variants;
+  std::map<std::string, std::map<int64_t, std::string>> by_seed;  // variant -> seed -> run
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (by_seed.find(runs[i].variant) == by_seed.end()) variants.push_back(runs[i].variant);
+    by_seed[runs[i].variant][runs[i].seed] = dirs[i];
+  }
+  if (variants.size() < 2) return "";
+  auto base = std::find(variants.begin(), variants.end(), baseline);
+  if (base != variants.end()) std::rotate(variants.begin(), base, base + 1);
+  std::vector<PairedSystem> systems;
+  for (const auto& v : variants) {
+    PairedSystem s{v, {}};
+    for (const auto& [seed, dir] : by_seed[variants.front()]) {
+      bool everywhere = std::all_of(variants.begin(), variants.end(), [&](const std::string& w) {
+        return by_seed[w].count(seed) > 0;
+      });
+      if (everywhere) s.runs.push_back(by_seed[v][seed]);
+    }
+    systems.push_back(s);
+  }
+  return translation_tests(systems);
+}
+}  // namespace
+
 void ablate(const std::string& experiment_path, bool plots, int seeds) {
   auto exp = config::load_experiment(experiment_path);
   // One ablation of this experiment at a time (each run is also locked while it trains).
@@ -554,9 +594,12 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
                                 "every run is trained; run the same command again to finish");
     }
   }
+  // Translation: sacreBLEU's paired tests on the test translations (seeds pooled).
+  std::string paired_md = exp.test ? pooled_translation_tests(card, dirs, exp.baseline) : "";
   std::string sweep_md;  // also in compare.md, one heading level down
   if (!exp.settings.empty() || !exp.seeds.empty() || !exp.tasks.empty()) {
-    std::string md = sweep_summary(sweep, exp.baseline);
+    std::string md = sweep_summary(sweep, exp.baseline) + paired_md;
+    paired_md.clear();
     std::string path = (stdfs::path(exp.out_dir) / exp.name / "sweep.md").string();
     fs::write_file_atomic(path, md);
     std::printf("%s\nwrote %s\n", md.c_str(), path.c_str());
@@ -588,7 +631,10 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
     o.extra_md += write_card(card, exp.baseline, o.out_dir, plots);
     std::printf("wrote %s\n", (stdfs::path(o.out_dir) / "card.md").string().c_str());
   }
+  if (!paired_md.empty()) std::printf("%s\n", paired_md.c_str());  // without a sweep
+  o.extra_md += paired_md;
   o.probe_card = false;
+  o.paired_translation = false;  // pooled over seeds above
   o.target_loss = exp.target_loss;
   o.smoothing = 0.6;
   o.plots = plots;

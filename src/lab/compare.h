@@ -39,6 +39,9 @@ struct CompareOptions {
   double smoothing = 0.0;  // EMA factor for the train curves (0..0.99)
   bool plots = true;
   bool probe_card = true;  // runs with a probe.json: their cards side by side (lab/probe.h)
+  // Translation runs with test-split translations: paired tests against the first run
+  // (lab/translation_tests.h).
+  bool paired_translation = true;
 };
 // Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png (and, for runs
 // that were probed, the length-generalisation card, card.md + card.png).

@@ -71,8 +71,10 @@ struct EvalResult {
   Metrics metrics;
   double tokens = 0;  // input tokens evaluated (for the evaluation speed)
   // A final evaluation's per-example outputs in split order, where the task has a file format
-  // for them (GLUE: the leaderboard's `index<TAB>prediction` file named predictions_file).
-  std::vector<std::string> predictions;
+  // for them: GLUE's leaderboard `index<TAB>prediction` file (predictions_file ends in .tsv), or
+  // translation's hypotheses one per line (.txt) with the references they were scored against
+  // (written beside them as references.txt: what paired significance tests between runs need).
+  std::vector<std::string> predictions, references;
   std::string predictions_file;
 };
 

@@ -114,6 +114,11 @@ EvalResult TranslationTask::evaluate(model::ModelImpl& m, const data::TokenDatas
   }
   r.metrics["bleu"] = text::corpus_bleu(hyps, {refs}).score;
   r.metrics["chrf"] = text::corpus_chrf(hyps, {refs});
+  if (o.full) {  // a final evaluation: `eval` keeps the translations for paired tests
+    r.predictions = std::move(hyps);
+    r.references = std::move(refs);
+    r.predictions_file = "translations.txt";
+  }
   return r;
 }
 

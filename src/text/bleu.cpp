@@ -52,7 +52,8 @@ Counts ngrams(const std::vector<std::string>& toks, size_t n) {
   Counts c;
   for (size_t i = 0; i + n <= toks.size(); ++i) {
     std::string key;
-    for (size_t k = 0; k < n; ++k) key += (k ? " " : "") + toks[i + k];  // tokens never hold a space
+    for (size_t k = 0; k < n; ++k)
+      key += (k ? " " : "") + toks[i + k];  // tokens never hold a space
     c[key] += 1;
   }
   return c;
@@ -76,10 +77,7 @@ std::string fmt(const char* f, double v) {
 
 }  // namespace
 
-namespace {
-// The regular-expression part that 13a and zh share (sacreBLEU's TokenizerRegexp): ASCII
-// punctuation padded, period and comma split unless next to a digit, a dash after a digit split.
-std::string tokenize_re(const std::string& line) {
+std::string mteval_pad_punct(const std::string& line) {
   std::string padded;
   for (char c : line) {
     if (is_13a_punct(c)) {
@@ -90,12 +88,21 @@ std::string tokenize_re(const std::string& line) {
       padded += c;
     }
   }
+  return padded;
+}
+
+std::string mteval_split_numbers(const std::string& padded) {
   auto not_digit = [](char c) { return !is_digit(c); };
   auto is_dash = [](char c) { return c == '-'; };
   std::string s = pass(padded, +not_digit, is_dot_comma, "", " ", " ");  // ([^0-9])([\.,])
   s = pass(s, is_dot_comma, +not_digit, " ", " ", "");                   // ([\.,])([^0-9])
-  s = pass(s, is_digit, +is_dash, "", " ", " ");                         // ([0-9])(-)
-  return py_squeeze(s);
+  return pass(s, is_digit, +is_dash, "", " ", " ");                      // ([0-9])(-)
+}
+
+namespace {
+// The regular-expression part that 13a and zh share (sacreBLEU's TokenizerRegexp).
+std::string tokenize_re(const std::string& line) {
+  return py_squeeze(mteval_split_numbers(mteval_pad_punct(line)));
 }
 
 // sacreBLEU's zh tokenizer's "Chinese characters". Its table writes two supplementary-plane
@@ -171,7 +178,7 @@ std::string tokenize_intl(const std::string& line) {
   auto not_number = [](uint32_t c) { return !in_class(kNumber, c); };
   auto punct = [](uint32_t c) { return in_class(kPunct, c); };
   auto cps = pair_pass(code_points(line), not_number, punct, false, true);  // (\P{N})(\p{P})
-  cps = pair_pass(cps, punct, not_number, true, false);                      // (\p{P})(\P{N})
+  cps = pair_pass(cps, punct, not_number, true, false);                     // (\p{P})(\P{N})
   std::string out;
   for (uint32_t c : cps) {  // (\p{S})
     bool symbol = in_class(kSymbol, c);
@@ -295,7 +302,8 @@ Bleu corpus_bleu(const std::vector<std::string>& hyps,
 
 std::string bleu_signature(size_t nrefs, const BleuOptions& o) {
   return "nrefs:" + std::to_string(nrefs) + "|case:" + (o.lowercase ? "lc" : "mixed") +
-         "|eff:" + (o.effective_order ? "yes" : "no") + "|tok:" + o.tokenize + "|smooth:exp|version:2.x";
+         "|eff:" + (o.effective_order ? "yes" : "no") + "|tok:" + o.tokenize +
+         "|smooth:exp|version:2.x";
 }
 
 // ---- chrF
@@ -318,9 +326,7 @@ void char_ngrams(const std::string& s, std::vector<Grams>& out) {
 
 // chrF++'s words: split on whitespace, one punctuation character split off the end, or else
 // off the start, of every word longer than one character.
-bool chrf_punct(uint32_t c) {
-  return c < 0x80 && std::ispunct(static_cast<int>(c)) != 0;
-}
+bool chrf_punct(uint32_t c) { return c < 0x80 && std::ispunct(static_cast<int>(c)) != 0; }
 void word_ngrams(const std::string& s, int order, std::vector<Grams>& out) {
   std::vector<std::u32string> words;
   for (const auto& w : py_split(s)) {

@@ -34,6 +34,14 @@ std::string tokenize_13a(const std::string& line_in);
 std::string tokenize_zh(const std::string& line);
 std::string tokenize_intl(const std::string& line);
 
+// The two halves of mteval's Western tokenization (13a's rules; Tercom's normalisation runs
+// its possessive rule between them), each one left-to-right pass per rule as Python's re.sub:
+// ASCII punctuation but . , - padded with spaces; then a period or comma split off unless a
+// digit precedes it, or follows it, and a dash after a digit split off. Byte-wise (every pattern
+// is ASCII, and "any character but a digit" only decides where a space goes).
+std::string mteval_pad_punct(const std::string& s);
+std::string mteval_split_numbers(const std::string& s);
+
 struct BleuOptions {
   std::string tokenize = "13a";  // 13a, intl, zh, char or none
   bool lowercase = false;

@@ -215,13 +215,14 @@ std::string paired_table(const std::vector<std::string>& names,
   for (const auto& name : o.metrics) {
     auto m = make_metric(name, o);
     rows[0].push_back(m->name() + (bs ? " (μ ± 95% CI)" : ""));
+    rows[0].push_back("Δ");
     if (bs) rows[0].push_back("p (bs)");
     if (ar) rows[0].push_back("p (ar)");
     auto base = corpus_stats(*m, systems[0], refs);
     ScoreFn score = [&m](const std::vector<double>& v) { return m->score(v); };
     auto cell = [&](const PairedResult& r) {
-      return fixed(r.score, 2) + (r.has_ci ? " (" + fixed(r.mean, 2) + " ± " + fixed(r.ci, 2) + ")"
-                                           : std::string());
+      return fixed(r.score, 2) +
+             (r.has_ci ? " (" + fixed(r.mean, 2) + " ± " + fixed(r.ci, 2) + ")" : std::string());
     };
     auto pcell = [](double p) { return fixed(p, 4) + (p < 0.05 ? " *" : ""); };
     PairedResult b;
@@ -231,6 +232,7 @@ std::string paired_table(const std::vector<std::string>& names,
       b.score = score(sum_stats(base));
     }
     rows[1].push_back(cell(b));
+    rows[1].push_back("");
     if (bs) rows[1].push_back("");
     if (ar) rows[1].push_back("");
     for (size_t s = 1; s < systems.size(); ++s) {
@@ -240,6 +242,7 @@ std::string paired_table(const std::vector<std::string>& names,
       double p_ar = ar ? paired_randomization(base, sys, score, o.paired_ar_n, o.seed).p_value : 0;
       if (!bs) r.score = score(sum_stats(sys));
       rows[s + 1].push_back(cell(r));
+      rows[s + 1].push_back((r.score >= b.score ? "+" : "") + fixed(r.score - b.score, 2));
       if (bs) rows[s + 1].push_back(pcell(r.p_value));
       if (ar) rows[s + 1].push_back(pcell(p_ar));
     }
@@ -268,8 +271,9 @@ Scored score_files(const std::vector<std::string>& hyp_paths,
   if (ref_paths.empty()) throw UserError("bleu: give at least one --ref file");
   if (hyp_paths.empty()) throw UserError("bleu: give at least one --hyp file");
   if (o.sentence_level && hyp_paths.size() > 1)
-    throw UserError("bleu --sentence-level: give one --hyp file (the paired tests compare "
-                    "systems on corpus scores)");
+    throw UserError(
+        "bleu --sentence-level: give one --hyp file (the paired tests compare "
+        "systems on corpus scores)");
   std::vector<std::vector<std::string>> systems;
   for (const auto& p : hyp_paths) {
     systems.push_back(read_lines(p));

@@ -52,8 +52,8 @@ using ScoreFn = std::function<double(const std::vector<double>&)>;
 
 struct PairedResult {
   double score = 0;
-  double p_value = -1;        // < 0 for the baseline
-  double mean = 0, ci = 0;    // bootstrap mean and 95% half-width (has_ci)
+  double p_value = -1;      // < 0 for the baseline
+  double mean = 0, ci = 0;  // bootstrap mean and 95% half-width (has_ci)
   bool has_ci = false;
 };
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <tuple>
 
+#include "text/bleu.h"
 #include "text/pystr.h"
 
 namespace ropelab::text {
@@ -52,28 +53,6 @@ bool full_width_punct(uint32_t c) {
          c == 0xFF02 || c == 0xFF08 || c == 0xFF09;
 }
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-// One left-to-right pass of re.sub(r"(A)(B)", ...) over bytes (every pattern is ASCII).
-template <typename F, typename G>
-std::string pair_pass(const std::string& s, F first, G second, const char* before,
-                      const char* middle, const char* after) {
-  std::string out;
-  for (size_t i = 0; i < s.size();) {
-    if (i + 1 < s.size() && first(s[i]) && second(s[i + 1])) {
-      out += before;
-      out += s[i];
-      out += middle;
-      out += s[i + 1];
-      out += after;
-      i += 2;
-    } else {
-      out += s[i++];
-    }
-  }
-  return out;
-}
-
 // Tercom's normalisation of Western text (the mteval rules plus possessives).
 std::string normalize_western(std::string s) {
   replace_all(s, "\n-", "");
@@ -82,24 +61,11 @@ std::string normalize_western(std::string s) {
   replace_all(s, "&amp;", "&");
   replace_all(s, "&lt;", "<");
   replace_all(s, "&gt;", ">");
-  s = " " + s + " ";
-  std::string padded;
-  for (char c : s) {
-    bool punct = (c >= '{' && c <= '~') || (c >= '[' && c <= '`') || (c >= ' ' && c <= '&') ||
-                 (c >= '(' && c <= '+') || (c >= ':' && c <= '@') || c == '/';
-    if (punct)
-      padded += std::string(" ") + c + " ";
-    else
-      padded += c;
-  }
+  std::string padded = mteval_pad_punct(" " + s + " ");
   replace_all(padded, "'s ", " 's ");
   if (padded.size() >= 2 && padded.compare(padded.size() - 2, 2, "'s") == 0)
     padded.insert(padded.size() - 2, " ");
-  auto not_digit = [](char c) { return !is_digit(c); };
-  auto dot_comma = [](char c) { return c == '.' || c == ','; };
-  padded = pair_pass(padded, not_digit, dot_comma, "", " ", " ");
-  padded = pair_pass(padded, dot_comma, not_digit, " ", " ", "");
-  padded = pair_pass(padded, is_digit, [](char c) { return c == '-'; }, "", " ", " ");
+  padded = mteval_split_numbers(padded);
   return padded;
 }
 
@@ -109,8 +75,7 @@ std::string normalize_asian(const std::string& s) {
   return pad_chars(s, [](uint32_t c) {
     return in(c, 0x4E00, 0x9FFF) || in(c, 0x3400, 0x4DBF) || in(c, 0x31C0, 0x31EF) ||
            in(c, 0x2E80, 0x2EFF) || in(c, 0x3300, 0x33FF) || in(c, 0xF900, 0xFAFF) ||
-           in(c, 0xFE30, 0xFE4F) || in(c, 0x3200, 0x3F22) || asian_punct(c) ||
-           full_width_punct(c);
+           in(c, 0xFE30, 0xFE4F) || in(c, 0x3200, 0x3F22) || asian_punct(c) || full_width_punct(c);
   });
 }
 
@@ -161,13 +126,15 @@ struct EditDistance {
   }
 };
 
-std::vector<std::string> perform_shift(const std::vector<std::string>& w, size_t start,
-                                       size_t len, size_t target) {
+std::vector<std::string> perform_shift(const std::vector<std::string>& w, size_t start, size_t len,
+                                       size_t target) {
   std::vector<std::string> out;
   out.reserve(w.size());
   auto put = [&](size_t a, size_t b) {  // w[a:b], clamped as Python's slices are
     a = std::min(a, w.size()), b = std::min(b, w.size());
-    if (a < b) out.insert(out.end(), w.begin() + static_cast<std::ptrdiff_t>(a), w.begin() + static_cast<std::ptrdiff_t>(b));
+    if (a < b)
+      out.insert(out.end(), w.begin() + static_cast<std::ptrdiff_t>(a),
+                 w.begin() + static_cast<std::ptrdiff_t>(b));
   };
   if (target < start) {
     put(0, target), put(start, start + len), put(target, start), put(start + len, w.size());
@@ -299,7 +266,8 @@ std::vector<double> ter_stats(const std::string& hyp, const std::vector<std::str
     ref_lengths += len;
     best = std::min(best, edits);
   }
-  return {refs.empty() ? 0.0 : best, refs.empty() ? 0.0 : ref_lengths / static_cast<double>(refs.size())};
+  return {refs.empty() ? 0.0 : best,
+          refs.empty() ? 0.0 : ref_lengths / static_cast<double>(refs.size())};
 }
 
 double ter_from(const std::vector<double>& s) {

@@ -1,5 +1,6 @@
 # Translation through the real CLI on a tiny parallel corpus: prepare -> train (validation
-# BLEU, checkpoints) -> translate -> average -> translate the average -> bleu, and the bad
+# BLEU, checkpoints) -> translate -> average -> translate the average -> bleu (TER, chrF++,
+# sentence scores, paired tests) -> compare's paired tests on the test split, and the bad
 # inputs: mismatched --ref/--hyp, an empty or invalid-UTF-8 source, a run that is not a
 # translation model. Bad input exits 2 with one line and leaves no output file.
 source "$(dirname "$0")/lib.sh"
@@ -63,6 +64,39 @@ expect_in "BLEU|nrefs:2|"
 expect_exit 0 "$ROPELAB" eval $R --split test
 expect_in "bleu"
 grep -q '"chrf"' $R/eval-test.json || fail "eval-test.json lacks chrf"
+T=$R/predictions/test
+[[ $(wc -l <$T/translations.txt) -eq 20 && $(wc -l <$T/references.txt) -eq 20 ]] ||
+  fail "eval --split test did not keep the 20 test translations and references"
+
+# TER, chrF++, sentence scores; paired tests between two systems (the first is the baseline).
+expect_exit 0 "$ROPELAB" bleu --ref test.es --hyp hyp.es -m ter,chrf --chrf-word-order 2
+expect_in "TER|nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:2.x = "
+expect_in "chrF2++|nrefs:1|case:mixed|eff:yes|nc:6|nw:2|space:no|version:2.x = "
+expect_not_in "BLEU|"
+expect_exit 0 "$ROPELAB" bleu --ref test.es --hyp hyp.es --sentence-level -m bleu
+[[ $(grep -c '^BLEU|nrefs:1|case:mixed|eff:yes|' <<<"$OUT") -eq 20 ]] ||
+  fail "--sentence-level: want 20 BLEU lines with eff:yes. Output:
+$OUT"
+expect_exit 0 "$ROPELAB" bleu --ref test.es --hyp hyp.es --hyp hyp-avg.es --paired-bs-n 200 \
+  --paired-ar-n 500
+expect_in "baseline: hyp.es"
+expect_in "p (bs)"
+expect_in "p (ar)"
+expect_in "BLEU|nrefs:1|bs:200|seed:12345|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x"
+expect_in "chrF2|nrefs:1|ar:500|seed:12345|"
+expect_exit 0 env SACREBLEU_SEED=7 "$ROPELAB" bleu --ref test.es --hyp hyp.es --hyp hyp-avg.es \
+  --paired bs --paired-bs-n 100 -m bleu
+expect_in "BLEU|nrefs:1|bs:100|seed:7|"
+expect_not_in "p (ar)"
+for bad in "-m meteor" "--tokenize ja-mecab" "--chrf-word-order 5" "--paired xy" \
+           "--paired-seed none"; do
+  # shellcheck disable=SC2086
+  expect_exit 2 "$ROPELAB" bleu --ref test.es --hyp hyp.es $bad
+  [[ $(wc -l <<<"$OUT") -eq 1 ]] || fail "bleu $bad: want one line. Output:
+$OUT"
+done
+expect_exit 2 "$ROPELAB" bleu --ref test.es --hyp hyp.es --hyp hyp-avg.es --sentence-level
+expect_in "give one --hyp file"
 
 # Separate vocabularies: one SentencePiece model per side, the encoder with its own embeddings.
 expect_exit 0 "$ROPELAB" train mt.yaml run.name=mt-sep data.tokenizer.joint=false \
@@ -72,6 +106,39 @@ expect_exit 0 "$ROPELAB" translate runs/mt-sep --input test.en --out hyp-sep.es
 [[ $(wc -l <hyp-sep.es) -eq 20 ]] || fail "hyp-sep.es has $(wc -l <hyp-sep.es) lines, want 20"
 expect_exit 0 "$ROPELAB" export runs/mt-sep --out sep.h5
 h5ls -r sep.h5 | grep -q "backbone/src_emb/weight" || fail "no separate source embeddings"
+
+# compare: translation runs with test translations get paired tests against the first run.
+expect_exit 0 "$ROPELAB" train mt.yaml run.name=mt-sin model.position.type=sinusoidal \
+  train.max_steps=6 train.eval_every=6 train.checkpoint_every=6
+expect_exit 0 "$ROPELAB" eval runs/mt-sin --split test
+expect_exit 0 "$ROPELAB" compare $R runs/mt-sin runs/mt-sep --out cmp --no-plots
+expect_in "## Paired significance on the test split"
+expect_in "| baseline: mt |"
+expect_in "| mt-sin |"
+expect_in "left out: \`mt-sep\`: no test translations"
+grep -qF "## Paired significance on the test split" cmp/compare.md || fail "compare.md lacks the paired tests"
+
+# ablate with test: true: each variant's test translations, seeds pooled, against the baseline.
+cat >mt-exp.yaml <<YAML
+name: mt-exp
+base: mt.yaml
+out_dir: $WORK/runs
+test: true
+baseline: sinusoidal
+seeds: [1, 2]
+set: [train.max_steps=4, train.eval_every=4, train.checkpoint_every=4]
+variants:
+  - name: rope
+    set: [model.position.type=rope]
+  - name: sinusoidal
+    set: [model.position.type=sinusoidal]
+YAML
+expect_exit 0 "$ROPELAB" ablate mt-exp.yaml --no-plots
+expect_in "Each system pools its 2 runs (seeds), paired seed by seed with the baseline's."
+expect_in "| baseline: sinusoidal |"
+expect_in "40 segments, scored as sacreBLEU."
+grep -qF "## Paired significance on the test split" runs/mt-exp/compare.md ||
+  fail "the ablation's compare.md lacks the paired tests"
 
 # Bad input: exit 2, one line naming the problem, no output file.
 head -n 5 test.es >short.es

@@ -118,7 +118,8 @@ TEST(Bleu, OptionsMatchSacrebleu) {
   }
   EXPECT_NEAR(corpus_chrf(hyps, refs), 28.29619867182905, 1e-9);
   EXPECT_NEAR(corpus_chrf(hyps, refs, ChrfOptions{true}), 63.693966155480155, 1e-9);
-  EXPECT_EQ(chrf_signature(1, ChrfOptions{true}), "nrefs:1|case:lc|eff:yes|nc:6|nw:0|space:no|version:2.x");
+  EXPECT_EQ(chrf_signature(1, ChrfOptions{true}),
+            "nrefs:1|case:lc|eff:yes|nc:6|nw:0|space:no|version:2.x");
   // Python's str.lower(), its two context rules included.
   EXPECT_EQ(
       py_lower("\xce\x9f\xce\x94\xce\x9f\xce\xa3 Stra\xc3\x9f"
