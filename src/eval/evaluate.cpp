@@ -59,7 +59,9 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   if (!fs::exists((stdfs::path(run_dir) / "config.yaml").string()))
     throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
   fs::DirLock lock;
-  if (save) lock = fs::DirLock::acquire(run_dir, "eval");
+  if (save)
+    lock = fs::DirLock::acquire(run_dir, "eval", fs::DirLock::Wait::kNo,
+                                "`eval --no-save` only prints, and needs no lock");
   std::vector<std::string> overrides;
   if (!rope_scaling.empty()) {
     overrides = rope_scaling_overrides(rope_scaling);

@@ -277,12 +277,10 @@ bool Checkpointer::resume(torch::nn::Module& model, torch::optim::Optimizer* opt
         if (!c.may_change && !allow_config_change_)
           refused += (refused.empty() ? "" : "; ") + c.str();
       if (!refused.empty())
-        throw UserError(
-            run_dir_ + ": holds a run with a different configuration (" + refused +
-            "); nothing was changed. HINT: on resume only more train.max_steps, "
-            "train.eval_every, log_every, checkpoint_every, keep_last, run.threads and "
-            "run.device may change; --allow-config-change accepts any change and records it in "
-            "config_history.yaml; or choose another run.name");
+        throw UserError(run_dir_ + ": holds a run with a different configuration (" + refused +
+                        "); nothing was changed. HINT: on resume only " + train::mutable_keys() +
+                        " may change; --allow-config-change accepts any change and records it in "
+                        "config_history.yaml; or choose another run.name");
     }
     const TrainState here = st;  // what describes this process
     st = load_checkpoint(*ck, model, opt);

@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -21,11 +22,17 @@ std::string history_path(const std::string& run_dir) {
   return (std::filesystem::path(run_dir) / kFile).string();
 }
 
-bool may_change(const std::string& key, const std::string& before, const std::string& after) {
-  static const std::set<std::string> any = {
+// The keys that may take any new value on resume (train.max_steps may only grow).
+const std::vector<std::string>& any_value() {
+  static const std::vector<std::string> keys = {
       "train.eval_every", "train.log_every", "train.checkpoint_every",
       "train.keep_last",  "run.threads",     "run.device"};
-  if (any.count(key) != 0) return true;
+  return keys;
+}
+
+bool may_change(const std::string& key, const std::string& before, const std::string& after) {
+  const auto& any = any_value();
+  if (std::find(any.begin(), any.end(), key) != any.end()) return true;
   if (key == "train.max_steps") {  // more steps only: fewer would end a run past its end
     try {
       return std::stoll(after) >= std::stoll(before);
@@ -48,6 +55,13 @@ std::string utc_now() {
 }  // namespace
 
 std::string ConfigChange::str() const { return key + ": " + old_value + " -> " + new_value; }
+
+std::string mutable_keys() {
+  std::string out = "more train.max_steps";
+  const auto& any = any_value();
+  for (size_t i = 0; i < any.size(); ++i) out += (i + 1 == any.size() ? " and " : ", ") + any[i];
+  return out;
+}
 
 std::vector<ConfigChange> config_changes(const std::map<std::string, std::string>& before,
                                          const std::map<std::string, std::string>& after) {

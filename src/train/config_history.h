@@ -23,6 +23,10 @@ struct ConfigChange {
   std::string str() const;  // "train.max_steps: 400 -> 800"
 };
 
+// The keys that may change on resume, for messages: "more train.max_steps, train.eval_every,
+// ... and run.device".
+std::string mutable_keys();
+
 // Every key whose value differs (keys are flat, as config::flat_keys gives them).
 std::vector<ConfigChange> config_changes(const std::map<std::string, std::string>& before,
                                          const std::map<std::string, std::string>& after);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include <spdlog/spdlog.h>
 
@@ -66,19 +67,31 @@ h5::Handle open_for_append(const std::string& path) {
 }
 
 // Keeps the rows of metrics.jsonl up to `max_step` (atomically rewritten).
+// The complete lines of a metrics.jsonl text, each with its 1-based number, its text (newline
+// included) and its parsed row (null where the line is not JSON). A partial last line (being
+// written, or cut by a kill) is left out.
+void each_jsonl_row(
+    const std::string& text,
+    const std::function<void(int64_t, const std::string&, const nlohmann::json*)>& fn) {
+  int64_t line_no = 0;
+  for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos;
+       start = end + 1) {
+    const std::string line = text.substr(start, end - start + 1);
+    nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    fn(++line_no, line, row.is_discarded() ? nullptr : &row);
+  }
+}
+
+double row_step(const nlohmann::json& row) {
+  return row.contains("step") && row["step"].is_number() ? row["step"].get<double>() : NAN;
+}
+
+// Keeps the rows up to `max_step` (a resumed run rewrites what came after its checkpoint).
 void truncate_jsonl(const std::string& path, int64_t max_step) {
   std::string text = fs::read_file(path), kept;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) break;  // a partial last line (killed mid-write)
-    std::string line = text.substr(start, end - start + 1);
-    start = end + 1;
-    auto at = line.find("\"step\":");
-    if (at == std::string::npos) continue;
-    double step = std::strtod(line.c_str() + at + 7, nullptr);
-    if (step <= static_cast<double>(max_step)) kept += line;
-  }
+  each_jsonl_row(text, [&](int64_t, const std::string& line, const nlohmann::json* row) {
+    if (row != nullptr && row_step(*row) <= static_cast<double>(max_step)) kept += line;
+  });
   if (kept.size() != text.size()) fs::write_file_atomic(path, kept);
 }
 
@@ -180,25 +193,14 @@ std::map<std::string, std::string> read_metric_attrs(const std::string& path) {
 
 std::map<std::string, std::vector<double>> read_metrics_jsonl(const std::string& path,
                                                               const std::string& split) {
-  std::string text = fs::read_file(path);
   std::map<double, nlohmann::json> rows;  // by step; a later row replaces an earlier one
-  size_t start = 0;
-  int64_t line_no = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) break;  // a line still being written
-    ++line_no;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text.substr(start, end - start));
-    } catch (const std::exception&) {
-      throw UserError(fmt::format("{}:{}: not a JSON row", path, line_no));
-    }
-    start = end + 1;
-    if (j.value("split", "") != split || !j.contains("step") || !j["step"].is_number()) continue;
-    const double step = j["step"].get<double>();
-    rows[step] = std::move(j);
-  }
+  each_jsonl_row(fs::read_file(path),
+                 [&](int64_t line_no, const std::string&, const nlohmann::json* row) {
+                   if (row == nullptr)
+                     throw UserError(fmt::format("{}:{}: not a JSON row", path, line_no));
+                   const double step = row_step(*row);
+                   if (row->value("split", "") == split && !std::isnan(step)) rows[step] = *row;
+                 });
   std::map<std::string, std::vector<double>> out;
   size_t n = 0;
   for (const auto& [step, j] : rows) {

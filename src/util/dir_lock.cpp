@@ -101,13 +101,13 @@ bool no_locks_here(int err) {
 }
 
 std::string in_use(const std::string& dir, const std::string& what,
-                   const std::optional<LockHolder>& h) {
-  std::string hint = what == "eval" ? "; `eval --no-save` only prints, and needs no lock" : "";
+                   const std::optional<LockHolder>& h, const std::string& hint) {
   return fmt::format(
       "{}: in use by {}; {} refused (two writers would mix their files). HINT: wait for it to "
       "finish or stop it{}{}",
       dir, h ? h->describe() : std::string("another process (a reader, e.g. compare)"), what,
-      h && h->host != this_host() ? fmt::format(" on {}", h->host) : "", hint);
+      h && h->host != this_host() ? fmt::format(" on {}", h->host) : "",
+      hint.empty() ? "" : "; " + hint);
 }
 
 // The locks this process holds: a nested acquire (ablate trains a run, then evaluates it) shares
@@ -135,7 +135,8 @@ std::string LockHolder::describe() const {
   return fmt::format("pid {} on host {} ({}), locked {} ago", pid, host, command, when);
 }
 
-DirLock DirLock::acquire(const std::string& dir, const std::string& what, Wait wait) {
+DirLock DirLock::acquire(const std::string& dir, const std::string& what, Wait wait,
+                         const std::string& hint) {
   if (!stdfs::is_directory(dir)) throw UserError(dir + ": no such directory");
   const std::string path = stdfs::weakly_canonical(lock_path(dir)).string();
   DirLock lock;
@@ -184,14 +185,14 @@ DirLock DirLock::acquire(const std::string& dir, const std::string& what, Wait w
       // A writer's text names a process that still runs: refuse at once. An empty text (or a
       // dead holder's) means a reader holds it shared for a moment: wait a little.
       const bool writer = holder && (alive_here(*holder) || holder->host != this_host());
-      if (writer || waited > 3.0) throw UserError(in_use(dir, what, holder));
+      if (writer || waited > 3.0) throw UserError(in_use(dir, what, holder, hint));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   auto before = parse_holder(read_fd(fd));
   if (!os_lock) {
     if (before && (alive_here(*before) || before->host != this_host()))
-      throw UserError(in_use(dir, what, before) +
+      throw UserError(in_use(dir, what, before, hint) +
                       fmt::format(", or delete {} if it is gone", path));
     spdlog::warn(
         "{}: the file system has no locks; only the lock file's text guards this run "

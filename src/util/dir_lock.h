@@ -36,10 +36,12 @@ class DirLock {
  public:
   enum class Wait { kNo, kYes };
   // Takes <dir>/.lock (creating the file; `dir` must exist), or throws UserError("<dir>: in use by
-  // ...; HINT: ..."). `what` is the operation the message names ("train", "prepare", ...).
-  // Wait::kYes waits for the holder to finish instead (logging once whom it waits for); a stop
-  // signal while waiting throws signals::Interrupted.
-  static DirLock acquire(const std::string& dir, const std::string& what, Wait wait = Wait::kNo);
+  // ...; HINT: ..."). `what` is the operation the message names ("train", "prepare", ...);
+  // `hint`, if any, is a way round the lock that the message adds. Wait::kYes waits for the
+  // holder to finish instead (logging once whom it waits for); a stop signal while waiting throws
+  // signals::Interrupted.
+  static DirLock acquire(const std::string& dir, const std::string& what, Wait wait = Wait::kNo,
+                         const std::string& hint = "");
   DirLock() = default;
   DirLock(DirLock&& o) noexcept;
   DirLock& operator=(DirLock&& o) noexcept;
