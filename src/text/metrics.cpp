@@ -224,7 +224,11 @@ std::string paired_table(const std::vector<std::string>& names,
       return fixed(r.score, 2) +
              (r.has_ci ? " (" + fixed(r.mean, 2) + " ± " + fixed(r.ci, 2) + ")" : std::string());
     };
-    auto pcell = [](double p) { return fixed(p, 4) + (p < 0.05 ? " *" : ""); };
+    // A score equal to the baseline's gets sacreBLEU's p = 1 / (n + 1) by construction (no
+    // resampled difference exceeds 0); it is not marked, since there is nothing to test.
+    auto pcell = [](double p, bool same) {
+      return fixed(p, 4) + (same ? " (equal)" : p < 0.05 ? " *" : "");
+    };
     PairedResult b;
     if (bs) {
       b = bootstrap_baseline(base, score, o.paired_bs_n, o.seed);
@@ -243,8 +247,9 @@ std::string paired_table(const std::vector<std::string>& names,
       if (!bs) r.score = score(sum_stats(sys));
       rows[s + 1].push_back(cell(r));
       rows[s + 1].push_back((r.score >= b.score ? "+" : "") + fixed(r.score - b.score, 2));
-      if (bs) rows[s + 1].push_back(pcell(r.p_value));
-      if (ar) rows[s + 1].push_back(pcell(p_ar));
+      const bool same = r.score == b.score;
+      if (bs) rows[s + 1].push_back(pcell(r.p_value, same));
+      if (ar) rows[s + 1].push_back(pcell(p_ar, same));
     }
     if (bs) sigs += paired_signature(*m, refs.size(), "bs", o.paired_bs_n, o.seed) + "\n";
     if (ar) sigs += paired_signature(*m, refs.size(), "ar", o.paired_ar_n, o.seed) + "\n";
@@ -259,8 +264,9 @@ std::string paired_table(const std::vector<std::string>& names,
       (ar ? "approximate randomization with " + std::to_string(o.paired_ar_n) + " trials"
           : std::string()) +
       ". p is the chance of a difference at least this large between two systems that are the "
-      "same process; * marks p < 0.05. Significance says the systems differ, not which is "
-      "better.";
+      "same process; * marks p < 0.05, and (equal) a score equal to the baseline's, whose p "
+      "(1 / (n + 1), as sacreBLEU computes it) means nothing. Significance says the systems "
+      "differ, not which is better.";
   if (md) return about + "\n\n" + render(rows, true) + "\nSignatures:\n\n```\n" + sigs + "```\n";
   return render(rows, false) + "\n" + about + "\n\nSignatures:\n" + sigs;
 }

@@ -155,5 +155,35 @@ TEST(Bleu, ScoreFilesChecksItsInputs) {
                UserError);
 }
 
+TEST(PairedTable, MarksSignificantAndEqualScores) {
+  std::vector<std::string> refs, good, same, bad;
+  for (int i = 0; i < 40; ++i) {
+    std::string n = std::to_string(i);
+    refs.push_back("the cat number " + n + " sat on the mat today");
+    good.push_back(i % 4 == 0 ? "a cat number " + n + " sat on a mat" : refs.back());
+    bad.push_back("dogs " + n + " ran far away");
+  }
+  same = good;
+  ScoreOptions o;
+  o.metrics = {"bleu"};
+  o.paired_bs_n = 200;
+  o.paired_ar_n = 300;
+  auto table = paired_table({"good", "same", "bad"}, {good, same, bad}, {refs}, o, false);
+  auto row = [&](const std::string& name) {
+    auto at = table.find("  " + name + "  ");
+    EXPECT_NE(at, std::string::npos) << table;
+    return table.substr(at, table.find('\n', at) - at);
+  };
+  EXPECT_NE(table.find("baseline: good"), std::string::npos) << table;
+  EXPECT_NE(row("same").find("0.0050 (equal)"), std::string::npos) << row("same");  // 1/201
+  EXPECT_EQ(row("same").find('*'), std::string::npos) << row("same");
+  EXPECT_NE(row("bad").find("0.0050 *"), std::string::npos) << row("bad");
+  EXPECT_NE(row("bad").find("0.0033 *"), std::string::npos) << row("bad");  // 1/301
+  EXPECT_NE(table.find("BLEU|nrefs:1|bs:200|seed:12345|case:mixed|"), std::string::npos);
+  EXPECT_NE(table.find("BLEU|nrefs:1|ar:300|seed:12345|case:mixed|"), std::string::npos);
+  o.paired = "xy";
+  EXPECT_THROW(paired_table({"a", "b"}, {good, bad}, {refs}, o, false), UserError);
+}
+
 }  // namespace
 }  // namespace ropelab::text

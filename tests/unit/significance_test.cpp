@@ -48,11 +48,11 @@ SegmentStats accuracy_stats(const std::vector<int>& right) {
   return s;
 }
 
-TEST(PairedTests, IdenticalSystemsAreNeverSignificant) {
+TEST(PairedTests, IdenticalSystemsGetOneOverNPlusOneAsInSacrebleu) {
   auto base = accuracy_stats({1, 0, 1, 1, 0, 1, 0, 0, 1, 1});
   // Every resampled difference is 0 and none exceeds the observed 0: p = 1 / (n + 1), as
-  // sacreBLEU (its strict > keeps a system compared with itself from looking different by
-  // chance; the +1 keeps p above 0).
+  // sacreBLEU computes it (a strict >, and +1 so that p is never 0). The tables mark such a row
+  // "(equal)" rather than significant.
   auto bs = paired_bootstrap(base, base, mean_score, 1000, 12345);
   EXPECT_DOUBLE_EQ(bs.p_value, 1.0 / 1001);
   auto ar = paired_randomization(base, base, mean_score, 500, 12345);
