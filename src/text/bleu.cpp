@@ -59,14 +59,6 @@ Counts ngrams(const std::vector<std::string>& toks, size_t n) {
   return c;
 }
 
-// The references of segment i, one from each stream.
-std::vector<std::string> segment_refs(const std::vector<std::vector<std::string>>& refs, size_t i) {
-  std::vector<std::string> r;
-  r.reserve(refs.size());
-  for (const auto& stream : refs) r.push_back(stream.at(i));
-  return r;
-}
-
 double my_log(double x) { return x == 0 ? -9999999999.0 : std::log(x); }
 
 std::string fmt(const char* f, double v) {
@@ -122,6 +114,13 @@ bool zh_char(uint32_t c) {
   return false;
 }
 }  // namespace
+
+std::vector<std::string> segment_refs(const std::vector<std::vector<std::string>>& refs, size_t i) {
+  std::vector<std::string> r;
+  r.reserve(refs.size());
+  for (const auto& stream : refs) r.push_back(stream.at(i));
+  return r;
+}
 
 std::string tokenize_13a(const std::string& line_in) {
   std::string line = line_in;

@@ -65,6 +65,8 @@ struct Bleu {
 BleuStats bleu_stats(const std::string& hyp, const std::vector<std::string>& refs,
                      const BleuOptions& o = {});
 Bleu bleu_from(const BleuStats& s, bool effective_order = false);
+// The references of segment i, one from each stream (refs[r][i] is stream r's line i).
+std::vector<std::string> segment_refs(const std::vector<std::vector<std::string>>& refs, size_t i);
 // refs[r][i] is reference stream r's line i; every stream has hyps.size() lines.
 Bleu corpus_bleu(const std::vector<std::string>& hyps,
                  const std::vector<std::vector<std::string>>& refs, const BleuOptions& o = {});

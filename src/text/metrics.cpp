@@ -79,13 +79,6 @@ class TerMetric : public Metric {
   TerOptions o_;
 };
 
-std::vector<std::string> segment(const std::vector<std::vector<std::string>>& refs, size_t i) {
-  std::vector<std::string> r;
-  r.reserve(refs.size());
-  for (const auto& stream : refs) r.push_back(stream.at(i));
-  return r;
-}
-
 // "nrefs:N|..." with the test's fields after nrefs, where sacreBLEU's signatures put them.
 std::string with_fields(const std::string& sig, const std::string& fields) {
   auto at = sig.find('|');
@@ -183,15 +176,8 @@ SegmentStats corpus_stats(const Metric& m, const std::vector<std::string>& hyps,
                           const std::vector<std::vector<std::string>>& refs) {
   SegmentStats out;
   out.reserve(hyps.size());
-  for (size_t i = 0; i < hyps.size(); ++i) out.push_back(m.stats(hyps[i], segment(refs, i)));
+  for (size_t i = 0; i < hyps.size(); ++i) out.push_back(m.stats(hyps[i], segment_refs(refs, i)));
   return out;
-}
-
-std::vector<double> sum_stats(const SegmentStats& s) {
-  std::vector<double> sum(s.empty() ? 0 : s[0].size(), 0.0);
-  for (const auto& row : s)
-    for (size_t k = 0; k < sum.size(); ++k) sum[k] += row[k];
-  return sum;
 }
 
 std::string paired_signature(const Metric& m, size_t nrefs, const std::string& test, int n,
@@ -314,7 +300,7 @@ Scored score_files(const std::vector<std::string>& hyp_paths,
     for (size_t i = 0; i < systems[0].size(); ++i)
       for (const auto& m : metrics)
         out.text += m->name() + "|" + m->signature(refs.size()) + " = " +
-                    m->describe(m->stats(systems[0][i], segment(refs, i))) + "\n";
+                    m->describe(m->stats(systems[0][i], segment_refs(refs, i))) + "\n";
     return out;
   }
   for (const auto& m : metrics)

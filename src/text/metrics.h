@@ -54,7 +54,6 @@ void check_score_options(const ScoreOptions& o);
 // The statistics of every segment; refs[r][i] is reference stream r's line i.
 SegmentStats corpus_stats(const Metric& m, const std::vector<std::string>& hyps,
                           const std::vector<std::vector<std::string>>& refs);
-std::vector<double> sum_stats(const SegmentStats& s);
 
 struct Scored {
   std::string text;                   // what to print on stdout

@@ -135,13 +135,6 @@ void estimate_ci(std::vector<double> scores, double& mean, double& ci) {
 
 namespace {
 
-std::vector<double> column_sums(const SegmentStats& stats) {
-  std::vector<double> sum(stats.empty() ? 0 : stats[0].size(), 0.0);
-  for (const auto& row : stats)
-    for (size_t k = 0; k < sum.size(); ++k) sum[k] += row[k];
-  return sum;
-}
-
 // The resampled indices, drawn as sacreBLEU draws them: rng.choice(n_seg, (n, n_seg)).
 std::vector<uint32_t> resample_indices(size_t segments, int n, uint64_t seed) {
   NumpyRng rng(seed);
@@ -176,10 +169,28 @@ double p_value(const std::vector<double>& sample_stats, double observed) {
 
 }  // namespace
 
+std::vector<double> sum_stats(const SegmentStats& s) {
+  std::vector<double> sum(s.empty() ? 0 : s[0].size(), 0.0);
+  for (const auto& row : s)
+    for (size_t k = 0; k < sum.size(); ++k) sum[k] += row[k];
+  return sum;
+}
+
+namespace {
+// The system's corpus score, and how far it is from the baseline's.
+PairedResult observe(const SegmentStats& base, const SegmentStats& sys, const ScoreFn& score,
+                     double& observed) {
+  PairedResult r;
+  r.score = score(sum_stats(sys));
+  observed = std::abs(score(sum_stats(base)) - r.score);
+  return r;
+}
+}  // namespace
+
 PairedResult bootstrap_baseline(const SegmentStats& base, const ScoreFn& score, int n,
                                 uint64_t seed) {
   PairedResult r;
-  r.score = score(column_sums(base));
+  r.score = score(sum_stats(base));
   estimate_ci(resampled_scores(base, resample_indices(base.size(), n, seed), score), r.mean, r.ci);
   r.has_ci = true;
   return r;
@@ -187,9 +198,8 @@ PairedResult bootstrap_baseline(const SegmentStats& base, const ScoreFn& score, 
 
 PairedResult paired_bootstrap(const SegmentStats& base, const SegmentStats& sys,
                               const ScoreFn& score, int n, uint64_t seed) {
-  PairedResult r;
-  r.score = score(column_sums(sys));
-  double observed = std::abs(score(column_sums(base)) - r.score);
+  double observed = 0;
+  PairedResult r = observe(base, sys, score, observed);
   auto idx = resample_indices(sys.size(), n, seed);
   auto bl = resampled_scores(base, idx, score), sy = resampled_scores(sys, idx, score);
   estimate_ci(sy, r.mean, r.ci);
@@ -205,9 +215,8 @@ PairedResult paired_bootstrap(const SegmentStats& base, const SegmentStats& sys,
 
 PairedResult paired_randomization(const SegmentStats& base, const SegmentStats& sys,
                                   const ScoreFn& score, int n, uint64_t seed) {
-  PairedResult r;
-  r.score = score(column_sums(sys));
-  double observed = std::abs(score(column_sums(base)) - r.score);
+  double observed = 0;
+  PairedResult r = observe(base, sys, score, observed);
   NumpyRng rng(seed);
   size_t width = sys.empty() ? 0 : sys[0].size();
   std::vector<double> diffs(static_cast<size_t>(n));

@@ -50,6 +50,9 @@ class NumpyRng {
 using SegmentStats = std::vector<std::vector<double>>;
 using ScoreFn = std::function<double(const std::vector<double>&)>;
 
+// The corpus statistics: the column sums.
+std::vector<double> sum_stats(const SegmentStats& s);
+
 struct PairedResult {
   double score = 0;
   double p_value = -1;      // < 0 for the baseline
