@@ -2,7 +2,7 @@
 """Draws length-generalisation cards (called by `ropelab probe`, `compare` and `ablate`).
 
   plot_card.py RUN/probe.json   -> RUN/probe.png: the run's metric against the size multiple
-                                   (passkey: also its key-depth x length grid)
+                                   (passkey, niah: also the needle-depth x length grid)
   plot_card.py OUT/card.json    -> OUT/card.png: one panel per task, one line per variant, the
                                    mean over seeds with a band of +- one standard deviation
 """
@@ -50,8 +50,8 @@ def probe(path, data):
         axes[1].set_yticks(range(len(data["depths"])))
         axes[1].set_yticklabels([f"{d:.2f}" for d in data["depths"]])
         axes[1].set_xlabel("prompt length (tokens)")
-        axes[1].set_ylabel("key depth")
-        axes[1].set_title("passkey exact match (%)")
+        axes[1].set_ylabel("needle depth")
+        axes[1].set_title("exact match by needle depth (%)")
         fig.colorbar(im, ax=axes[1])
     fig.tight_layout()
     fig.savefig(os.path.join(os.path.dirname(path), "probe.png"), dpi=110)

@@ -94,11 +94,19 @@ enum class DataSource {
   kSyntheticMqar,
   kSyntheticCopy,
   kSyntheticReverse,
-  kSyntheticAddition
+  kSyntheticAddition,
+  kSyntheticSelectiveCopy,
+  kSyntheticCounting,
+  kSyntheticFlipflop,
+  kSyntheticNiah,
+  kSyntheticNiahMultikey,
+  kSyntheticVt
 };
 ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "bible-cola",
                    "bible-rank", "text", "bytes", "parallel", "glue", "synthetic-passkey",
-                   "synthetic-mqar", "synthetic-copy", "synthetic-reverse", "synthetic-addition");
+                   "synthetic-mqar", "synthetic-copy", "synthetic-reverse", "synthetic-addition",
+                   "synthetic-selective-copy", "synthetic-counting", "synthetic-flipflop",
+                   "synthetic-niah", "synthetic-niah-multikey", "synthetic-vt");
 // What a data source gives: monolingual token streams, sentence pairs, labelled examples, or
 // synthetic token sequences with their answer positions marked (data/synthetic.h).
 enum class DataKind { kLm, kParallel, kGlue, kSynthetic };
@@ -130,6 +138,12 @@ constexpr DataKind kind_of(DataSource s) {
     case DataSource::kSyntheticCopy:
     case DataSource::kSyntheticReverse:
     case DataSource::kSyntheticAddition:
+    case DataSource::kSyntheticSelectiveCopy:
+    case DataSource::kSyntheticCounting:
+    case DataSource::kSyntheticFlipflop:
+    case DataSource::kSyntheticNiah:
+    case DataSource::kSyntheticNiahMultikey:
+    case DataSource::kSyntheticVt:
       return DataKind::kSynthetic;
   }
   return DataKind::kLm;
@@ -553,7 +567,9 @@ struct TsvLayoutConfig {
 
 // The synthetic-* sources (data/synthetic.h): generated from `seed`, no download. `size` is a
 // task's instance size: symbols to copy or reverse, digits per addend, key-value pairs (mqar),
-// or the whole prompt in tokens (passkey). Training examples draw sizes in [min_size, size].
+// input positions (selective copy), letters (counting), instructions (flip-flop), or the whole
+// prompt in tokens (passkey, niah, niah-multikey, vt). Training examples draw sizes in
+// [min_size, size].
 struct SyntheticConfig {
   int64_t size = 16;
   int64_t min_size = 0;
@@ -565,7 +581,8 @@ struct SyntheticConfig {
   void visit(V& v) {
     v("size", size,
       "largest training instance: symbols (copy, reverse), digits per addend (addition), "
-      "key-value pairs (mqar), prompt tokens (passkey)",
+      "key-value pairs (mqar), input positions (selective-copy), letters (counting), "
+      "instructions (flipflop), prompt tokens (passkey, niah, niah-multikey, vt)",
       between(1, 1 << 20));
     v("min_size", min_size, "smallest training instance; 0 = the task's smallest",
       between(0, 1 << 20));
@@ -596,7 +613,9 @@ struct DataConfig {
       "ranking) or your data: text (one document per line), bytes (raw files, enwik8-style), "
       "parallel (two aligned files), glue (a GLUE task directory, or a TSV layout data.tsv "
       "describes); or generated probes (task answer): synthetic-passkey, synthetic-mqar "
-      "(multi-query associative recall), synthetic-copy, synthetic-reverse, synthetic-addition");
+      "(multi-query associative recall), synthetic-copy, synthetic-reverse, synthetic-addition, "
+      "synthetic-selective-copy, synthetic-counting, synthetic-flipflop, synthetic-niah, "
+      "synthetic-niah-multikey (RULER's needles), synthetic-vt (RULER's variable tracking)");
     v("train", train,
       "user data: training file (parallel: the path without the language suffix, e.g. "
       "wmt/train for wmt/train.en + wmt/train.de) or, for glue, the task directory");

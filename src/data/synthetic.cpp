@@ -85,6 +85,44 @@ std::vector<int32_t> filler_tokens(int64_t n) {
   return out;
 }
 
+constexpr int64_t kNeedle = 13;     // 4 key digits, "is", 7 value digits, "."
+constexpr int64_t kNiahKeys = 4;    // needles of niah-multikey (one asked, three distractors)
+constexpr int64_t kNiahFixed = 16;  // BOS, "What is k k k k ?" (7), answer (7), EOS
+constexpr int64_t kVtChain = 4;     // variables per chain (one value, three hops)
+constexpr int64_t kVtFixed = 51;    // BOS, 2 chains (20 each), "What is X ?", 5 digits, EOS
+
+void add_digits(Builder& b, const std::vector<int>& d, bool answer = false) {
+  for (int x : d) b.add(digit(x), answer);
+}
+
+// n random digits, the first one not 0.
+std::vector<int> number(Rng& r, int n) {
+  std::vector<int> d;
+  for (int i = 0; i < n; ++i) d.push_back(static_cast<int>(i == 0 ? 1 + r.below(9) : r.below(10)));
+  return d;
+}
+
+// A haystack of F filler tokens with blocks inserted at filler offsets at[j] in [0, F] (ties in
+// block order).
+void haystack(Builder& b, int64_t F, const std::vector<int64_t>& at,
+              const std::vector<std::vector<int32_t>>& blocks) {
+  auto fill = filler_tokens(F);
+  std::vector<size_t> order(blocks.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return at[x] < at[y]; });
+  int64_t pos = 0;
+  for (size_t j : order) {
+    for (; pos < at[j]; ++pos) b.add(fill[static_cast<size_t>(pos)]);
+    for (int32_t t : blocks[j]) b.add(t);
+  }
+  for (; pos < F; ++pos) b.add(fill[static_cast<size_t>(pos)]);
+}
+
+int64_t depth_offset(double depth, Rng& r, int64_t F) {
+  const double d = depth < 0 ? r.uniform() : depth;
+  return static_cast<int64_t>(std::llround(d * static_cast<double>(F)));
+}
+
 Example draw(DataSource src, int64_t n, Rng& r, double depth) {
   Builder b;
   b.add(Special::kBos);
@@ -163,6 +201,134 @@ Example draw(DataSource src, int64_t n, Rng& r, double depth) {
       b.add(Special::kEos);
       break;
     }
+    case DataSource::kSyntheticSelectiveCopy: {
+      // n positions, ceil(n / 4) of them letters, the rest "."; copy the letters in order.
+      const int64_t m = (n + 3) / 4;
+      std::vector<int64_t> pos(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = i;
+      for (int64_t i = 0; i < m; ++i)  // partial Fisher-Yates: m distinct positions
+        std::swap(pos[static_cast<size_t>(i)], pos[static_cast<size_t>(i + r.below(n - i))]);
+      std::vector<int32_t> in(static_cast<size_t>(n), sym("."));
+      for (int64_t i = 0; i < m; ++i)
+        in[static_cast<size_t>(pos[static_cast<size_t>(i)])] =
+            letter(static_cast<int>(r.below(26)));
+      for (auto t : in) b.add(t);
+      b.add(sym(">"));
+      for (auto t : in)
+        if (t != sym(".")) b.add(t, true);
+      b.add(Special::kEos, true);
+      break;
+    }
+    case DataSource::kSyntheticCounting: {
+      // n letters of a..e, then "? q =" and how often q occurs, least significant digit first.
+      int count = 0;
+      const int q = static_cast<int>(r.below(5));
+      for (int64_t i = 0; i < n; ++i) {
+        const int x = static_cast<int>(r.below(5));
+        count += x == q;
+        b.add(letter(x));
+      }
+      b.add(sym("?"));
+      b.add(letter(q));
+      b.add(sym("="));
+      do {
+        b.add(digit(count % 10), true);
+        count /= 10;
+      } while (count > 0);
+      b.add(Special::kEos, true);
+      break;
+    }
+    case DataSource::kSyntheticFlipflop: {
+      // n instructions "w b" (write), "i b" (ignore), "r b" (read: b is the last bit written);
+      // the first writes, the last reads, the rest read or write with probability 0.1 each.
+      int bit = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double u = r.uniform();
+        const char op = i == 0 ? 'w' : i == n - 1 ? 'r' : u < 0.1 ? 'w' : u < 0.2 ? 'r' : 'i';
+        b.add(letter(op - 'a'));
+        if (op == 'r') {
+          b.add(digit(bit), true);
+        } else {
+          const int x = static_cast<int>(r.below(2));
+          if (op == 'w') bit = x;
+          b.add(digit(x));
+        }
+      }
+      b.add(Special::kEos);
+      break;
+    }
+    case DataSource::kSyntheticNiah:
+    case DataSource::kSyntheticNiahMultikey: {
+      // RULER's needle in a haystack with numeric keys: needles "KKKK is VVVVVVV ." in the
+      // repeated filler, the asked one at `depth`; then "What is KKKK ?" and its 7 digits.
+      const int64_t needles = src == DataSource::kSyntheticNiah ? 1 : kNiahKeys;
+      const int64_t F = n - kNiahFixed - needles * kNeedle;
+      std::vector<std::vector<int>> keys, values;
+      while (static_cast<int64_t>(keys.size()) < needles) {
+        auto k = number(r, 4);
+        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+      }
+      for (int64_t j = 0; j < needles; ++j) values.push_back(number(r, 7));
+      std::vector<std::vector<int32_t>> blocks;
+      std::vector<int64_t> at;
+      for (int64_t j = 0; j < needles; ++j) {
+        Builder nb;
+        add_digits(nb, keys[static_cast<size_t>(j)]);
+        nb.words("is");
+        add_digits(nb, values[static_cast<size_t>(j)]);
+        nb.words(".");
+        blocks.push_back(nb.e.tokens);
+        at.push_back(j == 0 ? depth_offset(depth, r, F) : r.below(F + 1));
+      }
+      haystack(b, F, at, blocks);
+      b.words("What is");
+      add_digits(b, keys[0]);
+      b.words("?");
+      add_digits(b, values[0], true);
+      b.add(Special::kEos);
+      break;
+    }
+    case DataSource::kSyntheticVt: {
+      // RULER's variable tracking: two chains "A = VVVVV ." "B = A ." "C = B ." "D = C ."
+      // (variables k0..k127, distinct) interleaved at random places in the filler, each in
+      // order; then "What is D ?" for the first chain's last variable, and its 5 digits.
+      const int64_t F = n - kVtFixed;
+      std::vector<int> names;
+      while (static_cast<int64_t>(names.size()) < 2 * kVtChain) {
+        int k = static_cast<int>(r.below(kKeys));
+        if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
+      }
+      std::vector<std::vector<int>> value = {number(r, 5), number(r, 5)};
+      std::vector<int> chain_of;  // the interleaving: which chain's next statement comes
+      for (int c = 0; c < 2; ++c)
+        for (int64_t i = 0; i < kVtChain; ++i) chain_of.push_back(c);
+      for (size_t i = chain_of.size() - 1; i > 0; --i)
+        std::swap(chain_of[i], chain_of[static_cast<size_t>(r.below(static_cast<int64_t>(i) + 1))]);
+      std::vector<int64_t> at;
+      for (size_t i = 0; i < chain_of.size(); ++i) at.push_back(r.below(F + 1));
+      std::sort(at.begin(), at.end());
+      std::vector<std::vector<int32_t>> blocks;
+      int64_t next[2] = {0, 0};
+      for (int c : chain_of) {
+        const int64_t i = next[c]++;
+        Builder sb;
+        sb.add(key_id(names[static_cast<size_t>(c * kVtChain + i)]));
+        sb.words("=");
+        if (i == 0)
+          add_digits(sb, value[static_cast<size_t>(c)]);
+        else
+          sb.add(key_id(names[static_cast<size_t>(c * kVtChain + i - 1)]));
+        sb.words(".");
+        blocks.push_back(sb.e.tokens);
+      }
+      haystack(b, F, at, blocks);
+      b.words("What is");
+      b.add(key_id(names[static_cast<size_t>(kVtChain - 1)]));
+      b.words("?");
+      add_digits(b, value[0], true);
+      b.add(Special::kEos);
+      break;
+    }
     default:
       throw UserError(std::string("data.source: ") + config::to_string(src) +
                       " is not a synthetic source");
@@ -173,7 +339,23 @@ Example draw(DataSource src, int64_t n, Rng& r, double depth) {
 }  // namespace
 
 int64_t min_size(DataSource src) {
-  return src == DataSource::kSyntheticPasskey ? kPasskeyFixed : 1;
+  switch (src) {
+    case DataSource::kSyntheticPasskey:
+      return kPasskeyFixed;
+    case DataSource::kSyntheticNiah:
+      return kNiahFixed + kNeedle;
+    case DataSource::kSyntheticNiahMultikey:
+      return kNiahFixed + kNiahKeys * kNeedle;
+    case DataSource::kSyntheticVt:
+      return kVtFixed;
+    default:
+      return 1;
+  }
+}
+
+bool has_depth(DataSource src) {
+  return src == DataSource::kSyntheticPasskey || src == DataSource::kSyntheticNiah ||
+         src == DataSource::kSyntheticNiahMultikey;
 }
 
 int64_t max_size(DataSource src) {
@@ -189,7 +371,13 @@ int64_t max_tokens(DataSource src, int64_t n) {
       return 3 * n + 5;
     case DataSource::kSyntheticMqar:
       return 4 * n + 3;
-    default:
+    case DataSource::kSyntheticSelectiveCopy:
+      return n + (n + 3) / 4 + 3;
+    case DataSource::kSyntheticCounting:
+      return n + 5 + static_cast<int64_t>(std::to_string(n).size());
+    case DataSource::kSyntheticFlipflop:
+      return 2 * n + 2;
+    default:  // the size is the prompt in tokens
       return n;
   }
 }
@@ -208,7 +396,7 @@ Example generate(DataSource src, int64_t size, uint64_t key, Split split, double
   if (size < min_size(src) || size > max_size(src))
     throw UserError(name + ": instance size " + std::to_string(size) + " is outside [" +
                     std::to_string(min_size(src)) + ", " + std::to_string(max_size(src)) + "]");
-  if (depth > 1) throw UserError(name + ": passkey depth must be in [0, 1]");
+  if (depth > 1) throw UserError(name + ": the needle's depth must be in [0, 1]");
   Rng r(key);
   for (int attempt = 0; attempt < 4096; ++attempt) {
     Rng one(r.next());

@@ -15,10 +15,29 @@
 //             and back again ." repeated; the key sentence "The pass key is K . Remember it .
 //             K is the pass key ." with K a random 5-digit key, one token per digit.
 //
-// Scored (answer) tokens: copy, reverse and addition: the output and its EOS; mqar: each
-// queried value; passkey: the five digits of the key. A model is right on an example when it
-// predicts every scored token from the tokens before it (teacher-forced exact match, which for
-// greedy decoding is the same thing: decoding reproduces the answer exactly when each of its
+//   selective-copy  BOS x1 .. xn > y1 .. ym EOS      n positions, m = ceil(n/4) of them letters
+//             and the rest "."; the output is the letters in order (selective copying: Arora et
+//             al. 2023; Gu & Dao 2023; CoPE's Golovneva et al. 2024)
+//   counting  BOS x1 .. xn ? q = c EOS                  n letters of a..e; c counts q among them,
+//             least significant digit first (CoPE's counting)
+//   flipflop  BOS o1 b1 .. on bn EOS                    n instructions: o is w (write bit b), i
+//             (ignore b) or r (read: b is the last bit written); the first writes, the last
+//             reads, the others write or read with probability 0.1 each (Liu et al. 2023's
+//             sparse flip-flop language)
+//   niah      BOS filler [K is V .] filler What is K ? V EOS, n tokens in all: RULER's needle in
+//             a haystack (Hsieh et al. 2024) with numeric keys (K: 4 digits) and values (V: 7
+//             digits), the needle at the asked depth, in the passkey filler repeated
+//   niah-multikey  the same with four needles of distinct keys; the asked one at the depth, the
+//             three distractors at uniform places
+//   vt        BOS filler .. A = V . .. B = A . .. C = B . .. D = C . .. What is D ? V EOS, n
+//             tokens in all: RULER's variable tracking, two chains of four variables (keys
+//             k0..k127, V five digits) interleaved at uniform places; the first chain is asked
+//
+// Scored (answer) tokens: copy, reverse, addition, selective copy and counting: the output and
+// its EOS; mqar: each queried value; flipflop: the bit of each read; passkey: the five digits of
+// the key; niah: the seven digits of the value; vt: the five digits. A model is right on an example
+// when it predicts every scored token from the tokens before it (teacher-forced exact match, which
+// for greedy decoding is the same thing: decoding reproduces the answer exactly when each of its
 // tokens is the argmax given the right prefix).
 //
 // Splits are disjoint by construction: an example belongs to the split its content hash picks
@@ -42,8 +61,10 @@ struct Example {
   std::vector<int32_t> scored;  // 1 where tokens[i] is an answer token
 };
 
-// Smallest instance size of a source (passkey: the prompt without filler).
+// Smallest instance size of a source (passkey, niah, vt: the prompt without filler).
 int64_t min_size(config::DataSource src);
+// Whether examples take a needle depth (passkey, niah, niah-multikey): the probe's depth grid.
+bool has_depth(config::DataSource src);
 // Largest instance size (mqar: the number of distinct keys).
 int64_t max_size(config::DataSource src);
 // Tokens of the longest example of `size`.
@@ -52,8 +73,9 @@ int64_t max_tokens(config::DataSource src, int64_t size);
 // The split an example belongs to (its content hash).
 Split split_of(const Example& e);
 
-// One example of `size` in `split`, a pure function of (src, size, key, split, depth). Passkey:
-// depth in [0, 1] puts the key sentence that far into the filler; < 0 draws it uniformly.
+// One example of `size` in `split`, a pure function of (src, size, key, split, depth). Passkey
+// and niah: depth in [0, 1] puts the (asked) needle that far into the filler; < 0 draws it
+// uniformly.
 // UserError when `size` is out of range, or when no example of `size` falls in `split`.
 Example generate(config::DataSource src, int64_t size, uint64_t key, Split split,
                  double depth = -1);

@@ -42,6 +42,12 @@ const char* size_unit(DataSource s) {
       return "digits";
     case DataSource::kSyntheticMqar:
       return "pairs";
+    case DataSource::kSyntheticSelectiveCopy:
+      return "positions";
+    case DataSource::kSyntheticCounting:
+      return "letters";
+    case DataSource::kSyntheticFlipflop:
+      return "instructions";
     default:
       return "tokens";
   }
@@ -87,7 +93,7 @@ ProbeReport probe_synthetic(const std::string& run_dir, const ProbeOptions& o) {
   const DataSource src = c.data.source;
   const int64_t L = c.data.synthetic.size, lo_min = data::synthetic::min_size(src);
   const int64_t max_len = rm.model->backbone->position().max_len();
-  const bool passkey = src == DataSource::kSyntheticPasskey;
+  const bool needle = data::synthetic::has_depth(src);  // passkey, niah: a depth grid
   ProbeReport r;
   r.run_dir = run_dir;
   r.task = config::to_string(src);
@@ -96,7 +102,7 @@ ProbeReport probe_synthetic(const std::string& run_dir, const ProbeOptions& o) {
   r.train_size = L;
   r.size_unit = size_unit(src);
   r.multipliers = o.multipliers;
-  if (passkey) {
+  if (needle) {
     r.depths.assign(std::begin(kDepths), std::end(kDepths));
     r.grid.assign(r.depths.size(), {});
   }
@@ -114,7 +120,7 @@ ProbeReport probe_synthetic(const std::string& run_dir, const ProbeOptions& o) {
       continue;
     }
     double exact = 0, acc = 0;
-    if (passkey) {
+    if (needle) {
       for (size_t d = 0; d < r.depths.size(); ++d) {
         auto ex = data::synthetic::make_examples(src, data::synthetic::Split::kTest, o.examples, hi,
                                                  hi, seed + 131 * k + d, r.depths[d]);
@@ -266,7 +272,7 @@ std::string probe_markdown(const ProbeReport& r) {
   }
   if (!r.depths.empty()) {
     md +=
-        "\nPasskey exact match by key depth (rows) and prompt length in tokens (columns):\n\n| "
+        "\nExact match by the needle's depth (rows) and prompt length in tokens (columns):\n\n| "
         "depth | ";
     for (auto s : r.sizes) md += fmt::format("{} | ", s);
     md += "\n" + sep + "\n";

@@ -1,7 +1,8 @@
 # The length-generalisation card end to end: a 2-seed ablation of two position modules on a
 # synthetic task (prepared from its generator, trained, probed), its card.md / card.json /
 # sweep.md checked for structure and against the per-run probe.json numbers; `ropelab probe`
-# run by hand on one run; bad input gets one-line errors.
+# run by hand on one run; the challengers' probes trained and probed; bad input gets one-line
+# errors.
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 
@@ -89,6 +90,22 @@ expect_exit 0 "$ROPELAB" probe runs/card/learned.seed1 --multipliers 1,2 --examp
 grep -qF "![probe](probe.png)" runs/card/learned.seed1/probe.md || fail "probe.md lacks its plot"
 expect_exit 0 "$ROPELAB" compare runs/card/learned.seed1 runs/card/rope.seed1 --out cmp-plots
 [[ -s cmp-plots/card.png ]] || fail "compare: no card.png"
+
+# The challengers' probes train and probe; the needle tasks get the depth grid.
+for src in selective-copy counting flipflop niah niah-multikey vt; do
+  size=8 seq=40
+  case $src in niah) size=40 seq=48 ;; niah-multikey) size=80 seq=88 ;; vt) size=60 seq=64 ;; esac
+  expect_exit 0 "$ROPELAB" train tiny.yaml run.name=ch-$src data.source=synthetic-$src \
+    data.synthetic.size=$size task.seq_len=$seq train.max_steps=4 train.eval_every=4 \
+    train.checkpoint_every=4
+  expect_exit 0 "$ROPELAB" probe runs/ch-$src --multipliers 1,2 --examples 4 --no-plots
+  expect_in "| exact match |"
+  if [[ $src == niah* ]]; then
+    expect_in "Exact match by the needle's depth (rows)"
+  else
+    expect_not_in "needle's depth"
+  fi
+done
 
 # A text run: perplexity at 1x and 2x its training length.
 cat >text.yaml <<YAML

@@ -1,6 +1,7 @@
 // The synthetic probes (data/synthetic.h): each format by hand, determinism per seed, disjoint
 // splits, scoring of hand-made outputs. Torch-free: the sanitizer tier runs it too.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -18,9 +19,12 @@ using data::synthetic::Example;
 using data::synthetic::Split;
 namespace syn = data::synthetic;
 
-const DataSource kAll[] = {DataSource::kSyntheticPasskey, DataSource::kSyntheticMqar,
-                           DataSource::kSyntheticCopy, DataSource::kSyntheticReverse,
-                           DataSource::kSyntheticAddition};
+const DataSource kAll[] = {DataSource::kSyntheticPasskey,  DataSource::kSyntheticMqar,
+                           DataSource::kSyntheticCopy,     DataSource::kSyntheticReverse,
+                           DataSource::kSyntheticAddition, DataSource::kSyntheticSelectiveCopy,
+                           DataSource::kSyntheticCounting, DataSource::kSyntheticFlipflop,
+                           DataSource::kSyntheticNiah,     DataSource::kSyntheticNiahMultikey,
+                           DataSource::kSyntheticVt};
 
 syn::SyntheticTokenizer tok;
 
@@ -154,6 +158,163 @@ TEST(Synthetic, PasskeyFollowsTheYarnPromptAtTheAskedDepth) {
     }
   }
   EXPECT_THROW(syn::generate(DataSource::kSyntheticPasskey, 39, 1, Split::kTrain), UserError);
+}
+
+// The answer of each challenger probe, recomputed from the example's own text.
+TEST(Synthetic, SelectiveCopyCopiesTheLettersInOrder) {
+  for (int64_t n : {1, 7, 40}) {
+    for (uint64_t key = 0; key < 10; ++key) {
+      auto e = syn::generate(DataSource::kSyntheticSelectiveCopy, n, key, Split::kTrain);
+      auto w = words(text_of(e));
+      auto gt = std::find(w.begin(), w.end(), ">");
+      ASSERT_EQ(gt - w.begin(), n);
+      std::string letters;
+      for (auto it = w.begin(); it != gt; ++it)
+        if (*it != ".") letters += *it + " ";
+      EXPECT_EQ(std::count_if(w.begin(), gt, [](const std::string& x) { return x != "."; }),
+                (n + 3) / 4);
+      EXPECT_EQ(answer_of(e) + " ", letters);
+      EXPECT_EQ(e.scored.back(), 1);  // EOS
+      EXPECT_LE(static_cast<int64_t>(e.tokens.size()),
+                syn::max_tokens(DataSource::kSyntheticSelectiveCopy, n));
+    }
+  }
+}
+
+TEST(Synthetic, CountingCountsTheAskedLetter) {
+  for (int64_t n : {1, 9, 120}) {
+    for (uint64_t key = 0; key < 10; ++key) {
+      auto e = syn::generate(DataSource::kSyntheticCounting, n, key, Split::kTrain);
+      auto w = words(text_of(e));
+      ASSERT_EQ(w[static_cast<size_t>(n)], "?");
+      const std::string q = w[static_cast<size_t>(n) + 1];
+      EXPECT_EQ(w[static_cast<size_t>(n) + 2], "=");
+      const auto count = std::count(w.begin(), w.begin() + n, q);
+      std::string lsd_first;
+      for (auto c = count;; c /= 10) {
+        lsd_first += std::to_string(c % 10) + " ";
+        if (c < 10) break;
+      }
+      EXPECT_EQ(answer_of(e) + " ", lsd_first) << text_of(e);
+      EXPECT_LE(static_cast<int64_t>(e.tokens.size()),
+                syn::max_tokens(DataSource::kSyntheticCounting, n));
+    }
+  }
+}
+
+TEST(Synthetic, FlipflopReadsTheLastWrittenBit) {
+  int reads = 0;
+  for (uint64_t key = 0; key < 20; ++key) {
+    const int64_t n = 50;
+    auto e = syn::generate(DataSource::kSyntheticFlipflop, n, key, Split::kTrain);
+    auto w = words(text_of(e));
+    ASSERT_EQ(w.size(), 2u * n);
+    EXPECT_EQ(w.front(), "w");
+    EXPECT_EQ(w[w.size() - 2], "r");
+    std::string last;
+    for (size_t i = 0; i < w.size(); i += 2) {
+      ASSERT_TRUE(w[i] == "w" || w[i] == "i" || w[i] == "r") << w[i];
+      ASSERT_TRUE(w[i + 1] == "0" || w[i + 1] == "1");
+      EXPECT_EQ(e.scored[i + 2], w[i] == "r" ? 1 : 0);  // +1 for BOS, the bit after the op
+      if (w[i] == "w") last = w[i + 1];
+      if (w[i] == "r") {
+        EXPECT_EQ(w[i + 1], last);
+        ++reads;
+      }
+    }
+  }
+  EXPECT_GT(reads, 20 * 3);  // about 5 reads per 50 instructions, plus the last
+}
+
+TEST(Synthetic, NiahAsksANumericKeyAtTheDepth) {
+  for (auto src : {DataSource::kSyntheticNiah, DataSource::kSyntheticNiahMultikey}) {
+    const size_t needles = src == DataSource::kSyntheticNiah ? 1 : 4;
+    const int64_t n = 150;
+    for (double depth : {0.0, 0.5, 1.0}) {
+      auto e = syn::generate(src, n, 5, Split::kTest, depth);
+      ASSERT_EQ(static_cast<int64_t>(e.tokens.size()), n);
+      auto w = words(text_of(e));
+      // Needles: 4 digits, "is", 7 digits, "."; the filler never has digits.
+      std::map<std::string, std::string> kv;
+      std::vector<size_t> starts;
+      for (size_t i = 0; i + 12 < w.size(); ++i) {
+        if (!std::isdigit(static_cast<unsigned char>(w[i][0])) || w[i + 4] != "is") continue;
+        std::string k, v;
+        for (size_t j = 0; j < 4; ++j) k += w[i + j];
+        for (size_t j = 5; j < 12; ++j) v += w[i + j];
+        EXPECT_EQ(w[i + 12], ".");
+        EXPECT_EQ(kv.count(k), 0u) << "keys are distinct";
+        kv[k] = v;
+        starts.push_back(i);
+        i += 12;
+      }
+      ASSERT_EQ(kv.size(), needles) << text_of(e);
+      // The question: "What is K K K K ?" then the value.
+      const size_t q = w.size() - 14;  // What is K K K K ? V x 7
+      ASSERT_EQ(w[q], "What");
+      std::string k, answer;
+      for (size_t j = 2; j < 6; ++j) k += w[q + j];
+      EXPECT_EQ(w[q + 6], "?");
+      for (size_t j = 7; j < 14; ++j) answer += w[q + j];
+      ASSERT_EQ(kv.count(k), 1u);
+      EXPECT_EQ(answer, kv[k]);
+      std::string scored = answer_of(e);
+      scored.erase(std::remove(scored.begin(), scored.end(), ' '), scored.end());
+      EXPECT_EQ(scored, answer);
+      // The asked needle sits after depth x the filler (the other needles may come before it).
+      const int64_t filler = n - 16 - static_cast<int64_t>(needles) * 13;
+      size_t asked_at = 0;
+      for (size_t st : starts) {
+        std::string sk;
+        for (size_t j = 0; j < 4; ++j) sk += w[st + j];
+        if (sk == k) asked_at = st;
+      }
+      size_t other_before = 0;
+      for (size_t st : starts) other_before += st < asked_at ? 13 : 0;
+      EXPECT_EQ(static_cast<int64_t>(asked_at - other_before),
+                std::llround(depth * static_cast<double>(filler)));
+    }
+  }
+  EXPECT_TRUE(syn::has_depth(DataSource::kSyntheticNiahMultikey));
+  EXPECT_FALSE(syn::has_depth(DataSource::kSyntheticVt));
+  EXPECT_THROW(syn::generate(DataSource::kSyntheticNiahMultikey, 67, 1, Split::kTrain), UserError);
+  EXPECT_EQ(syn::generate(DataSource::kSyntheticNiahMultikey, 68, 1, Split::kTrain).tokens.size(),
+            68u);
+}
+
+TEST(Synthetic, VariableTrackingFollowsTheChain) {
+  for (uint64_t key = 0; key < 20; ++key) {
+    const int64_t n = 120;
+    auto e = syn::generate(DataSource::kSyntheticVt, n, key, Split::kTrain);
+    ASSERT_EQ(static_cast<int64_t>(e.tokens.size()), n);
+    auto w = words(text_of(e));
+    // Resolve every "X = ... ." statement in order, then the asked variable.
+    std::map<std::string, std::string> value;
+    int statements = 0;
+    for (size_t i = 0; i + 2 < w.size(); ++i) {
+      if (w[i][0] != 'k' || w[i + 1] != "=") continue;
+      std::string v;
+      size_t j = i + 2;
+      if (w[j][0] == 'k') {
+        ASSERT_EQ(value.count(w[j]), 1u) << "a variable is assigned before it is used";
+        v = value[w[j]], ++j;
+      } else {
+        for (; w[j] != "."; ++j) v += w[j];
+      }
+      EXPECT_EQ(w[j], ".");
+      value[w[i]] = v;
+      ++statements;
+    }
+    EXPECT_EQ(statements, 8);
+    const size_t q = w.size() - 9;  // What is X ? d d d d d
+    ASSERT_EQ(w[q], "What");
+    ASSERT_EQ(value.count(w[q + 2]), 1u);
+    std::string answer = answer_of(e);
+    answer.erase(std::remove(answer.begin(), answer.end(), ' '), answer.end());
+    EXPECT_EQ(answer, value[w[q + 2]]);
+    EXPECT_EQ(answer.size(), 5u);
+  }
+  EXPECT_THROW(syn::generate(DataSource::kSyntheticVt, 50, 1, Split::kTrain), UserError);
 }
 
 TEST(Synthetic, DeterministicPerSeedAndSplitsDisjoint) {
