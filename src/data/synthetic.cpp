@@ -88,8 +88,11 @@ std::vector<int32_t> filler_tokens(int64_t n) {
 constexpr int64_t kNeedle = 13;     // 4 key digits, "is", 7 value digits, "."
 constexpr int64_t kNiahKeys = 4;    // needles of niah-multikey (one asked, three distractors)
 constexpr int64_t kNiahFixed = 16;  // BOS, "What is k k k k ?" (7), answer (7), EOS
-constexpr int64_t kVtChain = 4;     // variables per chain (one value, three hops)
-constexpr int64_t kVtFixed = 51;    // BOS, 2 chains (20 each), "What is X ?", 5 digits, EOS
+// Flip-flop's smallest instance: the first write, the last read and four instructions between
+// (1,250 distinct examples; with fewer, some split may get none of a size).
+constexpr int64_t kFlipflopMin = 6;
+constexpr int64_t kVtChain = 4;   // variables per chain (one value, three hops)
+constexpr int64_t kVtFixed = 51;  // BOS, 2 chains (20 each), "What is X ?", 5 digits, EOS
 
 void add_digits(Builder& b, const std::vector<int>& d, bool answer = false) {
   for (int x : d) b.add(digit(x), answer);
@@ -348,6 +351,8 @@ int64_t min_size(DataSource src) {
       return kNiahFixed + kNiahKeys * kNeedle;
     case DataSource::kSyntheticVt:
       return kVtFixed;
+    case DataSource::kSyntheticFlipflop:
+      return kFlipflopMin;
     default:
       return 1;
   }

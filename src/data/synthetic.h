@@ -23,7 +23,7 @@
 //   flipflop  BOS o1 b1 .. on bn EOS                    n instructions: o is w (write bit b), i
 //             (ignore b) or r (read: b is the last bit written); the first writes, the last
 //             reads, the others write or read with probability 0.1 each (Liu et al. 2023's
-//             sparse flip-flop language)
+//             sparse flip-flop language); at least 6 instructions
 //   niah      BOS filler [K is V .] filler What is K ? V EOS, n tokens in all: RULER's needle in
 //             a haystack (Hsieh et al. 2024) with numeric keys (K: 4 digits) and values (V: 7
 //             digits), the needle at the asked depth, in the passkey filler repeated
