@@ -5,7 +5,8 @@ Written from the papers (Vaswani et al. 2017; Devlin et al. 2019; Su et al. 2021
 Eq. 14-16 and 19; Raffel et al. 2020; Press et al. 2022; Sun et al. 2023; Katharopoulos et al.
 2020; Choromanski et al. 2021; Chen et al. 2023 (position interpolation); Peng et al. 2023
 (YaRN); Ding et al. 2024 (LongRoPE); Barbero et al. 2024 (p-RoPE); Kazemnejad et al. 2023
-(NoPE); Li et al. 2024 (FIRE); Chi et al. 2022 (KERPLE)), not from the C++ code: it shares only
+(NoPE); Li et al. 2024 (FIRE); Chi et al. 2022 (KERPLE); Lin et al. 2025 (FoX); Golovneva et al.
+2024 (CoPE); Gopalakrishnan et al. 2025 (PoPE)), not from the C++ code: it shares only
 the parameter names, so the C++ test can load the same weights. Each file records its position
 block as JSON (attribute position_config), which the C++ test loads through the config reader.
 
@@ -31,6 +32,7 @@ B, T, S = 2, 7, 6
 NUM_FEATURES = 8
 LEARNED_MAX_LEN = 16
 FIRE_W = 8  # FIRE's MLP width in the golden cases
+COPE_NPOS = 4  # CoPE's position table in the golden cases: counts above 3 are clamped
 
 
 # ----------------------------------------------------------------------------- positions
@@ -190,6 +192,41 @@ def alibi_slopes(n):
     return pow2(closest) + pow2(2 * closest)[0::2][: n - closest]
 
 
+def fox_bias(p, prefix, x):
+    """FoX (Lin et al. 2025): log F_ij = sum_{l=j+1..i} log sigmoid(w . x_l + b), per head."""
+    log_f = F.logsigmoid(x @ p[prefix + ".weight"].t() + p[prefix + ".bias"])  # [B, T, N]
+    tq = x.shape[1]
+    # sum over l in (j, i]: a [T, T] matrix of which steps lie between key j and query i
+    between = torch.tensor([[1.0 if j < l <= i else 0.0 for l in range(tq)] for i in range(tq)
+                            for j in range(tq)]).reshape(tq, tq, tq)
+    out = torch.einsum("ijl,bln->bnij", between, log_f)
+    # for j > i the sum is empty (0); the causal mask removes those entries anyway
+    return out
+
+
+def cope_bias(q, scores, e, npos):
+    """CoPE (Golovneva et al. 2024): p_ij = sum_{t=j..i} sigmoid(s_it), interpolated q . e[p]."""
+    g = torch.sigmoid(scores)  # masked scores are -inf: gate 0
+    tk = scores.shape[-1]
+    upto = torch.tensor([[1.0 if j <= t else 0.0 for j in range(tk)] for t in range(tk)])
+    pos = (g @ upto).clamp(max=npos - 1)  # p_ij = sum_t g_it [t >= j]
+    z = q @ e  # [B, N, T, npos]
+    lo, hi = pos.floor(), pos.ceil()
+    w = pos - lo
+    return z.gather(-1, hi.long()) * w + z.gather(-1, lo.long()) * (1 - w)
+
+
+def pope_scores(q, k, qpos, kpos, phase, base=10000.0):
+    """PoPE (Gopalakrishnan et al. 2025) with complex numbers: Re sum_c q~_c conj(k~_c)."""
+    d = q.shape[-1]
+    theta = base ** (-torch.arange(d, dtype=torch.float64) / d)
+    qa = (qpos.double()[:, None] * theta[None]).float()
+    ka = (kpos.double()[:, None] * theta[None]).float()[None] + phase.clamp(-2 * math.pi, 0)[:, None]
+    qc = torch.polar(F.softplus(q), qa.expand_as(q))
+    kc = torch.polar(F.softplus(k), ka.expand_as(k))
+    return (qc @ kc.conj().transpose(-1, -2)).real / math.sqrt(d)
+
+
 # ----------------------------------------------------------------------------- model
 
 class Ref:
@@ -228,6 +265,8 @@ class Ref:
         cfg = self.c["position_config"]
 
         def rot(t, pos, is_query):
+            if pos_kind == "fox" and cfg.get("rope", False):
+                return rope_rotate(t, pos, "interleaved")
             if pos_kind == "rope":
                 return rope_for(cfg, t, pos, tk)
             if pos_kind == "xpos":
@@ -237,6 +276,15 @@ class Ref:
         if self.c["kernel"] == "softmax":
             q, k = rot(q, qpos, True), rot(k, kpos, False)
             scores = q @ k.transpose(-1, -2) / math.sqrt(H)
+            layer = prefix.split(".")[2]
+            if pos_kind == "pope":
+                scores = pope_scores(q, k, qpos, kpos, self.p[stack + ".position.phase"])
+            if pos_kind == "fox":
+                scores = scores + fox_bias(self.p, f"{stack}.position.gates.{layer}", x)
+            if pos_kind == "cope":
+                masked = scores.masked_fill(~allowed, float("-inf"))
+                e = self.p[f"{stack}.position.embeddings_{layer}"]
+                scores = scores + cope_bias(q, masked, e, cfg["npos_max"])
             if pos_kind == "t5":
                 table = self.p[stack + ".position.table"]
                 buckets = torch.tensor([[t5_bucket(int(kk - qq), not causal) for kk in kpos] for qq in qpos])
@@ -338,6 +386,14 @@ def param_shapes(case):
             shapes[f"{s}.position.c"], shapes[f"{s}.position.threshold_scale"] = (), ()
         if pos == "kerple":
             shapes[f"{s}.position.r1"], shapes[f"{s}.position.r2"] = (N,), (N,)
+        if pos == "pope":
+            shapes[f"{s}.position.phase"] = (N, H)
+        for i in range(L):
+            if pos == "fox":
+                shapes[f"{s}.position.gates.{i}.weight"] = (N, D)
+                shapes[f"{s}.position.gates.{i}.bias"] = (N,)
+            if pos == "cope":
+                shapes[f"{s}.position.embeddings_{i}"] = (H, COPE_NPOS)
         for i in range(L):
             p = f"{s}.layers.{i}"
             attns = ["self_attn"] + (["cross_attn"] if (arch == "encdec" and s == "decoder") else [])
@@ -390,6 +446,10 @@ def fixed(name, shape):
         t = 1.0 + t * 0.3
     if name.endswith("favor_proj"):
         t = t * 4.0  # roughly unit-variance random features
+    if name.endswith("position.phase"):
+        t = t - 1.0  # inside PoPE's clamp [-2 pi, 0], so the phases get gradients
+    if ".position.gates." in name and name.endswith("bias"):
+        t = t + 1.0  # forget gates near 0.7: a decay that matters over 7 tokens
     return t.float().reshape(shape)
 
 
@@ -418,8 +478,14 @@ VARIANTS = {
     "fire": {"type": "fire", "mlp_width": FIRE_W, "threshold": 4.0},
     "kerple-log": {"type": "kerple", "kernel": "log"},
     "kerple-power": {"type": "kerple", "kernel": "power"},
+    "fox": {"type": "fox"},
+    "fox-rope": {"type": "fox", "rope": True},
+    "cope": {"type": "cope", "npos_max": COPE_NPOS},
+    "pope": {"type": "pope"},
 }
-SCORE_BIASES = ("t5", "alibi", "fire", "kerple")
+SCORE_BIASES = ("t5", "alibi", "fire", "kerple", "fox", "cope")
+SOFTMAX_ONLY = SCORE_BIASES + ("pope",)
+CAUSAL_ONLY = ("fox", "cope")  # decoders only
 
 
 def position_config(variant, kernel):
@@ -441,7 +507,9 @@ def cases():
         for pos in positions:
             for kernel, fmap, mode in kernels:
                 cfg = position_config(pos, kernel)
-                if kernel == "linear" and cfg["type"] in SCORE_BIASES:
+                if kernel == "linear" and cfg["type"] in SOFTMAX_ONLY:
+                    continue
+                if arch != "decoder" and cfg["type"] in CAUSAL_ONLY:
                     continue
                 name = f"{arch}-{pos}-{kernel}" + ("" if kernel == "softmax" else f"-{fmap}-{mode}")
                 yield name, dict(arch=arch, position=cfg["type"], position_config=cfg, kernel=kernel,

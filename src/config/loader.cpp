@@ -583,6 +583,9 @@ void fill_in_lengths(Config& c) {
         if constexpr (std::is_same_v<P, FireConfig>) {
           if (pos.threshold == 0) pos.threshold = static_cast<double>(c.task.seq_len);
         }
+        if constexpr (std::is_same_v<P, CopeConfig>) {
+          if (pos.npos_max == 0) pos.npos_max = c.task.seq_len;
+        }
       },
       c.model.position.opts);
   // The synthetic-* sources come with their own vocabulary.
@@ -928,6 +931,20 @@ std::vector<Problem> validate(const Config& c) {
                                            "attention never forms; use softmax attention or "
                                            "another position module");
         }
+        if constexpr (P::kSoftmaxOnly) {
+          if (linear)
+            bad("model.position.type", std::string(P::kName) +
+                                           " needs softmax attention: its rotated keys are not "
+                                           "a non-negative feature map; use softmax attention "
+                                           "or another position module");
+        }
+        if constexpr (P::kCausalOnly) {
+          if (m.arch != Arch::kDecoder)
+            bad("model.position.type",
+                std::string(P::kName) +
+                    " is defined for causal self-attention (it counts or gates from each key up "
+                    "to its query); use model.arch=decoder or another position module");
+        }
         if constexpr (std::is_same_v<P, NoPositionConfig>) {
           if (m.arch != Arch::kDecoder && !pos.encoder_ok)
             bad("model.position.type",
@@ -945,6 +962,11 @@ std::vector<Problem> validate(const Config& c) {
             bad(pos.rotary_dim == 0 ? "model.n_heads" : "model.position.rotary_dim",
                 "RoPE rotates pairs of channels: the rotary dimension (" + std::to_string(rd) +
                     ") must be even");
+        }
+        if constexpr (std::is_same_v<P, FoxConfig>) {
+          if (pos.rope && head_dim % 2 != 0)
+            bad("model.n_heads", "fox with rope rotates pairs of channels: the head dimension (" +
+                                     std::to_string(head_dim) + ") must be even");
         }
         if constexpr (std::is_same_v<P, XposConfig>) {
           if (head_dim % 2 != 0)

@@ -213,6 +213,11 @@ void visit_variant(V& v, Variant& var, const char* help, bool is_required = fals
 struct PositionTraits {
   static constexpr bool kBiasesScores = false;  // adds a bias to attention scores (T5, ALiBi)
   static constexpr bool kRotates = false;       // rotates q and k (RoPE, xPos)
+  // Defined for causal self-attention only (FoX's forget gates and CoPE's counts run from each
+  // key up to its query): decoders only.
+  static constexpr bool kCausalOnly = false;
+  // Needs softmax attention although it adds no score bias (PoPE's keys are not a feature map).
+  static constexpr bool kSoftmaxOnly = false;
 };
 
 struct NoPositionConfig : PositionTraits {  // NoPE (Kazemnejad et al. 2023)
@@ -443,8 +448,49 @@ struct KerpleConfig : PositionTraits {  // Chi et al. 2022 (NeurIPS), arXiv:2205
   }
 };
 
-using PositionVariant = std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config,
-                                     RopeConfig, AlibiConfig, XposConfig, FireConfig, KerpleConfig>;
+// The 2024-25 challengers: positions that depend on the content (FoX, CoPE) and polar
+// positions (PoPE).
+struct FoxConfig : PositionTraits {  // Lin et al. 2025 (ICLR), Forgetting Transformer
+  static constexpr bool kBiasesScores = true;
+  static constexpr bool kCausalOnly = true;
+  static constexpr const char* kName = "fox";
+  bool rope = false;
+  double base = 10000.0;
+  template <class V>
+  void visit(V& v) {
+    v("rope", rope, "also rotate q and k with RoPE (FoX works with or without it)");
+    v("base", base, "RoPE's base when rope is true", at_least(2));
+  }
+};
+
+struct CopeConfig : PositionTraits {  // Golovneva et al. 2024, contextual position encoding
+  static constexpr bool kBiasesScores = true;
+  static constexpr bool kCausalOnly = true;
+  static constexpr const char* kName = "cope";
+  int64_t npos_max = 0;
+  template <class V>
+  void visit(V& v) {
+    v("npos_max", npos_max,
+      "position embeddings per layer; counted positions are clamped to npos_max-1; 0 = "
+      "task.seq_len (filled in when loading)",
+      between(0, 1 << 20));
+  }
+};
+
+struct PopeConfig : PositionTraits {  // Gopalakrishnan et al. 2025, polar position embedding
+  static constexpr bool kSoftmaxOnly = true;
+  static constexpr const char* kName = "pope";
+  double base = 10000.0;
+  template <class V>
+  void visit(V& v) {
+    v("base", base, "theta_c = base^(-c/d) for each of the head's d channels", at_least(2));
+  }
+};
+
+using PositionVariant =
+    std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config, RopeConfig,
+                 AlibiConfig, XposConfig, FireConfig, KerpleConfig, FoxConfig, CopeConfig,
+                 PopeConfig>;
 
 struct PositionConfig {
   PositionVariant opts{std::in_place_type<RopeConfig>};
@@ -452,7 +498,9 @@ struct PositionConfig {
   template <class V>
   void visit(V& v) {
     visit_variant(
-        v, opts, "position module: none, sinusoidal, learned, t5, rope, alibi, xpos, fire, kerple");
+        v, opts,
+        "position module: none, sinusoidal, learned, t5, rope, alibi, xpos, fire, kerple, fox, "
+        "cope, pope");
   }
 };
 

@@ -194,7 +194,8 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
                                 bool training) {
-  int64_t T = q.size(2), S = k.size(2), H = q.size(3);
+  // The scale is 1/sqrt(head dim): the values' width (PoPE's q and k are twice as wide).
+  int64_t T = q.size(2), S = k.size(2), H = v.size(3);
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,
   // adds the position bias and the mask and normalises in float32 in one pass (masked_softmax).
   auto scores = batched_matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1));
@@ -286,6 +287,7 @@ void KVCache::append(const torch::Tensor& k_new, const torch::Tensor& v_new) {
 
 void KVCache::reorder(const torch::Tensor& order_B) {
   if (!k_BNSH.defined()) return;
+  if (pos_state.defined()) pos_state = pos_state.index_select(0, order_B);
   if (k_buf.defined()) {
     int64_t len = k_BNSH.size(2);
     k_buf = k_buf.index_select(0, order_B);
@@ -405,7 +407,15 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
       if (!rotate_new) k = pos->rotate_k(k, pc);
     }
     auto bias = pos != nullptr ? pos->score_bias(pc) : torch::Tensor();
-    out = softmax_attention(q, k, v, bias, mask, q_offset, cfg_.dropout, is_training());
+    AttnMask m = mask;
+    if (pos != nullptr && pos->uses_content()) {
+      if (!m.bias_B1TS.defined() && (m.causal || m.key_pad_BS.defined()))
+        m = m.with_bias(T, k.size(2), q_offset, q.device());
+      torch::Tensor* state = cache != nullptr ? &cache->pos_state : nullptr;
+      auto cb = pos->content_bias(LayerContent{x, q, k, m.bias_B1TS, ctx.layer, state}, pc);
+      if (cb.defined()) bias = bias.defined() ? bias + cb : cb;
+    }
+    out = softmax_attention(q, k, v, bias, m, q_offset, cfg_.dropout, is_training());
   } else {
     torch::Tensor qn, kn, qd, kd;
     if (pos != nullptr && cfg_.rope_mode == config::RopeMode::kBeforePhi) {

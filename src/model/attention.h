@@ -40,6 +40,7 @@ struct AttnMask {
 struct PositionContext {
   PositionModuleImpl* module = nullptr;
   const PosCache* tables = nullptr;
+  int64_t layer = 0;  // the layer's index in its stack (per-layer data-dependent parameters)
 };
 
 // Projected keys and values for incremental decoding. Self-attention appends each step's new
@@ -52,6 +53,8 @@ struct KVCache {
   // k_BNSH / v_BNSH are views of their first S steps. A step appends in place, O(1) amortised,
   // instead of copying the whole past (torch::cat): the time per token stays flat.
   torch::Tensor k_buf, v_buf;
+  // A data-dependent position family's state for the cached keys (LayerContent::state).
+  torch::Tensor pos_state;
   void append(const torch::Tensor& k_new_BNTH, const torch::Tensor& v_new_BNTH);
   // Keeps the rows `order_B` (beam search).
   void reorder(const torch::Tensor& order_B);

@@ -70,7 +70,7 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
 StackImpl::StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal, bool cross,
                      bool with_emb_norm)
     : causal_(causal), pre_norm_(pre_norm(c)), dropout_(c.dropout) {
-  PositionDims dims{c.d_model, c.n_heads, c.d_model / c.n_heads, causal};
+  PositionDims dims{c.d_model, c.n_heads, c.d_model / c.n_heads, causal, n_layers};
   position = register_module("position", make_position(c.position, dims));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < n_layers; ++i) layers->push_back(Layer(c, cross));
@@ -104,6 +104,7 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   for (size_t i = 0; i < layers->size(); ++i) {
     // Hybrid NoPE: a layer the module skips sees no position signal (like cross-attention).
     bool acts = position->acts_in_layer(static_cast<int64_t>(i));
+    pos.layer = static_cast<int64_t>(i);
     x = layers[i]->as<Layer>()->forward(x, self_mask, acts ? pos : PositionContext{}, offset,
                                         memory, mem_mask,
                                         state != nullptr ? &state->layers[i] : nullptr,

@@ -3,8 +3,11 @@
 #include "config/schema.h"
 #include "model/position/absolute.h"
 #include "model/position/alibi.h"
+#include "model/position/cope.h"
 #include "model/position/fire.h"
+#include "model/position/fox.h"
 #include "model/position/kerple.h"
+#include "model/position/pope.h"
 #include "model/position/rotary.h"
 #include "model/position/t5.h"
 

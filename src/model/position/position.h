@@ -1,7 +1,8 @@
 // The position-module seam. Position encodings differ in *where* they act:
 //   - added to the input embeddings (sinusoidal, learned):     add_to_input
 //   - a bias on attention scores (T5, ALiBi):                  score_bias
-//   - a rotation of queries and keys (RoPE, xPos):             rotate_q / rotate_k
+//   - a rotation of queries and keys (RoPE, xPos, PoPE):       rotate_q / rotate_k
+//   - a score term computed from one layer's content (FoX, CoPE): content_bias
 // This base class is a concrete null object: every hook is the identity, so one attention
 // block serves every variant without if-chains. The stack owns one position module and calls
 // prepare() once per forward; the resulting PosCache is shared by all its layers (which is how
@@ -22,6 +23,21 @@ struct PositionDims {
   int64_t n_heads = 0;
   int64_t head_dim = 0;
   bool causal = false;  // decoder self-attention (T5 uses one-directional buckets)
+  int64_t n_layers = 1;  // layers of the stack (per-layer parameters of data-dependent families)
+};
+
+// What a data-dependent family sees of one layer's self-attention: the layer's input (after its
+// norm), its queries and keys as attention will use them (rotated, if the family rotates; with a
+// KV cache, the keys are the whole past), and the additive mask bias (undefined = nothing
+// masked). `state` is the family's decoding state for this layer, kept in the KV cache beside
+// the keys (FoX: the cumulative log forget gates of the cached keys); null without a cache.
+struct LayerContent {
+  const torch::Tensor& x_BTD;
+  const torch::Tensor& q_BNTH;
+  const torch::Tensor& k_BNSH;
+  const torch::Tensor& mask_B1TS;
+  int64_t layer = 0;
+  torch::Tensor* state = nullptr;
 };
 
 // Per-forward tables: positions of queries and keys, and whatever the module precomputes. The
@@ -67,6 +83,14 @@ class PositionModuleImpl : public torch::nn::Module {
   }
   // Undefined when the module adds nothing to the scores.
   virtual torch::Tensor score_bias(const PosCache& c) { return c.bias_1NTS; }
+  // A score term [B, N, T, S] from the layer's content, added like score_bias; undefined when
+  // the module has none. Called only when uses_content() (it costs the attention a mask bias).
+  virtual torch::Tensor content_bias(const LayerContent& in, const PosCache& c) {
+    (void)in;
+    (void)c;
+    return {};
+  }
+  virtual bool uses_content() const { return false; }
 
   // The longest input the module can position; -1 = unbounded (a learned table is bounded).
   virtual int64_t max_len() const { return -1; }
