@@ -102,8 +102,10 @@ std::vector<Case> cases() {
       out.push_back({task, pos, "softmax"});
     }
     out.push_back({task, "rope", "linear"});
+    out.push_back({task, "pope", "softmax"});
   }
-  for (const char* pos : {"none", "learned", "t5", "rope", "alibi"})
+  for (const char* pos : {"fox", "cope"}) out.push_back({"clm", pos, "softmax"});  // causal only
+  for (const char* pos : {"none", "learned", "t5", "rope", "alibi", "fox", "cope", "pope"})
     out.push_back({"answer", pos, "softmax"});
   return out;
 }

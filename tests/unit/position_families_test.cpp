@@ -301,6 +301,14 @@ TEST(PositionFamiliesConfig, ImpossibleCombinationsAreRefusedInOneLine) {
        "model.position.type", "bag of words"},
       {clm + "model:\n  position: {type: xpos, scaling: {type: yarn}}\n", "model.position.scaling",
        "unknown key"},
+      {clm + lin + "  position: {type: fox}\n", "model.position.type", "linear attention"},
+      {clm + lin + "  position: {type: cope}\n", "model.position.type", "linear attention"},
+      {clm + lin + "  position: {type: pope}\n", "model.position.type", "needs softmax"},
+      {"task: {type: mlm}\nmodel:\n  arch: encoder\n  position: {type: fox}\n",
+       "model.position.type", "causal self-attention"},
+      {"task: {type: translation}\ndata: {source: bible-en-es}\nmodel:\n  arch: encdec\n"
+       "  position: {type: cope}\n",
+       "model.position.type", "causal self-attention"},
   };
   for (const auto& c : cases) {
     std::string e = load_error(c.yaml);
@@ -316,6 +324,11 @@ TEST(PositionFamiliesConfig, ImpossibleCombinationsAreRefusedInOneLine) {
                        "  position: {type: rope, scaling: {type: yarn, factor: 4, "
                        "attention_factor: 1}}\n"),
             "");
+  // CoPE's table defaults to task.seq_len, stated in the loaded config.
+  EXPECT_EQ(std::get<config::CopeConfig>(
+                load_yaml(clm + "model:\n  position: {type: cope}\n").model.position.opts)
+                .npos_max,
+            64);
 }
 
 TEST(PositionFamiliesConfig, RunConfigsOfEarlierVersionsStillLoad) {

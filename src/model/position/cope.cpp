@@ -1,12 +1,16 @@
 #include "model/position/cope.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "config/schema.h"
 
 namespace ropelab::model {
 
 CopeImpl::CopeImpl(const config::CopeConfig& c, const PositionDims& d) : PositionModuleImpl(d) {
+  if (c.npos_max < 1)  // 0 means task.seq_len, which loading a config fills in
+    throw std::invalid_argument("cope: npos_max must be at least 1 (got " +
+                                std::to_string(c.npos_max) + ")");
   for (int64_t i = 0; i < d.n_layers; ++i)
     embeddings_.push_back(register_parameter("embeddings_" + std::to_string(i),
                                              torch::zeros({d.head_dim, c.npos_max})));
