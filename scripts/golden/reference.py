@@ -6,7 +6,8 @@ Eq. 14-16 and 19; Raffel et al. 2020; Press et al. 2022; Sun et al. 2023; Kathar
 2020; Choromanski et al. 2021; Chen et al. 2023 (position interpolation); Peng et al. 2023
 (YaRN); Ding et al. 2024 (LongRoPE); Barbero et al. 2024 (p-RoPE); Kazemnejad et al. 2023
 (NoPE); Li et al. 2024 (FIRE); Chi et al. 2022 (KERPLE); Lin et al. 2025 (FoX); Golovneva et al.
-2024 (CoPE); Gopalakrishnan et al. 2025 (PoPE)), not from the C++ code: it shares only
+2024 (CoPE); Gopalakrishnan et al. 2025 (PoPE); Ostmeier et al. 2024 and Yu et al. 2025
+(LieRE, ComRoPE)), not from the C++ code: it shares only
 the parameter names, so the C++ test can load the same weights. Each file records its position
 block as JSON (attribute position_config), which the C++ test loads through the config reader.
 
@@ -33,6 +34,7 @@ NUM_FEATURES = 8
 LEARNED_MAX_LEN = 16
 FIRE_W = 8  # FIRE's MLP width in the golden cases
 COPE_NPOS = 4  # CoPE's position table in the golden cases: counts above 3 are clamped
+COMROPE_BLOCK = 4  # ComRoPE's generator blocks: two per 8-wide head
 
 
 # ----------------------------------------------------------------------------- positions
@@ -227,6 +229,20 @@ def pope_scores(q, k, qpos, kpos, phase, base=10000.0):
     return (qc @ kc.conj().transpose(-1, -2)).real / math.sqrt(d)
 
 
+def comrope_rotate(x, pos, p_gen):
+    """LieRE / ComRoPE: x_m -> exp(m A) x_m, A = P - P^T block-diagonal per head (float64,
+    torch's Pade matrix_exp of m A at each position; ropelab raises a Taylor exp(A) to the
+    power m instead)."""
+    a = (p_gen - p_gen.transpose(-1, -2)).double()  # [N, K, b, b]
+    nh, nk, b, _ = a.shape
+    out = torch.empty(x.shape[:-1] + (nk, b), dtype=torch.float64)
+    xb = x.double().reshape(x.shape[:-1] + (nk, b))
+    for t, m in enumerate(pos.tolist()):
+        r = torch.linalg.matrix_exp(m * a)  # [N, K, b, b]
+        out[:, :, t] = torch.einsum("nkij,bnkj->bnki", r, xb[:, :, t])
+    return out.reshape(x.shape).float()
+
+
 # ----------------------------------------------------------------------------- model
 
 class Ref:
@@ -265,6 +281,8 @@ class Ref:
         cfg = self.c["position_config"]
 
         def rot(t, pos, is_query):
+            if pos_kind == "comrope":
+                return comrope_rotate(t, pos, self.p[stack + ".position.generators"])
             if pos_kind == "fox" and cfg.get("rope", False):
                 return rope_rotate(t, pos, "interleaved")
             if pos_kind == "rope":
@@ -388,6 +406,8 @@ def param_shapes(case):
             shapes[f"{s}.position.r1"], shapes[f"{s}.position.r2"] = (N,), (N,)
         if pos == "pope":
             shapes[f"{s}.position.phase"] = (N, H)
+        if pos == "comrope":
+            shapes[f"{s}.position.generators"] = (N, H // COMROPE_BLOCK, COMROPE_BLOCK, COMROPE_BLOCK)
         for i in range(L):
             if pos == "fox":
                 shapes[f"{s}.position.gates.{i}.weight"] = (N, D)
@@ -482,9 +502,10 @@ VARIANTS = {
     "fox-rope": {"type": "fox", "rope": True},
     "cope": {"type": "cope", "npos_max": COPE_NPOS},
     "pope": {"type": "pope"},
+    "comrope": {"type": "comrope", "block": COMROPE_BLOCK},
 }
 SCORE_BIASES = ("t5", "alibi", "fire", "kerple", "fox", "cope")
-SOFTMAX_ONLY = SCORE_BIASES + ("pope",)
+SOFTMAX_ONLY = SCORE_BIASES + ("pope", "comrope")
 CAUSAL_ONLY = ("fox", "cope")  # decoders only
 
 

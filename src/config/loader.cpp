@@ -934,9 +934,10 @@ std::vector<Problem> validate(const Config& c) {
         if constexpr (P::kSoftmaxOnly) {
           if (linear)
             bad("model.position.type", std::string(P::kName) +
-                                           " needs softmax attention: its rotated keys are not "
-                                           "a non-negative feature map; use softmax attention "
-                                           "or another position module");
+                                           " needs softmax attention (linear attention's "
+                                           "feature maps cannot carry its transform of q and "
+                                           "k); use softmax attention or another position "
+                                           "module");
         }
         if constexpr (P::kCausalOnly) {
           if (m.arch != Arch::kDecoder)
@@ -967,6 +968,13 @@ std::vector<Problem> validate(const Config& c) {
           if (pos.rope && head_dim % 2 != 0)
             bad("model.n_heads", "fox with rope rotates pairs of channels: the head dimension (" +
                                      std::to_string(head_dim) + ") must be even");
+        }
+        if constexpr (std::is_same_v<P, ComropeConfig>) {
+          if (pos.block % 2 != 0 || head_dim % pos.block != 0)
+            bad("model.position.block",
+                "block (" + std::to_string(pos.block) +
+                    ") must be even and divide the head dimension (" + std::to_string(head_dim) +
+                    ")");
         }
         if constexpr (std::is_same_v<P, XposConfig>) {
           if (head_dim % 2 != 0)

@@ -487,10 +487,28 @@ struct PopeConfig : PositionTraits {  // Gopalakrishnan et al. 2025, polar posit
   }
 };
 
+// LieRE (Ostmeier et al. 2024) / ComRoPE (Yu et al. 2025): learned rotation generators.
+struct ComropeConfig : PositionTraits {
+  static constexpr bool kRotates = true;
+  static constexpr bool kSoftmaxOnly = true;
+  static constexpr const char* kName = "comrope";
+  int64_t block = 4;
+  double base = 10000.0;
+  template <class V>
+  void visit(V& v) {
+    v("block", block,
+      "size of each learned skew-symmetric generator block (the head is split into blocks); "
+      "2 = RoPE with learned frequencies, the head dimension = one dense generator (LieRE)",
+      between(2, 4096));
+    v("base", base, "the generators start as RoPE with this base (theta_i = base^(-2i/d))",
+      at_least(2));
+  }
+};
+
 using PositionVariant =
     std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config, RopeConfig,
                  AlibiConfig, XposConfig, FireConfig, KerpleConfig, FoxConfig, CopeConfig,
-                 PopeConfig>;
+                 PopeConfig, ComropeConfig>;
 
 struct PositionConfig {
   PositionVariant opts{std::in_place_type<RopeConfig>};
@@ -500,7 +518,7 @@ struct PositionConfig {
     visit_variant(
         v, opts,
         "position module: none, sinusoidal, learned, t5, rope, alibi, xpos, fire, kerple, fox, "
-        "cope, pope");
+        "cope, pope, comrope");
   }
 };
 

@@ -1,13 +1,15 @@
-// The 2024-25 challenger families (FoX, CoPE, PoPE): the properties their papers promise,
+// The 2024-25 challenger families (FoX, CoPE, PoPE, LieRE/ComRoPE): the properties their papers promise,
 // checked on the modules directly, and cached decoding equal to the full forward pass. Their
 // outputs and gradients against the independent reference are golden cases
 // (tests/golden/model_golden_test.cpp).
 #include <cmath>
 
 #include "model/attention.h"
+#include "model/position/comrope.h"
 #include "model/position/cope.h"
 #include "model/position/fox.h"
 #include "model/position/pope.h"
+#include "model/position/rotary.h"
 #include "model/transformer.h"
 #include "model_helpers.h"
 #include "tensor_helpers.h"
@@ -169,12 +171,65 @@ TEST(Cope, OpenGatesCountTokensAndShutGatesCountNothing) {
   EXPECT_NEAR(half.item<double>(), 0.5 * (z[0].item<double>() + z[1].item<double>()), 1e-5);
 }
 
-// ---- all three
+// ---- LieRE / ComRoPE
+
+ComropeImpl comrope(int64_t block, int64_t head_dim) {
+  config::ComropeConfig cfg;
+  cfg.block = block;
+  return ComropeImpl(cfg, PositionDims{head_dim, 2, head_dim, true});
+}
+
+// Untrained, the generators are RoPE's: the rotation equals RoPE's (interleaved pairs) at any
+// block size.
+TEST(Comrope, StartsAsRoPE) {
+  torch::manual_seed(6);
+  config::RopeConfig rc;
+  RotaryImpl rope(rc, PositionDims{8, 2, 8, true});
+  auto x = torch::randn({2, 2, 5, 8});
+  auto rc_tables = tables_at(rope, 5, 5, 3, 3);
+  for (int64_t block : {2, 4, 8}) {
+    auto m = comrope(block, 8);
+    auto c = tables_at(m, 5, 5, 3, 3);
+    EXPECT_TRUE(close(m.rotate_q(x, c), rope.rotate_q(x, rc_tables), 1e-4, 1e-5)) << block;
+  }
+}
+
+// With learned (random) generators the rotation stays orthogonal, and the score depends only on
+// the offset n - m, for blocks of 2, 4 and the whole head.
+TEST(Comrope, LearnedGeneratorsKeepNormsAndRelativeScores) {
+  torch::manual_seed(7);
+  for (int64_t block : {2, 4, 8}) {
+    auto m = comrope(block, 8);
+    {
+      torch::NoGradGuard ng;
+      m.named_parameters()["generators"].normal_(0, 0.7);
+    }
+    auto q = torch::randn({1, 2, 1, 8}), k = torch::randn({1, 2, 1, 8});
+    auto score = [&](int64_t mp, int64_t np) {
+      auto c = tables_at(m, 1, 1, mp, np);
+      return (m.rotate_q(q, c) * m.rotate_k(k, c)).sum(-1).detach();
+    };
+    for (auto [mp, np] : std::vector<std::pair<int64_t, int64_t>>{{4, 1}, {0, 6}, {9, 9}}) {
+      EXPECT_TRUE(close(score(mp + 23, np + 23), score(mp, np), 1e-3, 1e-3))
+          << block << ": " << mp << "," << np;
+      auto c = tables_at(m, 1, 1, mp, np);
+      EXPECT_TRUE(close(m.rotate_q(q, c).norm(2, -1), q.norm(2, -1), 1e-4, 1e-4)) << block;
+    }
+    // A learned generator is not RoPE's: the score at the same offset differs from RoPE's.
+    config::RopeConfig rc;
+    RotaryImpl rope(rc, PositionDims{8, 2, 8, true});
+    auto rt = tables_at(rope, 1, 1, 4, 1);
+    auto rope_score = (rope.rotate_q(q, rt) * rope.rotate_k(k, rt)).sum(-1);
+    EXPECT_FALSE(close(score(4, 1), rope_score, 1e-3, 1e-3)) << block;
+  }
+}
+
+// ---- all four
 
 // Cached decoding (a prompt, then one token at a time) equals the full forward pass, and beam
 // reordering keeps each row's state with its keys.
 TEST(Challengers, CachedDecodingEqualsFullForward) {
-  for (const char* pos : {"fox", "cope", "pope"})
+  for (const char* pos : {"fox", "cope", "pope", "comrope"})
     for (bool rope : {false, true}) {
       if (rope && std::string(pos) != "fox") continue;
       torch::manual_seed(4);
@@ -200,10 +255,12 @@ TEST(Challengers, CachedDecodingEqualsFullForward) {
     }
 }
 
-// PoPE acts in every architecture; its encoder-decoder decodes with the cache too.
-TEST(Pope, EncoderDecoderCachedDecodingEqualsFullForward) {
+// PoPE and ComRoPE act in every architecture; their encoder-decoders decode with the cache
+// too.
+TEST(Challengers, EncoderDecoderCachedDecodingEqualsFullForward) {
+  for (const char* pos : {"pope", "comrope"}) {
   torch::manual_seed(5);
-  Transformer m(test::tiny_model("encdec", "pope"), 30);
+  Transformer m(test::tiny_model("encdec", pos), 30);
   m->eval();
   torch::NoGradGuard ng;
   auto src = torch::randint(0, 30, {2, 7}), tokens = torch::randint(0, 30, {2, 6});
@@ -214,7 +271,8 @@ TEST(Pope, EncoderDecoderCachedDecodingEqualsFullForward) {
   DecodeState st;
   std::vector<torch::Tensor> steps;
   for (int64_t t = 0; t < 6; ++t) steps.push_back(m->decode(tokens.narrow(1, t, 1), mem, pad, &st));
-  EXPECT_TRUE(close(torch::cat(steps, 1), full, 1e-4, 1e-5));
+  EXPECT_TRUE(close(torch::cat(steps, 1), full, 1e-4, 1e-5)) << pos;
+  }
 }
 
 }  // namespace

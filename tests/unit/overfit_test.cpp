@@ -103,9 +103,11 @@ std::vector<Case> cases() {
     }
     out.push_back({task, "rope", "linear"});
     out.push_back({task, "pope", "softmax"});
+    out.push_back({task, "comrope", "softmax"});
   }
   for (const char* pos : {"fox", "cope"}) out.push_back({"clm", pos, "softmax"});  // causal only
-  for (const char* pos : {"none", "learned", "t5", "rope", "alibi", "fox", "cope", "pope"})
+  for (const char* pos :
+       {"none", "learned", "t5", "rope", "alibi", "fox", "cope", "pope", "comrope"})
     out.push_back({"answer", pos, "softmax"});
   return out;
 }

@@ -304,6 +304,9 @@ TEST(PositionFamiliesConfig, ImpossibleCombinationsAreRefusedInOneLine) {
       {clm + lin + "  position: {type: fox}\n", "model.position.type", "linear attention"},
       {clm + lin + "  position: {type: cope}\n", "model.position.type", "linear attention"},
       {clm + lin + "  position: {type: pope}\n", "model.position.type", "needs softmax"},
+      {clm + lin + "  position: {type: comrope}\n", "model.position.type", "needs softmax"},
+      {clm + "model:\n  position: {type: comrope, block: 6}\n", "model.position.block",
+       "divide the head dimension (64)"},
       {"task: {type: mlm}\nmodel:\n  arch: encoder\n  position: {type: fox}\n",
        "model.position.type", "causal self-attention"},
       {"task: {type: translation}\ndata: {source: bible-en-es}\nmodel:\n  arch: encdec\n"

@@ -3,6 +3,7 @@
 #include "config/schema.h"
 #include "model/position/absolute.h"
 #include "model/position/alibi.h"
+#include "model/position/comrope.h"
 #include "model/position/cope.h"
 #include "model/position/fire.h"
 #include "model/position/fox.h"
