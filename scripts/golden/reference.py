@@ -7,7 +7,7 @@ Eq. 14-16 and 19; Raffel et al. 2020; Press et al. 2022; Sun et al. 2023; Kathar
 (YaRN); Ding et al. 2024 (LongRoPE); Barbero et al. 2024 (p-RoPE); Kazemnejad et al. 2023
 (NoPE); Li et al. 2024 (FIRE); Chi et al. 2022 (KERPLE); Lin et al. 2025 (FoX); Golovneva et al.
 2024 (CoPE); Gopalakrishnan et al. 2025 (PoPE); Ostmeier et al. 2024 and Yu et al. 2025
-(LieRE, ComRoPE)), not from the C++ code: it shares only
+(LieRE, ComRoPE); Yang et al. 2025 (PaTH)), not from the C++ code: it shares only
 the parameter names, so the C++ test can load the same weights. Each file records its position
 block as JSON (attribute position_config), which the C++ test loads through the config reader.
 
@@ -243,6 +243,29 @@ def comrope_rotate(x, pos, p_gen):
     return out.reshape(x.shape).float()
 
 
+def path_scores(p, prefix, layer, x, q, k):
+    """PaTH (Yang et al. 2025): q_i^T (H_i ... H_{j+1}) k_j / sqrt(d), H_t = I - beta_t w_t w_t^T,
+    with every product formed as a d x d matrix (float64)."""
+    b, t = x.shape[0], x.shape[1]
+    w = (x @ p[f"{prefix}.w_proj.{layer}.weight"].t() + p[f"{prefix}.w_proj.{layer}.bias"])
+    w = w.view(b, t, N, H).transpose(1, 2).double()
+    w = w / w.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+    beta = 2 * torch.sigmoid(x @ p[f"{prefix}.beta_proj.{layer}.weight"].t()
+                             + p[f"{prefix}.beta_proj.{layer}.bias"]).transpose(1, 2).double()
+    eye = torch.eye(H, dtype=torch.float64)
+    hh = eye - beta[..., None, None] * w[..., :, None] * w[..., None, :]  # [B, N, T, H, H]
+    rows = []
+    for i in range(t):
+        cols = []
+        for j in range(t):
+            m = eye.expand(b, N, H, H)
+            for s in range(j + 1, i + 1):  # H_i ... H_{j+1}: the nearest to the key first
+                m = hh[:, :, s] @ m
+            cols.append(torch.einsum("bnh,bnhk,bnk->bn", q[:, :, i].double(), m, k[:, :, j].double()))
+        rows.append(torch.stack(cols, -1))
+    return (torch.stack(rows, 2) / math.sqrt(H)).float()
+
+
 # ----------------------------------------------------------------------------- model
 
 class Ref:
@@ -297,6 +320,8 @@ class Ref:
             layer = prefix.split(".")[2]
             if pos_kind == "pope":
                 scores = pope_scores(q, k, qpos, kpos, self.p[stack + ".position.phase"])
+            if pos_kind == "path":
+                scores = path_scores(self.p, stack + ".position", layer, x, q, k)
             if pos_kind == "fox":
                 scores = scores + fox_bias(self.p, f"{stack}.position.gates.{layer}", x)
             if pos_kind == "cope":
@@ -409,6 +434,11 @@ def param_shapes(case):
         if pos == "comrope":
             shapes[f"{s}.position.generators"] = (N, H // COMROPE_BLOCK, COMROPE_BLOCK, COMROPE_BLOCK)
         for i in range(L):
+            if pos == "path":
+                shapes[f"{s}.position.w_proj.{i}.weight"] = (N * H, D)
+                shapes[f"{s}.position.w_proj.{i}.bias"] = (N * H,)
+                shapes[f"{s}.position.beta_proj.{i}.weight"] = (N, D)
+                shapes[f"{s}.position.beta_proj.{i}.bias"] = (N,)
             if pos == "fox":
                 shapes[f"{s}.position.gates.{i}.weight"] = (N, D)
                 shapes[f"{s}.position.gates.{i}.bias"] = (N,)
@@ -503,10 +533,11 @@ VARIANTS = {
     "cope": {"type": "cope", "npos_max": COPE_NPOS},
     "pope": {"type": "pope"},
     "comrope": {"type": "comrope", "block": COMROPE_BLOCK},
+    "path": {"type": "path"},
 }
-SCORE_BIASES = ("t5", "alibi", "fire", "kerple", "fox", "cope")
+SCORE_BIASES = ("t5", "alibi", "fire", "kerple", "fox", "cope", "path")
 SOFTMAX_ONLY = SCORE_BIASES + ("pope", "comrope")
-CAUSAL_ONLY = ("fox", "cope")  # decoders only
+CAUSAL_ONLY = ("fox", "cope", "path")  # decoders only
 
 
 def position_config(variant, kernel):

@@ -487,6 +487,14 @@ struct PopeConfig : PositionTraits {  // Gopalakrishnan et al. 2025, polar posit
   }
 };
 
+struct PathConfig : PositionTraits {  // Yang et al. 2025, PaTH attention
+  static constexpr bool kBiasesScores = true;
+  static constexpr bool kCausalOnly = true;
+  static constexpr const char* kName = "path";
+  template <class V>
+  void visit(V&) {}
+};
+
 // LieRE (Ostmeier et al. 2024) / ComRoPE (Yu et al. 2025): learned rotation generators.
 struct ComropeConfig : PositionTraits {
   static constexpr bool kRotates = true;
@@ -508,7 +516,7 @@ struct ComropeConfig : PositionTraits {
 using PositionVariant =
     std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config, RopeConfig,
                  AlibiConfig, XposConfig, FireConfig, KerpleConfig, FoxConfig, CopeConfig,
-                 PopeConfig, ComropeConfig>;
+                 PopeConfig, ComropeConfig, PathConfig>;
 
 struct PositionConfig {
   PositionVariant opts{std::in_place_type<RopeConfig>};
@@ -518,7 +526,7 @@ struct PositionConfig {
     visit_variant(
         v, opts,
         "position module: none, sinusoidal, learned, t5, rope, alibi, xpos, fire, kerple, fox, "
-        "cope, pope, comrope");
+        "cope, pope, comrope, path");
   }
 };
 

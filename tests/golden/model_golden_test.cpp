@@ -151,8 +151,8 @@ TEST(GoldenFiles, AllCombinationsArePresent) {
   // 3 architectures x (17 position variants with softmax + the 12 without score biases
   // (none, sinusoidal, learned, rope, rope-half, xpos, rope-p, rope-nope, rope-dynamic,
   // rope-yarn, rope-llama3, rope-longrope) x 3 linear forms), PoPE and ComRoPE (softmax) in
-  // the 3 architectures, and the causal-only fox, fox-rope and cope in the decoder.
-  EXPECT_EQ(golden_files().size(), 3u * (17 + 12 * 3) + 3 + 3 + 3);
+  // the 3 architectures, and the causal-only fox, fox-rope, cope and path in the decoder.
+  EXPECT_EQ(golden_files().size(), 3u * (17 + 12 * 3) + 3 + 3 + 4);
 }
 
 }  // namespace

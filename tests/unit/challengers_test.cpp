@@ -1,4 +1,4 @@
-// The 2024-25 challenger families (FoX, CoPE, PoPE, LieRE/ComRoPE): the properties their papers promise,
+// The 2024-25 challenger families (FoX, CoPE, PoPE, LieRE/ComRoPE, PaTH): the properties their papers promise,
 // checked on the modules directly, and cached decoding equal to the full forward pass. Their
 // outputs and gradients against the independent reference are golden cases
 // (tests/golden/model_golden_test.cpp).
@@ -8,6 +8,7 @@
 #include "model/position/comrope.h"
 #include "model/position/cope.h"
 #include "model/position/fox.h"
+#include "model/position/path.h"
 #include "model/position/pope.h"
 #include "model/position/rotary.h"
 #include "model/transformer.h"
@@ -224,12 +225,49 @@ TEST(Comrope, LearnedGeneratorsKeepNormsAndRelativeScores) {
   }
 }
 
-// ---- all four
+// ---- PaTH
+
+// Reflections along directions orthogonal to every key leave the keys alone: PaTH is then
+// NoPE. With beta = 2 (sigmoid saturated) and one fixed direction w, H = I - 2ww^T is a
+// reflection, so a key two steps back is reflected twice (unchanged) and one step back once.
+TEST(Path, HouseholderProductsActOnTheKeysBetween) {
+  torch::manual_seed(8);
+  config::PathConfig cfg;
+  PathImpl m(cfg, PositionDims{4, 1, 4, true, 1});
+  auto np = m.named_parameters();
+  torch::NoGradGuard ng;
+  np["w_proj.0.weight"].zero_();
+  np["w_proj.0.bias"].copy_(torch::tensor({1.0F, 0.0F, 0.0F, 0.0F}));  // w = e_0 at every step
+  np["beta_proj.0.weight"].zero_();
+  np["beta_proj.0.bias"].fill_(40.0);  // beta = 2
+  auto x = torch::randn({1, 3, 4});
+  auto q = torch::randn({1, 1, 3, 4}), k = torch::randn({1, 1, 3, 4});
+  auto [s, keys] = m.scores(x, q, k, {}, 0);
+  auto flip = k.clone();
+  flip.select(-1, 0).neg_();  // H k: the e_0 component reflected
+  auto dot = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    return (a * b).sum().item<double>() / 2.0;  // / sqrt(4)
+  };
+  auto qi = [&](int64_t i) { return q.select(2, i); };
+  auto kj = [&](const torch::Tensor& t, int64_t j) { return t.select(2, j); };
+  EXPECT_NEAR(s[0][0][2][2].item<double>(), dot(qi(2), kj(k, 2)), 1e-5);     // no transform
+  EXPECT_NEAR(s[0][0][2][1].item<double>(), dot(qi(2), kj(flip, 1)), 1e-5);  // H_2
+  EXPECT_NEAR(s[0][0][2][0].item<double>(), dot(qi(2), kj(k, 0)), 1e-5);     // H_2 H_1 = I
+  // Keys orthogonal to w (no e_0 component) pass unchanged: plain dot products.
+  auto k_perp = k.clone();
+  k_perp.select(-1, 0).zero_();
+  auto [s2, keys2] = m.scores(x, q, k_perp, {}, 0);
+  auto plain = torch::matmul(q, k_perp.transpose(-2, -1)) / 2.0;
+  auto causal = torch::ones({3, 3}, torch::kBool).tril();
+  EXPECT_TRUE(close(s2.masked_select(causal), plain.masked_select(causal), 1e-5, 1e-5));
+}
+
+// ---- all five
 
 // Cached decoding (a prompt, then one token at a time) equals the full forward pass, and beam
 // reordering keeps each row's state with its keys.
 TEST(Challengers, CachedDecodingEqualsFullForward) {
-  for (const char* pos : {"fox", "cope", "pope", "comrope"})
+  for (const char* pos : {"fox", "cope", "pope", "comrope", "path"})
     for (bool rope : {false, true}) {
       if (rope && std::string(pos) != "fox") continue;
       torch::manual_seed(4);

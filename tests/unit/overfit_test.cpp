@@ -105,9 +105,10 @@ std::vector<Case> cases() {
     out.push_back({task, "pope", "softmax"});
     out.push_back({task, "comrope", "softmax"});
   }
-  for (const char* pos : {"fox", "cope"}) out.push_back({"clm", pos, "softmax"});  // causal only
+  for (const char* pos : {"fox", "cope", "path"})  // causal only
+    out.push_back({"clm", pos, "softmax"});
   for (const char* pos :
-       {"none", "learned", "t5", "rope", "alibi", "fox", "cope", "pope", "comrope"})
+       {"none", "learned", "t5", "rope", "alibi", "fox", "cope", "pope", "comrope", "path"})
     out.push_back({"answer", pos, "softmax"});
   return out;
 }

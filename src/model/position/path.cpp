@@ -1,0 +1,72 @@
+#include "model/position/path.h"
+
+#include <torch/nn/functional.h>
+#include <torch/nn/modules/linear.h>
+
+#include <cmath>
+
+#include "config/schema.h"
+
+namespace ropelab::model {
+
+PathImpl::PathImpl(const config::PathConfig&, const PositionDims& d) : PositionModuleImpl(d) {
+  w_proj = register_module("w_proj", torch::nn::ModuleList());
+  beta_proj = register_module("beta_proj", torch::nn::ModuleList());
+  for (int64_t i = 0; i < d.n_layers; ++i) {
+    w_proj->push_back(torch::nn::Linear(d.d_model, d.n_heads * d.head_dim));
+    beta_proj->push_back(torch::nn::Linear(d.d_model, d.n_heads));
+  }
+}
+
+std::pair<torch::Tensor, torch::Tensor> PathImpl::scores(const torch::Tensor& x,
+                                                         const torch::Tensor& q_in,
+                                                         const torch::Tensor& k_in,
+                                                         const torch::Tensor& state,
+                                                         int64_t layer) {
+  namespace F = torch::nn::functional;
+  const int64_t B = x.size(0), T = x.size(1), N = dims_.n_heads, H = dims_.head_dim;
+  auto layer_i = static_cast<size_t>(layer);
+  auto w_BNTH = w_proj[layer_i]->as<torch::nn::Linear>()->forward(x).to(torch::kFloat32);
+  w_BNTH = F::normalize(w_BNTH.view({B, T, N, H}).transpose(1, 2),
+                        F::NormalizeFuncOptions().dim(-1).eps(1e-6));
+  auto beta_BNT =
+      2 * torch::sigmoid(beta_proj[layer_i]->as<torch::nn::Linear>()->forward(x))
+              .to(torch::kFloat32)
+              .transpose(1, 2);
+  auto q = q_in.to(torch::kFloat32), k_new = k_in.to(torch::kFloat32);
+  auto keys = state.defined() ? torch::cat({state, k_new}, 2) : k_new;  // [B, N, S, H]
+  const int64_t S = keys.size(2), past = S - T;
+  auto key_index = torch::arange(S, torch::TensorOptions().device(x.device()));
+  std::vector<torch::Tensor> rows;
+  for (int64_t t = 0; t < T; ++t) {
+    // Query i = past + t: keys j < i take one more transform, H_i.
+    auto earlier = (key_index < past + t).to(torch::kFloat32).view({1, 1, S, 1});
+    auto w = w_BNTH.select(2, t).unsqueeze(2);                          // [B, N, 1, H]
+    auto proj = (keys * w).sum(-1, true);                                // [B, N, S, 1]
+    auto beta = beta_BNT.select(2, t).view({B, N, 1, 1});
+    keys = keys - earlier * beta * proj * w;
+    rows.push_back(torch::matmul(keys, q.select(2, t).unsqueeze(-1)).squeeze(-1));  // [B, N, S]
+  }
+  auto out = torch::stack(rows, 2) / std::sqrt(static_cast<double>(H));
+  return {out, keys};
+}
+
+torch::Tensor PathImpl::content_bias(const LayerContent& in, const PosCache&) {
+  const int64_t T = in.x_BTD.size(1), S = in.k_BNSH.size(2);
+  torch::Tensor state;
+  if (in.state != nullptr && in.state->defined()) state = *in.state;
+  auto k_new = in.k_BNSH.narrow(2, S - T, T);
+  auto [path, keys] = scores(in.x_BTD, in.q_BNTH, k_new, state, in.layer);
+  if (in.state != nullptr) *in.state = keys;
+  // Attention adds q.k/sqrt(d) itself: the bias is the difference.
+  auto plain = torch::matmul(in.q_BNTH.to(torch::kFloat32),
+                             in.k_BNSH.to(torch::kFloat32).transpose(-2, -1)) /
+               std::sqrt(static_cast<double>(dims_.head_dim));
+  return path - plain;
+}
+
+PositionModule make_position(const config::PathConfig& c, const PositionDims& d) {
+  return PositionModule(std::shared_ptr<PositionModuleImpl>(std::make_shared<PathImpl>(c, d)));
+}
+
+}  // namespace ropelab::model
