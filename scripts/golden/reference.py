@@ -7,7 +7,8 @@ Eq. 14-16 and 19; Raffel et al. 2020; Press et al. 2022; Sun et al. 2023; Kathar
 (YaRN); Ding et al. 2024 (LongRoPE); Barbero et al. 2024 (p-RoPE); Kazemnejad et al. 2023
 (NoPE); Li et al. 2024 (FIRE); Chi et al. 2022 (KERPLE); Lin et al. 2025 (FoX); Golovneva et al.
 2024 (CoPE); Gopalakrishnan et al. 2025 (PoPE); Ostmeier et al. 2024 and Yu et al. 2025
-(LieRE, ComRoPE); Yang et al. 2025 (PaTH)), not from the C++ code: it shares only
+(LieRE, ComRoPE); Yang et al. 2025 (PaTH);
+Wang et al. 2024 and Heo et al. 2024 (M-RoPE, axial 2-D RoPE)), not from the C++ code: it shares only
 the parameter names, so the C++ test can load the same weights. Each file records its position
 block as JSON (attribute position_config), which the C++ test loads through the config reader.
 
@@ -229,6 +230,21 @@ def pope_scores(q, k, qpos, kpos, phase, base=10000.0):
     return (qc @ kc.conj().transpose(-1, -2)).real / math.sqrt(d)
 
 
+def mrope_rotate(x, pos, grid_width, sections):
+    """M-RoPE / axial 2-D RoPE: pair i turns by (row or column of pos) * theta_i."""
+    d = x.shape[-1]
+    theta = rope_theta(d)
+    ang = torch.zeros(len(pos), d // 2, dtype=torch.float64)
+    for t, p in enumerate(pos.tolist()):
+        row, col = (p // grid_width, p % grid_width) if grid_width > 0 else (p, p)
+        for i in range(d // 2):
+            on_col = (i % 2 == 1) if sections == "interleaved" else (i >= (d // 2) // 2)
+            ang[t, i] = (col if on_col else row) * theta[i]
+    cos, sin = ang.cos().float(), ang.sin().float()
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).reshape(x.shape)
+
+
 def comrope_rotate(x, pos, p_gen):
     """LieRE / ComRoPE: x_m -> exp(m A) x_m, A = P - P^T block-diagonal per head (float64,
     torch's Pade matrix_exp of m A at each position; ropelab raises a Taylor exp(A) to the
@@ -304,6 +320,8 @@ class Ref:
         cfg = self.c["position_config"]
 
         def rot(t, pos, is_query):
+            if pos_kind == "mrope":
+                return mrope_rotate(t, pos, cfg["grid_width"], cfg.get("sections", "interleaved"))
             if pos_kind == "comrope":
                 return comrope_rotate(t, pos, self.p[stack + ".position.generators"])
             if pos_kind == "fox" and cfg.get("rope", False):
@@ -534,6 +552,8 @@ VARIANTS = {
     "pope": {"type": "pope"},
     "comrope": {"type": "comrope", "block": COMROPE_BLOCK},
     "path": {"type": "path"},
+    "mrope": {"type": "mrope", "grid_width": 3},
+    "mrope-contiguous": {"type": "mrope", "grid_width": 3, "sections": "contiguous"},
 }
 SCORE_BIASES = ("t5", "alibi", "fire", "kerple", "fox", "cope", "path")
 SOFTMAX_ONLY = SCORE_BIASES + ("pope", "comrope")
@@ -563,6 +583,8 @@ def cases():
                     continue
                 if arch != "decoder" and cfg["type"] in CAUSAL_ONLY:
                     continue
+                if kernel == "linear" and pos == "mrope-contiguous":
+                    continue  # the linear forms are covered by mrope
                 name = f"{arch}-{pos}-{kernel}" + ("" if kernel == "softmax" else f"-{fmap}-{mode}")
                 yield name, dict(arch=arch, position=cfg["type"], position_config=cfg, kernel=kernel,
                                  feature_map=fmap, rope_mode=mode, **extra)

@@ -976,6 +976,12 @@ std::vector<Problem> validate(const Config& c) {
                     ") must be even and divide the head dimension (" + std::to_string(head_dim) +
                     ")");
         }
+        if constexpr (std::is_same_v<P, MropeConfig>) {
+          if (head_dim % 4 != 0)
+            bad("model.n_heads", "mrope gives each of its two coordinates whole pairs of "
+                                 "channels: the head dimension (" +
+                                     std::to_string(head_dim) + ") must be a multiple of 4");
+        }
         if constexpr (std::is_same_v<P, XposConfig>) {
           if (head_dim % 2 != 0)
             bad("model.n_heads", "xPos rotates pairs of channels: the head dimension (" +

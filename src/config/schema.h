@@ -73,6 +73,8 @@ enum class RopeMode { kEq19, kBeforePhi };
 ROPELAB_ENUM_NAMES(RopeMode, "eq19", "before_phi");
 enum class RopePairing { kInterleaved, kHalf };
 ROPELAB_ENUM_NAMES(RopePairing, "interleaved", "half");
+enum class MropeSections { kInterleaved, kContiguous };
+ROPELAB_ENUM_NAMES(MropeSections, "interleaved", "contiguous");
 enum class KerpleKernel { kLog, kPower };
 ROPELAB_ENUM_NAMES(KerpleKernel, "log", "power");
 enum class TokenizerType { kSpm, kByte, kSynthetic };
@@ -487,6 +489,27 @@ struct PopeConfig : PositionTraits {  // Gopalakrishnan et al. 2025, polar posit
   }
 };
 
+// M-RoPE (Qwen2-VL, Wang et al. 2024) / axial 2-D RoPE (Heo et al. 2024).
+struct MropeConfig : PositionTraits {
+  static constexpr bool kRotates = true;
+  static constexpr const char* kName = "mrope";
+  double base = 10000.0;
+  int64_t grid_width = 0;
+  MropeSections sections = MropeSections::kInterleaved;
+  template <class V>
+  void visit(V& v) {
+    v("base", base, "theta_i = base^(-2i/d), as in RoPE", at_least(2));
+    v("grid_width", grid_width,
+      "the input is a row-major grid this many tokens wide: position p is (row p / width, "
+      "column p % width); 0 = text (both coordinates are p: exactly RoPE)",
+      between(0, 1 << 20));
+    v("sections", sections,
+      "which pairs each coordinate drives: interleaved (even pairs rows, odd pairs columns, "
+      "both over the whole frequency range) or contiguous (the fast half rows, the slow half "
+      "columns, as Qwen2-VL's sections)");
+  }
+};
+
 struct PathConfig : PositionTraits {  // Yang et al. 2025, PaTH attention
   static constexpr bool kBiasesScores = true;
   static constexpr bool kCausalOnly = true;
@@ -516,7 +539,7 @@ struct ComropeConfig : PositionTraits {
 using PositionVariant =
     std::variant<NoPositionConfig, SinusoidalConfig, LearnedConfig, T5Config, RopeConfig,
                  AlibiConfig, XposConfig, FireConfig, KerpleConfig, FoxConfig, CopeConfig,
-                 PopeConfig, ComropeConfig, PathConfig>;
+                 PopeConfig, ComropeConfig, PathConfig, MropeConfig>;
 
 struct PositionConfig {
   PositionVariant opts{std::in_place_type<RopeConfig>};
@@ -526,7 +549,7 @@ struct PositionConfig {
     visit_variant(
         v, opts,
         "position module: none, sinusoidal, learned, t5, rope, alibi, xpos, fire, kerple, fox, "
-        "cope, pope, comrope, path");
+        "cope, pope, comrope, path, mrope");
   }
 };
 

@@ -30,14 +30,14 @@ for m in ("lm", "mlm", "translation"):
         assert 0 < r["mfu"] < 1.5, (m, p, r)
 assert set(s["positions"]) == {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos",
                                "fire", "kerple", "fox", "cope", "pope", "comrope",
-                               "path"}
+                               "path", "mrope"}
 assert s["positions"]["none"]["cost_vs_none"] == 0
 for L in ("32", "64"):
     for k in ("softmax", "linear"):
         assert s["attention"][L][k]["tokens_per_s"] > 0 and s["attention"][L][k]["peak_train_mb"] >= 0
 assert not any("error" in p for p in j["points"]), [p for p in j["points"] if "error" in p]
 # Every point ran in its own process and kept its log.
-assert len(j["points"]) == 1 + 12 + 14 + 4 + 2, len(j["points"])
+assert len(j["points"]) == 1 + 12 + 15 + 4 + 2, len(j["points"])
 PY
 [[ -s b/logs/000.log.json ]] || fail "no per-point output kept"
 

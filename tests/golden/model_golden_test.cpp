@@ -151,8 +151,10 @@ TEST(GoldenFiles, AllCombinationsArePresent) {
   // 3 architectures x (17 position variants with softmax + the 12 without score biases
   // (none, sinusoidal, learned, rope, rope-half, xpos, rope-p, rope-nope, rope-dynamic,
   // rope-yarn, rope-llama3, rope-longrope) x 3 linear forms), PoPE and ComRoPE (softmax) in
-  // the 3 architectures, and the causal-only fox, fox-rope, cope and path in the decoder.
-  EXPECT_EQ(golden_files().size(), 3u * (17 + 12 * 3) + 3 + 3 + 4);
+  // the 3 architectures, the causal-only fox, fox-rope, cope and path in the decoder, and
+  // M-RoPE on a 3-wide grid in the 3 architectures (with the 4 kernels; its contiguous
+  // sections with softmax).
+  EXPECT_EQ(golden_files().size(), 3u * (17 + 12 * 3) + 3 + 3 + 4 + 3 * (4 + 1));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The 2024-25 challenger families (FoX, CoPE, PoPE, LieRE/ComRoPE, PaTH): the properties their papers promise,
+// The 2024-25 challenger families (FoX, CoPE, PoPE, LieRE/ComRoPE, PaTH, M-RoPE): the properties their papers promise,
 // checked on the modules directly, and cached decoding equal to the full forward pass. Their
 // outputs and gradients against the independent reference are golden cases
 // (tests/golden/model_golden_test.cpp).
@@ -8,6 +8,7 @@
 #include "model/position/comrope.h"
 #include "model/position/cope.h"
 #include "model/position/fox.h"
+#include "model/position/mrope.h"
 #include "model/position/path.h"
 #include "model/position/pope.h"
 #include "model/position/rotary.h"
@@ -262,17 +263,65 @@ TEST(Path, HouseholderProductsActOnTheKeysBetween) {
   EXPECT_TRUE(close(s2.masked_select(causal), plain.masked_select(causal), 1e-5, 1e-5));
 }
 
-// ---- all five
+// ---- M-RoPE / axial 2-D RoPE
+
+// On text (grid_width 0) M-RoPE is RoPE: the same model gives the same outputs.
+TEST(Mrope, OnTextIsExactlyRoPE) {
+  for (const char* kernel : {"softmax", "linear"}) {
+    torch::manual_seed(10);
+    Transformer rope(test::tiny_model("decoder", "rope", kernel), 30);
+    Transformer mrope(test::tiny_model("decoder", "mrope", kernel), 30);
+    torch::NoGradGuard ng;
+    auto mp = mrope->named_parameters();
+    for (const auto& p : rope->named_parameters()) mp[p.key()].copy_(p.value());
+    auto tokens = torch::randint(0, 30, {2, 11});
+    EXPECT_TRUE(close(mrope->decode(tokens), rope->decode(tokens), 1e-6, 1e-6)) << kernel;
+  }
+}
+
+// On a grid the score depends on the row and column offsets only: moving both tokens by whole
+// rows, or along their rows, changes nothing; the same 1-D offset across a row break does.
+TEST(Mrope, GridScoresDependOnRowAndColumnOffsets) {
+  for (auto sections : {config::MropeSections::kInterleaved, config::MropeSections::kContiguous}) {
+    torch::manual_seed(11);
+    config::MropeConfig cfg;
+    cfg.grid_width = 5;
+    cfg.sections = sections;
+    MropeImpl m(cfg, PositionDims{8, 1, 8, false});
+    auto q = torch::randn({1, 1, 1, 8}), k = torch::randn({1, 1, 1, 8});
+    auto score = [&](int64_t qp, int64_t kp) {
+      auto c = m.prepare(1, 1, qp, kp, torch::kCPU);
+      return (m.rotate_q(q, c) * m.rotate_k(k, c)).sum().item<double>();
+    };
+    // (row 1, col 3) vs (row 0, col 1): offsets (1, 2).
+    double s = score(8, 1);
+    EXPECT_NEAR(score(8 + 15, 1 + 15), s, 1e-4);  // three rows down
+    EXPECT_NEAR(score(9, 2), s, 1e-4);            // one column right
+    // Positions 9 and 2 vs 10 and 3 ... but 4 -> 11 crosses a row break: (1, 1) -> (2, 1)
+    // is offset (1, 0), not (1, 2), although the 1-D offset is 7 in both cases.
+    EXPECT_GT(std::abs(score(11, 4) - s), 1e-3);
+    // The angles: pair i turns by the row (even i / fast half) or the column.
+    auto a = m.angles(torch::tensor({13.0F}), 8);  // row 2, column 3
+    for (int64_t i = 0; i < 4; ++i) {
+      bool col = sections == config::MropeSections::kInterleaved ? i % 2 == 1 : i >= 2;
+      double theta = std::pow(10000.0, -2.0 * static_cast<double>(i) / 8.0);
+      EXPECT_NEAR(a[0][i].item<double>(), (col ? 3.0 : 2.0) * theta, 1e-6) << i;
+    }
+  }
+}
+
+// ---- all six
 
 // Cached decoding (a prompt, then one token at a time) equals the full forward pass, and beam
 // reordering keeps each row's state with its keys.
 TEST(Challengers, CachedDecodingEqualsFullForward) {
-  for (const char* pos : {"fox", "cope", "pope", "comrope", "path"})
+  for (const char* pos : {"fox", "cope", "pope", "comrope", "path", "mrope"})
     for (bool rope : {false, true}) {
       if (rope && std::string(pos) != "fox") continue;
       torch::manual_seed(4);
       auto cfg = test::tiny_model("decoder", pos);
       if (rope) std::get<config::FoxConfig>(cfg.position.opts).rope = true;
+      if (auto* g = std::get_if<config::MropeConfig>(&cfg.position.opts)) g->grid_width = 3;
       Transformer m(cfg, 30);
       for (auto& p : m->named_parameters())  // non-trivial gates, embeddings and phases
         if (p.key().find("position") != std::string::npos) p.value().data().uniform_(-1.5, -0.2);

@@ -104,6 +104,7 @@ std::vector<Case> cases() {
     out.push_back({task, "rope", "linear"});
     out.push_back({task, "pope", "softmax"});
     out.push_back({task, "comrope", "softmax"});
+    out.push_back({task, "mrope", "softmax"});
   }
   for (const char* pos : {"fox", "cope", "path"})  // causal only
     out.push_back({"clm", pos, "softmax"});

@@ -306,6 +306,8 @@ TEST(PositionFamiliesConfig, ImpossibleCombinationsAreRefusedInOneLine) {
       {clm + lin + "  position: {type: pope}\n", "model.position.type", "needs softmax"},
       {clm + lin + "  position: {type: comrope}\n", "model.position.type", "needs softmax"},
       {clm + lin + "  position: {type: path}\n", "model.position.type", "linear attention"},
+      {clm + "model:\n  d_model: 48\n  n_heads: 8\n  position: {type: mrope}\n", "model.n_heads",
+       "multiple of 4"},
       {"task: {type: mlm}\nmodel:\n  arch: encoder\n  position: {type: path}\n",
        "model.position.type", "causal self-attention"},
       {clm + "model:\n  position: {type: comrope, block: 6}\n", "model.position.block",

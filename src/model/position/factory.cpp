@@ -8,6 +8,7 @@
 #include "model/position/fire.h"
 #include "model/position/fox.h"
 #include "model/position/kerple.h"
+#include "model/position/mrope.h"
 #include "model/position/path.h"
 #include "model/position/pope.h"
 #include "model/position/rotary.h"
