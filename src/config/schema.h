@@ -102,13 +102,15 @@ enum class DataSource {
   kSyntheticFlipflop,
   kSyntheticNiah,
   kSyntheticNiahMultikey,
-  kSyntheticVt
+  kSyntheticVt,
+  kSyntheticGrid
 };
 ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "bible-cola",
                    "bible-rank", "text", "bytes", "parallel", "glue", "synthetic-passkey",
                    "synthetic-mqar", "synthetic-copy", "synthetic-reverse", "synthetic-addition",
                    "synthetic-selective-copy", "synthetic-counting", "synthetic-flipflop",
-                   "synthetic-niah", "synthetic-niah-multikey", "synthetic-vt");
+                   "synthetic-niah", "synthetic-niah-multikey", "synthetic-vt",
+                   "synthetic-grid");
 // What a data source gives: monolingual token streams, sentence pairs, labelled examples, or
 // synthetic token sequences with their answer positions marked (data/synthetic.h).
 enum class DataKind { kLm, kParallel, kGlue, kSynthetic };
@@ -146,6 +148,7 @@ constexpr DataKind kind_of(DataSource s) {
     case DataSource::kSyntheticNiah:
     case DataSource::kSyntheticNiahMultikey:
     case DataSource::kSyntheticVt:
+    case DataSource::kSyntheticGrid:
       return DataKind::kSynthetic;
   }
   return DataKind::kLm;
@@ -712,7 +715,8 @@ struct DataConfig {
       "describes); or generated probes (task answer): synthetic-passkey, synthetic-mqar "
       "(multi-query associative recall), synthetic-copy, synthetic-reverse, synthetic-addition, "
       "synthetic-selective-copy, synthetic-counting, synthetic-flipflop, synthetic-niah, "
-      "synthetic-niah-multikey (RULER's needles), synthetic-vt (RULER's variable tracking)");
+      "synthetic-niah-multikey (RULER's needles), synthetic-vt (RULER's variable tracking), "
+      "synthetic-grid (a 2-D grid: the cell below a marker)");
     v("train", train,
       "user data: training file (parallel: the path without the language suffix, e.g. "
       "wmt/train for wmt/train.en + wmt/train.de) or, for glue, the task directory");

@@ -222,6 +222,23 @@ Example draw(DataSource src, int64_t n, Rng& r, double depth) {
       b.add(Special::kEos, true);
       break;
     }
+    case DataSource::kSyntheticGrid: {
+      // A header row (BOS and W-1 "."), n rows of W letters, one cell above the last row
+      // holding the marker; then "? K =" and the letter below the marker.
+      for (int64_t c = 1; c < kGridWidth; ++c) b.add(sym("."));
+      std::vector<int32_t> cells;
+      for (int64_t i = 0; i < n * kGridWidth; ++i) cells.push_back(letter(static_cast<int>(r.below(26))));
+      const int64_t at = r.below((n - 1) * kGridWidth);
+      const int32_t marker = key_id(static_cast<int>(r.below(kKeys)));
+      cells[static_cast<size_t>(at)] = marker;
+      for (auto t : cells) b.add(t);
+      b.add(sym("?"));
+      b.add(marker);
+      b.add(sym("="));
+      b.add(cells[static_cast<size_t>(at + kGridWidth)], true);
+      b.add(Special::kEos, true);
+      break;
+    }
     case DataSource::kSyntheticCounting: {
       // n letters of a..e, then "? q =" and how often q occurs, least significant digit first.
       int count = 0;
@@ -353,6 +370,8 @@ int64_t min_size(DataSource src) {
       return kVtFixed;
     case DataSource::kSyntheticFlipflop:
       return kFlipflopMin;
+    case DataSource::kSyntheticGrid:
+      return 2;  // a cell with a cell below it
     default:
       return 1;
   }
@@ -382,6 +401,8 @@ int64_t max_tokens(DataSource src, int64_t n) {
       return n + 5 + static_cast<int64_t>(std::to_string(n).size());
     case DataSource::kSyntheticFlipflop:
       return 2 * n + 2;
+    case DataSource::kSyntheticGrid:
+      return kGridWidth * (n + 1) + 5;
     default:  // the size is the prompt in tokens
       return n;
   }

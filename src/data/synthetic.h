@@ -32,10 +32,15 @@
 //   vt        BOS filler .. A = V . .. B = A . .. C = B . .. D = C . .. What is D ? V EOS, n
 //             tokens in all: RULER's variable tracking, two chains of four variables (keys
 //             k0..k127, V five digits) interleaved at uniform places; the first chain is asked
+//   grid      BOS . . . . . . . x11 .. x18 .. xn1 .. xn8 ? K = y EOS: a row-major grid of n rows
+//             and 8 columns of letters, after a header row (BOS and 7 "."), so that cell (r, c)
+//             is at position 8 r + c, rows counted from 1; one cell not in the last row holds a
+//             marker key K, and y is the letter directly below it. With model.position.type
+//             mrope and grid_width 8 the grid's rows and columns are the model's coordinates.
 //
 // Scored (answer) tokens: copy, reverse, addition, selective copy and counting: the output and
 // its EOS; mqar: each queried value; flipflop: the bit of each read; passkey: the five digits of
-// the key; niah: the seven digits of the value; vt: the five digits. A model is right on an example
+// the key; niah: the seven digits of the value; vt: the five digits; grid: the letter and EOS. A model is right on an example
 // when it predicts every scored token from the tokens before it (teacher-forced exact match, which
 // for greedy decoding is the same thing: decoding reproduces the answer exactly when each of its
 // tokens is the argmax given the right prefix).
@@ -60,6 +65,9 @@ struct Example {
   std::vector<int32_t> tokens;
   std::vector<int32_t> scored;  // 1 where tokens[i] is an answer token
 };
+
+// The grid probe's width (columns per row).
+constexpr int64_t kGridWidth = 8;
 
 // Smallest instance size of a source (passkey, niah, vt: the prompt without filler).
 int64_t min_size(config::DataSource src);

@@ -91,13 +91,15 @@ grep -qF "![probe](probe.png)" runs/card/learned.seed1/probe.md || fail "probe.m
 expect_exit 0 "$ROPELAB" compare runs/card/learned.seed1 runs/card/rope.seed1 --out cmp-plots
 [[ -s cmp-plots/card.png ]] || fail "compare: no card.png"
 
-# The challengers' probes train and probe; the needle tasks get the depth grid.
-for src in selective-copy counting flipflop niah niah-multikey vt; do
-  size=8 seq=40
-  case $src in niah) size=40 seq=48 ;; niah-multikey) size=80 seq=88 ;; vt) size=60 seq=64 ;; esac
+# The challengers' probes train and probe; the needle tasks get the depth grid; the 2-D grid
+# trains M-RoPE on its rows and columns.
+for src in selective-copy counting flipflop niah niah-multikey vt grid; do
+  size=8 seq=40 extra=()
+  case $src in niah) size=40 seq=48 ;; niah-multikey) size=80 seq=88 ;; vt) size=60 seq=64 ;;
+    grid) size=3 seq=40 extra=(model.position.type=mrope model.position.grid_width=8) ;; esac
   expect_exit 0 "$ROPELAB" train tiny.yaml run.name=ch-$src data.source=synthetic-$src \
     data.synthetic.size=$size task.seq_len=$seq train.max_steps=4 train.eval_every=4 \
-    train.checkpoint_every=4
+    train.checkpoint_every=4 "${extra[@]}"
   expect_exit 0 "$ROPELAB" probe runs/ch-$src --multipliers 1,2 --examples 4 --no-plots
   expect_in "| exact match |"
   if [[ $src == niah* ]]; then

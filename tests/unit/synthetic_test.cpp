@@ -24,7 +24,7 @@ const DataSource kAll[] = {DataSource::kSyntheticPasskey,  DataSource::kSyntheti
                            DataSource::kSyntheticAddition, DataSource::kSyntheticSelectiveCopy,
                            DataSource::kSyntheticCounting, DataSource::kSyntheticFlipflop,
                            DataSource::kSyntheticNiah,     DataSource::kSyntheticNiahMultikey,
-                           DataSource::kSyntheticVt};
+                           DataSource::kSyntheticVt,       DataSource::kSyntheticGrid};
 
 syn::SyntheticTokenizer tok;
 
@@ -315,6 +315,41 @@ TEST(Synthetic, VariableTrackingFollowsTheChain) {
     EXPECT_EQ(answer.size(), 5u);
   }
   EXPECT_THROW(syn::generate(DataSource::kSyntheticVt, 50, 1, Split::kTrain), UserError);
+}
+
+TEST(Synthetic, GridAsksForTheCellBelowTheMarker) {
+  const int64_t W = syn::kGridWidth;
+  for (uint64_t key = 0; key < 30; ++key) {
+    const int64_t rows = 2 + static_cast<int64_t>(key % 5);
+    auto e = syn::generate(DataSource::kSyntheticGrid, rows, key, Split::kTrain);
+    ASSERT_EQ(static_cast<int64_t>(e.tokens.size()), syn::max_tokens(DataSource::kSyntheticGrid, rows));
+    auto w = words(text_of(e));
+    ASSERT_EQ(w.size(), e.tokens.size() - 2);  // BOS and EOS decode to nothing
+    // The header row: BOS (position 0) and W - 1 dots, so cell (r, c) is at position W r + c.
+    for (int64_t c = 0; c + 1 < W; ++c) EXPECT_EQ(w[static_cast<size_t>(c)], ".");
+    std::vector<std::string> grid(w.begin() + (W - 1), w.begin() + (W - 1) + rows * W);
+    int64_t marker_at = -1;
+    for (int64_t i = 0; i < rows * W; ++i) {
+      const auto& cell = grid[static_cast<size_t>(i)];
+      if (cell.size() > 1 && cell[0] == 'k') {  // a key, not the letter k
+        EXPECT_EQ(marker_at, -1) << "one marker";
+        marker_at = i;
+      } else {
+        EXPECT_EQ(cell.size(), 1u);
+      }
+    }
+    ASSERT_GE(marker_at, 0);
+    EXPECT_LT(marker_at, (rows - 1) * W) << "the marker has a cell below it";
+    const size_t q = w.size() - 4;  // ? K = y
+    EXPECT_EQ(w[q], "?");
+    EXPECT_EQ(w[q + 1], grid[static_cast<size_t>(marker_at)]);
+    EXPECT_EQ(w[q + 2], "=");
+    EXPECT_EQ(answer_of(e), grid[static_cast<size_t>(marker_at + W)]);
+    // In token positions: the marker's row and column, one row down, hold the answer.
+    const size_t marker_pos = static_cast<size_t>(W + marker_at);
+    EXPECT_EQ(e.tokens[marker_pos + static_cast<size_t>(W)], e.tokens[e.tokens.size() - 2]);
+  }
+  EXPECT_THROW(syn::generate(DataSource::kSyntheticGrid, 1, 1, Split::kTrain), UserError);
 }
 
 TEST(Synthetic, DeterministicPerSeedAndSplitsDisjoint) {
