@@ -971,16 +971,16 @@ std::vector<Problem> validate(const Config& c) {
         }
         if constexpr (std::is_same_v<P, ComropeConfig>) {
           if (pos.block % 2 != 0 || head_dim % pos.block != 0)
-            bad("model.position.block",
-                "block (" + std::to_string(pos.block) +
-                    ") must be even and divide the head dimension (" + std::to_string(head_dim) +
-                    ")");
+            bad("model.position.block", "block (" + std::to_string(pos.block) +
+                                            ") must be even and divide the head dimension (" +
+                                            std::to_string(head_dim) + ")");
         }
         if constexpr (std::is_same_v<P, MropeConfig>) {
           if (head_dim % 4 != 0)
-            bad("model.n_heads", "mrope gives each of its two coordinates whole pairs of "
-                                 "channels: the head dimension (" +
-                                     std::to_string(head_dim) + ") must be a multiple of 4");
+            bad("model.n_heads",
+                "mrope gives each of its two coordinates whole pairs of "
+                "channels: the head dimension (" +
+                    std::to_string(head_dim) + ") must be a multiple of 4");
         }
         if constexpr (std::is_same_v<P, XposConfig>) {
           if (head_dim % 2 != 0)

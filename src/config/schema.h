@@ -109,8 +109,7 @@ ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-s
                    "bible-rank", "text", "bytes", "parallel", "glue", "synthetic-passkey",
                    "synthetic-mqar", "synthetic-copy", "synthetic-reverse", "synthetic-addition",
                    "synthetic-selective-copy", "synthetic-counting", "synthetic-flipflop",
-                   "synthetic-niah", "synthetic-niah-multikey", "synthetic-vt",
-                   "synthetic-grid");
+                   "synthetic-niah", "synthetic-niah-multikey", "synthetic-vt", "synthetic-grid");
 // What a data source gives: monolingual token streams, sentence pairs, labelled examples, or
 // synthetic token sequences with their answer positions marked (data/synthetic.h).
 enum class DataKind { kLm, kParallel, kGlue, kSynthetic };

@@ -227,7 +227,8 @@ Example draw(DataSource src, int64_t n, Rng& r, double depth) {
       // holding the marker; then "? K =" and the letter below the marker.
       for (int64_t c = 1; c < kGridWidth; ++c) b.add(sym("."));
       std::vector<int32_t> cells;
-      for (int64_t i = 0; i < n * kGridWidth; ++i) cells.push_back(letter(static_cast<int>(r.below(26))));
+      for (int64_t i = 0; i < n * kGridWidth; ++i)
+        cells.push_back(letter(static_cast<int>(r.below(26))));
       const int64_t at = r.below((n - 1) * kGridWidth);
       const int32_t marker = key_id(static_cast<int>(r.below(kKeys)));
       cells[static_cast<size_t>(at)] = marker;

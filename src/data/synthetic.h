@@ -40,10 +40,10 @@
 //
 // Scored (answer) tokens: copy, reverse, addition, selective copy and counting: the output and
 // its EOS; mqar: each queried value; flipflop: the bit of each read; passkey: the five digits of
-// the key; niah: the seven digits of the value; vt: the five digits; grid: the letter and EOS. A model is right on an example
-// when it predicts every scored token from the tokens before it (teacher-forced exact match, which
-// for greedy decoding is the same thing: decoding reproduces the answer exactly when each of its
-// tokens is the argmax given the right prefix).
+// the key; niah: the seven digits of the value; vt: the five digits; grid: the letter and EOS. A
+// model is right on an example when it predicts every scored token from the tokens before it
+// (teacher-forced exact match, which for greedy decoding is the same thing: decoding reproduces the
+// answer exactly when each of its tokens is the argmax given the right prefix).
 //
 // Splits are disjoint by construction: an example belongs to the split its content hash picks
 // (6/8 train, 1/8 valid, 1/8 test), and the generator draws again until it lands in the split

@@ -489,8 +489,8 @@ void run_bench(const BenchOptions& o) {
   int threads = o.threads > 0 ? o.threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   static const std::vector<std::string> kPositions{
-      "none", "sinusoidal", "learned", "t5",  "rope", "alibi",
-      "xpos", "fire",       "kerple",  "fox", "cope", "pope", "comrope", "path", "mrope"};
+      "none",   "sinusoidal", "learned", "t5",   "rope",    "alibi", "xpos", "fire",
+      "kerple", "fox",        "cope",    "pope", "comrope", "path",  "mrope"};
   const auto impls = static_cast<int64_t>(1 + peers.size());
   // The number of points, for the progress line.
   int64_t n = 0;

@@ -1,6 +1,6 @@
-// The 2024-25 challenger families (FoX, CoPE, PoPE, LieRE/ComRoPE, PaTH, M-RoPE): the properties their papers promise,
-// checked on the modules directly, and cached decoding equal to the full forward pass. Their
-// outputs and gradients against the independent reference are golden cases
+// The 2024-25 challenger families (FoX, CoPE, PoPE, LieRE/ComRoPE, PaTH, M-RoPE): the properties
+// their papers promise, checked on the modules directly, and cached decoding equal to the full
+// forward pass. Their outputs and gradients against the independent reference are golden cases
 // (tests/golden/model_golden_test.cpp).
 #include <cmath>
 
@@ -167,8 +167,8 @@ TEST(Cope, OpenGatesCountTokensAndShutGatesCountNothing) {
   // A fractional count interpolates between the integer embeddings around it: one key whose
   // gate is sigmoid(0) = 0.5 sits halfway between positions 0 and 1.
   auto q = torch::ones({1, 1, 1, 4}), k = torch::zeros({1, 1, 1, 4});
-  auto half = m.content_bias(LayerContent{x, q, k, torch::Tensor(), 0, nullptr},
-                             tables_at(m, 1, 1, 0, 0));
+  auto half =
+      m.content_bias(LayerContent{x, q, k, torch::Tensor(), 0, nullptr}, tables_at(m, 1, 1, 0, 0));
   auto z = torch::matmul(q, e.detach()).view({4});
   EXPECT_NEAR(half.item<double>(), 0.5 * (z[0].item<double>() + z[1].item<double>()), 1e-5);
 }
@@ -331,7 +331,8 @@ TEST(Challengers, CachedDecodingEqualsFullForward) {
       auto full = m->decode(tokens);
       DecodeState st;
       std::vector<torch::Tensor> steps{m->decode(tokens.narrow(1, 0, 4), {}, {}, &st)};
-      for (int64_t t = 4; t < 9; ++t) steps.push_back(m->decode(tokens.narrow(1, t, 1), {}, {}, &st));
+      for (int64_t t = 4; t < 9; ++t)
+        steps.push_back(m->decode(tokens.narrow(1, t, 1), {}, {}, &st));
       EXPECT_TRUE(close(torch::cat(steps, 1), full, 1e-4, 1e-5)) << pos << " rope " << rope;
       // Swap the rows of the cache and decode one more token: row 0 now continues row 1.
       auto next = torch::randint(0, 30, {2, 1});
@@ -346,19 +347,20 @@ TEST(Challengers, CachedDecodingEqualsFullForward) {
 // too.
 TEST(Challengers, EncoderDecoderCachedDecodingEqualsFullForward) {
   for (const char* pos : {"pope", "comrope"}) {
-  torch::manual_seed(5);
-  Transformer m(test::tiny_model("encdec", pos), 30);
-  m->eval();
-  torch::NoGradGuard ng;
-  auto src = torch::randint(0, 30, {2, 7}), tokens = torch::randint(0, 30, {2, 6});
-  auto pad = torch::ones({2, 7}, torch::kBool);
-  pad.index_put_({1, torch::indexing::Slice(5, 7)}, false);
-  auto mem = m->encode(src, pad);
-  auto full = m->decode(tokens, mem, pad);
-  DecodeState st;
-  std::vector<torch::Tensor> steps;
-  for (int64_t t = 0; t < 6; ++t) steps.push_back(m->decode(tokens.narrow(1, t, 1), mem, pad, &st));
-  EXPECT_TRUE(close(torch::cat(steps, 1), full, 1e-4, 1e-5)) << pos;
+    torch::manual_seed(5);
+    Transformer m(test::tiny_model("encdec", pos), 30);
+    m->eval();
+    torch::NoGradGuard ng;
+    auto src = torch::randint(0, 30, {2, 7}), tokens = torch::randint(0, 30, {2, 6});
+    auto pad = torch::ones({2, 7}, torch::kBool);
+    pad.index_put_({1, torch::indexing::Slice(5, 7)}, false);
+    auto mem = m->encode(src, pad);
+    auto full = m->decode(tokens, mem, pad);
+    DecodeState st;
+    std::vector<torch::Tensor> steps;
+    for (int64_t t = 0; t < 6; ++t)
+      steps.push_back(m->decode(tokens.narrow(1, t, 1), mem, pad, &st));
+    EXPECT_TRUE(close(torch::cat(steps, 1), full, 1e-4, 1e-5)) << pos;
   }
 }
 

@@ -322,7 +322,8 @@ TEST(Synthetic, GridAsksForTheCellBelowTheMarker) {
   for (uint64_t key = 0; key < 30; ++key) {
     const int64_t rows = 2 + static_cast<int64_t>(key % 5);
     auto e = syn::generate(DataSource::kSyntheticGrid, rows, key, Split::kTrain);
-    ASSERT_EQ(static_cast<int64_t>(e.tokens.size()), syn::max_tokens(DataSource::kSyntheticGrid, rows));
+    ASSERT_EQ(static_cast<int64_t>(e.tokens.size()),
+              syn::max_tokens(DataSource::kSyntheticGrid, rows));
     auto w = words(text_of(e));
     ASSERT_EQ(w.size(), e.tokens.size() - 2);  // BOS and EOS decode to nothing
     // The header row: BOS (position 0) and W - 1 dots, so cell (r, c) is at position W r + c.

@@ -61,7 +61,7 @@ torch::Tensor ComropeImpl::rotations(const torch::Tensor& pos_T, int64_t length)
 
 torch::Tensor ComropeImpl::rotate(const torch::Tensor& x, const torch::Tensor& pos_T,
                                   int64_t length) const {
-  auto sizes = x.sizes().vec();  // [B, N, T, H]
+  auto sizes = x.sizes().vec();                                // [B, N, T, H]
   auto r = rotations(pos_T, length).permute({1, 0, 2, 3, 4});  // [N, T, K, b, b]
   auto xb = x.to(torch::kFloat32).reshape({sizes[0], sizes[1], sizes[2], -1, block_, 1});
   return torch::matmul(r.unsqueeze(0), xb).reshape(sizes).to(x.scalar_type());

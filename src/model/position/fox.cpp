@@ -18,7 +18,8 @@ config::RopeConfig rope_of(const config::FoxConfig& c) {
 FoxImpl::FoxImpl(const config::FoxConfig& c, const PositionDims& d)
     : RotaryImpl(rope_of(c), d), rope_(c.rope) {
   gates = register_module("gates", torch::nn::ModuleList());
-  for (int64_t i = 0; i < d.n_layers; ++i) gates->push_back(torch::nn::Linear(d.d_model, d.n_heads));
+  for (int64_t i = 0; i < d.n_layers; ++i)
+    gates->push_back(torch::nn::Linear(d.d_model, d.n_heads));
 }
 
 torch::Tensor FoxImpl::rotate_q(const torch::Tensor& x, const PosCache& c) {

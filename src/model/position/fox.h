@@ -1,8 +1,8 @@
 // FoX, the Forgetting Transformer (Lin et al. 2025, ICLR; arXiv:2503.02130, Eq. 3-5): each
 // head of each layer has a scalar forget gate per step, computed from the layer's input x_t,
 //
-//     f_t = sigmoid(w_f . x_t + b_f),      o_i = sum_j F_ij exp(q_i . k_j) v_j / sum_j F_ij exp(q_i . k_j),
-//     F_ij = prod_{l=j+1..i} f_l,   so   log F_ij = c_i - c_j,   c_i = sum_{l<=i} log f_l:
+//     f_t = sigmoid(w_f . x_t + b_f),      o_i = sum_j F_ij exp(q_i . k_j) v_j / sum_j F_ij exp(q_i
+//     . k_j), F_ij = prod_{l=j+1..i} f_l,   so   log F_ij = c_i - c_j,   c_i = sum_{l<=i} log f_l:
 //
 // a data-dependent ALiBi added to the scores (causal self-attention only). The gate projection
 // is a Linear(d_model, n_heads) per layer (normal(init_std) weight, zero bias, as the paper's

@@ -18,22 +18,22 @@ PathImpl::PathImpl(const config::PathConfig&, const PositionDims& d) : PositionM
   }
 }
 
-std::pair<torch::Tensor, torch::Tensor> PathImpl::scores(const torch::Tensor& x,
-                                                         const torch::Tensor& q_in,
-                                                         const torch::Tensor& k_in,
+std::pair<torch::Tensor, torch::Tensor> PathImpl::scores(const torch::Tensor& x_BTD,
+                                                         const torch::Tensor& q_BNTH,
+                                                         const torch::Tensor& k_new_BNTH,
                                                          const torch::Tensor& state,
                                                          int64_t layer) {
+  const auto& x = x_BTD;
   namespace F = torch::nn::functional;
   const int64_t B = x.size(0), T = x.size(1), N = dims_.n_heads, H = dims_.head_dim;
   auto layer_i = static_cast<size_t>(layer);
   auto w_BNTH = w_proj[layer_i]->as<torch::nn::Linear>()->forward(x).to(torch::kFloat32);
   w_BNTH = F::normalize(w_BNTH.view({B, T, N, H}).transpose(1, 2),
                         F::NormalizeFuncOptions().dim(-1).eps(1e-6));
-  auto beta_BNT =
-      2 * torch::sigmoid(beta_proj[layer_i]->as<torch::nn::Linear>()->forward(x))
-              .to(torch::kFloat32)
-              .transpose(1, 2);
-  auto q = q_in.to(torch::kFloat32), k_new = k_in.to(torch::kFloat32);
+  auto beta_BNT = 2 * torch::sigmoid(beta_proj[layer_i]->as<torch::nn::Linear>()->forward(x))
+                          .to(torch::kFloat32)
+                          .transpose(1, 2);
+  auto q = q_BNTH.to(torch::kFloat32), k_new = k_new_BNTH.to(torch::kFloat32);
   auto keys = state.defined() ? torch::cat({state, k_new}, 2) : k_new;  // [B, N, S, H]
   const int64_t S = keys.size(2), past = S - T;
   auto key_index = torch::arange(S, torch::TensorOptions().device(x.device()));
@@ -41,8 +41,8 @@ std::pair<torch::Tensor, torch::Tensor> PathImpl::scores(const torch::Tensor& x,
   for (int64_t t = 0; t < T; ++t) {
     // Query i = past + t: keys j < i take one more transform, H_i.
     auto earlier = (key_index < past + t).to(torch::kFloat32).view({1, 1, S, 1});
-    auto w = w_BNTH.select(2, t).unsqueeze(2);                          // [B, N, 1, H]
-    auto proj = (keys * w).sum(-1, true);                                // [B, N, S, 1]
+    auto w = w_BNTH.select(2, t).unsqueeze(2);  // [B, N, 1, H]
+    auto proj = (keys * w).sum(-1, true);       // [B, N, S, 1]
     auto beta = beta_BNT.select(2, t).view({B, N, 1, 1});
     keys = keys - earlier * beta * proj * w;
     rows.push_back(torch::matmul(keys, q.select(2, t).unsqueeze(-1)).squeeze(-1));  // [B, N, S]

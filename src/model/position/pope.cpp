@@ -15,7 +15,7 @@ PopeImpl::PopeImpl(const config::PopeConfig& c, const PositionDims& d) : Positio
 ParamRole PopeImpl::role_of(const std::string&) const { return ParamRole::kOwnInit; }
 
 torch::Tensor PopeImpl::polar(const torch::Tensor& x, const torch::Tensor& pos_T, bool key) {
-  auto angle = pos_T.unsqueeze(1) * theta_H_.unsqueeze(0);  // [T, H]
+  auto angle = pos_T.unsqueeze(1) * theta_H_.unsqueeze(0);              // [T, H]
   if (key) angle = angle + phase_NH_.clamp(-2 * M_PI, 0).unsqueeze(1);  // [N, T, H]
   auto mag = torch::nn::functional::softplus(x.to(torch::kFloat32));
   auto out = torch::stack({mag * angle.cos(), mag * angle.sin()}, -1);  // [B, N, T, H, 2]

@@ -4,7 +4,8 @@
 //
 //     q~_c = softplus(q_c) e^{i m theta_c},   k~_c = softplus(k_c) e^{i (n theta_c + delta_c)},
 //     theta_c = base^(-c/d), c = 0..d-1   (d frequencies, not RoPE's d/2),
-//     score = Re sum_c q~_c conj(k~_c) = sum_c softplus(q_c) softplus(k_c) cos((m-n) theta_c - delta_c)
+//     score = Re sum_c q~_c conj(k~_c) = sum_c softplus(q_c) softplus(k_c) cos((m-n) theta_c -
+//     delta_c)
 //
 // with a learned per-head phase bias delta in [-2 pi, 0] (clamped; initialised to zero) on the
 // keys. The rotated q and k are real [.., 2d] vectors (cos, sin interleaved per channel), so
@@ -30,7 +31,7 @@ class PopeImpl : public PositionModuleImpl, public OwnsParameters {
 
  private:
   torch::Tensor polar(const torch::Tensor& x_BNTH, const torch::Tensor& pos_T, bool key);
-  torch::Tensor theta_H_;  // buffer: base^(-c/d)
+  torch::Tensor theta_H_;   // buffer: base^(-c/d)
   torch::Tensor phase_NH_;  // delta, learned
 };
 

@@ -22,7 +22,7 @@ struct PositionDims {
   int64_t d_model = 0;
   int64_t n_heads = 0;
   int64_t head_dim = 0;
-  bool causal = false;  // decoder self-attention (T5 uses one-directional buckets)
+  bool causal = false;   // decoder self-attention (T5 uses one-directional buckets)
   int64_t n_layers = 1;  // layers of the stack (per-layer parameters of data-dependent families)
 };
 
