@@ -19,6 +19,7 @@
 #include "eval/evaluate.h"
 #include "eval/translate.h"
 #include "eval/weights.h"
+#include "hf/import.h"
 #include "lab/bench.h"
 #include "lab/compare.h"
 #include "lab/probe.h"
@@ -243,6 +244,11 @@ int cmd_launch() {
 
 int cmd_average() {
   std::cout << eval::average_checkpoints(g.file, g.last, g.out) << "\n";
+  return 0;
+}
+
+int cmd_import_hf() {
+  std::cout << hf::import_hf(g.file, g.out) << "\n";
   return 0;
 }
 
@@ -576,6 +582,20 @@ void register_all(CLI::App& app) {
         sub.add_option("--out", g.out, "output .h5 file")->required();
       },
       cmd_export);
+  add(
+      app, "import-hf",
+      "Import a Hugging Face checkpoint directory (config.json, model.safetensors or its shards,\n"
+      "vocab.txt) as a new run that eval, probe, export and task.init_from accept. Classes:\n"
+      "BertModel and BertForMaskedLM (an MLM run; a bare BertModel gets a new MLM head). The\n"
+      "vocabulary is re-numbered so the checkpoint's specials sit at ropelab's special ids\n"
+      "(RUN/hf/vocab_order.json); a class, config value or tensor ropelab cannot represent\n"
+      "exactly is refused, naming it.",
+      [](CLI::App& sub) {
+        sub.add_option("dir", g.file, "checkpoint directory (what save_pretrained writes)")
+            ->required();
+        sub.add_option("--out", g.out, "new run directory (must not exist)")->required();
+      },
+      cmd_import_hf);
   add(
       app, "config",
       "Print the fully resolved config (inherit + overrides applied, every default shown), or\n"

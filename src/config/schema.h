@@ -584,6 +584,7 @@ struct ModelConfig {
   int64_t n_decoder_layers = 0;
   double dropout = 0.1;
   Norm norm = Norm::kAuto;
+  double norm_eps = 1e-5;
   Activation activation = Activation::kGelu;
   bool tie_embeddings = true;
   bool scale_embeddings = false;
@@ -603,6 +604,9 @@ struct ModelConfig {
     v("norm", norm,
       "layer norm placement: post (BERT, Transformer-base), pre (GPT-2), or auto (post for "
       "encoder and encdec, pre for decoder)");
+    v("norm_eps", norm_eps,
+      "epsilon of every LayerNorm (1e-5 as PyTorch; imported BERT checkpoints bring 1e-12)",
+      between(0, 1));
     v("activation", activation, "feed-forward activation");
     v("tie_embeddings", tie_embeddings, "share input embeddings with the output projection");
     v("scale_embeddings", scale_embeddings, "multiply embeddings by sqrt(d_model)");

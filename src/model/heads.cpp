@@ -24,7 +24,7 @@ torch::Tensor LmHeadImpl::forward(const torch::Tensor& h, const TransformerImpl&
 
 MlmHeadImpl::MlmHeadImpl(const config::ModelConfig& c, int64_t vocab) {
   dense = register_module("dense", torch::nn::Linear(c.d_model, c.d_model));
-  norm = register_module("norm", layer_norm(c.d_model));
+  norm = register_module("norm", layer_norm(c.d_model, c.norm_eps));
   bias_ = register_parameter("bias", torch::zeros({vocab}));
   if (!c.tie_embeddings) proj = register_module("proj", untied(c.d_model, vocab));
 }

@@ -10,8 +10,8 @@ bool pre_norm(const config::ModelConfig& c) {
          (c.norm == config::Norm::kAuto && c.arch == config::Arch::kDecoder);
 }
 
-torch::nn::LayerNorm layer_norm(int64_t d) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5));
+torch::nn::LayerNorm layer_norm(int64_t d, double eps) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(eps));
 }
 
 torch::Tensor norm_of(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
@@ -29,17 +29,17 @@ torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
 LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
     : pre_norm_(pre_norm(c)), dropout_(c.dropout), activation_(c.activation) {
   self_attn = register_module("self_attn", MultiHeadAttention(c.d_model, c.n_heads, c.attention));
-  norm1 = register_module("norm1", layer_norm(c.d_model));
+  norm1 = register_module("norm1", layer_norm(c.d_model, c.norm_eps));
   if (cross) {
     // Cross-attention is always softmax: the linear kernel is a self-attention study.
     config::AttentionConfig ca = c.attention;
     ca.kernel = config::AttentionKernel::kSoftmax;
     cross_attn = register_module("cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca));
-    norm3 = register_module("norm3", layer_norm(c.d_model));
+    norm3 = register_module("norm3", layer_norm(c.d_model, c.norm_eps));
   }
   fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.d_ff));
   fc2 = register_module("fc2", torch::nn::Linear(c.d_ff, c.d_model));
-  norm2 = register_module("norm2", layer_norm(c.d_model));
+  norm2 = register_module("norm2", layer_norm(c.d_model, c.norm_eps));
 }
 
 torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
@@ -74,8 +74,9 @@ StackImpl::StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal
   position = register_module("position", make_position(c.position, dims));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < n_layers; ++i) layers->push_back(Layer(c, cross));
-  if (pre_norm_) final_norm = register_module("final_norm", layer_norm(c.d_model));
-  if (with_emb_norm && !pre_norm_) emb_norm = register_module("emb_norm", layer_norm(c.d_model));
+  if (pre_norm_) final_norm = register_module("final_norm", layer_norm(c.d_model, c.norm_eps));
+  if (with_emb_norm && !pre_norm_)
+    emb_norm = register_module("emb_norm", layer_norm(c.d_model, c.norm_eps));
 }
 
 torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,

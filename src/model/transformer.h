@@ -105,6 +105,6 @@ bool pre_norm(const config::ModelConfig& c);
 // LayerNorm in the norm's own dtype: under CPU autocast a sublayer's output is bf16, and
 // libtorch 1.13's layer_norm rejects a bf16 input with fp32 weights.
 torch::Tensor norm_of(torch::nn::LayerNorm& norm, const torch::Tensor& x);
-torch::nn::LayerNorm layer_norm(int64_t d);
+torch::nn::LayerNorm layer_norm(int64_t d, double eps);
 
 }  // namespace ropelab::model

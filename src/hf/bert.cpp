@@ -1,0 +1,147 @@
+// BERT (Devlin et al. 2019) checkpoints: BertModel and BertForMaskedLM onto ropelab's encoder.
+//
+// The architectures agree term by term: token + learned absolute position + token type
+// embeddings, an embedding LayerNorm, post-LN layers (self-attention with biases, softmax(q k^T /
+// sqrt(head)) with padded keys masked; FFN dense, GELU with erf, dense), the MLM head's
+// transform (dense, GELU, LayerNorm) and its output layer (the word embeddings when tied) plus a
+// bias. Names:
+//
+//   [bert.]embeddings.word_embeddings          backbone.tok_emb          (rows re-numbered)
+//   [bert.]embeddings.position_embeddings      backbone.encoder.position (type learned)
+//   [bert.]embeddings.token_type_embeddings    backbone.seg_emb
+//   [bert.]embeddings.LayerNorm                backbone.encoder.emb_norm
+//   [bert.]encoder.layer.i.attention.self.query/key/value   layers.i.self_attn.q/k/v_proj
+//   [bert.]encoder.layer.i.attention.output.dense           layers.i.self_attn.o_proj
+//   [bert.]encoder.layer.i.attention.output.LayerNorm       layers.i.norm1
+//   [bert.]encoder.layer.i.intermediate.dense / output.dense  layers.i.fc1 / fc2
+//   [bert.]encoder.layer.i.output.LayerNorm                 layers.i.norm2
+//   cls.predictions.transform.dense / .LayerNorm            head.dense / head.norm
+//   cls.predictions.bias (and .decoder.weight if untied)    head.bias (head.proj)
+//
+// The pooler ([bert.]pooler.dense) belongs to ropelab's classification head, so an MLM run
+// leaves it unused. A bare BertModel has no MLM head: the run's head is initialised.
+#include <spdlog/fmt/fmt.h>
+#include <torch/torch.h>
+
+#include "hf/mapping.h"
+#include "text/tokenizer.h"
+#include "util/error.h"
+
+namespace ropelab::hf {
+
+namespace {
+
+std::string num(double v) { return fmt::format("{:.17g}", v); }
+
+}  // namespace
+
+bool is_bert(const std::string& a) { return a == "BertModel" || a == "BertForMaskedLM"; }
+
+Mapped map_bert(Source& s) {
+  const int64_t V = s.get_int("vocab_size"), D = s.get_int("hidden_size"),
+                L = s.get_int("num_hidden_layers"), N = s.get_int("num_attention_heads"),
+                F = s.get_int("intermediate_size"), P = s.get_int("max_position_embeddings");
+  if (V < text::Special::kCount) s.unsupported("vocab_size", "too small");
+  if (D % N != 0) s.unsupported("num_attention_heads", "it does not divide hidden_size");
+  std::string act = s.get_string("hidden_act", "gelu");
+  if (act != "gelu" && act != "relu")
+    s.unsupported("hidden_act", "ropelab has gelu (with erf) and relu");
+  if (s.get_string("position_embedding_type", "absolute") != "absolute")
+    s.unsupported("position_embedding_type", "only BERT's absolute positions map onto ropelab");
+  if (s.get_int("type_vocab_size", 2) != 2)
+    s.unsupported("type_vocab_size", "ropelab's encoder has two segment embeddings");
+  if (s.get_bool("is_decoder", false)) s.unsupported("is_decoder", "BERT as a decoder");
+  if (s.get_bool("add_cross_attention", false))
+    s.unsupported("add_cross_attention", "BERT with cross-attention");
+  const bool tied = s.get_bool("tie_word_embeddings", true);
+
+  // The vocabulary's specials, from vocab.txt.
+  const std::string vocab_path = s.dir() + "/vocab.txt";
+  auto tokens = read_vocab_txt(vocab_path);
+  if (static_cast<int64_t>(tokens.size()) != V)
+    throw UserError(
+        fmt::format("{}: {} tokens, config.json's vocab_size is {}", vocab_path, tokens.size(), V));
+  auto id_of = [&](const std::string& t, bool required) -> int64_t {
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] == t) return static_cast<int64_t>(i);
+    if (required) throw UserError(vocab_path + ": has no " + t + " token");
+    return -1;
+  };
+  Mapped m;
+  m.vocab = V;
+  m.vocab_order =
+      special_first_order(V, {id_of("[PAD]", true), id_of("[UNK]", true), -1, -1,
+                              id_of("[CLS]", true), id_of("[SEP]", true), id_of("[MASK]", true)});
+  auto order = torch::tensor(m.vocab_order, torch::kLong);
+
+  const bool mlm = s.architecture() == "BertForMaskedLM";
+  m.overrides = {
+      "task.type=mlm",
+      "task.seq_len=" + std::to_string(std::min<int64_t>(P, 512)),
+      "model.arch=encoder",
+      "model.d_model=" + std::to_string(D),
+      "model.n_layers=" + std::to_string(L),
+      "model.n_heads=" + std::to_string(N),
+      "model.d_ff=" + std::to_string(F),
+      "model.norm=post",
+      "model.norm_eps=" + num(s.get_double("layer_norm_eps", 1e-12)),
+      "model.activation=" + act,
+      "model.dropout=" + num(s.get_double("hidden_dropout_prob", 0.1)),
+      "model.attention.dropout=" + num(s.get_double("attention_probs_dropout_prob", 0.1)),
+      "model.init_std=" + num(s.get_double("initializer_range", 0.02)),
+      std::string("model.tie_embeddings=") + (tied ? "true" : "false"),
+      "model.scale_embeddings=false",
+      "model.position.type=learned",
+      "model.position.max_len=" + std::to_string(P),
+  };
+
+  // A base model's names have no prefix; the task classes put it under "bert.".
+  const std::string p = s.has("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  auto& w = m.weights;
+  auto linear = [&](const std::string& from, const std::string& to, int64_t in, int64_t outs) {
+    w[to + ".weight"] = s.take(from + ".weight", {outs, in});
+    w[to + ".bias"] = s.take(from + ".bias", {outs});
+  };
+  auto norm = [&](const std::string& from, const std::string& to) {
+    w[to + ".weight"] = s.take(from + ".weight", {D});
+    w[to + ".bias"] = s.take(from + ".bias", {D});
+  };
+  const std::string e = p + "embeddings.";
+  w["backbone.tok_emb.weight"] =
+      s.take(e + "word_embeddings.weight", {V, D}).index_select(0, order);
+  w["backbone.encoder.position.weight"] = s.take(e + "position_embeddings.weight", {P, D});
+  w["backbone.seg_emb.weight"] = s.take(e + "token_type_embeddings.weight", {2, D});
+  norm(e + "LayerNorm", "backbone.encoder.emb_norm");
+  s.skip(e + "position_ids");  // a buffer older versions saved: positions are 0..T-1
+  s.skip(e + "token_type_ids");
+  for (int64_t i = 0; i < L; ++i) {
+    const std::string f = fmt::format("{}encoder.layer.{}.", p, i);
+    const std::string t = fmt::format("backbone.encoder.layers.{}.", i);
+    linear(f + "attention.self.query", t + "self_attn.q_proj", D, D);
+    linear(f + "attention.self.key", t + "self_attn.k_proj", D, D);
+    linear(f + "attention.self.value", t + "self_attn.v_proj", D, D);
+    linear(f + "attention.output.dense", t + "self_attn.o_proj", D, D);
+    norm(f + "attention.output.LayerNorm", t + "norm1");
+    linear(f + "intermediate.dense", t + "fc1", D, F);
+    linear(f + "output.dense", t + "fc2", F, D);
+    norm(f + "output.LayerNorm", t + "norm2");
+  }
+  s.skip(p + "pooler.dense.weight");  // the classification head's; an MLM run has none
+  s.skip(p + "pooler.dense.bias");
+  if (mlm) {
+    linear("cls.predictions.transform.dense", "head.dense", D, D);
+    norm("cls.predictions.transform.LayerNorm", "head.norm");
+    w["head.bias"] = s.take("cls.predictions.bias", {V}).index_select(0, order);
+    // Tied: the decoder is the word embeddings (transformers ties them when loading, whatever
+    // the file holds); untied: its own matrix.
+    if (tied)
+      s.skip("cls.predictions.decoder.weight");
+    else
+      w["head.proj.weight"] =
+          s.take("cls.predictions.decoder.weight", {V, D}).index_select(0, order);
+    s.skip("cls.predictions.decoder.bias");  // the same tensor as cls.predictions.bias
+  }
+  return m;
+}
+
+}  // namespace ropelab::hf

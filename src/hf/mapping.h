@@ -1,0 +1,73 @@
+// What a class's mapping (hf/bert.cpp, ...) reads and fills, for hf/import.cpp. Not for use
+// outside src/hf.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hf/import.h"
+#include "hf/safetensors.h"
+
+namespace ropelab::hf {
+
+// An opened checkpoint directory. Every tensor a mapping reads is marked as used; the importer
+// refuses a checkpoint with tensors no mapping used (they would be silently dropped).
+class Source {
+ public:
+  explicit Source(const std::string& dir);
+  const std::string& dir() const { return dir_; }
+  const std::string& architecture() const { return architecture_; }
+  std::string config_path() const;
+
+  // config.json values; UserError "DIR/config.json: KEY: ..." when absent or of another type.
+  int64_t get_int(const std::string& key) const;
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  double get_double(const std::string& key, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  const nlohmann::json& json() const { return config_; }
+  // A config value ropelab cannot represent: the UserError names the key and its value.
+  [[noreturn]] void unsupported(const std::string& key, const std::string& why) const;
+
+  // Whether the checkpoint has `name` (after the legacy renames below).
+  bool has(const std::string& name) const;
+  // The tensor as float32 (copied out of the file), its shape checked against `shape`; marks it
+  // used. TF-converted names (LayerNorm.gamma / .beta) are found under .weight / .bias.
+  at::Tensor take(const std::string& name, const std::vector<int64_t>& shape);
+  // Marks a tensor as deliberately not used (recorded in Imported::unused).
+  void skip(const std::string& name);
+  // Checkpoint names nobody took or skipped.
+  std::vector<std::string> left_over() const;
+  const std::vector<std::string>& skipped() const { return skipped_; }
+  // Every checkpoint tensor name (after the legacy renames).
+  std::vector<std::string> names() const;
+
+ private:
+  std::string file_name(const std::string& name) const;  // the name in the file
+  std::string dir_, architecture_;
+  nlohmann::json config_;
+  Checkpoint ckpt_;
+  std::map<std::string, std::string> renamed_;  // modern name -> name in the file
+  std::set<std::string> used_;
+  std::vector<std::string> skipped_;
+};
+
+// A class's mapping: the run's config overrides (dotted key=value), its vocabulary, and every
+// tensor under ropelab's names.
+struct Mapped {
+  std::vector<std::string> overrides;
+  int64_t vocab = 0;
+  std::vector<int64_t> vocab_order;
+  std::map<std::string, at::Tensor> weights;
+};
+
+// One family per file. Each returns nullptr-free results or throws UserError.
+bool is_bert(const std::string& architecture);
+Mapped map_bert(Source& s);
+
+// The checkpoint's vocabulary file (vocab.txt), one token per line: its tokens in id order.
+std::vector<std::string> read_vocab_txt(const std::string& path);
+
+}  // namespace ropelab::hf

@@ -1,0 +1,221 @@
+// `ropelab import-hf` (hf/import.h): BERT checkpoints written in save_pretrained's layout by
+// scripts/golden/hf_fixtures.py, whose outputs come from an independent PyTorch implementation
+// of the published architecture. An imported run, loaded back as any run is, must give those
+// outputs within 1e-4; damaged or unsupported checkpoints are refused with one line.
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "eval/weights.h"
+#include "helpers.h"
+#include "hf/import.h"
+#include "hf/safetensors.h"
+#include "util/error.h"
+#include "util/fs.h"
+
+namespace ropelab::hf {
+namespace {
+
+namespace stdfs = std::filesystem;
+const std::string kDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/hf";
+
+at::Tensor tensor(const Checkpoint& c, const std::string& name) {
+  const auto& v = c.get(name);
+  auto dt = v.dtype == DType::kI64 ? torch::kLong : torch::kFloat32;
+  auto t = torch::empty(v.shape, dt);
+  std::memcpy(t.data_ptr(), v.data, v.bytes);
+  return t;
+}
+
+// The inverse of the import's re-numbering: checkpoint id -> ropelab id.
+at::Tensor to_ropelab_ids(const std::vector<int64_t>& order, const at::Tensor& ids) {
+  auto inv = torch::empty({static_cast<int64_t>(order.size())}, torch::kLong);
+  for (size_t r = 0; r < order.size(); ++r) inv[order[r]] = static_cast<int64_t>(r);
+  return inv.index_select(0, ids.reshape(-1)).reshape(ids.sizes());
+}
+
+std::vector<int64_t> vocab_order(const std::string& run) {
+  return nlohmann::json::parse(fs::read_file(run + "/hf/vocab_order.json"))
+      .get<std::vector<int64_t>>();
+}
+
+struct Outputs {
+  at::Tensor hidden, logits;
+};
+
+// Imports `fixture`, loads the run like eval does, and runs the fixture's inputs through it.
+Outputs run_imported(const std::string& fixture, const test::TempDir& d, Checkpoint& expected) {
+  const std::string run = d.file("run");
+  std::string summary = import_hf(kDir + "/" + fixture, run);
+  EXPECT_NE(summary.find("imported"), std::string::npos) << summary;
+  auto order = vocab_order(run);
+  auto m = eval::load_run_model(run);
+  m.model->eval();
+  torch::NoGradGuard ng;
+  auto ids = to_ropelab_ids(order, tensor(expected, "input_ids"));
+  auto pad = tensor(expected, "attention_mask").to(torch::kBool);
+  auto types = tensor(expected, "token_type_ids");
+  Outputs o;
+  o.hidden = m.model->backbone->encode(ids, pad, types);
+  o.logits = m.model->logits(o.hidden);
+  return o;
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  return (a - b).abs().max().item<double>();
+}
+
+TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
+  // BERT: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103; no BOS/EOS, which take the
+  // lowest free ids.
+  auto o = special_first_order(110, {0, 100, -1, -1, 101, 102, 103});
+  ASSERT_EQ(o.size(), 110u);
+  EXPECT_EQ((std::vector<int64_t>(o.begin(), o.begin() + 8)),
+            (std::vector<int64_t>{0, 100, 1, 2, 101, 102, 103, 3}));
+  std::vector<int64_t> sorted = o;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 110; ++i) EXPECT_EQ(sorted[i], i);  // a permutation
+  for (size_t i = 8; i + 1 < o.size(); ++i) EXPECT_LT(o[i], o[i + 1]);
+  EXPECT_THROW(special_first_order(10, {0, 0, -1, -1, 1, 2, 3}), UserError);
+  EXPECT_THROW(special_first_order(10, {0, 1, -1, -1, 2, 3, 10}), UserError);
+}
+
+TEST(HfImport, BertForMaskedLmGivesTheReferenceLogits) {
+  for (const char* fixture : {"bert-mlm", "bert-mlm-untied"}) {
+    SCOPED_TRACE(fixture);
+    test::TempDir d;
+    auto expected = Checkpoint::open(kDir + "/" + fixture + "/expected.safetensors");
+    auto o = run_imported(fixture, d, expected);
+    auto order = torch::tensor(vocab_order(d.file("run")), torch::kLong);
+    auto want = tensor(expected, "logits").index_select(2, order);
+    double diff = max_diff(o.logits, want);
+    EXPECT_LT(diff, 1e-4);
+    // Not vacuous: the logits spread over several units, and a wrong order would show.
+    EXPECT_GT(want.abs().max().item<double>(), 1.0);
+    EXPECT_GT(max_diff(o.logits, tensor(expected, "logits")), 0.1);
+  }
+}
+
+TEST(HfImport, ConfigMapsOntoTheEncoder) {
+  test::TempDir d;
+  import_hf(kDir + "/bert-mlm-untied", d.file("run"));
+  auto m = eval::load_run_model(d.file("run"));
+  const auto& c = m.config;
+  EXPECT_EQ(c.model.arch, config::Arch::kEncoder);
+  EXPECT_EQ(c.model.norm, config::Norm::kPost);
+  EXPECT_EQ(c.model.d_model, 32);
+  EXPECT_EQ(c.model.n_layers, 2);
+  EXPECT_EQ(c.model.n_heads, 4);
+  EXPECT_EQ(c.model.d_ff, 48);
+  EXPECT_DOUBLE_EQ(c.model.norm_eps, 1e-5);
+  EXPECT_FALSE(c.model.tie_embeddings);
+  EXPECT_STREQ(c.task.type(), "mlm");
+  EXPECT_EQ(c.task.seq_len, 40);
+  EXPECT_EQ(m.vocab, 64);
+  // The checkpoint's configuration and vocabulary travel with the run.
+  EXPECT_TRUE(stdfs::exists(d.file("run/hf/config.json")));
+  EXPECT_TRUE(stdfs::exists(d.file("run/hf/vocab.txt")));
+  // BERT's own epsilon and the tied head.
+  import_hf(kDir + "/bert-mlm", d.file("tied"));
+  auto tied = eval::load_run_model(d.file("tied"));
+  EXPECT_DOUBLE_EQ(tied.config.model.norm_eps, 1e-12);
+  EXPECT_TRUE(tied.config.model.tie_embeddings);
+  auto order = vocab_order(d.file("run"));
+  // ropelab's pad, unk, cls, sep and mask ids hold BERT's [PAD], [UNK], [CLS], [SEP], [MASK].
+  std::vector<std::string> tokens;
+  std::istringstream lines(fs::read_file(d.file("run/hf/vocab.txt")));
+  for (std::string line; std::getline(lines, line);) tokens.push_back(line);
+  EXPECT_EQ(tokens[order[0]], "[PAD]");
+  EXPECT_EQ(tokens[order[1]], "[UNK]");
+  EXPECT_EQ(tokens[order[4]], "[CLS]");
+  EXPECT_EQ(tokens[order[5]], "[SEP]");
+  EXPECT_EQ(tokens[order[6]], "[MASK]");
+}
+
+TEST(HfImport, BareBertModelGivesTheReferenceHiddenStates) {
+  // TF-converted names (LayerNorm.gamma/beta) and a saved position_ids buffer; no MLM head.
+  test::TempDir d;
+  auto expected = Checkpoint::open(kDir + "/bert-base/expected.safetensors");
+  auto o = run_imported("bert-base", d, expected);
+  EXPECT_LT(max_diff(o.hidden, tensor(expected, "last_hidden_state")), 1e-4);
+}
+
+// A copy of a fixture, with `edit` applied to its config.json text.
+std::string damaged_copy(const test::TempDir& d, const std::string& fixture,
+                         const std::function<void(nlohmann::json&)>& edit) {
+  const std::string dir = d.file(fixture);
+  stdfs::copy(kDir + "/" + fixture, dir, stdfs::copy_options::recursive);
+  auto j = nlohmann::json::parse(fs::read_file(dir + "/config.json"));
+  edit(j);
+  test::write(dir + "/config.json", j.dump(2));
+  return dir;
+}
+
+TEST(HfImport, RefusesWhatItCannotRepresentWithOneLine) {
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {[](nlohmann::json& j) { j["architectures"] = {"GPT2LMHeadModel"}; }, "GPT2LMHeadModel"},
+      {[](nlohmann::json& j) { j.erase("architectures"); }, "architectures"},
+      {[](nlohmann::json& j) { j["hidden_act"] = "gelu_new"; }, "hidden_act"},
+      {[](nlohmann::json& j) { j["position_embedding_type"] = "relative_key"; },
+       "position_embedding_type"},
+      {[](nlohmann::json& j) { j["type_vocab_size"] = 3; }, "type_vocab_size"},
+      {[](nlohmann::json& j) { j["hidden_size"] = 64; }, "config.json implies"},
+      {[](nlohmann::json& j) { j["num_hidden_layers"] = 3; }, "encoder.layer.2"},
+      {[](nlohmann::json& j) { j["num_hidden_layers"] = 1; }, "encoder.layer.1"},
+      {[](nlohmann::json& j) { j["vocab_size"] = 65; }, "vocab.txt"},
+      {[](nlohmann::json& j) { j["num_attention_heads"] = "four"; }, "num_attention_heads"},
+      {[](nlohmann::json& j) { j["layer_norm_eps"] = 2.0; }, "norm_eps"},
+      {[](nlohmann::json& j) { j["is_decoder"] = true; }, "is_decoder"},
+      // A bare BertModel has no MLM head: tensors the class lacks are refused, not dropped.
+      {[](nlohmann::json& j) { j["architectures"] = {"BertModel"}; }, "BertModel does not have"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].expect);
+    test::TempDir d;
+    auto dir = damaged_copy(d, "bert-mlm", cases[i].edit);
+    try {
+      import_hf(dir, d.file("run"));
+      ADD_FAILURE() << "accepted";
+    } catch (const UserError& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find(cases[i].expect), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    EXPECT_FALSE(stdfs::exists(d.file("run")));
+    EXPECT_FALSE(stdfs::exists(d.file("run.tmp")));
+  }
+}
+
+TEST(HfImport, CliRefusesAnExistingRunAndAMissingVocabularyWithExit2) {
+  test::TempDir d;
+  const std::string bin = test::ropelab_bin();
+  stdfs::create_directories(d.file("taken"));
+  test::write(d.file("taken/keep.txt"), "mine");
+  auto r = test::run(bin + " import-hf " + kDir + "/bert-mlm --out " + d.file("taken"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("already exists"), std::string::npos) << r.out;
+  EXPECT_EQ(fs::read_file(d.file("taken/keep.txt")), "mine");
+
+  stdfs::copy(kDir + "/bert-mlm", d.file("novocab"), stdfs::copy_options::recursive);
+  stdfs::remove(d.file("novocab/vocab.txt"));
+  r = test::run(bin + " import-hf " + d.file("novocab") + " --out " + d.file("run"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("vocab.txt"), std::string::npos) << r.out;
+  EXPECT_FALSE(stdfs::exists(d.file("run")));
+
+  // A bare BertModel imports as an MLM run whose head is new, and says so.
+  r = test::run(bin + " import-hf " + kDir + "/bert-base --out " + d.file("run2"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("initialised"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not used"), std::string::npos) << r.out;  // the pooler
+}
+
+}  // namespace
+}  // namespace ropelab::hf
