@@ -585,7 +585,7 @@ void register_all(CLI::App& app) {
   add(
       app, "import-hf",
       "Import a Hugging Face checkpoint directory (config.json, model.safetensors or its shards,\n"
-      "vocab.txt) as a new run that eval, probe, export and task.init_from accept. Classes:\n"
+      "vocab.txt) as a new run directory (config.yaml, a model-only checkpoint, hf/). Classes:\n"
       "BertModel and BertForMaskedLM (an MLM run; a bare BertModel gets a new MLM head). The\n"
       "vocabulary is re-numbered so the checkpoint's specials sit at ropelab's special ids\n"
       "(RUN/hf/vocab_order.json); a class, config value or tensor ropelab cannot represent\n"

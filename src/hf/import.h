@@ -44,8 +44,8 @@ struct Imported {
 // missing, damaged or of the wrong shape.
 Imported read_hf(const std::string& dir);
 
-// read_hf(), then the run directory `out`: config.yaml, one model-only checkpoint (which
-// eval, probe, export and task.init_from read) and hf/ (config.json, the tokenizer's files and
+// read_hf(), then the run directory `out`: config.yaml, one model-only checkpoint (loaded as
+// any run's: eval::load_run_model) and hf/ (config.json, the tokenizer's files and
 // vocab_order.json). `out` must not exist; it appears complete or not at all. Returns a
 // one-line summary.
 std::string import_hf(const std::string& dir, const std::string& out);
