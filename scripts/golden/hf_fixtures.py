@@ -203,27 +203,19 @@ def main():
     g = torch.Generator().manual_seed(20261126)
     V = len(VOCAB)
 
-    # BertForMaskedLM, tied decoder (save_pretrained drops the tied decoder weight).
-    cfg = bert_config()
-    sd = init_bert(cfg, g, {"mlm"})
-    ids, types, mask = inputs(g, V)
-    x, _ = bert_forward(sd, cfg, ids, types, mask)
-    logits = mlm_logits(sd, cfg, x)
-    prefixed = {("bert." + k if not k.startswith("cls.") else k): v for k, v in sd.items()}
-    save(out, "bert-mlm", cfg, prefixed,
-         [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
-          ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
-
-    # BertForMaskedLM, untied decoder, GELU and eps 1e-5.
-    cfg = bert_config(tie_word_embeddings=False, layer_norm_eps=1e-5)
-    sd = init_bert(cfg, g, {"mlm"})
-    ids, types, mask = inputs(g, V)
-    x, _ = bert_forward(sd, cfg, ids, types, mask)
-    logits = mlm_logits(sd, cfg, x)
-    prefixed = {("bert." + k if not k.startswith("cls.") else k): v for k, v in sd.items()}
-    save(out, "bert-mlm-untied", cfg, prefixed,
-         [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
-          ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
+    # BertForMaskedLM, tied decoder (save_pretrained drops the tied decoder weight); then
+    # untied, with eps 1e-5.
+    for name, cfg in (("bert-mlm", bert_config()),
+                      ("bert-mlm-untied",
+                       bert_config(tie_word_embeddings=False, layer_norm_eps=1e-5))):
+        sd = init_bert(cfg, g, {"mlm"})
+        ids, types, mask = inputs(g, V)
+        x, _ = bert_forward(sd, cfg, ids, types, mask)
+        logits = mlm_logits(sd, cfg, x)
+        prefixed = {("bert." + k if not k.startswith("cls.") else k): v for k, v in sd.items()}
+        save(out, name, cfg, prefixed,
+             [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
+              ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
 
     # BertModel as TF-converted checkpoints have it: no prefix, LayerNorm.gamma/beta, the
     # position_ids buffer saved.
