@@ -13,6 +13,8 @@ written from the BERT paper (Devlin et al. 2019) and the classes' documented beh
                 FFN dense -> GELU (erf) -> dense
     pooler:     tanh(dense(h[:, 0]))
     MLM head:   dense -> GELU -> LayerNorm -> decoder (the word embeddings when tied) + bias
+    RoFormer:   the same without position embeddings; RoPE (Su et al. 2021) turns q and k,
+                interleaved pairs, base 10000
 
 Each fixture directory also holds expected.safetensors: the inputs (input_ids, token_type_ids,
 attention_mask) and the reference outputs in float32 (computed in float64 from the float32
@@ -84,7 +86,11 @@ def init_bert(cfg, g, heads):
 
     sd = {}
     sd["embeddings.word_embeddings.weight"] = rnd(V, D)
-    sd["embeddings.position_embeddings.weight"] = rnd(cfg["max_position_embeddings"], D)
+    if cfg["model_type"] == "roformer":
+        sd["encoder.embed_positions.weight"] = roformer_table(
+            cfg["max_position_embeddings"], D // cfg["num_attention_heads"])
+    else:
+        sd["embeddings.position_embeddings.weight"] = rnd(cfg["max_position_embeddings"], D)
     sd["embeddings.token_type_embeddings.weight"] = rnd(cfg["type_vocab_size"], D)
     ln("embeddings.LayerNorm", sd)
     for i in range(cfg["num_hidden_layers"]):
@@ -110,6 +116,28 @@ def init_bert(cfg, g, heads):
     return sd
 
 
+def roformer_table(n_pos, dim):
+    """RoFormer's saved table (RoFormerSinusoidalPositionalEmbedding): row m holds
+    sin(m theta_j) for j < dim/2, then cos(m theta_j), theta_j = 10000^(-2j/dim)."""
+    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
+    theta = 10000.0 ** (-2 * torch.arange(dim // 2, dtype=torch.float64) / dim)
+    return torch.cat([torch.sin(pos * theta), torch.cos(pos * theta)], 1).float()
+
+
+def rotate(x):
+    """RoPE (RoFormer Eq. 34) on [B, N, T, H], interleaved pairs (2i, 2i+1) turned by m theta_i,
+    theta_i = 10000^(-2i/H), m the position."""
+    T, H = x.shape[-2], x.shape[-1]
+    theta = 10000.0 ** (-2 * torch.arange(H // 2, dtype=torch.float64) / H)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * theta  # [T, H/2]
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = odd * cos + even * sin
+    return out
+
+
 def gelu(x):
     return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
 
@@ -131,9 +159,11 @@ def bert_forward(sd, cfg, ids, types, mask):
     B, T = ids.shape
     N = cfg["num_attention_heads"]
     H = cfg["hidden_size"] // N
+    roformer = cfg["model_type"] == "roformer"
     x = (sd["embeddings.word_embeddings.weight"][ids] +
-         sd["embeddings.position_embeddings.weight"][torch.arange(T)] +
          sd["embeddings.token_type_embeddings.weight"][types])
+    if not roformer:
+        x = x + sd["embeddings.position_embeddings.weight"][torch.arange(T)]
     x = layer_norm(x, sd, "embeddings.LayerNorm", eps)
     add_mask = (1.0 - mask[:, None, None, :].double()) * torch.finfo(torch.float32).min
     for i in range(cfg["num_hidden_layers"]):
@@ -145,6 +175,8 @@ def bert_forward(sd, cfg, ids, types, mask):
         q = heads(linear(x, sd, p + "attention.self.query"))
         k = heads(linear(x, sd, p + "attention.self.key"))
         v = heads(linear(x, sd, p + "attention.self.value"))
+        if roformer:
+            q, k = rotate(q), rotate(k)
         scores = q @ k.transpose(-1, -2) / math.sqrt(H) + add_mask
         ctx = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, N * H)
         x = layer_norm(linear(ctx, sd, p + "attention.output.dense") + x, sd,
@@ -244,6 +276,20 @@ def main():
          [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
           ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
 
+    # RoFormerForMaskedLM (Su et al. 2021): BERT's layers with RoPE in place of the position
+    # embeddings; the fixed sinusoid table is saved, as transformers does.
+    cfg = bert_config(architectures=["RoFormerForMaskedLM"], model_type="roformer",
+                      embedding_size=32, rotary_value=False, max_position_embeddings=64)
+    del cfg["position_embedding_type"]  # a BERT key
+    sd = init_bert(cfg, g, {"mlm"})
+    ids, types, mask = inputs(g, V)
+    x, _ = bert_forward(sd, cfg, ids, types, mask)
+    logits = mlm_logits(sd, cfg, x)
+    prefixed = {("roformer." + k if not k.startswith("cls.") else k): v for k, v in sd.items()}
+    save(out, "roformer-mlm", cfg, prefixed,
+         [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
+          ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
+
     if "--check-with-transformers" in sys.argv:
         check_with_transformers(out)
 
@@ -251,7 +297,7 @@ def main():
 def check_with_transformers(out):
     """Loads every fixture with `transformers` and compares its outputs (where installed)."""
     import transformers  # noqa: E402
-    for name in ("bert-mlm", "bert-mlm-untied", "bert-base", "bert-cls"):
+    for name in ("bert-mlm", "bert-mlm-untied", "bert-base", "bert-cls", "roformer-mlm"):
         d = os.path.join(out, name)
         cfg = json.load(open(os.path.join(d, "config.json")))
         cls = getattr(transformers, cfg["architectures"][0])

@@ -586,10 +586,10 @@ void register_all(CLI::App& app) {
       app, "import-hf",
       "Import a Hugging Face checkpoint directory (config.json, model.safetensors or its shards,\n"
       "vocab.txt) as a new run directory (config.yaml, a model-only checkpoint, hf/). Classes:\n"
-      "BertModel and BertForMaskedLM (an MLM run; a bare BertModel gets a new MLM head). The\n"
-      "vocabulary is re-numbered so the checkpoint's specials sit at ropelab's special ids\n"
-      "(RUN/hf/vocab_order.json); a class, config value or tensor ropelab cannot represent\n"
-      "exactly is refused, naming it.",
+      "BertModel, BertForMaskedLM, RoFormerModel, RoFormerForMaskedLM (an MLM run; a bare\n"
+      "model gets a new MLM head). The vocabulary is re-numbered so the checkpoint's specials\n"
+      "sit at ropelab's special ids (RUN/hf/vocab_order.json); a class, config value or tensor\n"
+      "ropelab cannot represent exactly is refused, naming it.",
       [](CLI::App& sub) {
         sub.add_option("dir", g.file, "checkpoint directory (what save_pretrained writes)")
             ->required();

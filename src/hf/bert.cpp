@@ -37,66 +37,64 @@ std::string num(double v) { return fmt::format("{:.17g}", v); }
 
 bool is_bert(const std::string& a) { return a == "BertModel" || a == "BertForMaskedLM"; }
 
-Mapped map_bert(Source& s) {
-  const int64_t V = s.get_int("vocab_size"), D = s.get_int("hidden_size"),
-                L = s.get_int("num_hidden_layers"), N = s.get_int("num_attention_heads"),
-                F = s.get_int("intermediate_size"), P = s.get_int("max_position_embeddings");
-  if (V < text::Special::kCount) s.unsupported("vocab_size", "too small");
-  if (D % N != 0) s.unsupported("num_attention_heads", "it does not divide hidden_size");
-  std::string act = s.get_string("hidden_act", "gelu");
-  if (act != "gelu" && act != "relu")
+BertShape read_bert_shape(Source& s) {
+  BertShape b;
+  b.V = s.get_int("vocab_size");
+  b.D = s.get_int("hidden_size");
+  b.L = s.get_int("num_hidden_layers");
+  b.N = s.get_int("num_attention_heads");
+  b.F = s.get_int("intermediate_size");
+  b.P = s.get_int("max_position_embeddings");
+  if (b.V < text::Special::kCount) s.unsupported("vocab_size", "too small");
+  if (b.N <= 0 || b.D % b.N != 0)
+    s.unsupported("num_attention_heads", "it does not divide hidden_size");
+  b.act = s.get_string("hidden_act", "gelu");
+  if (b.act != "gelu" && b.act != "relu")
     s.unsupported("hidden_act", "ropelab has gelu (with erf) and relu");
-  if (s.get_string("position_embedding_type", "absolute") != "absolute")
-    s.unsupported("position_embedding_type", "only BERT's absolute positions map onto ropelab");
   if (s.get_int("type_vocab_size", 2) != 2)
     s.unsupported("type_vocab_size", "ropelab's encoder has two segment embeddings");
-  if (s.get_bool("is_decoder", false)) s.unsupported("is_decoder", "BERT as a decoder");
+  if (s.get_bool("is_decoder", false)) s.unsupported("is_decoder", "an encoder as a decoder");
   if (s.get_bool("add_cross_attention", false))
-    s.unsupported("add_cross_attention", "BERT with cross-attention");
-  const bool tied = s.get_bool("tie_word_embeddings", true);
+    s.unsupported("add_cross_attention", "an encoder with cross-attention");
+  b.tied = s.get_bool("tie_word_embeddings", true);
+  b.mlm = s.architecture().find("ForMaskedLM") != std::string::npos;
 
   // The vocabulary's specials, from vocab.txt.
   const std::string vocab_path = s.dir() + "/vocab.txt";
   auto tokens = read_vocab_txt(vocab_path);
-  if (static_cast<int64_t>(tokens.size()) != V)
-    throw UserError(
-        fmt::format("{}: {} tokens, config.json's vocab_size is {}", vocab_path, tokens.size(), V));
-  auto id_of = [&](const std::string& t, bool required) -> int64_t {
+  if (static_cast<int64_t>(tokens.size()) != b.V)
+    throw UserError(fmt::format("{}: {} tokens, config.json's vocab_size is {}", vocab_path,
+                                tokens.size(), b.V));
+  auto id_of = [&](const std::string& t) -> int64_t {
     for (size_t i = 0; i < tokens.size(); ++i)
       if (tokens[i] == t) return static_cast<int64_t>(i);
-    if (required) throw UserError(vocab_path + ": has no " + t + " token");
-    return -1;
+    throw UserError(vocab_path + ": has no " + t + " token");
   };
-  Mapped m;
-  m.vocab = V;
-  m.vocab_order =
-      special_first_order(V, {id_of("[PAD]", true), id_of("[UNK]", true), -1, -1,
-                              id_of("[CLS]", true), id_of("[SEP]", true), id_of("[MASK]", true)});
-  auto order = torch::tensor(m.vocab_order, torch::kLong);
+  b.order = special_first_order(b.V, {id_of("[PAD]"), id_of("[UNK]"), -1, -1, id_of("[CLS]"),
+                                      id_of("[SEP]"), id_of("[MASK]")});
 
-  const bool mlm = s.architecture() == "BertForMaskedLM";
-  m.overrides = {
+  b.overrides = {
       "task.type=mlm",
-      "task.seq_len=" + std::to_string(std::min<int64_t>(P, 512)),
       "model.arch=encoder",
-      "model.d_model=" + std::to_string(D),
-      "model.n_layers=" + std::to_string(L),
-      "model.n_heads=" + std::to_string(N),
-      "model.d_ff=" + std::to_string(F),
+      "model.d_model=" + std::to_string(b.D),
+      "model.n_layers=" + std::to_string(b.L),
+      "model.n_heads=" + std::to_string(b.N),
+      "model.d_ff=" + std::to_string(b.F),
       "model.norm=post",
       "model.norm_eps=" + num(s.get_double("layer_norm_eps", 1e-12)),
-      "model.activation=" + act,
+      "model.activation=" + b.act,
       "model.dropout=" + num(s.get_double("hidden_dropout_prob", 0.1)),
       "model.attention.dropout=" + num(s.get_double("attention_probs_dropout_prob", 0.1)),
       "model.init_std=" + num(s.get_double("initializer_range", 0.02)),
-      std::string("model.tie_embeddings=") + (tied ? "true" : "false"),
+      std::string("model.tie_embeddings=") + (b.tied ? "true" : "false"),
       "model.scale_embeddings=false",
-      "model.position.type=learned",
-      "model.position.max_len=" + std::to_string(P),
   };
+  return b;
+}
 
-  // A base model's names have no prefix; the task classes put it under "bert.".
-  const std::string p = s.has("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+void take_bert_encoder(Source& s, const BertShape& b, const std::string& p, Mapped& m) {
+  const int64_t V = b.V, D = b.D, F = b.F;
+  auto order = torch::tensor(b.order, torch::kLong);
   auto& w = m.weights;
   auto linear = [&](const std::string& from, const std::string& to, int64_t in, int64_t outs) {
     w[to + ".weight"] = s.take(from + ".weight", {outs, in});
@@ -109,12 +107,11 @@ Mapped map_bert(Source& s) {
   const std::string e = p + "embeddings.";
   w["backbone.tok_emb.weight"] =
       s.take(e + "word_embeddings.weight", {V, D}).index_select(0, order);
-  w["backbone.encoder.position.weight"] = s.take(e + "position_embeddings.weight", {P, D});
   w["backbone.seg_emb.weight"] = s.take(e + "token_type_embeddings.weight", {2, D});
   norm(e + "LayerNorm", "backbone.encoder.emb_norm");
   s.skip(e + "position_ids");  // a buffer older versions saved: positions are 0..T-1
   s.skip(e + "token_type_ids");
-  for (int64_t i = 0; i < L; ++i) {
+  for (int64_t i = 0; i < b.L; ++i) {
     const std::string f = fmt::format("{}encoder.layer.{}.", p, i);
     const std::string t = fmt::format("backbone.encoder.layers.{}.", i);
     linear(f + "attention.self.query", t + "self_attn.q_proj", D, D);
@@ -128,19 +125,37 @@ Mapped map_bert(Source& s) {
   }
   s.skip(p + "pooler.dense.weight");  // the classification head's; an MLM run has none
   s.skip(p + "pooler.dense.bias");
-  if (mlm) {
+  if (b.mlm) {
     linear("cls.predictions.transform.dense", "head.dense", D, D);
     norm("cls.predictions.transform.LayerNorm", "head.norm");
     w["head.bias"] = s.take("cls.predictions.bias", {V}).index_select(0, order);
     // Tied: the decoder is the word embeddings (transformers ties them when loading, whatever
     // the file holds); untied: its own matrix.
-    if (tied)
+    if (b.tied)
       s.skip("cls.predictions.decoder.weight");
     else
       w["head.proj.weight"] =
           s.take("cls.predictions.decoder.weight", {V, D}).index_select(0, order);
     s.skip("cls.predictions.decoder.bias");  // the same tensor as cls.predictions.bias
   }
+  m.vocab = V;
+  m.vocab_order = b.order;
+}
+
+Mapped map_bert(Source& s) {
+  BertShape b = read_bert_shape(s);
+  if (s.get_string("position_embedding_type", "absolute") != "absolute")
+    s.unsupported("position_embedding_type", "only BERT's absolute positions map onto ropelab");
+  Mapped m;
+  m.overrides = b.overrides;
+  m.overrides.push_back("task.seq_len=" + std::to_string(std::min<int64_t>(b.P, 512)));
+  m.overrides.push_back("model.position.type=learned");
+  m.overrides.push_back("model.position.max_len=" + std::to_string(b.P));
+  // A base model's names have no prefix; the task classes put it under "bert.".
+  const std::string p = s.has("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  m.weights["backbone.encoder.position.weight"] =
+      s.take(p + "embeddings.position_embeddings.weight", {b.P, b.D});
+  take_bert_encoder(s, b, p, m);
   return m;
 }
 

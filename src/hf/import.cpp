@@ -234,9 +234,12 @@ Imported read_hf(const std::string& dir) {
   Mapped m;
   if (is_bert(s.architecture()))
     m = map_bert(s);
+  else if (is_roformer(s.architecture()))
+    m = map_roformer(s);
   else
     throw UserError(s.config_path() + ": architectures: " + s.architecture() +
-                    " is not supported (supported: BertModel, BertForMaskedLM)");
+                    " is not supported (supported: BertModel, BertForMaskedLM, RoFormerModel, "
+                    "RoFormerForMaskedLM)");
   auto left = s.left_over();
   if (!left.empty())
     throw UserError(fmt::format("{}: {} tensor(s) that {} does not have, e.g. {}", dir, left.size(),

@@ -63,9 +63,25 @@ struct Mapped {
   std::map<std::string, at::Tensor> weights;
 };
 
-// One family per file. Each returns nullptr-free results or throws UserError.
+// One family per file; each throws UserError for what it cannot map.
 bool is_bert(const std::string& architecture);
 Mapped map_bert(Source& s);
+bool is_roformer(const std::string& architecture);
+Mapped map_roformer(Source& s);
+
+// What BERT-layout encoders share (hf/bert.cpp; RoFormer reuses it): config.json's sizes
+// (checked), the vocabulary's order from vocab.txt, and the run's model overrides.
+struct BertShape {
+  int64_t V = 0, D = 0, L = 0, N = 0, F = 0, P = 0;
+  std::string act;
+  bool tied = true, mlm = false;
+  std::vector<int64_t> order;
+  std::vector<std::string> overrides;
+};
+BertShape read_bert_shape(Source& s);
+// The word and token-type embeddings, the embedding LayerNorm, the layers and (for a
+// ...ForMaskedLM class) the MLM head, from names under `prefix` ("bert.", "roformer." or "").
+void take_bert_encoder(Source& s, const BertShape& b, const std::string& prefix, Mapped& m);
 
 // The checkpoint's vocabulary file (vocab.txt), one token per line: its tokens in id order.
 std::vector<std::string> read_vocab_txt(const std::string& path);

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -68,6 +69,17 @@ double max_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>();
 }
 
+// A copy of a fixture, with `edit` applied to its config.json text.
+std::string damaged_copy(const test::TempDir& d, const std::string& fixture,
+                         const std::function<void(nlohmann::json&)>& edit) {
+  const std::string dir = d.file(fixture);
+  stdfs::copy(kDir + "/" + fixture, dir, stdfs::copy_options::recursive);
+  auto j = nlohmann::json::parse(fs::read_file(dir + "/config.json"));
+  edit(j);
+  test::write(dir + "/config.json", j.dump(2));
+  return dir;
+}
+
 TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
   // BERT: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103; no BOS/EOS, which take the
   // lowest free ids.
@@ -83,8 +95,9 @@ TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
   EXPECT_THROW(special_first_order(10, {0, 1, -1, -1, 2, 3, 10}), UserError);
 }
 
-TEST(HfImport, BertForMaskedLmGivesTheReferenceLogits) {
-  for (const char* fixture : {"bert-mlm", "bert-mlm-untied"}) {
+TEST(HfImport, MaskedLmClassesGiveTheReferenceLogits) {
+  // BERT tied and untied, and RoFormer (RoPE in every layer, no position embeddings).
+  for (const char* fixture : {"bert-mlm", "bert-mlm-untied", "roformer-mlm"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
     auto expected = Checkpoint::open(kDir + "/" + fixture + "/expected.safetensors");
@@ -135,23 +148,33 @@ TEST(HfImport, ConfigMapsOntoTheEncoder) {
   EXPECT_EQ(tokens[order[6]], "[MASK]");
 }
 
+TEST(HfImport, RoFormerBecomesAnEncoderWithRoPE) {
+  test::TempDir d;
+  import_hf(kDir + "/roformer-mlm", d.file("run"));
+  auto m = eval::load_run_model(d.file("run"));
+  EXPECT_STREQ(m.config.model.position.type(), "rope");
+  EXPECT_EQ(m.config.model.arch, config::Arch::kEncoder);
+  EXPECT_EQ(m.config.task.seq_len, 64);
+  // RoFormer's own refusals.
+  for (auto [key, value] :
+       {std::pair<std::string, nlohmann::json>{"embedding_size", 16}, {"rotary_value", true}}) {
+    test::TempDir e;
+    auto dir = damaged_copy(e, "roformer-mlm", [&](nlohmann::json& j) { j[key] = value; });
+    try {
+      import_hf(dir, e.file("run"));
+      ADD_FAILURE() << key << " accepted";
+    } catch (const UserError& err) {
+      EXPECT_NE(std::string(err.what()).find(key), std::string::npos) << err.what();
+    }
+  }
+}
+
 TEST(HfImport, BareBertModelGivesTheReferenceHiddenStates) {
   // TF-converted names (LayerNorm.gamma/beta) and a saved position_ids buffer; no MLM head.
   test::TempDir d;
   auto expected = Checkpoint::open(kDir + "/bert-base/expected.safetensors");
   auto o = run_imported("bert-base", d, expected);
   EXPECT_LT(max_diff(o.hidden, tensor(expected, "last_hidden_state")), 1e-4);
-}
-
-// A copy of a fixture, with `edit` applied to its config.json text.
-std::string damaged_copy(const test::TempDir& d, const std::string& fixture,
-                         const std::function<void(nlohmann::json&)>& edit) {
-  const std::string dir = d.file(fixture);
-  stdfs::copy(kDir + "/" + fixture, dir, stdfs::copy_options::recursive);
-  auto j = nlohmann::json::parse(fs::read_file(dir + "/config.json"));
-  edit(j);
-  test::write(dir + "/config.json", j.dump(2));
-  return dir;
 }
 
 TEST(HfImport, RefusesWhatItCannotRepresentWithOneLine) {

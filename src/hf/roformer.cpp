@@ -1,0 +1,61 @@
+// RoFormer (Su et al. 2021, Eq. 34): RoFormerModel and RoFormerForMaskedLM onto ropelab's
+// encoder with RoPE. The layers, embeddings and MLM head are BERT's (hf/bert.cpp maps them,
+// under "roformer."); there are no position embeddings. Instead every layer turns q and k by
+// RoPE with interleaved pairs (2i, 2i+1) and theta_i = 10000^(-2i/d), which is ropelab's
+// `rope` with its defaults (pairing interleaved, base 10000).
+//
+// transformers saves the fixed sinusoid table (roformer.encoder.embed_positions.weight,
+// [max_position_embeddings, head dim]: sin(m theta_j) for j < d/2, then cos). The importer
+// checks that it holds exactly that table, then leaves it out: ropelab computes the angles.
+// Not mapped (refused, naming the key): an embedding_size other than hidden_size (the
+// embeddings' projection), and rotary_value (RoPE on the values too).
+#include <spdlog/fmt/fmt.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "hf/mapping.h"
+#include "util/error.h"
+
+namespace ropelab::hf {
+
+bool is_roformer(const std::string& a) {
+  return a == "RoFormerModel" || a == "RoFormerForMaskedLM";
+}
+
+Mapped map_roformer(Source& s) {
+  BertShape b = read_bert_shape(s);
+  if (s.get_int("embedding_size", b.D) != b.D)
+    s.unsupported("embedding_size",
+                  "an embedding size other than hidden_size needs RoFormer's embedding "
+                  "projection, which ropelab does not have");
+  if (s.get_bool("rotary_value", false))
+    s.unsupported("rotary_value", "ropelab's RoPE turns queries and keys only");
+  Mapped m;
+  m.overrides = b.overrides;
+  m.overrides.push_back("task.seq_len=" + std::to_string(std::min<int64_t>(b.P, 512)));
+  m.overrides.push_back("model.position.type=rope");
+  m.overrides.push_back("model.position.pairing=interleaved");
+  m.overrides.push_back("model.position.base=10000");
+  const std::string p = s.has("roformer.embeddings.word_embeddings.weight") ? "roformer." : "";
+
+  // The saved sinusoid table must be RoFormer's (then it carries nothing ropelab lacks).
+  const std::string table = p + "encoder.embed_positions.weight";
+  if (s.has(table)) {
+    const int64_t H = b.D / b.N;
+    auto t = s.take(table, {b.P, H}).to(torch::kFloat64);
+    auto pos = torch::arange(b.P, torch::kFloat64).unsqueeze(1);
+    auto theta = torch::pow(10000.0, -2 * torch::arange(H / 2, torch::kFloat64) / H);
+    auto want = torch::cat({torch::sin(pos * theta), torch::cos(pos * theta)}, 1);
+    double diff = (t - want).abs().max().item<double>();
+    if (diff > 1e-4)
+      throw UserError(fmt::format(
+          "{}: {} differs from RoFormer's sinusoid table by {:.3g}: not a RoFormer checkpoint "
+          "ropelab can map",
+          s.dir(), table, diff));
+  }
+  take_bert_encoder(s, b, p, m);
+  return m;
+}
+
+}  // namespace ropelab::hf
