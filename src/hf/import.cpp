@@ -262,23 +262,6 @@ Imported read_hf(const std::string& dir) {
     throw;
   }
   stdfs::remove(base);
-  // Every parameter of the run's model: from the checkpoint, or initialised (listed).
-  auto model = tasks::make_task(imp.config, imp.vocab)->build_model();
-  auto params = eval::state_dict(*model);
-  for (const auto& [name, t] : params) {
-    auto it = imp.weights.find(name);
-    if (it == imp.weights.end()) {
-      imp.initialised.push_back(name);
-      continue;
-    }
-    if (it->second.sizes() != t.sizes())
-      throw std::logic_error("hf import: " + name + " mapped with shape " +
-                             shape_str(it->second.sizes().vec()) + ", the model has " +
-                             shape_str(t.sizes().vec()));
-  }
-  for (const auto& [name, t] : imp.weights)
-    if (params.count(name) == 0)
-      throw std::logic_error("hf import: mapped " + name + ", which the model does not have");
   return imp;
 }
 
@@ -287,11 +270,26 @@ Imported read_hf(const std::string& dir) {
 std::string import_hf(const std::string& dir, const std::string& out) {
   if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
   Imported imp = read_hf(dir);
+  // Every parameter of the run's model: from the checkpoint, or initialised (listed).
   auto model = tasks::make_task(imp.config, imp.vocab)->build_model();
   {
     torch::NoGradGuard ng;
     auto params = eval::state_dict(*model);
-    for (const auto& [name, t] : imp.weights) params.at(name).copy_(t);
+    for (auto& [name, t] : params) {
+      auto it = imp.weights.find(name);
+      if (it == imp.weights.end()) {
+        imp.initialised.push_back(name);
+        continue;
+      }
+      if (it->second.sizes() != t.sizes())
+        throw std::logic_error("hf import: " + name + " mapped with shape " +
+                               shape_str(it->second.sizes().vec()) + ", the model has " +
+                               shape_str(t.sizes().vec()));
+      t.copy_(it->second);
+    }
+    for (const auto& [name, t] : imp.weights)
+      if (params.count(name) == 0)
+        throw std::logic_error("hf import: mapped " + name + ", which the model does not have");
   }
   train::TrainState st;
   st.vocab = imp.vocab;

@@ -34,7 +34,7 @@ struct Imported {
   std::vector<int64_t> vocab_order;
   std::map<std::string, at::Tensor> weights;  // by ropelab's parameter names, float32
   // ropelab parameters the checkpoint has no counterpart for (the MLM head of a bare
-  // BertModel): they keep their initialisation.
+  // BertModel): they keep their initialisation. Filled by import_hf(), which builds the model.
   std::vector<std::string> initialised;
   // Checkpoint tensors with no counterpart in the run's model (a pooler next to an MLM head),
   // and buffers that are recomputed (position ids).
