@@ -290,6 +290,31 @@ def main():
          [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
           ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
 
+    # RoFormerForSequenceClassification, two labels under transformers' default names: the
+    # head is dense -> GELU -> out_proj on [CLS] (no tanh pooler).
+    cfg = bert_config(architectures=["RoFormerForSequenceClassification"], model_type="roformer",
+                      embedding_size=32, rotary_value=False, max_position_embeddings=64,
+                      id2label={"0": "LABEL_0", "1": "LABEL_1"},
+                      label2id={"LABEL_0": 0, "LABEL_1": 1})
+    del cfg["position_embedding_type"]
+    sd = init_bert(cfg, g, set())
+    D = cfg["hidden_size"]
+    sd["classifier.dense.weight"] = (torch.randn(D, D, generator=g) / math.sqrt(D)).float()
+    sd["classifier.dense.bias"] = (torch.randn(D, generator=g) * 0.1).float()
+    sd["classifier.out_proj.weight"] = (torch.randn(2, D, generator=g) / math.sqrt(D)).float()
+    sd["classifier.out_proj.bias"] = (torch.randn(2, generator=g) * 0.1).float()
+    ids, types, mask = inputs(g, V)
+    x, _ = bert_forward(sd, cfg, ids, types, mask)
+    d64 = {k: v.double() for k, v in sd.items()}
+    logits = linear(gelu(linear(x[:, 0], d64, "classifier.dense")), d64, "classifier.out_proj")
+    prefixed = {("roformer." + k if not k.startswith("classifier.") else k): v
+                for k, v in sd.items()}
+    save(out, "roformer-cls", cfg, prefixed,
+         [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
+          ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
+    with open(os.path.join(out, "roformer-cls", "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": True, "tokenizer_class": "RoFormerTokenizer"}, f, indent=2)
+
     if "--check-with-transformers" in sys.argv:
         check_with_transformers(out)
 
@@ -297,7 +322,8 @@ def main():
 def check_with_transformers(out):
     """Loads every fixture with `transformers` and compares its outputs (where installed)."""
     import transformers  # noqa: E402
-    for name in ("bert-mlm", "bert-mlm-untied", "bert-base", "bert-cls", "roformer-mlm"):
+    for name in ("bert-mlm", "bert-mlm-untied", "bert-base", "bert-cls", "roformer-mlm",
+                 "roformer-cls"):
         d = os.path.join(out, name)
         cfg = json.load(open(os.path.join(d, "config.json")))
         cls = getattr(transformers, cfg["architectures"][0])

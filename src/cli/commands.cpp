@@ -248,7 +248,7 @@ int cmd_average() {
 }
 
 int cmd_import_hf() {
-  std::cout << hf::import_hf(g.file, g.out) << "\n";
+  std::cout << hf::import_hf(g.file, g.out, g.overrides) << "\n";
   return 0;
 }
 
@@ -587,13 +587,18 @@ void register_all(CLI::App& app) {
       "Import a Hugging Face checkpoint directory (config.json, model.safetensors or its shards,\n"
       "vocab.txt) as a new run directory (config.yaml, a model-only checkpoint, hf/). Classes:\n"
       "BertModel, BertForMaskedLM, RoFormerModel, RoFormerForMaskedLM (an MLM run; a bare\n"
-      "model gets a new MLM head). The vocabulary is re-numbered so the checkpoint's specials\n"
-      "sit at ropelab's special ids (RUN/hf/vocab_order.json); a class, config value or tensor\n"
-      "ropelab cannot represent exactly is refused, naming it.",
+      "model gets a new MLM head) and Bert/RoFormerForSequenceClassification (a GLUE run: name\n"
+      "its data with overrides, e.g. data.source=glue data.glue_task=SST-2 data.train=DIR).\n"
+      "The run tokenizes with the checkpoint's vocab.txt (data.tokenizer.type wordpiece),\n"
+      "re-numbered so its specials sit at ropelab's special ids (RUN/hf/vocab_order.json).\n"
+      "A class, config value or tensor ropelab cannot represent exactly is refused, naming it.",
       [](CLI::App& sub) {
         sub.add_option("dir", g.file, "checkpoint directory (what save_pretrained writes)")
             ->required();
         sub.add_option("--out", g.out, "new run directory (must not exist)")->required();
+        sub.add_option("overrides", g.overrides,
+                       "key.path=value overrides of the run's config, applied after the "
+                       "checkpoint's (e.g. data.source=bible-sst2)");
       },
       cmd_import_hf);
   add(

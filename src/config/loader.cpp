@@ -1063,6 +1063,8 @@ std::vector<Problem> validate(const Config& c) {
     bad(tk.model.empty() ? "data.tokenizer.model" : "data.tokenizer.target_model",
         "with joint: false, give both model (source side) and target_model, or neither");
   // The synthetic sources' size bounds are the generator's: data::plan() checks them.
+  if (tk.type == TokenizerType::kWordPiece && tk.model.empty())
+    bad("data.tokenizer.model", "the wordpiece tokenizer needs its vocab.txt as model");
   if (kind_of(src) != DataKind::kSynthetic && tk.type == TokenizerType::kSynthetic) {
     bad("data.tokenizer.type", "the synthetic vocabulary is for the synthetic-* sources");
   }

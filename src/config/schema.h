@@ -65,6 +65,8 @@ enum class Norm { kAuto, kPost, kPre };
 ROPELAB_ENUM_NAMES(Norm, "auto", "post", "pre");
 enum class Activation { kGelu, kRelu };
 ROPELAB_ENUM_NAMES(Activation, "gelu", "relu");
+enum class PoolerActivation { kTanh, kGelu, kRelu };
+ROPELAB_ENUM_NAMES(PoolerActivation, "tanh", "gelu", "relu");
 enum class AttentionKernel { kSoftmax, kLinear };
 ROPELAB_ENUM_NAMES(AttentionKernel, "softmax", "linear");
 enum class FeatureMap { kElu, kFavor };
@@ -77,8 +79,10 @@ enum class MropeSections { kInterleaved, kContiguous };
 ROPELAB_ENUM_NAMES(MropeSections, "interleaved", "contiguous");
 enum class KerpleKernel { kLog, kPower };
 ROPELAB_ENUM_NAMES(KerpleKernel, "log", "power");
-enum class TokenizerType { kSpm, kByte, kSynthetic };
-ROPELAB_ENUM_NAMES(TokenizerType, "spm", "byte", "synthetic");
+enum class TokenizerType { kSpm, kByte, kSynthetic, kWordPiece };
+ROPELAB_ENUM_NAMES(TokenizerType, "spm", "byte", "synthetic", "wordpiece");
+enum class StripAccents { kAuto, kYes, kNo };
+ROPELAB_ENUM_NAMES(StripAccents, "auto", "yes", "no");
 enum class SpmModelType { kBpe, kUnigram };
 ROPELAB_ENUM_NAMES(SpmModelType, "bpe", "unigram");
 enum class DataSource {
@@ -589,6 +593,7 @@ struct ModelConfig {
   bool tie_embeddings = true;
   bool scale_embeddings = false;
   double init_std = 0.02;
+  PoolerActivation pooler_activation = PoolerActivation::kTanh;
   PositionConfig position;
   AttentionConfig attention;
   template <class V>
@@ -611,6 +616,9 @@ struct ModelConfig {
     v("tie_embeddings", tie_embeddings, "share input embeddings with the output projection");
     v("scale_embeddings", scale_embeddings, "multiply embeddings by sqrt(d_model)");
     v("init_std", init_std, "std of the normal initialiser", between(0, 10));
+    v("pooler_activation", pooler_activation,
+      "classification head: the activation of its dense layer on [CLS] (tanh: BERT's pooler; "
+      "gelu: RoFormer's classification head)");
     v("position", position, "position module");
     v("attention", attention, "attention kernel");
   }
@@ -624,24 +632,30 @@ struct TokenizerConfig {
   std::string model;
   bool joint = true;
   std::string target_model;
+  bool lowercase = true;
+  StripAccents strip_accents = StripAccents::kAuto;
   template <class V>
   void visit(V& v) {
     v("type", type,
-      "spm (SentencePiece) or byte (256 bytes + specials); synthetic (the fixed symbol "
-      "vocabulary of the synthetic-* sources) is set by those sources themselves");
+      "spm (SentencePiece), byte (256 bytes + specials) or wordpiece (BERT's: a vocab.txt given "
+      "as model, e.g. an imported checkpoint's); synthetic (the fixed symbol vocabulary of the "
+      "synthetic-* sources) is set by those sources themselves");
     v("vocab_size", vocab_size, "SentencePiece vocabulary size", between(32, 1 << 20));
     v("model_type", model_type, "SentencePiece algorithm");
     v("character_coverage", character_coverage, "SentencePiece character coverage",
       between(0.9, 1.0));
     v("model", model,
-      "use this existing .model file instead of training one (with joint: false, the source "
-      "side's)");
+      "spm: use this existing .model file instead of training one (with joint: false, the "
+      "source side's); wordpiece: the vocab.txt (required)");
     v("joint", joint,
       "parallel data: one vocabulary learned on both sides, shared by the encoder and the "
       "decoder (the default), or false: one vocabulary of vocab_size per side, with separate "
       "source embeddings");
     v("target_model", target_model,
       "with joint: false, an existing .model file for the target side (give model too)");
+    v("lowercase", lowercase, "wordpiece: lowercase the text first (uncased models)");
+    v("strip_accents", strip_accents,
+      "wordpiece: drop combining marks after NFD; auto: when lowercase (as BERT)");
   }
 };
 

@@ -17,6 +17,7 @@
 #include "text/builtin.h"
 #include "text/corpus.h"
 #include "text/glue.h"
+#include "text/wordpiece.h"
 #include "util/dir_lock.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -95,6 +96,11 @@ std::string tokenizer_tag(const config::DataConfig& d) {
                                                 g.seed)))
                .substr(0, 8);
   }
+  if (t.type == config::TokenizerType::kWordPiece)  // the vocabulary and its options
+    return "wordpiece-" + fs::hex64(fs::hash_bytes(stdfs::absolute(t.model).string() + "|" +
+                                                   (t.lowercase ? "l" : "") + "|" +
+                                                   config::to_string(t.strip_accents)))
+                              .substr(0, 8);
   if (!t.model.empty())
     return "spm-" + stdfs::path(t.model).stem().string() +
            (t.joint ? "" : "+" + stdfs::path(t.target_model).stem().string());
@@ -235,6 +241,7 @@ void train_tokenizer(const config::TokenizerConfig& t, const std::string& dir,
 std::pair<std::string, std::string> tokenizer_paths(const config::DataConfig& d,
                                                     const std::string& dir) {
   const auto& t = d.tokenizer;
+  if (t.type == config::TokenizerType::kWordPiece) return {t.model, ""};
   if (t.type != config::TokenizerType::kSpm) return {"", ""};
   if (!t.model.empty()) return {t.model, t.target_model};
   if (t.joint) return {join_path(dir, "tokenizer.model"), ""};
@@ -312,11 +319,23 @@ TokenDataset load_split(const Prepared& p, const std::string& split,
   return ds;
 }
 
+text::WordPieceOptions wordpiece_options(const config::TokenizerConfig& t) {
+  text::WordPieceOptions o;
+  o.lowercase = t.lowercase;
+  o.strip_accents = t.strip_accents == config::StripAccents::kAuto
+                        ? t.lowercase
+                        : t.strip_accents == config::StripAccents::kYes;
+  return o;
+}
+
 std::unique_ptr<text::Tokenizer> load_tokenizer(const Plan& p) {
   if (p.tokenizer.type == config::TokenizerType::kByte)
     return std::make_unique<text::ByteTokenizer>();
   if (p.tokenizer.type == config::TokenizerType::kSynthetic)
     return std::make_unique<synthetic::SyntheticTokenizer>();
+  if (p.tokenizer.type == config::TokenizerType::kWordPiece)
+    return std::make_unique<text::WordPieceTokenizer>(p.tokenizer_path,
+                                                      wordpiece_options(p.tokenizer));
   return std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
 }
 

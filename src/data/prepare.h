@@ -18,6 +18,7 @@
 #include "data/tokens.h"
 #include "text/glue.h"
 #include "text/tokenizer.h"
+#include "text/wordpiece.h"
 
 namespace ropelab::data {
 
@@ -61,6 +62,8 @@ Prepared prepare(const Plan& p, int threads);
 Prepared prepared_paths(const Plan& p);
 
 std::unique_ptr<text::Tokenizer> load_tokenizer(const Plan& p);
+// data.tokenizer's wordpiece options (strip_accents auto: as lowercase).
+text::WordPieceOptions wordpiece_options(const config::TokenizerConfig& t);
 // The target side's tokenizer with separate vocabularies; nullptr with a joint one.
 std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Plan& p);
 // What a prepared split records as its tokenizer: the joint one's fingerprint, or both sides'.

@@ -136,6 +136,13 @@ void use_pretrained_tokenizer(config::Config& c, const Pretrained& p) {
   auto& t = c.data.tokenizer;
   if (!t.model.empty() || c.task.init_from.empty()) return;
   const auto& pt = p.config.data.tokenizer;
+  if (pt.type == config::TokenizerType::kWordPiece) {  // an imported checkpoint's vocab.txt
+    t = pt;
+    if (!fs::exists(t.model))
+      throw UserError(c.task.init_from + ": its tokenizer " + t.model +
+                      " is missing; HINT: set data.tokenizer.model to its vocab.txt");
+    return;
+  }
   if (pt.type != config::TokenizerType::kSpm) {  // byte or synthetic: nothing to carry over
     t.type = pt.type;
     return;

@@ -1,4 +1,5 @@
-// BERT (Devlin et al. 2019) checkpoints: BertModel and BertForMaskedLM onto ropelab's encoder.
+// BERT (Devlin et al. 2019) checkpoints: BertModel, BertForMaskedLM and
+// BertForSequenceClassification onto ropelab's encoder (an MLM run; a GLUE run for the last).
 //
 // The architectures agree term by term: token + learned absolute position + token type
 // embeddings, an embedding LayerNorm, post-LN layers (self-attention with biases, softmax(q k^T /
@@ -17,15 +18,21 @@
 //   [bert.]encoder.layer.i.output.LayerNorm                 layers.i.norm2
 //   cls.predictions.transform.dense / .LayerNorm            head.dense / head.norm
 //   cls.predictions.bias (and .decoder.weight if untied)    head.bias (head.proj)
+//   bert.pooler.dense / classifier                          head.pooler / head.classifier
 //
-// The pooler ([bert.]pooler.dense) belongs to ropelab's classification head, so an MLM run
-// leaves it unused. A bare BertModel has no MLM head: the run's head is initialised.
+// The pooler belongs to ropelab's classification head, so an MLM run leaves it unused. A bare
+// BertModel has no MLM head: the run's head is initialised.
 #include <spdlog/fmt/fmt.h>
 #include <torch/torch.h>
 
+#include <filesystem>
+#include <optional>
+
 #include "hf/mapping.h"
 #include "text/tokenizer.h"
+#include "text/wordpiece.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 namespace ropelab::hf {
 
@@ -33,9 +40,44 @@ namespace {
 
 std::string num(double v) { return fmt::format("{:.17g}", v); }
 
+// The data.tokenizer overrides for the checkpoint's WordPiece tokenizer: its vocab.txt, and
+// do_lower_case / strip_accents from tokenizer_config.json (BertTokenizer's defaults without it).
+std::vector<std::string> wordpiece_overrides(const std::string& dir, const std::string& vocab) {
+  const std::string path = dir + "/tokenizer_config.json";
+  nlohmann::json j = nlohmann::json::object();
+  if (std::filesystem::is_regular_file(path)) {
+    try {
+      j = nlohmann::json::parse(fs::read_file(path));
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(path + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw UserError(path + ": not a JSON object");
+  }
+  auto flag = [&](const char* key, bool fallback) -> std::optional<bool> {
+    if (!j.contains(key)) return fallback;
+    if (j[key].is_null()) return std::nullopt;
+    if (!j[key].is_boolean()) throw UserError(path + ": " + key + ": expected true or false");
+    return j[key].get<bool>();
+  };
+  const bool lower = flag("do_lower_case", true).value_or(true);
+  const auto strip = flag("strip_accents", false);
+  const std::string strip_name = !j.contains("strip_accents") || !strip ? "auto"
+                                 : *strip                               ? "yes"
+                                                                        : "no";
+  if (!flag("tokenize_chinese_chars", true).value_or(true))
+    throw UserError(path +
+                    ": tokenize_chinese_chars: false is not supported (ropelab's "
+                    "wordpiece tokenizer always splits CJK ideographs)");
+  return {"data.tokenizer.type=wordpiece", "data.tokenizer.model=" + vocab,
+          std::string("data.tokenizer.lowercase=") + (lower ? "true" : "false"),
+          "data.tokenizer.strip_accents=" + strip_name};
+}
+
 }  // namespace
 
-bool is_bert(const std::string& a) { return a == "BertModel" || a == "BertForMaskedLM"; }
+bool is_bert(const std::string& a) {
+  return a == "BertModel" || a == "BertForMaskedLM" || a == "BertForSequenceClassification";
+}
 
 BertShape read_bert_shape(Source& s) {
   BertShape b;
@@ -58,23 +100,20 @@ BertShape read_bert_shape(Source& s) {
     s.unsupported("add_cross_attention", "an encoder with cross-attention");
   b.tied = s.get_bool("tie_word_embeddings", true);
   b.mlm = s.architecture().find("ForMaskedLM") != std::string::npos;
+  b.cls = s.architecture().find("ForSequenceClassification") != std::string::npos;
+  if (b.cls) b.labels = read_labels(s);
 
-  // The vocabulary's specials, from vocab.txt.
+  // The vocabulary (re-numbered as the wordpiece tokenizer numbers it) and the tokenizer's
+  // options.
   const std::string vocab_path = s.dir() + "/vocab.txt";
-  auto tokens = read_vocab_txt(vocab_path);
+  auto tokens = text::read_vocab_txt(vocab_path);
   if (static_cast<int64_t>(tokens.size()) != b.V)
     throw UserError(fmt::format("{}: {} tokens, config.json's vocab_size is {}", vocab_path,
                                 tokens.size(), b.V));
-  auto id_of = [&](const std::string& t) -> int64_t {
-    for (size_t i = 0; i < tokens.size(); ++i)
-      if (tokens[i] == t) return static_cast<int64_t>(i);
-    throw UserError(vocab_path + ": has no " + t + " token");
-  };
-  b.order = special_first_order(b.V, {id_of("[PAD]"), id_of("[UNK]"), -1, -1, id_of("[CLS]"),
-                                      id_of("[SEP]"), id_of("[MASK]")});
+  b.order = text::wordpiece_order(tokens, vocab_path);
 
   b.overrides = {
-      "task.type=mlm",
+      b.cls ? "task.type=glue" : "task.type=mlm",
       "model.arch=encoder",
       "model.d_model=" + std::to_string(b.D),
       "model.n_layers=" + std::to_string(b.L),
@@ -89,6 +128,7 @@ BertShape read_bert_shape(Source& s) {
       std::string("model.tie_embeddings=") + (b.tied ? "true" : "false"),
       "model.scale_embeddings=false",
   };
+  for (auto& o : wordpiece_overrides(s.dir(), vocab_path)) b.overrides.push_back(std::move(o));
   return b;
 }
 
@@ -123,8 +163,10 @@ void take_bert_encoder(Source& s, const BertShape& b, const std::string& p, Mapp
     linear(f + "output.dense", t + "fc2", F, D);
     norm(f + "output.LayerNorm", t + "norm2");
   }
-  s.skip(p + "pooler.dense.weight");  // the classification head's; an MLM run has none
-  s.skip(p + "pooler.dense.bias");
+  if (!b.cls) {
+    s.skip(p + "pooler.dense.weight");  // the classification head's; an MLM run has none
+    s.skip(p + "pooler.dense.bias");
+  }
   if (b.mlm) {
     linear("cls.predictions.transform.dense", "head.dense", D, D);
     norm("cls.predictions.transform.LayerNorm", "head.norm");
@@ -140,6 +182,38 @@ void take_bert_encoder(Source& s, const BertShape& b, const std::string& p, Mapp
   }
   m.vocab = V;
   m.vocab_order = b.order;
+  m.classifier = b.cls;
+  m.labels = b.labels;
+}
+
+std::vector<std::string> read_labels(Source& s) {
+  const auto& j = s.json();
+  if (j.contains("problem_type") && j["problem_type"].is_string()) {
+    const auto t = j["problem_type"].get<std::string>();
+    if (t == "multi_label_classification")
+      s.unsupported("problem_type", "ropelab's classification has one label per example");
+    if (t == "regression") return {};
+  }
+  if (!j.contains("id2label")) {  // transformers' default: two labels
+    if (s.get_int("num_labels", 2) == 1) return {};
+    return {"LABEL_0", "LABEL_1"};
+  }
+  if (!j["id2label"].is_object() || j["id2label"].empty())
+    s.unsupported("id2label", "expected an object of label names by id");
+  std::vector<std::string> names(j["id2label"].size());
+  for (const auto& [k, v] : j["id2label"].items()) {
+    size_t at = 0;
+    int64_t id = -1;
+    try {
+      id = std::stoll(k, &at);
+    } catch (const std::exception&) {
+    }
+    if (at != k.size() || id < 0 || id >= static_cast<int64_t>(names.size()) || !v.is_string())
+      s.unsupported("id2label", "expected ids 0..n-1 with string names");
+    names[static_cast<size_t>(id)] = v.get<std::string>();
+  }
+  if (names.size() == 1) return {};  // one output: a regression head
+  return names;
 }
 
 Mapped map_bert(Source& s) {
@@ -156,6 +230,13 @@ Mapped map_bert(Source& s) {
   m.weights["backbone.encoder.position.weight"] =
       s.take(p + "embeddings.position_embeddings.weight", {b.P, b.D});
   take_bert_encoder(s, b, p, m);
+  if (b.cls) {  // BERT's pooler (tanh) and the classifier
+    const int64_t C = std::max<int64_t>(1, static_cast<int64_t>(b.labels.size()));
+    m.weights["head.pooler.weight"] = s.take(p + "pooler.dense.weight", {b.D, b.D});
+    m.weights["head.pooler.bias"] = s.take(p + "pooler.dense.bias", {b.D});
+    m.weights["head.classifier.weight"] = s.take("classifier.weight", {C, b.D});
+    m.weights["head.classifier.bias"] = s.take("classifier.bias", {C});
+  }
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "config/loader.h"
+#include "data/prepare.h"
 #include "eval/weights.h"
 #include "hf/mapping.h"
 #include "tasks/task.h"
@@ -179,53 +180,47 @@ std::vector<std::string> Source::left_over() const {
   return out;
 }
 
-std::vector<std::string> read_vocab_txt(const std::string& path) {
-  if (!stdfs::is_regular_file(path))
-    throw UserError(path + ": no such file (the checkpoint's WordPiece vocabulary)");
-  std::vector<std::string> tokens;
-  std::string text = fs::read_file(path), line;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t nl = text.find('\n', at);
-    if (nl == std::string::npos) nl = text.size();
-    line = text.substr(at, nl - at);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    tokens.push_back(line);
-    at = nl + 1;
-  }
-  return tokens;
-}
-
-// ---- the vocabulary's order
-
-std::vector<int64_t> special_first_order(int64_t vocab, std::array<int64_t, 7> specials) {
-  std::vector<bool> taken(static_cast<size_t>(vocab), false);
-  for (auto s : specials) {
-    if (s < -1 || s >= vocab)
-      throw UserError(fmt::format("special token id {} is outside the vocabulary of {}", s, vocab));
-    if (s >= 0) {
-      if (taken[static_cast<size_t>(s)])
-        throw UserError(fmt::format("special token id {} names two special tokens", s));
-      taken[static_cast<size_t>(s)] = true;
-    }
-  }
-  int64_t next_free = 0;
-  for (auto& s : specials) {
-    if (s >= 0) continue;
-    while (next_free < vocab && taken[static_cast<size_t>(next_free)]) ++next_free;
-    if (next_free == vocab) throw UserError("the vocabulary is too small for ropelab's specials");
-    s = next_free;
-    taken[static_cast<size_t>(next_free)] = true;
-  }
-  std::vector<int64_t> order(specials.begin(), specials.end());
-  for (int64_t i = 0; i < vocab; ++i)
-    if (!taken[static_cast<size_t>(i)]) order.push_back(i);
-  return order;
-}
-
 // ---- reading
 
-Imported read_hf(const std::string& dir) {
+namespace {
+
+// A classifier's rows (the checkpoint's labels `labels`, by id) put in the order of the run's
+// data's labels: by name where id2label names them all, else in id order (said in the
+// returned note). UserError when the numbers of labels, or regression and classes, differ.
+std::string align_labels(Imported& imp, const std::vector<std::string>& labels,
+                         const std::string& config_path) {
+  const auto& c = imp.config;
+  const text::GlueTask g = data::plan(c.data, c.task.seq_len).glue;
+  const std::string data =
+      config::to_string(c.data.source) + (g.name.empty() ? std::string() : " (" + g.name + ")");
+  if (g.regression != labels.empty())
+    throw UserError(fmt::format("{}: id2label: {} but the data {} is {}", config_path,
+                                labels.empty() ? "a regression head (one output)"
+                                               : std::to_string(labels.size()) + " labels",
+                                data, g.regression ? "regression" : "classification"));
+  if (g.regression) return "";
+  if (labels.size() != g.label_names.size())
+    throw UserError(fmt::format("{}: id2label has {} labels but the data {} has {}", config_path,
+                                labels.size(), data, g.label_names.size()));
+  std::vector<int64_t> rows;
+  for (const auto& name : g.label_names) {
+    auto it = std::find(labels.begin(), labels.end(), name);
+    if (it == labels.end()) break;
+    rows.push_back(it - labels.begin());
+  }
+  std::string joined;
+  for (const auto& l : labels) joined += (joined.empty() ? "" : ", ") + l;
+  if (rows.size() != labels.size())
+    return "id2label (" + joined + ") does not name the data's labels: taken in id order";
+  auto index = torch::tensor(rows, torch::kLong);
+  for (const char* k : {"head.classifier.weight", "head.classifier.bias"})
+    imp.weights[k] = imp.weights.at(k).index_select(0, index);
+  return "";
+}
+
+}  // namespace
+
+Imported read_hf(const std::string& dir, const std::vector<std::string>& overrides) {
   if (!stdfs::is_directory(dir))
     throw UserError(dir +
                     ": no such directory (a Hugging Face checkpoint: config.json, "
@@ -238,8 +233,9 @@ Imported read_hf(const std::string& dir) {
     m = map_roformer(s);
   else
     throw UserError(s.config_path() + ": architectures: " + s.architecture() +
-                    " is not supported (supported: BertModel, BertForMaskedLM, RoFormerModel, "
-                    "RoFormerForMaskedLM)");
+                    " is not supported (supported: BertModel, BertForMaskedLM, "
+                    "BertForSequenceClassification, RoFormerModel, RoFormerForMaskedLM, "
+                    "RoFormerForSequenceClassification)");
   auto left = s.left_over();
   if (!left.empty())
     throw UserError(fmt::format("{}: {} tensor(s) that {} does not have, e.g. {}", dir, left.size(),
@@ -250,9 +246,18 @@ Imported read_hf(const std::string& dir) {
   imp.vocab_order = m.vocab_order;
   imp.weights = std::move(m.weights);
   imp.unused = s.skipped();
-  // The config: ropelab's defaults under the mapping's overrides, with every config check.
+  const bool data_named = std::any_of(overrides.begin(), overrides.end(), [](const auto& o) {
+    return o.rfind("data.source=", 0) == 0;
+  });
+  if (m.classifier && !data_named)
+    throw UserError(s.config_path() + ": " + s.architecture() +
+                    " needs the data its labels are for; HINT: add e.g. data.source=glue "
+                    "data.glue_task=SST-2 data.train=GLUE/SST-2 (or data.source=bible-sst2)");
+  // The config: ropelab's defaults under the mapping's overrides, then the user's, with every
+  // config check.
   std::vector<config::Override> ov;
   for (const auto& o : m.overrides) ov.push_back(config::Override{o, s.config_path()});
+  for (const auto& o : config::overrides_from_args(overrides)) ov.push_back(o);
   auto base = stdfs::temp_directory_path() / fmt::format("ropelab-{}-import.yaml", ::getpid());
   fs::write_file_atomic(base.string(), "{}\n");
   try {
@@ -262,14 +267,23 @@ Imported read_hf(const std::string& dir) {
     throw;
   }
   stdfs::remove(base);
+  if (m.classifier) imp.note = align_labels(imp, m.labels, s.config_path());
   return imp;
 }
 
 // ---- writing the run
 
-std::string import_hf(const std::string& dir, const std::string& out) {
+std::string import_hf(const std::string& dir, const std::string& out,
+                      const std::vector<std::string>& overrides) {
   if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
-  Imported imp = read_hf(dir);
+  Imported imp = read_hf(dir, overrides);
+  // The run names itself, and its tokenizer reads the copy of the vocabulary it keeps.
+  stdfs::path out_abs = stdfs::absolute(out).lexically_normal();
+  if (out_abs.filename().empty()) out_abs = out_abs.parent_path();  // "runs/bert/"
+  imp.config.run.name = out_abs.filename().string();
+  imp.config.run.out_dir = out_abs.parent_path().string();
+  auto& tok = imp.config.data.tokenizer;
+  if (!tok.model.empty()) tok.model = (out_abs / "hf" / stdfs::path(tok.model).filename()).string();
   // Every parameter of the run's model: from the checkpoint, or initialised (listed).
   auto model = tasks::make_task(imp.config, imp.vocab)->build_model();
   {
@@ -320,6 +334,7 @@ std::string import_hf(const std::string& dir, const std::string& out) {
   if (!imp.initialised.empty())
     summary += fmt::format("; {} parameter(s) not in the checkpoint were initialised, e.g. {}",
                            imp.initialised.size(), imp.initialised.front());
+  if (!imp.note.empty()) summary += "; " + imp.note;
   if (!imp.unused.empty())
     summary += fmt::format("; {} checkpoint tensor(s) not used, e.g. {}", imp.unused.size(),
                            imp.unused.front());

@@ -39,21 +39,21 @@ struct Imported {
   // Checkpoint tensors with no counterpart in the run's model (a pooler next to an MLM head),
   // and buffers that are recomputed (position ids).
   std::vector<std::string> unused;
+  std::string note;  // what the summary should say besides (a label order assumed)
 };
 
-// Reads and maps DIR. UserError naming the file and the key for anything unsupported,
+// Reads and maps DIR; `overrides` (key=value, as on `train`'s command line) apply after the
+// mapping's. A ...ForSequenceClassification needs them to name its data (data.source, ...):
+// its labels must be the data's, and the classifier's rows are put in the data's label order
+// where id2label names them. UserError naming the file and the key for anything unsupported,
 // missing, damaged or of the wrong shape.
-Imported read_hf(const std::string& dir);
+Imported read_hf(const std::string& dir, const std::vector<std::string>& overrides = {});
 
 // read_hf(), then the run directory `out`: config.yaml, one model-only checkpoint (loaded as
 // any run's: eval::load_run_model) and hf/ (config.json, the tokenizer's files and
 // vocab_order.json). `out` must not exist; it appears complete or not at all. Returns a
 // one-line summary.
-std::string import_hf(const std::string& dir, const std::string& out);
-
-// The re-numbering: ropelab's 7 special ids first, each taking the checkpoint id given in
-// `specials` (pad, unk, bos, eos, cls, sep, mask; -1: the checkpoint has none, which then takes
-// the lowest id no other special uses), then every other id in increasing order.
-std::vector<int64_t> special_first_order(int64_t vocab, std::array<int64_t, 7> specials);
+std::string import_hf(const std::string& dir, const std::string& out,
+                      const std::vector<std::string>& overrides = {});
 
 }  // namespace ropelab::hf

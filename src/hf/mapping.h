@@ -61,6 +61,10 @@ struct Mapped {
   int64_t vocab = 0;
   std::vector<int64_t> vocab_order;
   std::map<std::string, at::Tensor> weights;
+  // ...ForSequenceClassification: the classifier's rows are the checkpoint's labels, named by
+  // config.json's id2label (in id order); import.cpp puts them in the run's data's order.
+  bool classifier = false;
+  std::vector<std::string> labels;
 };
 
 // One family per file; each throws UserError for what it cannot map.
@@ -74,16 +78,18 @@ Mapped map_roformer(Source& s);
 struct BertShape {
   int64_t V = 0, D = 0, L = 0, N = 0, F = 0, P = 0;
   std::string act;
-  bool tied = true, mlm = false;
+  bool tied = true, mlm = false, cls = false;
+  std::vector<std::string> labels;  // cls: id2label's names by id
   std::vector<int64_t> order;
   std::vector<std::string> overrides;
 };
 BertShape read_bert_shape(Source& s);
+// A ...ForSequenceClassification's labels: config.json's id2label names by id (transformers'
+// default without it: LABEL_0, LABEL_1); empty for a regression head (one output).
+std::vector<std::string> read_labels(Source& s);
 // The word and token-type embeddings, the embedding LayerNorm, the layers and (for a
 // ...ForMaskedLM class) the MLM head, from names under `prefix` ("bert.", "roformer." or "").
+// The classification heads differ (BERT's pooler, RoFormer's head): each family maps its own.
 void take_bert_encoder(Source& s, const BertShape& b, const std::string& prefix, Mapped& m);
-
-// The checkpoint's vocabulary file (vocab.txt), one token per line: its tokens in id order.
-std::vector<std::string> read_vocab_txt(const std::string& path);
 
 }  // namespace ropelab::hf

@@ -1,12 +1,15 @@
-// RoFormer (Su et al. 2021, Eq. 34): RoFormerModel and RoFormerForMaskedLM onto ropelab's
-// encoder with RoPE. The layers, embeddings and MLM head are BERT's (hf/bert.cpp maps them,
-// under "roformer."); there are no position embeddings. Instead every layer turns q and k by
-// RoPE with interleaved pairs (2i, 2i+1) and theta_i = 10000^(-2i/d), which is ropelab's
-// `rope` with its defaults (pairing interleaved, base 10000).
+// RoFormer (Su et al. 2021, Eq. 34): RoFormerModel, RoFormerForMaskedLM and
+// RoFormerForSequenceClassification onto ropelab's encoder with RoPE. The layers, embeddings and
+// MLM head are BERT's (hf/bert.cpp maps them, under "roformer."); there are no position embeddings.
+// Instead every layer turns q and k by RoPE with interleaved pairs (2i, 2i+1) and theta_i =
+// 10000^(-2i/d), which is ropelab's `rope` with its defaults (pairing interleaved, base 10000).
 //
 // transformers saves the fixed sinusoid table (roformer.encoder.embed_positions.weight,
 // [max_position_embeddings, head dim]: sin(m theta_j) for j < d/2, then cos). The importer
 // checks that it holds exactly that table, then leaves it out: ropelab computes the angles.
+// RoFormer's classification head is dense -> hidden_act -> out_proj on [CLS], without BERT's
+// tanh pooler: ropelab's head with pooler_activation = hidden_act (classifier.dense ->
+// head.pooler, classifier.out_proj -> head.classifier).
 // Not mapped (refused, naming the key): an embedding_size other than hidden_size (the
 // embeddings' projection), and rotary_value (RoPE on the values too).
 #include <spdlog/fmt/fmt.h>
@@ -20,7 +23,8 @@
 namespace ropelab::hf {
 
 bool is_roformer(const std::string& a) {
-  return a == "RoFormerModel" || a == "RoFormerForMaskedLM";
+  return a == "RoFormerModel" || a == "RoFormerForMaskedLM" ||
+         a == "RoFormerForSequenceClassification";
 }
 
 Mapped map_roformer(Source& s) {
@@ -55,6 +59,14 @@ Mapped map_roformer(Source& s) {
           s.dir(), table, diff));
   }
   take_bert_encoder(s, b, p, m);
+  if (b.cls) {
+    const int64_t C = std::max<int64_t>(1, static_cast<int64_t>(b.labels.size()));
+    m.overrides.push_back("model.pooler_activation=" + b.act);
+    m.weights["head.pooler.weight"] = s.take("classifier.dense.weight", {b.D, b.D});
+    m.weights["head.pooler.bias"] = s.take("classifier.dense.bias", {b.D});
+    m.weights["head.classifier.weight"] = s.take("classifier.out_proj.weight", {C, b.D});
+    m.weights["head.classifier.bias"] = s.take("classifier.out_proj.bias", {C});
+  }
   return m;
 }
 

@@ -41,13 +41,22 @@ torch::Tensor MlmHeadImpl::forward(const torch::Tensor& h, const TransformerImpl
 }
 
 ClassificationHeadImpl::ClassificationHeadImpl(const config::ModelConfig& c, int64_t num_outputs)
-    : dropout_(c.dropout) {
+    : dropout_(c.dropout), act_(c.pooler_activation) {
   pooler = register_module("pooler", torch::nn::Linear(c.d_model, c.d_model));
   classifier = register_module("classifier", torch::nn::Linear(c.d_model, num_outputs));
 }
 
 torch::Tensor ClassificationHeadImpl::forward(const torch::Tensor& h, const TransformerImpl&) {
-  auto pooled = torch::tanh(pooler(h.select(1, 0)));
+  using config::PoolerActivation;
+  auto x_BD = h.select(1, 0);
+  torch::Tensor pooled;
+  if (act_ == PoolerActivation::kTanh) {  // BERT's pooler
+    pooled = torch::tanh(pooler(x_BD));
+  } else {  // RoFormer's classification head: dropout on both sides of the dense layer
+    x_BD = model::dropout(x_BD, dropout_, is_training());
+    pooled = pooler(x_BD);
+    pooled = act_ == PoolerActivation::kGelu ? F::gelu(pooled) : torch::relu(pooled);
+  }
   pooled = model::dropout(pooled, dropout_, is_training());
   return classifier(pooled);
 }

@@ -4,7 +4,8 @@
 //   MlmHead             BERT's transform (dense + GELU + LayerNorm), then the vocabulary
 //                       projection (tied or own) plus an output bias (Devlin et al. 2019);
 //   ClassificationHead  BERT's pooler (tanh dense on [CLS]) and a linear layer with dropout:
-//                       num_outputs classes, or 1 for regression.
+//                       num_outputs classes, or 1 for regression; with pooler_activation gelu
+//                       or relu, RoFormer's head (dropout, dense, activation, dropout, linear).
 // A head never owns the backbone: tied heads read the embedding matrix at forward time.
 //
 // Legend: B batch, T time, D model dim, V vocab, C classes.
@@ -56,6 +57,7 @@ class ClassificationHeadImpl : public HeadImpl {
 
  private:
   double dropout_;
+  config::PoolerActivation act_;
   torch::nn::Linear pooler{nullptr}, classifier{nullptr};
 };
 

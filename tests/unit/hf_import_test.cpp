@@ -9,10 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/prepare.h"
 #include "eval/weights.h"
 #include "helpers.h"
 #include "hf/import.h"
 #include "hf/safetensors.h"
+#include "text/tokenizer.h"
+#include "text/vocab_order.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -47,9 +50,10 @@ struct Outputs {
 };
 
 // Imports `fixture`, loads the run like eval does, and runs the fixture's inputs through it.
-Outputs run_imported(const std::string& fixture, const test::TempDir& d, Checkpoint& expected) {
+Outputs run_imported(const std::string& fixture, const test::TempDir& d, Checkpoint& expected,
+                     const std::vector<std::string>& overrides = {}) {
   const std::string run = d.file("run");
-  std::string summary = import_hf(kDir + "/" + fixture, run);
+  std::string summary = import_hf(kDir + "/" + fixture, run, overrides);
   EXPECT_NE(summary.find("imported"), std::string::npos) << summary;
   auto order = vocab_order(run);
   auto m = eval::load_run_model(run);
@@ -83,7 +87,7 @@ std::string damaged_copy(const test::TempDir& d, const std::string& fixture,
 TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
   // BERT: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103; no BOS/EOS, which take the
   // lowest free ids.
-  auto o = special_first_order(110, {0, 100, -1, -1, 101, 102, 103});
+  auto o = text::special_first_order(110, {0, 100, -1, -1, 101, 102, 103});
   ASSERT_EQ(o.size(), 110u);
   EXPECT_EQ((std::vector<int64_t>(o.begin(), o.begin() + 8)),
             (std::vector<int64_t>{0, 100, 1, 2, 101, 102, 103, 3}));
@@ -91,8 +95,8 @@ TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
   std::sort(sorted.begin(), sorted.end());
   for (int64_t i = 0; i < 110; ++i) EXPECT_EQ(sorted[i], i);  // a permutation
   for (size_t i = 8; i + 1 < o.size(); ++i) EXPECT_LT(o[i], o[i + 1]);
-  EXPECT_THROW(special_first_order(10, {0, 0, -1, -1, 1, 2, 3}), UserError);
-  EXPECT_THROW(special_first_order(10, {0, 1, -1, -1, 2, 3, 10}), UserError);
+  EXPECT_THROW(text::special_first_order(10, {0, 0, -1, -1, 1, 2, 3}), UserError);
+  EXPECT_THROW(text::special_first_order(10, {0, 1, -1, -1, 2, 3, 10}), UserError);
 }
 
 TEST(HfImport, MaskedLmClassesGiveTheReferenceLogits) {
@@ -110,6 +114,122 @@ TEST(HfImport, MaskedLmClassesGiveTheReferenceLogits) {
     EXPECT_GT(want.abs().max().item<double>(), 1.0);
     EXPECT_GT(max_diff(o.logits, tensor(expected, "logits")), 0.1);
   }
+}
+
+TEST(HfImport, SequenceClassificationGivesTheReferenceLogits) {
+  // BERT: the tanh pooler and the classifier; labels named as MNLI's (the data's order).
+  // RoFormer: dense -> GELU -> out_proj, transformers' default label names.
+  struct Case {
+    const char* fixture;
+    std::vector<std::string> data;
+  };
+  test::TempDir glue;
+  for (const auto& c :
+       {Case{"bert-cls",
+             {"data.source=glue", "data.glue_task=MNLI", "data.train=" + glue.file("MNLI")}},
+        Case{"roformer-cls", {"data.source=bible-sst2"}}}) {
+    SCOPED_TRACE(c.fixture);
+    test::TempDir d;
+    auto expected = Checkpoint::open(kDir + "/" + c.fixture + "/expected.safetensors");
+    auto o = run_imported(c.fixture, d, expected, c.data);
+    auto want = tensor(expected, "logits");
+    EXPECT_LT(max_diff(o.logits, want), 1e-4);
+    EXPECT_GT(want.abs().max().item<double>(), 0.3);  // not vacuous
+    auto m = eval::load_run_model(d.file("run"));
+    EXPECT_STREQ(m.config.task.type(), "glue");
+    EXPECT_EQ(m.config.model.pooler_activation, std::string(c.fixture) == "bert-cls"
+                                                    ? config::PoolerActivation::kTanh
+                                                    : config::PoolerActivation::kGelu);
+  }
+}
+
+TEST(HfImport, ClassifierRowsFollowTheDataLabelNames) {
+  // id2label lists neutral first: ropelab's MNLI order is entailment, neutral, contradiction.
+  test::TempDir d;
+  auto dir = damaged_copy(d, "bert-cls", [](nlohmann::json& j) {
+    j["id2label"] = {{"0", "neutral"}, {"1", "entailment"}, {"2", "contradiction"}};
+  });
+  import_hf(dir, d.file("run"),
+            {"data.source=glue", "data.glue_task=MNLI", "data.train=" + d.file("MNLI")});
+  auto expected = Checkpoint::open(kDir + "/bert-cls/expected.safetensors");
+  auto m = eval::load_run_model(d.file("run"));
+  m.model->eval();
+  torch::NoGradGuard ng;
+  auto ids = to_ropelab_ids(vocab_order(d.file("run")), tensor(expected, "input_ids"));
+  auto h = m.model->backbone->encode(ids, tensor(expected, "attention_mask").to(torch::kBool),
+                                     tensor(expected, "token_type_ids"));
+  auto got = m.model->logits(h);
+  auto want = tensor(expected, "logits").index_select(1, torch::tensor({1, 0, 2}));
+  EXPECT_LT(max_diff(got, want), 1e-4);
+
+  // Names that are not the data's: kept in id order, and the summary says so.
+  test::TempDir e;
+  auto dir2 = damaged_copy(e, "roformer-cls", [](nlohmann::json& j) {
+    j["id2label"] = {{"0", "negative"}, {"1", "positive"}};
+  });
+  auto summary = import_hf(dir2, e.file("run"), {"data.source=bible-sst2"});
+  EXPECT_NE(summary.find("taken in id order"), std::string::npos) << summary;
+}
+
+TEST(HfImport, ClassificationRefusals) {
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::vector<std::string> data;
+    std::string expect;
+  };
+  const std::vector<std::string> sst2 = {"data.source=bible-sst2"};
+  std::vector<Case> cases = {
+      {[](nlohmann::json&) {}, {}, "needs the data its labels are for"},
+      {[](nlohmann::json&) {}, sst2, "id2label has 3 labels but the data bible-sst2"},
+      {[](nlohmann::json& j) { j["problem_type"] = "multi_label_classification"; }, sst2,
+       "problem_type"},
+      {[](nlohmann::json& j) {
+         j["id2label"] = {{"0", "a"}, {"7", "b"}};
+       },
+       sst2, "id2label"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.expect);
+    test::TempDir d;
+    auto dir = damaged_copy(d, "bert-cls", c.edit);
+    try {
+      import_hf(dir, d.file("run"), c.data);
+      ADD_FAILURE() << "accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(stdfs::exists(d.file("run")));
+  }
+}
+
+TEST(HfImport, TheRunTokenizesWithTheCheckpointVocabulary) {
+  test::TempDir d;
+  import_hf(kDir + "/bert-mlm", d.file("run"));
+  auto c = eval::load_run_model(d.file("run")).config;
+  const auto& t = c.data.tokenizer;
+  EXPECT_EQ(t.type, config::TokenizerType::kWordPiece);
+  EXPECT_EQ(t.model, d.file("run/hf/vocab.txt"));
+  EXPECT_TRUE(t.lowercase);  // BertTokenizer's default without tokenizer_config.json
+  EXPECT_EQ(c.run.name, "run");
+  EXPECT_EQ(c.run.out_dir, d.path());
+  auto tok = data::load_tokenizer(data::plan(c.data, c.task.seq_len));
+  auto ids = tok->encode("Let there be LIGHT, [MASK] god said!");
+  std::vector<std::string> pieces;
+  for (auto id : ids) pieces.push_back(tok->piece(id));
+  EXPECT_EQ(pieces, (std::vector<std::string>{"let", "there", "be", "light", ",", "[MASK]", "god",
+                                              "said", "!"}));
+  EXPECT_EQ(ids[5], text::Special::kMask);
+
+  // A cased checkpoint: do_lower_case false in tokenizer_config.json.
+  test::TempDir e;
+  stdfs::copy(kDir + "/bert-mlm", e.file("cased"), stdfs::copy_options::recursive);
+  test::write(e.file("cased/tokenizer_config.json"), R"({"do_lower_case": false})");
+  import_hf(e.file("cased"), e.file("run"));
+  auto cased = eval::load_run_model(e.file("run")).config.data.tokenizer;
+  EXPECT_FALSE(cased.lowercase);
+  EXPECT_EQ(cased.strip_accents, config::StripAccents::kAuto);
+  test::write(e.file("cased/tokenizer_config.json"), R"({"do_lower_case": "no"})");
+  EXPECT_THROW(import_hf(e.file("cased"), e.file("run2")), UserError);
 }
 
 TEST(HfImport, ConfigMapsOntoTheEncoder) {
