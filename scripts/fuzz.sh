@@ -31,7 +31,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(config overrides glue_tsv osis parallel manifest safetensors scorers)
+all=(config overrides glue_tsv osis parallel manifest safetensors scorers tokenizers)
 ((${#targets[@]})) || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz: no target '$t' (targets: ${all[*]})" >&2; exit 2; }

@@ -315,8 +315,284 @@ def main():
     with open(os.path.join(out, "roformer-cls", "tokenizer_config.json"), "w") as f:
         json.dump({"do_lower_case": True, "tokenizer_class": "RoFormerTokenizer"}, f, indent=2)
 
+    llama_fixtures(out, g)
+
     if "--check-with-transformers" in sys.argv:
         check_with_transformers(out)
+
+
+# ---- Llama-layout decoders (Touvron et al. 2023; transformers' LlamaForCausalLM, Mistral, Qwen2)
+#
+#   x = embed(ids); per layer: x += o(attn(rms(x))); x += down(silu(gate(rms(x))) * up(rms(x)))
+#   rms(x) = w * x / sqrt(mean(x^2) + eps); logits = rms(x) @ lm_head^T (the embeddings if tied)
+#   attention: causal softmax(q k^T / sqrt(H)); grouped-query: kv head j serves query heads
+#   [j g, (j+1) g); RoPE on (i, i + H/2) pairs: q cos + rotate_half(q) sin, cos and sin of
+#   m * inv_freq (twice over), times the scaling's attention factor.
+#   rope_scaling, as transformers' documented rope types compute inv_freq:
+#     linear   inv_freq / factor
+#     dynamic  base * (factor * T / L0 - (factor - 1)) ** (H / (H - 2)) when T > L0
+#     yarn     a ramp over pair indices between the correction dims of beta_fast and beta_slow
+#              (floor, ceil), blending inv_freq (kept) and inv_freq / factor; attention factor
+#              0.1 ln(factor) + 1
+#     llama3   wavelengths above L0 / low_freq_factor divided by factor, below
+#              L0 / high_freq_factor kept, a smooth blend between
+#     longrope inv_freq / long_factor when T > L0 else / short_factor; attention factor
+#              sqrt(1 + ln(factor) / ln(L0))
+
+LLAMA_VOCAB = 64
+LLAMA_FIXTURES = ("llama", "llama-tied-mqa", "qwen2", "mistral", "llama-linear", "llama-dynamic",
+                  "llama-yarn", "llama-llama3", "llama-longrope", "llama-bpe", "llama-spm")
+
+
+def llama_config(**kw):
+    c = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": LLAMA_VOCAB,
+        "hidden_size": 32,
+        "intermediate_size": 40,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_act": "silu",
+        "max_position_embeddings": 16,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "initializer_range": 0.02,
+        "pretraining_tp": 1,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "torch_dtype": "float32",
+        "transformers_version": "4.46.0",
+    }
+    c.update(kw)
+    return c
+
+
+def init_llama(cfg, g, qkv_bias=False):
+    D, F, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    N, Nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    H = D // N
+
+    def rnd(*shape, std):
+        return (torch.randn(*shape, generator=g) * std).float()
+
+    sd = {"model.embed_tokens.weight": rnd(V, D, std=0.5)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        for n, rows in (("q", D), ("k", Nkv * H), ("v", Nkv * H), ("o", D)):
+            sd[p + f"self_attn.{n}_proj.weight"] = rnd(rows, D, std=1 / math.sqrt(D))
+            if qkv_bias and n != "o":
+                sd[p + f"self_attn.{n}_proj.bias"] = rnd(rows, std=0.1)
+        sd[p + "mlp.gate_proj.weight"] = rnd(F, D, std=1 / math.sqrt(D))
+        sd[p + "mlp.up_proj.weight"] = rnd(F, D, std=1 / math.sqrt(D))
+        sd[p + "mlp.down_proj.weight"] = rnd(D, F, std=1 / math.sqrt(F))
+        sd[p + "input_layernorm.weight"] = 1 + rnd(D, std=0.1)
+        sd[p + "post_attention_layernorm.weight"] = 1 + rnd(D, std=0.1)
+    sd["model.norm.weight"] = 1 + rnd(D, std=0.1)
+    if not cfg["tie_word_embeddings"]:
+        sd["lm_head.weight"] = rnd(V, D, std=1 / math.sqrt(D))
+    return sd
+
+
+def llama_inv_freq(cfg, T):
+    """inv_freq [H/2] and the attention factor for a forward pass over T tokens (float64)."""
+    H = cfg["hidden_size"] // cfg["num_attention_heads"]
+    base = cfg["rope_theta"]
+    inv = base ** (-torch.arange(0, H, 2, dtype=torch.float64) / H)
+    rs = cfg.get("rope_scaling") or {"rope_type": "default"}
+    kind = rs["rope_type"]
+    L0 = rs.get("original_max_position_embeddings",
+                cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"]))
+    f = rs.get("factor", 1.0)
+    if kind == "default":
+        return inv, 1.0
+    if kind == "linear":
+        return inv / f, 1.0
+    if kind == "dynamic":
+        if T <= L0:
+            return inv, 1.0
+        b = base * ((f * T / L0) - (f - 1)) ** (H / (H - 2))
+        return b ** (-torch.arange(0, H, 2, dtype=torch.float64) / H), 1.0
+    if kind == "yarn":
+        def corr(rot):
+            return (H * math.log(L0 / (rot * 2 * math.pi))) / (2 * math.log(base))
+        lo = max(math.floor(corr(rs.get("beta_fast", 32))), 0)
+        hi = min(math.ceil(corr(rs.get("beta_slow", 1))), H - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = ((torch.arange(H // 2, dtype=torch.float64) - lo) / (hi - lo)).clamp(0, 1)
+        extrapolate = 1 - ramp
+        return inv / f * (1 - extrapolate) + inv * extrapolate, 0.1 * math.log(f) + 1.0
+    if kind == "llama3":
+        lo_f, hi_f = rs["low_freq_factor"], rs["high_freq_factor"]
+        wl = 2 * math.pi / inv
+        out = torch.where(wl > L0 / lo_f, inv / f, inv)
+        smooth = (L0 / wl - lo_f) / (hi_f - lo_f)
+        blended = (1 - smooth) * out / f + smooth * out
+        medium = (wl >= L0 / hi_f) & (wl <= L0 / lo_f)
+        return torch.where(medium, blended, out), 1.0
+    if kind == "longrope":
+        factor = cfg["max_position_embeddings"] / L0
+        ext = torch.tensor(rs["long_factor"] if T > L0 else rs["short_factor"],
+                           dtype=torch.float64)
+        return inv / ext, math.sqrt(1 + math.log(factor) / math.log(L0))
+    raise ValueError(kind)
+
+
+def rms_norm(x, w, eps):
+    return w * x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat([-x[..., h:], x[..., :h]], -1)
+
+
+def llama_logits(sd, cfg, ids):
+    sd = {k: v.double() for k, v in sd.items()}
+    B, T = ids.shape
+    D, N, Nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    H, eps = D // N, cfg["rms_norm_eps"]
+    inv, att = llama_inv_freq(cfg, T)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    ang = torch.cat([ang, ang], -1)
+    cos, sin = ang.cos() * att, ang.sin() * att
+    causal = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+
+    def lin(x, name):
+        y = x @ sd[name + ".weight"].t()
+        return y + sd[name + ".bias"] if name + ".bias" in sd else y
+
+    x = sd["model.embed_tokens.weight"][ids]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms_norm(x, sd[p + "input_layernorm.weight"], eps)
+        q = lin(h, p + "self_attn.q_proj").view(B, T, N, H).transpose(1, 2)
+        k = lin(h, p + "self_attn.k_proj").view(B, T, Nkv, H).transpose(1, 2)
+        v = lin(h, p + "self_attn.v_proj").view(B, T, Nkv, H).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(N // Nkv, 1), v.repeat_interleave(N // Nkv, 1)
+        a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(H) + causal, -1) @ v
+        x = x + lin(a.transpose(1, 2).reshape(B, T, D), p + "self_attn.o_proj")
+        h = rms_norm(x, sd[p + "post_attention_layernorm.weight"], eps)
+        gate = lin(h, p + "mlp.gate_proj")
+        x = x + lin(gate * torch.sigmoid(gate) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+    x = rms_norm(x, sd["model.norm.weight"], eps)
+    w = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])
+    return x @ w.t()
+
+
+def llama_fixtures(out, g):
+    """LlamaForCausalLM (untied, grouped-query), a tied multi-query one (SmolLM-like), Qwen2
+    (q/k/v biases), Mistral, and each rope_scaling type on the first one's weights. Each holds
+    a short input (12 tokens) and a long one (40: beyond the scaled types' original length)."""
+    V = LLAMA_VOCAB
+    short = torch.randint(3, V, (2, 12), generator=g)
+    long = torch.randint(3, V, (2, 40), generator=g)
+
+    def save_llama(name, cfg, sd):
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2, sort_keys=True)
+        write(os.path.join(d, "model.safetensors"), [(k, "F32", sd[k]) for k in sorted(sd)],
+              {"format": "pt"})
+        expected = []
+        for tag, ids in (("", long), ("_short", short)):
+            expected += [("input_ids" + tag, "I64", ids),
+                         ("logits" + tag, "F32", llama_logits(sd, cfg, ids).float())]
+        write(os.path.join(d, "expected.safetensors"), expected, {"format": "pt"})
+        print(f"wrote {d}")
+
+    base = llama_config()
+    base_sd = init_llama(base, g)
+    save_llama("llama", base, base_sd)
+    cfg = llama_config(tie_word_embeddings=True, num_key_value_heads=1, rope_theta=500000.0)
+    save_llama("llama-tied-mqa", cfg, init_llama(cfg, g))
+    cfg = llama_config(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                       use_sliding_window=False, sliding_window=4096, max_window_layers=2)
+    del cfg["attention_bias"], cfg["mlp_bias"]
+    save_llama("qwen2", cfg, init_llama(cfg, g, qkv_bias=True))
+    cfg = llama_config(architectures=["MistralForCausalLM"], model_type="mistral",
+                       sliding_window=None)
+    del cfg["attention_bias"], cfg["mlp_bias"]
+    save_llama("mistral", cfg, init_llama(cfg, g))
+    scalings = {
+        "linear": ({"rope_type": "linear", "factor": 4.0}, {}),
+        "dynamic": ({"rope_type": "dynamic", "factor": 4.0}, {}),
+        # original length and max_position_embeddings agree with factor, so every transformers
+        # version reads the same L0 and attention factor.
+        "yarn": ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256,
+                  "beta_fast": 32.0, "beta_slow": 1.0}, {"max_position_embeddings": 1024}),
+        "llama3": ({"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+                   {"max_position_embeddings": 256}),
+        "longrope": ({"rope_type": "longrope", "short_factor": [1.0, 1.3, 2.0, 3.0],
+                      "long_factor": [1.0, 2.5, 5.0, 9.0]},
+                     {"max_position_embeddings": 64, "original_max_position_embeddings": 16}),
+    }
+    for name, (rs, extra) in scalings.items():
+        save_llama("llama-" + name, llama_config(rope_scaling=rs, **extra), base_sd)
+
+    # With their tokenizers: a byte-level BPE tokenizer.json in Llama 3's layout (from
+    # bpe_reference.py; the embeddings padded past its end, as Qwen2's are), and a SentencePiece
+    # tokenizer.model in Llama 2's (unk 0, bos 1, eos 2, byte fallback), trained here by the
+    # sentencepiece library, whose ids on the test strings are recorded as the reference.
+    import bpe_reference as bpe
+    merges = bpe.train(bpe.TRAIN)
+    vocab, added = bpe.build(merges)
+    n = len(vocab) + len(added)
+    bos, eos = added[0]["id"], added[1]["id"]
+    cfg = llama_config(vocab_size=n + 10, bos_token_id=bos, eos_token_id=[eos, added[2]["id"]],
+                       rope_theta=500000.0)
+    save_llama_tok("llama-bpe", cfg, init_llama(cfg, g), g, out, save_llama,
+                   {"tokenizer.json": json.dumps(bpe.tokenizer_json(vocab, merges, added,
+                                                                   "llama3"))})
+    spm_model = train_llama_spm()
+    import sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_proto=spm_model)
+    cfg = llama_config(vocab_size=sp.get_piece_size())
+    save_llama_tok("llama-spm", cfg, init_llama(cfg, g), g, out, save_llama,
+                   {"tokenizer.model": spm_model}, sp)
+
+
+SPM_TEXTS = ["In the beginning God created the heaven and the earth.",
+             "Caf\u00e9 cr\u00e8me, 12345 and \u4e16\u754c \U0001F600!", "  spaces   and\ttabs ",
+             "unseen characters: \u0416\u0417 \u05d0"]
+
+
+def train_llama_spm():
+    """A Llama 2 style SentencePiece BPE model: unk 0, bos 1, eos 2, no pad, byte fallback,
+    digits split, no normalisation but the dummy prefix."""
+    import io
+    import sentencepiece
+    import bpe_reference as bpe
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(bpe.TRAIN.splitlines() * 4), model_writer=model, vocab_size=320,
+        model_type="bpe", byte_fallback=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+        character_coverage=1.0, num_threads=1, minloglevel=2,
+        normalization_rule_name="identity", remove_extra_whitespaces=False,
+        add_dummy_prefix=True, split_digits=True)
+    return model.getvalue()
+
+
+def save_llama_tok(name, cfg, sd, g, out, save_llama, files, sp=None):
+    save_llama(name, cfg, sd)
+    d = os.path.join(out, name)
+    for fname, content in files.items():
+        with open(os.path.join(d, fname), "wb" if isinstance(content, bytes) else "w") as f:
+            f.write(content)
+    if sp is not None:  # the reference tokenisation of the test strings, one list per line
+        with open(os.path.join(d, "spm_ids.json"), "w") as f:
+            json.dump({"texts": SPM_TEXTS, "ids": [sp.encode(t) for t in SPM_TEXTS]}, f)
 
 
 def check_with_transformers(out):
@@ -337,6 +613,17 @@ def check_with_transformers(out):
                 diff = (getattr(o, key) - exp[key]).abs().max().item()
                 print(f"{name} {key}: max |transformers - reference| = {diff:.2e}")
                 assert diff < 1e-4, (name, key, diff)
+    for name in LLAMA_FIXTURES:
+        d = os.path.join(out, name)
+        cfg = json.load(open(os.path.join(d, "config.json")))
+        model = getattr(transformers, cfg["architectures"][0]).from_pretrained(d).eval()
+        exp = {k: t for k, (_, _, t) in read(os.path.join(d, "expected.safetensors")).items()}
+        for tag in ("", "_short"):
+            with torch.no_grad():
+                logits = model(input_ids=exp["input_ids" + tag]).logits
+            diff = (logits - exp["logits" + tag]).abs().max().item()
+            print(f"{name} logits{tag}: max |transformers - reference| = {diff:.2e}")
+            assert diff < 1e-4, (name, tag, diff)
 
 
 if __name__ == "__main__":

@@ -919,6 +919,9 @@ std::vector<Problem> validate(const Config& c) {
                              std::to_string(m.d_model) + ")");
     return ps;  // the head dimension is meaningless: checks below would only add noise
   }
+  if (m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads != 0)
+    bad("model.n_kv_heads", "n_kv_heads (" + std::to_string(m.n_kv_heads) +
+                                ") must divide n_heads (" + std::to_string(m.n_heads) + ")");
   int64_t head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
   const bool linear = m.attention.kernel == AttentionKernel::kLinear;
   std::visit(
@@ -1065,6 +1068,12 @@ std::vector<Problem> validate(const Config& c) {
   // The synthetic sources' size bounds are the generator's: data::plan() checks them.
   if (tk.type == TokenizerType::kWordPiece && tk.model.empty())
     bad("data.tokenizer.model", "the wordpiece tokenizer needs its vocab.txt as model");
+  if (tk.type == TokenizerType::kBpe && tk.model.empty())
+    bad("data.tokenizer.model", "the bpe tokenizer needs its tokenizer.json as model");
+  if (!tk.vocab_order.empty() && tk.type != TokenizerType::kSpm && tk.type != TokenizerType::kBpe)
+    bad("data.tokenizer.vocab_order", "a vocabulary order is for the spm and bpe tokenizers");
+  if (!tk.vocab_order.empty() && tk.type == TokenizerType::kSpm && tk.model.empty())
+    bad("data.tokenizer.vocab_order", "re-numbering needs an existing SentencePiece model");
   if (kind_of(src) != DataKind::kSynthetic && tk.type == TokenizerType::kSynthetic) {
     bad("data.tokenizer.type", "the synthetic vocabulary is for the synthetic-* sources");
   }

@@ -63,8 +63,12 @@ enum class Arch { kEncoder, kDecoder, kEncDec };
 ROPELAB_ENUM_NAMES(Arch, "encoder", "decoder", "encdec");
 enum class Norm { kAuto, kPost, kPre };
 ROPELAB_ENUM_NAMES(Norm, "auto", "post", "pre");
-enum class Activation { kGelu, kRelu };
-ROPELAB_ENUM_NAMES(Activation, "gelu", "relu");
+enum class Activation { kGelu, kRelu, kSwiglu };
+ROPELAB_ENUM_NAMES(Activation, "gelu", "relu", "swiglu");
+enum class NormType { kLayerNorm, kRmsNorm };
+ROPELAB_ENUM_NAMES(NormType, "layernorm", "rmsnorm");
+enum class LinearBias { kAll, kNone, kQkv };
+ROPELAB_ENUM_NAMES(LinearBias, "all", "none", "qkv");
 enum class PoolerActivation { kTanh, kGelu, kRelu };
 ROPELAB_ENUM_NAMES(PoolerActivation, "tanh", "gelu", "relu");
 enum class AttentionKernel { kSoftmax, kLinear };
@@ -79,8 +83,8 @@ enum class MropeSections { kInterleaved, kContiguous };
 ROPELAB_ENUM_NAMES(MropeSections, "interleaved", "contiguous");
 enum class KerpleKernel { kLog, kPower };
 ROPELAB_ENUM_NAMES(KerpleKernel, "log", "power");
-enum class TokenizerType { kSpm, kByte, kSynthetic, kWordPiece };
-ROPELAB_ENUM_NAMES(TokenizerType, "spm", "byte", "synthetic", "wordpiece");
+enum class TokenizerType { kSpm, kByte, kSynthetic, kWordPiece, kBpe };
+ROPELAB_ENUM_NAMES(TokenizerType, "spm", "byte", "synthetic", "wordpiece", "bpe");
 enum class StripAccents { kAuto, kYes, kNo };
 ROPELAB_ENUM_NAMES(StripAccents, "auto", "yes", "no");
 enum class SpmModelType { kBpe, kUnigram };
@@ -584,12 +588,15 @@ struct ModelConfig {
   int64_t d_model = 256;
   int64_t n_layers = 4;
   int64_t n_heads = 4;
+  int64_t n_kv_heads = 0;
   int64_t d_ff = 1024;
   int64_t n_decoder_layers = 0;
   double dropout = 0.1;
   Norm norm = Norm::kAuto;
+  NormType norm_type = NormType::kLayerNorm;
   double norm_eps = 1e-5;
   Activation activation = Activation::kGelu;
+  LinearBias bias = LinearBias::kAll;
   bool tie_embeddings = true;
   bool scale_embeddings = false;
   double init_std = 0.02;
@@ -602,6 +609,10 @@ struct ModelConfig {
     v("d_model", d_model, "model width", between(2, 1 << 16));
     v("n_layers", n_layers, "layers (the encoder's, for encdec)", between(1, 256));
     v("n_heads", n_heads, "attention heads; must divide d_model", between(1, 1024));
+    v("n_kv_heads", n_kv_heads,
+      "grouped-query attention (Ainslie et al. 2023): key/value heads, each shared by "
+      "n_heads/n_kv_heads query heads; must divide n_heads; 0 = n_heads (multi-head)",
+      between(0, 1024));
     v("d_ff", d_ff, "feed-forward width", between(1, 1 << 20));
     v("n_decoder_layers", n_decoder_layers, "decoder layers for encdec; 0 = n_layers",
       between(0, 256));
@@ -609,10 +620,18 @@ struct ModelConfig {
     v("norm", norm,
       "layer norm placement: post (BERT, Transformer-base), pre (GPT-2), or auto (post for "
       "encoder and encdec, pre for decoder)");
+    v("norm_type", norm_type,
+      "layernorm (with a shift), or rmsnorm (Zhang & Sennrich 2019: x / rms(x) * gain, as "
+      "Llama); the MLM head's transform keeps BERT's LayerNorm");
     v("norm_eps", norm_eps,
-      "epsilon of every LayerNorm (1e-5 as PyTorch; imported BERT checkpoints bring 1e-12)",
+      "epsilon of every norm (1e-5 as PyTorch; imported BERT checkpoints bring 1e-12)",
       between(0, 1));
-    v("activation", activation, "feed-forward activation");
+    v("activation", activation,
+      "feed-forward activation: gelu (with erf), relu, or swiglu (Shazeer 2020: "
+      "fc2(silu(gate(x)) * fc1(x)), as Llama)");
+    v("bias", bias,
+      "biases of the attention and feed-forward projections: all, none (Llama), or qkv (only "
+      "the query, key and value projections: Qwen2)");
     v("tie_embeddings", tie_embeddings, "share input embeddings with the output projection");
     v("scale_embeddings", scale_embeddings, "multiply embeddings by sqrt(d_model)");
     v("init_std", init_std, "std of the normal initialiser", between(0, 10));
@@ -634,19 +653,21 @@ struct TokenizerConfig {
   std::string target_model;
   bool lowercase = true;
   StripAccents strip_accents = StripAccents::kAuto;
+  std::string vocab_order;
   template <class V>
   void visit(V& v) {
     v("type", type,
-      "spm (SentencePiece), byte (256 bytes + specials) or wordpiece (BERT's: a vocab.txt given "
-      "as model, e.g. an imported checkpoint's); synthetic (the fixed symbol vocabulary of the "
-      "synthetic-* sources) is set by those sources themselves");
+      "spm (SentencePiece), byte (256 bytes + specials), wordpiece (BERT's: a vocab.txt given "
+      "as model, e.g. an imported checkpoint's) or bpe (byte-level BPE: a Hugging Face "
+      "tokenizer.json given as model: Llama 3, Qwen2, SmolLM); synthetic (the fixed symbol "
+      "vocabulary of the synthetic-* sources) is set by those sources themselves");
     v("vocab_size", vocab_size, "SentencePiece vocabulary size", between(32, 1 << 20));
     v("model_type", model_type, "SentencePiece algorithm");
     v("character_coverage", character_coverage, "SentencePiece character coverage",
       between(0.9, 1.0));
     v("model", model,
       "spm: use this existing .model file instead of training one (with joint: false, the "
-      "source side's); wordpiece: the vocab.txt (required)");
+      "source side's); wordpiece: the vocab.txt; bpe: the tokenizer.json (both required)");
     v("joint", joint,
       "parallel data: one vocabulary learned on both sides, shared by the encoder and the "
       "decoder (the default), or false: one vocabulary of vocab_size per side, with separate "
@@ -656,6 +677,10 @@ struct TokenizerConfig {
     v("lowercase", lowercase, "wordpiece: lowercase the text first (uncased models)");
     v("strip_accents", strip_accents,
       "wordpiece: drop combining marks after NFD; auto: when lowercase (as BERT)");
+    v("vocab_order", vocab_order,
+      "spm or bpe with a vocabulary ropelab did not make (an imported checkpoint's): a JSON "
+      "list, ropelab id r -> the tokenizer's id, that puts its specials at ropelab's ids "
+      "(import-hf writes RUN/hf/vocab_order.json); empty: the ids are ropelab's own");
   }
 };
 

@@ -14,9 +14,11 @@
 
 #include "data/synthetic.h"
 #include "data/tokens.h"
+#include "text/bpe.h"
 #include "text/builtin.h"
 #include "text/corpus.h"
 #include "text/glue.h"
+#include "text/vocab_order.h"
 #include "text/wordpiece.h"
 #include "util/dir_lock.h"
 #include "util/error.h"
@@ -96,13 +98,23 @@ std::string tokenizer_tag(const config::DataConfig& d) {
                                                 g.seed)))
                .substr(0, 8);
   }
-  if (t.type == config::TokenizerType::kWordPiece)  // the vocabulary and its options
-    return "wordpiece-" + fs::hex64(fs::hash_bytes(stdfs::absolute(t.model).string() + "|" +
-                                                   (t.lowercase ? "l" : "") + "|" +
-                                                   config::to_string(t.strip_accents)))
-                              .substr(0, 8);
+  // An imported checkpoint's tokenizer: its files (every checkpoint names them alike) and
+  // options name the data.
+  auto files_hash = [&](const std::string& options) {
+    return fs::hex64(
+               fs::hash_bytes(stdfs::absolute(t.model).string() + "|" +
+                              (t.vocab_order.empty() ? std::string()
+                                                     : stdfs::absolute(t.vocab_order).string()) +
+                              "|" + options))
+        .substr(0, 8);
+  };
+  if (t.type == config::TokenizerType::kWordPiece)
+    return "wordpiece-" +
+           files_hash(std::string(t.lowercase ? "l" : "") + config::to_string(t.strip_accents));
+  if (t.type == config::TokenizerType::kBpe) return "bpe-" + files_hash("");
   if (!t.model.empty())
     return "spm-" + stdfs::path(t.model).stem().string() +
+           (t.vocab_order.empty() ? "" : "-" + files_hash("")) +
            (t.joint ? "" : "+" + stdfs::path(t.target_model).stem().string());
   return "spm" + std::to_string(t.vocab_size) + "-" + config::to_string(t.model_type) +
          (t.joint ? "" : "-separate");
@@ -241,7 +253,8 @@ void train_tokenizer(const config::TokenizerConfig& t, const std::string& dir,
 std::pair<std::string, std::string> tokenizer_paths(const config::DataConfig& d,
                                                     const std::string& dir) {
   const auto& t = d.tokenizer;
-  if (t.type == config::TokenizerType::kWordPiece) return {t.model, ""};
+  if (t.type == config::TokenizerType::kWordPiece || t.type == config::TokenizerType::kBpe)
+    return {t.model, ""};
   if (t.type != config::TokenizerType::kSpm) return {"", ""};
   if (!t.model.empty()) return {t.model, t.target_model};
   if (t.joint) return {join_path(dir, "tokenizer.model"), ""};
@@ -336,7 +349,12 @@ std::unique_ptr<text::Tokenizer> load_tokenizer(const Plan& p) {
   if (p.tokenizer.type == config::TokenizerType::kWordPiece)
     return std::make_unique<text::WordPieceTokenizer>(p.tokenizer_path,
                                                       wordpiece_options(p.tokenizer));
-  return std::make_unique<text::SpmTokenizer>(p.tokenizer_path);
+  const auto& t = p.tokenizer;
+  auto order =
+      t.vocab_order.empty() ? std::vector<int64_t>{} : text::read_vocab_order(t.vocab_order);
+  if (t.type == config::TokenizerType::kBpe)
+    return std::make_unique<text::BpeTokenizer>(p.tokenizer_path, std::move(order));
+  return std::make_unique<text::SpmTokenizer>(p.tokenizer_path, std::move(order));
 }
 
 std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Plan& p) {

@@ -136,11 +136,13 @@ void use_pretrained_tokenizer(config::Config& c, const Pretrained& p) {
   auto& t = c.data.tokenizer;
   if (!t.model.empty() || c.task.init_from.empty()) return;
   const auto& pt = p.config.data.tokenizer;
-  if (pt.type == config::TokenizerType::kWordPiece) {  // an imported checkpoint's vocab.txt
+  if (pt.type == config::TokenizerType::kWordPiece || pt.type == config::TokenizerType::kBpe ||
+      !pt.vocab_order.empty()) {  // an imported checkpoint's tokenizer
     t = pt;
     if (!fs::exists(t.model))
       throw UserError(c.task.init_from + ": its tokenizer " + t.model +
-                      " is missing; HINT: set data.tokenizer.model to its vocab.txt");
+                      " is missing; HINT: set data.tokenizer.model to the checkpoint's tokenizer "
+                      "file");
     return;
   }
   if (pt.type != config::TokenizerType::kSpm) {  // byte or synthetic: nothing to carry over

@@ -231,11 +231,14 @@ Imported read_hf(const std::string& dir, const std::vector<std::string>& overrid
     m = map_bert(s);
   else if (is_roformer(s.architecture()))
     m = map_roformer(s);
+  else if (is_llama(s.architecture()))
+    m = map_llama(s);
   else
     throw UserError(s.config_path() + ": architectures: " + s.architecture() +
                     " is not supported (supported: BertModel, BertForMaskedLM, "
                     "BertForSequenceClassification, RoFormerModel, RoFormerForMaskedLM, "
-                    "RoFormerForSequenceClassification)");
+                    "RoFormerForSequenceClassification, LlamaForCausalLM, MistralForCausalLM, "
+                    "Qwen2ForCausalLM)");
   auto left = s.left_over();
   if (!left.empty())
     throw UserError(fmt::format("{}: {} tensor(s) that {} does not have, e.g. {}", dir, left.size(),
@@ -267,6 +270,7 @@ Imported read_hf(const std::string& dir, const std::vector<std::string>& overrid
     throw;
   }
   stdfs::remove(base);
+  imp.note = m.note;
   if (m.classifier) imp.note = align_labels(imp, m.labels, s.config_path());
   return imp;
 }
@@ -284,6 +288,7 @@ std::string import_hf(const std::string& dir, const std::string& out,
   imp.config.run.out_dir = out_abs.parent_path().string();
   auto& tok = imp.config.data.tokenizer;
   if (!tok.model.empty()) tok.model = (out_abs / "hf" / stdfs::path(tok.model).filename()).string();
+  if (!tok.vocab_order.empty()) tok.vocab_order = (out_abs / "hf" / "vocab_order.json").string();
   // Every parameter of the run's model: from the checkpoint, or initialised (listed).
   auto model = tasks::make_task(imp.config, imp.vocab)->build_model();
   {

@@ -3,7 +3,7 @@
 // DIR is what `save_pretrained` writes: config.json, model.safetensors (or the shards that
 // model.safetensors.index.json lists) and the tokenizer's files. config.json's
 // `architectures[0]` picks the class's mapping (one file per family: hf/bert.cpp,
-// hf/roformer.cpp). The
+// hf/roformer.cpp, hf/llama.cpp). The
 // mapping turns config.json into the run's config (as `key=value` overrides, so every config
 // check applies and an error names config.json) and renames every tensor onto ropelab's
 // modules. A class, config value or tensor that ropelab cannot represent exactly is a UserError

@@ -65,6 +65,7 @@ struct Mapped {
   // config.json's id2label (in id order); import.cpp puts them in the run's data's order.
   bool classifier = false;
   std::vector<std::string> labels;
+  std::string note;  // for the import's summary
 };
 
 // One family per file; each throws UserError for what it cannot map.
@@ -72,6 +73,8 @@ bool is_bert(const std::string& architecture);
 Mapped map_bert(Source& s);
 bool is_roformer(const std::string& architecture);
 Mapped map_roformer(Source& s);
+bool is_llama(const std::string& architecture);
+Mapped map_llama(Source& s);
 
 // What BERT-layout encoders share (hf/bert.cpp; RoFormer reuses it): config.json's sizes
 // (checked), the vocabulary's order from vocab.txt, and the run's model overrides.

@@ -301,12 +301,21 @@ void KVCache::reorder(const torch::Tensor& order_B) {
 }
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
-                                               const config::AttentionConfig& cfg)
-    : n_heads_(n_heads), head_dim_(d_model / n_heads), cfg_(cfg) {
-  q_proj = register_module("q_proj", torch::nn::Linear(d_model, d_model));
-  k_proj = register_module("k_proj", torch::nn::Linear(d_model, d_model));
-  v_proj = register_module("v_proj", torch::nn::Linear(d_model, d_model));
-  o_proj = register_module("o_proj", torch::nn::Linear(d_model, d_model));
+                                               const config::AttentionConfig& cfg,
+                                               int64_t n_kv_heads, config::LinearBias bias)
+    : n_heads_(n_heads),
+      n_kv_heads_(n_kv_heads > 0 ? n_kv_heads : n_heads),
+      head_dim_(d_model / n_heads),
+      cfg_(cfg) {
+  auto proj = [](int64_t in, int64_t out, bool b) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(b));
+  };
+  const bool qkv_bias = bias != config::LinearBias::kNone;
+  const int64_t kv = n_kv_heads_ * head_dim_;
+  q_proj = register_module("q_proj", proj(d_model, d_model, qkv_bias));
+  k_proj = register_module("k_proj", proj(d_model, kv, qkv_bias));
+  v_proj = register_module("v_proj", proj(d_model, kv, qkv_bias));
+  o_proj = register_module("o_proj", proj(d_model, d_model, bias == config::LinearBias::kAll));
   if (cfg.kernel == config::AttentionKernel::kLinear &&
       cfg.feature_map == config::FeatureMap::kFavor)
     favor_FH_ = register_buffer("favor_proj", torch::randn({cfg.num_features, head_dim_}));
@@ -318,17 +327,22 @@ std::pair<torch::Tensor, torch::Tensor> MultiHeadAttentionImpl::fused(
   std::vector<int64_t> versions;
   for (const auto& p : ps) {
     ws.push_back(p->weight);
-    bs.push_back(p->bias);
     versions.push_back(p->weight._version());
-    versions.push_back(p->bias._version());
     versions.push_back(reinterpret_cast<int64_t>(p->weight.data_ptr()));
+    if (p->bias.defined()) {  // all or none of a group have one (model.bias)
+      bs.push_back(p->bias);
+      versions.push_back(p->bias._version());
+    }
   }
+  auto cat = [](const std::vector<torch::Tensor>& ts) {
+    return ts.empty() ? torch::Tensor() : torch::cat(ts);
+  };
   if (torch::GradMode::is_enabled()) {
     f = {};  // autograd must see the cat to route gradients to each weight
-    return {torch::cat(ws), torch::cat(bs)};
+    return {torch::cat(ws), cat(bs)};
   }
   if (!f.w.defined() || f.versions != versions || f.w.device() != ws[0].device())
-    f = {torch::cat(ws), torch::cat(bs), versions};
+    f = {torch::cat(ws), cat(bs), versions};
   return {f.w, f.b};
 }
 
@@ -353,15 +367,22 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   auto heads = [&](const torch::Tensor& t, int64_t len) {
     return t.view({B, len, n_heads_, head_dim_}).transpose(1, 2);  // [B,N,len,H]
   };
+  // Keys and values: n_kv_heads heads, each repeated for its group of query heads.
+  const int64_t group = n_heads_ / n_kv_heads_, D = n_heads_ * head_dim_,
+                Dkv = n_kv_heads_ * head_dim_;
+  auto kv_heads = [&](const torch::Tensor& t, int64_t len) {
+    auto h = t.view({B, len, n_kv_heads_, head_dim_}).transpose(1, 2);  // [B,Nkv,len,H]
+    return group == 1 ? h : h.repeat_interleave(group, 1);
+  };
   bool self = x.is_same(kv);
   torch::Tensor q, k, v;
   if (self) {
-    // One matmul for q, k and v: [B, T, 3D] -> three [B, N, T, H] views.
+    // One matmul for q, k and v: [B, T, D + 2 Dkv] -> three [B, N, T, H] views.
     auto [w, b] = fused(fused_qkv_, {q_proj, k_proj, v_proj});
-    auto qkv = F::linear(x, w, b).chunk(3, -1);  // chunk's backward is one cat, no zero-fill
+    auto qkv = F::linear(x, w, b).split_with_sizes({D, Dkv, Dkv}, -1);  // backward: one cat
     q = heads(qkv[0], T);
-    k = heads(qkv[1], T);
-    v = heads(qkv[2], T);
+    k = kv_heads(qkv[1], T);
+    v = kv_heads(qkv[2], T);
   } else {
     q = heads(q_proj(x), T);
   }
@@ -387,8 +408,8 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     if (!self) {
       auto [w, b] = fused(fused_kv_, {k_proj, v_proj});
       auto kv2 = F::linear(kv, w, b).chunk(2, -1);
-      k = heads(kv2[0], S_new);
-      v = heads(kv2[1], S_new);
+      k = kv_heads(kv2[0], S_new);
+      v = kv_heads(kv2[1], S_new);
     }
     if (cache != nullptr && cache->fixed) {
       cache->k_BNSH = k;

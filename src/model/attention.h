@@ -89,7 +89,13 @@ torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::T
 
 class MultiHeadAttentionImpl : public torch::nn::Module {
  public:
-  MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads, const config::AttentionConfig& cfg);
+  // n_kv_heads > 0: grouped-query attention (Ainslie et al. 2023): k_proj and v_proj make
+  // n_kv_heads heads, kv head j serving query heads [j*g, (j+1)*g), g = n_heads/n_kv_heads (the
+  // keys and values are repeated to n_heads right after the projection). bias: which
+  // projections have one (all; none; qkv: not o_proj).
+  MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads, const config::AttentionConfig& cfg,
+                         int64_t n_kv_heads = 0,
+                         config::LinearBias bias = config::LinearBias::kAll);
   // x_BTD attends to kv_BSD (self-attention: the same tensor). `pos` carries the stack's
   // position module and tables (none for cross-attention). With `cache`, new keys/values are
   // appended and attention covers the whole past; q_offset is the absolute position of x's
@@ -100,7 +106,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor features(const torch::Tensor& x_BNTH, bool is_query) const;
 
  private:
-  int64_t n_heads_, head_dim_;
+  int64_t n_heads_, n_kv_heads_, head_dim_;
   config::AttentionConfig cfg_;
   // Separate parameters (checkpoints and golden tests name them), one fused matmul: the
   // forward concatenates the weights (a few hundred KB) and projects q, k, v at once.

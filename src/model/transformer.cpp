@@ -18,6 +18,10 @@ torch::Tensor norm_of(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
   return norm(x.to(norm->weight.scalar_type()));
 }
 
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
 namespace {
 torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
   return model::dropout(x, p, training);
@@ -28,21 +32,29 @@ torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
 
 LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
     : pre_norm_(pre_norm(c)), dropout_(c.dropout), activation_(c.activation) {
-  self_attn = register_module("self_attn", MultiHeadAttention(c.d_model, c.n_heads, c.attention));
-  norm1 = register_module("norm1", layer_norm(c.d_model, c.norm_eps));
+  auto norm = [&] { return Norm(c.d_model, c.norm_eps, c.norm_type); };
+  self_attn = register_module(
+      "self_attn", MultiHeadAttention(c.d_model, c.n_heads, c.attention, c.n_kv_heads, c.bias));
+  norm1 = register_module("norm1", norm());
   if (cross) {
     // Cross-attention is always softmax: the linear kernel is a self-attention study.
     config::AttentionConfig ca = c.attention;
     ca.kernel = config::AttentionKernel::kSoftmax;
-    cross_attn = register_module("cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca));
-    norm3 = register_module("norm3", layer_norm(c.d_model, c.norm_eps));
+    cross_attn =
+        register_module("cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca, 0, c.bias));
+    norm3 = register_module("norm3", norm());
   }
-  fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.d_ff));
-  fc2 = register_module("fc2", torch::nn::Linear(c.d_ff, c.d_model));
-  norm2 = register_module("norm2", layer_norm(c.d_model, c.norm_eps));
+  const bool ffn_bias = c.bias == config::LinearBias::kAll;
+  fc1 = register_module("fc1", linear(c.d_model, c.d_ff, ffn_bias));
+  if (c.activation == config::Activation::kSwiglu)
+    gate = register_module("gate", linear(c.d_model, c.d_ff, ffn_bias));
+  fc2 = register_module("fc2", linear(c.d_ff, c.d_model, ffn_bias));
+  norm2 = register_module("norm2", norm());
 }
 
 torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
+  if (gate)  // SwiGLU: fc2(silu(gate(x)) * fc1(x))
+    return fc2(model::dropout(torch::silu(gate(x)) * fc1(x), dropout_, is_training()));
   return fc2(model::act_dropout(fc1(x), activation_, dropout_, is_training()));
 }
 
@@ -50,9 +62,9 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
                                  const PositionContext& pos, int64_t offset,
                                  const torch::Tensor& memory, const AttnMask& mem_mask,
                                  KVCache* cache, KVCache* cross_cache) {
-  auto sublayer = [&](torch::nn::LayerNorm& norm, const auto& fn) {
-    if (pre_norm_) return model::dropout_add(x, fn(norm_of(norm, x)), dropout_, is_training());
-    return norm_of(norm, model::dropout_add(x, fn(x), dropout_, is_training()));
+  auto sublayer = [&](Norm& norm, const auto& fn) {
+    if (pre_norm_) return model::dropout_add(x, fn(norm(x)), dropout_, is_training());
+    return norm(model::dropout_add(x, fn(x), dropout_, is_training()));
   };
   x = sublayer(norm1, [&](const torch::Tensor& h) {
     return self_attn->forward(h, h, self_mask, pos, offset, cache);
@@ -74,9 +86,10 @@ StackImpl::StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal
   position = register_module("position", make_position(c.position, dims));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < n_layers; ++i) layers->push_back(Layer(c, cross));
-  if (pre_norm_) final_norm = register_module("final_norm", layer_norm(c.d_model, c.norm_eps));
+  if (pre_norm_)
+    final_norm = register_module("final_norm", Norm(c.d_model, c.norm_eps, c.norm_type));
   if (with_emb_norm && !pre_norm_)
-    emb_norm = register_module("emb_norm", layer_norm(c.d_model, c.norm_eps));
+    emb_norm = register_module("emb_norm", Norm(c.d_model, c.norm_eps, c.norm_type));
 }
 
 torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
@@ -89,7 +102,7 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
     for (auto& c : state->cross) c.fixed = true;
   }
   x = position->add_to_input(x, offset);
-  if (emb_norm) x = norm_of(emb_norm, x);
+  if (emb_norm) x = emb_norm(x);
   x = drop(x, dropout_, is_training());
   if (state != nullptr && pad_BT.defined())
     throw std::invalid_argument("incremental decoding does not take a padding mask");
@@ -112,7 +125,7 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
                                         state != nullptr ? &state->cross[i] : nullptr);
   }
   if (state != nullptr) state->offset += x.size(1);
-  return final_norm ? norm_of(final_norm, x) : x;
+  return final_norm ? final_norm(x) : x;
 }
 
 void DecodeState::reorder(const torch::Tensor& order_B) {

@@ -22,6 +22,7 @@
 
 #include "config/schema.h"
 #include "model/attention.h"
+#include "model/norm.h"
 #include "model/position/position.h"
 
 namespace ropelab::model {
@@ -39,8 +40,8 @@ class LayerImpl : public torch::nn::Module {
   double dropout_;
   config::Activation activation_;
   MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, gate{nullptr};  // gate: swiglu only
+  Norm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
 };
 TORCH_MODULE(Layer);
 
@@ -55,7 +56,7 @@ struct DecodeState {
 
 class StackImpl : public torch::nn::Module {
  public:
-  // emb_norm: LayerNorm on the embeddings (BERT); post-LN stacks without it follow Vaswani.
+  // emb_norm: a norm on the embeddings (BERT); post-LN stacks without it follow Vaswani.
   StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal, bool cross, bool emb_norm);
   // x_BTD are token embeddings (position not yet added).
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& pad_BT, const torch::Tensor& memory,
@@ -66,7 +67,7 @@ class StackImpl : public torch::nn::Module {
   bool causal_, pre_norm_;
   double dropout_;
   torch::nn::ModuleList layers{nullptr};
-  torch::nn::LayerNorm final_norm{nullptr}, emb_norm{nullptr};
+  Norm final_norm{nullptr}, emb_norm{nullptr};
 };
 TORCH_MODULE(Stack);
 
@@ -103,8 +104,11 @@ TORCH_MODULE(Transformer);
 bool pre_norm(const config::ModelConfig& c);
 
 // LayerNorm in the norm's own dtype: under CPU autocast a sublayer's output is bf16, and
-// libtorch 1.13's layer_norm rejects a bf16 input with fp32 weights.
+// libtorch 1.13's layer_norm rejects a bf16 input with fp32 weights. (The MLM head's LayerNorm;
+// the stacks' norms are model::Norm, which does the same.)
 torch::Tensor norm_of(torch::nn::LayerNorm& norm, const torch::Tensor& x);
 torch::nn::LayerNorm layer_norm(int64_t d, double eps);
+// A projection with or without its bias.
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias);
 
 }  // namespace ropelab::model

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "text/spm_api.h"
+#include "text/vocab_order.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/platform.h"
@@ -64,21 +65,32 @@ std::unique_ptr<SpmBackend> make_spm_backend() {
   return std::unique_ptr<SpmBackend>(create());
 }
 
-SpmTokenizer::SpmTokenizer(const std::string& model_path)
-    : backend_(make_spm_backend()), path_(model_path) {
+SpmTokenizer::SpmTokenizer(const std::string& model_path, std::vector<int64_t> order)
+    : backend_(make_spm_backend()), path_(model_path), order_(std::move(order)) {
   if (!fs::exists(model_path)) throw UserError(model_path + ": no such SentencePiece model");
   std::string err;
   if (!backend_->load(model_path, &err))
     throw UserError(model_path + ": not a valid SentencePiece model (" + err + ")");
   vocab_ = backend_->piece_size();
   fingerprint_ = "spm-" + fs::hex64(fs::hash_file(model_path));
+  if (!order_.empty()) {
+    if (static_cast<int64_t>(order_.size()) != vocab_)
+      throw UserError(model_path + ": has " + std::to_string(vocab_) +
+                      " pieces but its vocabulary order lists " + std::to_string(order_.size()));
+    to_ropelab_ = invert_order(order_);
+    std::string ids;
+    for (auto id : order_) ids += std::to_string(id) + ",";
+    fingerprint_ += "-order-" + fs::hex64(fs::hash_bytes(ids));
+    return;
+  }
   // ropelab's tasks rely on the fixed special ids.
   if (backend_->piece_to_id("[MASK]") != Special::kMask ||
       backend_->piece_to_id("[CLS]") != Special::kCls ||
       backend_->id_to_piece(Special::kPad) != "<pad>")
     throw UserError(model_path +
                     ": SentencePiece model lacks ropelab's special ids (pad=0 unk=1 bos=2 eos=3 "
-                    "[CLS]=4 [SEP]=5 [MASK]=6); HINT: train it with `ropelab prepare`");
+                    "[CLS]=4 [SEP]=5 [MASK]=6); HINT: train it with `ropelab prepare`, or give "
+                    "data.tokenizer.vocab_order");
 }
 
 SpmTokenizer::~SpmTokenizer() = default;
@@ -87,20 +99,28 @@ std::vector<int32_t> SpmTokenizer::encode(const std::string& text) const {
   std::vector<int> ids;
   std::string err;
   if (!backend_->encode(text, &ids, &err)) throw UserError(path_ + ": encode failed: " + err);
-  return std::vector<int32_t>(ids.begin(), ids.end());
+  std::vector<int32_t> out(ids.begin(), ids.end());
+  if (!order_.empty())
+    for (auto& id : out) id = to_ropelab_[static_cast<size_t>(id)];
+  return out;
 }
 
 std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::vector<int> in;
   in.reserve(ids.size());
   for (int32_t id : ids)
-    if (id >= Special::kCount && id < vocab_) in.push_back(id);
+    if (id >= Special::kCount && id < vocab_)
+      in.push_back(order_.empty() ? id : static_cast<int>(order_[static_cast<size_t>(id)]));
   std::string text, err;
   if (!backend_->decode(in, &text, &err)) throw UserError(path_ + ": decode failed: " + err);
   return text;
 }
 
-std::string SpmTokenizer::piece(int32_t id) const { return backend_->id_to_piece(id); }
+std::string SpmTokenizer::piece(int32_t id) const {
+  if (id < 0 || id >= vocab_) return "<invalid>";
+  return backend_->id_to_piece(order_.empty() ? id
+                                              : static_cast<int>(order_[static_cast<size_t>(id)]));
+}
 
 void train_spm(const std::string& input, const std::string& prefix, const SpmTrainOptions& opt) {
   namespace stdfs = std::filesystem;

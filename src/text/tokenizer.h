@@ -39,9 +39,13 @@ class ByteTokenizer final : public Tokenizer {
 
 class SpmBackend;
 
+// A SentencePiece model. Trained by ropelab, its ids are ropelab's own. Another model (an
+// imported checkpoint's tokenizer.model) comes with `order` (text::special_first_order: ropelab
+// id r is the model's id order[r]), through which every id is re-numbered.
 class SpmTokenizer final : public Tokenizer {
  public:
-  explicit SpmTokenizer(const std::string& model_path);  // UserError if it cannot load
+  // UserError if it cannot load, or (without `order`) lacks ropelab's special ids.
+  explicit SpmTokenizer(const std::string& model_path, std::vector<int64_t> order = {});
   ~SpmTokenizer() override;
   std::vector<int32_t> encode(const std::string& text) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
@@ -54,6 +58,8 @@ class SpmTokenizer final : public Tokenizer {
   std::unique_ptr<SpmBackend> backend_;
   std::string path_, fingerprint_;
   int64_t vocab_ = 0;
+  std::vector<int64_t> order_;  // empty: ropelab's own ids
+  std::vector<int32_t> to_ropelab_;
 };
 
 struct SpmTrainOptions {

@@ -1,12 +1,15 @@
 #include "text/vocab_order.h"
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "util/error.h"
+#include "util/fs.h"
 
 namespace ropelab::text {
 
-std::vector<int64_t> special_first_order(int64_t vocab, std::array<int64_t, 7> specials) {
+std::vector<int64_t> special_first_order(int64_t vocab, std::array<int64_t, 7> specials,
+                                         const std::vector<int64_t>& fillers) {
   std::vector<bool> taken(static_cast<size_t>(vocab), false);
   for (auto s : specials) {
     if (s < -1 || s >= vocab)
@@ -19,8 +22,18 @@ std::vector<int64_t> special_first_order(int64_t vocab, std::array<int64_t, 7> s
     }
   }
   int64_t next_free = 0;
+  size_t next_filler = 0;
   for (auto& s : specials) {
     if (s >= 0) continue;
+    while (next_filler < fillers.size() &&
+           (fillers[next_filler] < 0 || fillers[next_filler] >= vocab ||
+            taken[static_cast<size_t>(fillers[next_filler])]))
+      ++next_filler;
+    if (next_filler < fillers.size()) {
+      s = fillers[next_filler];
+      taken[static_cast<size_t>(s)] = true;
+      continue;
+    }
     while (next_free < vocab && taken[static_cast<size_t>(next_free)]) ++next_free;
     if (next_free == vocab) throw UserError("the vocabulary is too small for ropelab's specials");
     s = next_free;
@@ -30,6 +43,30 @@ std::vector<int64_t> special_first_order(int64_t vocab, std::array<int64_t, 7> s
   for (int64_t i = 0; i < vocab; ++i)
     if (!taken[static_cast<size_t>(i)]) order.push_back(i);
   return order;
+}
+
+std::vector<int64_t> read_vocab_order(const std::string& path) {
+  std::vector<int64_t> order;
+  try {
+    order = nlohmann::json::parse(fs::read_file(path)).get<std::vector<int64_t>>();
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(path + ": not a vocabulary order (a JSON list of token ids)");
+  }
+  std::vector<bool> seen(order.size(), false);
+  for (int64_t id : order) {
+    if (id < 0 || id >= static_cast<int64_t>(order.size()) || seen[static_cast<size_t>(id)])
+      throw UserError(path + ": not a permutation of the vocabulary's ids (" + std::to_string(id) +
+                      ")");
+    seen[static_cast<size_t>(id)] = true;
+  }
+  return order;
+}
+
+std::vector<int32_t> invert_order(const std::vector<int64_t>& order) {
+  std::vector<int32_t> inv(order.size());
+  for (size_t r = 0; r < order.size(); ++r)
+    inv[static_cast<size_t>(order[r])] = static_cast<int32_t>(r);
+  return inv;
 }
 
 }  // namespace ropelab::text

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "text/pystr.h"
+#include "text/unicode.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -11,36 +11,13 @@ namespace ropelab::text {
 
 namespace {
 
-#include "text/wordpiece_tables.inc"
+using unicode::decode_utf8;
+using unicode::encode_utf8;
 
-// Whether `c` lies in one of the sorted, disjoint [lo, hi] ranges.
-template <size_t N>
-bool in_ranges(const uint32_t (&r)[N][2], uint32_t c) {
-  auto it = std::lower_bound(std::begin(r), std::end(r), c,
-                             [](const uint32_t(&x)[2], uint32_t v) { return x[1] < v; });
-  return it != std::end(r) && (*it)[0] <= c;
-}
-
-// The row of a table sorted by its first column whose key is `c`, or nullptr.
-template <size_t N, size_t W>
-const uint32_t* row_of(const uint32_t (&t)[N][W], uint32_t c) {
-  auto it = std::lower_bound(std::begin(t), std::end(t), c,
-                             [](const uint32_t(&x)[W], uint32_t v) { return x[0] < v; });
-  return it != std::end(t) && (*it)[0] == c ? *it : nullptr;
-}
-
-// Unicode's White_Space property (PropList.txt); Rust's char::is_whitespace.
-bool is_white(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
-}
-bool is_control(uint32_t c) {
-  return c != '\t' && c != '\n' && c != '\r' && in_ranges(kWpOther, c);
-}
+bool is_control(uint32_t c) { return c != '\t' && c != '\n' && c != '\r' && unicode::is_other(c); }
 bool is_punct(uint32_t c) {
   return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
-         (c >= 123 && c <= 126) || in_ranges(kWpPunct, c);
+         (c >= 123 && c <= 126) || unicode::is_punctuation(c);
 }
 // The CJK Unified Ideographs blocks, as Hugging Face's BertNormalizer lists them.
 bool is_cjk(uint32_t c) {
@@ -49,85 +26,13 @@ bool is_cjk(uint32_t c) {
          (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
-uint32_t ccc(uint32_t c) {
-  const uint32_t* r = row_of(kWpCcc, c);
-  return r ? r[1] : 0;
-}
-
-// UTF-8 to code points; each byte of an invalid sequence becomes U+FFFD (which normalisation
-// then drops, as it drops U+FFFD in valid text).
-std::vector<uint32_t> decode_utf8(const std::string& s) {
-  std::vector<uint32_t> out;
-  out.reserve(s.size());
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    int len = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
-    uint32_t c = len == 1 ? b0 : len == 2 ? (b0 & 0x1Fu) : len == 3 ? (b0 & 0x0Fu) : (b0 & 0x07u);
-    bool ok = len > 0 && i + static_cast<size_t>(len) <= n;
-    for (int k = 1; ok && k < len; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-      ok = (b & 0xC0u) == 0x80u;
-      c = (c << 6) | (b & 0x3Fu);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (ok && (c < kMin[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))) ok = false;
-    if (!ok) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    out.push_back(c);
-    i += static_cast<size_t>(len);
-  }
-  return out;
-}
-
-std::string to_utf8(const std::vector<uint32_t>& cps, size_t from, size_t to) {
-  std::string s;
-  for (size_t i = from; i < to; ++i) append_utf8(s, cps[i]);
-  return s;
-}
-
-// NFD: every character's full canonical decomposition (Hangul syllables by formula), then the
-// combining marks of each run put in canonical order (a stable sort by combining class).
-std::vector<uint32_t> nfd(const std::vector<uint32_t>& in) {
-  std::vector<uint32_t> out;
-  out.reserve(in.size());
-  for (uint32_t c : in) {
-    if (c >= 0xAC00 && c <= 0xD7A3) {  // Hangul: L V (T)
-      const uint32_t s = c - 0xAC00;
-      out.push_back(0x1100 + s / 588);
-      out.push_back(0x1161 + (s % 588) / 28);
-      if (s % 28 != 0) out.push_back(0x11A7 + s % 28);
-    } else if (const uint32_t* r = row_of(kWpDecomp, c)) {
-      out.insert(out.end(), kWpDecompCps + r[1], kWpDecompCps + r[1] + r[2]);
-    } else {
-      out.push_back(c);
-    }
-  }
-  for (size_t i = 0; i < out.size();) {
-    if (ccc(out[i]) == 0) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < out.size() && ccc(out[j]) != 0) ++j;
-    std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(i),
-                     out.begin() + static_cast<std::ptrdiff_t>(j),
-                     [](uint32_t a, uint32_t b) { return ccc(a) < ccc(b); });
-    i = j;
-  }
-  return out;
-}
 
 std::vector<uint32_t> normalize_cps(const std::vector<uint32_t>& in, const WordPieceOptions& o) {
   std::vector<uint32_t> a;
   a.reserve(in.size());
   for (uint32_t c : in) {
     if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-    if (is_white(c)) c = ' ';
+    if (unicode::is_white_space(c)) c = ' ';
     if (is_cjk(c)) {
       a.insert(a.end(), {' ', c, ' '});
     } else {
@@ -135,21 +40,13 @@ std::vector<uint32_t> normalize_cps(const std::vector<uint32_t>& in, const WordP
     }
   }
   if (o.strip_accents) {
-    a = nfd(a);
-    a.erase(std::remove_if(a.begin(), a.end(), [](uint32_t c) { return in_ranges(kWpMark, c); }),
-            a.end());
+    a = unicode::nfd(a);
+    a.erase(std::remove_if(a.begin(), a.end(), unicode::is_nonspacing_mark), a.end());
   }
   if (o.lowercase) {
     std::vector<uint32_t> l;
     l.reserve(a.size());
-    for (uint32_t c : a) {
-      if (const uint32_t* r = row_of(kWpLower, c)) {
-        l.push_back(r[1]);
-        if (r[2] != 0) l.push_back(r[2]);
-      } else {
-        l.push_back(c);
-      }
-    }
+    for (uint32_t c : a) unicode::append_lower(c, l);
     a = std::move(l);
   }
   return a;
@@ -161,9 +58,9 @@ std::vector<std::string> pre_tokenize_cps(const std::vector<uint32_t>& cps) {
   size_t start = 0;
   for (size_t i = 0; i <= cps.size(); ++i) {
     const bool end = i == cps.size();
-    if (end || is_white(cps[i]) || is_punct(cps[i])) {
-      if (i > start) words.push_back(to_utf8(cps, start, i));
-      if (!end && is_punct(cps[i])) words.push_back(to_utf8(cps, i, i + 1));
+    if (end || unicode::is_white_space(cps[i]) || is_punct(cps[i])) {
+      if (i > start) words.push_back(encode_utf8(cps, start, i));
+      if (!end && is_punct(cps[i])) words.push_back(encode_utf8(cps, i, i + 1));
       start = i + 1;
     }
   }
@@ -175,8 +72,7 @@ constexpr size_t kMaxWordChars = 100;  // transformers' max_input_chars_per_word
 }  // namespace
 
 std::string bert_normalize(const std::string& text, const WordPieceOptions& o) {
-  auto cps = normalize_cps(decode_utf8(text), o);
-  return to_utf8(cps, 0, cps.size());
+  return encode_utf8(normalize_cps(decode_utf8(text), o));
 }
 
 std::vector<std::string> bert_pre_tokenize(const std::string& normalized) {
@@ -220,9 +116,7 @@ WordPieceTokenizer::WordPieceTokenizer(const std::string& vocab_path, const Word
   pieces_.resize(order_.size());
   for (size_t r = 0; r < order_.size(); ++r) pieces_[r] = tokens[static_cast<size_t>(order_[r])];
   // A token listed twice: the id of its last line (the vocabulary's order is by line).
-  std::vector<int32_t> ropelab_id(tokens.size());
-  for (size_t r = 0; r < order_.size(); ++r)
-    ropelab_id[static_cast<size_t>(order_[r])] = static_cast<int32_t>(r);
+  const std::vector<int32_t> ropelab_id = invert_order(order_);
   for (size_t line = 0; line < tokens.size(); ++line) id_[tokens[line]] = ropelab_id[line];
   for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
     specials_.emplace_back(s, id_.at(s));

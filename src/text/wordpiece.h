@@ -12,7 +12,7 @@
 //   4. WordPiece: each word greedily, longest vocabulary entry first, continuations prefixed
 //      with "##"; a word of more than 100 characters, or one that cannot be covered, is [UNK].
 //
-// The Unicode tables come from Python's unicodedata (scripts/gen_wordpiece_tables.py). Hugging
+// The Unicode tables come from Python's unicodedata (scripts/gen_unicode_tables.py). Hugging
 // Face's Rust normaliser takes the categories from an older Unicode release, so characters
 // assigned since then (recent emoji) may be dropped there and kept here; docs/tokenizers.md has
 // the details.

@@ -1,8 +1,9 @@
 # Hugging Face checkpoints through the real CLI: import a RoFormer MLM fixture (its run
 # tokenizes with the checkpoint's vocab.txt) -> fine-tune it on bible-sst2 through
 # task.init_from, with a config that inherits the imported run's -> eval the fine-tuned run;
-# import a RoFormerForSequenceClassification naming its data, and eval it; a classification
-# checkpoint without its data, and a damaged config.json, exit 2 with one line.
+# import a RoFormerForSequenceClassification naming its data, and eval it; a Llama-layout
+# decoder with its byte-level BPE tokenizer, evaluated at two lengths, with and without YaRN; a
+# classification checkpoint without its data, and a damaged config.json, exit 2 with one line.
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 FIX=$ROPELAB_SRC/tests/data/hf
@@ -36,6 +37,18 @@ expect_exit 0 "$ROPELAB" import-hf "$FIX/roformer-cls" --out "$WORK/runs/cls" \
 expect_exit 0 "$ROPELAB" prepare runs/cls/config.yaml
 expect_exit 0 "$ROPELAB" eval runs/cls
 expect_in "acc"
+
+# A Llama-layout decoder with its byte-level BPE tokenizer: prepare bible-en with it, evaluate
+# at 1x and 2x its context, with and without a context-extension method.
+expect_exit 0 "$ROPELAB" import-hf "$FIX/llama-bpe" --out "$WORK/runs/llama" \
+  data.prepared_dir="$WORK/prep" train.batch_size=32
+expect_in "imported LlamaForCausalLM"
+expect_exit 0 "$ROPELAB" prepare runs/llama/config.yaml
+ls prep/bible-en/ | grep -q '^bpe-' || fail "bible-en not tokenized with the tokenizer.json"
+expect_exit 0 "$ROPELAB" eval runs/llama --lengths 16,32 --max-tokens 2048
+expect_in "ppl"
+expect_exit 0 "$ROPELAB" eval runs/llama --lengths 16,32 --max-tokens 2048 --rope-scaling yarn:2
+[[ -f runs/llama/eval-test-rope-yarn-2.json ]] || fail "no yarn evaluation written"
 
 # A damaged config.json: one line naming the file.
 mkdir bad && cp "$FIX"/roformer-mlm/* bad/ && echo '{"architectures": ["RoFormerForMaskedLM"],' >bad/config.json

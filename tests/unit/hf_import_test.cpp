@@ -14,6 +14,7 @@
 #include "helpers.h"
 #include "hf/import.h"
 #include "hf/safetensors.h"
+#include "text/bpe.h"
 #include "text/tokenizer.h"
 #include "text/vocab_order.h"
 #include "util/error.h"
@@ -230,6 +231,153 @@ TEST(HfImport, TheRunTokenizesWithTheCheckpointVocabulary) {
   EXPECT_EQ(cased.strip_accents, config::StripAccents::kAuto);
   test::write(e.file("cased/tokenizer_config.json"), R"({"do_lower_case": "no"})");
   EXPECT_THROW(import_hf(e.file("cased"), e.file("run2")), UserError);
+}
+
+TEST(HfImport, LlamaLayoutDecodersGiveTheReferenceLogits) {
+  // Grouped-query (4 heads, 2 kv) untied; multi-query tied; Qwen2's q/k/v biases; Mistral; and
+  // every rope_scaling type, each on a short input (12 tokens) and a long one (40).
+  for (const char* fixture :
+       {"llama", "llama-tied-mqa", "qwen2", "mistral", "llama-linear", "llama-dynamic",
+        "llama-yarn", "llama-llama3", "llama-longrope", "llama-bpe", "llama-spm"}) {
+    SCOPED_TRACE(fixture);
+    test::TempDir d;
+    auto expected = Checkpoint::open(kDir + "/" + fixture + "/expected.safetensors");
+    import_hf(kDir + "/" + fixture, d.file("run"));
+    auto order = vocab_order(d.file("run"));
+    auto m = eval::load_run_model(d.file("run"));
+    m.model->eval();
+    torch::NoGradGuard ng;
+    auto cols = torch::tensor(order, torch::kLong);
+    for (const std::string tag : {"", "_short"}) {
+      auto ids = to_ropelab_ids(order, tensor(expected, "input_ids" + tag));
+      auto logits = m.model->logits(m.model->backbone->decode(ids));
+      auto want = tensor(expected, "logits" + tag).index_select(2, cols);
+      EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
+      EXPECT_GT(want.abs().max().item<double>(), 1.0);
+    }
+  }
+}
+
+TEST(HfImport, LlamaConfigMapsOntoTheDecoder) {
+  test::TempDir d;
+  import_hf(kDir + "/llama", d.file("run"));
+  auto c = eval::load_run_model(d.file("run")).config;
+  EXPECT_EQ(c.model.arch, config::Arch::kDecoder);
+  EXPECT_EQ(c.model.norm_type, config::NormType::kRmsNorm);
+  EXPECT_DOUBLE_EQ(c.model.norm_eps, 1e-6);
+  EXPECT_EQ(c.model.activation, config::Activation::kSwiglu);
+  EXPECT_EQ(c.model.bias, config::LinearBias::kNone);
+  EXPECT_EQ(c.model.n_heads, 4);
+  EXPECT_EQ(c.model.n_kv_heads, 2);
+  EXPECT_FALSE(c.model.tie_embeddings);
+  EXPECT_STREQ(c.task.type(), "clm");
+  const auto& rope = std::get<config::RopeConfig>(c.model.position.opts);
+  EXPECT_EQ(rope.pairing, config::RopePairing::kHalf);
+  EXPECT_DOUBLE_EQ(rope.base, 10000.0);
+  import_hf(kDir + "/qwen2", d.file("qwen2"));
+  EXPECT_EQ(eval::load_run_model(d.file("qwen2")).config.model.bias, config::LinearBias::kQkv);
+  import_hf(kDir + "/llama-yarn", d.file("yarn"));
+  auto yc = eval::load_run_model(d.file("yarn")).config;
+  const auto& yarn = std::get<config::YarnScaling>(
+      std::get<config::RopeConfig>(yc.model.position.opts).scaling.opts);
+  EXPECT_DOUBLE_EQ(yarn.factor, 4.0);
+  EXPECT_EQ(yarn.original_len, 256);
+  // BOS and EOS from config.json sit at ropelab's ids.
+  auto order = vocab_order(d.file("run"));
+  EXPECT_EQ(order[text::Special::kBos], 1);
+  EXPECT_EQ(order[text::Special::kEos], 2);
+}
+
+TEST(HfImport, LlamaTokenizersComeAlongRenumbered) {
+  // SentencePiece (Llama 2's layout): the ids of the sentencepiece library on the test strings.
+  test::TempDir d;
+  import_hf(kDir + "/llama-spm", d.file("spm"));
+  auto c = eval::load_run_model(d.file("spm")).config;
+  EXPECT_EQ(c.data.tokenizer.type, config::TokenizerType::kSpm);
+  EXPECT_EQ(c.data.tokenizer.vocab_order, d.file("spm/hf/vocab_order.json"));
+  auto tok = data::load_tokenizer(data::plan(c.data, c.task.seq_len));
+  auto order = vocab_order(d.file("spm"));
+  auto ref = nlohmann::json::parse(fs::read_file(kDir + "/llama-spm/spm_ids.json"));
+  for (size_t i = 0; i < ref["texts"].size(); ++i) {
+    const auto text = ref["texts"][i].get<std::string>();
+    std::vector<int64_t> got;
+    for (int32_t id : tok->encode(text)) got.push_back(order[static_cast<size_t>(id)]);
+    EXPECT_EQ(got, ref["ids"][i].get<std::vector<int64_t>>()) << text;
+  }
+  EXPECT_EQ(order[text::Special::kUnk], 0);  // <unk>
+  EXPECT_EQ(order[text::Special::kBos], 1);
+  EXPECT_EQ(order[text::Special::kEos], 2);
+  EXPECT_EQ(tok->decode(tok->encode("In the beginning")), "In the beginning");
+
+  // Byte-level BPE (Llama 3's layout, embeddings padded past the tokenizer's 470 ids): the
+  // specials it lacks take the padding rows.
+  import_hf(kDir + "/llama-bpe", d.file("bpe"));
+  auto cb = eval::load_run_model(d.file("bpe")).config;
+  EXPECT_EQ(cb.data.tokenizer.type, config::TokenizerType::kBpe);
+  auto border = vocab_order(d.file("bpe"));
+  auto cfg = nlohmann::json::parse(fs::read_file(kDir + "/llama-bpe/config.json"));
+  EXPECT_EQ(border[text::Special::kBos], cfg["bos_token_id"].get<int64_t>());
+  EXPECT_EQ(border[text::Special::kEos], cfg["eos_token_id"][0].get<int64_t>());
+  for (int32_t s : {text::Special::kPad, text::Special::kUnk, text::Special::kCls,
+                    text::Special::kSep, text::Special::kMask})
+    EXPECT_GE(border[static_cast<size_t>(s)], 470) << s;
+  auto btok = data::load_tokenizer(data::plan(cb.data, cb.task.seq_len));
+  text::BpeTokenizer plain(kDir + "/llama-bpe/tokenizer.json");
+  const std::string text = "<|begin_of_text|>In the beginning, they're 12345 caf\u00e9!";
+  auto ids = btok->encode(text);
+  auto want = plain.encode_original(text);
+  ASSERT_EQ(ids.size(), want.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(border[static_cast<size_t>(ids[i])], want[i]);
+  EXPECT_EQ(ids[0], text::Special::kBos);
+
+  // Without tokenizer files the import says the run cannot tokenize text.
+  auto summary = import_hf(kDir + "/llama", d.file("none"));
+  EXPECT_NE(summary.find("cannot tokenize"), std::string::npos) << summary;
+}
+
+TEST(HfImport, LlamaRefusalsNameTheKey) {
+  struct Case {
+    const char* fixture;
+    std::function<void(nlohmann::json&)> edit;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {"llama", [](nlohmann::json& j) { j["hidden_act"] = "gelu"; }, "hidden_act"},
+      {"llama", [](nlohmann::json& j) { j["head_dim"] = 16; }, "head_dim"},
+      {"llama", [](nlohmann::json& j) { j["num_key_value_heads"] = 3; }, "num_key_value_heads"},
+      {"llama", [](nlohmann::json& j) { j["attention_bias"] = true; }, "attention_bias"},
+      {"llama",
+       [](nlohmann::json& j) {
+         j["rope_scaling"] = {{"rope_type", "su"}};
+       },
+       "rope_type su"},
+      {"llama",
+       [](nlohmann::json& j) {
+         j["rope_scaling"] = {{"factor", 2.0}};
+       },
+       "rope_type"},
+      {"llama-yarn", [](nlohmann::json& j) { j["rope_scaling"]["mscale"] = 0.7; }, "mscale"},
+      {"llama-linear", [](nlohmann::json& j) { j["rope_scaling"]["alpha"] = 2.0; }, "alpha"},
+      {"llama-longrope", [](nlohmann::json& j) { j["rope_scaling"].erase("long_factor"); },
+       "long_factor"},
+      {"mistral", [](nlohmann::json& j) { j["sliding_window"] = 4096; }, "sliding_window"},
+      {"mistral", [](nlohmann::json& j) { j.erase("sliding_window"); }, "sliding_window"},
+      {"qwen2", [](nlohmann::json& j) { j["use_sliding_window"] = true; }, "use_sliding_window"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.expect);
+    test::TempDir d;
+    auto dir = damaged_copy(d, c.fixture, c.edit);
+    try {
+      import_hf(dir, d.file("run"));
+      ADD_FAILURE() << "accepted";
+    } catch (const UserError& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find(c.expect), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    EXPECT_FALSE(stdfs::exists(d.file("run")));
+  }
 }
 
 TEST(HfImport, ConfigMapsOntoTheEncoder) {

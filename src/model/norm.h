@@ -1,0 +1,34 @@
+// The normalisation layers of the backbone (model.norm_type):
+//   layernorm  Ba et al. 2016: (x - mean(x)) / sqrt(var(x) + eps) * weight + bias
+//   rmsnorm    Zhang & Sennrich 2019, Eq. 4: x / sqrt(mean(x^2) + eps) * weight (no shift), as
+//              Llama, Mistral and Qwen2 use it: normalised in float32, cast back to the input's
+//              dtype, then scaled.
+// Parameters are named weight and bias, as torch::nn::LayerNorm names them, so checkpoints of
+// runs made before norm_type existed load unchanged.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "config/schema.h"
+#include "model/init.h"
+
+namespace ropelab::model {
+
+class NormImpl : public torch::nn::Module, public OwnsParameters {
+ public:
+  NormImpl(int64_t d, double eps, config::NormType type);
+  // [..., d] -> [..., d] in the weight's dtype (under CPU autocast a sublayer's output is bf16;
+  // the norm reads it in the weight's dtype).
+  torch::Tensor forward(const torch::Tensor& x);
+  ParamRole role_of(const std::string& local) const override;
+
+  torch::Tensor weight, bias;  // bias: layernorm only
+
+ private:
+  int64_t d_;
+  double eps_;
+  config::NormType type_;
+};
+TORCH_MODULE(Norm);
+
+}  // namespace ropelab::model
