@@ -11,22 +11,24 @@ import sys
 import regex
 
 
-def ranges(pattern):
-    rx = regex.compile(pattern)
-    out, start, prev = [], None, None
+def ranges_of(hit):
+    """The [lo, hi] code-point ranges where hit(cp) holds (also scripts/gen_unicode_tables.py)."""
+    out, start = [], None
     for cp in range(0x110000):
-        if 0xD800 <= cp <= 0xDFFF:
-            hit = False
-        else:
-            hit = rx.match(chr(cp)) is not None
-        if hit and start is None:
+        h = hit(cp)
+        if h and start is None:
             start = cp
-        if not hit and start is not None:
+        if not h and start is not None:
             out.append((start, cp - 1))
             start = None
     if start is not None:
         out.append((start, 0x10FFFF))
     return out
+
+
+def ranges(pattern):
+    rx = regex.compile(pattern)
+    return ranges_of(lambda cp: not 0xD800 <= cp <= 0xDFFF and rx.match(chr(cp)) is not None)
 
 
 def main():

@@ -17,30 +17,20 @@ need (text/unicode.cpp answers the queries), from Python's unicodedata (Unicode 
 
     /usr/bin/python3 scripts/gen_unicode_tables.py > src/text/unicode_tables.inc
 """
+import os
 import sys
 import unicodedata
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_unicode_classes import ranges_of  # noqa: E402
 
-def chars():
-    for cp in range(0x110000):
-        if 0xD800 <= cp <= 0xDFFF:
-            yield cp, "Cs"
-        else:
-            yield cp, unicodedata.category(chr(cp))
+
+def category(cp):
+    return "Cs" if 0xD800 <= cp <= 0xDFFF else unicodedata.category(chr(cp))
 
 
 def ranges(pred):
-    out, start = [], None
-    for cp, cat in chars():
-        hit = pred(cat)
-        if hit and start is None:
-            start = cp
-        if not hit and start is not None:
-            out.append((start, cp - 1))
-            start = None
-    if start is not None:
-        out.append((start, 0x10FFFF))
-    return out
+    return ranges_of(lambda cp: pred(category(cp)))
 
 
 def emit(name, width, items, fmt):

@@ -19,6 +19,7 @@
 #include "eval/evaluate.h"
 #include "eval/translate.h"
 #include "eval/weights.h"
+#include "hf/export.h"
 #include "hf/import.h"
 #include "lab/bench.h"
 #include "lab/compare.h"
@@ -48,6 +49,7 @@ struct Opts {
   std::string out;
   std::string split = "test";
   std::string lengths, rope_scaling;
+  std::string format = "h5";
   int64_t max_tokens = 65536;
   bool use_latest = false;
   bool restart = false;
@@ -197,7 +199,9 @@ int cmd_ablate() {
 }
 
 int cmd_export() {
-  std::cout << eval::export_weights(g.file, g.out) << "\n";
+  std::cout << (g.format == "hf" ? hf::export_hf(g.file, g.out)
+                                 : eval::export_weights(g.file, g.out))
+            << "\n";
   return 0;
 }
 
@@ -575,11 +579,21 @@ void register_all(CLI::App& app) {
       cmd_bleu);
   add(
       app, "export",
-      "Export a trained model's weights to HDF5 (every tensor under its module path, the config\n"
-      "as attributes) for use from Python/h5py.",
+      "Export a trained model's weights to HDF5 (--format h5: every tensor under its module\n"
+      "path, the config as attributes, for Python/h5py), or as a Hugging Face checkpoint\n"
+      "directory (--format hf: config.json, model.safetensors, the tokenizer's files) for\n"
+      "BertForMaskedLM / BertForSequenceClassification, the RoFormer ones, LlamaForCausalLM and\n"
+      "Qwen2ForCausalLM. A model no such class computes exactly is refused, naming the difference.",
       [](CLI::App& sub) {
-        sub.add_option("source", g.file, "run directory or checkpoint directory")->required();
-        sub.add_option("--out", g.out, "output .h5 file")->required();
+        sub.add_option("source", g.file,
+                       "run directory (hf: its best checkpoint) or checkpoint "
+                       "directory")
+            ->required();
+        sub.add_option("--out", g.out, "output .h5 file, or new directory for --format hf")
+            ->required();
+        sub.add_option("--format", g.format, "h5 or hf")
+            ->check(CLI::IsMember({"h5", "hf"}))
+            ->capture_default_str();
       },
       cmd_export);
   add(

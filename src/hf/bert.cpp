@@ -240,4 +240,114 @@ Mapped map_bert(Source& s) {
   return m;
 }
 
+// ---- export
+
+// What BERT and RoFormer share; "" when the run's encoder is theirs.
+std::string encoder_mismatch(const config::Config& c) {
+  const auto& m = c.model;
+  using namespace config;
+  if (m.arch != Arch::kEncoder) return "the model is not an encoder";
+  if (m.norm == Norm::kPre) return "pre-norm layers (model.norm pre); BERT's are post-norm";
+  if (m.norm_type != NormType::kLayerNorm) return "model.norm_type is not layernorm";
+  if (m.activation == Activation::kSwiglu) return "a SwiGLU feed-forward";
+  if (m.bias != LinearBias::kAll) return "projections without biases (model.bias)";
+  if (m.n_kv_heads != 0 && m.n_kv_heads != m.n_heads) return "grouped-query attention";
+  if (m.scale_embeddings) return "scaled embeddings (model.scale_embeddings)";
+  if (m.attention.kernel != AttentionKernel::kSoftmax) return "linear attention";
+  const bool mlm = std::holds_alternative<MlmTaskConfig>(c.task.opts),
+             glue = std::holds_alternative<GlueTaskConfig>(c.task.opts);
+  if (!mlm && !glue) return std::string("task ") + c.task.type() + " has no such class";
+  return "";
+}
+
+std::string bert_mismatch(const config::Config& c) {
+  std::string why = encoder_mismatch(c);
+  if (!why.empty()) return why;
+  if (!std::holds_alternative<config::LearnedConfig>(c.model.position.opts))
+    return std::string("position ") + c.model.position.type() + " (BERT's are learned)";
+  if (std::holds_alternative<config::GlueTaskConfig>(c.task.opts) &&
+      c.model.pooler_activation != config::PoolerActivation::kTanh)
+    return "a classification head without BERT's tanh pooler";
+  return "";
+}
+
+void export_bert_encoder(const ExportSource& s, const std::string& p, Exported& e) {
+  const auto& m = s.config->model;
+  auto put = [&](const std::string& name, const at::Tensor& t) { e.tensors.emplace_back(name, t); };
+  auto linear = [&](const std::string& to, const std::string& from) {
+    put(to + ".weight", s.at(from + ".weight"));
+    put(to + ".bias", s.at(from + ".bias"));
+  };
+  const std::string em = p + "embeddings.";
+  put(em + "word_embeddings.weight", s.rows(s.at("backbone.tok_emb.weight")));
+  put(em + "token_type_embeddings.weight", s.at("backbone.seg_emb.weight"));
+  linear(em + "LayerNorm", "backbone.encoder.emb_norm");
+  for (int64_t i = 0; i < m.n_layers; ++i) {
+    const std::string t = fmt::format("{}encoder.layer.{}.", p, i);
+    const std::string f = fmt::format("backbone.encoder.layers.{}.", i);
+    linear(t + "attention.self.query", f + "self_attn.q_proj");
+    linear(t + "attention.self.key", f + "self_attn.k_proj");
+    linear(t + "attention.self.value", f + "self_attn.v_proj");
+    linear(t + "attention.output.dense", f + "self_attn.o_proj");
+    linear(t + "attention.output.LayerNorm", f + "norm1");
+    linear(t + "intermediate.dense", f + "fc1");
+    linear(t + "output.dense", f + "fc2");
+    linear(t + "output.LayerNorm", f + "norm2");
+  }
+  if (std::holds_alternative<config::MlmTaskConfig>(s.config->task.opts)) {
+    linear("cls.predictions.transform.dense", "head.dense");
+    linear("cls.predictions.transform.LayerNorm", "head.norm");
+    put("cls.predictions.bias", s.rows(s.at("head.bias")));
+    if (!m.tie_embeddings) put("cls.predictions.decoder.weight", s.rows(s.at("head.proj.weight")));
+  }
+  // The shared keys of config.json.
+  auto& j = e.config;
+  j["vocab_size"] = s.order.size();
+  j["hidden_size"] = m.d_model;
+  j["num_hidden_layers"] = m.n_layers;
+  j["num_attention_heads"] = m.n_heads;
+  j["intermediate_size"] = m.d_ff;
+  j["hidden_act"] = config::to_string(m.activation);
+  j["hidden_dropout_prob"] = m.dropout;
+  j["attention_probs_dropout_prob"] = m.attention.dropout;
+  j["type_vocab_size"] = 2;
+  j["initializer_range"] = m.init_std;
+  j["layer_norm_eps"] = m.norm_eps;
+  j["pad_token_id"] = s.order[text::Special::kPad];
+  j["tie_word_embeddings"] = m.tie_embeddings;
+  j["torch_dtype"] = "float32";
+  if (std::holds_alternative<config::GlueTaskConfig>(s.config->task.opts)) {
+    if (s.labels.empty()) {
+      j["num_labels"] = 1;
+      j["problem_type"] = "regression";
+    } else {
+      for (size_t i = 0; i < s.labels.size(); ++i) {
+        j["id2label"][std::to_string(i)] = s.labels[i];
+        j["label2id"][s.labels[i]] = i;
+      }
+    }
+  }
+}
+
+Exported export_bert(const ExportSource& s) {
+  Exported e;
+  const bool glue = std::holds_alternative<config::GlueTaskConfig>(s.config->task.opts);
+  e.config["architectures"] = {glue ? "BertForSequenceClassification" : "BertForMaskedLM"};
+  e.config["model_type"] = "bert";
+  e.config["position_embedding_type"] = "absolute";
+  const auto& pos = s.at("backbone.encoder.position.weight");
+  e.config["max_position_embeddings"] = pos.size(0);
+  export_bert_encoder(s, "bert.", e);
+  e.tensors.emplace_back("bert.embeddings.position_embeddings.weight", pos);
+  if (glue) {
+    for (const char* k : {"weight", "bias"}) {
+      e.tensors.emplace_back(std::string("bert.pooler.dense.") + k,
+                             s.at(std::string("head.pooler.") + k));
+      e.tensors.emplace_back(std::string("classifier.") + k,
+                             s.at(std::string("head.classifier.") + k));
+    }
+  }
+  return e;
+}
+
 }  // namespace ropelab::hf

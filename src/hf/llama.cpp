@@ -320,4 +320,125 @@ Mapped map_llama(Source& s) {
   return m;
 }
 
+// ---- export
+
+std::string llama_mismatch(const config::Config& c) {
+  const auto& m = c.model;
+  using namespace config;
+  if (m.arch != Arch::kDecoder) return "the model is not a decoder";
+  if (!std::holds_alternative<ClmTaskConfig>(c.task.opts))
+    return std::string("task ") + c.task.type() + " has no such class";
+  if (m.norm == Norm::kPost) return "post-norm layers";
+  if (m.norm_type != NormType::kRmsNorm) return "LayerNorm (Llama's norm is RMSNorm)";
+  if (m.activation != Activation::kSwiglu) return "a feed-forward other than SwiGLU";
+  if (m.bias == LinearBias::kAll) return "biases on every projection";
+  if (m.scale_embeddings) return "scaled embeddings";
+  if (m.attention.kernel != AttentionKernel::kSoftmax) return "linear attention";
+  const auto* r = std::get_if<RopeConfig>(&m.position.opts);
+  if (r == nullptr) return std::string("position ") + m.position.type() + " (Llama's is rope)";
+  if (r->pairing != RopePairing::kHalf) return "RoPE on interleaved pairs (Llama's are half-split)";
+  if (r->rotary_dim != 0 || r->fraction != 1.0) return "partial RoPE";
+  if (r->nope_every != 0 || !r->nope_layers.empty()) return "layers without positions";
+  if (std::holds_alternative<NtkScaling>(r->scaling.opts))
+    return "static NTK scaling (transformers has no such rope_type)";
+  return "";
+}
+
+Exported export_llama(const ExportSource& s) {
+  const auto& c = *s.config;
+  const auto& m = c.model;
+  const auto& r = std::get<config::RopeConfig>(m.position.opts);
+  const bool qwen = m.bias == config::LinearBias::kQkv;
+  const int64_t H = m.d_model / m.n_heads, Nkv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
+  Exported e;
+  auto& j = e.config;
+  j["architectures"] = {qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  j["model_type"] = qwen ? "qwen2" : "llama";
+  j["vocab_size"] = s.order.size();
+  j["hidden_size"] = m.d_model;
+  j["intermediate_size"] = m.d_ff;
+  j["num_hidden_layers"] = m.n_layers;
+  j["num_attention_heads"] = m.n_heads;
+  j["num_key_value_heads"] = Nkv;
+  j["head_dim"] = H;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = c.task.seq_len;
+  j["rms_norm_eps"] = m.norm_eps;
+  j["rope_theta"] = r.base;
+  j["rope_scaling"] = nullptr;
+  j["tie_word_embeddings"] = m.tie_embeddings;
+  j["attention_dropout"] = m.attention.dropout;
+  j["initializer_range"] = m.init_std;
+  j["bos_token_id"] = s.order[text::Special::kBos];
+  j["eos_token_id"] = s.order[text::Special::kEos];
+  j["pad_token_id"] = s.order[text::Special::kPad];
+  j["torch_dtype"] = "float32";
+  if (qwen) {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = m.n_layers;
+  } else {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
+  // rope_scaling, with max_position_embeddings / original length = factor where transformers
+  // reads one from the other.
+  std::visit(
+      [&](const auto& sc) {
+        using T = std::decay_t<decltype(sc)>;
+        nlohmann::json rs;
+        if constexpr (std::is_same_v<T, config::LinearScaling>) {
+          rs = {{"rope_type", "linear"}, {"factor", sc.factor}};
+        } else if constexpr (std::is_same_v<T, config::DynamicNtkScaling>) {
+          rs = {{"rope_type", "dynamic"}, {"factor", sc.factor}};
+          j["max_position_embeddings"] = sc.original_len;  // dynamic's original length
+        } else if constexpr (std::is_same_v<T, config::YarnScaling>) {
+          rs = {{"rope_type", "yarn"},
+                {"factor", sc.factor},
+                {"original_max_position_embeddings", sc.original_len},
+                {"beta_fast", sc.beta_fast},
+                {"beta_slow", sc.beta_slow}};
+          if (sc.attention_factor > 0) rs["attention_factor"] = sc.attention_factor;
+          j["max_position_embeddings"] =
+              static_cast<int64_t>(std::llround(sc.factor * static_cast<double>(sc.original_len)));
+        } else if constexpr (std::is_same_v<T, config::Llama3Scaling>) {
+          rs = {{"rope_type", "llama3"},
+                {"factor", sc.factor},
+                {"low_freq_factor", sc.low_freq_factor},
+                {"high_freq_factor", sc.high_freq_factor},
+                {"original_max_position_embeddings", sc.original_len}};
+        } else if constexpr (std::is_same_v<T, config::LongRopeScaling>) {
+          rs = {{"rope_type", "longrope"},
+                {"short_factor", sc.short_factor},
+                {"long_factor", sc.long_factor}};
+          if (sc.attention_factor > 0) rs["attention_factor"] = sc.attention_factor;
+          j["original_max_position_embeddings"] = sc.original_len;
+          j["max_position_embeddings"] =
+              static_cast<int64_t>(std::llround(sc.factor * static_cast<double>(sc.original_len)));
+        }
+        if (!rs.is_null()) j["rope_scaling"] = rs;
+      },
+      r.scaling.opts);
+
+  auto put = [&](const std::string& name, const at::Tensor& t) { e.tensors.emplace_back(name, t); };
+  put("model.embed_tokens.weight", s.rows(s.at("backbone.tok_emb.weight")));
+  for (int64_t i = 0; i < m.n_layers; ++i) {
+    const std::string t = fmt::format("model.layers.{}.", i);
+    const std::string f = fmt::format("backbone.decoder.layers.{}.", i);
+    for (const char* p : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      put(t + "self_attn." + p + ".weight", s.at(f + "self_attn." + p + ".weight"));
+      if (qwen && std::string(p) != "o_proj")
+        put(t + "self_attn." + p + ".bias", s.at(f + "self_attn." + p + ".bias"));
+    }
+    put(t + "mlp.gate_proj.weight", s.at(f + "gate.weight"));
+    put(t + "mlp.up_proj.weight", s.at(f + "fc1.weight"));
+    put(t + "mlp.down_proj.weight", s.at(f + "fc2.weight"));
+    put(t + "input_layernorm.weight", s.at(f + "norm1.weight"));
+    put(t + "post_attention_layernorm.weight", s.at(f + "norm2.weight"));
+  }
+  put("model.norm.weight", s.at("backbone.decoder.final_norm.weight"));
+  if (!m.tie_embeddings) put("lm_head.weight", s.rows(s.at("head.proj.weight")));
+  return e;
+}
+
 }  // namespace ropelab::hf

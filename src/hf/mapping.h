@@ -95,4 +95,36 @@ std::vector<std::string> read_labels(Source& s);
 // The classification heads differ (BERT's pooler, RoFormer's head): each family maps its own.
 void take_bert_encoder(Source& s, const BertShape& b, const std::string& prefix, Mapped& m);
 
+// ---- export (hf/export.cpp; each family writes its own names)
+
+// A run on its way out: its config, its parameters by ropelab name (float32), and the
+// vocabulary's order (ropelab id r is the checkpoint's id order[r]; identity for a vocabulary
+// ropelab made).
+struct ExportSource {
+  const config::Config* config = nullptr;
+  std::map<std::string, at::Tensor> weights;
+  std::vector<int64_t> order;
+  std::vector<std::string> labels;  // a GLUE run's label names (empty: regression)
+  // `t`'s rows (one per ropelab id) in the checkpoint's order.
+  at::Tensor rows(const at::Tensor& t) const;
+  const at::Tensor& at(const std::string& name) const;  // logic_error if absent
+};
+// What a family writes: config.json (the class's keys) and the tensors by their names.
+struct Exported {
+  nlohmann::json config;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+};
+// Empty when the family's class computes exactly what the run's model computes; else why not.
+std::string bert_mismatch(const config::Config& c);
+std::string roformer_mismatch(const config::Config& c);
+std::string llama_mismatch(const config::Config& c);
+Exported export_bert(const ExportSource& s);
+// BERT's embeddings (but positions), layers and MLM head, and the config.json keys BERT and
+// RoFormer share, under `prefix` ("bert." or "roformer.").
+void export_bert_encoder(const ExportSource& s, const std::string& prefix, Exported& e);
+// What an encoder must be for BERT's and RoFormer's classes ("" if it is).
+std::string encoder_mismatch(const config::Config& c);
+Exported export_roformer(const ExportSource& s);
+Exported export_llama(const ExportSource& s);
+
 }  // namespace ropelab::hf

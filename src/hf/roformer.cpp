@@ -59,15 +59,69 @@ Mapped map_roformer(Source& s) {
           s.dir(), table, diff));
   }
   take_bert_encoder(s, b, p, m);
+  // RoFormer's classification head (dense, hidden_act, out_proj): also for the GLUE runs that
+  // fine-tune an imported RoFormerModel or ...ForMaskedLM.
+  m.overrides.push_back("model.pooler_activation=" + b.act);
   if (b.cls) {
     const int64_t C = std::max<int64_t>(1, static_cast<int64_t>(b.labels.size()));
-    m.overrides.push_back("model.pooler_activation=" + b.act);
     m.weights["head.pooler.weight"] = s.take("classifier.dense.weight", {b.D, b.D});
     m.weights["head.pooler.bias"] = s.take("classifier.dense.bias", {b.D});
     m.weights["head.classifier.weight"] = s.take("classifier.out_proj.weight", {C, b.D});
     m.weights["head.classifier.bias"] = s.take("classifier.out_proj.bias", {C});
   }
   return m;
+}
+
+// ---- export
+
+std::string roformer_mismatch(const config::Config& c) {
+  std::string why = encoder_mismatch(c);
+  if (!why.empty()) return why;
+  const auto* r = std::get_if<config::RopeConfig>(&c.model.position.opts);
+  if (r == nullptr)
+    return std::string("position ") + c.model.position.type() + " (RoFormer's is rope)";
+  if (r->pairing != config::RopePairing::kInterleaved) return "RoPE on half-split pairs";
+  if (r->base != 10000.0) return "a RoPE base other than RoFormer's 10000";
+  if (r->rotary_dim != 0 || r->fraction != 1.0) return "partial RoPE";
+  if (r->nope_every != 0 || !r->nope_layers.empty()) return "layers without positions";
+  if (!std::holds_alternative<config::NoScaling>(r->scaling.opts)) return "RoPE scaling";
+  if (c.model.pooler_activation == config::PoolerActivation::kTanh &&
+      std::holds_alternative<config::GlueTaskConfig>(c.task.opts))
+    return "BERT's tanh pooler (RoFormer's head is dense, hidden_act, out_proj: "
+           "model.pooler_activation)";
+  if (std::holds_alternative<config::GlueTaskConfig>(c.task.opts) &&
+      config::to_string(c.model.pooler_activation) !=
+          std::string(config::to_string(c.model.activation)))
+    return "a classification head whose activation is not hidden_act";
+  return "";
+}
+
+Exported export_roformer(const ExportSource& s) {
+  Exported e;
+  const auto& c = *s.config;
+  const bool glue = std::holds_alternative<config::GlueTaskConfig>(c.task.opts);
+  e.config["architectures"] = {glue ? "RoFormerForSequenceClassification" : "RoFormerForMaskedLM"};
+  e.config["model_type"] = "roformer";
+  const int64_t P = c.task.seq_len, H = c.model.d_model / c.model.n_heads;
+  e.config["max_position_embeddings"] = P;
+  e.config["embedding_size"] = c.model.d_model;
+  e.config["rotary_value"] = false;
+  export_bert_encoder(s, "roformer.", e);
+  // The fixed sinusoid table transformers keeps: sin(m theta_j) for j < H/2, then cos.
+  auto pos = torch::arange(P, torch::kFloat64).unsqueeze(1);
+  auto theta = torch::pow(10000.0, -2 * torch::arange(H / 2, torch::kFloat64) / H);
+  e.tensors.emplace_back(
+      "roformer.encoder.embed_positions.weight",
+      torch::cat({torch::sin(pos * theta), torch::cos(pos * theta)}, 1).to(torch::kFloat32));
+  if (glue) {
+    for (const char* k : {"weight", "bias"}) {
+      e.tensors.emplace_back(std::string("classifier.dense.") + k,
+                             s.at(std::string("head.pooler.") + k));
+      e.tensors.emplace_back(std::string("classifier.out_proj.") + k,
+                             s.at(std::string("head.classifier.") + k));
+    }
+  }
+  return e;
 }
 
 }  // namespace ropelab::hf

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iterator>
 
+#include "text/pystr.h"
+
 namespace ropelab::text::unicode {
 
 namespace {
@@ -84,24 +86,7 @@ std::vector<uint32_t> decode_utf8(const std::string& s) {
 
 std::string encode_utf8(const std::vector<uint32_t>& cps, size_t from, size_t to) {
   std::string s;
-  for (size_t i = from; i < to; ++i) {
-    const uint32_t c = cps[i];
-    if (c < 0x80) {
-      s += static_cast<char>(c);
-    } else if (c < 0x800) {
-      s += static_cast<char>(0xC0 | (c >> 6));
-      s += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      s += static_cast<char>(0xE0 | (c >> 12));
-      s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      s += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      s += static_cast<char>(0xF0 | (c >> 18));
-      s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      s += static_cast<char>(0x80 | (c & 0x3F));
-    }
-  }
+  for (size_t i = from; i < to; ++i) append_utf8(s, cps[i]);
   return s;
 }
 

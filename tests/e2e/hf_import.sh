@@ -1,6 +1,8 @@
 # Hugging Face checkpoints through the real CLI: import a RoFormer MLM fixture (its run
 # tokenizes with the checkpoint's vocab.txt) -> fine-tune it on bible-sst2 through
-# task.init_from, with a config that inherits the imported run's -> eval the fine-tuned run;
+# task.init_from, with a config that inherits the imported run's -> eval the fine-tuned run ->
+# export it as a Hugging Face checkpoint and import that: the same accuracy; a Llama-layout
+# decoder trained here exported and imported again: the same loss;
 # import a RoFormerForSequenceClassification naming its data, and eval it; a Llama-layout
 # decoder with its byte-level BPE tokenizer, evaluated at two lengths, with and without YaRN; a
 # classification checkpoint without its data, and a damaged config.json, exit 2 with one line.
@@ -24,8 +26,64 @@ expect_exit 0 "$ROPELAB" train ft.yaml
 expect_in "backbone from $WORK/runs/roformer: loaded 36 tensors"
 expect_in "missing (left as initialised): head.classifier.bias"  # the new classification head
 ls prep/bible-sst2/ | grep -q '^wordpiece-' || fail "bible-sst2 not tokenized with the vocab.txt"
-expect_exit 0 "$ROPELAB" eval runs/sst2
+expect_exit 0 "$ROPELAB" eval runs/sst2 --no-save
 expect_in "acc"
+tuned=$(grep -E '^ +acc' <<<"$OUT")
+
+# The fine-tuned model out as a Hugging Face checkpoint, and in again: the same predictions.
+expect_exit 0 "$ROPELAB" export runs/sst2 --format hf --out "$WORK/sst2-hf"
+expect_in "exported RoFormerForSequenceClassification"
+for f in config.json model.safetensors vocab.txt tokenizer_config.json; do
+  [[ -f sst2-hf/$f ]] || fail "the export lacks $f"
+done
+expect_exit 0 "$ROPELAB" import-hf sst2-hf --out "$WORK/runs/sst2-again" \
+  data.source=bible-sst2 data.prepared_dir="$WORK/prep"
+expect_exit 0 "$ROPELAB" prepare runs/sst2-again/config.yaml
+expect_exit 0 "$ROPELAB" eval runs/sst2-again --no-save
+[[ $(grep -E '^ +acc' <<<"$OUT") == "$tuned" ]] || fail "the round trip changed the model: $tuned vs $OUT"
+expect_exit 2 "$ROPELAB" export runs/sst2 --format hf --out "$WORK/sst2-hf"
+expect_in "already exists"
+
+# A decoder trained here in the Llama layout (RMSNorm, SwiGLU, grouped-query, half-split RoPE,
+# ropelab's SentencePiece): out as LlamaForCausalLM with its tokenizer.model, in again, the
+# same test loss.
+python3 - <<'PY'
+import random
+random.seed(3)
+words = "the a light day night god earth heaven water land good said let there be made".split()
+for name, n in (("lm-train.txt", 400), ("lm-valid.txt", 40), ("lm-test.txt", 40)):
+    with open(name, "w") as f:
+        for _ in range(n):
+            f.write(" ".join(random.choice(words) for _ in range(12)) + ".\n")
+PY
+cat >llama.yaml <<YAML
+run: {name: tiny-llama, out_dir: $WORK/runs, seed: 3, threads: 2}
+data: {source: text, train: $WORK/lm-train.txt, valid: $WORK/lm-valid.txt,
+       test: $WORK/lm-test.txt, prepared_dir: $WORK/prep, tokenizer: {type: spm, vocab_size: 64}}
+task: {type: clm, seq_len: 32}
+model: {arch: decoder, d_model: 32, n_layers: 1, n_heads: 4, n_kv_heads: 2, d_ff: 48,
+        norm_type: rmsnorm, activation: swiglu, bias: none, position: {type: rope, pairing: half}}
+train: {max_steps: 10, batch_size: 8, eval_every: 0, log_every: 5, schedule: {warmup: 2}}
+YAML
+expect_exit 0 "$ROPELAB" train llama.yaml
+expect_exit 0 "$ROPELAB" eval runs/tiny-llama --no-save
+trained=$(grep -E '^ +acc' <<<"$OUT")
+expect_exit 0 "$ROPELAB" export runs/tiny-llama --format hf --out "$WORK/llama-hf"
+expect_in "exported LlamaForCausalLM"
+[[ -f llama-hf/tokenizer.model ]] || fail "the export lacks tokenizer.model"
+expect_exit 0 "$ROPELAB" import-hf llama-hf --out "$WORK/runs/llama-again" data.source=text \
+  data.train="$WORK/lm-train.txt" data.valid="$WORK/lm-valid.txt" data.test="$WORK/lm-test.txt" \
+  data.prepared_dir="$WORK/prep"
+expect_exit 0 "$ROPELAB" prepare runs/llama-again/config.yaml
+expect_exit 0 "$ROPELAB" eval runs/llama-again --no-save
+[[ $(grep -E '^ +acc' <<<"$OUT") == "$trained" ]] || fail "the round trip changed the model: $trained vs $OUT"
+# A GPT-style decoder (LayerNorm, GELU) has no such class: refused, naming why.
+expect_exit 0 "$ROPELAB" train llama.yaml run.name=gpt model.norm_type=layernorm \
+  model.activation=gelu model.bias=all train.max_steps=2
+expect_exit 2 "$ROPELAB" export runs/gpt --format hf --out "$WORK/gpt-hf"
+expect_in "no Hugging Face class computes this model"
+expect_in "LayerNorm"
+[[ ! -e gpt-hf ]] || fail "a refused export left a directory"
 
 # A classification checkpoint: its data named on the command line; eval on that data.
 expect_exit 2 "$ROPELAB" import-hf "$FIX/roformer-cls" --out "$WORK/runs/cls"

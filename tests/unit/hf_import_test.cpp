@@ -4,19 +4,26 @@
 // outputs within 1e-4; damaged or unsupported checkpoints are refused with one line.
 #include <torch/torch.h>
 
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+#include <tuple>
 
+#include "config/loader.h"
 #include "data/prepare.h"
 #include "eval/weights.h"
 #include "helpers.h"
+#include "hf/export.h"
 #include "hf/import.h"
 #include "hf/safetensors.h"
+#include "tasks/task.h"
 #include "text/bpe.h"
 #include "text/tokenizer.h"
 #include "text/vocab_order.h"
+#include "train/checkpoint.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -506,6 +513,119 @@ TEST(HfImport, CliRefusesAnExistingRunAndAMissingVocabularyWithExit2) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("initialised"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("not used"), std::string::npos) << r.out;  // the pooler
+}
+
+// ---- export: the inverse of the import
+
+// Every tensor of `fixture`'s model.safetensors that its class keeps equals the export's.
+void expect_same_tensors(const std::string& fixture, const std::string& exported,
+                         const std::set<std::string>& dropped = {}) {
+  auto a = Checkpoint::open(kDir + "/" + fixture + "/model.safetensors");
+  auto b = Checkpoint::open(exported + "/model.safetensors");
+  size_t compared = 0;
+  for (const auto& name : a.names()) {
+    std::string modern = name;  // TF-converted names come back modern
+    for (auto [from, to] : {std::pair{"LayerNorm.gamma", "LayerNorm.weight"},
+                            std::pair{"LayerNorm.beta", "LayerNorm.bias"}})
+      if (modern.size() > std::strlen(from) &&
+          modern.compare(modern.size() - std::strlen(from), std::strlen(from), from) == 0)
+        modern = modern.substr(0, modern.size() - std::strlen(from)) + to;
+    if (dropped.count(modern) != 0) continue;
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(b.has(modern)) << "not exported";
+    EXPECT_TRUE(torch::equal(tensor(a, name), tensor(b, modern)));
+    ++compared;
+  }
+  EXPECT_EQ(compared + dropped.size() >= b.names().size(), true);
+  EXPECT_GT(compared, 10u);
+}
+
+TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
+  // The rows un-permuted, the names restored; what the class does not keep is left out (the
+  // pooler of an MLM class, buffers, the tied decoder).
+  struct Case {
+    const char* fixture;
+    std::vector<std::string> data;
+    std::set<std::string> dropped;
+    const char* cls;
+  };
+  test::TempDir glue;
+  const std::vector<std::string> mnli = {"data.source=glue", "data.glue_task=MNLI",
+                                         "data.train=" + glue.file("MNLI")};
+  for (const auto& c :
+       {Case{"bert-mlm",
+             {},
+             {"bert.pooler.dense.weight", "bert.pooler.dense.bias"},
+             "BertForMaskedLM"},
+        Case{"bert-mlm-untied",
+             {},
+             {"bert.pooler.dense.weight", "bert.pooler.dense.bias"},
+             "BertForMaskedLM"},
+        Case{"bert-cls", mnli, {}, "BertForSequenceClassification"},
+        Case{"roformer-mlm", {}, {}, "RoFormerForMaskedLM"},
+        Case{"roformer-cls", {"data.source=bible-sst2"}, {}, "RoFormerForSequenceClassification"},
+        Case{"llama", {}, {}, "LlamaForCausalLM"},
+        Case{"llama-tied-mqa", {}, {}, "LlamaForCausalLM"},
+        Case{"qwen2", {}, {}, "Qwen2ForCausalLM"}, Case{"llama-yarn", {}, {}, "LlamaForCausalLM"},
+        Case{"llama-longrope", {}, {}, "LlamaForCausalLM"},
+        Case{"llama-bpe", {}, {}, "LlamaForCausalLM"},
+        Case{"llama-spm", {}, {}, "LlamaForCausalLM"}}) {
+    SCOPED_TRACE(c.fixture);
+    test::TempDir d;
+    import_hf(kDir + "/" + c.fixture, d.file("run"), c.data);
+    auto summary = export_hf(d.file("run"), d.file("out"));
+    EXPECT_NE(summary.find(c.cls), std::string::npos) << summary;
+    expect_same_tensors(c.fixture, d.file("out"), c.dropped);
+    auto theirs = nlohmann::json::parse(fs::read_file(kDir + "/" + c.fixture + "/config.json"));
+    auto ours = nlohmann::json::parse(fs::read_file(d.file("out/config.json")));
+    for (const char* k : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                          "intermediate_size", "max_position_embeddings", "num_key_value_heads",
+                          "rope_theta", "rope_scaling", "tie_word_embeddings", "bos_token_id",
+                          "original_max_position_embeddings"})
+      if (theirs.contains(k)) {
+        EXPECT_EQ(ours[k], theirs[k]) << k;
+      }
+    if (std::string(c.fixture) == "bert-cls") {
+      EXPECT_EQ(ours["id2label"], theirs["id2label"]);
+    }
+    // The export is a checkpoint import-hf takes again.
+    EXPECT_NE(import_hf(d.file("out"), d.file("again"), c.data).find(c.cls), std::string::npos);
+    for (const char* f : {"vocab.txt", "tokenizer.json", "tokenizer.model"})
+      if (stdfs::exists(kDir + "/" + c.fixture + "/" + f)) {
+        EXPECT_EQ(fs::read_file(d.file("out/") + f),
+                  fs::read_file(kDir + "/" + c.fixture + "/" + f))
+            << f;
+      }
+  }
+}
+
+TEST(HfExport, RunsNoClassComputesAreRefusedNamingTheDifference) {
+  // A ropelab decoder with LayerNorm and GELU (GPT-style), T5's bias in a decoder, an encoder
+  // with FIRE: no Hugging Face class computes them.
+  for (auto [pos, norm, expect] :
+       {std::tuple{"rope", "layernorm", "LayerNorm"}, std::tuple{"t5", "rmsnorm", "position t5"}}) {
+    SCOPED_TRACE(expect);
+    test::TempDir d;
+    import_hf(kDir + "/llama", d.file("run"));
+    auto c = config::load_config(d.file("run/config.yaml"),
+                                 {config::Override{std::string("model.norm_type=") + norm},
+                                  config::Override{std::string("model.position.type=") + pos}});
+    test::write(d.file("run/config.yaml"), config::dump(c));
+    // The weights no longer match the model (norm biases, a T5 table): make a fresh run.
+    auto model = tasks::make_task(c, 64)->build_model();
+    train::TrainState st;
+    st.vocab = 64;
+    stdfs::remove_all(d.file("run/checkpoints"));
+    train::save_checkpoint(d.file("run"), *model, nullptr, st, 1);
+    try {
+      export_hf(d.file("run"), d.file("out"));
+      ADD_FAILURE() << "exported";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("no Hugging Face class"), std::string::npos);
+    }
+    EXPECT_FALSE(stdfs::exists(d.file("out")));
+  }
 }
 
 }  // namespace

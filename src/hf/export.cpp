@@ -1,0 +1,167 @@
+#include "hf/export.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "config/loader.h"
+#include "data/prepare.h"
+#include "eval/weights.h"
+#include "hf/mapping.h"
+#include "hf/safetensors.h"
+#include "text/vocab_order.h"
+#include "text/wordpiece.h"
+#include "util/error.h"
+#include "util/fs.h"
+
+namespace ropelab::hf {
+
+namespace stdfs = std::filesystem;
+
+at::Tensor ExportSource::rows(const at::Tensor& t) const {
+  // Row r holds ropelab id r = checkpoint id order[r]: scatter the rows back.
+  auto out = torch::empty_like(t);
+  out.index_copy_(0, torch::tensor(order, torch::kLong), t);
+  return out;
+}
+
+const at::Tensor& ExportSource::at(const std::string& name) const {
+  auto it = weights.find(name);
+  if (it == weights.end()) throw std::logic_error("hf export: the model has no " + name);
+  return it->second;
+}
+
+namespace {
+
+// The vocabulary's order: the wordpiece tokenizer's own, an imported tokenizer's
+// (data.tokenizer.vocab_order), an imported run's without a tokenizer (RUN/hf/vocab_order.json),
+// or ropelab's (identity).
+std::vector<int64_t> order_of(const config::TokenizerConfig& t, int64_t vocab,
+                              const std::string& run) {
+  std::vector<int64_t> order;
+  const std::string kept = (stdfs::path(run) / "hf" / "vocab_order.json").string();
+  if (t.type == config::TokenizerType::kWordPiece)
+    order = text::wordpiece_order(text::read_vocab_txt(t.model), t.model);
+  else if (!t.vocab_order.empty())
+    order = text::read_vocab_order(t.vocab_order);
+  else if (stdfs::is_regular_file(kept))
+    order = text::read_vocab_order(kept);
+  if (order.empty())
+    for (int64_t i = 0; i < vocab; ++i) order.push_back(i);
+  if (static_cast<int64_t>(order.size()) != vocab)
+    throw UserError(fmt::format("the tokenizer's vocabulary order has {} ids, the model {}",
+                                order.size(), vocab));
+  return order;
+}
+
+// The tokenizer's files for the export directory (name -> bytes), or why there are none.
+std::map<std::string, std::string> tokenizer_files(const config::Config& c, const std::string& run,
+                                                   const std::string& cls, std::string& note) {
+  const auto& t = c.data.tokenizer;
+  std::map<std::string, std::string> files;
+  const auto hf = stdfs::path(run) / "hf";
+  auto keep = [&](const char* name) {  // an imported checkpoint's own tokenizer settings
+    if (stdfs::is_regular_file(hf / name)) files[name] = fs::read_file((hf / name).string());
+  };
+  using config::TokenizerType;
+  if (t.type == TokenizerType::kWordPiece) {
+    files["vocab.txt"] = fs::read_file(t.model);
+    const char* strip = t.strip_accents == config::StripAccents::kAuto  ? "null"
+                        : t.strip_accents == config::StripAccents::kYes ? "true"
+                                                                        : "false";
+    // ropelab's wordpiece is BertTokenizer's (RoFormer's jieba pre-split is not done).
+    files["tokenizer_config.json"] = fmt::format(
+        "{{\n  \"tokenizer_class\": \"BertTokenizer\",\n  \"do_lower_case\": {},\n  "
+        "\"strip_accents\": {},\n  \"tokenize_chinese_chars\": true\n}}\n",
+        t.lowercase ? "true" : "false", strip);
+  } else if (t.type == TokenizerType::kBpe) {
+    files["tokenizer.json"] = fs::read_file(t.model);
+    keep("tokenizer_config.json");
+    keep("special_tokens_map.json");
+  } else if (t.type == TokenizerType::kSpm && !t.vocab_order.empty()) {
+    files["tokenizer.model"] = fs::read_file(t.model);
+    keep("tokenizer_config.json");
+    keep("special_tokens_map.json");
+  } else if (t.type == TokenizerType::kSpm && cls.rfind("Llama", 0) == 0 &&
+             !stdfs::is_regular_file(data::plan(c.data, c.task.seq_len).tokenizer_path)) {
+    note = "no tokenizer written: the run's SentencePiece model " +
+           data::plan(c.data, c.task.seq_len).tokenizer_path +
+           " does not exist (an imported checkpoint without one, or data never prepared)";
+  } else if (t.type == TokenizerType::kSpm && cls.rfind("Llama", 0) == 0) {
+    // ropelab's own SentencePiece model: LlamaTokenizer reads it (specials from the model).
+    files["tokenizer.model"] = fs::read_file(data::plan(c.data, c.task.seq_len).tokenizer_path);
+    files["tokenizer_config.json"] =
+        "{\n  \"tokenizer_class\": \"LlamaTokenizer\",\n  \"add_bos_token\": false,\n  "
+        "\"add_eos_token\": false,\n  \"legacy\": true,\n  \"unk_token\": \"<unk>\",\n  "
+        "\"bos_token\": \"<s>\",\n  \"eos_token\": \"</s>\",\n  \"pad_token\": \"<pad>\"\n}\n";
+  } else {
+    note = std::string("no tokenizer written: ") + config::to_string(t.type) +
+           " tokenizers have no Hugging Face counterpart for " + cls;
+  }
+  keep("generation_config.json");
+  return files;
+}
+
+}  // namespace
+
+std::string export_hf(const std::string& run, const std::string& out) {
+  if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
+  auto rm = eval::load_run_model(run, /*best=*/true);
+  const config::Config& c = rm.config;
+  // The class: the first family that computes exactly what the run's model computes.
+  std::string why_bert = bert_mismatch(c), why_roformer = roformer_mismatch(c),
+              why_llama = llama_mismatch(c);
+  ExportSource src;
+  src.config = &c;
+  {
+    torch::NoGradGuard ng;
+    for (auto& [name, t] : eval::state_dict(*rm.model))
+      src.weights[name] = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  }
+  if (std::holds_alternative<config::GlueTaskConfig>(c.task.opts)) {
+    const auto g = data::plan(c.data, c.task.seq_len).glue;
+    src.labels = g.regression ? std::vector<std::string>{} : g.label_names;
+  }
+  Exported e;
+  if (why_bert.empty() || why_roformer.empty() || why_llama.empty()) {
+    src.order = order_of(c.data.tokenizer, rm.vocab, rm.run_dir);
+    e = why_bert.empty()       ? export_bert(src)
+        : why_roformer.empty() ? export_roformer(src)
+                               : export_llama(src);
+  } else {
+    const std::string arch = config::to_string(c.model.arch);
+    throw UserError(run + ": no Hugging Face class computes this model: " +
+                    (arch == "encoder"
+                         ? "BertModel: " + why_bert + "; RoFormerModel: " + why_roformer
+                     : arch == "decoder" ? "LlamaForCausalLM: " + why_llama
+                                         : "an encoder-decoder has none here"));
+  }
+  const std::string cls = e.config["architectures"][0].get<std::string>();
+  std::string note;
+  auto tok = tokenizer_files(c, rm.run_dir, cls, note);
+
+  std::vector<TensorOut> outs;
+  for (const auto& [name, t] : e.tensors)
+    outs.push_back(TensorOut{name, DType::kF32, t.sizes().vec(), t.data_ptr()});
+  const std::string tmp = out + ".tmp";
+  std::error_code ec;
+  stdfs::remove_all(tmp, ec);
+  try {
+    fs::make_dirs(tmp);
+    write_file((stdfs::path(tmp) / "model.safetensors").string(), outs, {{"format", "pt"}});
+    fs::write_file_atomic((stdfs::path(tmp) / "config.json").string(), e.config.dump(2) + "\n");
+    for (const auto& [name, bytes] : tok)
+      fs::write_file_atomic((stdfs::path(tmp) / name).string(), bytes);
+    stdfs::rename(tmp, out);
+  } catch (...) {
+    stdfs::remove_all(tmp, ec);
+    throw;
+  }
+  std::string summary = fmt::format("exported {} ({} tensors, vocabulary {}) from {} to {}", cls,
+                                    outs.size(), rm.vocab, run, out);
+  if (!note.empty()) summary += "; " + note;
+  return summary;
+}
+
+}  // namespace ropelab::hf
