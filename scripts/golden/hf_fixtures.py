@@ -165,6 +165,8 @@ def bert_forward(sd, cfg, ids, types, mask):
     if not roformer:
         x = x + sd["embeddings.position_embeddings.weight"][torch.arange(T)]
     x = layer_norm(x, sd, "embeddings.LayerNorm", eps)
+    if "embeddings_project.weight" in sd:  # RoFormer with embedding_size != hidden_size
+        x = linear(x, sd, "embeddings_project")
     add_mask = (1.0 - mask[:, None, None, :].double()) * torch.finfo(torch.float32).min
     for i in range(cfg["num_hidden_layers"]):
         p = f"encoder.layer.{i}."
@@ -561,6 +563,39 @@ def llama_fixtures(out, g):
     cfg = llama_config(vocab_size=sp.get_piece_size())
     save_llama_tok("llama-spm", cfg, init_llama(cfg, g), g, out, save_llama,
                    {"tokenizer.model": spm_model}, sp)
+    roformer_small(out, g)
+
+
+def roformer_small(out, g):
+    """RoFormerForMaskedLM with embedding_size 16 < hidden_size 32 (the small Chinese
+    checkpoints' layout): 16-wide embeddings and embedding LayerNorm, embeddings_project onto
+    32, the MLM transform back to 16, the decoder tied to the 16-wide embeddings."""
+    cfg = bert_config(architectures=["RoFormerForMaskedLM"], model_type="roformer",
+                      embedding_size=16, rotary_value=False, max_position_embeddings=64)
+    del cfg["position_embedding_type"]
+    sd = init_bert(cfg, g, {"mlm"})
+    E, D, V = 16, cfg["hidden_size"], cfg["vocab_size"]
+
+    def rnd(*shape, std=0.3):
+        return (torch.randn(*shape, generator=g) * std).float()
+
+    sd["embeddings.word_embeddings.weight"] = rnd(V, E)
+    sd["embeddings.token_type_embeddings.weight"] = rnd(2, E)
+    sd["embeddings.LayerNorm.weight"] = 1 + rnd(E, std=0.1)
+    sd["embeddings.LayerNorm.bias"] = rnd(E, std=0.1)
+    sd["embeddings_project.weight"] = rnd(D, E, std=1 / math.sqrt(E))
+    sd["embeddings_project.bias"] = rnd(D, std=0.1)
+    sd["cls.predictions.transform.dense.weight"] = rnd(E, D, std=1 / math.sqrt(D))
+    sd["cls.predictions.transform.dense.bias"] = rnd(E, std=0.1)
+    sd["cls.predictions.transform.LayerNorm.weight"] = 1 + rnd(E, std=0.1)
+    sd["cls.predictions.transform.LayerNorm.bias"] = rnd(E, std=0.1)
+    ids, types, mask = inputs(g, V)
+    x, _ = bert_forward(sd, cfg, ids, types, mask)
+    logits = mlm_logits(sd, cfg, x)
+    prefixed = {("roformer." + k if not k.startswith("cls.") else k): v for k, v in sd.items()}
+    save(out, "roformer-mlm-small", cfg, prefixed,
+         [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
+          ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
 
 
 SPM_TEXTS = ["In the beginning God created the heaven and the earth.",
@@ -599,7 +634,7 @@ def check_with_transformers(out):
     """Loads every fixture with `transformers` and compares its outputs (where installed)."""
     import transformers  # noqa: E402
     for name in ("bert-mlm", "bert-mlm-untied", "bert-base", "bert-cls", "roformer-mlm",
-                 "roformer-cls"):
+                 "roformer-cls", "roformer-mlm-small"):
         d = os.path.join(out, name)
         cfg = json.load(open(os.path.join(d, "config.json")))
         cls = getattr(transformers, cfg["architectures"][0])

@@ -919,6 +919,15 @@ std::vector<Problem> validate(const Config& c) {
                              std::to_string(m.d_model) + ")");
     return ps;  // the head dimension is meaningless: checks below would only add noise
   }
+  if (m.embedding_size > 0 && m.embedding_size != m.d_model) {
+    if (m.arch != Arch::kEncoder)
+      bad("model.embedding_size", "an embedding width other than d_model is for encoders");
+    else if (m.position.type() == std::string("learned") ||
+             m.position.type() == std::string("sinusoidal"))
+      bad("model.embedding_size", std::string("position ") + m.position.type() +
+                                      " adds d_model-wide vectors to the embeddings; use a "
+                                      "position module inside attention (rope, t5, ...)");
+  }
   if (m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads != 0)
     bad("model.n_kv_heads", "n_kv_heads (" + std::to_string(m.n_kv_heads) +
                                 ") must divide n_heads (" + std::to_string(m.n_heads) + ")");

@@ -590,6 +590,7 @@ struct ModelConfig {
   int64_t n_heads = 4;
   int64_t n_kv_heads = 0;
   int64_t d_ff = 1024;
+  int64_t embedding_size = 0;
   int64_t n_decoder_layers = 0;
   double dropout = 0.1;
   Norm norm = Norm::kAuto;
@@ -614,6 +615,11 @@ struct ModelConfig {
       "n_heads/n_kv_heads query heads; must divide n_heads; 0 = n_heads (multi-head)",
       between(0, 1024));
     v("d_ff", d_ff, "feed-forward width", between(1, 1 << 20));
+    v("embedding_size", embedding_size,
+      "encoders: the width of the token and segment embeddings, their norm and the MLM head's "
+      "transform, with a projection to d_model after the embeddings (RoFormer's small "
+      "checkpoints, ALBERT); 0 = d_model",
+      between(0, 1 << 16));
     v("n_decoder_layers", n_decoder_layers, "decoder layers for encdec; 0 = n_layers",
       between(0, 256));
     v("dropout", dropout, "dropout on embeddings, residual branches and FFN", between(0, 0.99));

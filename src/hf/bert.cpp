@@ -133,22 +133,23 @@ BertShape read_bert_shape(Source& s) {
 }
 
 void take_bert_encoder(Source& s, const BertShape& b, const std::string& p, Mapped& m) {
-  const int64_t V = b.V, D = b.D, F = b.F;
+  const int64_t V = b.V, D = b.D, F = b.F, E = b.E > 0 ? b.E : b.D;
   auto order = torch::tensor(b.order, torch::kLong);
   auto& w = m.weights;
   auto linear = [&](const std::string& from, const std::string& to, int64_t in, int64_t outs) {
     w[to + ".weight"] = s.take(from + ".weight", {outs, in});
     w[to + ".bias"] = s.take(from + ".bias", {outs});
   };
-  auto norm = [&](const std::string& from, const std::string& to) {
-    w[to + ".weight"] = s.take(from + ".weight", {D});
-    w[to + ".bias"] = s.take(from + ".bias", {D});
+  auto norm = [&](const std::string& from, const std::string& to, int64_t width) {
+    w[to + ".weight"] = s.take(from + ".weight", {width});
+    w[to + ".bias"] = s.take(from + ".bias", {width});
   };
   const std::string e = p + "embeddings.";
   w["backbone.tok_emb.weight"] =
-      s.take(e + "word_embeddings.weight", {V, D}).index_select(0, order);
-  w["backbone.seg_emb.weight"] = s.take(e + "token_type_embeddings.weight", {2, D});
-  norm(e + "LayerNorm", "backbone.encoder.emb_norm");
+      s.take(e + "word_embeddings.weight", {V, E}).index_select(0, order);
+  w["backbone.seg_emb.weight"] = s.take(e + "token_type_embeddings.weight", {2, E});
+  norm(e + "LayerNorm", "backbone.encoder.emb_norm", E);
+  if (E != D) linear(p + "embeddings_project", "backbone.encoder.emb_proj", E, D);  // RoFormer
   s.skip(e + "position_ids");  // a buffer older versions saved: positions are 0..T-1
   s.skip(e + "token_type_ids");
   for (int64_t i = 0; i < b.L; ++i) {
@@ -158,18 +159,18 @@ void take_bert_encoder(Source& s, const BertShape& b, const std::string& p, Mapp
     linear(f + "attention.self.key", t + "self_attn.k_proj", D, D);
     linear(f + "attention.self.value", t + "self_attn.v_proj", D, D);
     linear(f + "attention.output.dense", t + "self_attn.o_proj", D, D);
-    norm(f + "attention.output.LayerNorm", t + "norm1");
+    norm(f + "attention.output.LayerNorm", t + "norm1", D);
     linear(f + "intermediate.dense", t + "fc1", D, F);
     linear(f + "output.dense", t + "fc2", F, D);
-    norm(f + "output.LayerNorm", t + "norm2");
+    norm(f + "output.LayerNorm", t + "norm2", D);
   }
   if (!b.cls) {
     s.skip(p + "pooler.dense.weight");  // the classification head's; an MLM run has none
     s.skip(p + "pooler.dense.bias");
   }
   if (b.mlm) {
-    linear("cls.predictions.transform.dense", "head.dense", D, D);
-    norm("cls.predictions.transform.LayerNorm", "head.norm");
+    linear("cls.predictions.transform.dense", "head.dense", D, E);
+    norm("cls.predictions.transform.LayerNorm", "head.norm", E);
     w["head.bias"] = s.take("cls.predictions.bias", {V}).index_select(0, order);
     // Tied: the decoder is the word embeddings (transformers ties them when loading, whatever
     // the file holds); untied: its own matrix.
@@ -177,7 +178,7 @@ void take_bert_encoder(Source& s, const BertShape& b, const std::string& p, Mapp
       s.skip("cls.predictions.decoder.weight");
     else
       w["head.proj.weight"] =
-          s.take("cls.predictions.decoder.weight", {V, D}).index_select(0, order);
+          s.take("cls.predictions.decoder.weight", {V, E}).index_select(0, order);
     s.skip("cls.predictions.decoder.bias");  // the same tensor as cls.predictions.bias
   }
   m.vocab = V;
@@ -265,6 +266,8 @@ std::string bert_mismatch(const config::Config& c) {
   if (!why.empty()) return why;
   if (!std::holds_alternative<config::LearnedConfig>(c.model.position.opts))
     return std::string("position ") + c.model.position.type() + " (BERT's are learned)";
+  if (c.model.embedding_size > 0 && c.model.embedding_size != c.model.d_model)
+    return "an embedding width other than d_model";
   if (std::holds_alternative<config::GlueTaskConfig>(c.task.opts) &&
       c.model.pooler_activation != config::PoolerActivation::kTanh)
     return "a classification head without BERT's tanh pooler";
@@ -294,6 +297,8 @@ void export_bert_encoder(const ExportSource& s, const std::string& p, Exported& 
     linear(t + "output.dense", f + "fc2");
     linear(t + "output.LayerNorm", f + "norm2");
   }
+  if (m.embedding_size > 0 && m.embedding_size != m.d_model)  // RoFormer's
+    linear(p + "embeddings_project", "backbone.encoder.emb_proj");
   if (std::holds_alternative<config::MlmTaskConfig>(s.config->task.opts)) {
     linear("cls.predictions.transform.dense", "head.dense");
     linear("cls.predictions.transform.LayerNorm", "head.norm");

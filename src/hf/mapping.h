@@ -80,6 +80,7 @@ Mapped map_llama(Source& s);
 // (checked), the vocabulary's order from vocab.txt, and the run's model overrides.
 struct BertShape {
   int64_t V = 0, D = 0, L = 0, N = 0, F = 0, P = 0;
+  int64_t E = 0;  // the embeddings' width (RoFormer's embedding_size); 0: D
   std::string act;
   bool tied = true, mlm = false, cls = false;
   std::vector<std::string> labels;  // cls: id2label's names by id

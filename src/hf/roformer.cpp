@@ -10,8 +10,10 @@
 // RoFormer's classification head is dense -> hidden_act -> out_proj on [CLS], without BERT's
 // tanh pooler: ropelab's head with pooler_activation = hidden_act (classifier.dense ->
 // head.pooler, classifier.out_proj -> head.classifier).
-// Not mapped (refused, naming the key): an embedding_size other than hidden_size (the
-// embeddings' projection), and rotary_value (RoPE on the values too).
+// An embedding_size other than hidden_size (the small Chinese checkpoints) is ropelab's
+// model.embedding_size: embeddings, their LayerNorm and the MLM transform that wide, and
+// roformer.embeddings_project onto hidden_size (backbone.encoder.emb_proj).
+// Not mapped (refused, naming the key): rotary_value (RoPE on the values too).
 #include <spdlog/fmt/fmt.h>
 #include <torch/torch.h>
 
@@ -29,10 +31,9 @@ bool is_roformer(const std::string& a) {
 
 Mapped map_roformer(Source& s) {
   BertShape b = read_bert_shape(s);
-  if (s.get_int("embedding_size", b.D) != b.D)
-    s.unsupported("embedding_size",
-                  "an embedding size other than hidden_size needs RoFormer's embedding "
-                  "projection, which ropelab does not have");
+  b.E = s.get_int("embedding_size", b.D);
+  if (b.E <= 0) s.unsupported("embedding_size", "must be positive");
+  if (b.E != b.D) b.overrides.push_back("model.embedding_size=" + std::to_string(b.E));
   if (s.get_bool("rotary_value", false))
     s.unsupported("rotary_value", "ropelab's RoPE turns queries and keys only");
   Mapped m;
@@ -104,7 +105,8 @@ Exported export_roformer(const ExportSource& s) {
   e.config["model_type"] = "roformer";
   const int64_t P = c.task.seq_len, H = c.model.d_model / c.model.n_heads;
   e.config["max_position_embeddings"] = P;
-  e.config["embedding_size"] = c.model.d_model;
+  e.config["embedding_size"] =
+      c.model.embedding_size > 0 ? c.model.embedding_size : c.model.d_model;
   e.config["rotary_value"] = false;
   export_bert_encoder(s, "roformer.", e);
   // The fixed sinusoid table transformers keeps: sin(m theta_j) for j < H/2, then cos.

@@ -23,10 +23,11 @@ torch::Tensor LmHeadImpl::forward(const torch::Tensor& h, const TransformerImpl&
 }
 
 MlmHeadImpl::MlmHeadImpl(const config::ModelConfig& c, int64_t vocab) {
-  dense = register_module("dense", torch::nn::Linear(c.d_model, c.d_model));
-  norm = register_module("norm", layer_norm(c.d_model, c.norm_eps));
+  const int64_t E = embedding_width(c);  // the transform ends at the embeddings' width
+  dense = register_module("dense", torch::nn::Linear(c.d_model, E));
+  norm = register_module("norm", layer_norm(E, c.norm_eps));
   bias_ = register_parameter("bias", torch::zeros({vocab}));
-  if (!c.tie_embeddings) proj = register_module("proj", untied(c.d_model, vocab));
+  if (!c.tie_embeddings) proj = register_module("proj", untied(E, vocab));
 }
 
 ParamRole MlmHeadImpl::role_of(const std::string& local) const {

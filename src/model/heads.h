@@ -1,8 +1,9 @@
 // Heads: what turns the backbone's hidden states into a task's outputs.
 //   LmHead              logits over the vocabulary; tied to the token embeddings (GPT-2,
 //                       Transformer-base) or its own projection;
-//   MlmHead             BERT's transform (dense + GELU + LayerNorm), then the vocabulary
-//                       projection (tied or own) plus an output bias (Devlin et al. 2019);
+//   MlmHead             BERT's transform (dense + GELU + LayerNorm, to the embeddings' width),
+//                       then the vocabulary projection (tied or own) plus an output bias
+//                       (Devlin et al. 2019);
 //   ClassificationHead  BERT's pooler (tanh dense on [CLS]) and a linear layer with dropout:
 //                       num_outputs classes, or 1 for regression; with pooler_activation gelu
 //                       or relu, RoFormer's head (dropout, dense, activation, dropout, linear).

@@ -10,6 +10,10 @@ bool pre_norm(const config::ModelConfig& c) {
          (c.norm == config::Norm::kAuto && c.arch == config::Arch::kDecoder);
 }
 
+int64_t embedding_width(const config::ModelConfig& c) {
+  return c.embedding_size > 0 ? c.embedding_size : c.d_model;
+}
+
 torch::nn::LayerNorm layer_norm(int64_t d, double eps) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(eps));
 }
@@ -88,8 +92,10 @@ StackImpl::StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal
   for (int64_t i = 0; i < n_layers; ++i) layers->push_back(Layer(c, cross));
   if (pre_norm_)
     final_norm = register_module("final_norm", Norm(c.d_model, c.norm_eps, c.norm_type));
+  const int64_t E = embedding_width(c);
   if (with_emb_norm && !pre_norm_)
-    emb_norm = register_module("emb_norm", Norm(c.d_model, c.norm_eps, c.norm_type));
+    emb_norm = register_module("emb_norm", Norm(E, c.norm_eps, c.norm_type));
+  if (E != c.d_model) emb_proj = register_module("emb_proj", torch::nn::Linear(E, c.d_model));
 }
 
 torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
@@ -104,6 +110,7 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   x = position->add_to_input(x, offset);
   if (emb_norm) x = emb_norm(x);
   x = drop(x, dropout_, is_training());
+  if (emb_proj) x = emb_proj(x);
   if (state != nullptr && pad_BT.defined())
     throw std::invalid_argument("incremental decoding does not take a padding mask");
   // One set of tables and one additive mask for every layer: queries at [offset, offset+T),
@@ -138,7 +145,7 @@ void DecodeState::reorder(const torch::Tensor& order_B) {
 TransformerImpl::TransformerImpl(const config::ModelConfig& c, int64_t vocab, int64_t source_vocab)
     : cfg_(c), vocab_(vocab), source_vocab_(source_vocab) {
   using config::Arch;
-  tok_emb = register_module("tok_emb", torch::nn::Embedding(vocab, c.d_model));
+  tok_emb = register_module("tok_emb", torch::nn::Embedding(vocab, embedding_width(c)));
   if (source_vocab > 0) {
     if (c.arch != Arch::kEncDec)
       throw std::logic_error("separate source embeddings need an encoder-decoder");
@@ -154,7 +161,7 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c, int64_t vocab, in
     decoder = register_module("decoder", Stack(c, n, true, c.arch == Arch::kEncDec, false));
   }
   if (c.arch == Arch::kEncoder)
-    seg_emb = register_module("seg_emb", torch::nn::Embedding(2, c.d_model));
+    seg_emb = register_module("seg_emb", torch::nn::Embedding(2, embedding_width(c)));
 }
 
 PositionModuleImpl& TransformerImpl::position() {

@@ -56,7 +56,8 @@ struct DecodeState {
 
 class StackImpl : public torch::nn::Module {
  public:
-  // emb_norm: a norm on the embeddings (BERT); post-LN stacks without it follow Vaswani.
+  // emb_norm: a norm on the embeddings (BERT); post-LN stacks without it follow Vaswani. With
+  // model.embedding_size, the embeddings are that wide: normed, then projected to d_model.
   StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal, bool cross, bool emb_norm);
   // x_BTD are token embeddings (position not yet added).
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& pad_BT, const torch::Tensor& memory,
@@ -68,6 +69,7 @@ class StackImpl : public torch::nn::Module {
   double dropout_;
   torch::nn::ModuleList layers{nullptr};
   Norm final_norm{nullptr}, emb_norm{nullptr};
+  torch::nn::Linear emb_proj{nullptr};  // embedding_size -> d_model (RoFormer's small models)
 };
 TORCH_MODULE(Stack);
 
@@ -81,7 +83,8 @@ class TransformerImpl : public torch::nn::Module {
                        const torch::Tensor& segments_BS = {});
   torch::Tensor decode(const torch::Tensor& tokens_BT, const torch::Tensor& memory_BSD = {},
                        const torch::Tensor& mem_pad_BS = {}, DecodeState* state = nullptr);
-  // The token embedding matrix [V, D] (tied output projections use it).
+  // The token embedding matrix [V, E] (tied output projections use it; E = embedding_size,
+  // d_model unless set).
   const torch::Tensor& embedding_weight() const { return tok_emb->weight; }
 
   const config::ModelConfig& config() const { return cfg_; }
@@ -102,6 +105,8 @@ TORCH_MODULE(Transformer);
 
 // Whether layers normalise before their sublayer (norm "pre", or "auto" for decoders).
 bool pre_norm(const config::ModelConfig& c);
+// The embeddings' width: model.embedding_size, or d_model.
+int64_t embedding_width(const config::ModelConfig& c);
 
 // LayerNorm in the norm's own dtype: under CPU autocast a sublayer's output is bf16, and
 // libtorch 1.13's layer_norm rejects a bf16 input with fp32 weights. (The MLM head's LayerNorm;

@@ -191,7 +191,11 @@ TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
     torch::serialize::InputArchive a;
     a.load_from((d / "model.pt").string());
     model.load(a);
-    if (opt != nullptr) {
+    // A model-only checkpoint (averaged weights, an imported Hugging Face checkpoint) has no
+    // optimizer state: training from it starts the optimizer fresh.
+    if (opt != nullptr && !stdfs::exists(d / "optim.pt")) {
+      spdlog::info("{}: a model-only checkpoint; the optimizer starts fresh", dir);
+    } else if (opt != nullptr) {
       torch::serialize::InputArchive o;
       o.load_from((d / "optim.pt").string());
       opt->load(o);

@@ -57,7 +57,8 @@ std::vector<std::pair<std::string, std::string>> damaged_checkpoints(const std::
 // The newest checkpoint directory whose manifest and checksums verify; nullopt if none.
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 std::optional<std::string> checkpoint_for_step(const std::string& run_dir, int64_t step);
-// Loads into model (and optimizer, if given) and returns the state.
+// Loads into model (and optimizer, if given and the checkpoint has its state: a model-only one
+// leaves it fresh) and returns the state.
 TrainState load_checkpoint(const std::string& dir, torch::nn::Module& model,
                            torch::optim::Optimizer* opt);
 

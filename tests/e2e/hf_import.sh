@@ -4,8 +4,9 @@
 # export it as a Hugging Face checkpoint and import that: the same accuracy; a Llama-layout
 # decoder trained here exported and imported again: the same loss;
 # import a RoFormerForSequenceClassification naming its data, and eval it; a Llama-layout
-# decoder with its byte-level BPE tokenizer, evaluated at two lengths, with and without YaRN; a
-# classification checkpoint without its data, and a damaged config.json, exit 2 with one line.
+# decoder with its byte-level BPE tokenizer, evaluated at two lengths, with and without YaRN,
+# probed, and trained further; a classification checkpoint without its data, and a damaged
+# config.json, exit 2 with one line.
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 FIX=$ROPELAB_SRC/tests/data/hf
@@ -107,6 +108,13 @@ expect_exit 0 "$ROPELAB" eval runs/llama --lengths 16,32 --max-tokens 2048
 expect_in "ppl"
 expect_exit 0 "$ROPELAB" eval runs/llama --lengths 16,32 --max-tokens 2048 --rope-scaling yarn:2
 [[ -f runs/llama/eval-test-rope-yarn-2.json ]] || fail "no yarn evaluation written"
+expect_exit 0 "$ROPELAB" probe runs/llama --max-tokens 1024 --no-plots
+[[ -f runs/llama/probe.md ]] || fail "no probe card for the imported run"
+# Further training of the imported run: its checkpoint has no optimizer state.
+expect_exit 0 "$ROPELAB" train runs/llama/config.yaml --allow-config-change \
+  train.max_steps=6 train.schedule.warmup=2 train.eval_every=3 train.log_every=3
+expect_in "the optimizer starts fresh"
+[[ -d runs/llama/checkpoints/step-000000006 ]] || fail "no checkpoint after further training"
 
 # A damaged config.json: one line naming the file.
 mkdir bad && cp "$FIX"/roformer-mlm/* bad/ && echo '{"architectures": ["RoFormerForMaskedLM"],' >bad/config.json

@@ -109,7 +109,9 @@ TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
 
 TEST(HfImport, MaskedLmClassesGiveTheReferenceLogits) {
   // BERT tied and untied, and RoFormer (RoPE in every layer, no position embeddings).
-  for (const char* fixture : {"bert-mlm", "bert-mlm-untied", "roformer-mlm"}) {
+  // RoFormer also with embedding_size 16 < hidden_size 32: the embeddings' projection.
+  for (const char* fixture :
+       {"bert-mlm", "bert-mlm-untied", "roformer-mlm", "roformer-mlm-small"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
     auto expected = Checkpoint::open(kDir + "/" + fixture + "/expected.safetensors");
@@ -430,16 +432,21 @@ TEST(HfImport, RoFormerBecomesAnEncoderWithRoPE) {
   EXPECT_STREQ(m.config.model.position.type(), "rope");
   EXPECT_EQ(m.config.model.arch, config::Arch::kEncoder);
   EXPECT_EQ(m.config.task.seq_len, 64);
-  // RoFormer's own refusals.
+  EXPECT_EQ(m.config.model.embedding_size, 0);
+  import_hf(kDir + "/roformer-mlm-small", d.file("small"));
+  EXPECT_EQ(eval::load_run_model(d.file("small")).config.model.embedding_size, 16);
+  // RoFormer's own refusals: RoPE on the values; an embedding_size the tensors do not have.
   for (auto [key, value] :
-       {std::pair<std::string, nlohmann::json>{"embedding_size", 16}, {"rotary_value", true}}) {
+       {std::pair<std::string, nlohmann::json>{"rotary_value", true}, {"embedding_size", 8}}) {
     test::TempDir e;
     auto dir = damaged_copy(e, "roformer-mlm", [&](nlohmann::json& j) { j[key] = value; });
     try {
       import_hf(dir, e.file("run"));
       ADD_FAILURE() << key << " accepted";
     } catch (const UserError& err) {
-      EXPECT_NE(std::string(err.what()).find(key), std::string::npos) << err.what();
+      EXPECT_NE(std::string(err.what()).find(key == "rotary_value" ? key : "word_embeddings"),
+                std::string::npos)
+          << err.what();
     }
   }
 }
@@ -563,6 +570,7 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
              "BertForMaskedLM"},
         Case{"bert-cls", mnli, {}, "BertForSequenceClassification"},
         Case{"roformer-mlm", {}, {}, "RoFormerForMaskedLM"},
+        Case{"roformer-mlm-small", {}, {}, "RoFormerForMaskedLM"},
         Case{"roformer-cls", {"data.source=bible-sst2"}, {}, "RoFormerForSequenceClassification"},
         Case{"llama", {}, {}, "LlamaForCausalLM"},
         Case{"llama-tied-mqa", {}, {}, "LlamaForCausalLM"},
@@ -581,7 +589,7 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
     for (const char* k : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                           "intermediate_size", "max_position_embeddings", "num_key_value_heads",
                           "rope_theta", "rope_scaling", "tie_word_embeddings", "bos_token_id",
-                          "original_max_position_embeddings"})
+                          "original_max_position_embeddings", "embedding_size"})
       if (theirs.contains(k)) {
         EXPECT_EQ(ours[k], theirs[k]) << k;
       }

@@ -40,8 +40,9 @@ TEST(WordPiece, MatchesTheReferenceIdsOnEveryTestString) {
     std::vector<int64_t> got;
     for (int32_t id : tok->encode(text)) got.push_back(tok->vocab_order()[static_cast<size_t>(id)]);
     EXPECT_EQ(got, c["ids"].get<std::vector<int64_t>>());
-    if (!c["normalized"].is_null())
+    if (!c["normalized"].is_null()) {
       EXPECT_EQ(bert_normalize(text, {lower, strip}), c["normalized"].get<std::string>());
+    }
     nonempty += got.empty() ? 0 : 1;
   }
   EXPECT_GE(nonempty, 56);  // the cases are not vacuous
