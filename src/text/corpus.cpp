@@ -270,7 +270,13 @@ int64_t invalid_utf8_at(const std::string& s) {
     if (len == 0 || i + len > s.size()) return static_cast<int64_t>(i);
     for (size_t k = 1; k < len; ++k)
       if ((u[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
-    if (len == 2 && c < 0xC2) return static_cast<int64_t>(i);  // overlong
+    const unsigned char c1 = len > 1 ? u[i + 1] : 0;
+    if ((len == 2 && c < 0xC2) ||                               // overlong
+        (len == 3 && c == 0xE0 && c1 < 0xA0) ||                 // overlong
+        (len == 3 && c == 0xED && c1 >= 0xA0) ||                // a surrogate (U+D800-U+DFFF)
+        (len == 4 && c == 0xF0 && c1 < 0x90) ||                 // overlong
+        (len == 4 && (c > 0xF4 || (c == 0xF4 && c1 >= 0x90))))  // beyond U+10FFFF
+      return static_cast<int64_t>(i);
     i += len;
   }
   return -1;

@@ -46,7 +46,8 @@ inline constexpr const char* kKJV = "engKJV2006eb";
 inline constexpr const char* kWEB = "engWEB2015eb";
 inline constexpr const char* kRV = "spaRV1909eb";
 
-// Checks that `s` is valid UTF-8; returns the byte offset of the first bad byte or -1.
+// Checks that `s` is valid UTF-8 (strictly: no overlong forms, surrogates or code points past
+// U+10FFFF); returns the byte offset of the first bad byte or -1.
 int64_t invalid_utf8_at(const std::string& s);
 // The lines of a text (a trailing '\r' stripped), each checked to be UTF-8; a bad line is a
 // UserError naming `name` and the line number. read_lines reads a file first.

@@ -66,6 +66,13 @@ TEST(Corpus, Utf8Validation) {
   EXPECT_EQ(text::invalid_utf8_at("caf\xC3\xA9 \xE2\x80\x94 ok"), -1);
   EXPECT_EQ(text::invalid_utf8_at("bad \xC3 here"), 4);
   EXPECT_EQ(text::invalid_utf8_at("\xFF"), 0);
+  // What strict decoders refuse: overlong forms, surrogates, code points beyond U+10FFFF.
+  EXPECT_EQ(text::invalid_utf8_at("a\xC0\xAF"), 1);
+  EXPECT_EQ(text::invalid_utf8_at("a\xE0\x9D\xA4"), 1);
+  EXPECT_EQ(text::invalid_utf8_at("a\xED\xA0\x80"), 1);
+  EXPECT_EQ(text::invalid_utf8_at("a\xF0\x8F\xBF\xBF"), 1);
+  EXPECT_EQ(text::invalid_utf8_at("a\xF4\x90\x80\x80"), 1);
+  EXPECT_EQ(text::invalid_utf8_at("\xE0\xA0\x80 \xED\x9F\xBF \xF4\x8F\xBF\xBF"), -1);  // edges
 }
 
 // ---- GLUE layouts
