@@ -599,13 +599,15 @@ void register_all(CLI::App& app) {
   add(
       app, "import-hf",
       "Import a Hugging Face checkpoint directory (config.json, model.safetensors or its shards,\n"
-      "vocab.txt) as a new run directory (config.yaml, a model-only checkpoint, hf/). Classes:\n"
-      "BertModel, BertForMaskedLM, RoFormerModel, RoFormerForMaskedLM (an MLM run; a bare\n"
-      "model gets a new MLM head) and Bert/RoFormerForSequenceClassification (a GLUE run: name\n"
-      "its data with overrides, e.g. data.source=glue data.glue_task=SST-2 data.train=DIR).\n"
-      "The run tokenizes with the checkpoint's vocab.txt (data.tokenizer.type wordpiece),\n"
-      "re-numbered so its specials sit at ropelab's special ids (RUN/hf/vocab_order.json).\n"
-      "A class, config value or tensor ropelab cannot represent exactly is refused, naming it.",
+      "the tokenizer's files) as a new run directory (config.yaml, a model-only checkpoint,\n"
+      "hf/). Classes: BertModel, BertForMaskedLM, RoFormerModel, RoFormerForMaskedLM (an MLM\n"
+      "run; a bare model gets a new MLM head); Bert/RoFormerForSequenceClassification (a GLUE\n"
+      "run: name its data with overrides, e.g. data.source=glue data.glue_task=SST-2\n"
+      "data.train=DIR); LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (a CLM run, with\n"
+      "rope_scaling). The run tokenizes with the checkpoint's tokenizer (vocab.txt: wordpiece;\n"
+      "a byte-level tokenizer.json: bpe; tokenizer.model: spm), re-numbered so its specials sit\n"
+      "at ropelab's special ids (RUN/hf/vocab_order.json). A class, config value or tensor\n"
+      "ropelab cannot represent exactly is refused, naming it. `export --format hf` goes back.",
       [](CLI::App& sub) {
         sub.add_option("dir", g.file, "checkpoint directory (what save_pretrained writes)")
             ->required();
