@@ -16,7 +16,7 @@ import json
 
 CATEGORIES = [  # first match wins
     ("matmul", ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul", "aten::linear",
-                "LoopMatmul", "aten::_mkldnn", "mkldnn")),
+                "LoopMatmul", "SgemmLinear", "aten::_mkldnn", "mkldnn")),
     ("attention", ("MaskedSoftmax", "aten::_softmax_backward_data", "aten::masked_fill")),
     ("loss", ("CrossEntropy", "aten::_softmax", "aten::log_softmax", "aten::nll")),
     ("activations", ("ActDropout", "aten::gelu", "aten::relu", "threshold_backward")),

@@ -705,6 +705,11 @@ void register_all(CLI::App& app) {
             ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
         sub.add_option("--decode-lengths", g.decode_lengths,
                        "decode section: output lengths (default 64,256,1024,2048)");
+        sub.add_option("--models", g.bench.models,
+                       "train section: which bench configs to train (lm, mlm, translation)")
+            ->delimiter(',')
+            ->check(CLI::IsMember({"lm", "mlm", "translation"}))
+            ->capture_default_str();
         sub.add_option("--configs", g.bench.configs_dir,
                        "directory of lm.yaml, mlm.yaml, translation.yaml")
             ->capture_default_str();

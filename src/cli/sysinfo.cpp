@@ -8,6 +8,7 @@
 #include "compat/torch_compat.h"
 #include "text/spm_api.h"
 #include "text/tokenizer.h"
+#include "util/gemm.h"
 #include "util/platform.h"
 
 namespace ropelab::sysinfo {
@@ -23,6 +24,7 @@ std::string report() {
   os << platform::blas_summary() << "\n";
   os << "blas_core_preferred: "
      << (platform::preferred_blas_core().empty() ? "-" : platform::preferred_blas_core()) << "\n";
+  os << "fp32_dense_layers: " << util::fp32_gemm_name() << "\n";
   os << "threads: " << at::get_num_threads() << " (ATen/OpenMP), " << platform::blas_threads()
      << " (OpenBLAS)\n";
   os << "omp_wait_policy: " << platform::openmp_wait_policy() << "\n";

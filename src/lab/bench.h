@@ -34,9 +34,12 @@ namespace ropelab::lab {
 // side by side: data must never be the bottleneck. Returns a printable report.
 std::string bench_data(const config::Config& c, int64_t batches, int64_t train_steps);
 
-// fp32 (and bf16) n x n matmul throughput in this process, GFLOP/s.
+// fp32 (and bf16) n x n matmul throughput in this process, GFLOP/s. fp32: through libtorch's
+// matmul (the BLAS) and through the model's dense-layer path (oneDNN's sgemm where available);
+// fp32_gflops is the faster of the two.
 struct MatmulRate {
   double fp32_gflops = 0, bf16_gflops = 0;
+  double fp32_blas_gflops = 0, fp32_dense_gflops = 0;
 };
 MatmulRate measure_matmul(int n, int repeats);
 
@@ -48,6 +51,7 @@ struct BenchOptions {
   std::string configs_dir = "configs/bench";  // lm.yaml, mlm.yaml, translation.yaml
   std::string out_dir = "runs/bench";         // bench.json and bench.md
   std::vector<std::string> sections;          // empty = all
+  std::vector<std::string> models{"lm", "mlm", "translation"};  // the training section's
   std::vector<std::string> overrides;         // applied to every bench config
   int steps = 5;                              // timed steps per measurement (+1 warm-up)
   int rounds = 2;                             // interleaved rounds of the training section

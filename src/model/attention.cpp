@@ -10,6 +10,7 @@
 
 #include "compat/torch_compat.h"
 #include "model/dropout.h"
+#include "model/linear.h"
 #include "util/float_rows.h"
 #include "util/vec_kernels.h"
 
@@ -126,7 +127,7 @@ torch::Tensor mm_loop(const torch::Tensor& a, const torch::Tensor& b) {
   auto out = torch::empty({a3.size(0), M, N}, a.options());
   for (int64_t i = 0; i < a3.size(0); ++i) {
     auto o = out.select(0, i);
-    at::mm_out(o, a3.select(0, i), b3.select(0, i));
+    matmul_into(o, a3.select(0, i), b3.select(0, i));
   }
   auto sizes = a.sizes().vec();
   sizes.back() = N;
@@ -379,12 +380,12 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   if (self) {
     // One matmul for q, k and v: [B, T, D + 2 Dkv] -> three [B, N, T, H] views.
     auto [w, b] = fused(fused_qkv_, {q_proj, k_proj, v_proj});
-    auto qkv = F::linear(x, w, b).split_with_sizes({D, Dkv, Dkv}, -1);  // backward: one cat
+    auto qkv = model::linear(x, w, b).split_with_sizes({D, Dkv, Dkv}, -1);  // backward: one cat
     q = heads(qkv[0], T);
     k = kv_heads(qkv[1], T);
     v = kv_heads(qkv[2], T);
   } else {
-    q = heads(q_proj(x), T);
+    q = heads(model::linear(q_proj, x), T);
   }
   PositionModuleImpl* pos = ctx.module;
   static const PosCache kNoTables;
@@ -407,7 +408,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   } else {
     if (!self) {
       auto [w, b] = fused(fused_kv_, {k_proj, v_proj});
-      auto kv2 = F::linear(kv, w, b).chunk(2, -1);
+      auto kv2 = model::linear(kv, w, b).chunk(2, -1);
       k = kv_heads(kv2[0], S_new);
       v = kv_heads(kv2[1], S_new);
     }
@@ -450,7 +451,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     }
     out = linear_attention(qn, kn, qd, kd, v, mask, q_offset);
   }
-  return o_proj(out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
+  return model::linear(o_proj, out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
 }
 
 }  // namespace ropelab::model

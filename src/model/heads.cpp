@@ -3,6 +3,7 @@
 #include <torch/nn/functional.h>
 
 #include "model/dropout.h"
+#include "model/linear.h"
 
 namespace ropelab::model {
 
@@ -19,7 +20,7 @@ LmHeadImpl::LmHeadImpl(const config::ModelConfig& c, int64_t vocab) {
 }
 
 torch::Tensor LmHeadImpl::forward(const torch::Tensor& h, const TransformerImpl& backbone) {
-  return proj ? proj(h) : torch::matmul(h, backbone.embedding_weight().t());
+  return model::linear(h, proj ? proj->weight : backbone.embedding_weight());
 }
 
 MlmHeadImpl::MlmHeadImpl(const config::ModelConfig& c, int64_t vocab) {
@@ -36,9 +37,9 @@ ParamRole MlmHeadImpl::role_of(const std::string& local) const {
 }
 
 torch::Tensor MlmHeadImpl::forward(const torch::Tensor& h, const TransformerImpl& backbone) {
-  auto x = norm_of(norm, F::gelu(dense(h)));
+  auto x = norm_of(norm, F::gelu(model::linear(dense, h)));
   const auto& w = proj ? proj->weight : backbone.embedding_weight();
-  return torch::matmul(x, w.t()) + bias_;
+  return model::linear(x, w, bias_);
 }
 
 ClassificationHeadImpl::ClassificationHeadImpl(const config::ModelConfig& c, int64_t num_outputs)
@@ -52,14 +53,14 @@ torch::Tensor ClassificationHeadImpl::forward(const torch::Tensor& h, const Tran
   auto x_BD = h.select(1, 0);
   torch::Tensor pooled;
   if (act_ == PoolerActivation::kTanh) {  // BERT's pooler
-    pooled = torch::tanh(pooler(x_BD));
+    pooled = torch::tanh(model::linear(pooler, x_BD));
   } else {  // RoFormer's classification head: dropout on both sides of the dense layer
     x_BD = model::dropout(x_BD, dropout_, is_training());
-    pooled = pooler(x_BD);
+    pooled = model::linear(pooler, x_BD);
     pooled = act_ == PoolerActivation::kGelu ? F::gelu(pooled) : torch::relu(pooled);
   }
   pooled = model::dropout(pooled, dropout_, is_training());
-  return classifier(pooled);
+  return model::linear(classifier, pooled);
 }
 
 }  // namespace ropelab::model

@@ -1,6 +1,7 @@
 #include "model/transformer.h"
 
 #include "model/dropout.h"
+#include "model/linear.h"
 #include "util/error.h"
 
 namespace ropelab::model {
@@ -58,8 +59,11 @@ LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
 
 torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
   if (gate)  // SwiGLU: fc2(silu(gate(x)) * fc1(x))
-    return fc2(model::dropout(torch::silu(gate(x)) * fc1(x), dropout_, is_training()));
-  return fc2(model::act_dropout(fc1(x), activation_, dropout_, is_training()));
+    return model::linear(
+        fc2, model::dropout(torch::silu(model::linear(gate, x)) * model::linear(fc1, x), dropout_,
+                            is_training()));
+  return model::linear(
+      fc2, model::act_dropout(model::linear(fc1, x), activation_, dropout_, is_training()));
 }
 
 torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
@@ -110,7 +114,7 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   x = position->add_to_input(x, offset);
   if (emb_norm) x = emb_norm(x);
   x = drop(x, dropout_, is_training());
-  if (emb_proj) x = emb_proj(x);
+  if (emb_proj) x = model::linear(emb_proj, x);
   if (state != nullptr && pad_BT.defined())
     throw std::invalid_argument("incremental decoding does not take a padding mask");
   // One set of tables and one additive mask for every layer: queries at [offset, offset+T),

@@ -1,14 +1,18 @@
 // The fused CPU kernels against their unfused compositions (the same ops, one at a time):
 // dropout_add and act_dropout (model/dropout.h) bit for bit, FusedAdamW (train/optim.h) against
-// libtorch's AdamW to float rounding, and the thread settings that every pool must follow.
+// libtorch's AdamW to float rounding, the dense layers on oneDNN's sgemm (model/linear.h)
+// against libtorch's linear, and the thread settings that every pool must follow.
 #include <torch/torch.h>
 
 #include "helpers.h"
 #include "model/attention.h"
 #include "model/dropout.h"
+#include "model/linear.h"
 #include "tasks/loss.h"
 #include "tensor_helpers.h"
 #include "train/optim.h"
+#include "util/device.h"
+#include "util/gemm.h"
 #include "util/platform.h"
 #include "util/vec_kernels.h"
 #include "util/vec_math.h"
@@ -241,6 +245,88 @@ TEST(Fused, BatchedMatmulMatchesMatmul) {
   EXPECT_TRUE(test::close(gk1, gk0));
   torch::NoGradGuard ng;  // and without autograd
   EXPECT_TRUE(test::close(model::batched_matmul(a0, k0.transpose(-2, -1)), y0));
+}
+
+// util::sgemm in all four transpositions, on blocks of larger row-major buffers (lda, ldb and
+// ldc wider than the block), with beta 0 and 1, against libtorch's matmul.
+TEST(Fused, SgemmMatchesMatmul) {
+  if (!util::fast_sgemm_available()) GTEST_SKIP() << "this libtorch has no oneDNN sgemm symbol";
+  const int64_t M = 13, N = 9, K = 21, pad = 3;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      auto a = torch::randn(ta ? std::vector<int64_t>{K, M + pad} : std::vector<int64_t>{M, K + pad});
+      auto b = torch::randn(tb ? std::vector<int64_t>{N, K + pad} : std::vector<int64_t>{K, N + pad});
+      auto A = ta ? a.narrow(1, 0, M).t() : a.narrow(1, 0, K);  // [M, K]
+      auto B = tb ? b.narrow(1, 0, K).t() : b.narrow(1, 0, N);  // [K, N]
+      auto want = torch::matmul(A, B);
+      for (float beta : {0.0F, 1.0F}) {
+        auto c = torch::full({M, N + pad}, 0.5F);
+        util::sgemm(ta, tb, M, N, K, a.data_ptr<float>(), a.size(1), b.data_ptr<float>(),
+                    b.size(1), beta, c.data_ptr<float>(), c.size(1));
+        EXPECT_TRUE(test::close(c.narrow(1, 0, N), beta == 0 ? want : want + 0.5))
+            << "ta " << ta << " tb " << tb << " beta " << beta;
+        // The padding columns are left alone.
+        EXPECT_TRUE(torch::equal(c.narrow(1, N, pad), torch::full({M, pad}, 0.5F)));
+      }
+    }
+}
+
+// model::linear against libtorch's linear: values and the three gradients (with and without a
+// bias, with only some inputs needing one), under no_grad, and under bf16 autocast (where it is
+// libtorch's linear, in bf16).
+TEST(Fused, DenseLayerMatchesLibtorchLinear) {
+  auto x0 = torch::randn({3, 5, 7}), w0 = torch::randn({4, 7}), b0 = torch::randn({4});
+  auto g = torch::randn({3, 5, 4});
+  for (bool bias : {true, false})
+    for (bool x_grad : {true, false}) {
+      auto run = [&](bool ours) {
+        auto x = x0.clone().requires_grad_(x_grad), w = w0.clone().requires_grad_(true);
+        auto b = bias ? b0.clone().requires_grad_(true) : torch::Tensor();
+        auto y = ours ? model::linear(x, w, b) : torch::nn::functional::linear(x, w, b);
+        (y * g).sum().backward();
+        return std::make_tuple(y.detach(), x_grad ? x.grad() : torch::Tensor(), w.grad(),
+                               bias ? b.grad() : torch::Tensor());
+      };
+      auto [y1, gx1, gw1, gb1] = run(true);
+      auto [y0, gx0, gw0, gb0] = run(false);
+      SCOPED_TRACE(::testing::Message() << "bias " << bias << " x_grad " << x_grad);
+      EXPECT_EQ(y1.sizes(), y0.sizes());
+      EXPECT_TRUE(test::close(y1, y0));
+      EXPECT_EQ(gx1.defined(), x_grad);
+      if (x_grad) {
+        EXPECT_TRUE(test::close(gx1, gx0));
+      }
+      EXPECT_TRUE(test::close(gw1, gw0));
+      if (bias) {
+        EXPECT_TRUE(test::close(gb1, gb0));
+      }
+    }
+  {
+    torch::NoGradGuard ng;
+    EXPECT_TRUE(test::close(model::linear(x0, w0, b0), torch::nn::functional::linear(x0, w0, b0)));
+  }
+  // A non-contiguous input (a transposed view) and a weight view.
+  auto xt = torch::randn({7, 6}).t();
+  EXPECT_TRUE(test::close(model::linear(xt, w0.t().contiguous().t()),
+                          torch::nn::functional::linear(xt, w0)));
+  // matmul_into on a transposed view, a view with no unit stride (copied), into a block.
+  auto big = torch::randn({8, 10});
+  auto a = big.t().narrow(0, 0, 6);                       // [6, 8], strides (1, 10)
+  auto b = torch::randn({5, 8}).t();                      // [8, 5], strides (1, 8)
+  auto a2 = torch::randn({12, 8}).slice(0, 0, 12, 2);     // [6, 8], strides (16, 1)
+  auto b2 = torch::randn({8, 14}).slice(1, 0, 14, 2);     // [8, 7], strides (14, 2): copied
+  auto out = torch::zeros({6, 9});
+  auto blk = out.narrow(1, 0, 5);
+  model::matmul_into(blk, a, b);
+  EXPECT_TRUE(test::close(blk, torch::matmul(a, b)));
+  auto blk2 = out.narrow(1, 0, 7);
+  model::matmul_into(blk2, a2, b2);
+  EXPECT_TRUE(test::close(blk2, torch::matmul(a2, b2)));
+  EXPECT_TRUE(torch::equal(out.narrow(1, 7, 2), torch::zeros({6, 2})));
+  device::Autocast ac(torch::kCPU, true);
+  auto y16 = model::linear(x0, w0, b0);
+  EXPECT_EQ(y16.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(y16, torch::nn::functional::linear(x0, w0, b0)));
 }
 
 // The vectorised bf16 conversions round as c10::BFloat16 does (nearest even; NaN stays NaN).

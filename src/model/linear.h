@@ -1,0 +1,29 @@
+// The model's dense layers, y = x W^T + b (Vaswani et al. 2017, the projections of Eq. 1 and
+// the FFN of Eq. 2).
+//
+// In float32 on the CPU (no autocast) the forward and both gradients run on oneDNN's sgemm
+// (util/gemm.h) where the process has it: one custom autograd node, dX = dY W and
+// dW = dY^T X, the bias's gradient the column sums of dY. Everywhere else (bf16 autocast, which
+// oneDNN's AMX path already serves; CUDA; a libtorch without oneDNN's symbols) it is
+// torch::nn::functional::linear. Both give the same values to float32 rounding
+// (tests/unit/linear_test.cpp).
+#pragma once
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+
+namespace ropelab::model {
+
+// x [..., in], w [out, in], b [out] or undefined -> [..., out].
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {});
+// The same with a Linear module's weight and bias.
+torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x);
+
+// out [M, N] = a [M, K] @ b [K, N] for 2-D float32 CPU tensors, out with unit column stride:
+// oneDNN's sgemm where available (a and b read in place when either of their strides is 1, so
+// a transposed view costs no copy), else at::mm_out. No autograd (attention's per-head loop,
+// model/attention.cpp, has its own backward). Keeping every float32 matmul of a training step
+// on one library matters: OpenBLAS's idle workers spin for a while after each of its calls, on
+// the cores oneDNN's threads need next.
+void matmul_into(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b);
+
+}  // namespace ropelab::model

@@ -1,0 +1,46 @@
+#include "util/gemm.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace ropelab::util {
+
+namespace {
+
+// dnnl_status_t dnnl_sgemm(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N, dnnl_dim_t K,
+//                          float alpha, const float *A, dnnl_dim_t lda, const float *B,
+//                          dnnl_dim_t ldb, float beta, float *C, dnnl_dim_t ldc);
+// (oneDNN's C API, the same in 2.x and 3.x; row-major; dnnl_success == 0.)
+using SgemmFn = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                        const float*, int64_t, float, float*, int64_t);
+
+SgemmFn lookup() {
+  const char* want = std::getenv("ROPELAB_FP32_GEMM");
+  if (want != nullptr && std::strcmp(want, "blas") == 0) return nullptr;
+  return reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));  // NOLINT
+}
+
+SgemmFn fn() {
+  static const SgemmFn f = lookup();
+  return f;
+}
+
+}  // namespace
+
+bool fast_sgemm_available() { return fn() != nullptr; }
+
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  auto f = fn();
+  if (f == nullptr) throw std::logic_error("util::sgemm: oneDNN's sgemm is not available");
+  int status = f(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0F, A, lda, B, ldb, beta, C, ldc);
+  if (status != 0)
+    throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
+}
+
+std::string fp32_gemm_name() { return fast_sgemm_available() ? "oneDNN sgemm" : "BLAS (libtorch)"; }
+
+}  // namespace ropelab::util

@@ -1,0 +1,32 @@
+// Row-major float32 GEMM, C[M, N] = op(A)[M, K] op(B)[K, N] + beta C, through oneDNN's
+// dnnl_sgemm where the process has it.
+//
+// Debian's libtorch links oneDNN as a shared library (libdnnl.so.2 on Debian 12, .so.3 on 13),
+// but sends float32 matmuls to the BLAS (OpenBLAS). On the model's shapes oneDNN's JIT sgemm is
+// faster: the LM bench step's matmuls (forward, both gradients; 4096 rows of 256 to 8000
+// columns) took 611-649 ms with oneDNN against 680-780 ms with OpenBLAS's SkylakeX kernels on 2
+// cores of an AVX-512 AMD EPYC, interleaved; the logits (x W^T, W 8000 x 256) 225 against 150
+// GFLOP/s (BENCHMARKS.md). The symbol is looked up at run time: a libtorch that links oneDNN
+// statically (PyTorch wheels hide its symbols) has none, and callers fall back to libtorch's own
+// matmul. oneDNN runs on the OpenMP pool, so at::set_num_threads governs its threads.
+//
+// ROPELAB_FP32_GEMM=blas turns it off (libtorch's matmul, i.e. the BLAS, everywhere).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace ropelab::util {
+
+// Whether sgemm() can run: oneDNN's symbol was found and ROPELAB_FP32_GEMM is not "blas".
+bool fast_sgemm_available();
+
+// C = op(A) op(B) + beta C, row-major, op = transpose when ta/tb; lda, ldb, ldc are the row
+// strides of A, B and C as stored. Throws when !fast_sgemm_available() or oneDNN reports an
+// error.
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// "oneDNN sgemm" or "BLAS (libtorch)": what float32 matmuls of the model's dense layers run on.
+std::string fp32_gemm_name();
+
+}  // namespace ropelab::util
