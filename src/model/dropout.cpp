@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "util/float_rows.h"
-#include "util/random.h"
 #include "util/vec_kernels.h"
 
 namespace ropelab::model {
@@ -20,8 +19,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-constexpr int64_t kGrain = 8192;  // pairs of elements per parallel task
 
 // The mask of one dropout call: element i is kept when its 32-bit draw is >= p * 2^32
 // (P(keep) = 1 - p, to 2^-32). One 64-bit hash gives the draws of elements 2j and 2j+1.
@@ -51,34 +48,55 @@ struct Mask {
     m.threshold = static_cast<uint64_t>(m.p * 4294967296.0);
     return m;
   }
-
-  // f(i, keep) for every element of [0, n), in parallel; keep says whether element i is kept.
-  template <class F>
-  void each(int64_t n, const F& f) const {
-    at::parallel_for(0, (n + 1) / 2, kGrain, [&](int64_t b, int64_t e) {
-      for (int64_t j = b; j < e; ++j) {
-        uint64_t r = util::mix64(seed ^ static_cast<uint64_t>(j) * 0xD1B54A32D192ED03ULL);
-        f(2 * j, (r & 0xFFFFFFFFULL) >= threshold);
-        if (2 * j + 1 < n) f(2 * j + 1, (r >> 32) >= threshold);
-      }
-    });
-  }
 };
 
 bool fused_path(const torch::Tensor& t, double p, bool training) {
-  return training && p > 0 && p < 1 && t.device().is_cpu();
+  const auto dt = t.scalar_type();
+  return training && p > 0 && p < 1 && t.device().is_cpu() &&
+         (dt == torch::kFloat32 || dt == torch::kBFloat16 || dt == torch::kHalf);
 }
 
-// out[i] = a[i] * (keep ? 1/(1-p) : 0), in a's dtype (as a multiply by a mask of that dtype).
-torch::Tensor apply_mask(const Mask& m, const torch::Tensor& a_in) {
+constexpr int64_t kChunk = 2048;  // elements per task; even, so a hash's pair stays in one chunk
+
+// 1/(1-p) rounded to dtype (as a multiply by a mask of that dtype applies it), as a float.
+float keep_scale(c10::ScalarType dtype, double p) {
+  float keep = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, dtype, "keep", [&] {
+    keep = static_cast<float>(static_cast<scalar_t>(1.0 / (1.0 - p)));
+  });
+  return keep;
+}
+
+// f(c0, n, mask) for every chunk of [0, numel), in parallel; mask[j] is element c0 + j's factor
+// (0 or keep), vectorised (vec::dropout_factors).
+template <class F>
+void chunks(const Mask& m, int64_t numel, float keep, const F& f) {
+  at::parallel_for(0, (numel + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> mask(kChunk);
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t c0 = c * kChunk, n = std::min(kChunk, numel - c0);
+      vec::dropout_factors(m.seed, m.threshold, c0, n, keep, mask.data());
+      f(c0, n, mask.data());
+    }
+  });
+}
+
+// out[i] = a[i] * (keep ? 1/(1-p) : 0) in out_dtype: a is first rounded to out_dtype, the
+// product is rounded to it (as a.to(out_dtype) * mask, with the mask in out_dtype).
+torch::Tensor apply_mask(const Mask& m, const torch::Tensor& a_in, c10::ScalarType out_dtype) {
   auto a = a_in.contiguous();
-  auto out = torch::empty_like(a, at::MemoryFormat::Contiguous);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, a.scalar_type(), "dropout_mask", [&] {
-    const auto keep = static_cast<scalar_t>(1.0 / (1.0 - m.p));
-    const auto drop = static_cast<scalar_t>(0.0);
-    const auto* x = a.data_ptr<scalar_t>();
-    auto* y = out.data_ptr<scalar_t>();
-    m.each(a.numel(), [&](int64_t i, bool k) { y[i] = x[i] * (k ? keep : drop); });
+  auto out = torch::empty(a.sizes(), a.options().dtype(out_dtype));
+  const bool narrowing = out_dtype != a.scalar_type();
+  chunks(m, a.numel(), keep_scale(out_dtype, m.p), [&](int64_t c0, int64_t n, const float* mask) {
+    std::vector<float> ab, yb(static_cast<size_t>(n));
+    const float* af = util::float_run(a, c0, n, ab);
+    if (narrowing) {
+      std::copy(af, af + n, yb.data());
+      util::round_float_run(yb.data(), n, out_dtype);
+      af = yb.data();
+    }
+    vec::mul_into(af, mask, yb.data(), n);
+    util::store_float_run(yb.data(), out, c0, n);
   });
   return out;
 }
@@ -95,19 +113,13 @@ struct DropoutAdd : public torch::autograd::Function<DropoutAdd> {
     auto x = x_in.to(out_t).contiguous();
     auto h = h_in.contiguous();
     auto out = torch::empty_like(x, at::MemoryFormat::Contiguous);
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "dropout_add", [&] {
-      using h_t = scalar_t;
-      const auto keep = static_cast<h_t>(1.0 / (1.0 - p));
-      const auto drop = static_cast<h_t>(0.0);
-      const auto* hp = h.data_ptr<h_t>();
-      AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out_t, "dropout_add_out", [&] {
-        const auto* xp = x.data_ptr<scalar_t>();
-        auto* yp = out.data_ptr<scalar_t>();
-        m.each(x.numel(), [&](int64_t i, bool k) {
-          h_t t = hp[i] * (k ? keep : drop);
-          yp[i] = xp[i] + static_cast<scalar_t>(t);
-        });
-      });
+    const auto h_t = h.scalar_type();
+    chunks(m, x.numel(), keep_scale(h_t, p), [&](int64_t c0, int64_t n, const float* mask) {
+      std::vector<float> xb, hb, tb(static_cast<size_t>(n));
+      vec::mul_into(util::float_run(h, c0, n, hb), mask, tb.data(), n);
+      util::round_float_run(tb.data(), n, h_t);  // the product in h's dtype
+      vec::add_into(util::float_run(x, c0, n, xb), tb.data(), tb.data(), n);
+      util::store_float_run(tb.data(), out, c0, n);
     });
     return out;
   }
@@ -117,37 +129,15 @@ struct DropoutAdd : public torch::autograd::Function<DropoutAdd> {
     auto g = grad_out[0];
     auto x_t = ctx->saved_data["x_dtype"].toScalarType();
     auto h_t = ctx->saved_data["h_dtype"].toScalarType();
-    return {g.to(x_t), apply_mask(m, g.to(h_t)), torch::Tensor()};
+    return {g.to(x_t), apply_mask(m, g, h_t), torch::Tensor()};
   }
 };
-
-constexpr int64_t kChunk = 2048;  // elements per task; even, so a hash's pair stays in one chunk
 
 // y = act(h) * mask in one pass per chunk; backward: grad * mask * act'(h), one pass
 // (util/vec_kernels.h: libtorch 1.13's CPU GELU ran at 7-9 ns per element here). The
 // activation runs in float32 whatever h's dtype; the kept scale is 1/(1-p) rounded to h's dtype,
 // as dropout() applies it.
 struct ActDropout : public torch::autograd::Function<ActDropout> {
-  static float keep_scale(const torch::Tensor& h, double p) {
-    float keep = 0;
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "keep", [&] {
-      keep = static_cast<float>(static_cast<scalar_t>(1.0 / (1.0 - p)));
-    });
-    return keep;
-  }
-  // f(c0, n, mask) for every chunk, in parallel; mask[j] is element c0 + j's factor.
-  template <class F>
-  static void chunks(const Mask& m, int64_t numel, float keep, const F& f) {
-    at::parallel_for(0, (numel + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e) {
-      std::vector<float> mask(kChunk);
-      for (int64_t c = b; c < e; ++c) {
-        const int64_t c0 = c * kChunk, n = std::min(kChunk, numel - c0);
-        vec::dropout_factors(m.seed, m.threshold, c0, n, keep, mask.data());
-        f(c0, n, mask.data());
-      }
-    });
-  }
-
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h_in, int64_t act,
                                double p) {
     auto m = Mask::draw(p);
@@ -158,7 +148,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     const bool gelu = act == static_cast<int64_t>(config::Activation::kGelu);
     auto y = torch::empty_like(h);
     const bool f32 = h.scalar_type() == torch::kFloat32;
-    chunks(m, h.numel(), keep_scale(h, p), [&](int64_t c0, int64_t n, const float* mask) {
+    chunks(m, h.numel(), keep_scale(h.scalar_type(), p), [&](int64_t c0, int64_t n, const float* mask) {
       std::vector<float> hb, yb(f32 ? 0 : kChunk);
       float* yp = f32 ? y.data_ptr<float>() + c0 : yb.data();
       vec::act_mask_forward(util::float_run(h, c0, n, hb), mask, yp, n, gelu);
@@ -175,7 +165,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
         ctx->saved_data["act"].toInt() == static_cast<int64_t>(config::Activation::kGelu);
     auto dh = torch::empty_like(h);
     const bool f32 = h.scalar_type() == torch::kFloat32;
-    chunks(m, h.numel(), keep_scale(h, m.p), [&](int64_t c0, int64_t n, const float* mask) {
+    chunks(m, h.numel(), keep_scale(h.scalar_type(), m.p), [&](int64_t c0, int64_t n, const float* mask) {
       std::vector<float> hb, gb, ob(f32 ? 0 : kChunk);
       float* op = f32 ? dh.data_ptr<float>() + c0 : ob.data();
       vec::act_mask_backward(util::float_run(h, c0, n, hb), util::float_run(g, c0, n, gb), mask, op,
@@ -200,12 +190,8 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
         x, torch::nn::functional::DropoutFuncOptions().p(p).training(true));
   auto m = Mask::draw(p);
   auto mask = torch::empty(x.sizes(), x.options().requires_grad(false));
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, mask.scalar_type(), "dropout", [&] {
-    auto* mp = mask.data_ptr<scalar_t>();
-    const auto keep = static_cast<scalar_t>(1.0 / (1.0 - p));
-    const auto drop = static_cast<scalar_t>(0.0);
-    m.each(mask.numel(), [&](int64_t i, bool k) { mp[i] = k ? keep : drop; });
-  });
+  chunks(m, mask.numel(), keep_scale(x.scalar_type(), p),
+         [&](int64_t c0, int64_t n, const float* f) { util::store_float_run(f, mask, c0, n); });
   return x * mask;
 }
 

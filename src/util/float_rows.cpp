@@ -37,4 +37,15 @@ void store_float_run(const float* src, const torch::Tensor& t, int64_t offset, i
   });
 }
 
+void round_float_run(float* buf, int64_t n, c10::ScalarType dtype) {
+  if (dtype == torch::kFloat32) return;
+  if (dtype == torch::kBFloat16) {
+    vec::round_to_bf16(buf, n);
+    return;
+  }
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kHalf, dtype, "round_float_run", [&] {
+    for (int64_t j = 0; j < n; ++j) buf[j] = static_cast<float>(static_cast<scalar_t>(buf[j]));
+  });
+}
+
 }  // namespace ropelab::util

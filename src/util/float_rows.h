@@ -16,4 +16,8 @@ const float* float_run(const torch::Tensor& t, int64_t offset, int64_t n, std::v
 // dtype). A no-op when src already is that memory (t float32).
 void store_float_run(const float* src, const torch::Tensor& t, int64_t offset, int64_t n);
 
+// Rounds n float32 values in place to the precision of dtype (bf16, half; float32: no-op), as
+// a store into a tensor of that dtype and a load back would.
+void round_float_run(float* buf, int64_t n, c10::ScalarType dtype);
+
 }  // namespace ropelab::util

@@ -93,6 +93,54 @@ ROPELAB_CLONES void float_to_bf16(const float* __restrict src, uint16_t* __restr
   }
 }
 
+ROPELAB_CLONES void rope_row(const float* __restrict x, const float* __restrict c,
+                             const float* __restrict s, float* __restrict y, int64_t W,
+                             bool interleaved) {
+  if (interleaved) {
+    for (int64_t f = 0; f < W; f += 2) {
+      y[f] = x[f] * c[f] + x[f + 1] * s[f];
+      y[f + 1] = x[f + 1] * c[f + 1] + x[f] * s[f + 1];
+    }
+    return;
+  }
+  const int64_t h = W / 2;
+  for (int64_t i = 0; i < h; ++i) y[i] = x[i] * c[i] + x[i + h] * s[i];
+  for (int64_t i = 0; i < h; ++i) y[i + h] = x[i + h] * c[i + h] + x[i] * s[i + h];
+}
+
+ROPELAB_CLONES void rope_row_backward(const float* __restrict g, const float* __restrict c,
+                                      const float* __restrict s, float* __restrict dx, int64_t W,
+                                      bool interleaved) {
+  if (interleaved) {
+    for (int64_t f = 0; f < W; f += 2) {
+      dx[f] = g[f] * c[f] + g[f + 1] * s[f + 1];
+      dx[f + 1] = g[f + 1] * c[f + 1] + g[f] * s[f];
+    }
+    return;
+  }
+  const int64_t h = W / 2;
+  for (int64_t i = 0; i < h; ++i) dx[i] = g[i] * c[i] + g[i + h] * s[i + h];
+  for (int64_t i = 0; i < h; ++i) dx[i + h] = g[i + h] * c[i + h] + g[i] * s[i];
+}
+
+ROPELAB_CLONES void round_to_bf16(float* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t u;
+    std::memcpy(&u, &x[j], sizeof u);
+    const uint32_t rounded = ((u + 0x7FFFU + ((u >> 16) & 1U)) >> 16) << 16;
+    const uint32_t r = (u & 0x7FFFFFFFU) > 0x7F800000U ? 0x7FC00000U : rounded;
+    std::memcpy(&x[j], &r, sizeof r);
+  }
+}
+
+ROPELAB_CLONES void mul_into(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = a[j] * b[j];
+}
+
+ROPELAB_CLONES void add_into(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = a[j] + b[j];
+}
+
 ROPELAB_CLONES void dropout_factors(uint64_t seed, uint64_t threshold, int64_t start, int64_t n,
                                     float keep, float* __restrict out) {
   const int64_t pairs = n / 2;

@@ -33,6 +33,20 @@ void act_mask_backward(const float* h, const float* g, const float* m, float* dh
 void bf16_to_float(const uint16_t* src, float* dst, int64_t n);
 void float_to_bf16(const float* src, uint16_t* dst, int64_t n);
 
+// RoPE on one row of W channels (RoFormer Eq. 34 with the sign folded into s):
+// y_f = x_f c_f + x_{p(f)} s_f, p = the pair swap (interleaved: 2i <-> 2i+1; half-split:
+// i <-> i + W/2); and its backward dx_j = g_j c_j + g_{p(j)} s_{p(j)}. W even.
+void rope_row(const float* x, const float* c, const float* s, float* y, int64_t W,
+              bool interleaved);
+void rope_row_backward(const float* g, const float* c, const float* s, float* dx, int64_t W,
+                       bool interleaved);
+
+// x rounded to bf16 precision in place (as float_to_bf16 then bf16_to_float).
+void round_to_bf16(float* x, int64_t n);
+// y = a * b and y = a + b, element by element (y may be a or b).
+void mul_into(const float* a, const float* b, float* y, int64_t n);
+void add_into(const float* a, const float* b, float* y, int64_t n);
+
 // The dropout factors of elements [start, start + n) of one dropout call (model/dropout.cpp's
 // mask: element i is kept when its 32-bit draw, half of mix64(seed ^ (i / 2) * C), is >=
 // threshold): out[j] = kept ? keep : 0. start must be even.

@@ -8,6 +8,7 @@
 #include "model/attention.h"
 #include "model/dropout.h"
 #include "model/linear.h"
+#include "model/position/rotary.h"
 #include "tasks/loss.h"
 #include "tensor_helpers.h"
 #include "train/optim.h"
@@ -327,6 +328,44 @@ TEST(Fused, DenseLayerMatchesLibtorchLinear) {
   auto y16 = model::linear(x0, w0, b0);
   EXPECT_EQ(y16.scalar_type(), torch::kBFloat16);
   EXPECT_TRUE(torch::equal(y16, torch::nn::functional::linear(x0, w0, b0)));
+}
+
+// RoPE in one pass (model/position/rotary.cpp's FusedRope, taken for 4-D CPU inputs) against
+// the unfused ops (taken for the same values as a 3-D tensor): values and the input's gradient,
+// on a transposed view (as q and k are views of the fused QKV output), both pairings, fp32 and
+// bf16.
+TEST(Fused, RopeMatchesTheUnfusedOps) {
+  const int64_t B = 2, T = 5, N = 3, W = 8;
+  auto cos_TR = torch::randn({T, W / 2}), sin_TR = torch::randn({T, W / 2});
+  for (bool interleaved : {true, false})
+    for (auto dt : {torch::kFloat32, torch::kBFloat16}) {
+      auto cos_TF = model::RotaryImpl::spread(cos_TR, interleaved, false);
+      auto sin_TF = model::RotaryImpl::spread(sin_TR, interleaved, true);
+      auto base = torch::randn({B, T, N, W}).to(dt);
+      auto g = torch::randn({B, N, T, W}).to(dt);
+      // The reference: the unfused ops in float32 on the same values. (In bf16 they round
+      // each term of the gradient's sum to bf16 before adding; the fused pass rounds once.)
+      auto run = [&](bool fused) {
+        auto leaf = (fused ? base : base.to(torch::kFloat32)).clone().requires_grad_(true);
+        auto x = leaf.transpose(1, 2);  // [B, N, T, W], not contiguous
+        auto y = fused ? model::RotaryImpl::rotate_spread(x, cos_TF, sin_TF, interleaved)
+                       : model::RotaryImpl::rotate_spread(x.reshape({B * N, T, W}), cos_TF,
+                                                          sin_TF, interleaved)
+                             .view({B, N, T, W});
+        (y.to(torch::kFloat32) * g.to(torch::kFloat32)).sum().backward();
+        return std::make_pair(y.detach(), leaf.grad());
+      };
+      auto [y1, g1] = run(true);
+      auto [y0, g0] = run(false);
+      SCOPED_TRACE(::testing::Message() << "interleaved " << interleaved << " dtype " << dt);
+      EXPECT_EQ(y1.scalar_type(), dt);
+      EXPECT_EQ(g1.scalar_type(), dt);
+      EXPECT_TRUE(y1.is_contiguous());
+      // float32: to rounding; bf16: one rounding of the exact value (2^-8 relative).
+      const double rtol = dt == torch::kFloat32 ? 1e-6 : 1.0 / 256, atol = 1e-6;
+      EXPECT_TRUE(test::close(y1, y0, rtol, atol));
+      EXPECT_TRUE(test::close(g1, g0, rtol, atol));
+    }
 }
 
 // The vectorised bf16 conversions round as c10::BFloat16 does (nearest even; NaN stays NaN).

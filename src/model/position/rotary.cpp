@@ -1,6 +1,13 @@
 #include "model/position/rotary.h"
 
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
+
+#include <vector>
+
 #include "model/position/rope_frequencies.h"
+#include "util/float_rows.h"
+#include "util/vec_kernels.h"
 
 namespace ropelab::model {
 
@@ -76,10 +83,81 @@ torch::Tensor RotaryImpl::spread(const torch::Tensor& t, bool interleaved, bool 
   return torch::cat({first, t}, -1);                                 // [c0 c1 ... c0 c1 ...]
 }
 
+namespace {
+
+// x * cos + swap_pairs(x) * sin in one pass per row on the CPU (vec::rope_row), forward and
+// backward: x [B, N, T, W] read in place through its strides (q and k are views of the fused QKV
+// projection's output), the result contiguous in x's dtype, computed in float32; tables
+// [T, W] float32 without gradients. The unfused ops (a flip or a cat, two multiplies, an add and
+// the casts) each made a pass and a tensor.
+struct FusedRope : public torch::autograd::Function<FusedRope> {
+  template <class Row>
+  static void rows(const torch::Tensor& in, const torch::Tensor& out, const Row& row) {
+    const int64_t N = in.size(1), T = in.size(2), W = in.size(3);
+    const bool f32 = out.scalar_type() == torch::kFloat32;
+    at::parallel_for(0, in.numel() / W, 16, [&](int64_t r0, int64_t r1) {
+      std::vector<float> ib, ob(f32 ? 0 : static_cast<size_t>(W));
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / (N * T), n = (r / T) % N, t = r % T;
+        const int64_t off = b * in.stride(0) + n * in.stride(1) + t * in.stride(2);
+        float* o = f32 ? out.data_ptr<float>() + r * W : ob.data();
+        row(util::float_run(in, off, W, ib), t, o);
+        util::store_float_run(o, out, r * W, W);
+      }
+    });
+  }
+
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& cos_TF, const torch::Tensor& sin_TF,
+                               bool interleaved) {
+    auto y = torch::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+    const int64_t W = x.size(3);
+    const float* c = cos_TF.data_ptr<float>();
+    const float* s = sin_TF.data_ptr<float>();
+    rows(x, y, [&](const float* xr, int64_t t, float* o) {
+      vec::rope_row(xr, c + t * W, s + t * W, o, W, interleaved);
+    });
+    ctx->save_for_backward({cos_TF, sin_TF});
+    ctx->saved_data["interleaved"] = interleaved;
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const bool interleaved = ctx->saved_data["interleaved"].toBool();
+    auto g = grad_out[0].contiguous();
+    auto gx = torch::empty_like(g, at::MemoryFormat::Contiguous);
+    const int64_t W = g.size(3);
+    const float* c = saved[0].data_ptr<float>();
+    const float* s = saved[1].data_ptr<float>();
+    rows(g, gx, [&](const float* gr, int64_t t, float* o) {
+      vec::rope_row_backward(gr, c + t * W, s + t * W, o, W, interleaved);
+    });
+    return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+bool fused_rope_applies(const torch::Tensor& x, const torch::Tensor& cos_TF,
+                        const torch::Tensor& sin_TF) {
+  auto table_ok = [&](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.dim() == 2 &&
+           t.size(0) == x.size(2) && t.size(1) == x.size(3) && !t.requires_grad();
+  };
+  return x.device().is_cpu() && x.dim() == 4 && x.numel() > 0 && x.stride(3) == 1 &&
+         x.size(3) % 2 == 0 &&
+         (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16) &&
+         table_ok(cos_TF) && table_ok(sin_TF);
+}
+
+}  // namespace
+
 torch::Tensor RotaryImpl::rotate_spread(const torch::Tensor& x, const torch::Tensor& cos_TF,
                                         const torch::Tensor& sin_TF, bool interleaved) {
   int64_t r = cos_TF.size(-1);
   int64_t width = x.size(-1);
+  if (r == width && fused_rope_applies(x, cos_TF, sin_TF))
+    return FusedRope::apply(x, cos_TF.contiguous(), sin_TF.contiguous(), interleaved);
   auto xr = r == width ? x : x.narrow(-1, 0, r);
   // swap_pairs: (x1, x2) -> (x2, x1) in each pair, so that
   //   [x1, x2] -> [x1 cos - x2 sin, x2 cos + x1 sin]   (RoFormer Eq. 34)
