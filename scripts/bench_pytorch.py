@@ -18,7 +18,7 @@ Run with Debian's python3-torch (the same libtorch as ropelab), or any other PyT
   chroot /srv/trixie /usr/bin/python3 - --variant compile < scripts/bench_pytorch.py
 It prints one JSON object: {"model", "precision", "variant", "tokens_per_s", "step_s", "params",
 "torch", "blas_core", "blas_threads", "omp_wait_policy", "malloc", ...}, or {"error": ...} with exit code 3
-when this PyTorch lacks the variant. The caller sets OPENBLAS_CORETYPE, OMP_WAIT_POLICY and GLIBC_TUNABLES
+when this PyTorch lacks the variant. The caller sets OPENBLAS_CORETYPE, OMP_WAIT_POLICY (or GOMP_SPINCOUNT) and GLIBC_TUNABLES
 (ropelab bench passes its own, so both sides run the same BLAS kernel, thread layout and
 allocator settings).
 """
@@ -269,7 +269,10 @@ def main():
                       "step_s": elapsed / a.steps,
                       "params": sum(p.numel() for p in model.parameters()),
                       "threads": torch.get_num_threads(), "torch": torch.__version__,
-                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
+                      "omp_wait_policy": os.environ.get(
+                          "OMP_WAIT_POLICY",
+                          "GOMP_SPINCOUNT=" + os.environ["GOMP_SPINCOUNT"]
+                          if "GOMP_SPINCOUNT" in os.environ else "default"),
                       "malloc": malloc_facts(),
                       "loss": float(loss), **facts}))
 

@@ -52,9 +52,9 @@ struct BenchOptions {
   std::string out_dir = "runs/bench";         // bench.json and bench.md
   std::vector<std::string> sections;          // empty = all
   std::vector<std::string> models{"lm", "mlm", "translation"};  // the training section's
-  std::vector<std::string> overrides;         // applied to every bench config
-  int steps = 5;                              // timed steps per measurement (+1 warm-up)
-  int rounds = 2;                             // interleaved rounds of the training section
+  std::vector<std::string> overrides;                           // applied to every bench config
+  int steps = 5;   // timed steps per measurement (+1 warm-up)
+  int rounds = 2;  // interleaved rounds of the training section
   bool compare_pytorch = false;
   // More PyTorch columns: Debian roots holding another release's PyTorch (built by
   // scripts/pytorch_root.sh), run with chroot. /usr/bin/python3's PyTorch is always a column.

@@ -148,12 +148,13 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     const bool gelu = act == static_cast<int64_t>(config::Activation::kGelu);
     auto y = torch::empty_like(h);
     const bool f32 = h.scalar_type() == torch::kFloat32;
-    chunks(m, h.numel(), keep_scale(h.scalar_type(), p), [&](int64_t c0, int64_t n, const float* mask) {
-      std::vector<float> hb, yb(f32 ? 0 : kChunk);
-      float* yp = f32 ? y.data_ptr<float>() + c0 : yb.data();
-      vec::act_mask_forward(util::float_run(h, c0, n, hb), mask, yp, n, gelu);
-      util::store_float_run(yp, y, c0, n);
-    });
+    chunks(m, h.numel(), keep_scale(h.scalar_type(), p),
+           [&](int64_t c0, int64_t n, const float* mask) {
+             std::vector<float> hb, yb(f32 ? 0 : kChunk);
+             float* yp = f32 ? y.data_ptr<float>() + c0 : yb.data();
+             vec::act_mask_forward(util::float_run(h, c0, n, hb), mask, yp, n, gelu);
+             util::store_float_run(yp, y, c0, n);
+           });
     return y;
   }
 
@@ -165,13 +166,14 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
         ctx->saved_data["act"].toInt() == static_cast<int64_t>(config::Activation::kGelu);
     auto dh = torch::empty_like(h);
     const bool f32 = h.scalar_type() == torch::kFloat32;
-    chunks(m, h.numel(), keep_scale(h.scalar_type(), m.p), [&](int64_t c0, int64_t n, const float* mask) {
-      std::vector<float> hb, gb, ob(f32 ? 0 : kChunk);
-      float* op = f32 ? dh.data_ptr<float>() + c0 : ob.data();
-      vec::act_mask_backward(util::float_run(h, c0, n, hb), util::float_run(g, c0, n, gb), mask, op,
-                             n, gelu);
-      util::store_float_run(op, dh, c0, n);
-    });
+    chunks(m, h.numel(), keep_scale(h.scalar_type(), m.p),
+           [&](int64_t c0, int64_t n, const float* mask) {
+             std::vector<float> hb, gb, ob(f32 ? 0 : kChunk);
+             float* op = f32 ? dh.data_ptr<float>() + c0 : ob.data();
+             vec::act_mask_backward(util::float_run(h, c0, n, hb), util::float_run(g, c0, n, gb),
+                                    mask, op, n, gelu);
+             util::store_float_run(op, dh, c0, n);
+           });
     return {dh, torch::Tensor(), torch::Tensor()};
   }
 };

@@ -45,13 +45,13 @@ struct SgemmLinear : public torch::autograd::Function<SgemmLinear> {
     torch::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(0)) {  // dX = dY W
       gx = torch::empty({M, I}, x_MI.options());
-      util::sgemm(false, false, M, I, O, g_MO.data_ptr<float>(), O, w_OI.data_ptr<float>(), I,
-                  0.0F, gx.data_ptr<float>(), I);
+      util::sgemm(false, false, M, I, O, g_MO.data_ptr<float>(), O, w_OI.data_ptr<float>(), I, 0.0F,
+                  gx.data_ptr<float>(), I);
     }
     if (ctx->needs_input_grad(1)) {  // dW = dY^T X
       gw = torch::empty({O, I}, w_OI.options());
-      util::sgemm(true, false, O, I, M, g_MO.data_ptr<float>(), O, x_MI.data_ptr<float>(), I,
-                  0.0F, gw.data_ptr<float>(), I);
+      util::sgemm(true, false, O, I, M, g_MO.data_ptr<float>(), O, x_MI.data_ptr<float>(), I, 0.0F,
+                  gw.data_ptr<float>(), I);
     }
     if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) gb = g_MO.sum(0);
     return {gx, gw, gb};
@@ -62,8 +62,8 @@ bool fast_path(const torch::Tensor& x, const torch::Tensor& w, const torch::Tens
   auto f32_cpu = [](const torch::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == torch::kFloat32;
   };
-  return util::fast_sgemm_available() && f32_cpu(x) && f32_cpu(w) && w.dim() == 2 &&
-         x.dim() >= 1 && x.size(-1) == w.size(1) && x.numel() > 0 && w.numel() > 0 &&
+  return util::fast_sgemm_available() && f32_cpu(x) && f32_cpu(w) && w.dim() == 2 && x.dim() >= 1 &&
+         x.size(-1) == w.size(1) && x.numel() > 0 && w.numel() > 0 &&
          (!b.defined() || (f32_cpu(b) && b.dim() == 1 && b.size(0) == w.size(0))) &&
          !compat::autocast_enabled(c10::DeviceType::CPU);
 }

@@ -11,9 +11,11 @@ namespace ropelab::platform {
 
 // Call first thing in main(). Re-executes the program once when either setting below is
 // missing (both are read only when the libraries load):
-//  - OMP_WAIT_POLICY=PASSIVE, unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT (or
+//  - OMP_WAIT_POLICY=PASSIVE when float32 matmuls run on OpenBLAS (no oneDNN sgemm, or
+//    ROPELAB_FP32_GEMM=blas), unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT (or
 //    ROPELAB_KEEP_OMP_WAIT=1): ATen's OpenMP workers otherwise spin after each parallel region
-//    on the cores OpenBLAS's threads need, and a second thread gains nothing in fp32;
+//    on the cores OpenBLAS's threads need, and a second thread gains nothing in fp32. With
+//    oneDNN's sgemm every pool that works is OpenMP's, and libgomp's default spin is faster;
 //  - GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (appended), unless ROPELAB_KEEP_MALLOC=1: malloc's
 //    heap in transparent huge pages (see keep_freed_memory());
 //  - the BLAS core: if OpenBLAS runs a slow generic core (its own choice, or an

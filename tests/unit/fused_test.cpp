@@ -255,15 +255,17 @@ TEST(Fused, SgemmMatchesMatmul) {
   const int64_t M = 13, N = 9, K = 21, pad = 3;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      auto a = torch::randn(ta ? std::vector<int64_t>{K, M + pad} : std::vector<int64_t>{M, K + pad});
-      auto b = torch::randn(tb ? std::vector<int64_t>{N, K + pad} : std::vector<int64_t>{K, N + pad});
+      auto a =
+          torch::randn(ta ? std::vector<int64_t>{K, M + pad} : std::vector<int64_t>{M, K + pad});
+      auto b =
+          torch::randn(tb ? std::vector<int64_t>{N, K + pad} : std::vector<int64_t>{K, N + pad});
       auto A = ta ? a.narrow(1, 0, M).t() : a.narrow(1, 0, K);  // [M, K]
       auto B = tb ? b.narrow(1, 0, K).t() : b.narrow(1, 0, N);  // [K, N]
       auto want = torch::matmul(A, B);
       for (float beta : {0.0F, 1.0F}) {
         auto c = torch::full({M, N + pad}, 0.5F);
-        util::sgemm(ta, tb, M, N, K, a.data_ptr<float>(), a.size(1), b.data_ptr<float>(),
-                    b.size(1), beta, c.data_ptr<float>(), c.size(1));
+        util::sgemm(ta, tb, M, N, K, a.data_ptr<float>(), a.size(1), b.data_ptr<float>(), b.size(1),
+                    beta, c.data_ptr<float>(), c.size(1));
         EXPECT_TRUE(test::close(c.narrow(1, 0, N), beta == 0 ? want : want + 0.5))
             << "ta " << ta << " tb " << tb << " beta " << beta;
         // The padding columns are left alone.
@@ -312,10 +314,10 @@ TEST(Fused, DenseLayerMatchesLibtorchLinear) {
                           torch::nn::functional::linear(xt, w0)));
   // matmul_into on a transposed view, a view with no unit stride (copied), into a block.
   auto big = torch::randn({8, 10});
-  auto a = big.t().narrow(0, 0, 6);                       // [6, 8], strides (1, 10)
-  auto b = torch::randn({5, 8}).t();                      // [8, 5], strides (1, 8)
-  auto a2 = torch::randn({12, 8}).slice(0, 0, 12, 2);     // [6, 8], strides (16, 1)
-  auto b2 = torch::randn({8, 14}).slice(1, 0, 14, 2);     // [8, 7], strides (14, 2): copied
+  auto a = big.t().narrow(0, 0, 6);                    // [6, 8], strides (1, 10)
+  auto b = torch::randn({5, 8}).t();                   // [8, 5], strides (1, 8)
+  auto a2 = torch::randn({12, 8}).slice(0, 0, 12, 2);  // [6, 8], strides (16, 1)
+  auto b2 = torch::randn({8, 14}).slice(1, 0, 14, 2);  // [8, 7], strides (14, 2): copied
   auto out = torch::zeros({6, 9});
   auto blk = out.narrow(1, 0, 5);
   model::matmul_into(blk, a, b);
@@ -349,8 +351,8 @@ TEST(Fused, RopeMatchesTheUnfusedOps) {
         auto leaf = (fused ? base : base.to(torch::kFloat32)).clone().requires_grad_(true);
         auto x = leaf.transpose(1, 2);  // [B, N, T, W], not contiguous
         auto y = fused ? model::RotaryImpl::rotate_spread(x, cos_TF, sin_TF, interleaved)
-                       : model::RotaryImpl::rotate_spread(x.reshape({B * N, T, W}), cos_TF,
-                                                          sin_TF, interleaved)
+                       : model::RotaryImpl::rotate_spread(x.reshape({B * N, T, W}), cos_TF, sin_TF,
+                                                          interleaved)
                              .view({B, N, T, W});
         (y.to(torch::kFloat32) * g.to(torch::kFloat32)).sum().backward();
         return std::make_pair(y.detach(), leaf.grad());
@@ -423,9 +425,19 @@ TEST(Platform, ThreadsGovernEveryPool) {
 // `ropelab` starts with OpenMP's workers told to sleep when idle (they would otherwise spin on
 // the cores OpenBLAS's threads need); a policy the user set is kept.
 TEST(Platform, OpenMpWorkersSleepWhenIdleUnlessTheUserSaidOtherwise) {
+  // With float32 matmuls on OpenBLAS the workers sleep; on oneDNN's sgemm (all work on OpenMP's
+  // pool) libgomp's default spin stays.
   auto r = test::run("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + test::ropelab_bin() + " info");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("omp_wait_policy: PASSIVE\n"), std::string::npos) << r.out;
+  const bool onednn = r.out.find("fp32_dense_layers: oneDNN sgemm\n") != std::string::npos;
+  EXPECT_NE(r.out.find(onednn ? "omp_wait_policy: default" : "omp_wait_policy: PASSIVE\n"),
+            std::string::npos)
+      << r.out;
+  auto blas = test::run("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT ROPELAB_FP32_GEMM=blas " +
+                        test::ropelab_bin() + " info");
+  ASSERT_EQ(blas.code, 0) << blas.out;
+  EXPECT_NE(blas.out.find("fp32_dense_layers: BLAS (libtorch)\n"), std::string::npos) << blas.out;
+  EXPECT_NE(blas.out.find("omp_wait_policy: PASSIVE\n"), std::string::npos) << blas.out;
   auto kept = test::run("OMP_WAIT_POLICY=ACTIVE " + test::ropelab_bin() + " info");
   ASSERT_EQ(kept.code, 0) << kept.out;
   EXPECT_NE(kept.out.find("omp_wait_policy: ACTIVE\n"), std::string::npos) << kept.out;

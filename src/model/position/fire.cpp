@@ -3,6 +3,7 @@
 #include <torch/nn/functional.h>
 
 #include "config/schema.h"
+#include "model/linear.h"
 
 namespace ropelab::model {
 
@@ -23,8 +24,8 @@ torch::Tensor FireImpl::bias(const torch::Tensor& q_pos_T, const torch::Tensor& 
   auto norm_T1 = (psi(torch::maximum(q_pos_T, threshold)) + kEps).unsqueeze(1);
   auto mlp = [&](const torch::Tensor& rows_T) {
     auto rel_TS = psi(q_pos_T.index({rows_T}).unsqueeze(1) - k_pos_S.unsqueeze(0));
-    auto x = (rel_TS / norm_T1.index({rows_T})).unsqueeze(-1);  // [t, S, 1]
-    return fc2(torch::relu(fc1(x)));                            // [t, S, N]
+    auto x = (rel_TS / norm_T1.index({rows_T})).unsqueeze(-1);      // [t, S, 1]
+    return model::linear(fc2, torch::relu(model::linear(fc1, x)));  // [t, S, N]
   };
   int64_t T = q_pos_T.size(0);
   // The MLP's hidden layer is [T, S, mlp_width]; without autograd, query rows go in chunks so

@@ -4,6 +4,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "config/schema.h"
+#include "model/linear.h"
 
 namespace ropelab::model {
 
@@ -31,7 +32,8 @@ torch::Tensor FoxImpl::rotate_k(const torch::Tensor& x, const PosCache& c) {
 }
 
 torch::Tensor FoxImpl::log_forget(const torch::Tensor& x_BTD, int64_t layer) {
-  auto logit_BTN = gates[static_cast<size_t>(layer)]->as<torch::nn::Linear>()->forward(x_BTD);
+  const auto* gate = gates[static_cast<size_t>(layer)]->as<torch::nn::Linear>();
+  auto logit_BTN = model::linear(x_BTD, gate->weight, gate->bias);
   return torch::nn::functional::logsigmoid(logit_BTN.to(torch::kFloat32)).transpose(1, 2);
 }
 

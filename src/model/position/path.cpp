@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "config/schema.h"
+#include "model/linear.h"
 
 namespace ropelab::model {
 
@@ -25,12 +26,14 @@ std::pair<torch::Tensor, torch::Tensor> PathImpl::directions(const torch::Tensor
   namespace F = torch::nn::functional;
   const int64_t B = x.size(0), T = x.size(1), N = dims_.n_heads, H = dims_.head_dim;
   auto layer_i = static_cast<size_t>(layer);
-  auto w_BNTH = w_proj[layer_i]->as<torch::nn::Linear>()->forward(x).to(torch::kFloat32);
+  const auto* wp = w_proj[layer_i]->as<torch::nn::Linear>();
+  const auto* bp = beta_proj[layer_i]->as<torch::nn::Linear>();
+  auto w_BNTH = model::linear(x, wp->weight, wp->bias).to(torch::kFloat32);
   w_BNTH = F::normalize(w_BNTH.view({B, T, N, H}).transpose(1, 2),
                         F::NormalizeFuncOptions().dim(-1).eps(1e-6));
-  auto beta_BNT = 2 * torch::sigmoid(beta_proj[layer_i]->as<torch::nn::Linear>()->forward(x))
-                          .to(torch::kFloat32)
-                          .transpose(1, 2);
+  auto beta_BNT =
+      2 *
+      torch::sigmoid(model::linear(x, bp->weight, bp->bias)).to(torch::kFloat32).transpose(1, 2);
   return {w_BNTH, beta_BNT};
 }
 
