@@ -36,8 +36,10 @@ for L in ("32", "64"):
     for k in ("softmax", "linear"):
         assert s["attention"][L][k]["tokens_per_s"] > 0 and s["attention"][L][k]["peak_train_mb"] >= 0
 assert not any("error" in p for p in j["points"]), [p for p in j["points"] if "error" in p]
-# Every point ran in its own process and kept its log.
-assert len(j["points"]) == 1 + 12 + 15 + 4 + 2, len(j["points"])
+# Every point ran in its own process and kept its log: the matmul; per model, ropelab's fp32
+# and bf16, PyTorch's fp32 (PASSIVE) and bf16 (PASSIVE and libgomp's default spin); 15
+# positions; 4 attention points; 2 decode lengths.
+assert len(j["points"]) == 1 + 3 * (2 + 1 + 2) + 15 + 4 + 2, len(j["points"])
 PY
 [[ -s b/logs/000.log.json ]] || fail "no per-point output kept"
 
