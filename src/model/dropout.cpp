@@ -86,11 +86,11 @@ void chunks(const Mask& m, int64_t numel, float keep, const F& f) {
 torch::Tensor apply_mask(const Mask& m, const torch::Tensor& a_in, c10::ScalarType out_dtype) {
   auto a = a_in.contiguous();
   auto out = torch::empty(a.sizes(), a.options().dtype(out_dtype));
-  const bool narrowing = out_dtype != a.scalar_type();
+  const bool cast = out_dtype != a.scalar_type();
   chunks(m, a.numel(), keep_scale(out_dtype, m.p), [&](int64_t c0, int64_t n, const float* mask) {
     std::vector<float> ab, yb(static_cast<size_t>(n));
     const float* af = util::float_run(a, c0, n, ab);
-    if (narrowing) {
+    if (cast) {
       std::copy(af, af + n, yb.data());
       util::round_float_run(yb.data(), n, out_dtype);
       af = yb.data();

@@ -14,14 +14,44 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// A 2-D float32 view as sgemm reads it: row-major (stride 1 along columns) or transposed
+// (stride 1 along rows); a copy when neither.
+struct GemmOperand {
+  torch::Tensor t;  // keeps a copy alive
+  bool trans = false;
+  int64_t ld = 0;
+};
+GemmOperand operand(const torch::Tensor& m) {
+  const int64_t R = m.size(0), C = m.size(1);
+  if (m.stride(1) == 1 && m.stride(0) >= std::max<int64_t>(C, 1)) return {m, false, m.stride(0)};
+  if (m.stride(0) == 1 && m.stride(1) >= std::max<int64_t>(R, 1)) return {m, true, m.stride(1)};
+  auto c = m.contiguous();
+  return {c, false, std::max<int64_t>(C, 1)};
+}
+
+}  // namespace
+
+void matmul_into(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (!util::fast_sgemm_available() || out.stride(1) != 1 || out.stride(0) < N || M == 0 ||
+      N == 0 || K == 0) {
+    at::mm_out(out, a, b);
+    return;
+  }
+  auto A = operand(a), B = operand(b);
+  util::sgemm(A.trans, B.trans, M, N, K, A.t.data_ptr<float>(), A.ld, B.t.data_ptr<float>(), B.ld,
+              0.0F, out.data_ptr<float>(), out.stride(0));
+}
+
+namespace {
+
 // y [M, out] = x [M, in] w^T (+ b).
 torch::Tensor forward_2d(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
                          const torch::Tensor& b_O) {
-  const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w_OI.size(0);
+  const int64_t M = x_MI.size(0), O = w_OI.size(0);
   RECORD_FUNCTION("SgemmLinear.forward", std::vector<c10::IValue>());
   auto y_MO = torch::empty({M, O}, x_MI.options());
-  util::sgemm(false, true, M, O, I, x_MI.data_ptr<float>(), I, w_OI.data_ptr<float>(), I, 0.0F,
-              y_MO.data_ptr<float>(), O);
+  matmul_into(y_MO, x_MI, w_OI.t());
   if (b_O.numel() > 0) y_MO.add_(b_O);
   return y_MO;
 }
@@ -45,13 +75,11 @@ struct SgemmLinear : public torch::autograd::Function<SgemmLinear> {
     torch::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(0)) {  // dX = dY W
       gx = torch::empty({M, I}, x_MI.options());
-      util::sgemm(false, false, M, I, O, g_MO.data_ptr<float>(), O, w_OI.data_ptr<float>(), I, 0.0F,
-                  gx.data_ptr<float>(), I);
+      matmul_into(gx, g_MO, w_OI);
     }
     if (ctx->needs_input_grad(1)) {  // dW = dY^T X
       gw = torch::empty({O, I}, w_OI.options());
-      util::sgemm(true, false, O, I, M, g_MO.data_ptr<float>(), O, x_MI.data_ptr<float>(), I, 0.0F,
-                  gw.data_ptr<float>(), I);
+      matmul_into(gw, g_MO.t(), x_MI);
     }
     if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) gb = g_MO.sum(0);
     return {gx, gw, gb};
@@ -85,35 +113,6 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch
 
 torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x) {
   return linear(x, m->weight, m->bias);
-}
-
-namespace {
-// A 2-D float32 view as sgemm reads it: row-major (stride 1 along columns) or transposed
-// (stride 1 along rows); a copy when neither.
-struct GemmOperand {
-  torch::Tensor t;  // keeps a copy alive
-  bool trans = false;
-  int64_t ld = 0;
-};
-GemmOperand operand(const torch::Tensor& m) {
-  const int64_t R = m.size(0), C = m.size(1);
-  if (m.stride(1) == 1 && m.stride(0) >= std::max<int64_t>(C, 1)) return {m, false, m.stride(0)};
-  if (m.stride(0) == 1 && m.stride(1) >= std::max<int64_t>(R, 1)) return {m, true, m.stride(1)};
-  auto c = m.contiguous();
-  return {c, false, std::max<int64_t>(C, 1)};
-}
-}  // namespace
-
-void matmul_into(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (!util::fast_sgemm_available() || out.stride(1) != 1 || out.stride(0) < N || M == 0 ||
-      N == 0 || K == 0) {
-    at::mm_out(out, a, b);
-    return;
-  }
-  auto A = operand(a), B = operand(b);
-  util::sgemm(A.trans, B.trans, M, N, K, A.t.data_ptr<float>(), A.ld, B.t.data_ptr<float>(), B.ld,
-              0.0F, out.data_ptr<float>(), out.stride(0));
 }
 
 }  // namespace ropelab::model
