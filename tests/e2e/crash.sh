@@ -99,18 +99,18 @@ done
 
 # SIGTERM during a mid-training evaluation: no partial validation row is logged; the saved
 # checkpoint marks the evaluation pending and the resumed run does it, so the finished run's
-# rows equal an uninterrupted run's. A validation split of 6,000 lines makes each evaluation
+# rows equal an uninterrupted run's. A validation split of 20,000 lines makes each evaluation
 # take seconds; the training steps between them take milliseconds.
 $PY -c "
 import random; random.seed(5)
 w='in the beginning god created heaven and earth light darkness water day night'.split()
-open('big.txt','w').write(''.join(' '.join(random.choice(w) for _ in range(12))+'.\\n' for _ in range(6000)))"
+open('big.txt','w').write(''.join(' '.join(random.choice(w) for _ in range(12))+'.\\n' for _ in range(20000)))"
 cfg evalstop "source: text, train: $WORK/lm.txt, valid: $WORK/big.txt" "type: clm, seq_len: 24" \
   "arch: decoder"
 OVR="train.eval_batches=0 train.eval_every=3 train.max_steps=6 train.checkpoint_every=3"
 expect_exit 0 "$ROPELAB" train evalstop.yaml $OVR run.name=ev-ref
-# 0.5 s after the step-0 evaluation: inside the evaluation at step 3.
-signal_when TERM ev.log "step 0 valid" 0.5 "$ROPELAB" train evalstop.yaml $OVR run.name=ev
+# 0.2 s after the step-0 evaluation: inside the evaluation at step 3.
+signal_when TERM ev.log "step 0 valid" 0.2 "$ROPELAB" train evalstop.yaml $OVR run.name=ev
 [[ $CODE -eq 143 ]] || fail "SIGTERM during evaluation: exit $CODE: $(tail -3 ev.log)"
 grep -q "step 3: evaluation stopped by a signal; it runs again on resume" ev.log ||
   fail "the evaluation was not the thing stopped (timing): $(tail -5 ev.log)"
