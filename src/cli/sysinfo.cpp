@@ -26,7 +26,7 @@ std::string report() {
      << (platform::preferred_blas_core().empty() ? "-" : platform::preferred_blas_core()) << "\n";
   os << "fp32_dense_layers: " << util::fp32_gemm_name() << "\n";
   os << "threads: " << at::get_num_threads() << " (ATen/OpenMP), " << platform::blas_threads()
-     << " (OpenBLAS)\n";
+     << " (OpenBLAS), " << platform::kernel_threads() << " (ropelab's kernels)\n";
   os << "omp_wait_policy: " << platform::openmp_wait_policy() << "\n";
   os << "malloc: "
      << (platform::freed_memory_kept() ? "keeps freed memory (no mmap, no trim)" : "glibc defaults")

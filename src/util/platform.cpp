@@ -169,6 +169,17 @@ int blas_threads() {
   return fn != nullptr ? fn() : -1;
 }
 
+int kernel_threads() {
+  const int64_t n = at::get_num_threads();
+  std::vector<int> seen(static_cast<size_t>(n), 0);
+  // One task per thread, each long enough that no thread takes two.
+  at::parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)] = at::get_thread_num() + 1;
+  });
+  std::sort(seen.begin(), seen.end());
+  return static_cast<int>(std::unique(seen.begin(), seen.end()) - seen.begin());
+}
+
 std::string openmp_wait_policy() {
   if (const char* p = std::getenv("OMP_WAIT_POLICY")) return p;
   if (const char* s = std::getenv("GOMP_SPINCOUNT")) return std::string("GOMP_SPINCOUNT=") + s;

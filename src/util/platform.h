@@ -59,6 +59,10 @@ std::string blas_summary();
 void set_threads(int n);
 // OpenBLAS's thread count (-1 when the BLAS is not OpenBLAS).
 int blas_threads();
+// How many threads ropelab's own kernels (an at::parallel_for compiled into ropelab) run on
+// now: ATen's thread count when ropelab was built with OpenMP, as it must be, else 1 (the
+// header template's parallel body exists only under -fopenmp).
+int kernel_threads();
 // The OpenMP wait policy in force ("PASSIVE", "ACTIVE", or the default).
 std::string openmp_wait_policy();
 

@@ -418,8 +418,36 @@ TEST(Platform, ThreadsGovernEveryPool) {
     if (platform::blas_core() != "unknown") {
       EXPECT_EQ(platform::blas_threads(), n);
     }
+    // ropelab's own kernels too: at::parallel_for is a header template, parallel only in code
+    // compiled with OpenMP (it once was not, and every fused kernel ran on one thread).
+    EXPECT_EQ(platform::kernel_threads(), n);
   }
   platform::set_threads(before);
+}
+
+// The fused kernels give the same bits on 1 and 2 threads: every element's result (and its
+// dropout draw) depends on its index only, never on how the rows were split.
+TEST(Fused, KernelsGiveTheSameBitsOnOneAndTwoThreads) {
+  const int before = at::get_num_threads();
+  auto run = [](int threads) {
+    platform::set_threads(threads);
+    torch::manual_seed(7);
+    auto x = torch::randn({2, 4, 33, 16}, torch::requires_grad());
+    auto logits = torch::randn({67, 301}, torch::requires_grad());
+    auto target = torch::randint(0, 301, {67});
+    auto mask = torch::zeros({33, 33}).masked_fill(torch::ones({33, 33}).triu(1).to(torch::kBool),
+                                                   -std::numeric_limits<float>::infinity());
+    auto p = model::masked_softmax(x.matmul(x.transpose(-1, -2)), torch::Tensor(), mask,
+                                   torch::kFloat32);
+    auto h = model::act_dropout(model::dropout(p.matmul(x), 0.3, true), config::Activation::kGelu,
+                                0.1, true);
+    auto ce = tasks::cross_entropy(logits, target, 1.0, 0.0);
+    (h.square().sum() + ce.loss_sum).backward();
+    return std::vector<torch::Tensor>{h.detach(), x.grad(), logits.grad()};
+  };
+  auto one = run(1), two = run(2);
+  platform::set_threads(before);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << i;
 }
 
 // `ropelab` starts with OpenMP's workers told to sleep when idle (they would otherwise spin on
