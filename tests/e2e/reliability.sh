@@ -185,7 +185,8 @@ for k in 1 2 3 4 5 6; do
   [[ $CODE -ne 0 ]] || fail "kill $k: launch exited 0 after rank $rank was killed: $(cat k$k.log)"
   grep -Eq "launch: rank $((1 - rank)) (exited with code [1-9]|was killed)" k$k.log ||
     fail "kill $k: the other rank did not exit non-zero: $(grep launch: k$k.log)"
-  (( took < 20 )) || fail "kill $k: the ranks took $took s to exit (timeout 10)"
+  (( took < 20 )) ||
+    fail "kill $k: the ranks took $took s to exit (timeout 10): $(grep -E 'launch:|error|rank' k$k.log | tail -8)"
   echo "  kill $k: rank $rank, launch exited $CODE after $took s"
 done
 (( kills >= 3 )) || fail "only $kills kills landed"
