@@ -7,10 +7,16 @@
 //              2.4 on: device-type setters (set_autocast_enabled(type), set_autocast_dtype(type))
 //   c10d       1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup;
 //              2.x: they derive from c10d::Backend (compat/c10d.h)
+//   optim      1.13: Optimizer::state() is keyed by the address of a parameter's TensorImpl
+//              printed as a string (c10::guts::to_string, gone in 2.x); 2.x: by the address
+//   headers    Debian 13's libtorch-dev 2.6 has no <torch/linalg.h>: call the ATen functions
+//              through <torch/types.h> (torch::linalg_solve_triangular, ...)
 #pragma once
 #include <c10/core/Device.h>
 
+#include <sstream>
 #include <string>
+#include <type_traits>
 
 namespace ropelab::compat {
 
@@ -24,5 +30,18 @@ void set_bf16_autocast(c10::DeviceType type, bool on);
 // Whether autocast is on for `type`, and with which dtype (for the tests).
 bool autocast_enabled(c10::DeviceType type);
 c10::ScalarType autocast_dtype(c10::DeviceType type);
+
+// The key of a parameter's entry in an optimizer's state map (`state`: Optimizer::state(), or
+// state_ in a subclass), from the parameter's unsafeGetTensorImpl().
+template <class Map>
+typename Map::key_type optimizer_state_key(const Map& /*state*/, const void* tensor_impl) {
+  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
+    std::ostringstream os;  // what c10::guts::to_string(TensorImpl*) wrote
+    os << tensor_impl;
+    return os.str();
+  } else {
+    return const_cast<void*>(tensor_impl);
+  }
+}
 
 }  // namespace ropelab::compat

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compat/torch_compat.h"
 #include "model/init.h"
 #include "util/vec_kernels.h"
 
@@ -43,7 +44,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       if (!fp32_cpu_dense(p) || !fp32_cpu_dense(p.grad())) all_fusable = false;
-      auto it = state_.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      auto it = state_.find(compat::optimizer_state_key(state_, p.unsafeGetTensorImpl()));
       if (it != state_.end()) {
         auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
         if (!fp32_cpu_dense(st.exp_avg()) || !fp32_cpu_dense(st.exp_avg_sq())) all_fusable = false;
@@ -61,7 +62,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const auto key = compat::optimizer_state_key(state_, p.unsafeGetTensorImpl());
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto st = std::make_unique<torch::optim::AdamWParamState>();

@@ -42,6 +42,22 @@ TEST(Compat, CudaAutocastIsIndependentOfCpu) {
   EXPECT_FALSE(compat::autocast_enabled(c10::DeviceType::CUDA));
 }
 
+TEST(Compat, OptimizerStateKeyFindsLibtorchsOwnEntries) {
+  // libtorch's AdamW files each parameter's state under the key compat computes for it.
+  auto w = torch::randn({3, 2}, torch::requires_grad()),
+       u = torch::randn({5}, torch::requires_grad());
+  torch::optim::AdamW opt({w, u}, torch::optim::AdamWOptions(0.1));
+  (w.square().sum() + u.sum()).backward();
+  opt.step();
+  ASSERT_EQ(opt.state().size(), 2u);
+  for (const auto& p : {w, u}) {
+    auto it = opt.state().find(compat::optimizer_state_key(opt.state(), p.unsafeGetTensorImpl()));
+    ASSERT_NE(it, opt.state().end());
+    EXPECT_EQ(static_cast<torch::optim::AdamWParamState&>(*it->second).step(), 1);
+  }
+  EXPECT_EQ(opt.state().count(compat::optimizer_state_key(opt.state(), &opt)), 0u);
+}
+
 TEST(Compat, OneRankGlooGroupRunsEveryCollective) {
   // The server and a second client (a libuv server where the libtorch has libuv, the classic
   // one where it does not, as on Debian 13).

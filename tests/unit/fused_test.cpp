@@ -4,6 +4,7 @@
 // against libtorch's linear, and the thread settings that every pool must follow.
 #include <torch/torch.h>
 
+#include "compat/torch_compat.h"
 #include "helpers.h"
 #include "model/attention.h"
 #include "model/dropout.h"
@@ -171,8 +172,8 @@ TEST(Fused, AdamWMatchesLibtorchAdamW) {
     // Moments are sums with cancellation: a few float ulps of the gradient's scale apart.
     EXPECT_TRUE(test::close(a[i], b[i], 1e-5, 1e-6)) << "parameter " << i;
     EXPECT_FALSE(torch::equal(a[i], init[i]));  // it moved
-    auto key = c10::guts::to_string(a[i].unsafeGetTensorImpl());
-    auto key_b = c10::guts::to_string(b[i].unsafeGetTensorImpl());
+    auto key = compat::optimizer_state_key(fused.state(), a[i].unsafeGetTensorImpl());
+    auto key_b = compat::optimizer_state_key(plain.state(), b[i].unsafeGetTensorImpl());
     auto& sa = static_cast<torch::optim::AdamWParamState&>(*fused.state().at(key));
     auto& sb = static_cast<torch::optim::AdamWParamState&>(*plain.state().at(key_b));
     EXPECT_EQ(sa.step(), 6);

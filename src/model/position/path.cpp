@@ -3,8 +3,6 @@
 #include <torch/nn/functional.h>
 #include <torch/nn/modules/linear.h>
 
-#include <torch/linalg.h>
-
 #include <cmath>
 
 #include "config/schema.h"
