@@ -205,7 +205,7 @@ struct Checkpoint::Mapped {
   explicit Mapped(const std::string& p) : path(p) {
     int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw UserError(p + ": cannot open (" + std::strerror(errno) + ")");
-    struct stat st {};
+    struct stat st = {};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
       throw UserError(p + ": not a regular file");

@@ -76,6 +76,7 @@ TEST(Bpe, UnsupportedTokenizersNameTheFileAndTheKey) {
     std::function<void(nlohmann::json&)> edit;
     std::string expect;
   };
+  // clang-format off: versions 14 and 19 lay out these lambdas differently
   std::vector<Case> cases = {
       {[](nlohmann::json& t) { t["model"]["type"] = "WordPiece"; }, "model.type"},
       {[](nlohmann::json& t) { t["model"]["byte_fallback"] = true; }, "model.byte_fallback"},
@@ -90,6 +91,7 @@ TEST(Bpe, UnsupportedTokenizersNameTheFileAndTheKey) {
        "normalizer"},
       {[](nlohmann::json& t) { t["added_tokens"][0]["lstrip"] = true; }, "lstrip"},
   };
+  // clang-format on
   test::TempDir d;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.expect);

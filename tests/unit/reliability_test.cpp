@@ -38,11 +38,12 @@ struct OtherHolder {
     if (lock) {
       EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
     }
-    std::string text = nlohmann::json{
-        {"host", host()},
-        {"pid", pid},
-        {"command", "ropelab train other.yaml"},
-        {"since", 1e9}}.dump();
+    nlohmann::json holder;
+    holder["host"] = host();
+    holder["pid"] = pid;
+    holder["command"] = "ropelab train other.yaml";
+    holder["since"] = 1e9;
+    std::string text = holder.dump();
     EXPECT_EQ(ftruncate(fd, 0), 0);
     EXPECT_EQ(pwrite(fd, text.data(), text.size(), 0), static_cast<ssize_t>(text.size()));
   }
@@ -86,7 +87,10 @@ TEST(DirLock, ASecondWriterIsRefusedAtOnceNamingTheHolder) {
 TEST(DirLock, ALockLeftByADeadProcessIsTakenOverAndEmptiedOnRelease) {
   test::TempDir d;
   long pid = dead_pid();
-  { OtherHolder gone(d.path(), pid, /*lock=*/false); }  // its process died: the OS lock is free
+  {
+    // Its process died: the OS lock is free.
+    OtherHolder gone(d.path(), pid, /*lock=*/false);
+  }
   {
     auto lock = fs::DirLock::acquire(d.path(), "train");
     auto j = nlohmann::json::parse(fs::read_file(d.file(".lock")));
