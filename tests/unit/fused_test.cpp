@@ -77,9 +77,11 @@ TEST(Fused, DropoutAddMatchesTheUnfusedOpsBitForBit) {
   EXPECT_TRUE(torch::equal(model::dropout_add(x, h, 0.0, true), x + h));
 }
 
-// dropout(act(h)): ReLU bit for bit; GELU (vectorised, util/vec_math.h) within 1e-6 of
-// libtorch's in float32 and within one bf16 rounding in bf16. The masks are the same: the
-// dropped elements and their zero gradients coincide exactly.
+// dropout(act(h)): ReLU bit for bit; GELU (vectorised, util/vec_math.h) within 1e-6 of the
+// exact GELU (computed in float64) in float32 and within one bf16 rounding in bf16. The masks
+// are the same: the dropped elements and their zero gradients coincide exactly. (The reference
+// is float64 because libtorch's float32 GELU changed between 1.13 and 2.6: 2.6's is 3e-3
+// relative off in the tail, at x = -4.)
 TEST(Fused, ActDropoutMatchesTheUnfusedOps) {
   for (auto act : {config::Activation::kGelu, config::Activation::kRelu}) {
     for (auto type : {torch::kFloat32, torch::kBFloat16}) {
@@ -88,7 +90,9 @@ TEST(Fused, ActDropoutMatchesTheUnfusedOps) {
           [&](auto&, auto& b) { return model::act_dropout(b, act, 0.2, true); }, {}, h, 5);
       auto plain = forward_backward(
           [&](auto&, auto& b) {
-            auto a = act == config::Activation::kGelu ? torch::gelu(b) : torch::relu(b);
+            auto a = act == config::Activation::kGelu
+                         ? torch::gelu(b.to(torch::kFloat64)).to(b.scalar_type())
+                         : torch::relu(b);
             return model::dropout(a, 0.2, true);
           },
           {}, h, 5);
@@ -101,7 +105,11 @@ TEST(Fused, ActDropoutMatchesTheUnfusedOps) {
       EXPECT_EQ(fused.y.scalar_type(), type);
       EXPECT_TRUE(test::close(fused.y, plain.y, tol, tol));
       EXPECT_TRUE(test::close(fused.gh, plain.gh, tol, tol));
-      EXPECT_TRUE(torch::equal(fused.y == 0, plain.y == 0) || type != torch::kFloat32);
+      // The same elements dropped. (Below x = -5 the float32 GELU of the erf form rounds
+      // 1 + erf(x / sqrt 2) to 0, where the float64 reference still has a tiny value.)
+      auto live = h.abs() < 5;
+      EXPECT_TRUE(torch::equal((fused.y == 0) & live, (plain.y == 0) & live) ||
+                  type != torch::kFloat32);
       // About 20% dropped: measured on the forward output where the activation is not 0. (The
       // input gradient has about 2% more exact zeros at 3 intra-op threads, from libtorch's side
       // of the path; ropelab's masks are the same at every thread count.)
@@ -115,18 +123,21 @@ TEST(Fused, ActDropoutMatchesTheUnfusedOps) {
       torch::equal(model::act_dropout(h, config::Activation::kGelu, 0.1, false), torch::gelu(h)));
 }
 
-// The vectorised GELU and its derivative against libtorch's exact (erf) GELU.
-TEST(Fused, VectorisedGeluMatchesLibtorch) {
+// The vectorised GELU and its derivative against the exact (erf) GELU in float64.
+TEST(Fused, VectorisedGeluMatchesTheExactGelu) {
   auto x = torch::linspace(-12, 12, 20001, torch::kFloat64).to(torch::kFloat32);
-  auto xr = x.clone().requires_grad_(true);
-  torch::gelu(xr).sum().backward();
   auto y = torch::empty_like(x), d = torch::empty_like(x);
+  auto y_ref = torch::empty({x.numel()}, torch::kFloat64), d_ref = torch::empty_like(y_ref);
   for (int64_t i = 0; i < x.numel(); ++i) {
-    y[i] = vec::gelu_approx(x[i].item<float>());
-    d[i] = vec::gelu_grad_approx(x[i].item<float>());
+    const float xf = x[i].item<float>();
+    y[i] = vec::gelu_approx(xf);
+    d[i] = vec::gelu_grad_approx(xf);
+    const double xd = xf, cdf = 0.5 * (1 + std::erf(xd / std::sqrt(2.0)));
+    y_ref[i] = xd * cdf;
+    d_ref[i] = cdf + xd * std::exp(-0.5 * xd * xd) / std::sqrt(2 * M_PI);
   }
-  EXPECT_TRUE(test::close(y, torch::gelu(x), 1e-6, 3e-7));
-  EXPECT_TRUE(test::close(d, xr.grad(), 1e-6, 3e-7));
+  EXPECT_TRUE(test::close(y, y_ref, 1e-6, 3e-7));
+  EXPECT_TRUE(test::close(d, d_ref, 1e-6, 3e-7));
   EXPECT_EQ(vec::exp_approx(-1e30F), 0.0F);
   EXPECT_NEAR(vec::exp_approx(1.0F), std::exp(1.0F), 1e-6);
 }
