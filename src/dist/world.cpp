@@ -4,8 +4,11 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "compat/c10d.h"
@@ -195,6 +198,40 @@ struct World::Impl {
   }
 };
 
+namespace {
+// Joining can block past its timeout: when rank 0 dies half-way through the handshake, a
+// store or Gloo read may wait with no deadline (seen under load: rank 1 waited until `launch`
+// stopped it 20 s later). The watchdog ends the rank as a failed join would (exit 3, one line)
+// if joining has not finished `limit` after it began.
+class JoinWatchdog {
+ public:
+  JoinWatchdog(std::string message, milliseconds limit)
+      : thread_([this, message = std::move(message), limit] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (cv_.wait_for(lock, limit, [this] { return done_; })) return;
+          std::fprintf(stderr, "error: %s\n", message.c_str());
+          std::fflush(stderr);
+          std::_Exit(3);
+        }) {}
+  JoinWatchdog(const JoinWatchdog&) = delete;
+  JoinWatchdog& operator=(const JoinWatchdog&) = delete;
+  ~JoinWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+}  // namespace
+
 World::World() : impl_(std::make_unique<Impl>()) {}
 
 World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
@@ -203,6 +240,12 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
   rank_ = e.rank, size_ = e.size, local_size_ = e.local_size;
   if (e.size == 1) return;
   const char* joining = "joining the process group";
+  JoinWatchdog watchdog(
+      fmt::format("distributed run, rank {} of {}: {} at {}:{} did not finish within {} s (a "
+                  "rank died while joining?)",
+                  e.rank, e.size, joining, e.master_addr, e.master_port,
+                  e.timeout.count() / 1000.0 + 5),
+      e.timeout + milliseconds(5000));
   try {
     im.store = im.connect(e.rank == 0 && !e.agent_store, e.timeout);
     bool nccl = compat::kHaveNccl && e.cuda;

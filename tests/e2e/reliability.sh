@@ -77,7 +77,8 @@ expect_exit 0 "$ROPELAB" compare runs/busy --out cmp-live --no-plots
 expect_in "busy (training)"
 expect_in "being written by pid $bpid"
 kill -TERM $bpid
-set +e; wait $bpid; set -e
+set +e; wait $bpid; bcode=$?; set -e
+[[ $bcode -eq 143 ]] || fail "the busy run exited $bcode on SIGTERM: $(tail -3 busy.log)"
 /usr/bin/python3 - runs/busy/metrics.jsonl <<'PY' || fail "duplicated metrics rows"
 import json, sys, collections
 rows = [json.loads(l) for l in open(sys.argv[1])]
