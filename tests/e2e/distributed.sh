@@ -221,6 +221,35 @@ grep -q "agent store used" agent.log || fail "the ranks did not use the agent's 
 grep -q "(torchrun agent)" agent-0.log || fail "rank 0 did not report the agent store"
 expect_close two agent 12 0
 
+# ---- A store that accepts and never answers (rank 0 dead half-way through the handshake):
+# the rank exits 3 with one line soon after its timeout. (libtorch 2.6's store client waited
+# forever here, SIGTERM included; a watchdog in dist/world.cpp ends the join.)
+/usr/bin/python3 - >mute.port <<'PY' &
+import socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(8)
+print(s.getsockname()[1], flush=True)
+conns = []
+while True:
+    conns.append(s.accept()[0])
+PY
+mpid=$!
+for _ in $(seq 100); do [[ -s mute.port ]] && break; sleep 0.1; done
+t0=$(date +%s)
+set +e
+env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(cat mute.port) ROPELAB_DIST_TIMEOUT=3 \
+  timeout -s KILL 60 "$ROPELAB" train lm.yaml run.name=mute >mute.log 2>&1
+code=$?
+set -e
+took=$(($(date +%s) - t0))
+kill $mpid 2>/dev/null || true
+[[ $code -eq 3 ]] || fail "a rank facing a mute store exited $code after $took s: $(tail -2 mute.log)"
+(( took < 20 )) || fail "a rank facing a mute store took $took s to give up (timeout 3)"
+grep -q "^error: distributed run, rank 1 of 2: joining the process group" mute.log ||
+  fail "mute store: $(tail -2 mute.log)"
+echo "  mute store: exit 3 after $took s"
+
 # ---- Debian's torchrun (1.13 on Python 3.11 needs --redirects/--tee/--log_dir to start).
 if command -v torchrun >/dev/null; then
   tr_run=(--nproc_per_node=2 --redirects 2 --tee 1 --no_python "$ROPELAB" train lm.yaml
