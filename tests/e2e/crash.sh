@@ -109,8 +109,10 @@ cfg evalstop "source: text, train: $WORK/lm.txt, valid: $WORK/big.txt" "type: cl
   "arch: decoder"
 OVR="train.eval_batches=0 train.eval_every=3 train.max_steps=6 train.checkpoint_every=3"
 expect_exit 0 "$ROPELAB" train evalstop.yaml $OVR run.name=ev-ref
-# 0.2 s after the step-0 evaluation: inside the evaluation at step 3.
-signal_when TERM ev.log "step 0 valid" 0.2 "$ROPELAB" train evalstop.yaml $OVR run.name=ev
+# 1 s after the step-0 evaluation: inside the evaluation at step 3, which takes about 2 s on 2
+# idle cores (longer under load). 0.2 s was too early under load: a fresh Debian 13 root, with
+# the whole suite running beside it, was still at step 2 then.
+signal_when TERM ev.log "step 0 valid" 1 "$ROPELAB" train evalstop.yaml $OVR run.name=ev
 [[ $CODE -eq 143 ]] || fail "SIGTERM during evaluation: exit $CODE: $(tail -3 ev.log)"
 grep -q "step 3: evaluation stopped by a signal; it runs again on resume" ev.log ||
   fail "the evaluation was not the thing stopped (timing): $(tail -5 ev.log)"
