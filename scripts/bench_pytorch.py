@@ -15,6 +15,7 @@ Three variants of the same step, so that ropelab is compared with the fastest Py
 
 Run with Debian's python3-torch (the same libtorch as ropelab), or any other PyTorch, e.g.
   /usr/bin/python3 scripts/bench_pytorch.py --model lm --precision bf16 --steps 10
+  python3 scripts/bench_pytorch.py --device cuda --variant compile --d-model 1024 ...   (a GPU)
   chroot /srv/trixie /usr/bin/python3 - --variant compile < scripts/bench_pytorch.py
 It prints one JSON object: {"model", "precision", "variant", "tokens_per_s", "step_s", "params",
 "torch", "blas_core", "blas_threads", "omp_wait_policy", "malloc", ...}, or {"error": ...} with exit code 3
@@ -173,7 +174,7 @@ class Model(nn.Module):
         if a.model == "lm":
             x = self.drop(self.emb(batch["input"]))
             T = x.shape[1]
-            causal = torch.ones(T, T, dtype=torch.bool).tril()
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
             h = self.dec(x, causal, rot)
             logits = h @ self.emb.weight.t()
             return F.cross_entropy(logits.float().flatten(0, 1), batch["target"].flatten())
@@ -191,7 +192,7 @@ class Model(nn.Module):
         src_pad = batch["src_pad"]
         mem = self.enc(self.drop(self.emb(batch["src"]) * scale), src_pad[:, None, None, :], rot)
         T = batch["input"].shape[1]
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        causal = torch.ones(T, T, dtype=torch.bool, device=mem.device).tril()
         h = self.dec(self.drop(self.emb(batch["input"]) * scale), causal, rot, mem,
                      src_pad[:, None, None, :])
         logits = h @ self.emb.weight.t()
@@ -229,7 +230,13 @@ def main():
     p.add_argument("--steps", type=int, default=10, help="timed steps (after 2 warm-up steps)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--variant", choices=["eager", "sdpa", "compile"], default="eager")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     a = p.parse_args()
+    dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        print(json.dumps({"error": "--device cuda: this PyTorch sees no GPU",
+                          "torch": torch.__version__}))
+        sys.exit(3)
     if a.variant != "eager" and not hasattr(torch, "compile"):
         print(json.dumps({"error": f"--variant {a.variant} needs PyTorch 2.x (this is "
                                    f"{torch.__version__})", "torch": torch.__version__}))
@@ -241,7 +248,7 @@ def main():
     facts = blas_facts(a.threads)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
-    model = Model(a)
+    model = Model(a).to(dev)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     extra = {"fused": True} if a.variant != "eager" else {}
@@ -250,17 +257,28 @@ def main():
                             **extra)
     step_model = torch.compile(model) if a.variant == "compile" else model
     rot = rope_tables(a.seq_len, a.d_model // a.n_heads) if a.position == "rope" else None
-    batches = [make_batch(a, g) for _ in range(4)]
+    if rot is not None:
+        rot = tuple(t.to(dev) for t in rot)
+    batches = []
+    for _ in range(4):
+        b, n = make_batch(a, g)
+        batches.append(({k: v.to(dev) for k, v in b.items()}, n))
+    cuda = dev.type == "cuda"
     elapsed, tokens = 0.0, 0
     for step in range(a.steps + 2):
         batch, n = batches[step % len(batches)]
+        if step == 2 and cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             loss = step_model(batch, rot)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()  # the step's kernels are asynchronous
         if step >= 2:
             elapsed += time.perf_counter() - t0
             tokens += n
@@ -274,7 +292,9 @@ def main():
                           "GOMP_SPINCOUNT=" + os.environ["GOMP_SPINCOUNT"]
                           if "GOMP_SPINCOUNT" in os.environ else "default"),
                       "malloc": malloc_facts(),
-                      "loss": float(loss), **facts}))
+                      "loss": float(loss), "device": str(dev),
+                      "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
+                      **facts}))
 
 
 if __name__ == "__main__":

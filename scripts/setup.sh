@@ -5,6 +5,8 @@
 #   bash scripts/setup.sh            # install + build (preset "release", or $ROPELAB_PRESET:
 #                                    # dev = Debug with -Werror in build-dev/, asan in build-asan/)
 #   ROPELAB_SKIP_APT=1 bash scripts/setup.sh   # build only (any system: see docs/platform-notes.md)
+#   On a machine with an NVIDIA GPU and a CUDA PyTorch it builds against that libtorch (CUDA);
+#   ROPELAB_CUDA=0 keeps the CPU build.
 #
 # The package set depends on the release read from /etc/os-release: Debian 12 (bookworm,
 # libtorch 1.13) and Debian 13 (trixie, libtorch 2.6). Anywhere else it stops and prints the
@@ -83,6 +85,14 @@ fi
 preset="${ROPELAB_PRESET:-release}"
 start=$(date +%s)
 read -r -a extra_cmake_args <<<"${ROPELAB_CMAKE_ARGS:-}"
+# A machine with an NVIDIA GPU and a CUDA PyTorch builds against that PyTorch's libtorch (the
+# CUDA build) even where Debian's CPU libtorch is installed too. Opt out: ROPELAB_CUDA=0.
+if [[ "${ROPELAB_CUDA:-auto}" != 0 ]] && nvidia-smi -L >/dev/null 2>&1 &&
+  python3 -c 'import sys, torch; sys.exit(0 if torch.version.cuda else 1)' >/dev/null 2>&1; then
+  echo "setup: NVIDIA GPU and CUDA PyTorch $(python3 -c 'import torch; print(torch.__version__)'):" \
+    "the CUDA build (ROPELAB_CUDA=0 builds for the CPU)" >&2
+  extra_cmake_args+=(-DROPELAB_TORCH_FROM_PYTHON=ON "-DROPELAB_PYTHON=$(command -v python3)")
+fi
 cmake --preset "$preset" "${extra_cmake_args[@]}" >/dev/null
 case "$preset" in
   dev) binary_dir=build-dev ;;

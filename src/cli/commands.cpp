@@ -667,7 +667,10 @@ void register_all(CLI::App& app) {
       "interleaved), positions (cost of each module vs none), attention (softmax vs linear\n"
       "across --lengths), decode (ms/token with and without the KV cache), data (batch stream).\n"
       "The whole run takes about 15 minutes on 2 cores (25 with --compare-pytorch, more with\n"
-      "each --pytorch-root: torch.compile compiles for a minute or two per figure).",
+      "each --pytorch-root: torch.compile compiles for a minute or two per figure).\n"
+      "On a GPU (run.device=cuda, or auto on a machine with one) the machine section measures\n"
+      "the GPU's matmul peak, each training figure adds its step time and peak GPU memory, and\n"
+      "the reference runs on the GPU too (--python names a python with a CUDA PyTorch).",
       [](CLI::App& sub) {
         sub.add_option("overrides", g.overrides,
                        "key.path=value overrides applied to every bench config");
@@ -706,12 +709,21 @@ void register_all(CLI::App& app) {
         sub.add_option("--decode-lengths", g.decode_lengths,
                        "decode section: output lengths (default 64,256,1024,2048)");
         sub.add_option("--models", g.bench.models,
-                       "train section: which bench configs to train (lm, mlm, translation)")
+                       "train section: which bench configs to train (lm, mlm, translation; "
+                       "lm-large is the GPU shape: d=1024, 12 layers, seq 2048)")
             ->delimiter(',')
-            ->check(CLI::IsMember({"lm", "mlm", "translation"}))
+            ->check(CLI::IsMember({"lm", "mlm", "translation", "lm-large"}))
+            ->capture_default_str();
+        sub.add_option("--precisions", g.bench.precisions, "train section: fp32, bf16 or both")
+            ->delimiter(',')
+            ->check(CLI::IsMember({"fp32", "bf16"}))
+            ->capture_default_str();
+        sub.add_option("--python", g.bench.python,
+                       "the python whose PyTorch is the --compare-pytorch reference (on a GPU "
+                       "machine usually the venv's python3)")
             ->capture_default_str();
         sub.add_option("--configs", g.bench.configs_dir,
-                       "directory of lm.yaml, mlm.yaml, translation.yaml")
+                       "directory of lm.yaml, mlm.yaml, translation.yaml, lm-large.yaml")
             ->capture_default_str();
         sub.add_option("--out", g.bench.out_dir, "output directory")->capture_default_str();
         // The child side of one measurement (not for users).

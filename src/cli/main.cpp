@@ -90,6 +90,10 @@ int main(int argc, char** argv) try {
     // A path the user gave that the OS refuses (too long, not a directory, no permission).
     std::fprintf(stderr, "error: %s\n", first_line(e.what()).c_str());
     return 2;
+  } catch (const c10::OutOfMemoryError& e) {
+    std::fprintf(stderr, "error: out of device memory (%s): lower the batch size\n",
+                 first_line(e.what_without_backtrace()).c_str());
+    return 2;
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "internal error (libtorch): %s\n",
                  first_line(e.what_without_backtrace()).c_str());

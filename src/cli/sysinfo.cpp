@@ -8,6 +8,7 @@
 #include "compat/torch_compat.h"
 #include "text/spm_api.h"
 #include "text/tokenizer.h"
+#include "util/cuda_info.h"
 #include "util/gemm.h"
 #include "util/platform.h"
 
@@ -34,10 +35,7 @@ std::string report() {
   __builtin_cpu_init();
   os << "cpu: avx2=" << (__builtin_cpu_supports("avx2") ? 1 : 0)
      << " avx512f=" << (__builtin_cpu_supports("avx512f") ? 1 : 0) << "\n";
-  os << "cuda: "
-     << (torch::cuda::is_available() ? std::to_string(torch::cuda::device_count()) + " device(s)"
-                                     : "no")
-     << "\n";
+  os << cuda_info::report();
   std::string spm = text::spm_module_path();
   try {
     text::make_spm_backend();

@@ -11,7 +11,11 @@
 //              printed as a string (c10::guts::to_string, gone in 2.x); 2.x: by the address
 //   headers    Debian 13's libtorch-dev 2.6 has no <torch/linalg.h>: call the ATen functions
 //              through <torch/types.h> (torch::linalg_solve_triangular, ...)
+//   sdpa       scaled_dot_product_attention with an explicit scale: 2.1 on (flash, memory-
+//              efficient and cuDNN kernels on CUDA); 1.13 has none
+//   adamw      the multi-tensor fused AdamW kernel (at::_fused_adamw_): 2.1 on
 #pragma once
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <sstream>
@@ -30,6 +34,29 @@ void set_bf16_autocast(c10::DeviceType type, bool on);
 // Whether autocast is on for `type`, and with which dtype (for the tests).
 bool autocast_enabled(c10::DeviceType type);
 c10::ScalarType autocast_dtype(c10::DeviceType type);
+
+// Whether this libtorch has scaled_dot_product_attention with a scale argument (2.1 on).
+bool has_sdpa();
+// softmax(q k^T * scale + mask) v through libtorch's fused attention (the backend it picks:
+// flash, memory-efficient, cuDNN or its math fallback), with dropout on the device's generator.
+// `mask` is additive (undefined: none) and may not be combined with `causal`. q, k and v share
+// one dtype; q and k may be wider than v. Throws when has_sdpa() is false.
+at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                const at::Tensor& mask, double dropout, bool causal, double scale);
+// The SDPA backend libtorch picks for these inputs: "flash", "efficient", "cudnn", "math",
+// "none" (no fused kernel fits), or "" where this libtorch has no SDPA.
+std::string sdpa_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const at::Tensor& mask, bool causal, double scale);
+
+// Whether this libtorch has the multi-tensor fused AdamW kernel (at::_fused_adamw_, 2.1 on).
+bool has_fused_adamw();
+// One AdamW step (decoupled decay) over lists of same-device float tensors with the fused kernel:
+// params, grads, first and second moments, and each parameter's step count *after* this step
+// (one float scalar tensor on the device per parameter). Throws when has_fused_adamw() is false.
+void fused_adamw(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                 const std::vector<at::Tensor>& exp_avgs,
+                 const std::vector<at::Tensor>& exp_avg_sqs, const std::vector<at::Tensor>& steps,
+                 double lr, double beta1, double beta2, double weight_decay, double eps);
 
 // The key of a parameter's entry in an optimizer's state map (`state`: Optimizer::state(), or
 // state_ in a subclass), from the parameter's unsafeGetTensorImpl().

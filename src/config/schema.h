@@ -960,6 +960,7 @@ struct RunConfig {
   int64_t seed = 1234;
   int64_t threads = 0;
   std::string device = "auto";
+  bool deterministic = false;
   template <class V>
   void visit(V& v) {
     v("name", name, "run name; outputs go to out_dir/name");
@@ -968,6 +969,9 @@ struct RunConfig {
     v("threads", threads, "intra-op threads; 0 = all cores", between(0, 1024));
     v("device", device,
       "auto (the first CUDA GPU if libtorch has one, else cpu), cpu, cuda, cuda:N");
+    v("deterministic", deterministic,
+      "bit-reproducible GPU runs: libtorch's deterministic algorithms, a fixed cuBLAS workspace "
+      "and the unfused attention (slower); the CPU path is deterministic either way");
   }
 };
 

@@ -21,6 +21,7 @@
 #include "model/linear.h"
 #include "tasks/task.h"
 #include "train/trainer.h"
+#include "util/cuda_info.h"
 #include "util/device.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -115,6 +116,7 @@ json train_point(const config::Config& c, int steps) {
   int64_t params = 0;
   for (const auto& p : model->parameters()) params += p.numel();
   double rss0 = proc_status_mb("VmRSS");
+  cuda_info::reset_peak_memory(dev);
   double timed = 0;
   double loss = 0;
   // ROPELAB_PROFILE=FILE: a chrome trace of the timed steps (libtorch's profiler), for finding
@@ -137,7 +139,10 @@ json train_point(const config::Config& c, int steps) {
          {"params", params},
          {"loss", loss},
          {"peak_rss_mb", proc_status_mb("VmHWM")},
-         {"peak_train_mb", proc_status_mb("VmHWM") - rss0}};
+         {"peak_train_mb", proc_status_mb("VmHWM") - rss0},
+         {"device", dev.str()}};
+  if (dev.is_cuda())
+    r["peak_gpu_mb"] = static_cast<double>(cuda_info::peak_memory_bytes(dev)) / (1 << 20);
   r.update(thread_facts());
   r["threads"] = threads;
   return r;
@@ -262,9 +267,29 @@ double train_step_flops(const config::Config& c, int64_t B, int64_t T) {
 
 std::string bench_point(BenchPoint point, const std::string& config_file,
                         const std::vector<std::string>& overrides, int steps, int64_t length) {
-  if (point == BenchPoint::kMatmul) {  // no config: only run.threads applies
-    for (const auto& ov : overrides)
+  if (point == BenchPoint::kMatmul) {  // no config: only run.threads and run.device apply
+    std::string device = "cpu";
+    for (const auto& ov : overrides) {
       if (ov.rfind("run.threads=", 0) == 0) platform::set_threads(std::stoi(ov.substr(12)));
+      if (ov.rfind("run.device=", 0) == 0) device = ov.substr(11);
+    }
+    const torch::Device dev = device::resolve(device);
+    if (dev.is_cuda()) {  // 8192^3 products; fp32 with libtorch's default (no TF32)
+      double bf16 = 1e3 * cuda_info::bf16_matmul_tflops(dev, 8192, 20);
+      torch::NoGradGuard ng;
+      auto a = torch::randn({8192, 8192}, torch::TensorOptions().device(dev)), c = a.mm(a);
+      torch::cuda::synchronize(dev.index());
+      auto t0 = clock::now();
+      for (int i = 0; i < 5; ++i) c = a.mm(a);
+      torch::cuda::synchronize(dev.index());
+      double fp32 = 2.0 * 8192.0 * 8192.0 * 8192.0 * 5 / seconds_since(t0) / 1e9;
+      auto gpus = cuda_info::gpus();
+      json j{{"fp32_gflops", fp32},       {"fp32_blas_gflops", fp32},
+             {"fp32_dense_gflops", fp32}, {"bf16_gflops", bf16},
+             {"device", dev.str()},       {"gpu", gpus.empty() ? std::string("?") : gpus[0].name}};
+      j.update(thread_facts());
+      return j.dump();
+    }
     auto r = measure_matmul(2048, 10);
     json j{{"fp32_gflops", r.fp32_gflops},
            {"fp32_blas_gflops", r.fp32_blas_gflops},
@@ -302,6 +327,8 @@ struct Peer {
   std::string variant;
 };
 
+bool is_gpu_run(const config::Config& c) { return device::resolve(c.run.device).is_cuda(); }
+
 struct Runner {
   const BenchOptions& o;
   std::string logs_dir;
@@ -309,6 +336,8 @@ struct Runner {
   int64_t total, done = 0;
   Progress bar;
   json points = json::array();
+
+  bool gpu = false;  // the reference runs on the GPU too (no OpenMP settings to compare)
 
   Runner(const BenchOptions& opts, int64_t n, int th)
       : o(opts),
@@ -372,14 +401,17 @@ struct Runner {
         fmt::format(
             " - --model {} --precision {} --position {} --d-model {} --n-layers {} "
             "--n-heads {} --d-ff {} --vocab {} --seq-len {} --batch {} --dropout {} "
-            "--steps {} --threads {} --variant {} < ",
-            model, precision, pos == "none" ? "none" : "rope", c.model.d_model, c.model.n_layers,
-            c.model.n_heads, c.model.d_ff, vocab_of(c), c.task.seq_len, c.train.batch_size,
-            c.model.dropout, o.steps, threads, peer.variant) +
+            "--steps {} --threads {} --variant {} --device {} < ",
+            model == "lm-large" ? "lm" : model, precision, pos == "none" ? "none" : "rope",
+            c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.d_ff, vocab_of(c),
+            c.task.seq_len, c.train.batch_size, c.model.dropout, o.steps, threads, peer.variant,
+            is_gpu_run(c) ? "cuda" : "cpu") +
         platform::shell_quote(platform::script_path("bench_pytorch.py"));
     meta["impl"] = peer.label;
     json best;
-    for (const auto& omp : omp_settings(precision)) {
+    const auto omps =
+        gpu ? std::vector<std::string>{"OMP_WAIT_POLICY=PASSIVE"} : omp_settings(precision);
+    for (const auto& omp : omps) {
       json j = run(peer.label + " " + meta.value("model", "") + " " + precision + " (" + omp + ")",
                    with_omp(peer.python, omp) + args, meta);
       if (best.is_null() ||
@@ -433,7 +465,7 @@ std::vector<Peer> find_peers(const BenchOptions& o) {
   if (const char* v = std::getenv("OPENBLAS_CORETYPE"))
     shared += std::string(" OPENBLAS_CORETYPE=") + v;
   if (platform::freed_memory_kept()) shared += " GLIBC_TUNABLES=" + platform::malloc_tunables();
-  std::vector<std::string> pythons{"/usr/bin/env" + shared + " /usr/bin/python3"};
+  std::vector<std::string> pythons{"/usr/bin/env" + shared + " " + o.python};
   // A chroot starts from an empty environment.
   std::string env = "/usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root" + shared;
   for (const auto& root : o.pytorch_roots) {
@@ -453,7 +485,8 @@ std::vector<Peer> find_peers(const BenchOptions& o) {
                                         " -c 'import torch; print(torch.__version__)'");
     if (version.empty())
       throw UserError("bench --compare-pytorch: `" + py +
-                      "` cannot import torch (apt-get install python3-torch)");
+                      "` cannot import torch (apt-get install python3-torch, or name a python "
+                      "with PyTorch: --python)");
     version = version.substr(0, version.find('+'));
     bool two = version.rfind("1.", 0) != 0;
     for (const auto& v : o.pytorch_variants) {
@@ -521,8 +554,8 @@ void run_bench(const BenchOptions& o) {
   // The training section runs o.models; the other sections use the LM config.
   std::vector<std::string> models = o.models;
   for (const auto& m : models)
-    if (m != kLmBench && m != "mlm" && m != "translation")
-      throw UserError("bench: unknown --models entry '" + m + "' (lm, mlm, translation)");
+    if (m != kLmBench && m != "mlm" && m != "translation" && m != "lm-large")
+      throw UserError("bench: unknown --models entry '" + m + "' (lm, mlm, translation, lm-large)");
   if (models.empty()) throw UserError("bench: --models names none of lm, mlm, translation");
   std::map<std::string, config::Config> cfg;
   std::map<std::string, std::string> file;
@@ -534,11 +567,18 @@ void run_bench(const BenchOptions& o) {
     cfg[m] = config::load_config(file[m], config::overrides_from_args(o.overrides));
   }
   std::vector<Peer> peers;
+  std::vector<config::Precision> precisions;
+  for (const auto& p : o.precisions) precisions.push_back(config::enum_from<config::Precision>(p));
+  if (precisions.empty()) throw UserError("bench: --precisions names none of fp32, bf16");
+  // A GPU run (run.device cuda, or auto on a machine with one): the GPU's matmul peak, GPU
+  // memory, the reference on the GPU, and the GPU's goals.
+  const bool gpu = is_gpu_run(cfg[kLmBench]);
+  const std::string device_override =
+      "run.device=" + std::string(gpu ? device::resolve(cfg[kLmBench].run.device).str() : "cpu");
   if (o.compare_pytorch) {
-    if (!fs::exists("/usr/bin/python3"))
-      throw UserError(
-          "bench --compare-pytorch: /usr/bin/python3 is missing (apt-get install "
-          "python3-torch)");
+    if (o.python.rfind('/', 0) == 0 && !fs::exists(o.python))
+      throw UserError("bench --compare-pytorch: " + o.python +
+                      " is missing (apt-get install python3-torch, or --python)");
     peers = find_peers(o);
   } else if (!o.pytorch_roots.empty()) {
     throw UserError("bench --pytorch-root needs --compare-pytorch");
@@ -550,29 +590,40 @@ void run_bench(const BenchOptions& o) {
       "kerple", "fox",        "cope",    "pope", "comrope", "path",  "mrope"};
   // The number of points, for the progress line.
   int64_t n = 0;
-  if (wanted(o, "machine")) n += threads > 1 ? 2 : 1;
-  if (wanted(o, "train"))
-    n += o.rounds * static_cast<int64_t>(models.size()) *
-             (2 + static_cast<int64_t>(
-                      peers.size() * (omp_settings("fp32").size() + omp_settings("bf16").size()))) +
-         (threads > 1 ? 1 : 0);
+  // On a GPU the thread count is not the figure's limit: no 1-thread comparisons.
+  const bool thread_checks = threads > 1 && !gpu;
+  if (wanted(o, "machine")) n += thread_checks ? 2 : 1;
+  if (wanted(o, "train")) {
+    int64_t per_model = 0;
+    for (auto p : precisions)
+      per_model += 1 + static_cast<int64_t>(peers.size() *
+                                            (gpu ? 1 : omp_settings(config::to_string(p)).size()));
+    n += o.rounds * static_cast<int64_t>(models.size()) * per_model + (thread_checks ? 1 : 0);
+  }
   if (wanted(o, "positions")) n += static_cast<int64_t>(kPositions.size());
   if (wanted(o, "attention")) n += 2 * static_cast<int64_t>(o.lengths.size());
   if (wanted(o, "decode")) n += static_cast<int64_t>(o.decode_lengths.size());
   if (wanted(o, "data")) n += 1;
   fs::make_dirs(o.out_dir + "/logs");
   Runner r(o, n, threads);
+  r.gpu = gpu;
   std::string md = fmt::format(
       "# ropelab bench\n\nlibtorch {}, BLAS core {}, {} threads, OpenMP wait policy {}, {} timed "
       "steps per point (after one warm-up step).\n\n",
       compat::libtorch_version(), platform::blas_core(), threads, platform::openmp_wait_policy(),
       o.steps);
+  if (gpu) {
+    auto g = cuda_info::gpus();
+    md += fmt::format("GPU: {}, CUDA {}, cuDNN {}; the PyTorch reference runs on the same GPU.\n\n",
+                      g.empty() ? std::string("?") : g[0].name, cuda_info::cuda_version(),
+                      cuda_info::cudnn_version());
+  }
   std::vector<std::pair<std::string, std::string>> goals;  // goal, measured + verdict
   json summary;
 
   double peak32 = std::nan(""), peak16 = std::nan("");
   if (wanted(o, "machine")) {
-    auto m = r.ropelab("matmul peak", "matmul", "", {}, 0, {{"section", "machine"}});
+    auto m = r.ropelab("matmul peak", "matmul", "", {device_override}, 0, {{"section", "machine"}});
     peak32 = num(m, "fp32_gflops");
     peak16 = num(m, "bf16_gflops");
     Table t{{"matmul 2048x2048", "GFLOP/s"},
@@ -580,7 +631,11 @@ void run_bench(const BenchOptions& o) {
              {"fp32, " + m.value("fp32_gemm", std::string("-")) + " (the dense layers)",
               cell(m, "fp32_dense_gflops", "{:.1f}")},
              {"bf16", fmt_num(peak16, "{:.1f}")}}};
-    if (threads > 1) {
+    if (gpu)
+      t = Table{{"matmul 8192x8192 on " + m.value("gpu", std::string("the GPU")), "GFLOP/s"},
+                {{"fp32 (no TF32)", cell(m, "fp32_gflops", "{:.0f}")},
+                 {"bf16", fmt_num(peak16, "{:.0f}")}}};
+    if (thread_checks) {
       // The same on one thread: every pool must scale (ATen's, OpenBLAS's, oneDNN's).
       auto one = r.ropelab("matmul 1 thread", "matmul", "", {"run.threads=1"}, 0,
                            {{"section", "machine"}, {"threads", 1}});
@@ -602,7 +657,7 @@ void run_bench(const BenchOptions& o) {
     std::map<std::string, std::map<std::string, json>> best;
     for (int round = 0; round < o.rounds; ++round)
       for (const auto& m : models)
-        for (auto p : {config::Precision::kFp32, config::Precision::kBf16}) {
+        for (auto p : precisions) {
           const std::string prec = config::to_string(p);
           std::string key = m + " " + prec;
           json meta{{"section", "train"}, {"model", m}, {"precision", prec}, {"round", round}};
@@ -624,24 +679,35 @@ void run_bench(const BenchOptions& o) {
               slot = g;
           }
         }
+    // On a GPU each figure also shows its step time and peak GPU memory (the allocator's).
+    auto gpu_facts = [&](const json& j) {
+      return j.contains("error") ? std::string()
+                                 : fmt::format(" ({} ms, {} MiB)", fmt_num(1e3 * num(j, "step_s")),
+                                               fmt_num(num(j, "peak_gpu_mb")));
+    };
     Table t{{"config", "precision", "ropelab tokens/s", "model GFLOP/s", "MFU"}, {}};
+    if (gpu) t.head[2] = "ropelab tokens/s (step, peak GPU memory)";
     for (const auto& peer : peers) t.head.push_back(peer.label);
     if (!peers.empty()) {
       t.head.push_back("best PyTorch");
       t.head.push_back("ropelab / best");
     }
     for (const auto& m : models)
-      for (auto p : {config::Precision::kFp32, config::Precision::kBf16}) {
+      for (auto p : precisions) {
         const std::string prec = config::to_string(p);
         const bool fp32 = p == config::Precision::kFp32;
         const json& a = best[m + " " + prec]["ropelab"];
         double tps = num(a, "tokens_per_s");
         double gflops = num(a, "flops_per_step") / num(a, "step_s") / 1e9;
         double mfu = gflops / (fp32 ? peak32 : peak16);
-        std::vector<std::string> row{m, prec, cell(a, "tokens_per_s"), fmt_num(gflops, "{:.1f}"),
-                                     fmt_num(100 * mfu, "{:.0f}%")};
+        std::vector<std::string> row{m, prec, cell(a, "tokens_per_s") + (gpu ? gpu_facts(a) : ""),
+                                     fmt_num(gflops, "{:.1f}"), fmt_num(100 * mfu, "{:.0f}%")};
         summary["train"][m][prec] = {{"tokens_per_s", tps}, {"gflops", gflops}, {"mfu", mfu}};
-        if (m == kLmBench && fp32) {
+        if (gpu) summary["train"][m][prec]["peak_gpu_mb"] = num(a, "peak_gpu_mb");
+        if (gpu && !fp32 && m == "lm-large")
+          goals.emplace_back("bf16 MFU >= 40% on the GPU (lm-large)",
+                             fmt_num(100 * mfu, "{:.0f}%") + " " + check(mfu >= 0.4));
+        if (m == kLmBench && fp32 && !gpu) {
           lm_fp32_tps = tps;
           goals.emplace_back("fp32 MFU >= 50% (LM)",
                              fmt_num(100 * mfu, "{:.0f}%") + " " + check(mfu >= 0.5));
@@ -655,8 +721,15 @@ void run_bench(const BenchOptions& o) {
         for (const auto& peer : peers) {
           const json& b = best[m + " " + prec][peer.label];
           double x = num(b, "tokens_per_s");
-          row.push_back(cell(b, "tokens_per_s"));
+          row.push_back(cell(b, "tokens_per_s") + (gpu ? gpu_facts(b) : ""));
           summary["train"][m][prec]["pytorch"][peer.label] = x;
+          // The GPU goals are per variant: 1.3x eager PyTorch, 1.0x torch.compile.
+          if (gpu && (peer.variant == "eager" || peer.variant == "compile")) {
+            const double want = peer.variant == "eager" ? 1.3 : 1.0;
+            goals.emplace_back(
+                fmt::format("ropelab >= {:.1f}x {} ({}, {})", want, peer.label, m, prec),
+                fmt_num(tps / x, "{:.2f}x") + " " + check(tps / x >= want));
+          }
           if (!std::isnan(x) && (std::isnan(best_tps) || x > best_tps)) {
             best_tps = x;
             best_label = peer.label;
@@ -668,9 +741,10 @@ void run_bench(const BenchOptions& o) {
         summary["train"][m][prec]["best_pytorch"] = best_label;
         summary["train"][m][prec]["ratio"] = ratio;
         double want = m == kLmBench ? 1.3 : 1.2;
-        goals.emplace_back(
-            fmt::format("ropelab >= {:.1f}x the best PyTorch ({}, {})", want, m, prec),
-            fmt_num(ratio, "{:.2f}x") + " vs " + best_label + " " + check(ratio >= want));
+        if (!gpu)
+          goals.emplace_back(
+              fmt::format("ropelab >= {:.1f}x the best PyTorch ({}, {})", want, m, prec),
+              fmt_num(ratio, "{:.2f}x") + " vs " + best_label + " " + check(ratio >= want));
         t.rows.push_back(row);
       }
     md += fmt::format(
@@ -680,11 +754,13 @@ void run_bench(const BenchOptions& o) {
           t.md() + "\n";
     // What each side ran on (the LM fp32 figure of each): the comparison is like for like only
     // if these agree.
-    md += "Ran on:\n\n- ropelab: " + layout_of(best[kLmBench + " fp32"]["ropelab"]) + "\n";
+    const std::string first = models.front() + " " + config::to_string(precisions.front());
+    md += "Ran on:\n\n- ropelab: " + layout_of(best[first]["ropelab"]) + "\n";
     for (const auto& peer : peers)
-      md += "- " + peer.label + ": " + layout_of(best[kLmBench + " fp32"][peer.label]) + "\n";
+      md += "- " + peer.label + ": " + layout_of(best[first][peer.label]) + "\n";
     md += "\n";
-    if (threads > 1) {
+    if (thread_checks && std::find(precisions.begin(), precisions.end(),
+                                   config::Precision::kFp32) != precisions.end()) {
       auto one = r.ropelab("train lm fp32, 1 thread", "train", file[kLmBench],
                            {"train.precision=fp32", "run.threads=1"}, 0,
                            {{"section", "train"}, {"model", kLmBench}, {"threads", 1}});

@@ -2,7 +2,8 @@
 //
 // `ropelab bench` measures, in one session, each figure in its own child process (so every
 // measurement starts from the same state and its peak memory is its own):
-//   machine    fp32 and bf16 matmul peak (GFLOP/s), the yardstick of MFU;
+//   machine    fp32 and bf16 matmul peak (GFLOP/s), the yardstick of MFU (on the run's device:
+//              run.device=cuda measures the GPU, 8192^3);
 //   train      training tokens/s, model FLOP/s and MFU of the LM, MLM and translation bench
 //              configs (configs/bench/), fp32 and bf16; with --compare-pytorch the PyTorch
 //              reference (scripts/bench_pytorch.py) of the same model and step runs interleaved
@@ -51,9 +52,12 @@ struct BenchOptions {
   std::string configs_dir = "configs/bench";  // lm.yaml, mlm.yaml, translation.yaml
   std::string out_dir = "runs/bench";         // bench.json and bench.md
   std::vector<std::string> sections;          // empty = all
-  std::vector<std::string> models{"lm", "mlm", "translation"};  // the training section's
-  std::vector<std::string> overrides;                           // applied to every bench config
-  int steps = 5;   // timed steps per measurement (+1 warm-up)
+  // The training section's models: lm, mlm, translation (the CPU bench shapes) and lm-large
+  // (d=1024, 12 layers, seq 2048: the GPU shape).
+  std::vector<std::string> models{"lm", "mlm", "translation"};
+  std::vector<std::string> precisions{"fp32", "bf16"};  // the training section's
+  std::vector<std::string> overrides;                   // applied to every bench config
+  int steps = 5;                                        // timed steps per measurement (+1 warm-up)
   int rounds = 2;  // interleaved rounds of the training section
   bool compare_pytorch = false;
   // More PyTorch columns: Debian roots holding another release's PyTorch (built by
@@ -62,6 +66,8 @@ struct BenchOptions {
   // The reference's variants (scripts/bench_pytorch.py); sdpa and compile run only on a
   // PyTorch >= 2.
   std::vector<std::string> pytorch_variants{"eager", "sdpa", "compile"};
+  // The python whose PyTorch is the reference column (a GPU machine's is usually a venv's).
+  std::string python = "/usr/bin/python3";
   int threads = 0;  // 0 = all cores
   std::vector<int64_t> lengths{256, 512, 1024, 2048, 4096, 8192};
   int64_t attention_tokens = 8192;  // tokens per step in the attention section

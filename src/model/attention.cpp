@@ -11,6 +11,7 @@
 #include "compat/torch_compat.h"
 #include "model/dropout.h"
 #include "model/linear.h"
+#include "util/device.h"
 #include "util/float_rows.h"
 #include "util/vec_kernels.h"
 
@@ -191,10 +192,47 @@ AttnMask AttnMask::with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Devi
   return m;
 }
 
+namespace {
+
+// Softmax attention on a GPU: libtorch's scaled_dot_product_attention (2.1 on), which picks a
+// fused kernel (flash attention for a plain causal or unmasked score; the memory-efficient or
+// cuDNN kernel with an additive mask, i.e. the score-bias families T5, ALiBi, Kerple, FIRE, ...
+// and key padding) and draws its dropout from the device's generator. q and k come in already
+// rotated. Undefined where this libtorch has no SDPA, the tensors are not on a GPU, or the run
+// is deterministic (run.deterministic).
+torch::Tensor device_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& bias,
+                               const AttnMask& mask, int64_t q_offset, double dropout,
+                               bool training) {
+  if (!q.is_cuda() || !compat::has_sdpa() || device::deterministic()) return {};
+  const int64_t T = q.size(2), S = k.size(2), H = v.size(3);
+  // The kernels' own causal mask is aligned at the top left: it is this mask only when queries
+  // and keys start together and nothing else is added.
+  const bool own_causal = mask.causal && !mask.key_pad_BS.defined() && !mask.bias_B1TS.defined() &&
+                          !bias.defined() && q_offset == 0 && T == S;
+  torch::Tensor add;
+  if (!own_causal) {
+    add = mask.bias_B1TS;
+    if (!add.defined() && (mask.causal || mask.key_pad_BS.defined()))
+      add = mask.with_bias(T, S, q_offset, q.device()).bias_B1TS;
+    if (bias.defined()) add = add.defined() ? bias + add : bias;
+  }
+  // One dtype for all (under bf16 autocast the projections are bf16; rotated q and k may have
+  // been promoted to float32 by their float32 tables).
+  const auto dt = v.scalar_type();
+  return compat::sdpa(q.to(dt), k.to(dt), v, add.defined() ? add.to(dt) : add,
+                      training ? dropout : 0.0, own_causal,
+                      1.0 / std::sqrt(static_cast<double>(H)));
+}
+
+}  // namespace
+
 torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
                                 bool training) {
+  if (auto out = device_attention(q, k, v, bias, mask, q_offset, dropout, training); out.defined())
+    return out;
   // The scale is 1/sqrt(head dim): the values' width (PoPE's q and k are twice as wide).
   int64_t T = q.size(2), S = k.size(2), H = v.size(3);
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,

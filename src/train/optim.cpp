@@ -35,9 +35,57 @@ bool fp32_cpu_dense(const torch::Tensor& t) {
          !t.is_sparse();
 }
 
+bool fp32_cuda_dense(const torch::Tensor& t) {
+  return t.defined() && t.is_cuda() && t.scalar_type() == torch::kFloat32 && !t.is_sparse();
+}
+
 }  // namespace
 
+bool FusedAdamW::step_on_device() {
+  if (!compat::has_fused_adamw()) return false;
+  for (auto& group : param_groups()) {
+    if (static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
+    for (auto& p : group.params())
+      if (p.grad().defined() && (!fp32_cuda_dense(p) || !fp32_cuda_dense(p.grad()) ||
+                                 p.device() != group.params()[0].device()))
+        return false;
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& group : param_groups()) {
+    auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
+    std::vector<torch::Tensor> ps, gs, ms, vs, steps;
+    std::map<int64_t, torch::Tensor> step_of;  // one device scalar per distinct step count
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto key = compat::optimizer_state_key(state_, p.unsafeGetTensorImpl());
+      auto it = state_.find(key);
+      if (it == state_.end()) {
+        auto st = std::make_unique<torch::optim::AdamWParamState>();
+        st->step(0);
+        st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        it = state_.emplace(key, std::move(st)).first;
+      }
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      st.step(st.step() + 1);
+      auto& s = step_of[st.step()];
+      if (!s.defined())
+        s = torch::full({}, static_cast<double>(st.step()), p.options().dtype(torch::kFloat32));
+      ps.push_back(p);
+      gs.push_back(p.grad());
+      ms.push_back(st.exp_avg());
+      vs.push_back(st.exp_avg_sq());
+      steps.push_back(s);
+    }
+    if (ps.empty()) continue;
+    compat::fused_adamw(ps, gs, ms, vs, steps, o.lr(), std::get<0>(o.betas()),
+                        std::get<1>(o.betas()), o.weight_decay(), o.eps());
+  }
+  return true;
+}
+
 torch::Tensor FusedAdamW::step(LossClosure closure) {
+  if (closure == nullptr && step_on_device()) return {};
   bool all_fusable = true;
   for (auto& group : param_groups()) {
     if (static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad()) all_fusable = false;

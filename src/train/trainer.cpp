@@ -124,14 +124,27 @@ StepResult Trainer::train_step() {
   // The micro-batches: forward and backward only, nothing read back to the host.
   const bool bf16 = cfg_.train.precision == config::Precision::kBf16;
   r.sums = tasks::StepSums(dev_);
-  for (const auto& b : micro) {
-    tasks::Forward f;
-    {
-      device::Autocast ac(dev_, bf16);
-      f = task_.forward(*model_, b.to(dev_));
+  try {
+    for (const auto& b : micro) {
+      tasks::Forward f;
+      {
+        device::Autocast ac(dev_, bf16);
+        f = task_.forward(*model_, b.to(dev_));
+      }
+      if (targets > 0) (f.loss_sum / targets).backward();
+      r.sums.add(f.sums);
     }
-    if (targets > 0) (f.loss_sum / targets).backward();
-    r.sums.add(f.sums);
+  } catch (const c10::OutOfMemoryError& e) {
+    // The allocator's own message is a paragraph: its first sentence says how much was asked.
+    std::string what = e.what_without_backtrace();
+    what = what.substr(0, what.find('\n'));
+    if (auto dot = what.find(". GPU"); dot != std::string::npos) what.resize(dot);
+    throw UserError(fmt::format(
+        "{}: out of {} memory in a training step at train.batch_size={} (micro-batches of {} "
+        "tokens, train.grad_accum={}): lower train.batch_size and raise train.grad_accum, or "
+        "shorten task.seq_len ({})",
+        ckpt_ ? ckpt_->run_dir() : std::string("training"), dev_.is_cuda() ? "GPU" : "host",
+        cfg_.train.batch_size, micro.empty() ? 0 : micro.front().num_tokens, accum, what));
   }
   sum_gradients();
   tasks::over_ranks(r.sums, dev_, "summing the step's losses");
@@ -292,6 +305,7 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
   const auto& world = dist::world();
   const int threads = apply_thread_policy(c.run);
   const torch::Device dev = device::resolve(c.run.device);
+  device::set_deterministic(c.run.deterministic);
   const std::string run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
   // One writer per run, before anything is read or written: a second `train` of this run (or
   // an `eval` writing into it) exits at once naming this process.

@@ -44,6 +44,13 @@ Autocast::~Autocast() {
   compat::set_bf16_autocast(dev_.type(), false);
 }
 
+void set_deterministic(bool on) {
+  if (on) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/true);
+}
+
+bool deterministic() { return at::globalContext().deterministicAlgorithms(); }
+
 std::map<std::string, torch::Tensor> rng_states(torch::Device dev) {
   std::map<std::string, torch::Tensor> out;
   // A handle to the global generator; get_state() is not const in libtorch 1.13.

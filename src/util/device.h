@@ -30,6 +30,13 @@ class Autocast {
   bool on_;
 };
 
+// run.deterministic: libtorch's deterministic algorithms (warning, not failing, where an op has
+// none), cuBLAS's fixed workspace (CUBLAS_WORKSPACE_CONFIG, read when cuBLAS starts: call this
+// before the first GPU matmul), and softmax attention on the unfused path instead of the fused
+// SDPA kernels, whose backward passes may add in a varying order. Process-wide.
+void set_deterministic(bool on);
+bool deterministic();
+
 // The states of every generator a run on `dev` uses, by name ("cpu", "cuda:0").
 std::map<std::string, torch::Tensor> rng_states(torch::Device dev);
 // Restores states saved by rng_states (names absent here, e.g. a GPU state on a CPU run, are

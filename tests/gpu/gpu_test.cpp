@@ -1,0 +1,381 @@
+// The gpu tier (ctest -L gpu): the CUDA path against the CPU reference. Every test reports
+// SKIPPED, with the reason, where libtorch sees no GPU (a CPU build, or no device).
+//   - every position family and both attention kernels: logits and gradients on CUDA (fp32)
+//     equal the CPU's within the golden tolerance; the score-bias families go through SDPA as an
+//     additive mask, plain causal scores through its fused (flash) kernel;
+//   - the fused AdamW kernel equals libtorch's AdamW, cross-entropy with label smoothing equals
+//     the CPU kernel, dropout draws from the device's generator;
+//   - every family trains in bf16 autocast; a run resumed from its checkpoint equals the
+//     straight run bit for bit with run.deterministic; cached decoding equals the full forward;
+//   - NCCL trains a one-rank run (two ranks where there are two GPUs); running out of GPU memory
+//     exits with one line naming the batch size.
+#include <torch/cuda.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "compat/torch_compat.h"
+#include "config/loader.h"
+#include "eval/weights.h"
+#include "helpers.h"
+#include "model/attention.h"
+#include "model/dropout.h"
+#include "model/transformer.h"
+#include "model_helpers.h"
+#include "tasks/loss.h"
+#include "tasks/task.h"
+#include "tensor_helpers.h"
+#include "train/checkpoint.h"
+#include "train/optim.h"
+#include "train/trainer.h"
+#include "util/cuda_info.h"
+#include "util/error.h"
+
+namespace ropelab {
+namespace {
+
+namespace stdfs = std::filesystem;
+using model::Transformer;
+using test::close;
+
+#define SKIP_WITHOUT_GPU()                                                               \
+  if (!torch::cuda::is_available())                                                      \
+  GTEST_SKIP() << "no CUDA GPU: libtorch " << compat::libtorch_version()                 \
+               << (cuda_info::built_with_cuda() ? " (CUDA build) sees no device"         \
+                                                : " is a CPU build; the gpu tier needs " \
+                                                  "a CUDA libtorch and a GPU")
+
+const torch::Device kGpu(torch::kCUDA, 0);
+
+// Every position family of ropelab (the config's names).
+const std::vector<std::string> kFamilies = {"none",  "sinusoidal", "learned", "t5",     "rope",
+                                            "alibi", "xpos",       "fire",    "kerple", "fox",
+                                            "cope",  "pope",       "comrope", "path",   "mrope"};
+
+// A small model whose attention has a real width (head dim 16) and whose position parameters
+// are non-trivial.
+config::ModelConfig gpu_model(const std::string& arch, const std::string& pos,
+                              const std::string& kernel) {
+  auto c = test::tiny_model(arch, pos, kernel);
+  c.d_model = 64;
+  c.n_heads = 4;
+  c.d_ff = 128;
+  if (auto* g = std::get_if<config::MropeConfig>(&c.position.opts)) g->grid_width = 3;
+  return c;
+}
+
+// The same weights on both devices: a model built on the CPU and a copy moved to the GPU.
+struct Pair {
+  Transformer cpu{nullptr}, gpu{nullptr};
+  Pair(const config::ModelConfig& c, int64_t vocab, uint64_t seed) {
+    torch::manual_seed(seed);
+    cpu = Transformer(c, vocab);
+    for (auto& p : cpu->named_parameters())
+      if (p.key().find("position") != std::string::npos) p.value().data().uniform_(-1.5, -0.2);
+    torch::manual_seed(seed);
+    gpu = Transformer(c, vocab);
+    torch::NoGradGuard ng;
+    auto src = cpu->named_parameters();
+    for (auto& p : gpu->named_parameters()) p.value().copy_(src[p.key()]);
+    gpu->to(kGpu);
+  }
+};
+
+// Logits and every parameter's gradient of a model on CUDA equal the CPU's (fp32; TF32 is off
+// in libtorch's matmuls by default).
+void expect_same_on_both(const std::string& arch, const std::string& pos,
+                         const std::string& kernel) {
+  const std::string what = arch + " " + pos + " " + kernel;
+  Pair m(gpu_model(arch, pos, kernel), 40, 7);
+  auto tokens = torch::randint(0, 40, {3, 24});
+  auto pad = torch::ones({3, 24}, torch::kBool);
+  pad.index_put_({1, torch::indexing::Slice(17, 24)}, false);  // a padded row
+  auto run = [&](Transformer& t, torch::Device dev) {
+    torch::Tensor out;
+    if (arch == "encoder") {
+      out = t->encode(tokens.to(dev), pad.to(dev));
+    } else if (arch == "encdec") {
+      auto mem = t->encode(tokens.flip(1).to(dev), pad.to(dev));
+      out = t->decode(tokens.to(dev), mem, pad.to(dev));
+    } else {
+      out = t->decode(tokens.to(dev));
+    }
+    // A loss that weighs every output differently, so every gradient path is exercised.
+    auto w = torch::linspace(-1, 1, out.numel()).view(out.sizes()).to(dev);
+    (out * w).sum().backward();
+    return out;
+  };
+  auto want = run(m.cpu, torch::kCPU);
+  auto got = run(m.gpu, kGpu).cpu();
+  EXPECT_TRUE(close(got, want, 1e-4, 1e-5)) << what << ": outputs";
+  auto gc = m.cpu->named_parameters();
+  for (const auto& p : m.gpu->named_parameters()) {
+    if (!p.value().grad().defined()) continue;
+    EXPECT_TRUE(close(p.value().grad().cpu(), gc[p.key()].grad(), 1e-3, 1e-5))
+        << what << ": gradient of " << p.key();
+  }
+}
+
+TEST(Gpu, InfoNamesTheDeviceVersionsAndAMeasuredBf16Peak) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(cuda_info::built_with_cuda());
+  auto g = cuda_info::gpus();
+  ASSERT_FALSE(g.empty());
+  EXPECT_FALSE(g[0].name.empty());
+  EXPECT_GT(g[0].memory_gib, 1.0);
+  EXPECT_GT(g[0].multiprocessors, 0);
+  EXPECT_FALSE(cuda_info::cuda_version().empty());
+  // Any GPU that trains transformers multiplies bf16 at more than 10 TFLOP/s.
+  EXPECT_GT(cuda_info::bf16_matmul_tflops(kGpu, 4096, 10), 10.0);
+  if (compat::has_sdpa()) {
+    // A bf16 causal score of head dim 64 takes a fused kernel, never the math fallback.
+    auto b = cuda_info::sdpa_backend(kGpu, 64, false);
+    EXPECT_TRUE(b == "flash" || b == "cudnn" || b == "efficient") << b;
+  }
+  auto report = cuda_info::report();
+  EXPECT_NE(report.find(g[0].name), std::string::npos) << report;
+  EXPECT_NE(report.find("bf16_matmul_peak"), std::string::npos) << report;
+}
+
+TEST(Gpu, EveryPositionFamilyMatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& pos : kFamilies) expect_same_on_both("decoder", pos, "softmax");
+}
+
+TEST(Gpu, EncodersAndEncoderDecodersWithPaddingMatchTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& pos : {"sinusoidal", "learned", "t5", "rope", "alibi", "kerple", "fire"}) {
+    expect_same_on_both("encoder", pos, "softmax");
+    expect_same_on_both("encdec", pos, "softmax");
+  }
+}
+
+TEST(Gpu, LinearAttentionMatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& pos : {"none", "rope", "sinusoidal"}) {
+    expect_same_on_both("decoder", pos, "linear");  // the chunked causal form
+    expect_same_on_both("encoder", pos, "linear");
+  }
+}
+
+TEST(Gpu, FusedSdpaEqualsTheUnfusedAttentionInBf16) {
+  SKIP_WITHOUT_GPU();
+  if (!compat::has_sdpa())
+    GTEST_SKIP() << "libtorch " << compat::libtorch_version() << " has no SDPA";
+  torch::manual_seed(2);
+  auto opts = torch::TensorOptions().device(kGpu);
+  auto q = torch::randn({2, 4, 128, 64}, opts), k = torch::randn({2, 4, 128, 64}, opts),
+       v = torch::randn({2, 4, 128, 64}, opts);
+  auto bias = torch::randn({1, 4, 128, 128}, opts);
+  model::AttnMask causal;
+  causal.causal = true;
+  for (bool with_bias : {false, true}) {
+    auto b = with_bias ? bias : torch::Tensor();
+    // The reference: the unfused path in float32 on the CPU.
+    auto want = model::softmax_attention(q.cpu(), k.cpu(), v.cpu(), with_bias ? bias.cpu() : b,
+                                         causal, 0, 0.0, false);
+    auto got = model::softmax_attention(q.to(torch::kBFloat16), k.to(torch::kBFloat16),
+                                        v.to(torch::kBFloat16), b, causal, 0, 0.0, false);
+    EXPECT_EQ(got.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(close(got.cpu(), want, 2e-2, 2e-2)) << "bias " << with_bias;
+  }
+}
+
+TEST(Gpu, FusedAdamWEqualsLibtorchsAdamW) {
+  SKIP_WITHOUT_GPU();
+  if (!compat::has_fused_adamw())
+    GTEST_SKIP() << "libtorch " << compat::libtorch_version() << " has no fused AdamW";
+  torch::manual_seed(1);
+  std::vector<torch::Tensor> a, b;
+  for (auto n : {7, 300, 4097}) {
+    auto t = torch::randn({n}, torch::TensorOptions().device(kGpu));
+    a.push_back(t.clone().requires_grad_());
+    b.push_back(t.clone().requires_grad_());
+  }
+  auto opts = torch::optim::AdamWOptions(3e-3).betas({0.9, 0.98}).eps(1e-8).weight_decay(0.1);
+  train::FusedAdamW fused(a, opts);
+  torch::optim::AdamW plain(b, opts);
+  for (int step = 0; step < 6; ++step) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      auto g = torch::randn_like(a[i]);
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    fused.step();
+    plain.step();
+  }
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(close(a[i].detach().cpu(), b[i].detach().cpu(), 1e-5, 1e-7)) << "tensor " << i;
+}
+
+TEST(Gpu, CrossEntropyWithLabelSmoothingEqualsTheCpuKernel) {
+  SKIP_WITHOUT_GPU();
+  torch::manual_seed(3);
+  auto logits = torch::randn({37, 1000}) * 3;
+  auto target = torch::randint(0, 1000, {37});
+  target.index_put_({torch::indexing::Slice(0, 5)}, -100);
+  const double eps = 0.1, V = 1000, a = 1 - eps, b = eps / V;
+  auto lc = logits.clone().requires_grad_(), lg = logits.to(kGpu).requires_grad_();
+  auto rc = tasks::cross_entropy(lc, target, a, b);
+  auto rg = tasks::cross_entropy(lg, target.to(kGpu), a, b);
+  rc.loss_sum.backward();
+  rg.loss_sum.backward();
+  EXPECT_TRUE(close(rg.loss_sum.cpu(), rc.loss_sum, 1e-5, 1e-4));
+  EXPECT_TRUE(close(rg.nll_sum.cpu(), rc.nll_sum, 1e-5, 1e-4));
+  EXPECT_EQ(rg.targets.cpu().item<int64_t>(), 32);
+  EXPECT_EQ(rg.correct.cpu().item<int64_t>(), rc.correct.item<int64_t>());
+  EXPECT_TRUE(close(lg.grad().cpu(), lc.grad(), 1e-4, 1e-6));
+}
+
+TEST(Gpu, DropoutDrawsFromTheDevicesGenerator) {
+  SKIP_WITHOUT_GPU();
+  auto x = torch::ones({1 << 20}, torch::TensorOptions().device(kGpu));
+  auto cpu_before = torch::rand({4});  // the CPU generator's next draws...
+  torch::cuda::manual_seed(5);
+  auto d1 = model::dropout(x, 0.25, true);
+  torch::cuda::manual_seed(5);
+  auto d2 = model::dropout(x, 0.25, true);
+  EXPECT_TRUE(d1.is_cuda());
+  EXPECT_TRUE(torch::equal(d1, d2));  // the same device seed, the same mask
+  const double dropped = (d1 == 0).to(torch::kFloat64).mean().cpu().item<double>();
+  EXPECT_NEAR(dropped, 0.25, 0.005);
+  EXPECT_NEAR(d1.sum().cpu().item<double>(), static_cast<double>(x.numel()), 0.01 * x.numel());
+  torch::cuda::manual_seed(6);
+  EXPECT_FALSE(torch::equal(model::dropout(x, 0.25, true), d1));
+  (void)cpu_before;
+}
+
+// Every family trains on the GPU under bf16 autocast: 60 steps on one repeated batch bring the
+// loss well below its start.
+TEST(Gpu, EveryFamilyLearnsOneBatchInBf16) {
+  SKIP_WITHOUT_GPU();
+  test::TempDir d;
+  for (const auto& pos : kFamilies)
+    for (const auto& kernel : {"softmax", "linear"}) {
+      if (std::string(kernel) == "linear" && pos != "rope") continue;  // RoPE-linear
+      auto c = test::tiny_clm_run(
+          d, 5, "bf16-" + pos, "max_steps: 60, batch_size: 4", "",
+          {"train.precision=bf16", "train.lr=3e-3", "run.device=cuda", "model.d_model=64",
+           "model.n_heads=4", "model.d_ff=128", "model.position.type=" + pos,
+           std::string("model.attention.kernel=") + kernel});
+      c.train.schedule.warmup = 0;
+      auto task = tasks::make_task(c, 50);
+      torch::manual_seed(0);
+      auto model = task->build_model();
+      model->to(kGpu);
+      model->train();
+      data::Batch b;
+      b.input_BT = torch::randint(4, 50, {4, 16}, torch::kInt64);
+      b.target_BT = torch::randint(4, 50, {4, 16}, torch::kInt64);
+      b.num_tokens = b.num_targets = 64;
+      train::Trainer t(train::TrainerConfig::of(c), *task, model, data::make_repeat_stream(b),
+                       kGpu);
+      double first = 0, last = 0;
+      for (int s = 0; s < 60; ++s) {
+        auto r = t.train_step();
+        ASSERT_TRUE(r.applied) << pos << " " << kernel << " step " << s;
+        if (s == 0) first = r.loss;
+        last = r.loss;
+      }
+      EXPECT_LT(last, 0.5 * first) << pos << " " << kernel << ": " << first << " -> " << last;
+    }
+}
+
+config::Config resume_run(const test::TempDir& d, const std::string& name) {
+  return test::tiny_clm_run(
+      d, 5, name,
+      "max_steps: 10, batch_size: 4, log_every: 1, eval_every: 5, "
+      "eval_batches: 2, checkpoint_every: 5, keep_last: 5, "
+      "schedule: {warmup: 2}, precision: bf16",
+      ", dropout: 0.1", {"run.device=cuda", "run.deterministic=true", "model.position.type=t5"});
+}
+
+TEST(Gpu, ResumedRunEqualsTheStraightRunBitForBitWhenDeterministic) {
+  SKIP_WITHOUT_GPU();
+  test::TempDir d;
+  train::train(resume_run(d, "straight"));
+  std::string ra = d.file("runs/straight"), rb = d.file("runs/resumed");
+  stdfs::create_directories(rb + "/checkpoints");
+  stdfs::copy(ra + "/config.yaml", rb + "/config.yaml");
+  stdfs::copy(ra + "/checkpoints/step-000000005", rb + "/checkpoints/step-000000005",
+              stdfs::copy_options::recursive);
+  train::train(resume_run(d, "resumed"));
+  auto ca = train::checkpoint_for_step(ra, 10), cb = train::checkpoint_for_step(rb, 10);
+  ASSERT_TRUE(ca && cb);
+  auto ma = eval::load_run_model(*ca).model, mb = eval::load_run_model(*cb).model;
+  auto pa = ma->named_parameters(), pb = mb->named_parameters();
+  for (const auto& p : pa)
+    EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key() << " differs after resume";
+}
+
+TEST(Gpu, CachedDecodingEqualsTheFullForward) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& arch : {"decoder", "encdec"})
+    for (const auto& pos : {"rope", "t5", "alibi", "learned", "fox", "pope"}) {
+      torch::manual_seed(3);
+      Transformer m(gpu_model(arch, pos, "softmax"), 30);
+      m->to(kGpu);
+      m->eval();
+      torch::NoGradGuard ng;
+      auto tokens = torch::randint(0, 30, {2, 9}).to(kGpu);
+      torch::Tensor mem, mem_pad;
+      if (std::string(arch) == "encdec") {
+        mem_pad = torch::ones({2, 7}, torch::kBool);
+        mem_pad.index_put_({0, torch::indexing::Slice(5, 7)}, false);
+        mem_pad = mem_pad.to(kGpu);
+        mem = m->encode(torch::randint(0, 30, {2, 7}).to(kGpu), mem_pad);
+      }
+      auto full = m->decode(tokens, mem, mem_pad);
+      model::DecodeState st;
+      std::vector<torch::Tensor> steps{m->decode(tokens.narrow(1, 0, 4), mem, mem_pad, &st)};
+      for (int64_t t = 4; t < 9; ++t)
+        steps.push_back(m->decode(tokens.narrow(1, t, 1), mem, mem_pad, &st));
+      EXPECT_TRUE(close(torch::cat(steps, 1).cpu(), full.cpu(), 1e-4, 1e-5)) << arch << " " << pos;
+    }
+}
+
+// The CLI on the GPU: a config on a tiny text corpus (byte tokenizer) in `d`.
+std::string write_cli_config(const test::TempDir& d) {
+  test::tiny_clm_run(d, 5, "cli", "max_steps: 20, batch_size: 4, log_every: 5, eval_every: 10", "",
+                     {"run.device=cuda"});
+  return d.file("c.yaml");
+}
+
+TEST(Gpu, NcclTrainsAOneRankRunAndTwoWhereThereAreTwoGpus) {
+  SKIP_WITHOUT_GPU();
+  test::TempDir d;
+  auto cfg = write_cli_config(d);
+  const int ranks = torch::cuda::device_count() >= 2 ? 2 : 1;
+  auto r = test::run(test::ropelab_bin() + " launch --nproc " + std::to_string(ranks) +
+                     " -- train " + cfg + " run.device=cuda run.name=nccl");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(nccl"), std::string::npos) << "not NCCL:\n" << r.out;
+  EXPECT_TRUE(stdfs::exists(d.file("runs/nccl/metrics.h5"))) << r.out;
+}
+
+TEST(Gpu, RunningOutOfGpuMemoryExitsWithOneLineNamingTheBatchSize) {
+  SKIP_WITHOUT_GPU();
+  test::TempDir d;
+  auto cfg = write_cli_config(d);
+  // A corpus of more than 20000 windows of 16 bytes.
+  std::string text;
+  for (int i = 0; i < 12000; ++i)
+    text += "line " + std::to_string(i) + " of the corpus, and more.\n";
+  test::write(d.file("train.txt"), text);
+  // 320k tokens a step: 2.6 GB per 2048-wide activation and 10 GB per FFN activation in each of
+  // eight layers; no GPU holds one step.
+  auto r = test::run(test::ropelab_bin() + " train " + cfg +
+                     " run.name=oom model.d_model=2048 model.n_heads=16 model.d_ff=8192 "
+                     "model.n_layers=8 train.batch_size=20000 task.seq_len=16 "
+                     "train.precision=fp32");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("out of GPU memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train.batch_size=20000"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("frame #"), std::string::npos) << "a stack trace:\n" << r.out;
+  EXPECT_EQ(r.out.find("Exception raised from"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace ropelab
