@@ -77,7 +77,11 @@ note "- PyTorch: $(python3 -c 'import torch; print(torch.__version__, "CUDA", to
 note "- nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none); compiler: $(c++ --version | head -1)"
 
 rc=0
-if ! section "build (scripts/setup.sh)" "$out/build.log" env ROPELAB_SKIP_APT=1 bash scripts/setup.sh; then
+build_ok=1
+section "build (scripts/setup.sh)" "$out/build.log" env ROPELAB_SKIP_APT=1 bash scripts/setup.sh || build_ok=0
+[[ -f build/last-configure.log ]] && grep -E "libtorch|CUDA|NCCL|Gloo|OpenMP" build/last-configure.log |
+  sed 's/^/    /' | tee -a "$report"
+if [[ $build_ok -eq 0 ]]; then
   rc=1
   note ""
   note "The build failed; its errors:"

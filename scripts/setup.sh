@@ -93,12 +93,14 @@ if [[ "${ROPELAB_CUDA:-auto}" != 0 ]] && nvidia-smi -L >/dev/null 2>&1 &&
     "the CUDA build (ROPELAB_CUDA=0 builds for the CPU)" >&2
   extra_cmake_args+=(-DROPELAB_TORCH_FROM_PYTHON=ON "-DROPELAB_PYTHON=$(command -v python3)")
 fi
-cmake --preset "$preset" "${extra_cmake_args[@]}" >/dev/null
 case "$preset" in
   dev) binary_dir=build-dev ;;
   asan) binary_dir=build-asan ;;
   *) binary_dir=build ;;
 esac
+mkdir -p "$binary_dir"
+# CMake's report (which libtorch, CUDA, NCCL, Gloo) is kept in last-configure.log.
+cmake --preset "$preset" "${extra_cmake_args[@]}" >"$binary_dir/last-configure.log"
 set -o pipefail
 cmake --build --preset "$preset" -j "$(nproc)" 2>&1 | tee "$binary_dir/last-build.log"
 echo "setup: build ($preset) finished in $(($(date +%s) - start)) s" >&2

@@ -14,8 +14,10 @@
 // for a CUDA libtorch whose NCCL headers it found (ROPELAB_WITH_NCCL).
 #pragma once
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifndef ROPELAB_WITHOUT_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 
 #include <torch/version.h>
 #ifdef ROPELAB_WITH_NCCL
@@ -74,16 +76,24 @@ inline c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, u
   }
 }
 
+// Gloo: ProcessGroupGloo's header includes Gloo's own headers, which Debian ships (libgloo-dev)
+// and PyTorch wheels do not. A build without them (ROPELAB_WITHOUT_GLOO) has NCCL ranks only.
+#ifdef ROPELAB_WITHOUT_GLOO
+constexpr bool kHaveGloo = false;
+#else
+constexpr bool kHaveGloo = true;
+
 // A Gloo group on `devices` (the network interfaces), with `threads` worker threads.
 inline c10::intrusive_ptr<Group> make_gloo_group(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout,
-    std::vector<std::shared_ptr<::gloo::transport::Device>> devices, int threads) {
+    std::vector<std::shared_ptr< ::gloo::transport::Device> > devices, int threads) {
   auto o = c10d::ProcessGroupGloo::Options::create(timeout);
   o->devices = std::move(devices);
   o->threads = threads;
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
 }
+#endif
 
 // An NCCL group (nullptr where this libtorch has none: check kHaveNccl first).
 inline c10::intrusive_ptr<Group> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store,

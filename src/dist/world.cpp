@@ -246,14 +246,20 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
                   e.rank, e.size, joining, e.master_addr, e.master_port,
                   e.timeout.count() / 1000.0 + 5),
       e.timeout + milliseconds(5000));
+  const bool nccl = compat::kHaveNccl && e.cuda;
+  if (!nccl && !compat::kHaveGloo)
+    throw UserError(
+        "distributed run: this build has no Gloo (its libtorch came without Gloo's headers), so "
+        "only GPU ranks on NCCL run (run.device=cuda); install Gloo's headers (Debian: libgloo-dev) and rebuild "
+        "for CPU ranks");
   try {
     im.store = im.connect(e.rank == 0 && !e.agent_store, e.timeout);
-    bool nccl = compat::kHaveNccl && e.cuda;
     if (nccl) {
       im.dev = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(e.local_rank));
       im.pg = compat::make_nccl_group(im.store, e.rank, e.size, e.timeout);
       im.backend = "nccl";
     } else {
+#ifndef ROPELAB_WITHOUT_GLOO
       std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
       // Which network interface Gloo uses: GLOO_SOCKET_IFNAME (as in PyTorch), else loopback
       // for a one-machine run, else the address this machine's hostname resolves to.
@@ -273,6 +279,7 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
       }
       im.pg = compat::make_gloo_group(im.store, e.rank, e.size, e.timeout, std::move(devices),
                                       /*threads=*/2);
+#endif
     }
   } catch (const std::exception& ex) {
     throw PeerLost(fmt::format("distributed run, rank {} of {}: {} at {}:{} failed within {} s: {}",
