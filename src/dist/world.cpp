@@ -250,7 +250,8 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
   if (!nccl && !compat::kHaveGloo)
     throw UserError(
         "distributed run: this build has no Gloo (its libtorch came without Gloo's headers), so "
-        "only GPU ranks on NCCL run (run.device=cuda); install Gloo's headers (Debian: libgloo-dev) and rebuild "
+        "only GPU ranks on NCCL run (run.device=cuda); install Gloo's headers (Debian: "
+        "libgloo-dev) and rebuild "
         "for CPU ranks");
   try {
     im.store = im.connect(e.rank == 0 && !e.agent_store, e.timeout);
