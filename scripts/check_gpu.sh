@@ -78,8 +78,8 @@ note "- nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none); compiler: $(
 
 rc=0
 build_ok=1
-section "build (scripts/setup.sh)" "$out/build.log" env ROPELAB_SKIP_APT=1 bash scripts/setup.sh || build_ok=0
-[[ -f build/last-configure.log ]] && grep -E "libtorch|CUDA|NCCL|Gloo|OpenMP" build/last-configure.log |
+section "build (scripts/setup.sh)" "$out/build.log" env ROPELAB_SKIP_APT=1 ROPELAB_CMAKE_ARGS="${ROPELAB_CMAKE_ARGS:-}" bash scripts/setup.sh || build_ok=0
+[[ -f build/last-configure.log ]] && grep -E "libtorch|CUDA lib|NCCL|Gloo|OpenMP:|fmt" build/last-configure.log |
   sed 's/^/    /' | tee -a "$report"
 if [[ $build_ok -eq 0 ]]; then
   rc=1
