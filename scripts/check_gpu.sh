@@ -95,7 +95,7 @@ fi
 section "ropelab info" "$out/info.log" build/bin/ropelab info || rc=1
 sed 's/^/    /' "$out/info.log" >>"$report"
 section "ctest -L gpu" "$out/ctest-gpu.log" \
-  ctest --test-dir build -L gpu --output-on-failure --timeout 600 || rc=1
+  ctest --test-dir build -L gpu --output-on-failure --timeout 300 -j 4 || rc=1
 grep -E "tests passed|tests failed|Skipped|\*\*\*Failed|Not Run" "$out/ctest-gpu.log" | sed 's/^/    /' | tee -a "$report"
 if [[ $bench -eq 1 ]]; then
   section "bench" "$out/bench.log" timeout "${ROPELAB_BENCH_TIMEOUT:-900}" build/bin/ropelab bench \
