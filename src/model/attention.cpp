@@ -192,19 +192,10 @@ AttnMask AttnMask::with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Devi
   return m;
 }
 
-namespace {
-
-// Softmax attention on a GPU: libtorch's scaled_dot_product_attention (2.1 on), which picks a
-// fused kernel (flash attention for a plain causal or unmasked score; the memory-efficient or
-// cuDNN kernel with an additive mask, i.e. the score-bias families T5, ALiBi, Kerple, FIRE, ...
-// and key padding) and draws its dropout from the device's generator. q and k come in already
-// rotated. Undefined where this libtorch has no SDPA, the tensors are not on a GPU, or the run
-// is deterministic (run.deterministic).
-torch::Tensor device_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const torch::Tensor& bias,
-                               const AttnMask& mask, int64_t q_offset, double dropout,
-                               bool training) {
-  if (!q.is_cuda() || !compat::has_sdpa() || device::deterministic()) return {};
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, const torch::Tensor& bias,
+                              const AttnMask& mask, int64_t q_offset, double dropout,
+                              bool training) {
   const int64_t T = q.size(2), S = k.size(2), H = v.size(3);
   // The kernels' own causal mask is aligned at the top left: it is this mask only when queries
   // and keys start together and nothing else is added.
@@ -225,14 +216,15 @@ torch::Tensor device_attention(const torch::Tensor& q, const torch::Tensor& k,
                       1.0 / std::sqrt(static_cast<double>(H)));
 }
 
-}  // namespace
-
 torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
                                 bool training) {
-  if (auto out = device_attention(q, k, v, bias, mask, q_offset, dropout, training); out.defined())
-    return out;
+  // On a GPU: libtorch's fused kernels (flash, memory-efficient or cuDNN attention, with their
+  // dropout on the device's generator; the score-bias families and key padding as one additive
+  // mask), unless the run must be bit-reproducible (run.deterministic).
+  if (q.is_cuda() && compat::has_sdpa() && !device::deterministic())
+    return fused_attention(q, k, v, bias, mask, q_offset, dropout, training);
   // The scale is 1/sqrt(head dim): the values' width (PoPE's q and k are twice as wide).
   int64_t T = q.size(2), S = k.size(2), H = v.size(3);
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,

@@ -76,6 +76,14 @@ torch::Tensor softmax_attention(const torch::Tensor& q_BNTH, const torch::Tensor
                                 const torch::Tensor& v_BNSH, const torch::Tensor& bias_1NTS,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
                                 bool training);
+// The same softmax attention through libtorch's fused scaled_dot_product_attention (what
+// softmax_attention runs on a GPU, libtorch 2.1 on): the position bias and the mask become one
+// additive mask, a plain causal score the kernels' own causal flag. Any device (tests compare it
+// with the unfused form on the CPU); throws where compat::has_sdpa() is false.
+torch::Tensor fused_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
+                              const torch::Tensor& v_BNSH, const torch::Tensor& bias_1NTS,
+                              const AttnMask& mask, int64_t q_offset, double dropout,
+                              bool training);
 // q/k features for the numerator (possibly rotated) and for the denominator (never rotated in
 // eq19 mode). Causal with q_offset > 0 or T != S uses the exact masked form.
 torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_in,

@@ -58,6 +58,27 @@ TEST(Compat, OptimizerStateKeyFindsLibtorchsOwnEntries) {
   EXPECT_EQ(opt.state().count(compat::optimizer_state_key(opt.state(), &opt)), 0u);
 }
 
+// The fused AdamW kernel (libtorch 2.1 on; what FusedAdamW runs on a GPU) takes its arguments
+// in the order compat::fused_adamw passes them: the same steps as libtorch's AdamW, on the CPU.
+TEST(Compat, FusedAdamwKernelEqualsAdamW) {
+  if (!compat::has_fused_adamw()) GTEST_SKIP() << "this libtorch has no fused AdamW kernel";
+  torch::manual_seed(4);
+  auto p0 = torch::randn({1000});
+  auto a = p0.clone().requires_grad_(), b = p0.clone();
+  auto m = torch::zeros_like(b), v = torch::zeros_like(b);
+  torch::optim::AdamW plain(
+      {a}, torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-6).weight_decay(0.1));
+  for (int step = 1; step <= 5; ++step) {
+    auto g = torch::randn({1000});
+    a.mutable_grad() = g.clone();
+    plain.step();
+    compat::fused_adamw({b}, {g}, {m}, {v}, {torch::full({}, static_cast<double>(step))}, 1e-2, 0.9,
+                        0.95, 0.1, 1e-6);
+  }
+  EXPECT_TRUE(torch::allclose(b, a.detach(), 1e-5, 1e-7))
+      << "max |diff| " << (b - a.detach()).abs().max().item<double>();
+}
+
 TEST(Compat, OneRankGlooGroupRunsEveryCollective) {
   // The server and a second client (a libuv server where the libtorch has libuv, the classic
   // one where it does not, as on Debian 13).

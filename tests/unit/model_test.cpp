@@ -1,6 +1,7 @@
 // Property tests of the position modules, attention kernels and architectures.
 #include <set>
 
+#include "compat/torch_compat.h"
 #include "config/schema.h"
 
 #include "helpers.h"
@@ -164,6 +165,52 @@ TEST(LinearAttention, EqualsQuadraticForm) {
         EXPECT_TRUE(close(fast, slow, 1e-4, 1e-5))
             << "causal " << causal << " rotate " << rotate << " padded " << padded;
       }
+}
+
+// The GPU's softmax attention (libtorch's SDPA, 2.1 on) equals the unfused form for every mask
+// it is given: a plain causal score (the kernels' own causal flag), causal with a position bias,
+// key padding, queries after a cache (q_offset > 0: an explicit mask aligned at the bottom), and
+// q, k wider than v (PoPE). Checked on the CPU, where SDPA has the same semantics; skipped on a
+// libtorch without SDPA (Debian 12's 1.13), run on Debian 13's 2.6 and on a wheel.
+TEST(FusedAttention, EqualsTheUnfusedFormForEveryMask) {
+  if (!compat::has_sdpa()) GTEST_SKIP() << "this libtorch has no scaled_dot_product_attention";
+  torch::manual_seed(6);
+  const int64_t B = 2, N = 3, T = 12, H = 8;
+  auto pad = torch::ones({B, T}, torch::kBool);
+  pad.index_put_({1, torch::indexing::Slice(9, T)}, false);
+  auto bias = torch::randn({1, N, T, T}).requires_grad_();
+  struct Case {
+    const char* name;
+    bool causal, padded, with_bias;
+    int64_t q_len, q_offset, qk_width;
+  };
+  for (const Case& k : {Case{"causal", true, false, false, T, 0, H},
+                        Case{"causal + bias", true, false, true, T, 0, H},
+                        Case{"bidirectional + padding", false, true, false, T, 0, H},
+                        Case{"padding + bias", false, true, true, T, 0, H},
+                        Case{"causal after a cache", true, false, false, 3, 9, H},
+                        Case{"wide q and k", true, false, false, T, 0, 2 * H}}) {
+    auto q = torch::randn({B, N, k.q_len, k.qk_width}).requires_grad_();
+    auto kk = torch::randn({B, N, T, k.qk_width}).requires_grad_();
+    auto v = torch::randn({B, N, T, H}).requires_grad_();
+    AttnMask m{k.padded ? pad : torch::Tensor(), k.causal, {}};
+    auto b = k.with_bias ? bias.narrow(2, T - k.q_len, k.q_len) : torch::Tensor();
+    auto want = softmax_attention(q, kk, v, b, m, k.q_offset, 0.0, false);
+    auto got = fused_attention(q, kk, v, b, m, k.q_offset, 0.0, false);
+    EXPECT_TRUE(close(got, want, 1e-4, 1e-5)) << k.name;
+    // Gradients too, the bias's included (the score-bias families learn through it).
+    auto w = torch::randn_like(want);
+    auto g_want = torch::autograd::grad({(want * w).sum()}, {q, kk, v, bias}, {}, true, false,
+                                        /*allow_unused=*/true);
+    auto g_got = torch::autograd::grad({(got * w).sum()}, {q, kk, v, bias}, {}, false, false,
+                                       /*allow_unused=*/true);
+    for (size_t i = 0; i < 4; ++i) {
+      ASSERT_EQ(g_got[i].defined(), g_want[i].defined()) << k.name << " gradient " << i;
+      if (g_want[i].defined()) {
+        EXPECT_TRUE(close(g_got[i], g_want[i], 1e-4, 1e-5)) << k.name << " gradient " << i;
+      }
+    }
+  }
 }
 
 // ---- architectures
