@@ -41,6 +41,21 @@ bool fp32_cuda_dense(const torch::Tensor& t) {
 
 }  // namespace
 
+torch::optim::AdamWParamState& FusedAdamW::advance(const torch::Tensor& p) {
+  const auto key = compat::optimizer_state_key(state_, p.unsafeGetTensorImpl());
+  auto it = state_.find(key);
+  if (it == state_.end()) {
+    auto st = std::make_unique<torch::optim::AdamWParamState>();
+    st->step(0);
+    st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    it = state_.emplace(key, std::move(st)).first;
+  }
+  auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+  st.step(st.step() + 1);
+  return st;
+}
+
 bool FusedAdamW::step_on_device() {
   if (!compat::has_fused_adamw()) return false;
   for (auto& group : param_groups()) {
@@ -57,17 +72,7 @@ bool FusedAdamW::step_on_device() {
     std::map<int64_t, torch::Tensor> step_of;  // one device scalar per distinct step count
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const auto key = compat::optimizer_state_key(state_, p.unsafeGetTensorImpl());
-      auto it = state_.find(key);
-      if (it == state_.end()) {
-        auto st = std::make_unique<torch::optim::AdamWParamState>();
-        st->step(0);
-        st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        it = state_.emplace(key, std::move(st)).first;
-      }
-      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
-      st.step(st.step() + 1);
+      auto& st = advance(p);
       auto& s = step_of[st.step()];
       if (!s.defined())
         s = torch::full({}, static_cast<double>(st.step()), p.options().dtype(torch::kFloat32));
@@ -110,17 +115,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const auto key = compat::optimizer_state_key(state_, p.unsafeGetTensorImpl());
-      auto it = state_.find(key);
-      if (it == state_.end()) {
-        auto st = std::make_unique<torch::optim::AdamWParamState>();
-        st->step(0);
-        st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        it = state_.emplace(key, std::move(st)).first;
-      }
-      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
-      st.step(st.step() + 1);
+      auto& st = advance(p);
       const double b1 = std::get<0>(o.betas()), b2 = std::get<1>(o.betas());
       const double bc1 = 1 - std::pow(b1, static_cast<double>(st.step()));
       const double bc2 = 1 - std::pow(b2, static_cast<double>(st.step()));

@@ -29,6 +29,8 @@ class FusedAdamW : public torch::optim::AdamW {
  private:
   // The GPU path: false (nothing done) where it does not apply.
   bool step_on_device();
+  // p's state (created at step 0 on first use) with its step count advanced by one.
+  torch::optim::AdamWParamState& advance(const torch::Tensor& p);
 };
 
 // Drops every gradient (set to none, as PyTorch's zero_grad(set_to_none=True)): the next

@@ -31,6 +31,7 @@
 #include "train/checkpoint.h"
 #include "train/optim.h"
 #include "train/trainer.h"
+#include "train_helpers.h"
 #include "util/cuda_info.h"
 #include "util/error.h"
 
@@ -319,19 +320,8 @@ config::Config resume_run(const test::TempDir& d, const std::string& name) {
 TEST(Gpu, ResumedRunEqualsTheStraightRunBitForBitWhenDeterministic) {
   SKIP_WITHOUT_GPU();
   test::TempDir d;
-  train::train(resume_run(d, "straight"));
-  std::string ra = d.file("runs/straight"), rb = d.file("runs/resumed");
-  stdfs::create_directories(rb + "/checkpoints");
-  stdfs::copy(ra + "/config.yaml", rb + "/config.yaml");
-  stdfs::copy(ra + "/checkpoints/step-000000005", rb + "/checkpoints/step-000000005",
-              stdfs::copy_options::recursive);
-  train::train(resume_run(d, "resumed"));
-  auto ca = train::checkpoint_for_step(ra, 10), cb = train::checkpoint_for_step(rb, 10);
-  ASSERT_TRUE(ca && cb);
-  auto ma = eval::load_run_model(*ca).model, mb = eval::load_run_model(*cb).model;
-  auto pa = ma->named_parameters(), pb = mb->named_parameters();
-  for (const auto& p : pa)
-    EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key() << " differs after resume";
+  test::expect_resume_is_bit_exact(
+      d, [&](const std::string& name) { return resume_run(d, name); }, 5, 10);
 }
 
 TEST(Gpu, CachedDecodingEqualsTheFullForward) {

@@ -14,6 +14,7 @@
 #include "train/checkpoint.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
+#include "train_helpers.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -61,21 +62,8 @@ config::Config tiny_run(const test::TempDir& d, const std::string& name) {
 
 TEST(Resume, FivePlusFiveEqualsTenBitForBit) {
   test::TempDir d;
-  auto a = tiny_run(d, "straight");
-  train::train(a);
-  // Run "resumed": only the step-5 checkpoint of the straight run, then train on.
-  std::string ra = d.file("runs/straight"), rb = d.file("runs/resumed");
-  stdfs::create_directories(rb + "/checkpoints");
-  stdfs::copy(ra + "/config.yaml", rb + "/config.yaml");
-  stdfs::copy(ra + "/checkpoints/step-000000005", rb + "/checkpoints/step-000000005",
-              stdfs::copy_options::recursive);
-  train::train(tiny_run(d, "resumed"));
-  auto ca = checkpoint_for_step(ra, 10), cb = checkpoint_for_step(rb, 10);
-  ASSERT_TRUE(ca && cb);
-  auto ma = eval::load_run_model(*ca).model, mb = eval::load_run_model(*cb).model;
-  auto pa = ma->named_parameters(), pb = mb->named_parameters();
-  for (const auto& p : pa)
-    EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key() << " differs after resume";
+  test::expect_resume_is_bit_exact(
+      d, [&](const std::string& name) { return tiny_run(d, name); }, 5, 10);
 }
 
 // Step sums stay on the device: the host reads them once per logged training row, once per
