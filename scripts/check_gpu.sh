@@ -32,6 +32,11 @@ while (($#)); do
     *) echo "check_gpu: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ "$bench_steps" =~ ^[1-9][0-9]*$ ]] || { echo "check_gpu: --bench-steps takes a positive number" >&2; exit 2; }
+if [[ -n "$deps" ]] && ! compgen -G "$deps/*.deb" >/dev/null; then
+  echo "check_gpu: --deps $deps: no .deb files there (bash scripts/gpu_deps.sh DIR makes them)" >&2
+  exit 2
+fi
 cd "$(dirname "$0")/.."
 out=${out:-runs/platform/gpu-$(date +%F)}
 mkdir -p "$out"
@@ -70,9 +75,12 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH="$PATH:/usr/local/cuda/bin"
 fi
 
-note "# ropelab on a GPU: $(date -u +'%F %H:%M') UTC, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
+[[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]] && commit="$commit + uncommitted changes"
+note "# ropelab on a GPU: $(date -u +'%F %H:%M') UTC, commit $commit"
 note ""
-note "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi: none')"
+note "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null ||
+  echo 'none found (nvidia-smi): a CPU build, and the gpu tier reports SKIPPED')"
 note "- PyTorch: $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1)"
 note "- nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none); compiler: $(c++ --version | head -1)"
 

@@ -21,6 +21,18 @@ printf 'PRETTY_NAME="Debian GNU/Linux 14 (forky)"\nID=debian\nVERSION_ID="14"\n'
 expect_exit 2 env ROPELAB_OS_RELEASE="$WORK/os-release" bash "$ROPELAB_SRC/scripts/setup.sh"
 expect_in "Debian GNU/Linux 14 (forky) is not a platform"
 
+# check_gpu.sh (runs on a GPU machine): help, and one-line refusals before it builds anything.
+gpu_check="$ROPELAB_SRC/scripts/check_gpu.sh"
+expect_exit 0 bash "$gpu_check" --help
+expect_in "ctest -L gpu"
+expect_exit 2 bash "$gpu_check" --frobnicate
+expect_in "unknown argument --frobnicate"
+expect_exit 2 bash "$gpu_check" --bench-steps 0
+expect_in "--bench-steps takes a positive number"
+mkdir -p "$WORK/no-debs"
+expect_exit 2 bash "$gpu_check" --deps "$WORK/no-debs"
+expect_in "no .deb files there"
+
 # check_platform.sh: help, and one-line refusals of bad arguments before it touches anything.
 check="$ROPELAB_SRC/scripts/check_platform.sh"
 expect_exit 0 bash "$check" --help
