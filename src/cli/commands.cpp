@@ -117,7 +117,7 @@ int cmd_prepare() {
 int cmd_train() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
   auto env = dist::env_from_environment();  // set by torchrun, a SLURM wrapper or launch
-  if (env.size > 1) {
+  if (env.grouped()) {
     log::set_rank(env.rank);
     env.cuda = device::resolve(c.run.device).is_cuda();
     dist::init(env);

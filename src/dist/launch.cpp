@@ -75,6 +75,8 @@ int launch(const LaunchOptions& o) {
       set("MASTER_ADDR", "127.0.0.1");
       set("MASTER_PORT", std::to_string(port));
       set("ROPELAB_DIST_TIMEOUT", fmt::format("{}", o.timeout_s));
+      // One rank still forms a process group: the data-parallel path (NCCL on a GPU) runs.
+      set("ROPELAB_ONE_RANK_GROUP", o.nproc == 1 ? "1" : "0");
       unsetenv("TORCHELASTIC_USE_AGENT_STORE");
       execv("/proc/self/exe", argv.data());
       std::fprintf(stderr, "error: launch: cannot run rank %d: %s\n", r, std::strerror(errno));

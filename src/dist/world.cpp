@@ -55,7 +55,8 @@ Env env_from_environment() {
   e.rank = env_int("RANK", 0, 0, e.size - 1);
   e.local_size = env_int("LOCAL_WORLD_SIZE", 1, 1, e.size);
   e.local_rank = env_int("LOCAL_RANK", 0, 0, e.local_size - 1);
-  if (e.size > 1) {
+  e.one_rank_group = e.size == 1 && std::string(getenv_or("ROPELAB_ONE_RANK_GROUP", "")) == "1";
+  if (e.grouped()) {
     for (const char* v : {"MASTER_ADDR", "MASTER_PORT"})
       if (getenv_or(v, nullptr) == nullptr)
         throw UserError(fmt::format(
@@ -238,7 +239,7 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
   auto& im = *impl_;
   im.env = e;
   rank_ = e.rank, size_ = e.size, local_size_ = e.local_size;
-  if (e.size == 1) return;
+  if (!e.grouped()) return;
   const char* joining = "joining the process group";
   JoinWatchdog watchdog(
       fmt::format("distributed run, rank {} of {}: {} at {}:{} did not finish within {} s (a "
@@ -300,6 +301,7 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
       // The store is gone (rank 0 ended): nothing to beat into. A collective reports it.
     }
   });
+  grouped_ = true;
   barrier(joining);
   spdlog::info("distributed: rank {} of {} ({}, {} on this machine), store {}:{}{}", e.rank, e.size,
                im.backend, e.local_size, e.master_addr, e.master_port,
@@ -311,15 +313,15 @@ World::~World() {
   if (impl_->beat.joinable()) impl_->beat.join();
 }
 
-const char* World::backend() const { return size_ == 1 ? "none" : impl_->backend.c_str(); }
+const char* World::backend() const { return !grouped_ ? "none" : impl_->backend.c_str(); }
 
 void World::barrier(const char* what) const {
-  if (size_ == 1) return;
+  if (!grouped_) return;
   impl_->guarded(what, [&] { impl_->pg->barrier()->wait(); });
 }
 
 void World::broadcast(const std::vector<at::Tensor>& ts, const char* what) const {
-  if (size_ == 1) return;
+  if (!grouped_) return;
   torch::NoGradGuard ng;
   impl_->guarded(what, [&] {
     impl_->bucketed(ts, [&](std::vector<at::Tensor>& io) { impl_->pg->broadcast(io)->wait(); });
@@ -327,7 +329,7 @@ void World::broadcast(const std::vector<at::Tensor>& ts, const char* what) const
 }
 
 void World::sum_in_place(const std::vector<at::Tensor>& ts, const char* what) const {
-  if (size_ == 1) return;
+  if (!grouped_) return;
   torch::NoGradGuard ng;
   impl_->guarded(what, [&] {
     impl_->bucketed(ts, [&](std::vector<at::Tensor>& io) { impl_->pg->allreduce(io)->wait(); });
@@ -335,7 +337,7 @@ void World::sum_in_place(const std::vector<at::Tensor>& ts, const char* what) co
 }
 
 std::vector<double> World::sum(std::vector<double> v, const char* what) const {
-  if (size_ == 1 || v.empty()) return v;
+  if (!grouped_ || v.empty()) return v;
   auto t = torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, torch::kFloat64)
                .to(impl_->dev, /*non_blocking=*/false, /*copy=*/true);
   sum_in_place({t}, what);
@@ -345,7 +347,7 @@ std::vector<double> World::sum(std::vector<double> v, const char* what) const {
 }
 
 std::vector<std::string> World::gather(const std::string& bytes, const char* what) const {
-  if (size_ == 1) return {bytes};
+  if (!grouped_) return {bytes};
   std::vector<std::string> out(static_cast<size_t>(size_));
   impl_->guarded(what, [&] {
     auto opts = torch::TensorOptions().device(impl_->dev);
@@ -377,13 +379,13 @@ std::vector<std::string> World::gather(const std::string& bytes, const char* wha
 }
 
 void World::mark_done(const std::string& key) const {
-  if (size_ == 1) return;
+  if (!grouped_) return;
   std::string k = "done/" + key + "/" + std::to_string(impl_->sequence++);
   impl_->guarded("telling the other ranks", [&] { compat::store_set(*impl_->store, k, "1"); });
 }
 
 void World::wait_for_main(const std::string& key, const char* what) const {
-  if (size_ == 1) return;
+  if (!grouped_) return;
   std::string k = "done/" + key + "/" + std::to_string(impl_->sequence++);
   std::string last_beat;
   auto changed = Clock::now();
@@ -418,7 +420,7 @@ std::unique_ptr<World>& the_world() {
 const World& world() { return *the_world(); }
 
 void init(const Env& e) {
-  if (!the_world()->distributed() && e.size > 1) the_world() = std::make_unique<World>(e);
+  if (!the_world()->distributed() && e.grouped()) the_world() = std::make_unique<World>(e);
 }
 
 }  // namespace ropelab::dist

@@ -41,6 +41,10 @@ struct Env {
   int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT
   std::chrono::milliseconds timeout{300000};
   bool cuda = false;  // the run's tensors are on a GPU: NCCL where libtorch has it, else Gloo
+  // ROPELAB_ONE_RANK_GROUP=1 (set by `ropelab launch --nproc 1`): a process group of one rank,
+  // so that a one-GPU machine runs the data-parallel path (NCCL) end to end.
+  bool one_rank_group = false;
+  bool grouped() const { return size > 1 || one_rank_group; }
 };
 // The launch variables of this process, validated: a malformed one is a UserError naming it.
 Env env_from_environment();
@@ -58,7 +62,8 @@ class World {
   int size() const { return size_; }
   int local_size() const { return local_size_; }
   bool is_main() const { return rank_ == 0; }
-  bool distributed() const { return size_ > 1; }
+  // Whether this process is in a process group (more than one rank, or a group of one).
+  bool distributed() const { return grouped_; }
   const char* backend() const;
 
   // Collectives: every rank calls the same ones in the same order. `what` names the point of
@@ -81,6 +86,7 @@ class World {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1, local_size_ = 1;
+  bool grouped_ = false;
 };
 
 // The process's world (one process until init is called).

@@ -85,6 +85,12 @@ for a, b in zip(*rows):
     assert abs(a["loss"] - b["loss"]) < 1e-4, (a, b)
 PY
 
+# ---- launch --nproc 1: a process group of one rank (on a one-GPU machine, NCCL's path), which
+# trains exactly as the plain process does.
+expect_exit 0 "$ROPELAB" launch --nproc 1 --timeout 30 -- train lm.yaml run.name=solo
+expect_in "info distributed: rank 0 of 1 (gloo"
+expect_close one solo 12 1e-6
+
 expect_exit 0 "$ROPELAB" train lm.yaml run.name=mlm1 task.type=mlm model.arch=encoder
 expect_exit 0 launch lm.yaml run.name=mlm2 task.type=mlm model.arch=encoder train.batch_size=4
 expect_close mlm1 mlm2 12 1e-4
