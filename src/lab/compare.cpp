@@ -550,6 +550,38 @@ std::string pooled_translation_tests(const std::vector<CardEntry>& runs,
 }
 }  // namespace
 
+namespace {
+// results.json: every run of an ablation as data (what sweep.md renders), for scripts such as
+// scripts/reproduce_summary.py: its task, variant, setting and seed, its best validation value
+// of the selection metric, and the test split's metrics where the run was tested. An n/a run
+// has a null value and its reason.
+void write_results_json(const std::string& path, const config::Experiment& exp,
+                        const std::vector<SweepResult>& sweep,
+                        const std::vector<std::string>& dirs) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (size_t i = 0; i < sweep.size(); ++i) {
+    const auto& r = sweep[i];
+    nlohmann::json j = {{"task", r.task},     {"variant", r.variant}, {"setting", r.setting},
+                        {"seed", r.seed},     {"run_dir", dirs[i]},   {"metric", r.metric},
+                        {"higher", r.higher}, {"value", nullptr}};
+    if (!r.not_applicable.empty()) {
+      j["not_applicable"] = r.not_applicable;
+    } else {
+      if (std::isfinite(r.value)) j["value"] = r.value;
+      const auto test = stdfs::path(dirs[i]) / "eval-test.json";
+      if (exp.test && fs::exists(test.string()))
+        j["test"] = nlohmann::json::parse(fs::read_file(test.string())).at("metrics");
+    }
+    runs.push_back(std::move(j));
+  }
+  nlohmann::json out = {
+      {"experiment", exp.name},
+      {"baseline", exp.baseline.empty() && !sweep.empty() ? sweep.front().variant : exp.baseline},
+      {"runs", runs}};
+  fs::write_file_atomic(path, out.dump(1) + "\n");
+}
+}  // namespace
+
 void ablate(const std::string& experiment_path, bool plots, int seeds) {
   auto exp = config::load_experiment(experiment_path);
   // One ablation of this experiment at a time (each run is also locked while it trains).
@@ -566,12 +598,14 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
   std::vector<std::string> dirs;
   std::vector<CardEntry> card;  // with probe: the variant and seed of each trained run
   std::vector<SweepResult> sweep;
+  std::vector<std::string> sweep_dirs;  // per entry of `sweep`: its run directory ("" if n/a)
   auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
     if (!r.not_applicable.empty()) {
       spdlog::info("=== run {}/{}: {}: n/a ({}) ===", i + 1, runs.size(), r.name, r.not_applicable);
       sweep.push_back({r.task, r.variant, r.setting, NAN, "", false, r.not_applicable, r.seed});
+      sweep_dirs.emplace_back();
       continue;
     }
     spdlog::info("=== run {}/{}: {} ===", i + 1, runs.size(), r.config.run.name);
@@ -584,6 +618,7 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
           "' (its checkpoint is saved); run the same command again to resume");
     sweep.push_back({r.task, r.variant, r.setting, res.best_selected, res.selection_metric,
                      res.higher_is_better, "", r.seed});
+    sweep_dirs.push_back(res.run_dir);
   }
   if (exp.test) {
     for (const auto& d : dirs) {
@@ -594,6 +629,7 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
                                 "every run is trained; run the same command again to finish");
     }
   }
+  write_results_json((stdfs::path(exp_dir) / "results.json").string(), exp, sweep, sweep_dirs);
   // Translation: sacreBLEU's paired tests on the test translations (seeds pooled).
   std::string paired_md = exp.test ? pooled_translation_tests(card, dirs, exp.baseline) : "";
   std::string sweep_md;  // also in compare.md, one heading level down

@@ -132,6 +132,17 @@ assert "| variant | loss (lower is better) | 95% interval | seeds | vs rope | 95
 assert re.search(r"\| rope \| [0-9.]+ ± [0-9.]+ \| \[[0-9.]+, [0-9.]+\] \| 2 \| \(baseline\)", sec), sec
 assert re.search(r"\| alibi \| [0-9.]+ ± [0-9.]+ \| \[[0-9.]+, [0-9.]+\] \| 2 \| [+-][0-9.]+ \| \[[+-][0-9.]+, [+-][0-9.]+\] \| [0-9.e+-]+( \*)? \|", sec), sec
 PY
+/usr/bin/python3 - runs/seeds <<'PY' || fail "results.json of a seeded ablation"
+import json, math, sys
+j = json.load(open(sys.argv[1] + "/results.json"))
+assert j["baseline"] == "rope", j
+got = sorted((r["variant"], r["seed"], r["setting"], r["task"]) for r in j["runs"])
+assert got == [("alibi", 1, "", ""), ("alibi", 2, "", ""), ("rope", 1, "", ""), ("rope", 2, "", "")], got
+for r in j["runs"]:
+    assert r["metric"] == "loss" and r["higher"] is False and math.isfinite(r["value"]), r
+    assert r["run_dir"].endswith("/seeds/%s.seed%d" % (r["variant"], r["seed"])), r
+    assert "test" not in r, r
+PY
 cat >badbase.yaml <<YAML
 name: badbase
 base: tiny.yaml

@@ -139,6 +139,19 @@ expect_in "| baseline: sinusoidal |"
 expect_in "40 segments, scored as sacreBLEU."
 grep -qF "## Paired significance on the test split" runs/mt-exp/compare.md ||
   fail "the ablation's compare.md lacks the paired tests"
+# results.json: every run with its best validation BLEU and its test metrics (eval-test.json).
+/usr/bin/python3 - runs/mt-exp <<'PY' || fail "the ablation's results.json"
+import json, sys
+d = sys.argv[1]
+j = json.load(open(d + "/results.json"))
+assert j["experiment"] == "mt-exp" and j["baseline"] == "sinusoidal", j
+runs = {(r["variant"], r["seed"]): r for r in j["runs"]}
+assert sorted(runs) == [("rope", 1), ("rope", 2), ("sinusoidal", 1), ("sinusoidal", 2)], runs
+for r in runs.values():
+    assert r["metric"] == "bleu" and r["higher"] is True and r["value"] >= 0, r
+    t = json.load(open(r["run_dir"] + "/eval-test.json"))["metrics"]
+    assert r["test"] == t and "bleu" in t and "chrf" in t, (r, t)
+PY
 
 # Bad input: exit 2, one line naming the problem, no output file.
 head -n 5 test.es >short.es
