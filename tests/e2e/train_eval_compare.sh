@@ -197,11 +197,15 @@ expect_in "has results (metrics.h5) but no checkpoint"
 
 # SIGKILL at any moment: metrics.h5 holds every training row up to the newest checkpoint
 # (they are made durable before it commits), so a resumed run's curve has no holes.
+# Each kill waits until the run has saved a checkpoint newer than the one it resumed from, so
+# three kills leave at least three steps even on a loaded machine.
+newest() { (ls -d runs/kill/checkpoints/step-* 2>/dev/null || true) | sort | tail -1; }
 for k in 1 2 3; do
+  before=$(newest)
   "$ROPELAB" train tiny.yaml run.name=kill train.max_steps=100000 train.checkpoint_every=1 \
     train.log_every=1 train.eval_every=0 >kill.log 2>&1 &
   pid=$!
-  for _ in $(seq 100); do ls runs/kill/checkpoints/step-* >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 600); do [[ -n $(newest) && $(newest) != "$before" ]] && break; sleep 0.1; done
   sleep 0.$((RANDOM % 9 + 1))
   kill -KILL $pid
   set +e; wait $pid; set -e
