@@ -201,6 +201,10 @@ def section_pair(e, res):
     lines.append(f"Claim: {better} better than {than} on {what}. Per-seed difference "
                  f"({'higher' if hi else 'lower'} is better, positive = the paper's direction): "
                  f"{fmt_stat(s, digits=3)}. **{v}**.")
+    if test:  # the validation metric too: another sample of the same question
+        vv, vs = verdict(paired(res.by_seed(task, better), res.by_seed(task, than), higher))
+        lines.append(f"On validation {metric} (each run's best): {fmt_stat(vs, digits=3)}, "
+                     f"{vv}.")
     if "target" in e:
         who, key, goal, label = e["target"]
         got = {vv: mean_interval(list(res.by_seed(task, vv, key).values())) for vv in variants}

@@ -473,7 +473,9 @@ void register_all(CLI::App& app) {
       "per variant with a row per task. With `probe: true`, every run is probed afterwards\n"
       "and card.md sets the cards side by side, mean +- std over seeds with paired tests.\n"
       "A translation experiment with `test: true` adds sacreBLEU's paired tests of each\n"
-      "variant's test translations (seeds pooled) against the baseline.",
+      "variant's test translations (seeds pooled) against the baseline. Every run's values\n"
+      "(best validation metric, test metrics) also go to OUT_DIR/NAME/results.json for\n"
+      "scripts (scripts/reproduce_summary.py).",
       [](CLI::App& sub) {
         sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
         sub.add_flag("--no-plots", g.no_plots, "tables only");

@@ -96,6 +96,7 @@ def section(title):
 t = section("## Translation")
 assert "| rope | 17.500 ± 0.000 [17.500, 17.500] | 20.17 ± 0.57" in t, t
 assert "1.000 ± 0.200 [0.503, 1.497]. **held**." in t, t
+assert "On validation bleu (each run's best): 0.500 ± 0.000 [0.500, 0.500], held." in t, t
 assert "Target: test BLEU (beam 4) of at least 18 for every variant: **met** (sinusoidal 19.17, rope 20.17)." in t, t
 m = section("## MLM")
 assert "**not separable (one seed)**" in m and "0.600 (1 seed)" in m, m
