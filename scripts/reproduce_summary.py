@@ -63,6 +63,11 @@ def verdict(diffs):
     return "not separable", s
 
 
+def ordered_unique(xs):
+    """The distinct values of xs, in order of first appearance."""
+    return list(dict.fromkeys(xs))
+
+
 class Results:
     """results.json of one ablation: values by (task, variant, setting, seed)."""
 
@@ -78,18 +83,10 @@ class Results:
         self.baseline = j.get("baseline", "")
 
     def variants(self):
-        out = []
-        for r in self.runs + self.na:
-            if r["variant"] not in out:
-                out.append(r["variant"])
-        return out
+        return ordered_unique(r["variant"] for r in self.runs + self.na)
 
     def tasks(self):
-        out = []
-        for r in self.runs + self.na:
-            if r["task"] not in out:
-                out.append(r["task"])
-        return out
+        return ordered_unique(r["task"] for r in self.runs + self.na)
 
     def metric(self, task):
         for r in self.runs:
@@ -281,10 +278,7 @@ def section_card(path):
     for en in entries:
         if en["metric"] == "exact" and en["value"] and en["value"][0] is not None:
             at1.setdefault((en["task"], en["variant"]), []).append(en["value"][0])
-    tasks = []
-    for t, _ in at1:
-        if t not in tasks:
-            tasks.append(t)
+    tasks = ordered_unique(t for t, _ in at1)
     lines = ["| probe | best family at 1x | exact match at 1x (mean over seeds) | learned (>= 90%) |",
              "|:--|:--|--:|:--|"]
     learned = 0
