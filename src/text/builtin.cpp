@@ -20,7 +20,7 @@ namespace {
 namespace stdfs = std::filesystem;
 
 // Bump when the corpus cleaning or derivation changes: built-in text is then re-exported.
-constexpr int kCorpusVersion = 2;
+constexpr int kCorpusVersion = 3;  // 3: bible-rank's evidence spread through the text
 
 const char* kSplits[] = {"train", "valid", "test"};
 
@@ -81,9 +81,16 @@ const GlueTask& ranking_task() {
   return kTask;
 }
 
-// bible-rank's triplets (see builtin.h), four per chapter: with the next and with the previous
-// chapter of its book as the intruder, each at two turn positions.
+// bible-rank's triplets (see builtin.h). Per chapter of at least kMinWords words, four
+// triplets, each with an intruder chapter of another book of the same split, and each written
+// in both orders (B nearer, then C nearer): the labels are exactly balanced, and a model that
+// cannot tell B from C (equal scores, as when truncation hides every difference) scores
+// exactly 50% on the pair.
 void write_ranking(const std::string& dir, const std::vector<std::pair<Verse, Verse>>& pairs) {
+  constexpr size_t kMinWords = 100, kSegmentWords = 10, kPerChapter = 4;
+  // Segments replaced in the nearer and in the farther text: a segment drawn below kNear is
+  // replaced in both, one drawn in [kNear, kFar) only in the farther text (the evidence).
+  constexpr double kNear = 0.10, kFar = 0.20;
   struct Chapter {
     std::string book, key;
     int chapter = 0;
@@ -104,32 +111,51 @@ void write_ranking(const std::string& dir, const std::vector<std::pair<Verse, Ve
   const GlueTask& task = ranking_task();
   std::string task_dir = join_path(dir, task.name);
   fs::make_dirs(task_dir);
+  auto words = [](const std::vector<std::string>& w, size_t n) {
+    return join_words(std::vector<std::string>(w.begin(), w.begin() + static_cast<long>(n)));
+  };
   for (const char* split : kSplits) {
+    std::vector<size_t> in_split;  // the chapters of this split long enough to use
+    for (size_t i = 0; i < chapters.size(); ++i)
+      if (split_of_book(chapters[i].book) == split && chapters[i].web.size() >= kMinWords &&
+          chapters[i].kjv.size() >= kMinWords)
+        in_split.push_back(i);
     std::vector<GlueExample> ex;
-    for (size_t i = 0; i < chapters.size(); ++i) {
+    for (size_t i : in_split) {
       const Chapter& c = chapters[i];
-      if (split_of_book(c.book) != split) continue;
-      for (int side : {+1, -1}) {
-        if ((side < 0 && i == 0) || (side > 0 && i + 1 == chapters.size())) continue;
-        const Chapter& n = chapters[side > 0 ? i + 1 : i - 1];
-        if (n.book != c.book) continue;
-        const size_t len = std::min({ranking_words(), c.web.size(), n.web.size()});
-        if (len < 20) continue;
-        for (uint64_t k = 0; k < 2; ++k) {
-          uint64_t h = util::mix64(fs::hash_bytes(c.key) ^ util::mix64(k * 2 + (side > 0)));
-          // The turn: a uniform word position, after at least 5% of the text.
-          size_t turn = len / 20 + (h >> 8) % (len - len / 20);
-          std::vector<std::string> b(c.web.begin(), c.web.begin() + static_cast<long>(len));
-          std::vector<std::string> other = b;
-          std::copy(n.web.begin() + static_cast<long>(turn), n.web.begin() + static_cast<long>(len),
-                    other.begin() + static_cast<long>(turn));
+      const size_t len = std::min(ranking_words(), c.web.size());
+      for (uint64_t k = 0; k < kPerChapter; ++k) {
+        const uint64_t h = util::mix64(fs::hash_bytes(c.key) ^ util::mix64(k + 1));
+        // The intruder: a chapter of another book, so its words rarely occur in A.
+        size_t j = (h >> 8) % in_split.size();
+        for (size_t tries = 0; chapters[in_split[j]].book == c.book && tries < in_split.size();
+             ++tries)
+          j = (j + 1) % in_split.size();
+        const Chapter& n = chapters[in_split[j]];
+        if (n.book == c.book) continue;
+        std::vector<std::string> near(c.web.begin(), c.web.begin() + static_cast<long>(len));
+        std::vector<std::string> far = near;
+        bool evidence = false;
+        for (size_t s0 = 0; s0 < len; s0 += kSegmentWords) {
+          const double u = static_cast<double>(util::mix64(h ^ util::mix64(s0 + 7)) >> 11) *
+                           0x1.0p-53;  // uniform in [0, 1)
+          if (u >= kFar) continue;
+          for (size_t w = s0; w < std::min(len, s0 + kSegmentWords); ++w) {
+            const std::string& other = n.web[w % n.web.size()];
+            far[w] = other;
+            if (u < kNear) near[w] = other;
+          }
+          evidence = evidence || u >= kNear;
+        }
+        if (!evidence) continue;  // the two texts would be equally close
+        const std::string a = words(c.kjv, std::min(len, c.kjv.size()));
+        const std::string near_s = join_words(near), far_s = join_words(far);
+        for (bool c_nearer : {false, true}) {
           GlueExample e;
-          e.a = join_words(std::vector<std::string>(
-              c.kjv.begin(), c.kjv.begin() + static_cast<long>(std::min(len, c.kjv.size()))));
-          bool swap = (h & 1) != 0;
-          e.b = join_words(swap ? other : b);
-          e.c = join_words(swap ? b : other);
-          e.label = swap ? 1.0f : 0.0f;
+          e.a = a;
+          e.b = c_nearer ? far_s : near_s;
+          e.c = c_nearer ? near_s : far_s;
+          e.label = c_nearer ? 1.0f : 0.0f;
           ex.push_back(std::move(e));
         }
       }

@@ -10,10 +10,12 @@
 //                words away)? Both classes have the same words, so only word order separates
 //                them: a model without positions is at chance (MCC 0).
 //   bible-rank   long-text ranking (the paper's §4.5, CAIL2019-SCM form): A is the KJV of a
-//                chapter, B its WEB, C the same WEB text that turns, at a uniform word position,
-//                into the WEB of a neighbouring chapter (cut to ranking_words() words). Is B or
-//                C closer to A? Only a window that reaches the turn can tell, so accuracy grows
-//                with the maximum length. B and C are swapped at random (balanced labels).
+//                chapter; B and C are its WEB (cut to ranking_words() words) with 10-word
+//                segments replaced by the same positions of another book's chapter, 10% of
+//                segments in the nearer text and 20% in the farther one (a superset). Is B or
+//                C closer to A? The evidence (segments replaced only in the farther text) is
+//                spread through the whole text, so a longer window sees more of it. Each
+//                triplet appears in both orders: balanced labels, and ties score exactly 50%.
 // Splits are by book (split_of_book), so test verses are never near-copies of training ones.
 // Per-verse choices come from splitmix64 of the verse key: the corpora are the same everywhere.
 #pragma once

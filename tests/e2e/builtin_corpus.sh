@@ -56,8 +56,8 @@ test = [l.rstrip("\n").split("\t") for l in open(d + "/test.tsv")]
 assert test[0] == ["index", "sentence"] and len(test) > 1000
 print(f"bible-cola: {len(rows)} train rows, {pos / len(rows):.3f} in order")
 PY
-# bible-rank: A/B/C triplets, balanced labels; the closer text is the WEB of A's chapter, and
-# the other one equals it up to a turn and then differs.
+# bible-rank: A/B/C triplets, each in both orders (balanced labels, ties score 50%); the nearer
+# and the farther text differ in 10-word segments spread through the whole text.
 cat >rank.yaml <<YAML
 data: {source: bible-rank, prepared_dir: $WORK/prep, tokenizer: {vocab_size: 2000}}
 task: {type: rank}
@@ -70,19 +70,26 @@ d = sys.argv[1]
 rows = [l.rstrip("\n").split("\t") for l in open(d + "/train.tsv")]
 assert rows[0] == ["A", "B", "C", "label"], rows[0]
 rows = rows[1:]
-assert len(rows) > 3000, len(rows)
-c_closer = sum(r[3] == "C" for r in rows) / len(rows)
-assert 0.4 < c_closer < 0.6, c_closer
-turns = []
-for a, b, c, label in rows:
-    near, far = (b, c) if label == "B" else (c, b)
-    nw, fw = near.split(), far.split()
-    assert len(nw) == len(fw) <= 200, (len(nw), len(fw))
-    t = next(i for i in range(len(nw)) if nw[i] != fw[i])  # they differ somewhere
-    assert t >= len(nw) // 20
-    turns.append(t / len(nw))
-mean = sum(turns) / len(turns)
-assert 0.4 < mean < 0.6, mean  # the turn is spread uniformly over the text
-print(f"bible-rank: {len(rows)} train triplets, {c_closer:.3f} C closer, mean turn {mean:.2f}")
+assert len(rows) > 3000 and len(rows) % 2 == 0, len(rows)
+diff_frac, where, first_quarter = [], [], 0
+for i in range(0, len(rows), 2):
+    (a1, b1, c1, l1), (a2, b2, c2, l2) = rows[i], rows[i + 1]
+    assert (l1, l2) == ("B", "C") and a1 == a2 and (b1, c1) == (c2, b2), i  # both orders
+    nw, fw = b1.split(), c1.split()
+    assert 100 <= len(nw) == len(fw) <= 200, (len(nw), len(fw))
+    assert len(a1.split()) <= len(nw)
+    seg = [s for s in range(0, len(nw), 10) if nw[s:s + 10] != fw[s:s + 10]]
+    assert seg, i  # the farther text differs somewhere
+    diff_frac.append(len(seg) / ((len(nw) + 9) // 10))
+    where += [(s + 5) / len(nw) for s in seg]
+    first_quarter += any(s < len(nw) // 4 for s in seg)
+n = len(rows) // 2
+frac = sum(diff_frac) / n
+assert 0.07 < frac < 0.16, frac  # about 10% of segments are evidence
+mean = sum(where) / len(where)
+assert 0.4 < mean < 0.6, mean  # spread through the text, not bunched at one end
+assert first_quarter / n < 0.9, first_quarter / n  # a short window often sees no evidence
+print(f"bible-rank: {n} train triplets x 2 orders, {frac:.3f} of segments differ, "
+      f"mean position {mean:.2f}, {first_quarter / n:.2f} with evidence in the first quarter")
 PY
 echo "builtin_corpus: OK"
