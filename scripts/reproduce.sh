@@ -41,7 +41,7 @@ if [[ $tier == cpu ]]; then
     "translation-table1-cpu|translation, sinusoidal vs RoPE, 3 seeds (Table 1)|65 min"
     "glue-cpu|GLUE-style fine-tuning, 5 modules x 2 learning rates x 2 seeds (Table 2)|1 h"
     "rank-cpu|long-text ranking at 5 maximum lengths (Table 5)|2 h"
-    "length-generalisation-cpu|the length card, 5 families x 5 probes x 3 seeds|25 min"
+    "length-generalisation-cpu|the length card, 5 families x 5 probes x 3 seeds|55 min"
   )
 else
   plan=(

@@ -271,13 +271,20 @@ def section_rank(e, res):
     return lines
 
 
-def section_card(path):
+def section_card(path, baseline="rope"):
+    """The card's targets at 1x, then which families it separates from the baseline beyond the
+    training size (paired by seed, 95% interval of the difference in exact match)."""
     with open(path) as f:
         entries = json.load(f)["entries"]
-    at1 = {}  # (task, variant) -> [value at 1x per seed]
+    exact = {}  # (probe, variant) -> {seed: [exact match per multiplier, None where n/a]}
+    mults = {}
     for en in entries:
-        if en["metric"] == "exact" and en["value"] and en["value"][0] is not None:
-            at1.setdefault((en["task"], en["variant"]), []).append(en["value"][0])
+        if en["metric"] == "exact" and en["value"]:
+            probe = en["task"].removeprefix("synthetic-")
+            exact.setdefault((probe, en["variant"]), {})[en["seed"]] = en["value"]
+            mults[probe] = en["multipliers"]
+    at1 = {k: [v[0] for v in by.values() if v[0] is not None] for k, by in exact.items()}
+    at1 = {k: xs for k, xs in at1.items() if xs}
     tasks = ordered_unique(t for t, _ in at1)
     lines = ["| probe | best family at 1x | exact match at 1x (mean over seeds) | learned (>= 90%) |",
              "|:--|:--|--:|:--|"]
@@ -294,8 +301,33 @@ def section_card(path):
     lines += ["", f"Targets: copy and reverse at least 95% at 1x for the best family: "
                   f"**{'met' if len(cr) == 2 and min(cr) >= 0.95 else 'missed'}**; at least "
                   f"three probes learned at 1x by some family: "
-                  f"**{'met' if learned >= 3 else 'missed'}** ({learned}). The full card, with "
-                  f"2x-8x and paired tests, is card.md."]
+                  f"**{'met' if learned >= 3 else 'missed'}** ({learned})."]
+    seps = []
+    for t in ordered_unique(t for t, _ in exact):
+        base = exact.get((t, baseline))
+        if base is None:
+            continue
+        for i, mult in enumerate(mults[t]):
+            if mult not in (2, 4):
+                continue
+            for (tt, v), by in exact.items():
+                if tt != t or v == baseline:
+                    continue
+                a = {k: x[i] for k, x in by.items() if x[i] is not None}
+                b = {k: x[i] for k, x in base.items() if x[i] is not None}
+                word, st = verdict(paired(a, b, True))
+                if word in ("held", "not held"):
+                    better = v if word == "held" else baseline
+                    seps.append(f"| {t} | {mult}x | {v} - {baseline} | "
+                                f"{fmt_stat(st, 100, 1)} | {better} |")
+    lines += ["", f"Separated from {baseline} beyond the training size (exact match in points, "
+                  "paired by seed, 95% interval excluding zero):", ""]
+    if seps:
+        lines += ["| probe | size | difference | mean ± sd [95% CI] | better |",
+                  "|:--|:--|:--|--:|:--|"] + seps
+    else:
+        lines.append("none: no family differs from the baseline at 2x or 4x.")
+    lines += ["", "The full card (1x-8x, every family) is card.md."]
     return lines
 
 

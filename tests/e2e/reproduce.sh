@@ -75,12 +75,17 @@ for seed, (a, b) in enumerate([(0.70, 0.72), (0.71, 0.69), (0.70, 0.71)], 1):
     k.append(dict(task="len1024", variant="learned", setting="", seed=seed, run_dir="",
                   metric="", higher=False, value=None, not_applicable="beyond the table"))
 write("rank-cpu", k, "rope")
-# The card: copy and reverse learned by rope at 1x; addition not by anyone.
+# The card, in card.json's own form (synthetic-* task names, a value per multiplier, null for
+# n/a): copy and reverse learned by rope at 1x, addition by no one. At 2x nope beats rope on
+# copy at every seed (separated); on reverse it is n/a.
 e = []
-for seed in (1, 2):
-    for task, rope, nope in (("copy", 1.0, 0.5), ("reverse", 0.97, 0.3), ("addition", 0.2, 0.1)):
-        e.append(dict(variant="rope", seed=seed, task=task, metric="exact", value=[rope, 0.1]))
-        e.append(dict(variant="nope", seed=seed, task=task, metric="exact", value=[nope, None]))
+for seed in (1, 2, 3):
+    for task, rope, nope in (("copy", [1.0, 0.0], [0.5, 0.2 + 0.05 * seed]),
+                             ("reverse", [0.97, 0.1], [0.3, None]),
+                             ("addition", [0.2, 0.0], [0.1, 0.0])):
+        for variant, v in (("rope", rope), ("nope", nope)):
+            e.append(dict(variant=variant, seed=seed, task="synthetic-" + task, metric="exact",
+                          multipliers=[1, 2], value=v))
 os.makedirs("runs/length-generalisation-cpu", exist_ok=True)
 json.dump(dict(entries=e), open("runs/length-generalisation-cpu/card.json", "w"))
 PY
@@ -112,6 +117,8 @@ c = section("## Length-generalisation card")
 assert "| copy | rope | 100.0% | yes |" in c and "| addition | rope | 20.0% | no |" in c, c
 assert "copy and reverse at least 95% at 1x for the best family: **met**" in c, c
 assert "three probes learned at 1x by some family: **missed** (2)" in c, c
+assert "| copy | 2x | nope - rope | 30.0 ± 5.0 [17.6, 42.4] | nope |" in c, c
+assert "| reverse | 2x" not in c and "| addition | 2x" not in c, c
 assert "Not run yet (no runs/charlm-linear-cpu/results.json)." in md, md
 PY
 # Unreadable results: one line naming the file, exit 2, the old summary kept.
