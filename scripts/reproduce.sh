@@ -4,7 +4,7 @@
 # the paper's claim held at this scale). Interrupted? Run the same command again: `ropelab
 # ablate` skips finished runs and resumes the interrupted one from its checkpoint.
 #
-#   bash scripts/reproduce.sh            # the CPU tier (about 5 hours on 2 cores)
+#   bash scripts/reproduce.sh            # the CPU tier (about 5.5 hours on 2 cores)
 #   bash scripts/reproduce.sh gpu        # the GPU tier (one NVIDIA GPU)
 #   bash scripts/reproduce.sh --dry-run  # list what would run, run nothing
 #
@@ -36,11 +36,12 @@ cd "$(dirname "$0")/.."
 # name | what | estimated time on the tier's machine
 if [[ $tier == cpu ]]; then
   plan=(
-    "mlm-cpu|MLM pre-training, 5 modules (Fig. 3 left; the encoders of Tables 2 and 5)|6 min"
+    "mlm-cpu|MLM pre-training, 5 modules, 400 steps (Fig. 3 left)|6 min"
     "charlm-linear-cpu|linear-attention character LM with and without RoPE (Fig. 3 right)|10 min"
+    "encoders-cpu|the shared encoders of Tables 2 and 5: learned and RoPE, 6000 MLM steps|20 min"
     "translation-table1-cpu|translation, sinusoidal vs RoPE, 3 seeds (Table 1)|65 min"
-    "glue-cpu|GLUE-style fine-tuning, 5 modules x 2 learning rates x 2 seeds (Table 2)|1 h"
-    "rank-cpu|long-text ranking at 5 maximum lengths (Table 5)|2 h"
+    "glue-cpu|GLUE-style fine-tuning, learned vs RoPE x 2 learning rates x 3 seeds (Table 2)|75 min"
+    "rank-cpu|long-text ranking, learned vs RoPE at 4 maximum lengths x 3 seeds (Table 5)|75 min"
     "length-generalisation-cpu|the length card, 5 families x 5 probes x 3 seeds|55 min"
   )
 else

@@ -19,11 +19,11 @@ expect_exit 2 bash "$rep" gpu --only mlm-cpu
 expect_in "'mlm-cpu' is not a gpu experiment"
 # --dry-run: the plan, in order, and nothing run.
 expect_exit 0 bash "$rep" --dry-run
-for e in mlm-cpu charlm-linear-cpu translation-table1-cpu glue-cpu rank-cpu length-generalisation-cpu; do
+for e in mlm-cpu encoders-cpu charlm-linear-cpu translation-table1-cpu glue-cpu rank-cpu length-generalisation-cpu; do
   expect_in "$e"
   [[ -f "$ROPELAB_SRC/experiments/$e.yaml" ]] || fail "reproduce.sh names a missing experiment $e"
 done
-[[ $(grep -n "mlm-cpu " <<<"$OUT" | cut -d: -f1) -lt $(grep -n "glue-cpu " <<<"$OUT" | cut -d: -f1) ]] ||
+[[ $(grep -n "encoders-cpu " <<<"$OUT" | cut -d: -f1) -lt $(grep -n "glue-cpu " <<<"$OUT" | cut -d: -f1) ]] ||
   fail "the encoders must be pretrained before they are fine-tuned"
 expect_exit 0 bash "$rep" gpu --dry-run --only glue-gpu
 expect_in "glue-gpu"
