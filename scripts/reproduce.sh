@@ -102,6 +102,10 @@ for p in "${plan[@]}"; do
     fi
     exit "$rc"
   fi
+  # Table 5 as a plot: accuracy against maximum length, mean over seeds with a band.
+  if [[ $name == rank-* ]]; then
+    python3 scripts/plot_rank.py "runs/$name" || echo "reproduce: the $name plot failed (the runs are fine)" >&2
+  fi
   echo "=== reproduce: $name done in $(((SECONDS - t0) / 60)) min ==="
 done
 python3 scripts/reproduce_summary.py --tier "$tier" --runs runs --out runs/reproduce/summary.md || exit 1
