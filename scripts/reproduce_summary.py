@@ -22,6 +22,7 @@ a target that is missed is printed as missed, never hidden.
 import argparse
 import json
 import math
+import re
 import os
 import sys
 
@@ -249,7 +250,10 @@ def section_glue(e, res):
 
 
 def section_rank(e, res):
+    # Shortest to longest, whatever order the experiment ran them in (lenN names).
     tasks = res.tasks()
+    if all(re.fullmatch(r"len\d+", t) for t in tasks):
+        tasks = sorted(tasks, key=lambda t: int(t[3:]))
     variants = res.variants()
     lines = ["| variant | " + " | ".join(tasks) + " |", "|:--|" + "--:|" * len(tasks)]
     for v in variants:
