@@ -4,7 +4,7 @@
 # the paper's claim held at this scale). Interrupted? Run the same command again: `ropelab
 # ablate` skips finished runs and resumes the interrupted one from its checkpoint.
 #
-#   bash scripts/reproduce.sh            # the CPU tier (about 5.5 hours on 2 cores)
+#   bash scripts/reproduce.sh            # the CPU tier (about 6 hours on 2 cores)
 #   bash scripts/reproduce.sh gpu        # the GPU tier (one NVIDIA GPU)
 #   bash scripts/reproduce.sh --dry-run  # list what would run, run nothing
 #
@@ -40,9 +40,9 @@ if [[ $tier == cpu ]]; then
     "charlm-linear-cpu|linear-attention character LM with and without RoPE (Fig. 3 right)|10 min"
     "encoders-cpu|the shared encoders of Tables 2 and 5: learned and RoPE, 6000 MLM steps|20 min"
     "translation-table1-cpu|translation, sinusoidal vs RoPE, 3 seeds (Table 1)|65 min"
-    "glue-cpu|GLUE-style fine-tuning, learned vs RoPE x 2 learning rates x 3 seeds (Table 2)|75 min"
+    "glue-cpu|GLUE-style fine-tuning, learned vs RoPE x 2 learning rates x 3 seeds (Table 2)|90 min"
     "cola-long-cpu|bible-cola at the chosen learning rate for 3000 steps, learned vs RoPE x 3 seeds|36 min"
-    "rank-cpu|long-text ranking, learned vs RoPE at 4 maximum lengths x 3 seeds (Table 5)|75 min"
+    "rank-cpu|long-text ranking, learned vs RoPE at 4 maximum lengths x 3 seeds (Table 5)|80 min"
     "length-generalisation-cpu|the length card, 5 families x 5 probes x 3 seeds|55 min"
   )
 else
