@@ -103,9 +103,13 @@ for p in "${plan[@]}"; do
     fi
     exit "$rc"
   fi
-  # Table 5 as a plot: accuracy against maximum length, mean over seeds with a band.
-  if [[ $name == rank-* ]]; then
-    python3 scripts/plot_rank.py "runs/$name" || echo "reproduce: the $name plot failed (the runs are fine)" >&2
+  # Tables 2 and 5 as plots, mean over seeds with a band: the dev metric by fine-tuning step,
+  # and ranking accuracy against maximum length.
+  plot=""
+  [[ $name == glue-* || $name == cola-long-* ]] && plot=scripts/plot_sweep.py
+  [[ $name == rank-* ]] && plot=scripts/plot_rank.py
+  if [[ -n $plot ]]; then
+    python3 "$plot" "runs/$name" || echo "reproduce: the $name plot failed (the runs are fine)" >&2
   fi
   echo "=== reproduce: $name done in $(((SECONDS - t0) / 60)) min ==="
 done

@@ -163,7 +163,7 @@ EXPERIMENTS = [
          task_targets={"cola": 0.3, "mrpc": 0.8}),
     dict(key="cola-long", title="bible-cola with a longer budget (Table 2 follow-up)",
          cpu="cola-long-cpu", gpu=None, tasks=None, claim=("rope", "learned"), source="valid",
-         paper="no CoLA in the paper: the position encoding's effect on a word-order task",
+         paper="none (CoLA is not in the paper's Table 2); a word-order task, so it isolates the positions",
          paper_direction={}, task_targets={"": 0.3}, task_label="cola"),
     dict(key="rank", title="Long-text ranking against maximum length (paper Table 5)",
          cpu="rank-cpu", gpu="rank-gpu", tasks=None, claim="longer", variant="rope",
