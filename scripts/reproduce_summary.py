@@ -238,9 +238,12 @@ def section_glue(e, res):
             d = paired(a, b, higher) if direction == better else paired(b, a, higher)
             word, s = verdict(d)
         name = t or e.get("task_label", "")
-        lines.append(f"| {name} | {metric} | {fmt_stat(mean_interval(list(b.values())))} "
-                     f"({res.best_setting(t, than)}) | {fmt_stat(mean_interval(list(a.values())))} "
-                     f"({res.best_setting(t, better)}) | "
+        def at(v):  # the best setting, where the experiment sweeps one
+            setting = res.best_setting(t, v)
+            return f" ({setting})" if setting else ""
+        lines.append(f"| {name} | {metric} | {fmt_stat(mean_interval(list(b.values())))}"
+                     f"{at(than)} | {fmt_stat(mean_interval(list(a.values())))}"
+                     f"{at(better)} | "
                      f"{direction + ' better' if direction else '-'} | {fmt_stat(s)} | "
                      f"**{word}** |")
         goal = e["task_targets"].get(t)
