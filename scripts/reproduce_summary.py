@@ -22,8 +22,8 @@ a target that is missed is printed as missed, never hidden.
 import argparse
 import json
 import math
-import re
 import os
+import re
 import sys
 
 # Two-sided 95% quantiles of Student's t, by degrees of freedom (1..30).
@@ -163,7 +163,8 @@ EXPERIMENTS = [
          task_targets={"cola": 0.3, "mrpc": 0.8}),
     dict(key="cola-long", title="bible-cola with a longer budget (Table 2 follow-up)",
          cpu="cola-long-cpu", gpu=None, tasks=None, claim=("rope", "learned"), source="valid",
-         paper="none (CoLA is not in the paper's Table 2); a word-order task, so it isolates the positions",
+         paper="none (CoLA is not in the paper's Table 2); a word-order task, so it isolates "
+               "the positions",
          paper_direction={}, task_targets={"": 0.3}, task_label="cola"),
     dict(key="rank", title="Long-text ranking against maximum length (paper Table 5)",
          cpu="rank-cpu", gpu="rank-gpu", tasks=None, claim="longer", variant="rope",
