@@ -383,7 +383,7 @@ def main():
                 md += section_card(f)
             else:
                 res = Results(f)
-                if e["key"] in ("glue", "cola-long"):
+                if "paper_direction" in e:  # fine-tuning tasks, each with its own direction
                     md += section_glue(e, res)
                 elif e["key"] == "rank":
                     md += section_rank(e, res)
