@@ -291,11 +291,14 @@ def section_rank(e, res):
     return lines
 
 
-def section_card(path, baseline="rope"):
-    """The card's targets at 1x, then which families it separates from the baseline beyond the
-    training size (paired by seed, 95% interval of the difference in exact match)."""
+def section_card(path):
+    """The card's targets at 1x, then which families it separates from the experiment's
+    baseline (its results.json, beside card.json) beyond the training size (paired by seed, 95%
+    interval of the difference in exact match)."""
     with open(path) as f:
         entries = json.load(f)["entries"]
+    with open(os.path.join(os.path.dirname(path), "results.json")) as f:
+        baseline = json.load(f)["baseline"]
     exact = {}  # (probe, variant) -> {seed: [exact match per multiplier, None where n/a]}
     mults = {}
     for en in entries:
@@ -389,7 +392,7 @@ def main():
                     md += section_rank(e, res)
                 else:
                     md += section_pair(e, res)
-        except (KeyError, ValueError, TypeError, IndexError) as ex:
+        except (KeyError, ValueError, TypeError, IndexError, OSError) as ex:
             print(f"reproduce_summary: {f}: unreadable results ({type(ex).__name__}: {ex})",
                   file=sys.stderr)
             return 2

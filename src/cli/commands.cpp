@@ -466,16 +466,17 @@ void register_all(CLI::App& app) {
   add(
       app, "ablate",
       "Run an experiment: train every variant of a base config (same data order and seed;\n"
-      "finished variants are skipped, interrupted ones resumed), then compare them. With a\n"
-      "sweep (`settings:` and/or `seeds:`), every variant x setting x seed is trained and\n"
-      "sweep.md reports each variant's best setting as mean +- std over seeds; with `tasks:`\n"
-      "(e.g. several GLUE tasks) all of that runs once per task and sweep.md has one table\n"
-      "per variant with a row per task. With `probe: true`, every run is probed afterwards\n"
-      "and card.md sets the cards side by side, mean +- std over seeds with paired tests.\n"
-      "A translation experiment with `test: true` adds sacreBLEU's paired tests of each\n"
+      "finished variants are skipped, interrupted ones resumed; one killed hard before its\n"
+      "first checkpoint is started over, its old metrics kept as .restart-N), then compare\n"
+      "them. With a sweep (`settings:` and/or `seeds:`), every variant x setting x seed is\n"
+      "trained and sweep.md reports each variant's best setting as mean +- std over seeds; with\n"
+      "`tasks:` (e.g. several GLUE tasks) all of that runs once per task and sweep.md has one\n"
+      "table per variant with a row per task. With `probe: true`, every run is probed\n"
+      "afterwards and card.md sets the cards side by side, mean +- std over seeds with paired\n"
+      "tests. A translation experiment with `test: true` adds sacreBLEU's paired tests of each\n"
       "variant's test translations (seeds pooled) against the baseline. Every run's values\n"
-      "(best validation metric, test metrics) also go to OUT_DIR/NAME/results.json for\n"
-      "scripts (scripts/reproduce_summary.py).",
+      "(best validation metric, test metrics) also go to OUT_DIR/NAME/results.json for scripts\n"
+      "(scripts/reproduce_summary.py).",
       [](CLI::App& sub) {
         sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
         sub.add_flag("--no-plots", g.no_plots, "tables only");

@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "config/loader.h"
@@ -17,6 +18,7 @@
 #include "lab/probe.h"
 #include "lab/stats.h"
 #include "lab/translation_tests.h"
+#include "train/checkpoint.h"
 #include "train/config_history.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -582,6 +584,31 @@ void write_results_json(const std::string& path, const config::Experiment& exp,
 }
 }  // namespace
 
+namespace {
+// A run that a hard kill (SIGKILL, power loss: no chance to save) stopped before its first
+// checkpoint has nothing to resume: no checkpoint at all, not even a damaged one, and every
+// logged step before the first step that saves one. `ablate` starts such a run over, keeping
+// its old metrics renamed .restart-N, instead of stopping the whole ablation. Anything else
+// without a usable checkpoint (damaged checkpoints, or deleted ones after a save) is left to
+// `train`'s refusal. Returns the last logged step, or -1 if the run is not such a run.
+int64_t killed_before_first_checkpoint(const config::Config& c) {
+  const auto dir = stdfs::path(c.run.out_dir) / c.run.name;
+  const auto jsonl = dir / "metrics.jsonl";
+  if (!stdfs::exists(jsonl) || !train::verified_checkpoints(dir.string()).empty() ||
+      !train::damaged_checkpoints(dir.string()).empty())
+    return -1;
+  int64_t last = 0;
+  std::istringstream lines(fs::read_file(jsonl.string()));
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer())
+      last = std::max(last, j["step"].get<int64_t>());
+  }
+  const int64_t first_save = std::min(c.train.checkpoint_every, c.train.max_steps);
+  return last < first_save ? last : -1;
+}
+}  // namespace
+
 void ablate(const std::string& experiment_path, bool plots, int seeds) {
   auto exp = config::load_experiment(experiment_path);
   // One ablation of this experiment at a time (each run is also locked while it trains).
@@ -609,7 +636,15 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
       continue;
     }
     spdlog::info("=== run {}/{}: {} ===", i + 1, runs.size(), r.config.run.name);
-    auto res = train::train(r.config);
+    train::TrainOptions to;
+    if (auto last = killed_before_first_checkpoint(r.config); last >= 0) {
+      spdlog::warn(
+          "{}/{}: stopped by a hard kill at step {}, before its first checkpoint; starting it "
+          "over (its old metrics are kept, renamed .restart-N)",
+          r.config.run.out_dir, r.config.run.name, last);
+      to.restart = true;
+    }
+    auto res = train::train(r.config, to);
     dirs.push_back(res.run_dir);
     card.push_back({r.setting.empty() ? r.variant : r.variant + "." + r.setting, r.seed, {}});
     if (res.interrupted)

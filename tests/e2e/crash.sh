@@ -163,4 +163,26 @@ grep -q "^stopped: ablation stopped during run 'a' (its checkpoint is saved)" ab
 expect_exit 0 "$ROPELAB" ablate --no-plots abl.yaml
 expect_in "resuming $WORK/runs/abl/a from step"
 [[ -e runs/abl/b/metrics.h5 && -e runs/abl/compare.md ]] || fail "the resumed ablation did not finish"
+# SIGKILL during `ablate` before the run's first checkpoint (only the final one is due): no
+# checkpoint, so nothing to resume. The same command starts that run over instead of stopping,
+# says so, keeps the killed run's metrics as .restart-1 and finishes the ablation.
+sed -e 's/^name: abl$/name: abl2/' -e 's/checkpoint_every=200/checkpoint_every=3000/' \
+  abl.yaml >abl2.yaml
+"$ROPELAB" ablate --no-plots abl2.yaml >abl2.log 2>&1 &
+PID=$!
+for _ in $(seq 600); do
+  grep -q '"split":"train"' runs/abl2/a/metrics.jsonl 2>/dev/null && break
+  sleep 0.05
+done
+set +e; { kill -KILL $PID && wait $PID; } 2>/dev/null; set -e
+[[ -e runs/abl2/a/metrics.jsonl && ! -e runs/abl2/a/checkpoints/step-000003000 ]] ||
+  fail "the SIGKILL did not land inside abl2's run a: $(tail -3 abl2.log)"
+expect_exit 0 "$ROPELAB" ablate --no-plots abl2.yaml
+expect_in "before its first checkpoint; starting it over"
+[[ -e runs/abl2/a/metrics.restart-1.jsonl && -e runs/abl2/b/metrics.h5 ]] ||
+  fail "the restarted ablation did not keep the old metrics or did not finish"
+# A run whose checkpoints were all deleted after a save is not a killed one: ablate refuses it.
+rm -r runs/abl2/b/checkpoints
+expect_exit 2 "$ROPELAB" ablate --no-plots abl2.yaml
+expect_in "has results (metrics.h5) but no checkpoint"
 echo "crash: OK"
