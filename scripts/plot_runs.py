@@ -93,7 +93,8 @@ def main():
                                 ("tokens", "loss_by_tokens.png", "training tokens")):
         fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
         for i, (name, gs) in enumerate(group_seeds(runs)):
-            color = f"C{i % 10}"
+            # Ten colours, then the same colours dashed, dotted...: no two series look alike.
+            color, style = f"C{i % 10}", ["-", "--", ":", "-."][i // 10 % 4]
             label = name if len(gs) == 1 else f"{name} (mean of {len(gs)} seeds)"
             train = [(g["train"][xkey], ema(g["train"]["loss"], a.smooth)) for g in gs
                      if "train" in g and len(g["train"].get("loss", []))]
@@ -104,12 +105,13 @@ def main():
                           linewidth=0.8)
             if train:
                 x, m, lo, hi = mean_band(train)
-                ax_t.plot(x, m, color=color, label=label, linewidth=1.6)
+                ax_t.plot(x, m, color=color, linestyle=style, label=label, linewidth=1.6)
                 if len(train) > 1:
                     ax_t.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
             if valid:
                 x, m, lo, hi = mean_band(valid)
-                ax_v.plot(x, m, "o-", color=color, label=label, markersize=3, linewidth=1.6)
+                ax_v.plot(x, m, marker="o", color=color, linestyle=style, label=label,
+                          markersize=3, linewidth=1.6)
                 if len(valid) > 1:
                     ax_v.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
         ax_t.set_title(f"train loss (EMA {a.smooth})")
