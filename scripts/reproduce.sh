@@ -50,7 +50,7 @@ else
     "mlm-gpu|MLM pre-training, learned vs RoPE (Fig. 3 left; the encoders of Tables 2 and 5)|5 min"
     "translation-table1-gpu|translation, sinusoidal vs RoPE, Transformer-base, 3 seeds (Table 1)|15 min"
     "glue-gpu|GLUE-style fine-tuning, learned vs RoPE x 2 learning rates x 3 seeds (Table 2)|10 min"
-    "rank-gpu|long-text ranking at 256, 512 and 1024 tokens, 3 seeds (Table 5)|10 min"
+    "rank-gpu|long-text ranking at 128, 256 and 512 tokens, 3 seeds (Table 5)|10 min"
     "length-generalisation-gpu|the length card, 5 families x 5 probes x 3 seeds|20 min"
   )
 fi
