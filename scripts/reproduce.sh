@@ -42,7 +42,7 @@ if [[ $tier == cpu ]]; then
     "translation-table1-cpu|translation, sinusoidal vs RoPE, 3 seeds (Table 1)|65 min"
     "glue-cpu|GLUE-style fine-tuning, learned vs RoPE x 2 learning rates x 3 seeds (Table 2)|90 min"
     "cola-long-cpu|bible-cola at the chosen learning rate for 3000 steps, learned vs RoPE x 3 seeds|32 min"
-    "rank-cpu|long-text ranking, learned vs RoPE at 4 maximum lengths x 3 seeds (Table 5)|80 min"
+    "rank-cpu|long-text ranking, learned vs RoPE at 4 maximum lengths x 3 seeds (Table 5)|88 min"
     "length-generalisation-cpu|the length card, 5 families x 5 probes x 3 seeds|55 min"
   )
 else

@@ -283,6 +283,15 @@ def section_rank(e, res):
         word, s = verdict(d)
         lines += ["", f"Claim: {v}'s accuracy is higher at {long} than at {short}. Per-seed "
                       f"difference: {fmt_stat(s)}. **{word}**."]
+        def better(word, a, b):  # a paired verdict of a against b, in words
+            return {"held": f"{a} better", "not held": f"{b} better"}.get(word, word)
+        for o in (o for o in variants if o != v):  # the same test for the others, and v - o
+            ow, so = verdict(paired(res.by_seed(long, o), res.by_seed(short, o), higher))
+            vw, sv = verdict(paired(res.by_seed(long, v), res.by_seed(long, o), higher))
+            if so is None and sv is None:
+                continue  # no seed to pair (n/a at these lengths)
+            lines.append(f"{o}, {long} - {short}: {fmt_stat(so)}, {better(ow, long, short)}. "
+                         f"At {long}, {v} - {o}: {fmt_stat(sv)}, {better(vw, v, o)}.")
         who, _, goal, label = e["target"]
         best = max((m[0] for m in (mean_interval(list(res.by_seed(long, vv).values()))
                                    for vv in variants) if m), default=math.nan)

@@ -73,11 +73,15 @@ write("cola-long-cpu", [run("", v, seed, x, "mcc", True) for seed, (l, r) in
                         enumerate([(0.0, 0.30), (0.01, 0.33), (-0.01, 0.27)], 1)
                         for v, x in (("learned", l), ("rope", r))], "learned")
 # Ranking, run longest first: RoPE at 1024 vs 512 differs by +0.02, -0.02, +0.01: not
-# separable; learned is n/a.
+# separable; alibi rises by 0.04, 0.04, 0.05 and is below RoPE at 1024 at every seed; learned
+# is n/a (no line of its own).
 k = []
-for seed, (a, b) in enumerate([(0.70, 0.72), (0.71, 0.69), (0.70, 0.71)], 1):
+for seed, (a, b, c, d) in enumerate([(0.70, 0.72, 0.60, 0.64), (0.71, 0.69, 0.61, 0.65),
+                                     (0.70, 0.71, 0.61, 0.66)], 1):
     k.append(run("len1024", "rope", seed, b, "accuracy", True))
     k.append(run("len512", "rope", seed, a, "accuracy", True))
+    k.append(run("len1024", "alibi", seed, d, "accuracy", True))
+    k.append(run("len512", "alibi", seed, c, "accuracy", True))
     k.append(dict(task="len1024", variant="learned", setting="", seed=seed, run_dir="",
                   metric="", higher=False, value=None, not_applicable="beyond the table"))
 write("rank-cpu", k, "rope")
@@ -126,6 +130,9 @@ r = section("## Long-text ranking")
 assert "**not separable**" in r and "| learned | - | n/a |" in r, r
 assert "| variant | len512 | len1024 |" in r and "higher at len1024 than at len512" in r, r
 assert "**missed** (0.707)" in r, r
+assert re.search(r"\nalibi, len1024 - len512: 0\.043 ± 0\.006 \[0\.029, 0\.058\], len1024 better\. "
+                 r"At len1024, rope - alibi: 0\.057 ± 0\.021 \[0\.005, 0\.108\], rope better\.", r), r
+assert "\nlearned, " not in r, r
 c = section("## Length-generalisation card")
 assert "| copy | rope | 100.0% | yes |" in c and "| addition | rope | 20.0% | no |" in c, c
 assert "copy and reverse at least 95% at 1x for the best family: **met**" in c, c
