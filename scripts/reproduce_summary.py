@@ -64,6 +64,11 @@ def verdict(diffs):
     return "not separable", s
 
 
+def better(word, a, b):
+    """A paired verdict of a against b (verdict()'s word), in words."""
+    return {"held": f"{a} better", "not held": f"{b} better"}.get(word, word)
+
+
 def ordered_unique(xs):
     """The distinct values of xs, in order of first appearance."""
     return list(dict.fromkeys(xs))
@@ -283,8 +288,6 @@ def section_rank(e, res):
         word, s = verdict(d)
         lines += ["", f"Claim: {v}'s accuracy is higher at {long} than at {short}. Per-seed "
                       f"difference: {fmt_stat(s)}. **{word}**."]
-        def better(word, a, b):  # a paired verdict of a against b, in words
-            return {"held": f"{a} better", "not held": f"{b} better"}.get(word, word)
         for o in (o for o in variants if o != v):  # the same test for the others, and v - o
             ow, so = verdict(paired(res.by_seed(long, o), res.by_seed(short, o), higher))
             vw, sv = verdict(paired(res.by_seed(long, v), res.by_seed(long, o), higher))
