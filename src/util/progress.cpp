@@ -35,21 +35,23 @@ std::string format_duration(double s) {
   return buf;
 }
 
-Progress::Progress(std::string label, int64_t total, std::string unit)
+Progress::Progress(std::string label, int64_t total, std::string unit, int64_t start)
     : label_(std::move(label)),
       unit_(std::move(unit)),
       total_(total),
+      start_count_(start),
+      done_(start),
       tty_(isatty(STDERR_FILENO) != 0),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
 Progress::~Progress() {
-  if (!finished_ && tty_ && done_ > 0) std::fputc('\n', stderr);
+  if (!finished_ && tty_ && drawn_ >= 0) std::fputc('\n', stderr);
 }
 
 std::string Progress::render(const std::string& fields) const {
   double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  double rate = el > 0 ? static_cast<double>(done_) / el : 0.0;
+  double rate = el > 0 ? static_cast<double>(done_ - start_count_) / el : 0.0;
   std::string s = label_ + " ";
   char buf[160];
   if (total_ > 0) {

@@ -10,8 +10,9 @@ namespace ropelab {
 
 class Progress {
  public:
-  // `unit` names what is counted ("step", "verse"); total 0 = unknown.
-  Progress(std::string label, int64_t total, std::string unit = "it");
+  // `unit` names what is counted ("step", "verse"); total 0 = unknown. `start` is the count the
+  // work resumes from (a resumed run's step): the rate and ETA count only what this process did.
+  Progress(std::string label, int64_t total, std::string unit = "it", int64_t start = 0);
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -20,11 +21,12 @@ class Progress {
   void update(int64_t done, const std::string& fields = "");
   // Prints the final state and a newline.
   void finish(const std::string& fields = "");
+  // The line as it would be drawn now (without the TTY control codes).
+  std::string render(const std::string& fields = "") const;
 
  private:
-  std::string render(const std::string& fields) const;
   std::string label_, unit_;
-  int64_t total_, done_ = 0, drawn_ = -1;  // drawn_: the count last shown
+  int64_t total_, start_count_, done_, drawn_ = -1;  // drawn_: the count last shown
   bool tty_, finished_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };

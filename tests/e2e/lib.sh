@@ -16,21 +16,35 @@ $OUT"; }
 expect_not_in() { ! grep -qF -- "$1" <<<"$OUT" || fail "output has '$1'. Output:
 $OUT"; }
 # signal_when SIG LOG PATTERN DELAY CMD...: runs CMD in the background with its output in LOG,
-# waits (up to 30 s each) until the process catches SIG (ropelab installs its handlers after
+# waits (up to 5 minutes each) until the process catches SIG (ropelab installs its handlers after
 # start-up, which may re-execute the binary) and until LOG matches PATTERN (empty: no pattern),
 # sleeps DELAY seconds, sends SIG and waits for the exit; the exit code is in $CODE.
+running() { [[ -e /proc/$1 ]] && ! grep -q '^State:.*Z' /proc/$1/status 2>/dev/null; }
 signal_when() {
   local sig=$1 log=$2 pattern=$3 delay=$4; shift 4
   "$@" >"$log" 2>&1 &
   local pid=$! num mask
   num=$(kill -l "$sig")
-  for _ in $(seq 600); do
+  for _ in $(seq 6000); do
+    running $pid || break
     mask=$(awk '/^SigCgt:/ {print $2}' /proc/$pid/status 2>/dev/null || true)
     [[ -n $mask ]] && (( (16#$mask >> (num - 1)) & 1 )) && break
     sleep 0.05
   done
   if [[ -n $pattern ]]; then
-    for _ in $(seq 600); do grep -q -- "$pattern" "$log" 2>/dev/null && break; sleep 0.05; done
+    # A loaded machine can take far longer than 30 s to reach a step-0 evaluation; never
+    # signal at a moment the test did not ask for.
+    local seen=0
+    for _ in $(seq 6000); do
+      grep -q -- "$pattern" "$log" 2>/dev/null && { seen=1; break; }
+      running $pid || break
+      sleep 0.05
+    done
+    if (( ! seen )); then
+      kill -KILL $pid 2>/dev/null || true
+      wait $pid 2>/dev/null || true
+      fail "'$pattern' never appeared in $log before the signal was due: $(tail -3 "$log")"
+    fi
   fi
   sleep "$delay"
   kill -"$sig" $pid
