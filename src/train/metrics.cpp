@@ -300,7 +300,6 @@ std::map<std::string, double> MetricsLogger::final_valid(int64_t step) const {
 
 void MetricsLogger::start(int64_t step, double tokens) {
   bar_ = std::make_unique<Progress>("train", max_steps_, "step", step);
-  bar_->update(step);
   t_log_ = clock::now();
   tokens_at_log_ = tokens;
 }

@@ -30,7 +30,7 @@ TEST(Progress, RateAndEtaCountFromTheResumeStep) {
   ASSERT_NE(rate_at, std::string::npos) << line;
   auto rate_from = line.rfind("| ", rate_at) + 2;
   double rate = std::stod(line.substr(rate_from, rate_at - rate_from));
-  EXPECT_LE(rate, 500.0 * 1.01) << line;  // counted from step 0 it would read "10.6k"
+  EXPECT_LE(rate, 500.0 * 1.01) << line;  // counted from step 0 it would read "105.50k"
   EXPECT_EQ(line.find("k step/s"), std::string::npos) << line;
   // 8900 steps left at <= 500 steps/s: at least 17 s.
   auto eta = line.substr(line.find("ETA ") + 4);
