@@ -83,8 +83,10 @@ def card(path, data):
                 keep.append(x), mean.append(m), lo.append(m - sd), hi.append(m + sd)
             if not keep:
                 continue
-            color = f"C{v_i % 10}"
-            ax.plot(keep, mean, "o-", color=color, label=variant, markersize=3)
+            # Ten colours, then the same colours dashed with square markers: 11+ families stay
+            # distinguishable.
+            color, style = f"C{v_i % 10}", ["o-", "s--", "^:"][v_i // 10 % 3]
+            ax.plot(keep, mean, style, color=color, label=variant, markersize=3)
             if len(es) > 1:
                 ax.fill_between(keep, lo, hi, color=color, alpha=0.15, linewidth=0)
         ax.set_xscale("log", base=2)

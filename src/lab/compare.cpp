@@ -594,9 +594,7 @@ namespace {
 int64_t killed_before_first_checkpoint(const config::Config& c) {
   const auto dir = stdfs::path(c.run.out_dir) / c.run.name;
   const auto jsonl = dir / "metrics.jsonl";
-  if (!stdfs::exists(jsonl) || !train::verified_checkpoints(dir.string()).empty() ||
-      !train::damaged_checkpoints(dir.string()).empty())
-    return -1;
+  if (!stdfs::exists(jsonl) || train::has_checkpoints(dir.string())) return -1;
   int64_t last = 0;
   std::istringstream lines(fs::read_file(jsonl.string()));
   for (std::string line; std::getline(lines, line);) {

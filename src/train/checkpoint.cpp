@@ -153,6 +153,8 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
   }
 }
 
+bool has_checkpoints(const std::string& run_dir) { return !list(run_dir).empty(); }
+
 std::vector<std::string> verified_checkpoints(const std::string& run_dir) {
   std::vector<std::string> out;
   for (const auto& [step, p] : list(run_dir))
@@ -303,7 +305,14 @@ bool Checkpointer::resume(torch::nn::Module& model, torch::optim::Optimizer* opt
           "resuming with {} threads (the run used {}): results may differ in the last bits",
           here.threads, st.threads);
     st.threads = here.threads;
-    spdlog::info("resuming {} from step {}", run_dir_, st.step);
+    // The max_steps this process runs to (it may have been raised on resume).
+    const auto max_it = flat_.find("train.max_steps");
+    const bool finished =
+        max_it != flat_.end() && !st.eval_pending && st.step >= std::stoll(max_it->second);
+    if (finished)
+      spdlog::info("{} already finished at step {}: nothing to train", run_dir_, st.step);
+    else
+      spdlog::info("resuming {} from step {}", run_dir_, st.step);
     // The checkpoint loads under the new config: record what changed, with the step it applies
     // from (train.log gets the same lines once it is open: Trainer::run).
     std::vector<ConfigChange> may, forced;

@@ -50,6 +50,8 @@ struct TrainState {
 // loads for translate, eval and export.
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model,
                      torch::optim::Optimizer* opt, const TrainState& st, int64_t keep_last);
+// Whether run_dir has any checkpoint directory, complete or not (nothing is read or hashed).
+bool has_checkpoints(const std::string& run_dir);
 // Every checkpoint directory whose manifest and checksums verify, oldest first.
 std::vector<std::string> verified_checkpoints(const std::string& run_dir);
 // Each checkpoint directory that does not verify (its name) and why.

@@ -257,8 +257,9 @@ TrainResult Trainer::run() {
   }
   model_->train();
   if (st_.eval_pending || (st_.step == 0 && cfg_.train.eval_every > 0))
-    evaluate(st_.step >= max_steps);                  // a stopped one, or the untrained baseline
-  if (logger_) logger_->start(st_.step, st_.tokens);  // tokens/s counts training time only
+    evaluate(st_.step >= max_steps);  // a stopped one, or the untrained baseline
+  // tokens/s counts training time only; a finished run has no steps left and draws no bar
+  if (logger_ && st_.step < max_steps) logger_->start(st_.step, st_.tokens);
   while (st_.step < max_steps && !stop_) {
     auto s = train_step();
     if (s.stop) stop_ = true;

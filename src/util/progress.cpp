@@ -57,12 +57,14 @@ std::string Progress::render(const std::string& fields) const {
   if (total_ > 0) {
     double frac = static_cast<double>(done_) / static_cast<double>(total_);
     int width = 24, fill = static_cast<int>(frac * width);
+    // Complete work has nothing left, measured rate or not (a run resumed at its last step).
+    std::string eta = done_ >= total_ ? "0s"
+                      : rate > 0      ? format_duration(static_cast<double>(total_ - done_) / rate)
+                                      : "?";
     s += "[" + std::string(fill, '#') + std::string(width - fill, '.') + "] ";
-    std::snprintf(
-        buf, sizeof buf, "%ld/%ld %s (%3.0f%%) | %s %s/s | elapsed %s | ETA %s", done_, total_,
-        unit_.c_str(), 100.0 * frac, human_rate(rate).c_str(), unit_.c_str(),
-        format_duration(el).c_str(),
-        rate > 0 ? format_duration(static_cast<double>(total_ - done_) / rate).c_str() : "?");
+    std::snprintf(buf, sizeof buf, "%ld/%ld %s (%3.0f%%) | %s %s/s | elapsed %s | ETA %s", done_,
+                  total_, unit_.c_str(), 100.0 * frac, human_rate(rate).c_str(), unit_.c_str(),
+                  format_duration(el).c_str(), eta.c_str());
   } else {
     std::snprintf(buf, sizeof buf, "%ld %s | %s %s/s | elapsed %s", done_, unit_.c_str(),
                   human_rate(rate).c_str(), unit_.c_str(), format_duration(el).c_str());

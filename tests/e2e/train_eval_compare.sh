@@ -43,6 +43,9 @@ rows=$(/usr/bin/python3 -c "import h5py; print(len(h5py.File('$R/metrics.h5')['v
 expect_exit 0 "$ROPELAB" train tiny.yaml train.max_steps=15
 expect_in "step 15 valid acc"
 expect_in "(final, from metrics.h5)"
+expect_in "tiny-rope already finished at step 15: nothing to train"
+expect_not_in "resuming"
+expect_not_in "step/s"  # no progress bar for a run with nothing left to do
 [[ $(/usr/bin/python3 -c "import h5py; print(len(h5py.File('$R/metrics.h5')['valid/step']))") -eq $rows ]] ||
   fail "a finished run run again logged its final evaluation twice"
 # A changed architecture is refused, naming what differs (tests/e2e/reliability.sh: the rest).

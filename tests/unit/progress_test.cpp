@@ -47,5 +47,14 @@ TEST(Progress, FreshWorkCountsFromZero) {
   EXPECT_EQ(line.find("ETA ?"), std::string::npos) << line;  // a rate was measured
 }
 
+// Work that is complete has nothing left: its ETA is 0s even when no rate was measured (a run
+// resumed at its last step), never "?".
+TEST(Progress, CompleteWorkHasNoEta) {
+  Progress bar("train", 1000, "step", 1000);
+  std::string line = bar.render();
+  EXPECT_NE(line.find("1000/1000 step (100%)"), std::string::npos) << line;
+  EXPECT_NE(line.find("ETA 0s"), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace ropelab

@@ -136,6 +136,13 @@ TEST(Checkpoint, DamagedCheckpointIsSkippedAndPruningKeepsBest) {
   // An incomplete checkpoint (no manifest: killed mid-write) is ignored too.
   stdfs::create_directories(run + "/checkpoints/step-000000020");
   EXPECT_NE(latest_checkpoint(run)->find("step-000000005"), std::string::npos);
+  // has_checkpoints counts every checkpoint directory, damaged or incomplete ones too.
+  EXPECT_TRUE(has_checkpoints(run));
+  std::string other = d.file("runs/incomplete");
+  EXPECT_FALSE(has_checkpoints(other));
+  stdfs::create_directories(other + "/checkpoints/step-000000003");
+  EXPECT_TRUE(has_checkpoints(other));
+  EXPECT_FALSE(latest_checkpoint(other));
 }
 
 // Fine-tuning starts here: an MLM run's encoder goes into a model with a fresh classification
