@@ -354,7 +354,8 @@ void register_all(CLI::App& app) {
       app, "train",
       "Train the run a config describes: prepares its data if needed, writes\n"
       "run.out_dir/run.name/{config.yaml, train.log, metrics.h5, metrics.jsonl, checkpoints/}.\n"
-      "Running it again on a run with checkpoints resumes it. On resume only more\n"
+      "Running it again on a run with checkpoints resumes it (a finished one trains nothing\n"
+      "and reports its final validation numbers from metrics.h5). On resume only more\n"
       "train.max_steps, train.eval_every/log_every/checkpoint_every/keep_last, run.threads and\n"
       "run.device may change (recorded in config_history.yaml); any other change is refused.\n"
       "A run with results but no usable checkpoint is refused unless --restart. One process\n"
