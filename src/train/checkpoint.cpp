@@ -262,6 +262,7 @@ Checkpointer::Checkpointer(std::string run_dir, const config::Config& config, in
       flat_(config::flat_keys(config)),
       arch_(architecture_keys(config)),
       keep_last_(keep_last),
+      max_steps_(config.train.max_steps),
       restart_(restart),
       allow_config_change_(allow_config_change) {}
 
@@ -305,11 +306,7 @@ bool Checkpointer::resume(torch::nn::Module& model, torch::optim::Optimizer* opt
           "resuming with {} threads (the run used {}): results may differ in the last bits",
           here.threads, st.threads);
     st.threads = here.threads;
-    // The max_steps this process runs to (it may have been raised on resume).
-    const auto max_it = flat_.find("train.max_steps");
-    const bool finished =
-        max_it != flat_.end() && !st.eval_pending && st.step >= std::stoll(max_it->second);
-    if (finished)
+    if (!st.eval_pending && st.step >= max_steps_)
       spdlog::info("{} already finished at step {}: nothing to train", run_dir_, st.step);
     else
       spdlog::info("resuming {} from step {}", run_dir_, st.step);

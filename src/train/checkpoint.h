@@ -95,6 +95,7 @@ class Checkpointer {
   std::map<std::string, std::string> flat_;  // every key
   std::map<std::string, std::string> arch_;  // the architecture-defining keys (config_hash)
   int64_t keep_last_;
+  int64_t max_steps_;  // this process's train.max_steps (it may have been raised on resume)
   bool restart_;
   bool allow_config_change_;
   std::vector<std::string> changes_;
