@@ -1,7 +1,8 @@
 // The `ropelab` command: subcommands are thin wiring over the library in src/.
 //
 // Exit codes: 0 success, 2 a problem with the user's input (config, data, arguments),
-// 1 an internal error (a bug: please report it), 3 a distributed run lost a rank (the message
+// 1 an internal error (a bug: please report it; a crash dies of its signal after a one-line
+// message and a report file, util/signals.h), 3 a distributed run lost a rank (the message
 // names it; that rank's own log says why), 143 stopped by SIGINT, SIGTERM or SIGHUP
 // (whatever was complete is kept, nothing partial is written), 130 a second Ctrl-C.
 #include <c10/util/Exception.h>
@@ -32,7 +33,8 @@ std::string first_line(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  ropelab::platform::ensure_fast_blas(argc, argv);
+  ropelab::platform::ensure_fast_blas(argc, argv);  // may re-execute: nothing before it
+  ropelab::signals::install_crash_report(argv);
   ropelab::platform::keep_freed_memory();
   ropelab::h5::no_cleanup_at_exit();
   ropelab::signals::install_handlers();

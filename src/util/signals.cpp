@@ -1,7 +1,14 @@
 #include "util/signals.h"
 
+#include <execinfo.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace ropelab::signals {
 
@@ -11,6 +18,73 @@ extern "C" void on_signal(int sig) {
   if (g_stop != 0 && sig == SIGINT) std::_Exit(130);  // a second Ctrl-C: leave at once
   g_stop = sig;
 }
+
+#if !defined(__SANITIZE_ADDRESS__)  // the sanitizers' own reports are better: keep their handlers
+// ---- the crash report: everything below runs inside a signal handler of a process that may
+// have a corrupted heap, so it allocates nothing: plain write(), and backtrace_symbols_fd, which
+// writes straight to the file (backtrace itself is primed at install time, so that its first
+// call, which loads libgcc, is not made in the handler).
+
+constexpr int kFatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+char g_report[512] = "";
+char** g_argv = nullptr;
+alignas(16) char g_alt_stack[64 * 1024];  // a stack overflow still gets its report
+
+const char* fatal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    default:
+      return "SIGABRT";
+  }
+}
+
+void put(int fd, const char* s) {
+  size_t n = std::strlen(s);
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+extern "C" void on_fatal(int sig) {
+  const int saved_errno = errno;
+  const char* name = fatal_name(sig);
+  int fd = open(g_report, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  put(STDERR_FILENO, "ropelab: internal error: ");
+  put(STDERR_FILENO, name);
+  put(STDERR_FILENO, " (a bug: please report it)");
+  if (fd >= 0) {
+    put(STDERR_FILENO, "; details in ");
+    put(STDERR_FILENO, g_report);
+    put(fd, "ropelab " ROPELAB_VERSION " crashed: ");
+    put(fd, name);
+    put(fd, "\ncommand:");
+    for (char** a = g_argv; a != nullptr && *a != nullptr; ++a) {
+      put(fd, " ");
+      put(fd, *a);
+    }
+    put(fd, "\nbacktrace of the thread that crashed (innermost first):\n");
+    void* frames[64];
+    backtrace_symbols_fd(frames, backtrace(frames, 64), fd);
+    close(fd);
+  }
+  put(STDERR_FILENO, "\n");
+  errno = saved_errno;
+  // SA_RESETHAND restored the default action: the signal, pending until this handler returns,
+  // ends the process as it would have without the report.
+  raise(sig);
+}
+#endif
 }  // namespace
 
 bool stop_requested() { return g_stop != 0; }
@@ -31,6 +105,29 @@ void install_handlers() {
   // A file-size limit (ulimit -f) then makes write() fail with EFBIG, which takes the same
   // clean error path as a full disk, instead of killing the process in the middle of a save.
   std::signal(SIGXFSZ, SIG_IGN);
+}
+
+void install_crash_report(char** argv) {
+#if defined(__SANITIZE_ADDRESS__)
+  (void)argv;
+#else
+  g_argv = argv;
+  const char* tmp = std::getenv("TMPDIR");
+  if (tmp == nullptr || *tmp == '\0') tmp = "/tmp";
+  std::snprintf(g_report, sizeof g_report, "%s/ropelab-crash-%ld.txt", tmp,
+                static_cast<long>(getpid()));
+  void* prime[1];
+  backtrace(prime, 1);
+  stack_t ss = {};
+  ss.ss_sp = g_alt_stack;
+  ss.ss_size = sizeof g_alt_stack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa = {};
+  sa.sa_handler = on_fatal;
+  sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kFatal) sigaction(sig, &sa, nullptr);
+#endif
 }
 
 }  // namespace ropelab::signals

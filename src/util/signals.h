@@ -1,6 +1,8 @@
 // Stop requests from signals. SIGINT, SIGTERM or SIGHUP ask every long loop (training,
 // evaluation) to finish its current unit of work and leave cleanly; a second Ctrl-C leaves at
 // once (130). SIGXFSZ is ignored, so a file-size limit is a write error like a full disk.
+// A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, or SIGABRT, e.g. from glibc's heap checks) is a bug:
+// the crash report says so in one line and writes the backtrace to a file to attach to a report.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,14 @@ class Interrupted : public std::runtime_error {
 
 // Installed first thing in main, so a signal at any moment of any command is handled.
 void install_handlers();
+// The crash report, installed first thing in main (argv is kept for the report). On a fatal
+// signal: "ropelab: internal error: SIGSEGV (a bug: please report it); details in PATH" on
+// stderr, and PATH = $TMPDIR/ropelab-crash-<pid>.txt (TMPDIR unset: /tmp) holds the version, the
+// command line and the backtrace of the thread that crashed (frames in ropelab itself as
+// "ropelab(+0xOFFSET)": `addr2line -Cfe build/bin/ropelab 0xOFFSET` names them). The process
+// then dies of the same signal, as it would have without the report (exit status 128 + signal,
+// a core dump where enabled).
+void install_crash_report(char** argv);
 // True after SIGINT/SIGTERM/SIGHUP (polled by every long loop).
 bool stop_requested();
 // Throws Interrupted("<what> stopped by <signal name>; <kept>") after a stop request.

@@ -3,7 +3,14 @@ set -euo pipefail
 : "${ROPELAB:?set by ctest}"
 WORK=$(mktemp -d /tmp/ropelab-e2e.XXXXXX)
 trap '[[ -n ${KEEP_WORK:-} ]] || rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# A crashing ropelab writes its report to $TMPDIR/ropelab-crash-<pid>.txt: here, so that a
+# failing test shows it (the backtrace says where an intermittent crash happened).
+export TMPDIR=$WORK
+fail() {
+  echo "FAIL: $*" >&2
+  for r in "$WORK"/ropelab-crash-*.txt; do [[ -e $r ]] && { echo "--- $r" && cat "$r"; } >&2; done
+  exit 1
+}
 # expect_exit CODE CMD...: runs CMD, captures output in $OUT, checks the exit code.
 expect_exit() {
   local want=$1; shift

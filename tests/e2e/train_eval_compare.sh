@@ -178,6 +178,21 @@ stop_with() {  # stop_with SIGNAL RUN_NAME
 stop_with TERM long
 stop_with HUP hup
 
+# A crash (a bug; here SIGSEGV or SIGABRT sent from outside) says so in one line naming a report
+# with the command line and the backtrace, and the process still dies of its signal.
+for sig in SEGV ABRT; do
+  signal_when $sig crash.log "info run " 0.5 \
+    "$ROPELAB" train tiny.yaml run.name=crash-$sig train.max_steps=100000 train.checkpoint_every=0
+  [[ $CODE -eq $((128 + $(kill -l $sig))) ]] || fail "SIG$sig exit code $CODE: $(tail -3 crash.log)"
+  report=$(ls ropelab-crash-*.txt 2>/dev/null) || fail "SIG$sig left no crash report"
+  grep -qx "ropelab: internal error: SIG$sig (a bug: please report it); details in $WORK/$report" \
+    crash.log || fail "SIG$sig message: $(tail -3 crash.log)"
+  grep -q "crashed: SIG$sig" $report && grep -q "^command: .* train tiny.yaml run.name=crash-$sig " \
+    $report || fail "SIG$sig report: $(head -3 $report)"
+  (($(grep -c '\[0x[0-9a-f]*\]$' $report) >= 3)) || fail "SIG$sig report has no backtrace: $(cat $report)"
+  rm $report
+done
+
 # A run whose checkpoints are all damaged is not silently restarted: exit 2 naming each one,
 # nothing changed; --restart starts over and keeps the old metrics and checkpoints renamed.
 cp -r $R runs/dmg
