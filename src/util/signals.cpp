@@ -28,7 +28,7 @@ extern "C" void on_signal(int sig) {
 constexpr int kFatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 char g_report[512] = "";
 char** g_argv = nullptr;
-alignas(16) char g_alt_stack[64 * 1024];  // a stack overflow still gets its report
+alignas(16) char g_alt_stack[64 * 1024];  // the main thread's overflowed stack still reports
 
 const char* fatal_name(int sig) {
   switch (sig) {
@@ -59,7 +59,8 @@ void put(int fd, const char* s) {
 extern "C" void on_fatal(int sig) {
   const int saved_errno = errno;
   const char* name = fatal_name(sig);
-  int fd = open(g_report, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new file only (never through a link someone left at that name in a shared /tmp).
+  int fd = open(g_report, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   put(STDERR_FILENO, "ropelab: internal error: ");
   put(STDERR_FILENO, name);
   put(STDERR_FILENO, " (a bug: please report it)");

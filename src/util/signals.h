@@ -23,7 +23,8 @@ void install_handlers();
 // signal: "ropelab: internal error: SIGSEGV (a bug: please report it); details in PATH" on
 // stderr, and PATH = $TMPDIR/ropelab-crash-<pid>.txt (TMPDIR unset: /tmp) holds the version, the
 // command line and the backtrace of the thread that crashed (frames in ropelab itself as
-// "ropelab(+0xOFFSET)": `addr2line -Cfe build/bin/ropelab 0xOFFSET` names them). The process
+// "ropelab(+0xOFFSET)": `addr2line -Cfe build/bin/ropelab 0xOFFSET` names them; the file is
+// created new, readable by its owner only, and left out if that name exists). The process
 // then dies of the same signal, as it would have without the report (exit status 128 + signal,
 // a core dump where enabled).
 void install_crash_report(char** argv);
