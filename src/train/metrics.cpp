@@ -315,7 +315,10 @@ void MetricsLogger::train_step(const tasks::StepSums& sums, int64_t step, double
   }
   window_.add(sums);
   if (step % log_every_ != 0 && step != max_steps_) return;
-  double secs = std::chrono::duration<double>(clock::now() - t_log_).count();
+  // The window runs from the previous row's clock reading to this one's, so writing a row counts
+  // as training time (as in the progress bar's step/s); evaluation and saving are paused out.
+  const auto now = clock::now();
+  double secs = std::chrono::duration<double>(now - t_log_).count();
   double tps = secs > 0 ? (tokens - tokens_at_log_) / secs : 0.0;
   auto row = row_of_(window_.read());  // loss and the task's metrics over the window
   double loss = row["loss"];
@@ -327,7 +330,7 @@ void MetricsLogger::train_step(const tasks::StepSums& sums, int64_t step, double
   if (log_) log_->log("train", row);
   if (bar_) bar_->update(step, fmt::format("loss {:.4f} lr {:.2e} {:.0f} tok/s", loss, lr, tps));
   window_ = tasks::StepSums{};
-  t_log_ = clock::now();
+  t_log_ = now;
   tokens_at_log_ = tokens;
 }
 

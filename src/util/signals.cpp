@@ -25,24 +25,23 @@ extern "C" void on_signal(int sig) {
 // writes straight to the file (backtrace itself is primed at install time, so that its first
 // call, which loads libgcc, is not made in the handler).
 
-constexpr int kFatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct Fatal {
+  int sig;
+  const char* name;
+};
+constexpr Fatal kFatal[] = {{SIGSEGV, "SIGSEGV"},
+                            {SIGBUS, "SIGBUS"},
+                            {SIGFPE, "SIGFPE"},
+                            {SIGILL, "SIGILL"},
+                            {SIGABRT, "SIGABRT"}};
 char g_report[512] = "";
 char** g_argv = nullptr;
 alignas(16) char g_alt_stack[64 * 1024];  // the main thread's overflowed stack still reports
 
 const char* fatal_name(int sig) {
-  switch (sig) {
-    case SIGSEGV:
-      return "SIGSEGV";
-    case SIGBUS:
-      return "SIGBUS";
-    case SIGFPE:
-      return "SIGFPE";
-    case SIGILL:
-      return "SIGILL";
-    default:
-      return "SIGABRT";
-  }
+  for (const auto& f : kFatal)
+    if (f.sig == sig) return f.name;
+  return "a fatal signal";
 }
 
 void put(int fd, const char* s) {
@@ -127,7 +126,7 @@ void install_crash_report(char** argv) {
   sa.sa_handler = on_fatal;
   sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
-  for (int sig : kFatal) sigaction(sig, &sa, nullptr);
+  for (const auto& f : kFatal) sigaction(f.sig, &sa, nullptr);
 #endif
 }
 
