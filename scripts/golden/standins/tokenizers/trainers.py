@@ -1,0 +1,2 @@
+"""The stand-in's tokenizers.trainers: every name raises when used."""
+from tokenizers import __getattr__  # noqa: F401
