@@ -13,7 +13,10 @@
 #      model classes, its outputs against the reference (and the fixtures rebuilt identical);
 #   2. wordpiece_reference.py --check-with-transformers: the slow BertTokenizer;
 #   3. bpe_reference.py --check-with-transformers: the slow GPT2Tokenizer and Qwen2Tokenizer
-#      (Llama 3's byte-level BPE has no slow class: needs the real `tokenizers`).
+#      (Llama 3's byte-level BPE has no slow class: needs the real `tokenizers`);
+#   4. with build/bin/ropelab: each fixture imported (`ropelab import-hf`) and exported again
+#      (`ropelab export --format hf`), the export loaded by transformers against the same
+#      reference (bert-cls aside: no built-in data has its 3 labels).
 # Where the real packages are installed, run the three scripts directly instead.
 set -euo pipefail
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -61,5 +64,19 @@ diff -rq "$work/wp" tests/data/wordpiece >/dev/null || { echo "the WordPiece cas
 echo "== 3. byte-level BPE (tests/data/bpe)"
 "$py" scripts/golden/bpe_reference.py "$work/bpe" --check-with-transformers || rc=1
 diff -rq "$work/bpe" tests/data/bpe >/dev/null || { echo "the BPE cases rebuilt differ"; rc=1; }
+echo "== 4. ropelab's exports of the imported fixtures"
+if [[ -x build/bin/ropelab ]]; then
+  for d in tests/data/hf/*/; do
+    name=$(basename "$d") data=()
+    [[ $name == bert-cls ]] && continue
+    [[ $name == roformer-cls ]] && data=(data.source=bible-sst2 data.prepared_dir="$work/prep")
+    build/bin/ropelab import-hf "$d" --out "$work/runs/$name" "${data[@]}" >"$work/import.log" 2>&1 &&
+      build/bin/ropelab export "$work/runs/$name" --format hf --out "$work/exports/$name" >"$work/export.log" 2>&1 ||
+      { echo "$name: import or export failed"; cat "$work/import.log" "$work/export.log"; rc=1; }
+  done
+  "$py" scripts/golden/hf_fixtures.py "$work/hf2" --check-exports "$work/exports" 2>&1 | grep -v '^wrote' || rc=1
+else
+  echo "not run: build/bin/ropelab not built"
+fi
 echo "transformers_offline: $([[ $rc -eq 0 ]] && echo all agree || echo DIFFERENCES)"
 exit $rc
