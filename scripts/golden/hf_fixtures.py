@@ -531,9 +531,9 @@ def llama_fixtures(out, g):
     scalings = {
         "linear": ({"rope_type": "linear", "factor": 4.0}, {}),
         "dynamic": ({"rope_type": "dynamic", "factor": 4.0}, {}),
-        # original length and max_position_embeddings agree with factor, so transformers 4.51
-        # and later (which take factor from their ratio until 4.56) read the same factor; before
-        # 4.51 the correction range is over max_position_embeddings (check_with_transformers).
+        # original length and max_position_embeddings agree with factor, so the transformers
+        # versions that took factor from their ratio read the same factor; older ones take the
+        # correction range over max_position_embeddings (check_with_transformers).
         "yarn": ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256,
                   "beta_fast": 32.0, "beta_slow": 1.0}, {"max_position_embeddings": 1024}),
         "llama3": ({"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
@@ -670,17 +670,21 @@ def check_with_transformers(out, exports=None):
                 diff = (got - exp[key]).abs().max().item()
                 print(f"{name} {key}: max |{what} - reference| = {diff:.2e}")
                 assert diff < 1e-4, (name, key, diff)
-    # Two rope types read differently in older transformers; ropelab follows the later versions.
-    # With an older transformers those fixtures are compared with the reference recomputed its way:
-    # - yarn before 4.51: the correction range over max_position_embeddings, rope_scaling's
-    #   original_max_position_embeddings ignored (the fixture's 1024, not 256);
-    # - longrope before rope_utils' dynamic_rope_update: a Llama-layout model used the long
+    # Two rope types read differently in older transformers; ropelab follows the current ones.
+    # With an older transformers those fixtures are compared with the reference recomputed its way
+    # (each told apart by what its code does, not by version number):
+    # - yarn, before the 2025 change for DeepSeek-V3: the correction range over
+    #   max_position_embeddings, rope_scaling's original_max_position_embeddings ignored (the
+    #   fixture's 1024, not 256);
+    # - longrope, before rope_utils' dynamic_rope_update: a Llama-layout model used the long
     #   factors at every length (later: the short ones up to the original length).
+    import inspect  # noqa: E402
+
     import transformers.modeling_rope_utils as rope_utils  # noqa: E402
-    major_minor = tuple(int(x) for x in transformers.__version__.split(".")[:2])
     older = {}
-    if major_minor < (4, 51):
-        older["llama-yarn"] = ("transformers < 4.51: YaRN's range over max_position_embeddings",
+    if "original_max_position_embeddings" not in inspect.getsource(
+            rope_utils._compute_yarn_parameters):
+        older["llama-yarn"] = ("this transformers: YaRN's range over max_position_embeddings",
                                lambda c: c["rope_scaling"].update(
                                    original_max_position_embeddings=c["max_position_embeddings"]))
     if not hasattr(rope_utils, "dynamic_rope_update"):
