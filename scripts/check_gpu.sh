@@ -8,6 +8,9 @@
 #   bash scripts/check_gpu.sh --bench          # and the bench (a few minutes more)
 #   bash scripts/check_gpu.sh --deps DIR       # a machine without the libraries: DIR holds the
 #                                              # Debian 12 .debs of scripts/gpu_deps.sh
+#   # 15 minutes of GPU time in all (build ~4, gpu tier ~2, then the figures still missing):
+#   bash scripts/check_gpu.sh --deps DIR --bench --bench-models lm-large \
+#        --bench-variants "compile sdpa" --profile
 #
 # Options:
 #   --deps DIR     unpack DIR/*.deb into a private prefix (never into /) and build against it;
@@ -15,19 +18,28 @@
 #   --bench        run `ropelab bench --sections machine,train --models lm,lm-large
 #                  --precisions bf16 --compare-pytorch` on the GPU
 #   --bench-steps N  timed steps per bench figure (default 10)
+#   --bench-models M   the bench's --models (default lm-large,lm)
+#   --bench-variants V the bench's --pytorch-variants (default "eager sdpa compile")
+#   --profile      where the time of ropelab's lm-large bf16 step goes, per GPU kernel (Nsight
+#                  Systems' nsys when the machine has it; otherwise libtorch's profiler, which
+#                  times only the host side of each op and is reported as such)
 #   --out DIR      where the report and logs go
 # The build is `ROPELAB_SKIP_APT=1 bash scripts/setup.sh` (the setup script picks the CUDA
 # libtorch by itself on a machine with an NVIDIA GPU), into build/.
 set -uo pipefail
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
-deps="" bench=0 bench_steps=10 out=""
+deps="" bench=0 bench_steps=10 out="" profile=0 bench_models=lm-large,lm
+bench_variants="eager sdpa compile"
 while (($#)); do
   case "$1" in
     -h | --help) usage; exit 0 ;;
     --deps) deps="$2"; shift 2 ;;
     --bench) bench=1; shift ;;
     --bench-steps) bench_steps="$2"; shift 2 ;;
+    --bench-models) bench_models="$2"; shift 2 ;;
+    --bench-variants) bench_variants="$2"; shift 2 ;;
+    --profile) profile=1; shift ;;
     --out) out="$2"; shift 2 ;;
     *) echo "check_gpu: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -107,14 +119,33 @@ section "ctest -L gpu" "$out/ctest-gpu.log" \
 grep -E "tests passed|tests failed|Skipped|\*\*\*Failed|Not Run" "$out/ctest-gpu.log" | sed 's/^/    /' | tee -a "$report"
 if [[ $bench -eq 1 ]]; then
   section "bench" "$out/bench.log" timeout "${ROPELAB_BENCH_TIMEOUT:-900}" build/bin/ropelab bench \
-    --sections machine,train --models lm-large,lm --precisions bf16 --compare-pytorch \
-    --python "$(command -v python3)" --rounds 1 --steps "$bench_steps" --out "$out/bench" \
-    run.device=cuda || rc=1
+    --sections machine,train --models "$bench_models" --precisions bf16 --compare-pytorch \
+    --pytorch-variants $bench_variants --python "$(command -v python3)" --rounds 1 \
+    --steps "$bench_steps" --out "$out/bench" run.device=cuda || rc=1
   if [[ -f "$out/bench/bench.md" ]]; then
     cat "$out/bench/bench.md" >>"$report"
   else  # stopped early: every figure measured so far, one JSON object per line
     for f in "$out"/bench/logs/*.json; do [[ -f "$f" ]] && tail -1 "$f"; done >"$out/bench-points.jsonl"
     note "- bench stopped early; its figures so far: $out/bench-points.jsonl"
+  fi
+fi
+if [[ $profile -eq 1 ]]; then
+  # One process, one warm-up step and 3 profiled ones of the GPU shape.
+  point=(build/bin/ropelab bench --point train --config configs/bench/lm-large.yaml --steps 3
+    train.precision=bf16 run.device=cuda)
+  nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [[ -n "$nsys_bin" ]]; then
+    section "profile (nsys)" "$out/profile.log" timeout 300 "$nsys_bin" profile -t cuda,nvtx \
+      --force-overwrite true -o "$out/profile" --stats=true "${point[@]}" || rc=1
+    note "  GPU kernels by total time (nsys cuda_gpu_kern_sum; the warm-up step included):"
+    awk '/cuda_gpu_kern_sum/{on=1; next} on&&/\*\*/{exit} on&&/Time \(%\)/{print}
+      on&&/^ *[0-9]/{print; if(++n==25) exit}' "$out/profile.log" |
+      sed 's/^/    /' | tee -a "$report"
+  else
+    section "profile (libtorch; host-side op times only: no nsys here)" "$out/profile.log" \
+      env ROPELAB_PROFILE="$out/trace.json" timeout 300 "${point[@]}" || rc=1
+    python3 scripts/profile_summary.py "$out/trace.json" --steps 3 --top 15 2>&1 | sed 's/^/    /' |
+      tee -a "$report"
   fi
 fi
 note ""
