@@ -45,6 +45,14 @@ while (($#)); do
   esac
 done
 [[ "$bench_steps" =~ ^[1-9][0-9]*$ ]] || { echo "check_gpu: --bench-steps takes a positive number" >&2; exit 2; }
+for m in ${bench_models//,/ }; do
+  [[ $m =~ ^(lm|mlm|translation|lm-large)$ ]] ||
+    { echo "check_gpu: --bench-models: '$m' is not one of lm, mlm, translation, lm-large" >&2; exit 2; }
+done
+for v in $bench_variants; do
+  [[ $v =~ ^(eager|sdpa|compile)$ ]] ||
+    { echo "check_gpu: --bench-variants: '$v' is not one of eager, sdpa, compile" >&2; exit 2; }
+done
 if [[ -n "$deps" ]] && ! compgen -G "$deps/*.deb" >/dev/null; then
   echo "check_gpu: --deps $deps: no .deb files there (bash scripts/gpu_deps.sh DIR makes them)" >&2
   exit 2

@@ -25,10 +25,15 @@ expect_in "Debian GNU/Linux 14 (forky) is not a platform"
 gpu_check="$ROPELAB_SRC/scripts/check_gpu.sh"
 expect_exit 0 bash "$gpu_check" --help
 expect_in "ctest -L gpu"
+expect_in "--profile"
 expect_exit 2 bash "$gpu_check" --frobnicate
 expect_in "unknown argument --frobnicate"
 expect_exit 2 bash "$gpu_check" --bench-steps 0
 expect_in "--bench-steps takes a positive number"
+expect_exit 2 bash "$gpu_check" --bench-models lm,gpt
+expect_in "--bench-models: 'gpt' is not one of"
+expect_exit 2 bash "$gpu_check" --bench-variants "compile jit"
+expect_in "--bench-variants: 'jit' is not one of"
 mkdir -p "$WORK/no-debs"
 expect_exit 2 bash "$gpu_check" --deps "$WORK/no-debs"
 expect_in "no .deb files there"
