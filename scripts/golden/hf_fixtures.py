@@ -238,7 +238,10 @@ def main():
     V = len(VOCAB)
 
     # BertForMaskedLM, tied decoder (save_pretrained drops the tied decoder weight); then
-    # untied, with eps 1e-5.
+    # untied, with eps 1e-5, in the layout transformers 5 saves: it ties nothing when
+    # tie_word_embeddings is false, so the head computes with cls.predictions.decoder.bias and
+    # cls.predictions.bias stays as initialised (zeros). (transformers 4 shares one tensor
+    # under both names and saves it once, as cls.predictions.bias: bert-mlm's layout.)
     for name, cfg in (("bert-mlm", bert_config()),
                       ("bert-mlm-untied",
                        bert_config(tie_word_embeddings=False, layer_norm_eps=1e-5))):
@@ -247,6 +250,9 @@ def main():
         x, _ = bert_forward(sd, cfg, ids, types, mask)
         logits = mlm_logits(sd, cfg, x)
         prefixed = {("bert." + k if not k.startswith("cls.") else k): v for k, v in sd.items()}
+        if not cfg.get("tie_word_embeddings", True):
+            prefixed["cls.predictions.decoder.bias"] = prefixed["cls.predictions.bias"]
+            prefixed["cls.predictions.bias"] = torch.zeros_like(prefixed["cls.predictions.bias"])
         save(out, name, cfg, prefixed,
              [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
               ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])

@@ -17,7 +17,7 @@
 //   [bert.]encoder.layer.i.intermediate.dense / output.dense  layers.i.fc1 / fc2
 //   [bert.]encoder.layer.i.output.LayerNorm                 layers.i.norm2
 //   cls.predictions.transform.dense / .LayerNorm            head.dense / head.norm
-//   cls.predictions.bias (and .decoder.weight if untied)    head.bias (head.proj)
+//   cls.predictions.decoder.bias, else .bias; .decoder.weight if untied   head.bias (head.proj)
 //   bert.pooler.dense / classifier                          head.pooler / head.classifier
 //
 // The pooler belongs to ropelab's classification head, so an MLM run leaves it unused. A bare
@@ -171,7 +171,13 @@ void take_bert_encoder(Source& s, const BertShape& b, const std::string& p, Mapp
   if (b.mlm) {
     linear("cls.predictions.transform.dense", "head.dense", D, E);
     norm("cls.predictions.transform.LayerNorm", "head.norm", E);
-    w["head.bias"] = s.take("cls.predictions.bias", {V}).index_select(0, order);
+    // The bias the head adds: transformers 4 shares one tensor between cls.predictions.bias
+    // and .decoder.bias (and saves it once, as the first); transformers 5 ties them only with
+    // tied embeddings, so an untied head computes with .decoder.bias and leaves the other as
+    // initialised. The decoder's, where the file has it, is the one in use either way.
+    const bool decoder_bias = s.has("cls.predictions.decoder.bias");
+    const std::string live = decoder_bias ? "cls.predictions.decoder.bias" : "cls.predictions.bias";
+    w["head.bias"] = s.take(live, {V}).index_select(0, order);
     // Tied: the decoder is the word embeddings (transformers ties them when loading, whatever
     // the file holds); untied: its own matrix.
     if (b.tied)
@@ -179,7 +185,7 @@ void take_bert_encoder(Source& s, const BertShape& b, const std::string& p, Mapp
     else
       w["head.proj.weight"] =
           s.take("cls.predictions.decoder.weight", {V, E}).index_select(0, order);
-    s.skip("cls.predictions.decoder.bias");  // the same tensor as cls.predictions.bias
+    if (decoder_bias) s.skip("cls.predictions.bias");
   }
   m.vocab = V;
   m.vocab_order = b.order;
@@ -302,7 +308,10 @@ void export_bert_encoder(const ExportSource& s, const std::string& p, Exported& 
   if (std::holds_alternative<config::MlmTaskConfig>(s.config->task.opts)) {
     linear("cls.predictions.transform.dense", "head.dense");
     linear("cls.predictions.transform.LayerNorm", "head.norm");
+    // Both names (see the import): transformers 4 reads them as one tensor, transformers 5
+    // computes an untied head with the decoder's.
     put("cls.predictions.bias", s.rows(s.at("head.bias")));
+    put("cls.predictions.decoder.bias", s.rows(s.at("head.bias")));
     if (!m.tie_embeddings) put("cls.predictions.decoder.weight", s.rows(s.at("head.proj.weight")));
   }
   // The shared keys of config.json.

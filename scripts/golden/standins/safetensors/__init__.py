@@ -31,22 +31,27 @@ class _Slice:
         return self._t[index]
 
 
+def _parse(raw):
+    """(tensors by name, metadata) of a whole safetensors file's bytes."""
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    metadata = header.pop("__metadata__", None)
+    tensors = {}
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        data = bytearray(raw[8 + n + begin:8 + n + end])
+        dtype = _DTYPES[info["dtype"]]
+        t = _torch.frombuffer(data, dtype=dtype) if data else _torch.empty(0, dtype=dtype)
+        tensors[name] = t.reshape(info["shape"])
+    return tensors, metadata
+
+
 class safe_open:  # noqa: N801 (the package's own name)
     """The whole file is read at once (the checks' checkpoints are small)."""
 
-    def __init__(self, path, framework="pt", device="cpu"):
+    def __init__(self, path, framework="pt", device="cpu", **options):  # backend=...: ignored
         with open(path, "rb") as f:
-            raw = f.read()
-        (n,) = struct.unpack("<Q", raw[:8])
-        header = json.loads(raw[8:8 + n])
-        self._metadata = header.pop("__metadata__", None)
-        self._tensors = {}
-        for name, info in header.items():
-            begin, end = info["data_offsets"]
-            data = bytearray(raw[8 + n + begin:8 + n + end])
-            dtype = _DTYPES[info["dtype"]]
-            t = _torch.frombuffer(data, dtype=dtype) if data else _torch.empty(0, dtype=dtype)
-            self._tensors[name] = t.reshape(info["shape"])
+            self._tensors, self._metadata = _parse(f.read())
 
     def __enter__(self):
         return self

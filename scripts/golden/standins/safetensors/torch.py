@@ -1,10 +1,14 @@
 """The stand-in's `safetensors.torch`: loading, and the storage helpers transformers imports."""
-from . import safe_open
+from . import _parse, safe_open
 
 
 def load_file(path, device="cpu"):
     with safe_open(path) as f:
         return {k: f.get_tensor(k) for k in f.keys()}
+
+
+def load(data):
+    return _parse(data)[0]
 
 
 def save_file(*args, **kwargs):
