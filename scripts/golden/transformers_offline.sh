@@ -13,7 +13,8 @@
 #      model classes, its outputs against the reference (and the fixtures rebuilt identical);
 #   2. wordpiece_reference.py --check-with-transformers: the slow BertTokenizer;
 #   3. bpe_reference.py --check-with-transformers: the slow GPT2Tokenizer and Qwen2Tokenizer
-#      (Llama 3's byte-level BPE has no slow class: needs the real `tokenizers`; transformers 5
+#      (Llama 3's byte-level BPE has no slow class: scripts/golden/tokenizers_check.js runs
+#      every case through the real `tokenizers` from the npm registry instead; transformers 5
 #      has no slow classes at all, so 2 and 3 need the real `tokenizers` there);
 #   4. with build/bin/ropelab: each fixture imported (`ropelab import-hf`) and exported again
 #      (`ropelab export --format hf`), the export loaded by transformers against the same
