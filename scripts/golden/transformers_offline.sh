@@ -102,22 +102,19 @@ echo "== 1. checkpoints (tests/data/hf)"
 "$py" scripts/golden/hf_fixtures.py "$work/hf" --check-with-transformers 2>&1 | grep -v '^wrote' || rc=1
 diff -rq "$work/hf" tests/data/hf >/dev/null || { echo "the fixtures rebuilt differ from tests/data/hf"; rc=1; }
 # transformers 5 dropped the pure-Python ("slow") tokenizer classes: every tokenizer runs on the
-# Rust `tokenizers`, which the stand-in is not.
+# Rust `tokenizers`, which the stand-in is not (scripts/golden/tokenizers_check.js runs it).
 major=$("$py" -c 'import transformers; print(transformers.__version__.split(".")[0])')
-echo "== 2. WordPiece (tests/data/wordpiece)"
-if ((major >= 5)); then
-  echo "not checked: transformers $major has no pure-Python BertTokenizer (needs the Rust tokenizers)"
-else
-  "$py" scripts/golden/wordpiece_reference.py "$work/wp" --check-with-transformers || rc=1
-  diff -rq "$work/wp" tests/data/wordpiece >/dev/null || { echo "the WordPiece cases rebuilt differ"; rc=1; }
-fi
-echo "== 3. byte-level BPE (tests/data/bpe)"
-if ((major >= 5)); then
-  echo "not checked: transformers $major has no pure-Python BPE tokenizers (needs the Rust tokenizers)"
-else
-  "$py" scripts/golden/bpe_reference.py "$work/bpe" --check-with-transformers || rc=1
-  diff -rq "$work/bpe" tests/data/bpe >/dev/null || { echo "the BPE cases rebuilt differ"; rc=1; }
-fi
+tokenizer_step() {  # tokenizer_step N TITLE SCRIPT DATA
+  echo "== $1. $2 (tests/data/$4)"
+  if ((major >= 5)); then
+    echo "not checked: transformers $major has no pure-Python tokenizers (needs the Rust tokenizers)"
+    return
+  fi
+  "$py" "scripts/golden/$3" "$work/$4" --check-with-transformers || rc=1
+  diff -rq "$work/$4" "tests/data/$4" >/dev/null || { echo "the $2 cases rebuilt differ"; rc=1; }
+}
+tokenizer_step 2 WordPiece wordpiece_reference.py wordpiece
+tokenizer_step 3 "byte-level BPE" bpe_reference.py bpe
 echo "== 4. ropelab's exports of the imported fixtures"
 if [[ -z $exports && -x build/bin/ropelab ]]; then
   exports="$work/exports"
