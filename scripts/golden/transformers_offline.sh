@@ -18,7 +18,7 @@
 #      has no slow classes at all, so 2 and 3 need the real `tokenizers` there);
 #   4. with build/bin/ropelab: each fixture imported (`ropelab import-hf`) and exported again
 #      (`ropelab export --format hf`), the export loaded by transformers against the same
-#      reference (bert-cls aside: no built-in data has its 3 labels). EXPORTS: a directory of
+#      reference. EXPORTS: a directory of
 #      such exports made elsewhere (EXPORTS/NAME), e.g. by this script's --make-exports DIR on
 #      the machine where ropelab is built, for a Python root where it does not run.
 #
@@ -31,7 +31,9 @@ make_exports() {  # make_exports DIR WORK: each fixture imported and exported in
   local d name data
   for d in tests/data/hf/*/; do
     name=$(basename "$d") data=()
-    [[ $name == bert-cls ]] && continue
+    # A classification checkpoint's run names its data (import only records it): MNLI's three
+    # labels for bert-cls, the built-in SST-2 for roformer-cls.
+    [[ $name == bert-cls ]] && data=(data.source=glue data.glue_task=MNLI data.train="$2/MNLI")
     [[ $name == roformer-cls ]] && data=(data.source=bible-sst2 data.prepared_dir="$2/prep")
     build/bin/ropelab import-hf "$d" --out "$2/runs/$name" "${data[@]}" >"$2/import.log" 2>&1 &&
       build/bin/ropelab export "$2/runs/$name" --format hf --out "$1/$name" >"$2/export.log" 2>&1 ||
