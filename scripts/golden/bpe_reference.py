@@ -258,5 +258,6 @@ def slow_tokenizer(path, style):
         assert tok.convert_tokens_to_ids(a["content"]) == a["id"], a
     return lambda t: tok(t, add_special_tokens=False)["input_ids"]
 
+
 if __name__ == "__main__":
     main()

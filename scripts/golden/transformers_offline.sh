@@ -18,14 +18,14 @@
 #      has no slow classes at all, so 2 and 3 need the real `tokenizers` there);
 #   4. with build/bin/ropelab: each fixture imported (`ropelab import-hf`) and exported again
 #      (`ropelab export --format hf`), the export loaded by transformers against the same
-#      reference. EXPORTS: a directory of
-#      such exports made elsewhere (EXPORTS/NAME), e.g. by this script's --make-exports DIR on
-#      the machine where ropelab is built, for a Python root where it does not run.
+#      reference. EXPORTS: a directory of such exports made elsewhere (EXPORTS/NAME), e.g. by
+#      this script's --make-exports DIR on the machine where ropelab is built, for a Python
+#      root where it does not run.
 #
 #   bash scripts/golden/transformers_offline.sh --make-exports DIR   # step 4's exports only
 # Where the real packages are installed, run the three scripts directly instead.
 set -euo pipefail
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 case "${1:-}" in -h | --help) usage; exit 0 ;; esac
 make_exports() {  # make_exports DIR WORK: each fixture imported and exported into DIR/NAME
   local d name data
@@ -60,7 +60,7 @@ cd "$(dirname "$0")/../.."
 py=/usr/bin/python3
 missing=()
 for m in torch regex filelock tqdm fsspec yaml requests packaging numpy; do
-  "$py" -c "import $m" 2>/dev/null || missing+=("python3-${m/yaml/yaml}")
+  "$py" -c "import $m" 2>/dev/null || missing+=("python3-$m")
 done
 if ((${#missing[@]})); then
   echo "transformers_offline: installing ${missing[*]}" >&2
@@ -79,22 +79,19 @@ cp -r scripts/golden/standins/safetensors scripts/golden/standins/tokenizers "$s
 table="$tf/src/transformers/dependency_versions_table.py"
 lowest() { sed -n "s/.*\"$1\": \"$1>=\([0-9.]*\).*/\1/p" "$table" | head -1; }
 hub_version=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$site/huggingface_hub/__init__.py")
-for pkg in safetensors:"$(lowest safetensors)" tokenizers:"$(lowest tokenizers)" \
-  huggingface_hub:"$hub_version"; do
-  name=${pkg%%:*} v=${pkg#*:}
-  [[ -n $v ]] || v=0
-  mkdir -p "$site/$name-$v.dist-info"
-  printf 'Metadata-Version: 2.1\nName: %s\nVersion: %s\n' "${name//_/-}" "$v" >"$site/$name-$v.dist-info/METADATA"
-done
+dist_info() { mkdir -p "$site/$1-$2.dist-info" && printf 'Metadata-Version: 2.1\nName: %s\nVersion: %s\n' \
+  "${1//_/-}" "$2" >"$site/$1-$2.dist-info/METADATA"; }
+dist_info safetensors "$(lowest safetensors)"
+dist_info tokenizers "$(lowest tokenizers)"
+dist_info huggingface_hub "$hub_version"
 # Debian's python3-regex may be older than a recent transformers pins. The checks run regex only
 # in the slow BPE tokenizers' pre-tokenizer pattern, so an older one is presented as the pinned
 # version, and said so.
-want=$(sed -n 's/.*"regex": "regex>=\([0-9.]*\).*/\1/p' "$table" | head -1)
+want=$(lowest regex)
 have=$("$py" -c 'import importlib.metadata as m; print(m.version("regex"))')
 if [[ -n $want ]] && [[ $(printf '%s\n%s\n' "$have" "$want" | sort -V | head -1) != "$want" ]]; then
   echo "transformers_offline: python3-regex $have is older than this transformers pins ($want): presented as $want"
-  mkdir -p "$site/regex-$want.dist-info"
-  printf 'Metadata-Version: 2.1\nName: regex\nVersion: %s\n' "$want" >"$site/regex-$want.dist-info/METADATA"
+  dist_info regex "$want"
 fi
 export PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1
 "$py" -c 'import transformers, torch; print(f"transformers {transformers.__version__}, torch {torch.__version__}")'

@@ -212,5 +212,6 @@ def check_with_transformers(out, cases, vocab):
           + (f" ({composed} of them on NFC text)" if slow else ""))
     return 1 if bad else 0
 
+
 if __name__ == "__main__":
     main()

@@ -6,7 +6,7 @@ import struct
 
 import torch as _torch  # not `torch`: importing safetensors.torch rebinds that name here
 
-__version__ = "0.4.5"
+__version__ = "stand-in"  # transformers checks the dist-info that the script writes
 __ropelab_standin__ = True
 _DTYPES = {"F64": _torch.float64, "F32": _torch.float32, "F16": _torch.float16,
            "BF16": _torch.bfloat16, "I64": _torch.int64, "I32": _torch.int32,
