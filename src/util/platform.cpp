@@ -16,6 +16,7 @@
 #include <ATen/Parallel.h>
 
 #include "util/gemm.h"
+#include "util/signals.h"
 
 namespace ropelab::platform {
 
@@ -155,12 +156,18 @@ std::string blas_summary() {
 }
 
 void set_threads(int n) {
-  if (n <= 0) return;
-  // ATen's intra-op pool (OpenMP), OpenBLAS's own pthreads, and oneDNN (which runs on ATen's
-  // OpenMP pool, so at::set_num_threads governs it too).
-  at::set_num_threads(n);
-  using Fn = void (*)(int);
-  if (auto fn = blas_sym<Fn>("openblas_set_num_threads")) fn(n);
+  if (n > 0) {
+    // ATen's intra-op pool (OpenMP), OpenBLAS's own pthreads, and oneDNN (which runs on ATen's
+    // OpenMP pool, so at::set_num_threads governs it too).
+    at::set_num_threads(n);
+    using Fn = void (*)(int);
+    if (auto fn = blas_sym<Fn>("openblas_set_num_threads")) fn(n);
+  }
+  // Each thread of the pool, as it now is, takes one task (see kernel_threads) and gets an
+  // alternate signal stack: a signal that lands on a thread inside one of oneDNN's GEMM kernels
+  // must not be handled on that kernel's stack (util/signals.h).
+  at::parallel_for(0, at::get_num_threads(), 1,
+                   [](int64_t, int64_t) { signals::use_signal_stack(); });
 }
 
 int blas_threads() {

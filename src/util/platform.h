@@ -55,7 +55,8 @@ bool blas_core_has_avx512(const std::string& core);
 std::string blas_summary();
 
 // Sets every pool that does the math to n threads (0 = leave as is): ATen's intra-op pool
-// (OpenMP; oneDNN runs on it) and OpenBLAS's own threads.
+// (OpenMP; oneDNN runs on it) and OpenBLAS's own threads. Then gives every thread of ATen's
+// pool an alternate signal stack (signals::use_signal_stack; util/signals.h says why).
 void set_threads(int n);
 // OpenBLAS's thread count (-1 when the BLAS is not OpenBLAS).
 int blas_threads();

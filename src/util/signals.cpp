@@ -2,6 +2,7 @@
 
 #include <execinfo.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,7 +37,6 @@ constexpr Fatal kFatal[] = {{SIGSEGV, "SIGSEGV"},
                             {SIGABRT, "SIGABRT"}};
 char g_report[512] = "";
 char** g_argv = nullptr;
-alignas(16) char g_alt_stack[64 * 1024];  // the main thread's overflowed stack still reports
 
 const char* fatal_name(int sig) {
   for (const auto& f : kFatal)
@@ -87,6 +87,20 @@ extern "C" void on_fatal(int sig) {
 #endif
 }  // namespace
 
+void use_signal_stack() {
+  stack_t cur = {};
+  if (sigaltstack(nullptr, &cur) == 0 && (cur.ss_flags & SS_DISABLE) == 0) return;  // has one
+  // Mapped, not allocated: it is never freed (a pool thread keeps it for its life, and a signal
+  // may come at any moment of it), and no heap block sits next to a frame written into it.
+  constexpr size_t kSize = 64 * 1024;  // an AVX-512 signal frame is ~3 KiB, AMX's ~11 KiB
+  void* p = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;
+  stack_t ss = {};
+  ss.ss_sp = p;
+  ss.ss_size = kSize;
+  if (sigaltstack(&ss, nullptr) != 0) munmap(p, kSize);
+}
+
 bool stop_requested() { return g_stop != 0; }
 
 void throw_if_stopped(const std::string& what, const std::string& kept) {
@@ -96,8 +110,10 @@ void throw_if_stopped(const std::string& what, const std::string& kept) {
 }
 
 void install_handlers() {
+  use_signal_stack();
   struct sigaction sa = {};
   sa.sa_handler = on_signal;
+  sa.sa_flags = SA_ONSTACK;  // never on the interrupted code's stack: see signals.h
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -118,10 +134,7 @@ void install_crash_report(char** argv) {
                 static_cast<long>(getpid()));
   void* prime[1];
   backtrace(prime, 1);
-  stack_t ss = {};
-  ss.ss_sp = g_alt_stack;
-  ss.ss_size = sizeof g_alt_stack;
-  sigaltstack(&ss, nullptr);
+  use_signal_stack();  // a thread whose stack overflowed still reports
   struct sigaction sa = {};
   sa.sa_handler = on_fatal;
   sa.sa_flags = SA_RESETHAND | SA_ONSTACK;

@@ -3,6 +3,13 @@
 // once (130). SIGXFSZ is ignored, so a file-size limit is a write error like a full disk.
 // A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, or SIGABRT, e.g. from glibc's heap checks) is a bug:
 // the crash report says so in one line and writes the backtrace to a file to attach to a report.
+//
+// Every handler runs on an alternate signal stack (SA_ONSTACK), and every thread that runs
+// kernels has one (use_signal_stack). oneDNN's JIT float32 GEMM kernels (before oneDNN 3.11.2:
+// Debian 12's 2.7 and Debian 13's 3.x among them; uxlfoundation/oneDNN#4845) point the stack
+// pointer at a heap workspace while they run, so a handler run on the interrupted stack writes
+// its frame into the heap: glibc then aborts ("corrupted size vs. prev_size while consolidating")
+// at a later free. A Ctrl-C or SIGTERM in a training step did this at random.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -28,6 +35,10 @@ void install_handlers();
 // then dies of the same signal, as it would have without the report (exit status 128 + signal,
 // a core dump where enabled).
 void install_crash_report(char** argv);
+// Gives the calling thread an alternate signal stack (64 KiB, never freed) unless it has one
+// (its own, or a sanitizer's). install_handlers does it for its thread, and
+// platform::set_threads for every thread of ATen's pool, the threads oneDNN runs on.
+void use_signal_stack();
 // True after SIGINT/SIGTERM/SIGHUP (polled by every long loop).
 bool stop_requested();
 // Throws Interrupted("<what> stopped by <signal name>; <kept>") after a stop request.
