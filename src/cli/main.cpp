@@ -38,6 +38,9 @@ int main(int argc, char** argv) try {
   ropelab::platform::keep_freed_memory();
   ropelab::h5::no_cleanup_at_exit();
   ropelab::signals::install_handlers();
+  // Every thread of ATen's pool gets an alternate signal stack now, for every command (a command
+  // that changes the thread count does it again): util/signals.h says why.
+  ropelab::platform::set_threads(0);
   // libtorch's own log lines (c10d's socket retries, ...) at warning level carry a whole C++
   // stack trace in libtorch 2.x; ropelab reports those failures itself, in one line. Errors
   // still print; ROPELAB_TORCH_WARNINGS=1 keeps the warnings.
