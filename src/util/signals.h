@@ -6,7 +6,7 @@
 //
 // Every handler runs on an alternate signal stack (SA_ONSTACK), and every thread that runs
 // kernels has one (use_signal_stack). oneDNN's JIT float32 GEMM kernels (before oneDNN 3.11.2:
-// Debian 12's 2.7 and Debian 13's 3.x among them; uxlfoundation/oneDNN#4845) point the stack
+// Debian 12's 2.6 and Debian 13's 3.x among them; uxlfoundation/oneDNN#4845) point the stack
 // pointer at a heap workspace while they run, so a handler run on the interrupted stack writes
 // its frame into the heap: glibc then aborts ("corrupted size vs. prev_size while consolidating")
 // at a later free. A Ctrl-C or SIGTERM in a training step did this at random.
