@@ -92,7 +92,7 @@ void use_signal_stack() {
   if (sigaltstack(nullptr, &cur) == 0 && (cur.ss_flags & SS_DISABLE) == 0) return;  // has one
   // Mapped, not allocated: it is never freed (a pool thread keeps it for its life, and a signal
   // may come at any moment of it), and no heap block sits next to a frame written into it.
-  constexpr size_t kSize = 64 * 1024;  // an AVX-512 signal frame is ~3 KiB, AMX's ~11 KiB
+  constexpr size_t kSize = size_t{64} * 1024;  // an AVX-512 signal frame is ~3 KiB, AMX's ~11 KiB
   void* p = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return;
   stack_t ss = {};
