@@ -131,13 +131,8 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   }
 };
 
-}  // namespace
-
-CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& target_N, double a,
-                           double b) {
-  auto out = logits_NV.device().is_cpu()
-                 ? FusedCrossEntropy::apply(logits_NV, target_N, a, b)
-                 : DeviceCrossEntropy::apply(logits_NV.to(torch::kFloat32), target_N, a, b);
+// The three outputs of either Function as the public sums.
+CrossEntropy sums(const variable_list& out, const torch::Tensor& target_N) {
   CrossEntropy r;
   r.loss_sum = out[0];
   torch::NoGradGuard ng;
@@ -146,6 +141,19 @@ CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& 
   r.targets = valid.sum();
   r.correct = ((out[2] == target_N) & valid).sum();
   return r;
+}
+
+}  // namespace
+
+CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& target_N, double a,
+                           double b) {
+  if (!logits_NV.device().is_cpu()) return cross_entropy_tensor_ops(logits_NV, target_N, a, b);
+  return sums(FusedCrossEntropy::apply(logits_NV, target_N, a, b), target_N);
+}
+
+CrossEntropy cross_entropy_tensor_ops(const torch::Tensor& logits_NV, const torch::Tensor& target_N,
+                                      double a, double b) {
+  return sums(DeviceCrossEntropy::apply(logits_NV.to(torch::kFloat32), target_N, a, b), target_N);
 }
 
 }  // namespace ropelab::tasks

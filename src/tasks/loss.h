@@ -27,4 +27,10 @@ struct CrossEntropy {
 CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& target_N, double a,
                            double b);
 
+// The path cross_entropy takes on devices other than the CPU (tensor ops: float32 softmax kept
+// for the backward). It runs on any device, so the tests check it on the CPU against the fused
+// kernel.
+CrossEntropy cross_entropy_tensor_ops(const torch::Tensor& logits_NV, const torch::Tensor& target_N,
+                                      double a, double b);
+
 }  // namespace ropelab::tasks

@@ -315,12 +315,14 @@ void MetricsLogger::train_step(const tasks::StepSums& sums, int64_t step, double
   }
   window_.add(sums);
   if (step % log_every_ != 0 && step != max_steps_) return;
+  // Loss and the task's metrics over the window. Reading them waits for the window's steps to
+  // finish (on a GPU they are queued), so the clock is read after it.
+  auto row = row_of_(window_.read());
   // The window runs from the previous row's clock reading to this one's, so writing a row counts
   // as training time (as in the progress bar's step/s); evaluation and saving are paused out.
   const auto now = clock::now();
   double secs = std::chrono::duration<double>(now - t_log_).count();
   double tps = secs > 0 ? (tokens - tokens_at_log_) / secs : 0.0;
-  auto row = row_of_(window_.read());  // loss and the task's metrics over the window
   double loss = row["loss"];
   row["step"] = static_cast<double>(step);
   row["tokens"] = tokens;

@@ -1,5 +1,6 @@
 // The fused softmax cross-entropy (tasks/loss.h) against libtorch's log_softmax + nll_loss and
-// the two label-smoothing forms: loss, gradient, nll, correct counts and ignored rows.
+// the two label-smoothing forms: loss, gradient, nll, correct counts and ignored rows. Each check
+// runs both paths: the CPU's fused kernel and the tensor-op path that GPUs take.
 #include <torch/torch.h>
 
 #include "helpers.h"
@@ -20,7 +21,11 @@ torch::Tensor reference(const torch::Tensor& logits, const torch::Tensor& target
   return ((a * nll + b * smooth) * valid).sum();
 }
 
-TEST(CrossEntropy, MatchesLogSoftmaxNllWithAndWithoutSmoothing) {
+using Path = tasks::CrossEntropy (*)(const torch::Tensor&, const torch::Tensor&, double, double);
+
+class CrossEntropyPaths : public ::testing::TestWithParam<Path> {};
+
+TEST_P(CrossEntropyPaths, MatchesLogSoftmaxNllWithAndWithoutSmoothing) {
   torch::manual_seed(3);
   const int64_t N = 37, V = 101;
   auto target = torch::randint(0, V, {N}, torch::kInt64);
@@ -33,7 +38,7 @@ TEST(CrossEntropy, MatchesLogSoftmaxNllWithAndWithoutSmoothing) {
                  Form{1.0 - eps - eps / (V - 1), eps / (V - 1)}}) {  // fairseq's
     auto x1 = (3.0 * torch::randn({N, V})).requires_grad_(true);
     auto x2 = x1.detach().clone().requires_grad_(true);
-    auto ce = tasks::cross_entropy(x1, target, f.a, f.b);
+    auto ce = GetParam()(x1, target, f.a, f.b);
     auto ref = reference(x2, target, f.a, f.b);
     EXPECT_NEAR(ce.loss_sum.item<double>(), ref.item<double>(), 1e-3);
     (ce.loss_sum * 0.5).backward();
@@ -52,13 +57,61 @@ TEST(CrossEntropy, MatchesLogSoftmaxNllWithAndWithoutSmoothing) {
 }
 
 // A target whose probability underflows float32 still gets a finite, exact nll.
-TEST(CrossEntropy, ConfidentlyWrongRowsStayFinite) {
+TEST_P(CrossEntropyPaths, ConfidentlyWrongRowsStayFinite) {
   auto x = torch::zeros({1, 4});
   x[0][0] = 200.0;  // p(target=3) = exp(-200): 0 in float32
-  auto ce = tasks::cross_entropy(x, torch::tensor({3}, torch::kInt64), 1.0, 0.0);
+  auto ce = GetParam()(x, torch::tensor({3}, torch::kInt64), 1.0, 0.0);
   EXPECT_NEAR(ce.nll_sum.item<double>(), 200.0, 1e-3);
   EXPECT_EQ(ce.correct.item<int64_t>(), 0);
 }
+
+// bf16 logits (what autocast gives the loss): the loss and nll are computed in float32 from the
+// bf16 values, and the gradient comes back in bf16, equal to the float32 one rounded.
+TEST_P(CrossEntropyPaths, Bf16LogitsGiveTheFloat32LossOfTheirValuesAndABf16Gradient) {
+  torch::manual_seed(5);
+  const int64_t N = 19, V = 67;
+  auto target = torch::randint(0, V, {N}, torch::kInt64);
+  target[4] = -100;
+  const double a = 0.9, b = 0.1 / V;
+  auto x16 = (2.0 * torch::randn({N, V})).to(torch::kBFloat16).requires_grad_(true);
+  auto x32 = x16.detach().to(torch::kFloat32).requires_grad_(true);
+  auto ce = GetParam()(x16, target, a, b);
+  auto ref = reference(x32, target, a, b);
+  EXPECT_NEAR(ce.loss_sum.item<double>(), ref.item<double>(), 1e-3);
+  ce.loss_sum.backward();
+  ref.backward();
+  ASSERT_EQ(x16.grad().scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(test::close(x16.grad().to(torch::kFloat32), x32.grad(), 1e-2, 1e-4));
+}
+
+// The two paths agree with each other to float32 rounding on the same rows.
+TEST(CrossEntropy, TheGpuPathEqualsTheFusedCpuKernel) {
+  torch::manual_seed(9);
+  const int64_t N = 64, V = 3001;
+  auto target = torch::randint(0, V, {N}, torch::kInt64);
+  target[7] = -100;
+  auto x1 = (4.0 * torch::randn({N, V})).requires_grad_(true);
+  auto x2 = x1.detach().clone().requires_grad_(true);
+  auto fused = tasks::cross_entropy(x1, target, 0.9, 0.1 / V);
+  auto ops = tasks::cross_entropy_tensor_ops(x2, target, 0.9, 0.1 / V);
+  EXPECT_NEAR(fused.loss_sum.item<double>(), ops.loss_sum.item<double>(),
+              1e-5 * std::abs(ops.loss_sum.item<double>()));
+  EXPECT_NEAR(fused.nll_sum.item<double>(), ops.nll_sum.item<double>(),
+              1e-5 * std::abs(ops.nll_sum.item<double>()));
+  EXPECT_EQ(fused.correct.item<int64_t>(), ops.correct.item<int64_t>());
+  EXPECT_EQ(fused.targets.item<int64_t>(), N - 1);
+  EXPECT_EQ(ops.targets.item<int64_t>(), N - 1);
+  (fused.loss_sum / 3).backward();
+  (ops.loss_sum / 3).backward();
+  EXPECT_TRUE(test::close(x1.grad(), x2.grad(), 1e-7, 1e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuKernelAndTensorOps, CrossEntropyPaths,
+                         ::testing::Values(Path{&tasks::cross_entropy},
+                                           Path{&tasks::cross_entropy_tensor_ops}),
+                         [](const ::testing::TestParamInfo<Path>& i) {
+                           return std::string(i.index == 0 ? "FusedCpuKernel" : "TensorOps");
+                         });
 
 }  // namespace
 }  // namespace ropelab
