@@ -8,9 +8,8 @@
 #   bash scripts/check_gpu.sh --bench          # and the bench (a few minutes more)
 #   bash scripts/check_gpu.sh --deps DIR       # a machine without the libraries: DIR holds the
 #                                              # Debian 12 .debs of scripts/gpu_deps.sh
-#   # 15 minutes of GPU time in all (build ~4, gpu tier ~2, then the figures still missing):
-#   bash scripts/check_gpu.sh --deps DIR --bench --bench-models lm-large \
-#        --bench-variants "compile sdpa" --profile
+#   # a lease of 15 minutes of GPU time in all: everything, ending within 9.5 minutes
+#   bash scripts/check_gpu.sh --deps DIR --bench --profile --deadline 570
 #
 # Options:
 #   --deps DIR     unpack DIR/*.deb into a private prefix (never into /) and build against it;
@@ -20,16 +19,22 @@
 #   --bench-steps N  timed steps per bench figure (default 10)
 #   --bench-models M   the bench's --models (default lm-large,lm)
 #   --bench-variants V the bench's --pytorch-variants (default "eager sdpa compile")
-#   --profile      where the time of ropelab's lm-large bf16 step goes, per GPU kernel (Nsight
-#                  Systems' nsys when the machine has it; otherwise libtorch's profiler, which
-#                  times only the host side of each op and is reported as such)
+#   --profile      where the time of ropelab's lm-large bf16 step goes on the GPU: libtorch's
+#                  Kineto profiler with CUDA activity (ROPELAB_PROFILE), summarised per kernel
+#                  category, idle time and launching op by scripts/profile_summary.py
+#   --deadline S   end within S seconds: a section that would run past it is stopped, and the
+#                  ones after it are skipped, each with a line in the report (for a timed lease)
+#   --full-build   build every target (the CPU test tiers too), not only the ones this check runs
 #   --out DIR      where the report and logs go
 # The build is `ROPELAB_SKIP_APT=1 bash scripts/setup.sh` (the setup script picks the CUDA
-# libtorch by itself on a machine with an NVIDIA GPU), into build/.
+# libtorch by itself on a machine with an NVIDIA GPU), into build/: by default only the targets
+# this check runs (ropelab, its SentencePiece module, the gpu tier). With --bench and the compile
+# variant, torch.compile's caches are warmed on the lm-large shape while it builds, so that the
+# bench itself spends its time measuring.
 set -uo pipefail
 usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
-deps="" bench=0 bench_steps=10 out="" profile=0 bench_models=lm-large,lm
+deps="" bench=0 bench_steps=10 out="" profile=0 bench_models=lm-large,lm deadline=0 full_build=0
 bench_variants="eager sdpa compile"
 while (($#)); do
   case "$1" in
@@ -40,11 +45,14 @@ while (($#)); do
     --bench-models) bench_models="$2"; shift 2 ;;
     --bench-variants) bench_variants="$2"; shift 2 ;;
     --profile) profile=1; shift ;;
+    --deadline) deadline="$2"; shift 2 ;;
+    --full-build) full_build=1; shift ;;
     --out) out="$2"; shift 2 ;;
     *) echo "check_gpu: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ "$bench_steps" =~ ^[1-9][0-9]*$ ]] || { echo "check_gpu: --bench-steps takes a positive number" >&2; exit 2; }
+[[ "$deadline" =~ ^[0-9]+$ ]] || { echo "check_gpu: --deadline takes a number of seconds" >&2; exit 2; }
 for m in ${bench_models//,/ }; do
   [[ $m =~ ^(lm|mlm|translation|lm-large)$ ]] ||
     { echo "check_gpu: --bench-models: '$m' is not one of lm, mlm, translation, lm-large" >&2; exit 2; }
@@ -63,13 +71,30 @@ mkdir -p "$out"
 report="$out/report.md"
 : >"$report"
 note() { echo "$*" | tee -a "$report"; }
-section() {  # section TITLE LOG CMD...: runs CMD, logs it, reports its exit code and time
-  local title="$1" log="$2"
-  shift 2
+# cap N: N seconds, or fewer where --deadline leaves fewer (0: no time left).
+cap() {
+  local n=$1 left
+  ((deadline > 0)) || { echo "$n"; return; }
+  left=$((deadline - SECONDS - 5))
+  ((left < 0)) && left=0
+  echo $((n < left ? n : left))
+}
+section() {  # section TITLE LOG LIMIT CMD...: runs CMD for at most LIMIT s (capped by --deadline)
+  local title="$1" log="$2" limit
+  limit=$(cap "$3")
+  shift 3
+  if ((limit < 10)); then
+    note "- $title: skipped, --deadline $deadline reached"
+    return 1
+  fi
   local t0=$SECONDS rc
-  "$@" >"$log" 2>&1
+  timeout "$limit" "$@" >"$log" 2>&1
   rc=$?
-  note "- $title: exit $rc in $((SECONDS - t0)) s (log: $log)"
+  if ((rc == 124)); then
+    note "- $title: stopped after $((SECONDS - t0)) s, its limit (log: $log)"
+  else
+    note "- $title: exit $rc in $((SECONDS - t0)) s (log: $log)"
+  fi
   return $rc
 }
 
@@ -106,7 +131,35 @@ note "- nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none); compiler: $(
 
 rc=0
 build_ok=1
-section "build (scripts/setup.sh)" "$out/build.log" env ROPELAB_SKIP_APT=1 ROPELAB_CMAKE_ARGS="${ROPELAB_CMAKE_ARGS:-}" bash scripts/setup.sh || build_ok=0
+targets="ropelab ropelab_spm ropelab_gpu_tests"
+((full_build)) && targets=""
+# torch.compile's caches (Inductor's graphs, Triton's kernels), warmed on the large shape while
+# the build keeps the CPUs busy; waited for before anything is timed.
+warm_pid=""
+if ((bench)) && [[ " $bench_variants " == *" compile "* ]] && [[ ",$bench_models," == *",lm-large,"* ]] &&
+  python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  shape=$(python3 -c '
+import yaml
+c = yaml.safe_load(open("configs/bench/lm-large.yaml"))
+m, t = c["model"], c["train"]
+print(m["d_model"], m["n_layers"], m["n_heads"], m["d_ff"], c["data"]["tokenizer"]["vocab_size"],
+      c["task"]["seq_len"], t["batch_size"], m["dropout"])' 2>/dev/null)
+  if [[ -n "$shape" ]]; then
+    read -r d l h f v s b p <<<"$shape"
+    timeout "$(cap 400)" python3 - --model lm --precision bf16 --d-model "$d" --n-layers "$l" \
+      --n-heads "$h" --d-ff "$f" --vocab "$v" --seq-len "$s" --batch "$b" --dropout "$p" --steps 1 \
+      --variant compile --device cuda <scripts/bench_pytorch.py >"$out/compile-warmup.log" 2>&1 &
+    warm_pid=$!
+  fi
+fi
+section "build (scripts/setup.sh${targets:+, targets: $targets})" "$out/build.log" 1800 \
+  env ROPELAB_SKIP_APT=1 ROPELAB_CMAKE_ARGS="${ROPELAB_CMAKE_ARGS:-}" ROPELAB_BUILD_TARGETS="$targets" \
+  bash scripts/setup.sh || build_ok=0
+if [[ -n "$warm_pid" ]]; then
+  t0=$SECONDS
+  wait "$warm_pid"
+  note "- torch.compile warm-up (lm-large, 1 step, during the build): exit $?, waited $((SECONDS - t0)) s after the build (log: $out/compile-warmup.log)"
+fi
 [[ -f build/last-configure.log ]] && grep -E "libtorch|CUDA lib|NCCL|Gloo|OpenMP:|fmt" build/last-configure.log |
   sed 's/^/    /' | tee -a "$report"
 if [[ $build_ok -eq 0 ]]; then
@@ -116,17 +169,29 @@ if [[ $build_ok -eq 0 ]]; then
   grep -E -A3 "error|Error|FAILED" "$out/build.log" | head -40 | tee -a "$report"
   # Whatever builds still gets checked (a failing target of another tier must not hide the rest).
   if [[ -f build/build.ninja ]]; then
-    section "build, keeping going" "$out/build-k.log" cmake --build build -j "$(nproc)" -- -k 0
+    section "build, keeping going" "$out/build-k.log" 1800 cmake --build build -j "$(nproc)" -- -k 0
   fi
   [[ -x build/bin/ropelab && -x build/bin/ropelab_gpu_tests ]] || exit 1
 fi
-section "ropelab info" "$out/info.log" build/bin/ropelab info || rc=1
+section "ropelab info" "$out/info.log" 120 build/bin/ropelab info || rc=1
 sed 's/^/    /' "$out/info.log" >>"$report"
-section "ctest -L gpu" "$out/ctest-gpu.log" \
+section "ctest -L gpu" "$out/ctest-gpu.log" 900 \
   ctest --test-dir build -L gpu --output-on-failure --timeout 300 -j 4 || rc=1
 grep -E "tests passed|tests failed|Skipped|\*\*\*Failed|Not Run" "$out/ctest-gpu.log" | sed 's/^/    /' | tee -a "$report"
+if [[ $profile -eq 1 ]]; then
+  # One process: one warm-up step, then 3 profiled steps of the GPU shape (Kineto, CUDA activity).
+  section "profile (libtorch's Kineto profiler, 3 steps of lm-large bf16)" "$out/profile.log" 300 \
+    env ROPELAB_PROFILE="$out/trace.json" build/bin/ropelab bench --point train \
+    --config configs/bench/lm-large.yaml --steps 3 train.precision=bf16 run.device=cuda || rc=1
+  if [[ -f "$out/trace.json" ]]; then
+    tail -1 "$out/profile.log" | sed 's/^/    step: /' | tee -a "$report"
+    python3 scripts/profile_summary.py "$out/trace.json" --steps 3 --top 15 2>&1 | sed 's/^/    /' |
+      tee -a "$report"
+    gzip -f "$out/trace.json"  # about a tenth of the size, and chrome://tracing reads it
+  fi
+fi
 if [[ $bench -eq 1 ]]; then
-  section "bench" "$out/bench.log" timeout "${ROPELAB_BENCH_TIMEOUT:-900}" build/bin/ropelab bench \
+  section "bench" "$out/bench.log" "${ROPELAB_BENCH_TIMEOUT:-900}" build/bin/ropelab bench \
     --sections machine,train --models "$bench_models" --precisions bf16 --compare-pytorch \
     --pytorch-variants $bench_variants --python "$(command -v python3)" --rounds 1 \
     --steps "$bench_steps" --out "$out/bench" run.device=cuda || rc=1
@@ -135,25 +200,6 @@ if [[ $bench -eq 1 ]]; then
   else  # stopped early: every figure measured so far, one JSON object per line
     for f in "$out"/bench/logs/*.json; do [[ -f "$f" ]] && tail -1 "$f"; done >"$out/bench-points.jsonl"
     note "- bench stopped early; its figures so far: $out/bench-points.jsonl"
-  fi
-fi
-if [[ $profile -eq 1 ]]; then
-  # One process, one warm-up step and 3 profiled ones of the GPU shape.
-  point=(build/bin/ropelab bench --point train --config configs/bench/lm-large.yaml --steps 3
-    train.precision=bf16 run.device=cuda)
-  nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-  if [[ -n "$nsys_bin" ]]; then
-    section "profile (nsys)" "$out/profile.log" timeout 300 "$nsys_bin" profile -t cuda,nvtx \
-      --force-overwrite true -o "$out/profile" --stats=true "${point[@]}" || rc=1
-    note "  GPU kernels by total time (nsys cuda_gpu_kern_sum; the warm-up step included):"
-    awk '/cuda_gpu_kern_sum/{on=1; next} on&&/\*\*/{exit} on&&/Time \(%\)/{print}
-      on&&/^ *[0-9]/{print; if(++n==25) exit}' "$out/profile.log" |
-      sed 's/^/    /' | tee -a "$report"
-  else
-    section "profile (libtorch; host-side op times only: no nsys here)" "$out/profile.log" \
-      env ROPELAB_PROFILE="$out/trace.json" timeout 300 "${point[@]}" || rc=1
-    python3 scripts/profile_summary.py "$out/trace.json" --steps 3 --top 15 2>&1 | sed 's/^/    /' |
-      tee -a "$report"
   fi
 fi
 note ""

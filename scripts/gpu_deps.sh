@@ -11,6 +11,7 @@
 set -euo pipefail
 dir=${1:?usage: bash scripts/gpu_deps.sh DIR}
 mkdir -p "$dir/fallback"
+dir=$(cd "$dir" && pwd)
 cd "$dir"
 apt-get download libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libhdf5-cpp-103-1 libhdf5-hl-cpp-100 \
   libaec0 libsz2 libaec-dev libsentencepiece-dev libsentencepiece0 libspdlog-dev libspdlog1.10 \

@@ -7,6 +7,8 @@
 #   ROPELAB_SKIP_APT=1 bash scripts/setup.sh   # build only (any system: see docs/platform-notes.md)
 #   On a machine with an NVIDIA GPU and a CUDA PyTorch it builds against that libtorch (CUDA);
 #   ROPELAB_CUDA=0 keeps the CPU build.
+#   ROPELAB_BUILD_TARGETS="ropelab ropelab_gpu_tests" builds only those targets (and what they
+#   need), e.g. for a short GPU lease (scripts/check_gpu.sh).
 #
 # The package set depends on the release read from /etc/os-release: Debian 12 (bookworm,
 # libtorch 1.13) and Debian 13 (trixie, libtorch 2.6). Anywhere else it stops and prints the
@@ -102,5 +104,7 @@ mkdir -p "$binary_dir"
 # CMake's report (which libtorch, CUDA, NCCL, Gloo) is kept in last-configure.log.
 cmake --preset "$preset" "${extra_cmake_args[@]}" >"$binary_dir/last-configure.log"
 set -o pipefail
-cmake --build --preset "$preset" -j "$(nproc)" 2>&1 | tee "$binary_dir/last-build.log"
+read -r -a targets <<<"${ROPELAB_BUILD_TARGETS:-}"
+cmake --build --preset "$preset" -j "$(nproc)" ${targets[@]+--target "${targets[@]}"} 2>&1 |
+  tee "$binary_dir/last-build.log"
 echo "setup: build ($preset) finished in $(($(date +%s) - start)) s" >&2

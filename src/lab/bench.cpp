@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
@@ -12,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "compat/torch_compat.h"
@@ -97,6 +99,41 @@ json thread_facts() {
                (platform::malloc_huge_pages() ? ", huge pages" : "")}};
 }
 
+// A chrome trace of the steps run while it lives. On the CPU it is libtorch's legacy profiler
+// (each op's time on the host). On a GPU that would time only the launches, so there it is the
+// Kineto profiler with CUDA activity: the trace holds every kernel's time on the device too
+// (scripts/profile_summary.py reads both).
+class StepProfile {
+ public:
+  StepProfile(const std::string& file, bool gpu) : file_(file), gpu_(gpu) {
+    if (!gpu_) {
+      legacy_ = std::make_unique<torch::autograd::profiler::RecordProfile>(file_);
+      return;
+    }
+    namespace impl = torch::profiler::impl;
+    const impl::ProfilerConfig config(impl::ProfilerState::KINETO);
+    const std::set<impl::ActivityType> activities{impl::ActivityType::CPU,
+                                                  impl::ActivityType::CUDA};
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+  }
+  StepProfile(const StepProfile&) = delete;
+  StepProfile& operator=(const StepProfile&) = delete;
+  ~StepProfile() {
+    if (!gpu_) return;
+    try {
+      torch::autograd::profiler::disableProfiler()->save(file_);
+    } catch (const std::exception& e) {  // a destructor must not throw: the figures still count
+      spdlog::warn("bench: the profile was not written to {}: {}", file_, e.what());
+    }
+  }
+
+ private:
+  std::string file_;
+  bool gpu_;
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> legacy_;
+};
+
 // Training tokens/s of the trainer's own step (train::Trainer::train_step: micro-batches,
 // loss / targets, backward, global-norm clipping, AdamW) on one batch of the bench shape.
 json train_point(const config::Config& c, int steps) {
@@ -119,14 +156,13 @@ json train_point(const config::Config& c, int steps) {
   cuda_info::reset_peak_memory(dev);
   double timed = 0;
   double loss = 0;
-  // ROPELAB_PROFILE=FILE: a chrome trace of the timed steps (libtorch's profiler), for finding
-  // where a step's time goes.
-  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+  // ROPELAB_PROFILE=FILE: a chrome trace of the timed steps, for finding where a step's time goes.
+  std::unique_ptr<StepProfile> profile;
   const char* profile_file = std::getenv("ROPELAB_PROFILE");
   for (int s = 0; s <= steps; ++s) {  // step 0 warms up (allocations, oneDNN primitives)
     signals::throw_if_stopped("bench", "");
     if (s == 1 && profile_file != nullptr)
-      profile = std::make_unique<torch::autograd::profiler::RecordProfile>(profile_file);
+      profile = std::make_unique<StepProfile>(profile_file, dev.is_cuda());
     auto t = clock::now();
     loss = trainer.train_step().loss;  // reads the loss back: waits for an asynchronous device
     if (s > 0) timed += seconds_since(t);
