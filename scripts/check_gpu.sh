@@ -176,7 +176,7 @@ fi
 section "ropelab info" "$out/info.log" 120 build/bin/ropelab info || rc=1
 sed 's/^/    /' "$out/info.log" >>"$report"
 section "ctest -L gpu" "$out/ctest-gpu.log" 900 \
-  ctest --test-dir build -L gpu --output-on-failure --timeout 300 -j 4 || rc=1
+  ctest --test-dir build -L gpu --output-on-failure --timeout 300 -j 8 || rc=1
 grep -E "tests passed|tests failed|Skipped|\*\*\*Failed|Not Run" "$out/ctest-gpu.log" | sed 's/^/    /' | tee -a "$report"
 if [[ $profile -eq 1 ]]; then
   # One process: one warm-up step, then 3 profiled steps of the GPU shape (Kineto, CUDA activity).
