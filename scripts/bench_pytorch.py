@@ -231,6 +231,9 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--variant", choices=["eager", "sdpa", "compile"], default="eager")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--profile", metavar="FILE",
+                   help="write a chrome trace of the timed steps (torch.profiler, with CUDA "
+                        "activity on a GPU), for scripts/profile_summary.py")
     a = p.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -264,12 +267,18 @@ def main():
         b, n = make_batch(a, g)
         batches.append(({k: v.to(dev) for k, v in b.items()}, n))
     cuda = dev.type == "cuda"
-    elapsed, tokens = 0.0, 0
+    elapsed, tokens, prof = 0.0, 0, None
     for step in range(a.steps + 2):
         batch, n = batches[step % len(batches)]
         if step == 2 and cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+        if step == 2 and a.profile:
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if cuda:
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+            prof = torch.profiler.profile(activities=acts)
+            prof.start()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
@@ -282,6 +291,9 @@ def main():
         if step >= 2:
             elapsed += time.perf_counter() - t0
             tokens += n
+    if prof is not None:
+        prof.stop()
+        prof.export_chrome_trace(a.profile)
     print(json.dumps({"model": a.model, "precision": a.precision, "position": a.position,
                       "variant": a.variant, "tokens_per_s": tokens / elapsed,
                       "step_s": elapsed / a.steps,

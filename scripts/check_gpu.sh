@@ -133,24 +133,26 @@ rc=0
 build_ok=1
 targets="ropelab ropelab_spm ropelab_gpu_tests"
 ((full_build)) && targets=""
-# torch.compile's caches (Inductor's graphs, Triton's kernels), warmed on the large shape while
-# the build keeps the CPUs busy; waited for before anything is timed.
-warm_pid=""
-if ((bench)) && [[ " $bench_variants " == *" compile "* ]] && [[ ",$bench_models," == *",lm-large,"* ]] &&
-  python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  shape=$(python3 -c '
+# The large shape as scripts/bench_pytorch.py's arguments (empty without PyTorch on a GPU).
+large=()
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  read -r -a large <<<"$(python3 -c '
 import yaml
 c = yaml.safe_load(open("configs/bench/lm-large.yaml"))
 m, t = c["model"], c["train"]
-print(m["d_model"], m["n_layers"], m["n_heads"], m["d_ff"], c["data"]["tokenizer"]["vocab_size"],
-      c["task"]["seq_len"], t["batch_size"], m["dropout"])' 2>/dev/null)
-  if [[ -n "$shape" ]]; then
-    read -r d l h f v s b p <<<"$shape"
-    timeout "$(cap 400)" python3 - --model lm --precision bf16 --d-model "$d" --n-layers "$l" \
-      --n-heads "$h" --d-ff "$f" --vocab "$v" --seq-len "$s" --batch "$b" --dropout "$p" --steps 1 \
-      --variant compile --device cuda <scripts/bench_pytorch.py >"$out/compile-warmup.log" 2>&1 &
-    warm_pid=$!
-  fi
+print("--model lm --precision bf16 --device cuda --d-model", m["d_model"], "--n-layers",
+      m["n_layers"], "--n-heads", m["n_heads"], "--d-ff", m["d_ff"], "--vocab",
+      c["data"]["tokenizer"]["vocab_size"], "--seq-len", c["task"]["seq_len"], "--batch",
+      t["batch_size"], "--dropout", m["dropout"])' 2>/dev/null)"
+fi
+# torch.compile's caches (Inductor's graphs, Triton's kernels), warmed on the large shape while
+# the build keeps the CPUs busy; waited for before anything is timed.
+warm_pid=""
+if ((${#large[@]})) && { ((profile)) || { ((bench)) && [[ " $bench_variants " == *" compile "* &&
+  ",$bench_models," == *",lm-large,"* ]]; }; }; then
+  timeout "$(cap 400)" python3 - "${large[@]}" --steps 1 --variant compile \
+    <scripts/bench_pytorch.py >"$out/compile-warmup.log" 2>&1 &
+  warm_pid=$!
 fi
 section "build (scripts/setup.sh${targets:+, targets: $targets})" "$out/build.log" 1800 \
   env ROPELAB_SKIP_APT=1 ROPELAB_CMAKE_ARGS="${ROPELAB_CMAKE_ARGS:-}" ROPELAB_BUILD_TARGETS="$targets" \
@@ -183,11 +185,22 @@ if [[ $profile -eq 1 ]]; then
   section "profile (libtorch's Kineto profiler, 3 steps of lm-large bf16)" "$out/profile.log" 300 \
     env ROPELAB_PROFILE="$out/trace.json" build/bin/ropelab bench --point train \
     --config configs/bench/lm-large.yaml --steps 3 train.precision=bf16 run.device=cuda || rc=1
-  if [[ -f "$out/trace.json" ]]; then
-    tail -1 "$out/profile.log" | sed 's/^/    step: /' | tee -a "$report"
-    python3 scripts/profile_summary.py "$out/trace.json" --steps 3 --top 15 2>&1 | sed 's/^/    /' |
+  summarize() {  # summarize TRACE LOG: the step's figures and where its GPU time went
+    [[ -f "$1" ]] || return
+    tail -1 "$2" | sed 's/^/    step: /' | tee -a "$report"
+    python3 scripts/profile_summary.py "$1" --steps 3 --top 15 2>&1 | sed 's/^/    /' |
       tee -a "$report"
-    gzip -f "$out/trace.json"  # about a tenth of the size, and chrome://tracing reads it
+    gzip -f "$1"  # about a tenth of the size, and chrome://tracing reads it
+  }
+  summarize "$out/trace.json" "$out/profile.log"
+  # The same shape in PyTorch, for a kernel-by-kernel comparison.
+  if ((${#large[@]})); then
+    for v in sdpa compile; do
+      section "profile of PyTorch $v (torch.profiler, 3 steps of lm-large bf16)" \
+        "$out/profile-pytorch-$v.log" 300 python3 - "${large[@]}" --steps 3 --variant "$v" \
+        --profile "$out/trace-pytorch-$v.json" <scripts/bench_pytorch.py || rc=1
+      summarize "$out/trace-pytorch-$v.json" "$out/profile-pytorch-$v.log"
+    done
   fi
 fi
 if [[ $bench -eq 1 ]]; then
