@@ -177,9 +177,23 @@ if [[ $build_ok -eq 0 ]]; then
 fi
 section "ropelab info" "$out/info.log" 120 build/bin/ropelab info || rc=1
 sed 's/^/    /' "$out/info.log" >>"$report"
-section "ctest -L gpu" "$out/ctest-gpu.log" 900 \
+# A test binary that crashes leaves its backtrace in $TMPDIR/ropelab-crash-<pid>.txt: here, each
+# frame of our binaries then named by addr2line.
+crash_dir="$PWD/$out/tmp"
+mkdir -p "$crash_dir"
+section "ctest -L gpu" "$out/ctest-gpu.log" 900 env TMPDIR="$crash_dir" \
   ctest --test-dir build -L gpu --output-on-failure --timeout 300 -j 8 || rc=1
-grep -E "tests passed|tests failed|Skipped|\*\*\*Failed|Not Run" "$out/ctest-gpu.log" | sed 's/^/    /' | tee -a "$report"
+grep -E "tests passed|tests failed|\*\*\*Failed|Not Run" "$out/ctest-gpu.log" | sed 's/^/    /' | tee -a "$report"
+for f in "$crash_dir"/ropelab-crash-*.txt; do
+  [[ -e $f ]] || continue
+  note "  $(basename "$f"):"
+  while IFS= read -r line; do
+    echo "$line"
+    if [[ $line =~ ^([^\(]+)\(\+(0x[0-9a-f]+)\) ]] && [[ ${BASH_REMATCH[1]} == *bin/ropelab* ]]; then
+      addr2line -Cfpe "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" 2>/dev/null | sed 's/^/    at /'
+    fi
+  done <"$f" | sed 's/^/      /' | tee -a "$report"
+done
 if [[ $profile -eq 1 ]]; then
   # One process: one warm-up step, then 3 profiled steps of the GPU shape (Kineto, CUDA activity).
   section "profile (libtorch's Kineto profiler, 3 steps of lm-large bf16)" "$out/profile.log" 300 \
