@@ -1,5 +1,10 @@
 // The two platform pitfalls (docs/platform-notes.md), checked inside processes that run libtorch.
+#include <dlfcn.h>
 #include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <system_error>
 
 #include "helpers.h"
 #include "tensor_helpers.h"
@@ -58,6 +63,25 @@ TEST(Platform, RopelabHasNoCopyRelocations) {
   auto r = test::run("readelf -rW " + test::ropelab_bin());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("R_X86_64_COPY"), std::string::npos);
+}
+
+// std::filesystem comes from libstdc++, never from a libtorch that exports its own copies (a
+// PyTorch wheel's does, and its remove_all calls a null pointer): CMake links libstdc++ first.
+TEST(Platform, StdFilesystemComesFromLibstdcxx) {
+  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&, std::error_code&);
+  const RemoveAll fn = &std::filesystem::remove_all;  // the definition this process bound to
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(fn), &info), 0);
+  ASSERT_NE(info.dli_fname, nullptr);
+  EXPECT_NE(std::string(info.dli_fname).find("libstdc++"), std::string::npos)
+      << "std::filesystem::remove_all is bound to " << info.dli_fname;
+  // And it works: a tree of files and directories goes.
+  test::TempDir d;
+  std::filesystem::create_directories(d.file("a/b/c"));
+  test::write(d.file("a/b/c/f.txt"), "x");
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::remove_all(d.file("a"), ec), 4u) << ec.message();
+  EXPECT_FALSE(std::filesystem::exists(d.file("a")));
 }
 
 // SentencePiece (train, load, encode, decode) in the same process as libtorch.
