@@ -192,15 +192,19 @@ AttnMask AttnMask::with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Devi
   return m;
 }
 
+bool uses_kernel_causal(const AttnMask& mask, bool has_bias, int64_t q_offset, int64_t T,
+                        int64_t S) {
+  // The kernels' own causal mask is aligned at the top left: it is this mask only when queries
+  // and keys start together and nothing else is added. (bias_B1TS is only this mask again.)
+  return mask.causal && !mask.key_pad_BS.defined() && !has_bias && q_offset == 0 && T == S;
+}
+
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, const torch::Tensor& bias,
                               const AttnMask& mask, int64_t q_offset, double dropout,
                               bool training) {
   const int64_t T = q.size(2), S = k.size(2), H = v.size(3);
-  // The kernels' own causal mask is aligned at the top left: it is this mask only when queries
-  // and keys start together and nothing else is added.
-  const bool own_causal = mask.causal && !mask.key_pad_BS.defined() && !mask.bias_B1TS.defined() &&
-                          !bias.defined() && q_offset == 0 && T == S;
+  const bool own_causal = uses_kernel_causal(mask, bias.defined(), q_offset, T, S);
   torch::Tensor add;
   if (!own_causal) {
     add = mask.bias_B1TS;

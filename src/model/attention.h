@@ -84,6 +84,13 @@ torch::Tensor fused_attention(const torch::Tensor& q_BNTH, const torch::Tensor& 
                               const torch::Tensor& v_BNSH, const torch::Tensor& bias_1NTS,
                               const AttnMask& mask, int64_t q_offset, double dropout,
                               bool training);
+// Whether fused_attention hands `mask` to the kernels' own causal flag (no mask tensor: the
+// flash and cuDNN kernels then skip the masked blocks, about half the work at T == S): a causal
+// mask with no padding and no position bias, queries and keys starting together. Its additive
+// form (bias_B1TS, which a stack builds once per forward pass) is the same mask and does not
+// count.
+bool uses_kernel_causal(const AttnMask& mask, bool has_bias, int64_t q_offset, int64_t T,
+                        int64_t S);
 // q/k features for the numerator (possibly rotated) and for the denominator (never rotated in
 // eq19 mode). Causal with q_offset > 0 or T != S uses the exact masked form.
 torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_in,

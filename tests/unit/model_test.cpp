@@ -170,7 +170,8 @@ TEST(LinearAttention, EqualsQuadraticForm) {
 // The GPU's softmax attention (libtorch's SDPA, 2.1 on) equals the unfused form for every mask
 // it is given: a plain causal score (the kernels' own causal flag), causal with a position bias,
 // key padding, queries after a cache (q_offset > 0: an explicit mask aligned at the bottom), and
-// q, k wider than v (PoPE). Checked on the CPU, where SDPA has the same semantics; skipped on a
+// q, k wider than v (PoPE); each mask also in the form a stack passes it (its additive bias_B1TS
+// built once per forward pass). Checked on the CPU, where SDPA has the same semantics; skipped on a
 // libtorch without SDPA (Debian 12's 1.13), run on Debian 13's 2.6 and on a wheel.
 TEST(FusedAttention, EqualsTheUnfusedFormForEveryMask) {
   if (!compat::has_sdpa()) GTEST_SKIP() << "this libtorch has no scaled_dot_product_attention";
@@ -189,28 +190,45 @@ TEST(FusedAttention, EqualsTheUnfusedFormForEveryMask) {
                         Case{"bidirectional + padding", false, true, false, T, 0, H},
                         Case{"padding + bias", false, true, true, T, 0, H},
                         Case{"causal after a cache", true, false, false, 3, 9, H},
-                        Case{"wide q and k", true, false, false, T, 0, 2 * H}}) {
-    auto q = torch::randn({B, N, k.q_len, k.qk_width}).requires_grad_();
-    auto kk = torch::randn({B, N, T, k.qk_width}).requires_grad_();
-    auto v = torch::randn({B, N, T, H}).requires_grad_();
-    AttnMask m{k.padded ? pad : torch::Tensor(), k.causal, {}};
-    auto b = k.with_bias ? bias.narrow(2, T - k.q_len, k.q_len) : torch::Tensor();
-    auto want = softmax_attention(q, kk, v, b, m, k.q_offset, 0.0, false);
-    auto got = fused_attention(q, kk, v, b, m, k.q_offset, 0.0, false);
-    EXPECT_TRUE(close(got, want, 1e-4, 1e-5)) << k.name;
-    // Gradients too, the bias's included (the score-bias families learn through it).
-    auto w = torch::randn_like(want);
-    auto g_want = torch::autograd::grad({(want * w).sum()}, {q, kk, v, bias}, {}, true, false,
-                                        /*allow_unused=*/true);
-    auto g_got = torch::autograd::grad({(got * w).sum()}, {q, kk, v, bias}, {}, false, false,
-                                       /*allow_unused=*/true);
-    for (size_t i = 0; i < 4; ++i) {
-      ASSERT_EQ(g_got[i].defined(), g_want[i].defined()) << k.name << " gradient " << i;
-      if (g_want[i].defined()) {
-        EXPECT_TRUE(close(g_got[i], g_want[i], 1e-4, 1e-5)) << k.name << " gradient " << i;
+                        Case{"wide q and k", true, false, false, T, 0, 2 * H}})
+    for (bool stack_form : {false, true}) {
+      auto q = torch::randn({B, N, k.q_len, k.qk_width}).requires_grad_();
+      auto kk = torch::randn({B, N, T, k.qk_width}).requires_grad_();
+      auto v = torch::randn({B, N, T, H}).requires_grad_();
+      AttnMask m{k.padded ? pad : torch::Tensor(), k.causal, {}};
+      if (stack_form) m = m.with_bias(k.q_len, T, k.q_offset, torch::kCPU);
+      auto b = k.with_bias ? bias.narrow(2, T - k.q_len, k.q_len) : torch::Tensor();
+      auto want = softmax_attention(q, kk, v, b, m, k.q_offset, 0.0, false);
+      auto got = fused_attention(q, kk, v, b, m, k.q_offset, 0.0, false);
+      EXPECT_TRUE(close(got, want, 1e-4, 1e-5)) << k.name << (stack_form ? " (stack form)" : "");
+      // Gradients too, the bias's included (the score-bias families learn through it).
+      auto w = torch::randn_like(want);
+      auto g_want = torch::autograd::grad({(want * w).sum()}, {q, kk, v, bias}, {}, true, false,
+                                          /*allow_unused=*/true);
+      auto g_got = torch::autograd::grad({(got * w).sum()}, {q, kk, v, bias}, {}, false, false,
+                                         /*allow_unused=*/true);
+      for (size_t i = 0; i < 4; ++i) {
+        ASSERT_EQ(g_got[i].defined(), g_want[i].defined()) << k.name << " gradient " << i;
+        if (g_want[i].defined()) {
+          EXPECT_TRUE(close(g_got[i], g_want[i], 1e-4, 1e-5)) << k.name << " gradient " << i;
+        }
       }
     }
-  }
+}
+
+// A stack's causal mask reaches the kernels' own causal flag (no mask tensor, the masked blocks
+// skipped) although it carries its additive form; anything else added keeps the explicit mask.
+TEST(FusedAttention, AStacksPlainCausalMaskUsesTheKernelsCausalFlag) {
+  const int64_t T = 16;
+  auto pad = torch::ones({2, T}, torch::kBool);
+  const AttnMask causal{torch::Tensor(), true, {}};
+  EXPECT_TRUE(uses_kernel_causal(causal, false, 0, T, T));
+  EXPECT_TRUE(uses_kernel_causal(causal.with_bias(T, T, 0, torch::kCPU), false, 0, T, T));
+  EXPECT_FALSE(uses_kernel_causal(causal, true, 0, T, T)) << "a position bias";
+  EXPECT_FALSE(uses_kernel_causal(AttnMask{pad, true, {}}, false, 0, T, T)) << "key padding";
+  EXPECT_FALSE(uses_kernel_causal(causal.with_bias(3, T, T - 3, torch::kCPU), false, T - 3, 3, T))
+      << "queries after a cache";
+  EXPECT_FALSE(uses_kernel_causal(AttnMask{}, false, 0, T, T)) << "bidirectional";
 }
 
 // ---- architectures
