@@ -4,9 +4,9 @@
 // In float32 on the CPU (no autocast) the forward and both gradients run on oneDNN's sgemm
 // (util/gemm.h) where the process has it: one custom autograd node, dX = dY W and
 // dW = dY^T X, the bias's gradient the column sums of dY. Everywhere else (bf16 autocast, which
-// oneDNN's AMX path already serves; CUDA; a libtorch without oneDNN's symbols) it is
-// torch::nn::functional::linear. Both give the same values to float32 rounding
-// (tests/unit/linear_test.cpp).
+// oneDNN's AMX path already serves; CUDA; a libtorch without oneDNN's symbols) it is libtorch's
+// torch::linear, the bias inside the matmul. Both give the same values to float32 rounding
+// (tests/unit/fused_test.cpp).
 #pragma once
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
