@@ -8,10 +8,15 @@ smoothing 0.1), with RoPE (RoFormer Eq. 34, interleaved pairs) or no position si
 training step = forward, loss, backward, global-norm clipping at 1.0, AdamW (decay on matrices
 only). Batches are random token ids of the bench shape, like ropelab's.
 
-Three variants of the same step, so that ropelab is compared with the fastest PyTorch there is:
-  eager    the model as written above, torch.optim.AdamW (any PyTorch);
-  sdpa     F.scaled_dot_product_attention and AdamW(fused=True) (PyTorch >= 2.0);
-  compile  the eager model under torch.compile (inductor) and AdamW(fused=True) (PyTorch >= 2.0).
+Four variants of the same step, so that ropelab is compared with the fastest PyTorch there is:
+  eager         the model as written above, torch.optim.AdamW (any PyTorch);
+  sdpa          F.scaled_dot_product_attention and AdamW(fused=True) (PyTorch >= 2.0);
+  compile       the eager model under torch.compile (inductor) and AdamW(fused=True)
+                (PyTorch >= 2.0): Inductor fuses the elementwise work but keeps the attention
+                scores in memory;
+  compile-sdpa  the sdpa model under torch.compile and AdamW(fused=True) (PyTorch >= 2.0): the
+                fused attention kernels and Inductor's fusion of the rest, the fastest of the four
+                on a GPU.
 
 Run with Debian's python3-torch (the same libtorch as ropelab), or any other PyTorch, e.g.
   /usr/bin/python3 scripts/bench_pytorch.py --model lm --precision bf16 --steps 10
@@ -81,7 +86,7 @@ def malloc_facts():
     return kept + (", huge pages" if "glibc.malloc.hugetlb=1" in t else "")
 
 
-SDPA = False  # set by --variant sdpa
+SDPA = False  # set by --variant sdpa and compile-sdpa
 
 
 class Attention(nn.Module):
@@ -229,7 +234,8 @@ def main():
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--steps", type=int, default=10, help="timed steps (after 2 warm-up steps)")
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--variant", choices=["eager", "sdpa", "compile"], default="eager")
+    p.add_argument("--variant", choices=["eager", "sdpa", "compile", "compile-sdpa"],
+                   default="eager")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--profile", metavar="FILE",
                    help="write a chrome trace of the timed steps (torch.profiler, with CUDA "
@@ -245,7 +251,7 @@ def main():
                                    f"{torch.__version__})", "torch": torch.__version__}))
         sys.exit(3)
     global SDPA
-    SDPA = a.variant == "sdpa"
+    SDPA = a.variant in ("sdpa", "compile-sdpa")
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     facts = blas_facts(a.threads)
@@ -258,7 +264,7 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
                              {"params": rest, "weight_decay": 0.0}], lr=1e-4, betas=(0.9, 0.98),
                             **extra)
-    step_model = torch.compile(model) if a.variant == "compile" else model
+    step_model = torch.compile(model) if a.variant.startswith("compile") else model
     rot = rope_tables(a.seq_len, a.d_model // a.n_heads) if a.position == "rope" else None
     if rot is not None:
         rot = tuple(t.to(dev) for t in rot)

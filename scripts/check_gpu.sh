@@ -8,7 +8,8 @@
 #   bash scripts/check_gpu.sh --bench          # and the bench (a few minutes more)
 #   bash scripts/check_gpu.sh --deps DIR       # a machine without the libraries: DIR holds the
 #                                              # Debian 12 .debs of scripts/gpu_deps.sh
-#   # a lease of 15 minutes of GPU time in all: everything, ending within 9.5 minutes
+#   # a lease of 15 minutes of GPU time in all: everything, ending within 9.5 minutes (it took
+#   # 5.6 minutes on an H200 on 2026-11-28; a build there took 125 s on one machine, over 173 on another)
 #   bash scripts/check_gpu.sh --deps DIR --bench --profile --deadline 570
 #
 # Options:
@@ -18,7 +19,8 @@
 #                  --precisions bf16 --compare-pytorch` on the GPU
 #   --bench-steps N  timed steps per bench figure (default 10)
 #   --bench-models M   the bench's --models (default lm-large,lm)
-#   --bench-variants V the bench's --pytorch-variants (default "eager sdpa compile")
+#   --bench-variants V the bench's --pytorch-variants (default "compile-sdpa compile sdpa eager":
+#                  the compiled ones first, while torch.compile's caches are warm)
 #   --profile      where the time of ropelab's lm-large bf16 step goes on the GPU: libtorch's
 #                  Kineto profiler with CUDA activity (ROPELAB_PROFILE), summarised per kernel
 #                  category, idle time and launching op by scripts/profile_summary.py
@@ -35,7 +37,7 @@ set -uo pipefail
 usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 deps="" bench=0 bench_steps=10 out="" profile=0 bench_models=lm-large,lm deadline=0 full_build=0
-bench_variants="eager sdpa compile"
+bench_variants="compile-sdpa compile sdpa eager"
 while (($#)); do
   case "$1" in
     -h | --help) usage; exit 0 ;;
@@ -58,8 +60,8 @@ for m in ${bench_models//,/ }; do
     { echo "check_gpu: --bench-models: '$m' is not one of lm, mlm, translation, lm-large" >&2; exit 2; }
 done
 for v in $bench_variants; do
-  [[ $v =~ ^(eager|sdpa|compile)$ ]] ||
-    { echo "check_gpu: --bench-variants: '$v' is not one of eager, sdpa, compile" >&2; exit 2; }
+  [[ $v =~ ^(eager|sdpa|compile|compile-sdpa)$ ]] ||
+    { echo "check_gpu: --bench-variants: '$v' is not one of eager, sdpa, compile, compile-sdpa" >&2; exit 2; }
 done
 if [[ -n "$deps" ]] && ! compgen -G "$deps/*.deb" >/dev/null; then
   echo "check_gpu: --deps $deps: no .deb files there (bash scripts/gpu_deps.sh DIR makes them)" >&2
@@ -148,10 +150,13 @@ fi
 # torch.compile's caches (Inductor's graphs, Triton's kernels), warmed on the large shape while
 # the build keeps the CPUs busy; waited for before anything is timed.
 warm_pid=""
-if ((${#large[@]})) && { ((profile)) || { ((bench)) && [[ " $bench_variants " == *" compile "* &&
+if ((${#large[@]})) && { ((profile)) || { ((bench)) && [[ " $bench_variants " == *" compile"* &&
   ",$bench_models," == *",lm-large,"* ]]; }; }; then
-  timeout "$(cap 400)" python3 - "${large[@]}" --steps 1 --variant compile \
-    <scripts/bench_pytorch.py >"$out/compile-warmup.log" 2>&1 &
+  (
+    for v in compile-sdpa compile; do
+      timeout "$(cap 400)" python3 - "${large[@]}" --steps 1 --variant "$v" <scripts/bench_pytorch.py
+    done
+  ) >"$out/compile-warmup.log" 2>&1 &
   warm_pid=$!
 fi
 section "build (scripts/setup.sh${targets:+, targets: $targets})" "$out/build.log" 1800 \
@@ -209,7 +214,7 @@ if [[ $profile -eq 1 ]]; then
   summarize "$out/trace.json" "$out/profile.log"
   # The same shape in PyTorch, for a kernel-by-kernel comparison.
   if ((${#large[@]})); then
-    for v in sdpa compile; do
+    for v in sdpa compile-sdpa; do
       section "profile of PyTorch $v (torch.profiler, 3 steps of lm-large bf16)" \
         "$out/profile-pytorch-$v.log" 300 python3 - "${large[@]}" --steps 3 --variant "$v" \
         --profile "$out/trace-pytorch-$v.json" <scripts/bench_pytorch.py || rc=1

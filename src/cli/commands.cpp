@@ -689,10 +689,11 @@ void register_all(CLI::App& app) {
                        "a Debian root with another PyTorch, run with chroot (repeatable; "
                        "scripts/pytorch_root.sh builds Debian 13's PyTorch 2.6)");
         sub.add_option("--pytorch-variants", g.bench.pytorch_variants,
-                       "the reference's variants: eager (any PyTorch), sdpa (SDPA + fused AdamW) "
-                       "and compile (torch.compile), the last two on PyTorch >= 2")
+                       "the reference's variants: eager (any PyTorch), sdpa (SDPA + fused AdamW), "
+                       "compile (torch.compile of the eager model) and compile-sdpa "
+                       "(torch.compile of the sdpa one), the last three on PyTorch >= 2")
             ->delimiter(',')
-            ->check(CLI::IsMember({"eager", "sdpa", "compile"}))
+            ->check(CLI::IsMember({"eager", "sdpa", "compile", "compile-sdpa"}))
             ->capture_default_str();
         sub.add_option("--steps", g.bench.steps, "timed steps per measurement (after one warm-up)")
             ->capture_default_str()
