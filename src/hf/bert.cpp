@@ -38,8 +38,6 @@ namespace ropelab::hf {
 
 namespace {
 
-std::string num(double v) { return fmt::format("{:.17g}", v); }
-
 // The data.tokenizer overrides for the checkpoint's WordPiece tokenizer: its vocab.txt, and
 // do_lower_case / strip_accents from tokenizer_config.json (BertTokenizer's defaults without it).
 std::vector<std::string> wordpiece_overrides(const std::string& dir, const std::string& vocab) {
@@ -120,11 +118,11 @@ BertShape read_bert_shape(Source& s) {
       "model.n_heads=" + std::to_string(b.N),
       "model.d_ff=" + std::to_string(b.F),
       "model.norm=post",
-      "model.norm_eps=" + num(s.get_double("layer_norm_eps", 1e-12)),
+      "model.norm_eps=" + exact_number(s.get_double("layer_norm_eps", 1e-12)),
       "model.activation=" + b.act,
-      "model.dropout=" + num(s.get_double("hidden_dropout_prob", 0.1)),
-      "model.attention.dropout=" + num(s.get_double("attention_probs_dropout_prob", 0.1)),
-      "model.init_std=" + num(s.get_double("initializer_range", 0.02)),
+      "model.dropout=" + exact_number(s.get_double("hidden_dropout_prob", 0.1)),
+      "model.attention.dropout=" + exact_number(s.get_double("attention_probs_dropout_prob", 0.1)),
+      "model.init_std=" + exact_number(s.get_double("initializer_range", 0.02)),
       std::string("model.tie_embeddings=") + (b.tied ? "true" : "false"),
       "model.scale_embeddings=false",
   };

@@ -61,6 +61,8 @@ const char* const kKeptFiles[] = {"config.json",
 
 }  // namespace
 
+std::string exact_number(double v) { return fmt::format("{:.17g}", v); }
+
 // ---- Source
 
 Source::Source(const std::string& dir) : dir_(dir), ckpt_(Checkpoint::open(dir)) {

@@ -42,8 +42,6 @@ namespace ropelab::hf {
 
 namespace {
 
-std::string num(double v) { return fmt::format("{:.17g}", v); }
-
 // config.json's rope_scaling as model.position.scaling overrides.
 std::vector<std::string> scaling_overrides(const Source& s, int64_t max_pos) {
   const auto& j = s.json();
@@ -70,7 +68,7 @@ std::vector<std::string> scaling_overrides(const Source& s, int64_t max_pos) {
     std::string out = "[";
     for (const auto& x : r[key]) {
       if (!x.is_number()) throw UserError(where + "." + key + ": not a list of numbers");
-      out += (out.size() > 1 ? "," : "") + num(x.get<double>());
+      out += (out.size() > 1 ? "," : "") + exact_number(x.get<double>());
     }
     return out + "]";
   };
@@ -87,9 +85,9 @@ std::vector<std::string> scaling_overrides(const Source& s, int64_t max_pos) {
   if (type == "default") {
     // plain RoPE
   } else if (type == "linear") {
-    ov = {p + "type=linear", p + "factor=" + num(number("factor", 1))};
+    ov = {p + "type=linear", p + "factor=" + exact_number(number("factor", 1))};
   } else if (type == "dynamic") {
-    ov = {p + "type=dynamic", p + "factor=" + num(number("factor", 1)),
+    ov = {p + "type=dynamic", p + "factor=" + exact_number(number("factor", 1)),
           p + "original_len=" + std::to_string(original())};
   } else if (type == "yarn") {
     if (r.contains("mscale") || r.contains("mscale_all_dim"))
@@ -98,16 +96,16 @@ std::vector<std::string> scaling_overrides(const Source& s, int64_t max_pos) {
     if (r.contains("truncate") && r["truncate"] != true)
       s.unsupported("rope_scaling", "yarn with truncate: false is not in ropelab");
     ov = {p + "type=yarn",
-          p + "factor=" + num(number("factor", 1)),
+          p + "factor=" + exact_number(number("factor", 1)),
           p + "original_len=" + std::to_string(original()),
-          p + "beta_fast=" + num(number("beta_fast", 32)),
-          p + "beta_slow=" + num(number("beta_slow", 1)),
-          p + "attention_factor=" + num(number("attention_factor", 0))};
+          p + "beta_fast=" + exact_number(number("beta_fast", 32)),
+          p + "beta_slow=" + exact_number(number("beta_slow", 1)),
+          p + "attention_factor=" + exact_number(number("attention_factor", 0))};
   } else if (type == "llama3") {
-    ov = {p + "type=llama3", p + "factor=" + num(number("factor", 8)),
+    ov = {p + "type=llama3", p + "factor=" + exact_number(number("factor", 8)),
           p + "original_len=" + std::to_string(original()),
-          p + "low_freq_factor=" + num(number("low_freq_factor", 1)),
-          p + "high_freq_factor=" + num(number("high_freq_factor", 4))};
+          p + "low_freq_factor=" + exact_number(number("low_freq_factor", 1)),
+          p + "high_freq_factor=" + exact_number(number("high_freq_factor", 4))};
   } else if (type == "longrope") {
     const int64_t orig = original();
     // transformers: factor = max_position_embeddings / original when the original length is
@@ -119,8 +117,8 @@ std::vector<std::string> scaling_overrides(const Source& s, int64_t max_pos) {
           p + "short_factor=" + list("short_factor"),
           p + "long_factor=" + list("long_factor"),
           p + "original_len=" + std::to_string(orig),
-          p + "factor=" + num(std::max(1.0, factor)),
-          p + "attention_factor=" + num(number("attention_factor", 0))};
+          p + "factor=" + exact_number(std::max(1.0, factor)),
+          p + "attention_factor=" + exact_number(number("attention_factor", 0))};
   } else {
     s.unsupported(
         "rope_scaling",
@@ -272,17 +270,17 @@ Mapped map_llama(Source& s) {
       "model.d_ff=" + std::to_string(F),
       "model.norm=pre",
       "model.norm_type=rmsnorm",
-      "model.norm_eps=" + num(s.get_double("rms_norm_eps", 1e-6)),
+      "model.norm_eps=" + exact_number(s.get_double("rms_norm_eps", 1e-6)),
       "model.activation=swiglu",
       "model.bias=" + bias,
       "model.dropout=0",
-      "model.attention.dropout=" + num(s.get_double("attention_dropout", 0.0)),
-      "model.init_std=" + num(s.get_double("initializer_range", 0.02)),
+      "model.attention.dropout=" + exact_number(s.get_double("attention_dropout", 0.0)),
+      "model.init_std=" + exact_number(s.get_double("initializer_range", 0.02)),
       std::string("model.tie_embeddings=") + (tied ? "true" : "false"),
       "model.scale_embeddings=false",
       "model.position.type=rope",
       "model.position.pairing=half",
-      "model.position.base=" + num(s.get_double("rope_theta", 10000.0)),
+      "model.position.base=" + exact_number(s.get_double("rope_theta", 10000.0)),
   };
   for (auto& o : scaling_overrides(s, P)) m.overrides.push_back(std::move(o));
   for (auto& o : tok.overrides) m.overrides.push_back(std::move(o));

@@ -68,6 +68,9 @@ struct Mapped {
   std::string note;  // for the import's summary
 };
 
+// A config.json number as a model override that reads back as the same double.
+std::string exact_number(double v);
+
 // One family per file; each throws UserError for what it cannot map.
 bool is_bert(const std::string& architecture);
 Mapped map_bert(Source& s);

@@ -53,8 +53,10 @@ const char* size_unit(DataSource s) {
   }
 }
 
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
-double num(const nlohmann::json& j) { return j.is_number() ? j.get<double>() : NAN; }
+nlohmann::json finite_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
+double number_or_nan(const nlohmann::json& j) { return j.is_number() ? j.get<double>() : NAN; }
 
 // Draws PATH's .png next to it; false (with a warning) when it could not.
 bool draw_plot(const std::string& what, const std::string& path) {
@@ -171,7 +173,7 @@ std::string trim_rows(std::string md) {
   return md;
 }
 
-std::string cell(double v, const std::string& metric) {
+std::string metric_cell(double v, const std::string& metric) {
   if (!std::isfinite(v)) return "n/a";
   return metric == "exact" ? fmt::format("{:.1f}%", 100 * v) : fmt::format("{:.2f}", v);
 }
@@ -206,13 +208,13 @@ ProbeReport probe_run(const std::string& run_dir, const ProbeOptions& o) {
   j["size_unit"] = r.size_unit;
   j["multipliers"] = r.multipliers;
   j["sizes"] = r.sizes;
-  for (double v : r.value) j["value"].push_back(num(v));
-  for (double v : r.token_acc) j["token_acc"].push_back(num(v));
+  for (double v : r.value) j["value"].push_back(finite_or_null(v));
+  for (double v : r.token_acc) j["token_acc"].push_back(finite_or_null(v));
   if (!r.depths.empty()) {
     j["depths"] = r.depths;
     for (const auto& row : r.grid) {
       nlohmann::json jr = nlohmann::json::array();
-      for (double v : row) jr.push_back(num(v));
+      for (double v : row) jr.push_back(finite_or_null(v));
       j["grid"].push_back(jr);
     }
   }
@@ -241,7 +243,7 @@ ProbeReport read_probe(const std::string& run_dir) {
     r.size_unit = j.at("size_unit").get<std::string>();
     r.multipliers = j.at("multipliers").get<std::vector<int64_t>>();
     r.sizes = j.at("sizes").get<std::vector<int64_t>>();
-    for (const auto& v : j.at("value")) r.value.push_back(num(v));
+    for (const auto& v : j.at("value")) r.value.push_back(number_or_nan(v));
     if (r.value.size() != r.multipliers.size())
       throw UserError(path + ": 'value' and 'multipliers' differ in length");
   } catch (const nlohmann::json::exception& e) {
@@ -263,11 +265,11 @@ std::string probe_markdown(const ProbeReport& r) {
     sep += "--:|";
   }
   md += "\n" + sep + "\n| " + (exact ? "exact match" : "perplexity") + " | ";
-  for (double v : r.value) md += cell(v, r.metric) + " | ";
+  for (double v : r.value) md += metric_cell(v, r.metric) + " | ";
   md += "\n";
   if (!r.token_acc.empty()) {
     md += "| answer-token accuracy | ";
-    for (double v : r.token_acc) md += cell(v, "exact") + " | ";
+    for (double v : r.token_acc) md += metric_cell(v, "exact") + " | ";
     md += "\n";
   }
   if (!r.depths.empty()) {
@@ -278,7 +280,7 @@ std::string probe_markdown(const ProbeReport& r) {
     md += "\n" + sep + "\n";
     for (size_t d = 0; d < r.depths.size(); ++d) {
       md += fmt::format("| {:.2f} | ", r.depths[d]);
-      for (double v : r.grid[d]) md += cell(v, "exact") + " | ";
+      for (double v : r.grid[d]) md += metric_cell(v, "exact") + " | ";
       md += "\n";
     }
   }
@@ -368,7 +370,7 @@ std::string write_card(const std::vector<CardEntry>& entries, const std::string&
   j["entries"] = nlohmann::json::array();
   for (const auto& e : entries) {
     nlohmann::json v = nlohmann::json::array();
-    for (double x : e.report.value) v.push_back(num(x));
+    for (double x : e.report.value) v.push_back(finite_or_null(x));
     j["entries"].push_back({{"variant", e.variant},
                             {"seed", e.seed},
                             {"task", e.report.task},

@@ -120,7 +120,7 @@ struct KeyHit {
   int chapter = 0, verse = 0;
 };
 
-bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+bool is_ascii_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
 
 // Finds the next "Book C:V:" key at or after `from`.
 bool find_key(const std::string& s, size_t from, KeyHit* hit) {
@@ -128,10 +128,10 @@ bool find_key(const std::string& s, size_t from, KeyHit* hit) {
        colon = s.find(':', colon + 1)) {
     // Expect "<digits>:<digits>:" with this colon being the first.
     size_t c0 = colon;
-    while (c0 > 0 && is_digit(s[c0 - 1])) --c0;
+    while (c0 > 0 && is_ascii_digit(s[c0 - 1])) --c0;
     if (c0 == colon || c0 == 0 || s[c0 - 1] != ' ') continue;
     size_t v1 = colon + 1;
-    while (v1 < s.size() && is_digit(s[v1])) ++v1;
+    while (v1 < s.size() && is_ascii_digit(s[v1])) ++v1;
     if (v1 == colon + 1 || v1 >= s.size() || s[v1] != ':') continue;
     // No book has 1000 chapters or verses: a longer number is text, not a key (and would
     // overflow std::stoi; found by fuzzing, tests/fuzz/fuzz_osis.cpp).

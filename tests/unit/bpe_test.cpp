@@ -18,7 +18,7 @@
 namespace ropelab::text {
 namespace {
 
-const std::string kDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/bpe";
+const std::string kBpeDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/bpe";
 
 BpeSplit split_of(const std::string& style) {
   return style == "llama3"  ? BpeSplit::kLlama3
@@ -27,7 +27,7 @@ BpeSplit split_of(const std::string& style) {
 }
 
 TEST(Bpe, MatchesTheReferenceIdsAndPiecesOnEveryTestString) {
-  auto cases = nlohmann::json::parse(fs::read_file(kDir + "/cases.json"));
+  auto cases = nlohmann::json::parse(fs::read_file(kBpeDir + "/cases.json"));
   ASSERT_EQ(cases.size(), 42u);
   std::map<std::string, std::unique_ptr<BpeTokenizer>> toks;
   size_t tokens = 0;
@@ -36,7 +36,7 @@ TEST(Bpe, MatchesTheReferenceIdsAndPiecesOnEveryTestString) {
     const auto text = c["text"].get<std::string>();
     SCOPED_TRACE(style + ": " + text);
     auto& tok = toks[style];
-    if (!tok) tok = std::make_unique<BpeTokenizer>(kDir + "/" + style + "/tokenizer.json");
+    if (!tok) tok = std::make_unique<BpeTokenizer>(kBpeDir + "/" + style + "/tokenizer.json");
     EXPECT_EQ(bpe_pre_tokenize(text, split_of(style)), c["pieces"].get<std::vector<std::string>>());
     auto ids = tok->encode_original(text);
     EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>());
@@ -46,7 +46,7 @@ TEST(Bpe, MatchesTheReferenceIdsAndPiecesOnEveryTestString) {
 }
 
 TEST(Bpe, RenumberedIdsDecodeBackToTheText) {
-  const std::string path = kDir + "/llama3/tokenizer.json";
+  const std::string path = kBpeDir + "/llama3/tokenizer.json";
   BpeTokenizer plain(path);
   const int32_t bos = plain.id_of("<|begin_of_text|>"), eos = plain.id_of("<|end_of_text|>");
   ASSERT_GE(bos, 0);
@@ -71,7 +71,7 @@ TEST(Bpe, RenumberedIdsDecodeBackToTheText) {
 }
 
 TEST(Bpe, UnsupportedTokenizersNameTheFileAndTheKey) {
-  auto j = nlohmann::json::parse(fs::read_file(kDir + "/llama3/tokenizer.json"));
+  auto j = nlohmann::json::parse(fs::read_file(kBpeDir + "/llama3/tokenizer.json"));
   struct Case {
     std::function<void(nlohmann::json&)> edit;
     std::string expect;

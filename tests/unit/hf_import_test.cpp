@@ -31,7 +31,7 @@ namespace ropelab::hf {
 namespace {
 
 namespace stdfs = std::filesystem;
-const std::string kDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/hf";
+const std::string kHfDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/hf";
 
 at::Tensor tensor(const Checkpoint& c, const std::string& name) {
   const auto& v = c.get(name);
@@ -61,7 +61,7 @@ struct Outputs {
 Outputs run_imported(const std::string& fixture, const test::TempDir& d, Checkpoint& expected,
                      const std::vector<std::string>& overrides = {}) {
   const std::string run = d.file("run");
-  std::string summary = import_hf(kDir + "/" + fixture, run, overrides);
+  std::string summary = import_hf(kHfDir + "/" + fixture, run, overrides);
   EXPECT_NE(summary.find("imported"), std::string::npos) << summary;
   auto order = vocab_order(run);
   auto m = eval::load_run_model(run);
@@ -85,7 +85,7 @@ double max_diff(const at::Tensor& a, const at::Tensor& b) {
 std::string damaged_copy(const test::TempDir& d, const std::string& fixture,
                          const std::function<void(nlohmann::json&)>& edit) {
   const std::string dir = d.file(fixture);
-  stdfs::copy(kDir + "/" + fixture, dir, stdfs::copy_options::recursive);
+  stdfs::copy(kHfDir + "/" + fixture, dir, stdfs::copy_options::recursive);
   auto j = nlohmann::json::parse(fs::read_file(dir + "/config.json"));
   edit(j);
   test::write(dir + "/config.json", j.dump(2));
@@ -114,7 +114,7 @@ TEST(HfImport, MaskedLmClassesGiveTheReferenceLogits) {
        {"bert-mlm", "bert-mlm-untied", "roformer-mlm", "roformer-mlm-small"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
-    auto expected = Checkpoint::open(kDir + "/" + fixture + "/expected.safetensors");
+    auto expected = Checkpoint::open(kHfDir + "/" + fixture + "/expected.safetensors");
     auto o = run_imported(fixture, d, expected);
     auto order = torch::tensor(vocab_order(d.file("run")), torch::kLong);
     auto want = tensor(expected, "logits").index_select(2, order);
@@ -126,7 +126,7 @@ TEST(HfImport, MaskedLmClassesGiveTheReferenceLogits) {
   }
   // bert-mlm-untied is in transformers 5's layout: the head computes with
   // cls.predictions.decoder.bias, and cls.predictions.bias is the unused zeros beside it.
-  auto untied = Checkpoint::open(kDir + "/bert-mlm-untied/model.safetensors");
+  auto untied = Checkpoint::open(kHfDir + "/bert-mlm-untied/model.safetensors");
   EXPECT_EQ(tensor(untied, "cls.predictions.bias").abs().max().item<double>(), 0.0);
   EXPECT_GT(tensor(untied, "cls.predictions.decoder.bias").abs().max().item<double>(), 0.05);
 }
@@ -145,7 +145,7 @@ TEST(HfImport, SequenceClassificationGivesTheReferenceLogits) {
         Case{"roformer-cls", {"data.source=bible-sst2"}}}) {
     SCOPED_TRACE(c.fixture);
     test::TempDir d;
-    auto expected = Checkpoint::open(kDir + "/" + c.fixture + "/expected.safetensors");
+    auto expected = Checkpoint::open(kHfDir + "/" + c.fixture + "/expected.safetensors");
     auto o = run_imported(c.fixture, d, expected, c.data);
     auto want = tensor(expected, "logits");
     EXPECT_LT(max_diff(o.logits, want), 1e-4);
@@ -166,7 +166,7 @@ TEST(HfImport, ClassifierRowsFollowTheDataLabelNames) {
   });
   import_hf(dir, d.file("run"),
             {"data.source=glue", "data.glue_task=MNLI", "data.train=" + d.file("MNLI")});
-  auto expected = Checkpoint::open(kDir + "/bert-cls/expected.safetensors");
+  auto expected = Checkpoint::open(kHfDir + "/bert-cls/expected.safetensors");
   auto m = eval::load_run_model(d.file("run"));
   m.model->eval();
   torch::NoGradGuard ng;
@@ -221,7 +221,7 @@ TEST(HfImport, ClassificationRefusals) {
 
 TEST(HfImport, TheRunTokenizesWithTheCheckpointVocabulary) {
   test::TempDir d;
-  import_hf(kDir + "/bert-mlm", d.file("run"));
+  import_hf(kHfDir + "/bert-mlm", d.file("run"));
   auto c = eval::load_run_model(d.file("run")).config;
   const auto& t = c.data.tokenizer;
   EXPECT_EQ(t.type, config::TokenizerType::kWordPiece);
@@ -239,7 +239,7 @@ TEST(HfImport, TheRunTokenizesWithTheCheckpointVocabulary) {
 
   // A cased checkpoint: do_lower_case false in tokenizer_config.json.
   test::TempDir e;
-  stdfs::copy(kDir + "/bert-mlm", e.file("cased"), stdfs::copy_options::recursive);
+  stdfs::copy(kHfDir + "/bert-mlm", e.file("cased"), stdfs::copy_options::recursive);
   test::write(e.file("cased/tokenizer_config.json"), R"({"do_lower_case": false})");
   import_hf(e.file("cased"), e.file("run"));
   auto cased = eval::load_run_model(e.file("run")).config.data.tokenizer;
@@ -257,8 +257,8 @@ TEST(HfImport, LlamaLayoutDecodersGiveTheReferenceLogits) {
         "llama-yarn", "llama-llama3", "llama-longrope", "llama-bpe", "llama-spm"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
-    auto expected = Checkpoint::open(kDir + "/" + fixture + "/expected.safetensors");
-    import_hf(kDir + "/" + fixture, d.file("run"));
+    auto expected = Checkpoint::open(kHfDir + "/" + fixture + "/expected.safetensors");
+    import_hf(kHfDir + "/" + fixture, d.file("run"));
     auto order = vocab_order(d.file("run"));
     auto m = eval::load_run_model(d.file("run"));
     m.model->eval();
@@ -276,7 +276,7 @@ TEST(HfImport, LlamaLayoutDecodersGiveTheReferenceLogits) {
 
 TEST(HfImport, LlamaConfigMapsOntoTheDecoder) {
   test::TempDir d;
-  import_hf(kDir + "/llama", d.file("run"));
+  import_hf(kHfDir + "/llama", d.file("run"));
   auto c = eval::load_run_model(d.file("run")).config;
   EXPECT_EQ(c.model.arch, config::Arch::kDecoder);
   EXPECT_EQ(c.model.norm_type, config::NormType::kRmsNorm);
@@ -290,9 +290,9 @@ TEST(HfImport, LlamaConfigMapsOntoTheDecoder) {
   const auto& rope = std::get<config::RopeConfig>(c.model.position.opts);
   EXPECT_EQ(rope.pairing, config::RopePairing::kHalf);
   EXPECT_DOUBLE_EQ(rope.base, 10000.0);
-  import_hf(kDir + "/qwen2", d.file("qwen2"));
+  import_hf(kHfDir + "/qwen2", d.file("qwen2"));
   EXPECT_EQ(eval::load_run_model(d.file("qwen2")).config.model.bias, config::LinearBias::kQkv);
-  import_hf(kDir + "/llama-yarn", d.file("yarn"));
+  import_hf(kHfDir + "/llama-yarn", d.file("yarn"));
   auto yc = eval::load_run_model(d.file("yarn")).config;
   const auto& yarn = std::get<config::YarnScaling>(
       std::get<config::RopeConfig>(yc.model.position.opts).scaling.opts);
@@ -307,13 +307,13 @@ TEST(HfImport, LlamaConfigMapsOntoTheDecoder) {
 TEST(HfImport, LlamaTokenizersComeAlongRenumbered) {
   // SentencePiece (Llama 2's layout): the ids of the sentencepiece library on the test strings.
   test::TempDir d;
-  import_hf(kDir + "/llama-spm", d.file("spm"));
+  import_hf(kHfDir + "/llama-spm", d.file("spm"));
   auto c = eval::load_run_model(d.file("spm")).config;
   EXPECT_EQ(c.data.tokenizer.type, config::TokenizerType::kSpm);
   EXPECT_EQ(c.data.tokenizer.vocab_order, d.file("spm/hf/vocab_order.json"));
   auto tok = data::load_tokenizer(data::plan(c.data, c.task.seq_len));
   auto order = vocab_order(d.file("spm"));
-  auto ref = nlohmann::json::parse(fs::read_file(kDir + "/llama-spm/spm_ids.json"));
+  auto ref = nlohmann::json::parse(fs::read_file(kHfDir + "/llama-spm/spm_ids.json"));
   for (size_t i = 0; i < ref["texts"].size(); ++i) {
     const auto text = ref["texts"][i].get<std::string>();
     std::vector<int64_t> got;
@@ -327,18 +327,18 @@ TEST(HfImport, LlamaTokenizersComeAlongRenumbered) {
 
   // Byte-level BPE (Llama 3's layout, embeddings padded past the tokenizer's 470 ids): the
   // specials it lacks take the padding rows.
-  import_hf(kDir + "/llama-bpe", d.file("bpe"));
+  import_hf(kHfDir + "/llama-bpe", d.file("bpe"));
   auto cb = eval::load_run_model(d.file("bpe")).config;
   EXPECT_EQ(cb.data.tokenizer.type, config::TokenizerType::kBpe);
   auto border = vocab_order(d.file("bpe"));
-  auto cfg = nlohmann::json::parse(fs::read_file(kDir + "/llama-bpe/config.json"));
+  auto cfg = nlohmann::json::parse(fs::read_file(kHfDir + "/llama-bpe/config.json"));
   EXPECT_EQ(border[text::Special::kBos], cfg["bos_token_id"].get<int64_t>());
   EXPECT_EQ(border[text::Special::kEos], cfg["eos_token_id"][0].get<int64_t>());
   for (int32_t s : {text::Special::kPad, text::Special::kUnk, text::Special::kCls,
                     text::Special::kSep, text::Special::kMask})
     EXPECT_GE(border[static_cast<size_t>(s)], 470) << s;
   auto btok = data::load_tokenizer(data::plan(cb.data, cb.task.seq_len));
-  text::BpeTokenizer plain(kDir + "/llama-bpe/tokenizer.json");
+  text::BpeTokenizer plain(kHfDir + "/llama-bpe/tokenizer.json");
   const std::string text = "<|begin_of_text|>In the beginning, they're 12345 caf\u00e9!";
   auto ids = btok->encode(text);
   auto want = plain.encode_original(text);
@@ -347,7 +347,7 @@ TEST(HfImport, LlamaTokenizersComeAlongRenumbered) {
   EXPECT_EQ(ids[0], text::Special::kBos);
 
   // Without tokenizer files the import says the run cannot tokenize text.
-  auto summary = import_hf(kDir + "/llama", d.file("none"));
+  auto summary = import_hf(kHfDir + "/llama", d.file("none"));
   EXPECT_NE(summary.find("cannot tokenize"), std::string::npos) << summary;
 }
 
@@ -400,7 +400,7 @@ TEST(HfImport, LlamaRefusalsNameTheKey) {
 
 TEST(HfImport, ConfigMapsOntoTheEncoder) {
   test::TempDir d;
-  import_hf(kDir + "/bert-mlm-untied", d.file("run"));
+  import_hf(kHfDir + "/bert-mlm-untied", d.file("run"));
   auto m = eval::load_run_model(d.file("run"));
   const auto& c = m.config;
   EXPECT_EQ(c.model.arch, config::Arch::kEncoder);
@@ -418,7 +418,7 @@ TEST(HfImport, ConfigMapsOntoTheEncoder) {
   EXPECT_TRUE(stdfs::exists(d.file("run/hf/config.json")));
   EXPECT_TRUE(stdfs::exists(d.file("run/hf/vocab.txt")));
   // BERT's own epsilon and the tied head.
-  import_hf(kDir + "/bert-mlm", d.file("tied"));
+  import_hf(kHfDir + "/bert-mlm", d.file("tied"));
   auto tied = eval::load_run_model(d.file("tied"));
   EXPECT_DOUBLE_EQ(tied.config.model.norm_eps, 1e-12);
   EXPECT_TRUE(tied.config.model.tie_embeddings);
@@ -436,13 +436,13 @@ TEST(HfImport, ConfigMapsOntoTheEncoder) {
 
 TEST(HfImport, RoFormerBecomesAnEncoderWithRoPE) {
   test::TempDir d;
-  import_hf(kDir + "/roformer-mlm", d.file("run"));
+  import_hf(kHfDir + "/roformer-mlm", d.file("run"));
   auto m = eval::load_run_model(d.file("run"));
   EXPECT_STREQ(m.config.model.position.type(), "rope");
   EXPECT_EQ(m.config.model.arch, config::Arch::kEncoder);
   EXPECT_EQ(m.config.task.seq_len, 64);
   EXPECT_EQ(m.config.model.embedding_size, 0);
-  import_hf(kDir + "/roformer-mlm-small", d.file("small"));
+  import_hf(kHfDir + "/roformer-mlm-small", d.file("small"));
   EXPECT_EQ(eval::load_run_model(d.file("small")).config.model.embedding_size, 16);
   // RoFormer's own refusals: RoPE on the values; an embedding_size the tensors do not have.
   for (auto [key, value] :
@@ -463,7 +463,7 @@ TEST(HfImport, RoFormerBecomesAnEncoderWithRoPE) {
 TEST(HfImport, BareBertModelGivesTheReferenceHiddenStates) {
   // TF-converted names (LayerNorm.gamma/beta) and a saved position_ids buffer; no MLM head.
   test::TempDir d;
-  auto expected = Checkpoint::open(kDir + "/bert-base/expected.safetensors");
+  auto expected = Checkpoint::open(kHfDir + "/bert-base/expected.safetensors");
   auto o = run_imported("bert-base", d, expected);
   EXPECT_LT(max_diff(o.hidden, tensor(expected, "last_hidden_state")), 1e-4);
 }
@@ -512,12 +512,12 @@ TEST(HfImport, CliRefusesAnExistingRunAndAMissingVocabularyWithExit2) {
   const std::string bin = test::ropelab_bin();
   stdfs::create_directories(d.file("taken"));
   test::write(d.file("taken/keep.txt"), "mine");
-  auto r = test::run(bin + " import-hf " + kDir + "/bert-mlm --out " + d.file("taken"));
+  auto r = test::run(bin + " import-hf " + kHfDir + "/bert-mlm --out " + d.file("taken"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("already exists"), std::string::npos) << r.out;
   EXPECT_EQ(fs::read_file(d.file("taken/keep.txt")), "mine");
 
-  stdfs::copy(kDir + "/bert-mlm", d.file("novocab"), stdfs::copy_options::recursive);
+  stdfs::copy(kHfDir + "/bert-mlm", d.file("novocab"), stdfs::copy_options::recursive);
   stdfs::remove(d.file("novocab/vocab.txt"));
   r = test::run(bin + " import-hf " + d.file("novocab") + " --out " + d.file("run"));
   EXPECT_EQ(r.code, 2) << r.out;
@@ -525,7 +525,7 @@ TEST(HfImport, CliRefusesAnExistingRunAndAMissingVocabularyWithExit2) {
   EXPECT_FALSE(stdfs::exists(d.file("run")));
 
   // A bare BertModel imports as an MLM run whose head is new, and says so.
-  r = test::run(bin + " import-hf " + kDir + "/bert-base --out " + d.file("run2"));
+  r = test::run(bin + " import-hf " + kHfDir + "/bert-base --out " + d.file("run2"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("initialised"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("not used"), std::string::npos) << r.out;  // the pooler
@@ -536,7 +536,7 @@ TEST(HfImport, CliRefusesAnExistingRunAndAMissingVocabularyWithExit2) {
 // Every tensor of `fixture`'s model.safetensors that its class keeps equals the export's.
 void expect_same_tensors(const std::string& fixture, const std::string& exported,
                          const std::set<std::string>& dropped = {}) {
-  auto a = Checkpoint::open(kDir + "/" + fixture + "/model.safetensors");
+  auto a = Checkpoint::open(kHfDir + "/" + fixture + "/model.safetensors");
   auto b = Checkpoint::open(exported + "/model.safetensors");
   size_t compared = 0;
   for (const auto& name : a.names()) {
@@ -600,11 +600,11 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
         Case{"llama-spm", {}, {}, "LlamaForCausalLM"}}) {
     SCOPED_TRACE(c.fixture);
     test::TempDir d;
-    import_hf(kDir + "/" + c.fixture, d.file("run"), c.data);
+    import_hf(kHfDir + "/" + c.fixture, d.file("run"), c.data);
     auto summary = export_hf(d.file("run"), d.file("out"));
     EXPECT_NE(summary.find(c.cls), std::string::npos) << summary;
     expect_same_tensors(c.fixture, d.file("out"), c.dropped);
-    auto theirs = nlohmann::json::parse(fs::read_file(kDir + "/" + c.fixture + "/config.json"));
+    auto theirs = nlohmann::json::parse(fs::read_file(kHfDir + "/" + c.fixture + "/config.json"));
     auto ours = nlohmann::json::parse(fs::read_file(d.file("out/config.json")));
     for (const char* k : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                           "intermediate_size", "max_position_embeddings", "num_key_value_heads",
@@ -619,9 +619,9 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
     // The export is a checkpoint import-hf takes again.
     EXPECT_NE(import_hf(d.file("out"), d.file("again"), c.data).find(c.cls), std::string::npos);
     for (const char* f : {"vocab.txt", "tokenizer.json", "tokenizer.model"})
-      if (stdfs::exists(kDir + "/" + c.fixture + "/" + f)) {
+      if (stdfs::exists(kHfDir + "/" + c.fixture + "/" + f)) {
         EXPECT_EQ(fs::read_file(d.file("out/") + f),
-                  fs::read_file(kDir + "/" + c.fixture + "/" + f))
+                  fs::read_file(kHfDir + "/" + c.fixture + "/" + f))
             << f;
       }
   }
@@ -634,7 +634,7 @@ TEST(HfExport, RunsNoClassComputesAreRefusedNamingTheDifference) {
        {std::tuple{"rope", "layernorm", "LayerNorm"}, std::tuple{"t5", "rmsnorm", "position t5"}}) {
     SCOPED_TRACE(expect);
     test::TempDir d;
-    import_hf(kDir + "/llama", d.file("run"));
+    import_hf(kHfDir + "/llama", d.file("run"));
     auto c = config::load_config(d.file("run/config.yaml"),
                                  {config::Override{std::string("model.norm_type=") + norm},
                                   config::Override{std::string("model.position.type=") + pos}});

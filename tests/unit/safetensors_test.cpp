@@ -14,7 +14,7 @@
 namespace ropelab::hf {
 namespace {
 
-const std::string kDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/safetensors";
+const std::string kSafetensorsDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/safetensors";
 
 // A tensor's values as doubles, decoded from its bytes.
 std::vector<double> values(const TensorView& t) {
@@ -66,7 +66,7 @@ std::vector<double> values(const TensorView& t) {
 }
 
 void expect_matches_python(const Checkpoint& c, const std::vector<std::string>& names) {
-  auto expected = nlohmann::json::parse(fs::read_file(kDir + "/expected.json"));
+  auto expected = nlohmann::json::parse(fs::read_file(kSafetensorsDir + "/expected.json"));
   for (const auto& name : names) {
     SCOPED_TRACE(name);
     const auto& e = expected.at(name);
@@ -78,8 +78,8 @@ void expect_matches_python(const Checkpoint& c, const std::vector<std::string>& 
 }
 
 TEST(Safetensors, ReadsEveryDtypeAndTheMetadataOfAnIndependentWriter) {
-  auto c = Checkpoint::open(kDir + "/single.safetensors");
-  auto expected = nlohmann::json::parse(fs::read_file(kDir + "/expected.json"));
+  auto c = Checkpoint::open(kSafetensorsDir + "/single.safetensors");
+  auto expected = nlohmann::json::parse(fs::read_file(kSafetensorsDir + "/expected.json"));
   std::vector<std::string> names;
   for (const auto& [name, e] : expected.items()) names.push_back(name);
   std::sort(names.begin(), names.end());
@@ -90,7 +90,8 @@ TEST(Safetensors, ReadsEveryDtypeAndTheMetadataOfAnIndependentWriter) {
 }
 
 TEST(Safetensors, ReadsShardsThroughTheirIndexOrTheirDirectory) {
-  for (const auto& path : {kDir + "/sharded", kDir + "/sharded/model.safetensors.index.json"}) {
+  for (const auto& path :
+       {kSafetensorsDir + "/sharded", kSafetensorsDir + "/sharded/model.safetensors.index.json"}) {
     auto c = Checkpoint::open(path);
     EXPECT_EQ(c.names().size(), 6u);
     expect_matches_python(c, c.names());
@@ -197,7 +198,7 @@ TEST(Safetensors, MalformedFilesAreRefusedWithOneClearLine) {
 
 TEST(Safetensors, ABadIndexNamesTheShardAndTheTensor) {
   test::TempDir d;
-  const std::string shard = kDir + "/sharded/model-00001-of-00002.safetensors";
+  const std::string shard = kSafetensorsDir + "/sharded/model-00001-of-00002.safetensors";
   std::filesystem::copy_file(shard, d.file("a.safetensors"));
   auto refused = [&](const std::string& index, const std::string& expect) {
     test::write(d.file("model.safetensors.index.json"), index);

@@ -17,14 +17,14 @@
 namespace ropelab::text {
 namespace {
 
-const std::string kDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/wordpiece";
+const std::string kWordPieceDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/wordpiece";
 
 std::string options_str(bool lower, bool strip) {
   return std::string(lower ? "lowercase" : "cased") + (strip ? ", accents stripped" : "");
 }
 
 TEST(WordPiece, MatchesTheReferenceIdsOnEveryTestString) {
-  auto cases = nlohmann::json::parse(fs::read_file(kDir + "/cases.json"));
+  auto cases = nlohmann::json::parse(fs::read_file(kWordPieceDir + "/cases.json"));
   ASSERT_GE(cases.size(), 60u);
   std::map<std::pair<bool, bool>, std::unique_ptr<WordPieceTokenizer>> toks;
   int nonempty = 0;
@@ -34,8 +34,8 @@ TEST(WordPiece, MatchesTheReferenceIdsOnEveryTestString) {
     SCOPED_TRACE(text + " | " + options_str(lower, strip));
     auto& tok = toks[{lower, strip}];
     if (!tok)
-      tok =
-          std::make_unique<WordPieceTokenizer>(kDir + "/vocab.txt", WordPieceOptions{lower, strip});
+      tok = std::make_unique<WordPieceTokenizer>(kWordPieceDir + "/vocab.txt",
+                                                 WordPieceOptions{lower, strip});
     // ropelab ids back to vocab.txt's line numbers, which the reference gives.
     std::vector<int64_t> got;
     for (int32_t id : tok->encode(text)) got.push_back(tok->vocab_order()[static_cast<size_t>(id)]);
@@ -49,7 +49,7 @@ TEST(WordPiece, MatchesTheReferenceIdsOnEveryTestString) {
 }
 
 TEST(WordPiece, SpecialsSitAtRopelabsIdsAndDecodeJoinsContinuations) {
-  WordPieceTokenizer tok(kDir + "/vocab.txt", {});
+  WordPieceTokenizer tok(kWordPieceDir + "/vocab.txt", {});
   EXPECT_EQ(tok.encode("[CLS][SEP][MASK][PAD][UNK]"),
             (std::vector<int32_t>{Special::kCls, Special::kSep, Special::kMask, Special::kPad,
                                   Special::kUnk}));
@@ -62,7 +62,7 @@ TEST(WordPiece, SpecialsSitAtRopelabsIdsAndDecodeJoinsContinuations) {
 }
 
 TEST(WordPiece, InvalidUtf8IsDroppedAsReplacementCharacters) {
-  WordPieceTokenizer tok(kDir + "/vocab.txt", {});
+  WordPieceTokenizer tok(kWordPieceDir + "/vocab.txt", {});
   EXPECT_EQ(tok.encode("hello\xff\xc3 world"), tok.encode("hello world"));
   EXPECT_EQ(bert_normalize("a\xe2\x82 b\xed\xa0\x80", {}), "a b");  // truncated; a surrogate
   EXPECT_EQ(bert_normalize("\xc0\xaf", {}), "");                    // overlong
