@@ -114,7 +114,7 @@ struct ExportSource {
   const at::Tensor& at(const std::string& name) const;  // logic_error if absent
 };
 // What a family writes: config.json (the class's keys) and the tensors by their names.
-struct Exported {
+struct Exported {  // NOLINT(bugprone-exception-escape): json's move is noexcept
   nlohmann::json config;
   std::vector<std::pair<std::string, at::Tensor>> tensors;
 };

@@ -226,8 +226,10 @@ double stream_tokens_per_s(const data::BatchStream& stream, int64_t batches) {
   int64_t per_epoch = stream.batches_per_epoch();
   double tokens = 0;
   auto t0 = clock::now();
-  for (int64_t i = 0; i < batches; ++i)
-    tokens += static_cast<double>(stream.batch(i / per_epoch, i % per_epoch).num_tokens);
+  for (int64_t i = 0; i < batches; ++i) {
+    const int64_t epoch = i / per_epoch, index = i % per_epoch;
+    tokens += static_cast<double>(stream.batch(epoch, index).num_tokens);
+  }
   return tokens / seconds_since(t0);
 }
 
@@ -408,7 +410,7 @@ struct Runner {
                                 code == 137 || code == 9 ? ", killed: out of memory?" : "", log)}};
     }
     r["wall_s"] = seconds_since(t0);
-    for (auto& [k, v] : meta.items()) r[k] = v;
+    for (const auto& [k, v] : meta.items()) r[k] = v;
     r["label"] = label;
     points.push_back(r);
     bar.update(++done, label);

@@ -44,9 +44,9 @@ struct MatmulRate {
 };
 MatmulRate measure_matmul(int n, int repeats);
 
-// Forward + backward model FLOPs of one training step of `c` on a full batch of
-// batch x seq_len tokens (PaLM's accounting; see above).
-double train_step_flops(const config::Config& c, int64_t batch, int64_t seq_len);
+// Forward + backward model FLOPs of one training step of `c` on a full batch of B sequences of
+// T tokens (PaLM's accounting; see above).
+double train_step_flops(const config::Config& c, int64_t B, int64_t T);
 
 struct BenchOptions {
   std::string configs_dir = "configs/bench";  // lm.yaml, mlm.yaml, translation.yaml

@@ -111,13 +111,12 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads, const config::AttentionConfig& cfg,
                          int64_t n_kv_heads = 0,
                          config::LinearBias bias = config::LinearBias::kAll);
-  // x_BTD attends to kv_BSD (self-attention: the same tensor). `pos` carries the stack's
-  // position module and tables (none for cross-attention). With `cache`, new keys/values are
-  // appended and attention covers the whole past; q_offset is the absolute position of x's
-  // first step.
-  torch::Tensor forward(const torch::Tensor& x_BTD, const torch::Tensor& kv_BSD,
-                        const AttnMask& mask, const PositionContext& pos, int64_t q_offset,
-                        KVCache* cache);
+  // x [B, T, D] attends to kv [B, S, D] (self-attention: the same tensor). `ctx` carries the
+  // stack's position module and tables (none for cross-attention). With `cache`, new
+  // keys/values are appended and attention covers the whole past; q_offset is the absolute
+  // position of x's first step.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& kv, const AttnMask& mask,
+                        const PositionContext& ctx, int64_t q_offset, KVCache* cache);
   torch::Tensor features(const torch::Tensor& x_BNTH, bool is_query) const;
 
  private:
@@ -135,7 +134,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
     std::vector<int64_t> versions;
   };
   Fused fused_qkv_, fused_kv_;
-  std::pair<torch::Tensor, torch::Tensor> fused(Fused& f, const std::vector<torch::nn::Linear>& ps);
+  static std::pair<torch::Tensor, torch::Tensor> fused(Fused& f,
+                                                       const std::vector<torch::nn::Linear>& ps);
 };
 TORCH_MODULE(MultiHeadAttention);
 
