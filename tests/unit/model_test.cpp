@@ -146,25 +146,39 @@ TEST(Learned, LongerInputIsAClearError) {
 
 // ---- linear attention equals its quadratic form
 
+// Forward and every input's gradient, causal and not, rotated and not, with key padding and
+// without: T = 150 spans two chunks of 64 and a padded tail of 22; T = 20 is one short chunk.
 TEST(LinearAttention, EqualsQuadraticForm) {
   torch::manual_seed(2);
-  int64_t B = 2, N = 2, T = 150, F = 8, H = 6;  // T spans three chunks of 64
-  auto pos = rope(F);
-  auto c = cache_for(pos, T, T);
-  auto qd = torch::rand({B, N, T, F}) + 0.1, kd = torch::rand({B, N, T, F}) + 0.1;
-  auto v = torch::randn({B, N, T, H});
-  auto pad = torch::ones({B, T}, torch::kBool);
-  pad.index_put_({1, torch::indexing::Slice(140, T)}, false);
-  for (bool causal : {false, true})
-    for (bool rotate : {false, true})
-      for (bool padded : {false, true}) {
-        auto qn = rotate ? pos.rotate_q(qd, c) : qd, kn = rotate ? pos.rotate_k(kd, c) : kd;
-        AttnMask m{padded ? pad : torch::Tensor(), causal, {}};
-        auto fast = linear_attention(qn, kn, qd, kd, v, m, 0);
-        auto slow = linear_attention_quadratic(qn, kn, qd, kd, v, m, 0);
-        EXPECT_TRUE(close(fast, slow, 1e-4, 1e-5))
-            << "causal " << causal << " rotate " << rotate << " padded " << padded;
-      }
+  const int64_t B = 2, N = 2, F = 8, H = 6;
+  for (int64_t T : {150, 20}) {
+    auto pos = rope(F);
+    auto c = cache_for(pos, T, T);
+    auto qd0 = torch::rand({B, N, T, F}) + 0.1, kd0 = torch::rand({B, N, T, F}) + 0.1;
+    auto v0 = torch::randn({B, N, T, H}), g = torch::randn({B, N, T, H});
+    auto pad = torch::ones({B, T}, torch::kBool);
+    pad.index_put_({1, torch::indexing::Slice(T - 10, T)}, false);
+    for (bool causal : {false, true})
+      for (bool rotate : {false, true})
+        for (bool padded : {false, true}) {
+          AttnMask m{padded ? pad : torch::Tensor(), causal, {}};
+          auto run = [&](bool fast) {
+            auto qd = qd0.clone().requires_grad_(), kd = kd0.clone().requires_grad_();
+            auto v = v0.clone().requires_grad_();
+            auto qn = rotate ? pos.rotate_q(qd, c) : qd, kn = rotate ? pos.rotate_k(kd, c) : kd;
+            auto out = fast ? linear_attention(qn, kn, qd, kd, v, m, 0)
+                            : linear_attention_quadratic(qn, kn, qd, kd, v, m, 0);
+            (out * g).sum().backward();
+            return std::vector<torch::Tensor>{out.detach(), qd.grad(), kd.grad(), v.grad()};
+          };
+          auto fast = run(true), slow = run(false);
+          const char* what[] = {"output", "d qd", "d kd", "d v"};
+          for (size_t i = 0; i < fast.size(); ++i)
+            EXPECT_TRUE(close(fast[i], slow[i], 1e-4, 1e-5))
+                << what[i] << ": T " << T << " causal " << causal << " rotate " << rotate
+                << " padded " << padded;
+        }
+  }
 }
 
 // The GPU's softmax attention (libtorch's SDPA, 2.1 on) equals the unfused form for every mask
