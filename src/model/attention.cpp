@@ -287,14 +287,13 @@ torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_
     auto x = pad > 0 ? torch::constant_pad_nd(x_BNTX, {0, 0, 0, pad}) : x_BNTX;
     return x.reshape({B, N, C, L, x.size(3)});
   };
-  // Shift by one chunk along C, then sum: chunk c gets the sum over the chunks before it. The
-  // sums of bf16 or fp16 states (under autocast) run in float32.
+  // Shift by one chunk along C, then sum: chunk c gets the sum over the chunks before it. A bf16
+  // or fp16 state (under autocast) is summed in float32 and rounded once, in its own dtype.
   auto exclusive_prefix = [&](const torch::Tensor& x_BNCXY) {
     const auto st = x_BNCXY.scalar_type();
     const bool low = st == torch::kBFloat16 || st == torch::kHalf;
-    return torch::constant_pad_nd(x_BNCXY, {0, 0, 0, 0, 1, 0})
-        .narrow(2, 0, C)
-        .cumsum(2, low ? c10::optional<c10::ScalarType>(torch::kFloat32) : c10::nullopt);
+    auto shifted = torch::constant_pad_nd(x_BNCXY, {0, 0, 0, 0, 1, 0}).narrow(2, 0, C);
+    return low ? shifted.cumsum(2, torch::kFloat32).to(st) : shifted.cumsum(2);
   };
   auto qn_c = chunked(qn), kn_c = chunked(kn), qd_c = chunked(qd), kd_c = chunked(kd);
   auto v_c = chunked(v);

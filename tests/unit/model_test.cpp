@@ -181,6 +181,33 @@ TEST(LinearAttention, EqualsQuadraticForm) {
   }
 }
 
+// Under bf16 autocast the chunks' matmuls, and so their key-value states, are bf16; the states'
+// prefix sums run in float32. The chunked form stays within bf16's precision of the float32
+// quadratic form, in the output and every gradient.
+TEST(LinearAttention, ChunkedFormUnderBf16AutocastMatchesFloat32) {
+  torch::manual_seed(4);
+  const int64_t B = 2, N = 2, T = 200, F = 8, H = 6;  // four chunks, the last one ragged
+  auto qd0 = torch::rand({B, N, T, F}) + 0.1, kd0 = torch::rand({B, N, T, F}) + 0.1;
+  auto v0 = torch::randn({B, N, T, H}), g = torch::randn({B, N, T, H});
+  AttnMask m{torch::Tensor(), true, {}};
+  auto run = [&](bool bf16) {
+    auto qd = qd0.clone().requires_grad_(), kd = kd0.clone().requires_grad_();
+    auto v = v0.clone().requires_grad_();
+    torch::Tensor out;
+    {
+      device::Autocast ac(torch::kCPU, bf16);
+      out = bf16 ? linear_attention(qd, kd, qd, kd, v, m, 0)
+                 : linear_attention_quadratic(qd, kd, qd, kd, v, m, 0);
+    }
+    (out.to(torch::kFloat32) * g).sum().backward();
+    return std::vector<torch::Tensor>{out.detach().to(torch::kFloat32), qd.grad(), kd.grad(),
+                                      v.grad()};
+  };
+  auto low = run(true), ref = run(false);
+  const char* what[] = {"output", "d qd", "d kd", "d v"};
+  for (size_t i = 0; i < low.size(); ++i) EXPECT_TRUE(close(low[i], ref[i], 3e-2, 3e-2)) << what[i];
+}
+
 // The GPU's softmax attention (libtorch's SDPA, 2.1 on) equals the unfused form for every mask
 // it is given: a plain causal score (the kernels' own causal flag), causal with a position bias,
 // key padding, queries after a cache (q_offset > 0: an explicit mask aligned at the bottom), and
