@@ -18,7 +18,6 @@
 namespace ropelab::model {
 
 namespace F = torch::nn::functional;
-using torch::indexing::Slice;
 
 namespace {
 

@@ -1,4 +1,6 @@
 // Property tests of the position modules, attention kernels and architectures.
+#include <array>
+#include <functional>
 #include <set>
 
 #include "compat/torch_compat.h"
@@ -146,6 +148,21 @@ TEST(Learned, LongerInputIsAClearError) {
 
 // ---- linear attention equals its quadratic form
 
+// attend(qd, kd, v) on fresh leaf copies of the inputs: its output in float32 and the gradients
+// of qd, kd and v for the loss sum(output * g).
+using Attend =
+    std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
+std::vector<torch::Tensor> output_and_grads(const Attend& attend, const torch::Tensor& qd0,
+                                            const torch::Tensor& kd0, const torch::Tensor& v0,
+                                            const torch::Tensor& g) {
+  auto qd = qd0.clone().requires_grad_(), kd = kd0.clone().requires_grad_();
+  auto v = v0.clone().requires_grad_();
+  auto out = attend(qd, kd, v).to(torch::kFloat32);
+  (out * g).sum().backward();
+  return {out.detach(), qd.grad(), kd.grad(), v.grad()};
+}
+constexpr std::array<const char*, 4> kOutputAndGrads{"output", "d qd", "d kd", "d v"};
+
 // Forward and every input's gradient, causal and not, rotated and not, with key padding and
 // without: T = 150 spans two chunks of 64 and a padded tail of 22; T = 20 is one short chunk.
 TEST(LinearAttention, EqualsQuadraticForm) {
@@ -162,20 +179,19 @@ TEST(LinearAttention, EqualsQuadraticForm) {
       for (bool rotate : {false, true})
         for (bool padded : {false, true}) {
           AttnMask m{padded ? pad : torch::Tensor(), causal, {}};
-          auto run = [&](bool fast) {
-            auto qd = qd0.clone().requires_grad_(), kd = kd0.clone().requires_grad_();
-            auto v = v0.clone().requires_grad_();
-            auto qn = rotate ? pos.rotate_q(qd, c) : qd, kn = rotate ? pos.rotate_k(kd, c) : kd;
-            auto out = fast ? linear_attention(qn, kn, qd, kd, v, m, 0)
-                            : linear_attention_quadratic(qn, kn, qd, kd, v, m, 0);
-            (out * g).sum().backward();
-            return std::vector<torch::Tensor>{out.detach(), qd.grad(), kd.grad(), v.grad()};
+          auto attend = [&](bool fast) -> Attend {
+            return [&, fast](const torch::Tensor& qd, const torch::Tensor& kd,
+                             const torch::Tensor& v) {
+              auto qn = rotate ? pos.rotate_q(qd, c) : qd, kn = rotate ? pos.rotate_k(kd, c) : kd;
+              return fast ? linear_attention(qn, kn, qd, kd, v, m, 0)
+                          : linear_attention_quadratic(qn, kn, qd, kd, v, m, 0);
+            };
           };
-          auto fast = run(true), slow = run(false);
-          const char* what[] = {"output", "d qd", "d kd", "d v"};
+          auto fast = output_and_grads(attend(true), qd0, kd0, v0, g);
+          auto slow = output_and_grads(attend(false), qd0, kd0, v0, g);
           for (size_t i = 0; i < fast.size(); ++i)
             EXPECT_TRUE(close(fast[i], slow[i], 1e-4, 1e-5))
-                << what[i] << ": T " << T << " causal " << causal << " rotate " << rotate
+                << kOutputAndGrads[i] << ": T " << T << " causal " << causal << " rotate " << rotate
                 << " padded " << padded;
         }
   }
@@ -190,22 +206,18 @@ TEST(LinearAttention, ChunkedFormUnderBf16AutocastMatchesFloat32) {
   auto qd0 = torch::rand({B, N, T, F}) + 0.1, kd0 = torch::rand({B, N, T, F}) + 0.1;
   auto v0 = torch::randn({B, N, T, H}), g = torch::randn({B, N, T, H});
   AttnMask m{torch::Tensor(), true, {}};
-  auto run = [&](bool bf16) {
-    auto qd = qd0.clone().requires_grad_(), kd = kd0.clone().requires_grad_();
-    auto v = v0.clone().requires_grad_();
-    torch::Tensor out;
-    {
-      device::Autocast ac(torch::kCPU, bf16);
-      out = bf16 ? linear_attention(qd, kd, qd, kd, v, m, 0)
-                 : linear_attention_quadratic(qd, kd, qd, kd, v, m, 0);
-    }
-    (out.to(torch::kFloat32) * g).sum().backward();
-    return std::vector<torch::Tensor>{out.detach().to(torch::kFloat32), qd.grad(), kd.grad(),
-                                      v.grad()};
+  auto chunked_bf16 = [&](const torch::Tensor& qd, const torch::Tensor& kd,
+                          const torch::Tensor& v) {
+    device::Autocast ac(torch::kCPU, true);
+    return linear_attention(qd, kd, qd, kd, v, m, 0);
   };
-  auto low = run(true), ref = run(false);
-  const char* what[] = {"output", "d qd", "d kd", "d v"};
-  for (size_t i = 0; i < low.size(); ++i) EXPECT_TRUE(close(low[i], ref[i], 3e-2, 3e-2)) << what[i];
+  auto quadratic = [&](const torch::Tensor& qd, const torch::Tensor& kd, const torch::Tensor& v) {
+    return linear_attention_quadratic(qd, kd, qd, kd, v, m, 0);
+  };
+  auto low = output_and_grads(chunked_bf16, qd0, kd0, v0, g);
+  auto ref = output_and_grads(quadratic, qd0, kd0, v0, g);
+  for (size_t i = 0; i < low.size(); ++i)
+    EXPECT_TRUE(close(low[i], ref[i], 3e-2, 3e-2)) << kOutputAndGrads[i];
 }
 
 // The GPU's softmax attention (libtorch's SDPA, 2.1 on) equals the unfused form for every mask
