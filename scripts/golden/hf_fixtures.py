@@ -324,6 +324,7 @@ def main():
         json.dump({"do_lower_case": True, "tokenizer_class": "RoFormerTokenizer"}, f, indent=2)
 
     llama_fixtures(out, g)
+    v5_fixtures(out, g)
 
     if "--check-with-transformers" in sys.argv:
         check_with_transformers(out)
@@ -410,12 +411,25 @@ def init_llama(cfg, g, qkv_bias=False):
     return sd
 
 
+def rope_of(cfg):
+    """(base, scaling dict) from either layout of config.json: transformers 4's rope_theta and
+    rope_scaling, or 5's rope_parameters (base and scaling in one object; nested per layer type,
+    keyed like layer_types, where the model has several attention kinds: here all alike)."""
+    rp = cfg.get("rope_parameters")
+    if rp is None:
+        return cfg["rope_theta"], cfg.get("rope_scaling") or {"rope_type": "default"}
+    if set(rp) <= set(cfg.get("layer_types") or []):
+        rp = rp[cfg["layer_types"][0]]
+    rs = {k: v for k, v in rp.items() if k != "rope_theta"}
+    rs.setdefault("rope_type", "default")
+    return rp.get("rope_theta", 10000.0), rs
+
+
 def llama_inv_freq(cfg, T):
     """inv_freq [H/2] and the attention factor for a forward pass over T tokens (float64)."""
     H = cfg["hidden_size"] // cfg["num_attention_heads"]
-    base = cfg["rope_theta"]
+    base, rs = rope_of(cfg)
     inv = base ** (-torch.arange(0, H, 2, dtype=torch.float64) / H)
-    rs = cfg.get("rope_scaling") or {"rope_type": "default"}
     kind = rs["rope_type"]
     L0 = rs.get("original_max_position_embeddings",
                 cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"]))
@@ -448,7 +462,9 @@ def llama_inv_freq(cfg, T):
         medium = (wl >= L0 / hi_f) & (wl <= L0 / lo_f)
         return torch.where(medium, blended, out), 1.0
     if kind == "longrope":
-        factor = cfg["max_position_embeddings"] / L0
+        # transformers 5 reads rope_parameters' factor where given; both read the ratio else.
+        factor = rs.get("factor") if "rope_parameters" in cfg else None
+        factor = factor or cfg["max_position_embeddings"] / L0
         ext = torch.tensor(rs["long_factor"] if T > L0 else rs["short_factor"],
                            dtype=torch.float64)
         return inv / ext, math.sqrt(1 + math.log(factor) / math.log(L0))
@@ -499,6 +515,24 @@ def llama_logits(sd, cfg, ids):
     return x @ w.t()
 
 
+def save_decoder(out, name, cfg, sd, inputs, expected=True):
+    """A decoder fixture: config.json, model.safetensors and (with `expected`) the reference
+    logits of each (tag, input_ids) of `inputs` in expected.safetensors."""
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    write(os.path.join(d, "model.safetensors"), [(k, "F32", sd[k]) for k in sorted(sd)],
+          {"format": "pt"})
+    if expected:
+        tensors = []
+        for tag, ids in inputs:
+            tensors += [("input_ids" + tag, "I64", ids),
+                        ("logits" + tag, "F32", llama_logits(sd, cfg, ids).float())]
+        write(os.path.join(d, "expected.safetensors"), tensors, {"format": "pt"})
+    print(f"wrote {d}")
+
+
 def llama_fixtures(out, g):
     """LlamaForCausalLM (untied, grouped-query), a tied multi-query one (SmolLM-like), Qwen2
     (q/k/v biases), Mistral, and each rope_scaling type on the first one's weights. Each holds
@@ -508,18 +542,7 @@ def llama_fixtures(out, g):
     long = torch.randint(3, V, (2, 40), generator=g)
 
     def save_llama(name, cfg, sd):
-        d = os.path.join(out, name)
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "config.json"), "w") as f:
-            json.dump(cfg, f, indent=2, sort_keys=True)
-        write(os.path.join(d, "model.safetensors"), [(k, "F32", sd[k]) for k in sorted(sd)],
-              {"format": "pt"})
-        expected = []
-        for tag, ids in (("", long), ("_short", short)):
-            expected += [("input_ids" + tag, "I64", ids),
-                         ("logits" + tag, "F32", llama_logits(sd, cfg, ids).float())]
-        write(os.path.join(d, "expected.safetensors"), expected, {"format": "pt"})
-        print(f"wrote {d}")
+        save_decoder(out, name, cfg, sd, (("", long), ("_short", short)))
 
     base = llama_config()
     base_sd = init_llama(base, g)
@@ -605,6 +628,85 @@ def roformer_small(out, g):
     save(out, "roformer-mlm-small", cfg, prefixed,
          [("input_ids", "I64", ids), ("token_type_ids", "I64", types),
           ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
+
+
+# ---- transformers 5's layout (the current release writes every config.json this way)
+#
+#   rope_theta moved inside rope_parameters, beside rope_type and the type's keys; no
+#   rope_scaling; torch_dtype is now dtype; Qwen2 lists layer_types. Each Llama-layout class with
+#   each rope type (base 500000, so a reader that misses it computes another function), BERT and
+#   RoFormer. Qwen2's bos = eos (as in the Qwen2.5 and Qwen3 base models), Mistral's pad = eos.
+#   Two that the import must refuse: an unknown key (Gemma 2's softcapping, which would change
+#   the function), and transformers 4's rope_theta beside a rope_parameters that disagrees.
+
+V5_CLASSES = ("llama", "mistral", "qwen2")
+V5_ROPE = {  # rope_parameters' keys besides rope_type and rope_theta; top-level keys
+    "default": ({}, {}),
+    "linear": ({"factor": 4.0}, {}),
+    "dynamic": ({"factor": 4.0}, {}),
+    "yarn": ({"factor": 4.0, "original_max_position_embeddings": 256, "beta_fast": 32.0,
+              "beta_slow": 1.0}, {"max_position_embeddings": 1024}),
+    "llama3": ({"factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64}, {"max_position_embeddings": 256}),
+    "longrope": ({"short_factor": [1.0, 1.3, 2.0, 3.0], "long_factor": [1.0, 2.5, 5.0, 9.0],
+                  "original_max_position_embeddings": 16}, {"max_position_embeddings": 64}),
+}
+V5_FIXTURES = tuple(f"{c}-v5-{k}" for c in V5_CLASSES for k in V5_ROPE)
+
+
+def v5_config(cls, kind):
+    c = llama_config(transformers_version="5.0.0", dtype="float32", use_cache=True,
+                     pad_token_id=None, head_dim=8)
+    del c["rope_theta"], c["rope_scaling"], c["torch_dtype"]
+    params, extra = V5_ROPE[kind]
+    c["rope_parameters"] = dict(rope_type=kind, rope_theta=500000.0, **params)
+    c.update(extra)
+    if cls != "llama":
+        del c["attention_bias"], c["mlp_bias"], c["pretraining_tp"]
+        c["sliding_window"] = None
+    if cls == "mistral":
+        c.update(architectures=["MistralForCausalLM"], model_type="mistral", pad_token_id=2)
+    if cls == "qwen2":
+        c.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
+                 max_window_layers=2, layer_types=["full_attention"] * 2, bos_token_id=2,
+                 eos_token_id=2)
+    return c
+
+
+def v5_fixtures(out, g):
+    V = LLAMA_VOCAB
+    ids = (("", torch.randint(3, V, (2, 40), generator=g)),
+           ("_short", torch.randint(3, V, (2, 12), generator=g)))
+    weights = {}
+    for cls in V5_CLASSES:
+        weights[cls] = init_llama(v5_config(cls, "default"), g, qkv_bias=cls == "qwen2")
+        for kind in V5_ROPE:
+            save_decoder(out, f"{cls}-v5-{kind}", v5_config(cls, kind), weights[cls], ids)
+    refused = {"llama-v5-unknown-key": {"attn_logit_softcapping": 30.0},
+               "llama-v4-v5-disagree": {"rope_theta": 10000.0}}
+    for name, extra in refused.items():
+        cfg = v5_config("llama", "default")
+        cfg.update(extra)
+        save_decoder(out, name, cfg, weights["llama"], ids, expected=False)
+
+    # BERT and RoFormer as transformers 5 saves them (no RoPE keys: dtype and the version).
+    for name, cfg in (("bert-mlm-v5", bert_config()),
+                      ("roformer-mlm-v5",
+                       bert_config(architectures=["RoFormerForMaskedLM"], model_type="roformer",
+                                   embedding_size=32, rotary_value=False,
+                                   max_position_embeddings=64))):
+        del cfg["torch_dtype"]
+        cfg.update(dtype="float32", transformers_version="5.0.0")
+        prefix = "bert." if name.startswith("bert") else "roformer."
+        if not name.startswith("bert"):
+            del cfg["position_embedding_type"]
+        sd = init_bert(cfg, g, {"mlm"})
+        tok, types, mask = inputs(g, V)
+        logits = mlm_logits(sd, cfg, bert_forward(sd, cfg, tok, types, mask)[0])
+        prefixed = {(prefix + k if not k.startswith("cls.") else k): v for k, v in sd.items()}
+        save(out, name, cfg, prefixed,
+             [("input_ids", "I64", tok), ("token_type_ids", "I64", types),
+              ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
 
 
 SPM_TEXTS = ["In the beginning God created the heaven and the earth.",

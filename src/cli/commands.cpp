@@ -70,6 +70,8 @@ struct Opts {
   bool no_cache = false;
   bool no_save = false;
   bool allow_config_change = false;
+  bool allow_unknown_keys = false;  // import-hf
+  bool hf_v4 = false;               // export --format hf
   int64_t last = 5;
   std::vector<std::string> refs, hyps;
   text::ScoreOptions score;
@@ -199,8 +201,10 @@ int cmd_ablate() {
 }
 
 int cmd_export() {
-  std::cout << (g.format == "hf" ? hf::export_hf(g.file, g.out)
-                                 : eval::export_weights(g.file, g.out))
+  std::cout << (g.format == "hf"
+                    ? hf::export_hf(g.file, g.out,
+                                    g.hf_v4 ? hf::HfConfigForm::kV4 : hf::HfConfigForm::kV5)
+                    : eval::export_weights(g.file, g.out))
             << "\n";
   return 0;
 }
@@ -252,7 +256,7 @@ int cmd_average() {
 }
 
 int cmd_import_hf() {
-  std::cout << hf::import_hf(g.file, g.out, g.overrides) << "\n";
+  std::cout << hf::import_hf(g.file, g.out, g.overrides, g.allow_unknown_keys) << "\n";
   return 0;
 }
 
@@ -598,6 +602,10 @@ void register_all(CLI::App& app) {
         sub.add_option("--format", g.format, "h5 or hf")
             ->check(CLI::IsMember({"h5", "hf"}))
             ->capture_default_str();
+        sub.add_flag("--hf-v4", g.hf_v4,
+                     "hf: write config.json's RoPE settings as transformers 4 did (rope_theta, "
+                     "rope_scaling), which 4.x and 5 read; the default is transformers 5's "
+                     "rope_parameters, which 4.x ignores");
       },
       cmd_export);
   add(
@@ -608,14 +616,19 @@ void register_all(CLI::App& app) {
       "run; a bare model gets a new MLM head); Bert/RoFormerForSequenceClassification (a GLUE\n"
       "run: name its data with overrides, e.g. data.source=glue data.glue_task=SST-2\n"
       "data.train=DIR); LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (a CLM run, with\n"
-      "rope_scaling). The run tokenizes with the checkpoint's tokenizer (vocab.txt: wordpiece;\n"
+      "RoPE scaling, from transformers 4's rope_theta/rope_scaling or 5's rope_parameters). The "
+      "run tokenizes with the checkpoint's tokenizer (vocab.txt: wordpiece;\n"
       "a byte-level tokenizer.json: bpe; tokenizer.model: spm), re-numbered so its specials sit\n"
       "at ropelab's special ids (RUN/hf/vocab_order.json). A class, config value or tensor\n"
-      "ropelab cannot represent exactly is refused, naming it. `export --format hf` goes back.",
+      "ropelab cannot represent exactly is refused, naming it, and so is a config.json key it\n"
+      "does not know (--allow-unknown-keys to import anyway). `export --format hf` goes back.",
       [](CLI::App& sub) {
         sub.add_option("dir", g.file, "checkpoint directory (what save_pretrained writes)")
             ->required();
         sub.add_option("--out", g.out, "new run directory (must not exist)")->required();
+        sub.add_flag("--allow-unknown-keys", g.allow_unknown_keys,
+                     "import even when config.json has keys ropelab does not know (refused by "
+                     "default: they may change the model's function); the summary lists them");
         sub.add_option("overrides", g.overrides,
                        "key.path=value overrides of the run's config, applied after the "
                        "checkpoint's (e.g. data.source=bible-sst2)");

@@ -192,21 +192,19 @@ void take_bert_encoder(Source& s, const BertShape& b, const std::string& p, Mapp
 }
 
 std::vector<std::string> read_labels(Source& s) {
-  const auto& j = s.json();
-  if (j.contains("problem_type") && j["problem_type"].is_string()) {
-    const auto t = j["problem_type"].get<std::string>();
-    if (t == "multi_label_classification")
-      s.unsupported("problem_type", "ropelab's classification has one label per example");
-    if (t == "regression") return {};
-  }
-  if (!j.contains("id2label")) {  // transformers' default: two labels
+  if (s.get_string("problem_type", "") == "multi_label_classification")
+    s.unsupported("problem_type", "ropelab's classification has one label per example");
+  if (s.get_string("problem_type", "") == "regression") return {};
+  s.use("label2id");  // id2label's inverse: the names come from id2label
+  const nlohmann::json* id2label = s.use("id2label");
+  if (id2label == nullptr) {  // transformers' default: two labels
     if (s.get_int("num_labels", 2) == 1) return {};
     return {"LABEL_0", "LABEL_1"};
   }
-  if (!j["id2label"].is_object() || j["id2label"].empty())
+  if (!id2label->is_object() || id2label->empty())
     s.unsupported("id2label", "expected an object of label names by id");
-  std::vector<std::string> names(j["id2label"].size());
-  for (const auto& [k, v] : j["id2label"].items()) {
+  std::vector<std::string> names(id2label->size());
+  for (const auto& [k, v] : id2label->items()) {
     size_t at = 0;
     int64_t id = -1;
     try {
@@ -217,6 +215,9 @@ std::vector<std::string> read_labels(Source& s) {
       s.unsupported("id2label", "expected ids 0..n-1 with string names");
     names[static_cast<size_t>(id)] = v.get<std::string>();
   }
+  if (s.get_int("num_labels", static_cast<int64_t>(names.size())) !=
+      static_cast<int64_t>(names.size()))
+    s.unsupported("num_labels", "id2label names another number of labels");
   if (names.size() == 1) return {};  // one output: a regression head
   return names;
 }
@@ -327,7 +328,7 @@ void export_bert_encoder(const ExportSource& s, const std::string& p, Exported& 
   j["layer_norm_eps"] = m.norm_eps;
   j["pad_token_id"] = s.order[text::Special::kPad];
   j["tie_word_embeddings"] = m.tie_embeddings;
-  j["torch_dtype"] = "float32";
+  j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
   if (std::holds_alternative<config::GlueTaskConfig>(s.config->task.opts)) {
     if (s.labels.empty()) {
       j["num_labels"] = 1;

@@ -105,7 +105,7 @@ std::map<std::string, std::string> tokenizer_files(const config::Config& c, cons
 
 }  // namespace
 
-std::string export_hf(const std::string& run, const std::string& out) {
+std::string export_hf(const std::string& run, const std::string& out, HfConfigForm form) {
   if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
   auto rm = eval::load_run_model(run, /*best=*/true);
   const config::Config& c = rm.config;
@@ -114,6 +114,15 @@ std::string export_hf(const std::string& run, const std::string& out) {
               why_llama = llama_mismatch(c);
   ExportSource src;
   src.config = &c;
+  src.form = form;
+  const auto kept = stdfs::path(rm.run_dir) / "hf" / "config.json";
+  if (stdfs::is_regular_file(kept)) {
+    try {
+      src.origin = nlohmann::json::parse(fs::read_file(kept.string()));
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(kept.string() + ": not valid JSON (" + e.what() + ")");
+    }
+  }
   {
     torch::NoGradGuard ng;
     for (auto& [name, t] : eval::state_dict(*rm.model))

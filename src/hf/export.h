@@ -18,6 +18,12 @@
 
 namespace ropelab::hf {
 
-std::string export_hf(const std::string& run, const std::string& out);
+// The layout of config.json's RoPE settings: transformers 5's rope_parameters (read by
+// transformers 5 only; transformers 4 ignores the key and would run with base 10000), or
+// transformers 4's rope_theta and rope_scaling (read by 4.x and by 5, which converts them).
+enum class HfConfigForm { kV5, kV4 };
+
+std::string export_hf(const std::string& run, const std::string& out,
+                      HfConfigForm form = HfConfigForm::kV5);
 
 }  // namespace ropelab::hf

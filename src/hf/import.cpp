@@ -81,6 +81,7 @@ Source::Source(const std::string& dir) : dir_(dir), ckpt_(Checkpoint::open(dir))
                     ": architectures: missing (a list naming the model class, e.g. "
                     "[\"BertForMaskedLM\"])");
   architecture_ = (*a)[0].get<std::string>();
+  used_keys_.insert("architectures");
   for (const auto& n : ckpt_.names()) {
     std::string modern = n;
     for (auto [from, to] : {std::pair{"LayerNorm.gamma", "LayerNorm.weight"},
@@ -97,47 +98,51 @@ Source::Source(const std::string& dir) : dir_(dir), ckpt_(Checkpoint::open(dir))
 
 std::string Source::config_path() const { return (stdfs::path(dir_) / "config.json").string(); }
 
-namespace {
-const nlohmann::json* find_key(const nlohmann::json& j, const std::string& key) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
+const nlohmann::json* Source::use(const std::string& key) const {
+  used_keys_.insert(key);
+  auto it = config_.find(key);
+  return it == config_.end() || it->is_null() ? nullptr : &*it;
 }
-}  // namespace
+
+bool Source::present(const std::string& key) const {
+  auto it = config_.find(key);
+  return it != config_.end() && !it->is_null();
+}
 
 int64_t Source::get_int(const std::string& key) const {
-  const auto* v = find_key(config_, key);
+  const auto* v = use(key);
   if (v == nullptr) throw UserError(config_path() + ": " + key + ": missing");
   if (!v->is_number_integer()) throw UserError(config_path() + ": " + key + ": not an integer");
   return v->get<int64_t>();
 }
 
 int64_t Source::get_int(const std::string& key, int64_t fallback) const {
-  return find_key(config_, key) == nullptr ? fallback : get_int(key);
+  return use(key) == nullptr ? fallback : get_int(key);
 }
 
 double Source::get_double(const std::string& key, double fallback) const {
-  const auto* v = find_key(config_, key);
+  const auto* v = use(key);
   if (v == nullptr) return fallback;
   if (!v->is_number()) throw UserError(config_path() + ": " + key + ": not a number");
   return v->get<double>();
 }
 
 bool Source::get_bool(const std::string& key, bool fallback) const {
-  const auto* v = find_key(config_, key);
+  const auto* v = use(key);
   if (v == nullptr) return fallback;
   if (!v->is_boolean()) throw UserError(config_path() + ": " + key + ": not true or false");
   return v->get<bool>();
 }
 
 std::string Source::get_string(const std::string& key, const std::string& fallback) const {
-  const auto* v = find_key(config_, key);
+  const auto* v = use(key);
   if (v == nullptr) return fallback;
   if (!v->is_string()) throw UserError(config_path() + ": " + key + ": not a string");
   return v->get<std::string>();
 }
 
 void Source::unsupported(const std::string& key, const std::string& why) const {
-  const auto* v = find_key(config_, key);
+  const auto* v = use(key);
   throw UserError(config_path() + ": " + key + " = " + (v ? v->dump() : std::string("null")) +
                   " is not supported: " + why);
 }
@@ -223,7 +228,8 @@ std::string align_labels(Imported& imp, const std::vector<std::string>& labels,
 
 }  // namespace
 
-Imported read_hf(const std::string& dir, const std::vector<std::string>& overrides) {
+Imported read_hf(const std::string& dir, const std::vector<std::string>& overrides,
+                 bool allow_unknown_keys) {
   if (!stdfs::is_directory(dir))
     throw UserError(dir +
                     ": no such directory (a Hugging Face checkpoint: config.json, "
@@ -242,6 +248,7 @@ Imported read_hf(const std::string& dir, const std::vector<std::string>& overrid
                     "BertForSequenceClassification, RoFormerModel, RoFormerForMaskedLM, "
                     "RoFormerForSequenceClassification, LlamaForCausalLM, MistralForCausalLM, "
                     "Qwen2ForCausalLM)");
+  auto ignored = check_config_keys(s, allow_unknown_keys);
   auto left = s.left_over();
   if (!left.empty())
     throw UserError(fmt::format("{}: {} tensor(s) that {} does not have, e.g. {}", dir, left.size(),
@@ -252,6 +259,7 @@ Imported read_hf(const std::string& dir, const std::vector<std::string>& overrid
   imp.vocab_order = m.vocab_order;
   imp.weights = std::move(m.weights);
   imp.unused = s.skipped();
+  imp.ignored_keys = std::move(ignored);
   const bool data_named = std::any_of(overrides.begin(), overrides.end(), [](const auto& o) {
     return o.rfind("data.source=", 0) == 0;
   });
@@ -281,9 +289,9 @@ Imported read_hf(const std::string& dir, const std::vector<std::string>& overrid
 // ---- writing the run
 
 std::string import_hf(const std::string& dir, const std::string& out,
-                      const std::vector<std::string>& overrides) {
+                      const std::vector<std::string>& overrides, bool allow_unknown_keys) {
   if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
-  Imported imp = read_hf(dir, overrides);
+  Imported imp = read_hf(dir, overrides, allow_unknown_keys);
   // The run names itself, and its tokenizer reads the copy of the vocabulary it keeps.
   stdfs::path out_abs = stdfs::absolute(out).lexically_normal();
   if (out_abs.filename().empty()) out_abs = out_abs.parent_path();  // "runs/bert/"
@@ -346,6 +354,12 @@ std::string import_hf(const std::string& dir, const std::string& out,
   if (!imp.unused.empty())
     summary += fmt::format("; {} checkpoint tensor(s) not used, e.g. {}", imp.unused.size(),
                            imp.unused.front());
+  if (!imp.ignored_keys.empty()) {
+    std::string keys;
+    for (const auto& k : imp.ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
+    summary += fmt::format("; {} config.json key(s) ignored (--allow-unknown-keys): {}",
+                           imp.ignored_keys.size(), keys);
+  }
   return summary;
 }
 

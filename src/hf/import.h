@@ -40,20 +40,26 @@ struct Imported {
   // and buffers that are recomputed (position ids).
   std::vector<std::string> unused;
   std::string note;  // what the summary should say besides (a label order assumed)
+  // config.json keys that were neither used nor known to be irrelevant, ignored because the
+  // import was told to (--allow-unknown-keys): "key = value".
+  std::vector<std::string> ignored_keys;
 };
 
 // Reads and maps DIR; `overrides` (key=value, as on `train`'s command line) apply after the
 // mapping's. A ...ForSequenceClassification needs them to name its data (data.source, ...):
 // its labels must be the data's, and the classifier's rows are put in the data's label order
 // where id2label names them. UserError naming the file and the key for anything unsupported,
-// missing, damaged or of the wrong shape.
-Imported read_hf(const std::string& dir, const std::vector<std::string>& overrides = {});
+// missing, damaged or of the wrong shape, and for a config.json key ropelab does not know
+// (hf/config_keys.cpp) unless `allow_unknown_keys`.
+Imported read_hf(const std::string& dir, const std::vector<std::string>& overrides = {},
+                 bool allow_unknown_keys = false);
 
 // read_hf(), then the run directory `out`: config.yaml, one model-only checkpoint (loaded as
 // any run's: eval::load_run_model) and hf/ (config.json, the tokenizer's files and
 // vocab_order.json). `out` must not exist; it appears complete or not at all. Returns a
-// one-line summary.
+// one-line summary, which lists every config.json key ignored under `allow_unknown_keys`.
 std::string import_hf(const std::string& dir, const std::string& out,
-                      const std::vector<std::string>& overrides = {});
+                      const std::vector<std::string>& overrides = {},
+                      bool allow_unknown_keys = false);
 
 }  // namespace ropelab::hf

@@ -29,7 +29,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
+#include <map>
 
 #include "hf/mapping.h"
 #include "text/bpe.h"
@@ -42,104 +44,14 @@ namespace ropelab::hf {
 
 namespace {
 
-// config.json's rope_scaling as model.position.scaling overrides.
-std::vector<std::string> scaling_overrides(const Source& s, int64_t max_pos) {
-  const auto& j = s.json();
-  auto it = j.find("rope_scaling");
-  if (it == j.end() || it->is_null()) return {};
-  const std::string where = s.config_path() + ": rope_scaling";
-  if (!it->is_object()) throw UserError(where + ": not an object");
-  const nlohmann::json& r = *it;
-  const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
-  if (!r.contains(type_key) || !r[type_key].is_string())
-    throw UserError(where + ".rope_type: missing (a string such as \"linear\" or \"yarn\")");
-  const std::string type = r[type_key].get<std::string>();
-  std::set<std::string> used = {"rope_type", "type"};
-  auto number = [&](const char* key, double fallback) {
-    used.insert(key);
-    if (!r.contains(key) || r[key].is_null()) return fallback;
-    if (!r[key].is_number()) throw UserError(where + "." + key + ": not a number");
-    return r[key].get<double>();
-  };
-  auto list = [&](const char* key) {
-    used.insert(key);
-    if (!r.contains(key) || !r[key].is_array())
-      throw UserError(where + "." + key + ": missing (a list of numbers)");
-    std::string out = "[";
-    for (const auto& x : r[key]) {
-      if (!x.is_number()) throw UserError(where + "." + key + ": not a list of numbers");
-      out += (out.size() > 1 ? "," : "") + exact_number(x.get<double>());
-    }
-    return out + "]";
-  };
-  const std::string p = "model.position.scaling.";
-  // original_max_position_embeddings: in rope_scaling, at the top level (Phi-3), or the
-  // model's max_position_embeddings.
-  auto original = [&]() -> int64_t {
-    used.insert("original_max_position_embeddings");
-    if (r.contains("original_max_position_embeddings"))
-      return static_cast<int64_t>(number("original_max_position_embeddings", 0));
-    return s.get_int("original_max_position_embeddings", max_pos);
-  };
-  std::vector<std::string> ov;
-  if (type == "default") {
-    // plain RoPE
-  } else if (type == "linear") {
-    ov = {p + "type=linear", p + "factor=" + exact_number(number("factor", 1))};
-  } else if (type == "dynamic") {
-    ov = {p + "type=dynamic", p + "factor=" + exact_number(number("factor", 1)),
-          p + "original_len=" + std::to_string(original())};
-  } else if (type == "yarn") {
-    if (r.contains("mscale") || r.contains("mscale_all_dim"))
-      s.unsupported("rope_scaling", "yarn's mscale / mscale_all_dim (DeepSeek) are not in ropelab");
-    used.insert("truncate");
-    if (r.contains("truncate") && r["truncate"] != true)
-      s.unsupported("rope_scaling", "yarn with truncate: false is not in ropelab");
-    ov = {p + "type=yarn",
-          p + "factor=" + exact_number(number("factor", 1)),
-          p + "original_len=" + std::to_string(original()),
-          p + "beta_fast=" + exact_number(number("beta_fast", 32)),
-          p + "beta_slow=" + exact_number(number("beta_slow", 1)),
-          p + "attention_factor=" + exact_number(number("attention_factor", 0))};
-  } else if (type == "llama3") {
-    ov = {p + "type=llama3", p + "factor=" + exact_number(number("factor", 8)),
-          p + "original_len=" + std::to_string(original()),
-          p + "low_freq_factor=" + exact_number(number("low_freq_factor", 1)),
-          p + "high_freq_factor=" + exact_number(number("high_freq_factor", 4))};
-  } else if (type == "longrope") {
-    const int64_t orig = original();
-    // transformers: factor = max_position_embeddings / original when the original length is
-    // given at the top level (Phi-3), else rope_scaling's factor.
-    double factor = number("factor", 1);
-    if (s.json().contains("original_max_position_embeddings"))
-      factor = static_cast<double>(max_pos) / static_cast<double>(orig);
-    ov = {p + "type=longrope",
-          p + "short_factor=" + list("short_factor"),
-          p + "long_factor=" + list("long_factor"),
-          p + "original_len=" + std::to_string(orig),
-          p + "factor=" + exact_number(std::max(1.0, factor)),
-          p + "attention_factor=" + exact_number(number("attention_factor", 0))};
-  } else {
-    s.unsupported(
-        "rope_scaling",
-        "rope_type " + type + " is not in ropelab (linear, dynamic, yarn, llama3, longrope)");
-  }
-  for (const auto& [k, v] : r.items())
-    if (used.count(k) == 0 && !v.is_null())
-      s.unsupported("rope_scaling", "its key " + k + " has no counterpart in ropelab");
-  return ov;
-}
-
 // The first id of a config.json token id entry (an int, or a list of them as Llama 3.1's
 // eos_token_id), or -1.
 int64_t token_id(const Source& s, const char* key) {
-  const auto& j = s.json();
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return -1;
-  if (it->is_array() && !it->empty() && (*it)[0].is_number_integer())
-    return (*it)[0].get<int64_t>();
-  if (!it->is_number_integer()) throw UserError(s.config_path() + ": " + key + ": not an id");
-  return it->get<int64_t>();
+  const nlohmann::json* v = s.use(key);
+  if (v == nullptr) return -1;
+  if (v->is_array() && !v->empty() && (*v)[0].is_number_integer()) return (*v)[0].get<int64_t>();
+  if (!v->is_number_integer()) throw UserError(s.config_path() + ": " + key + ": not an id");
+  return v->get<int64_t>();
 }
 
 // The checkpoint's tokenizer: a byte-level BPE tokenizer.json (Llama 3, Qwen2), else a
@@ -198,6 +110,46 @@ LlamaTokenizer tokenizer_of(const Source& s, int64_t V) {
   return t;
 }
 
+// The checkpoint's ids for ropelab's specials (pad, unk, bos, eos, cls, sep, mask), from
+// config.json and the tokenizer's unknown token. config.json may give one id to several of them
+// (Qwen2.5's bos = eos, a pad = eos): the first of eos, bos, pad keeps it (ropelab's LM data
+// ends each document with eos), and a later one takes an id no text produces, which `shared`
+// reports. bos or eos on the tokenizer's unknown token is refused naming both.
+std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk,
+                                      std::string& shared) {
+  std::array<int64_t, 7> ids = {-1, unk, -1, -1, -1, -1, -1};
+  std::map<int64_t, std::string> owner;
+  if (unk >= 0) owner[unk] = "the tokenizer's unknown token";
+  const std::pair<const char*, int32_t> keys[] = {{"eos_token_id", text::Special::kEos},
+                                                  {"bos_token_id", text::Special::kBos},
+                                                  {"pad_token_id", text::Special::kPad}};
+  for (const auto& [key, slot] : keys) {
+    const int64_t id = token_id(s, key);
+    if (id < 0) continue;
+    if (id >= V)
+      throw UserError(fmt::format("{}: {} = {} is outside the vocabulary (vocab_size {})",
+                                  s.config_path(), key, id, V));
+    if (id == unk && slot != text::Special::kPad)
+      throw UserError(
+          fmt::format("{}: {} = {} is tokenizer.model's unknown token <unk>: a "
+                      "sequence boundary cannot be an unknown character",
+                      s.config_path(), key, id));
+    auto it = owner.find(id);
+    if (it == owner.end()) {
+      owner[id] = key;
+      ids[static_cast<size_t>(slot)] = id;
+      continue;
+    }
+    shared +=
+        fmt::format("{}{} shares id {} with {}", shared.empty() ? "" : "; ", key, id, it->second);
+  }
+  if (!shared.empty())
+    shared +=
+        " (kept as the checkpoint defines them: ropelab's own copy of the later one is an "
+        "id that no text produces)";
+  return ids;
+}
+
 }  // namespace
 
 bool is_llama(const std::string& a) {
@@ -220,18 +172,33 @@ Mapped map_llama(Source& s) {
   if (s.get_string("hidden_act", "silu") != "silu")
     s.unsupported("hidden_act", "the Llama layout's SwiGLU uses silu");
   const std::string arch = s.architecture();
-  // Mistral's sliding_window defaults to 4096 in transformers; Qwen2 uses one only when asked.
+  // Mistral's sliding_window defaults to 4096 in transformers; Qwen2 uses one only when asked
+  // (then sliding_window and max_window_layers say where).
   if (arch == "MistralForCausalLM") {
-    if (!s.json().contains("sliding_window"))
+    if (!s.config().contains("sliding_window"))
       throw UserError(s.config_path() +
                       ": sliding_window: absent, which transformers reads as Mistral's default of "
                       "4096; ropelab has no sliding-window attention (a checkpoint without one "
                       "says null)");
-    if (!s.json()["sliding_window"].is_null())
+    if (s.use("sliding_window") != nullptr)
       s.unsupported("sliding_window", "ropelab has no sliding-window attention");
   }
-  if (arch == "Qwen2ForCausalLM" && s.get_bool("use_sliding_window", false))
-    s.unsupported("use_sliding_window", "ropelab has no sliding-window attention");
+  if (arch == "Qwen2ForCausalLM") {
+    if (s.get_bool("use_sliding_window", false))
+      s.unsupported("use_sliding_window", "ropelab has no sliding-window attention");
+    s.use("sliding_window");  // without use_sliding_window, unread
+    s.use("max_window_layers");
+  }
+  // transformers 5's layer_types: every layer full attention (no window).
+  if (const nlohmann::json* types = s.use("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != L)
+      s.unsupported("layer_types", "expected one entry per layer (num_hidden_layers)");
+    for (const auto& t : *types)
+      if (t != "full_attention")
+        s.unsupported("layer_types",
+                      "ropelab has no sliding-window attention (every layer must "
+                      "be full_attention)");
+  }
   if (s.get_int("pretraining_tp", 1) < 1) s.unsupported("pretraining_tp", "must be at least 1");
   // Biases: Llama's attention_bias (q, k, v and o) and mlp_bias; Qwen2 always has q, k, v.
   std::string bias;
@@ -252,11 +219,8 @@ Mapped map_llama(Source& s) {
   Mapped m;
   m.vocab = V;
   auto tok = tokenizer_of(s, V);
-  m.vocab_order =
-      text::special_first_order(V,
-                                {token_id(s, "pad_token_id"), tok.unk, token_id(s, "bos_token_id"),
-                                 token_id(s, "eos_token_id"), -1, -1, -1},
-                                tok.fillers);
+  std::string shared;
+  m.vocab_order = text::special_first_order(V, llama_specials(s, V, tok.unk, shared), tok.fillers);
   m.overrides = {
       "task.type=clm",
       // The trained context (what --rope-scaling extends); one sequence a batch at that length.
@@ -280,11 +244,11 @@ Mapped map_llama(Source& s) {
       "model.scale_embeddings=false",
       "model.position.type=rope",
       "model.position.pairing=half",
-      "model.position.base=" + exact_number(s.get_double("rope_theta", 10000.0)),
   };
-  for (auto& o : scaling_overrides(s, P)) m.overrides.push_back(std::move(o));
+  for (auto& o : rope_overrides(s, P)) m.overrides.push_back(std::move(o));
   for (auto& o : tok.overrides) m.overrides.push_back(std::move(o));
   m.note = tok.note;
+  if (!shared.empty()) m.note += (m.note.empty() ? "" : "; ") + shared;
 
   auto order = torch::tensor(m.vocab_order, torch::kLong);
   auto& w = m.weights;
@@ -362,15 +326,18 @@ Exported export_llama(const ExportSource& s) {
   j["hidden_act"] = "silu";
   j["max_position_embeddings"] = c.task.seq_len;
   j["rms_norm_eps"] = m.norm_eps;
-  j["rope_theta"] = r.base;
-  j["rope_scaling"] = nullptr;
   j["tie_word_embeddings"] = m.tie_embeddings;
   j["attention_dropout"] = m.attention.dropout;
   j["initializer_range"] = m.init_std;
-  j["bos_token_id"] = s.order[text::Special::kBos];
-  j["eos_token_id"] = s.order[text::Special::kEos];
-  j["pad_token_id"] = s.order[text::Special::kPad];
-  j["torch_dtype"] = "float32";
+  // The checkpoint's own special ids where the run was imported (two may share an id, and
+  // eos may be a list), else the tokens at ropelab's.
+  const std::pair<const char*, int32_t> specials[] = {{"bos_token_id", text::Special::kBos},
+                                                      {"eos_token_id", text::Special::kEos},
+                                                      {"pad_token_id", text::Special::kPad}};
+  for (const auto& [key, slot] : specials)
+    j[key] = s.origin.is_object() && s.origin.contains(key) ? s.origin[key]
+                                                            : nlohmann::json(s.order[slot]);
+  j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
   if (qwen) {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
@@ -379,44 +346,7 @@ Exported export_llama(const ExportSource& s) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }
-  // rope_scaling, with max_position_embeddings / original length = factor where transformers
-  // reads one from the other.
-  std::visit(
-      [&](const auto& sc) {
-        using T = std::decay_t<decltype(sc)>;
-        nlohmann::json rs;
-        if constexpr (std::is_same_v<T, config::LinearScaling>) {
-          rs = {{"rope_type", "linear"}, {"factor", sc.factor}};
-        } else if constexpr (std::is_same_v<T, config::DynamicNtkScaling>) {
-          rs = {{"rope_type", "dynamic"}, {"factor", sc.factor}};
-          j["max_position_embeddings"] = sc.original_len;  // dynamic's original length
-        } else if constexpr (std::is_same_v<T, config::YarnScaling>) {
-          rs = {{"rope_type", "yarn"},
-                {"factor", sc.factor},
-                {"original_max_position_embeddings", sc.original_len},
-                {"beta_fast", sc.beta_fast},
-                {"beta_slow", sc.beta_slow}};
-          if (sc.attention_factor > 0) rs["attention_factor"] = sc.attention_factor;
-          j["max_position_embeddings"] =
-              static_cast<int64_t>(std::llround(sc.factor * static_cast<double>(sc.original_len)));
-        } else if constexpr (std::is_same_v<T, config::Llama3Scaling>) {
-          rs = {{"rope_type", "llama3"},
-                {"factor", sc.factor},
-                {"low_freq_factor", sc.low_freq_factor},
-                {"high_freq_factor", sc.high_freq_factor},
-                {"original_max_position_embeddings", sc.original_len}};
-        } else if constexpr (std::is_same_v<T, config::LongRopeScaling>) {
-          rs = {{"rope_type", "longrope"},
-                {"short_factor", sc.short_factor},
-                {"long_factor", sc.long_factor}};
-          if (sc.attention_factor > 0) rs["attention_factor"] = sc.attention_factor;
-          j["original_max_position_embeddings"] = sc.original_len;
-          j["max_position_embeddings"] =
-              static_cast<int64_t>(std::llround(sc.factor * static_cast<double>(sc.original_len)));
-        }
-        if (!rs.is_null()) j["rope_scaling"] = rs;
-      },
-      r.scaling.opts);
+  put_rope(r, s.form, j);
 
   auto put = [&](const std::string& name, const at::Tensor& t) { e.tensors.emplace_back(name, t); };
   put("model.embed_tokens.weight", s.rows(s.at("backbone.tok_emb.weight")));

@@ -7,13 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "hf/export.h"
 #include "hf/import.h"
 #include "hf/safetensors.h"
 
 namespace ropelab::hf {
 
-// An opened checkpoint directory. Every tensor a mapping reads is marked as used; the importer
-// refuses a checkpoint with tensors no mapping used (they would be silently dropped).
+// An opened checkpoint directory. Every tensor and every config.json key a mapping reads is
+// marked as used: the importer refuses a checkpoint with tensors no mapping used, and a config
+// key that is neither used nor listed as irrelevant (hf/config_keys.cpp), since either would be
+// silently dropped.
 class Source {
  public:
   explicit Source(const std::string& dir);
@@ -22,12 +25,19 @@ class Source {
   std::string config_path() const;
 
   // config.json values; UserError "DIR/config.json: KEY: ..." when absent or of another type.
+  // Each marks KEY as used, present or not.
   int64_t get_int(const std::string& key) const;
   int64_t get_int(const std::string& key, int64_t fallback) const;
   double get_double(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
-  const nlohmann::json& json() const { return config_; }
+  // config.json's value of KEY (nullptr when absent or null), marking KEY as used.
+  const nlohmann::json* use(const std::string& key) const;
+  // Whether config.json has KEY with a value other than null (does not mark it).
+  bool present(const std::string& key) const;
+  // The whole of config.json, for the key check (hf/config_keys.cpp): marks nothing.
+  const nlohmann::json& config() const { return config_; }
+  bool used_key(const std::string& key) const { return used_keys_.count(key) != 0; }
   // A config value ropelab cannot represent: the UserError names the key and its value.
   [[noreturn]] void unsupported(const std::string& key, const std::string& why) const;
 
@@ -48,6 +58,7 @@ class Source {
   std::string file_name(const std::string& name) const;  // the name in the file
   std::string dir_, architecture_;
   nlohmann::json config_;
+  mutable std::set<std::string> used_keys_;
   Checkpoint ckpt_;
   std::map<std::string, std::string> renamed_;  // modern name -> name in the file
   std::set<std::string> used_;
@@ -70,6 +81,19 @@ struct Mapped {
 
 // A config.json number as a model override that reads back as the same double.
 std::string exact_number(double v);
+
+// The RoPE settings of a Llama-layout config.json (hf/rope_params.cpp) as model.position
+// overrides: the base, then the scaling. Either of transformers' layouts (4: rope_theta and
+// rope_scaling; 5: rope_parameters, flat or nested per layer type), or both where they agree.
+std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos);
+// The run's RoPE as config.json keys in `form` (may also set max_position_embeddings and, for
+// transformers 4's LongRoPE, original_max_position_embeddings).
+void put_rope(const config::RopeConfig& r, HfConfigForm form, nlohmann::json& j);
+
+// config.json's keys against what the mapping used (hf/config_keys.cpp): a key neither used nor
+// irrelevant to the function the model computes is refused (UserError naming it and its value),
+// or with `allow_unknown` returned ("key = value") for the summary to list.
+std::vector<std::string> check_config_keys(const Source& s, bool allow_unknown);
 
 // One family per file; each throws UserError for what it cannot map.
 bool is_bert(const std::string& architecture);
@@ -106,6 +130,10 @@ void take_bert_encoder(Source& s, const BertShape& b, const std::string& prefix,
 // ropelab made).
 struct ExportSource {
   const config::Config* config = nullptr;
+  HfConfigForm form = HfConfigForm::kV5;
+  // An imported run's own config.json (RUN/hf/config.json; null otherwise): its special token
+  // ids are the checkpoint's definition, which the export keeps (two specials may share an id).
+  nlohmann::json origin;
   std::map<std::string, at::Tensor> weights;
   std::vector<int64_t> order;
   std::vector<std::string> labels;  // a GLUE run's label names (empty: regression)

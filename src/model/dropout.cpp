@@ -56,7 +56,8 @@ bool fused_path(const torch::Tensor& t, double p, bool training) {
          (dt == torch::kFloat32 || dt == torch::kBFloat16 || dt == torch::kHalf);
 }
 
-constexpr int64_t kChunk = 2048;  // elements per task; even, so a hash's pair stays in one chunk
+constexpr int64_t kDropoutChunk =
+    2048;  // elements per task; even, so a hash's pair stays in one chunk
 
 // 1/(1-p) rounded to dtype (as a multiply by a mask of that dtype applies it), as a float.
 float keep_scale(c10::ScalarType dtype, double p) {
@@ -71,10 +72,10 @@ float keep_scale(c10::ScalarType dtype, double p) {
 // (0 or keep), vectorised (vec::dropout_factors).
 template <class F>
 void chunks(const Mask& m, int64_t numel, float keep, const F& f) {
-  at::parallel_for(0, (numel + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> mask(kChunk);
+  at::parallel_for(0, (numel + kDropoutChunk - 1) / kDropoutChunk, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> mask(kDropoutChunk);
     for (int64_t c = b; c < e; ++c) {
-      const int64_t c0 = c * kChunk, n = std::min(kChunk, numel - c0);
+      const int64_t c0 = c * kDropoutChunk, n = std::min(kDropoutChunk, numel - c0);
       vec::dropout_factors(m.seed, m.threshold, c0, n, keep, mask.data());
       f(c0, n, mask.data());
     }
@@ -150,7 +151,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h.scalar_type(), p),
            [&](int64_t c0, int64_t n, const float* mask) {
-             std::vector<float> hb, yb(f32 ? 0 : kChunk);
+             std::vector<float> hb, yb(f32 ? 0 : kDropoutChunk);
              float* yp = f32 ? y.data_ptr<float>() + c0 : yb.data();
              vec::act_mask_forward(util::float_run(h, c0, n, hb), mask, yp, n, gelu);
              util::store_float_run(yp, y, c0, n);
@@ -168,7 +169,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h.scalar_type(), m.p),
            [&](int64_t c0, int64_t n, const float* mask) {
-             std::vector<float> hb, gb, ob(f32 ? 0 : kChunk);
+             std::vector<float> hb, gb, ob(f32 ? 0 : kDropoutChunk);
              float* op = f32 ? dh.data_ptr<float>() + c0 : ob.data();
              vec::act_mask_backward(util::float_run(h, c0, n, hb), util::float_run(g, c0, n, gb),
                                     mask, op, n, gelu);

@@ -139,16 +139,16 @@ void MetricsLog::log(const std::string& group, const std::map<std::string, doubl
             ? h5::Handle(H5Gopen2(file_.id(), group.c_str(), H5P_DEFAULT), H5Gclose)
             : h5::create_group(file_.id(), group, "metrics.h5");
   }
-  std::string json = "{\"split\":\"" + group + "\"";
+  std::string line = "{\"split\":\"" + group + "\"";
   for (const auto& [k, v] : row) {
     auto& s = series_[group][k];
     if (!s) s = std::make_unique<h5::Series>(g.id(), k);
     s->append(v);
     char buf[64];
     std::snprintf(buf, sizeof buf, std::isfinite(v) ? "%.9g" : "null", v);
-    json += ",\"" + k + "\":" + buf;
+    line += ",\"" + k + "\":" + buf;
   }
-  std::fprintf(jsonl_, "%s}\n", json.c_str());
+  std::fprintf(jsonl_, "%s}\n", line.c_str());
   if (++since_flush_ >= 20) flush();
 }
 

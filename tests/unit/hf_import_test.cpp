@@ -19,6 +19,7 @@
 #include "hf/export.h"
 #include "hf/import.h"
 #include "hf/safetensors.h"
+#include "hf_helpers.h"
 #include "tasks/task.h"
 #include "text/bpe.h"
 #include "text/tokenizer.h"
@@ -31,27 +32,12 @@ namespace ropelab::hf {
 namespace {
 
 namespace stdfs = std::filesystem;
-const std::string kHfDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/hf";
-
-at::Tensor tensor(const Checkpoint& c, const std::string& name) {
-  const auto& v = c.get(name);
-  auto dt = v.dtype == DType::kI64 ? torch::kLong : torch::kFloat32;
-  auto t = torch::empty(v.shape, dt);
-  std::memcpy(t.data_ptr(), v.data, v.bytes);
-  return t;
-}
-
-// The inverse of the import's re-numbering: checkpoint id -> ropelab id.
-at::Tensor to_ropelab_ids(const std::vector<int64_t>& order, const at::Tensor& ids) {
-  auto inv = torch::empty({static_cast<int64_t>(order.size())}, torch::kLong);
-  for (size_t r = 0; r < order.size(); ++r) inv[order[r]] = static_cast<int64_t>(r);
-  return inv.index_select(0, ids.reshape(-1)).reshape(ids.sizes());
-}
-
-std::vector<int64_t> vocab_order(const std::string& run) {
-  return nlohmann::json::parse(fs::read_file(run + "/hf/vocab_order.json"))
-      .get<std::vector<int64_t>>();
-}
+using test::damaged_copy;
+using test::kHfDir;
+using test::max_diff;
+using test::tensor;
+using test::to_ropelab_ids;
+using test::vocab_order;
 
 struct Outputs {
   at::Tensor hidden, logits;
@@ -76,22 +62,6 @@ Outputs run_imported(const std::string& fixture, const test::TempDir& d, Checkpo
   return o;
 }
 
-double max_diff(const at::Tensor& a, const at::Tensor& b) {
-  EXPECT_EQ(a.sizes(), b.sizes());
-  return (a - b).abs().max().item<double>();
-}
-
-// A copy of a fixture, with `edit` applied to its config.json text.
-std::string damaged_copy(const test::TempDir& d, const std::string& fixture,
-                         const std::function<void(nlohmann::json&)>& edit) {
-  const std::string dir = d.file(fixture);
-  stdfs::copy(kHfDir + "/" + fixture, dir, stdfs::copy_options::recursive);
-  auto j = nlohmann::json::parse(fs::read_file(dir + "/config.json"));
-  edit(j);
-  test::write(dir + "/config.json", j.dump(2));
-  return dir;
-}
-
 TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
   // BERT: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103; no BOS/EOS, which take the
   // lowest free ids.
@@ -109,9 +79,10 @@ TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
 
 TEST(HfImport, MaskedLmClassesGiveTheReferenceLogits) {
   // BERT tied and untied, and RoFormer (RoPE in every layer, no position embeddings).
-  // RoFormer also with embedding_size 16 < hidden_size 32: the embeddings' projection.
-  for (const char* fixture :
-       {"bert-mlm", "bert-mlm-untied", "roformer-mlm", "roformer-mlm-small"}) {
+  // RoFormer also with embedding_size 16 < hidden_size 32: the embeddings' projection. BERT and
+  // RoFormer as transformers 5 saves them (dtype, no torch_dtype).
+  for (const char* fixture : {"bert-mlm", "bert-mlm-untied", "roformer-mlm", "roformer-mlm-small",
+                              "bert-mlm-v5", "roformer-mlm-v5"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
     auto expected = Checkpoint::open(kHfDir + "/" + fixture + "/expected.safetensors");
@@ -367,7 +338,7 @@ TEST(HfImport, LlamaRefusalsNameTheKey) {
        [](nlohmann::json& j) {
          j["rope_scaling"] = {{"rope_type", "su"}};
        },
-       "rope_type su"},
+       "rope_scaling.rope_type = \"su\""},
       {"llama",
        [](nlohmann::json& j) {
          j["rope_scaling"] = {{"factor", 2.0}};
@@ -567,6 +538,21 @@ void expect_same_tensors(const std::string& fixture, const std::string& exported
   EXPECT_GT(compared, 10u);
 }
 
+// The model section of a config as YAML (what must survive an export and an import).
+std::string model_yaml_of(const config::ModelConfig& m) {
+  config::Config c;
+  c.model = m;
+  const std::string all = config::dump(c);
+  std::string out;
+  std::istringstream lines(all.substr(all.find("\nmodel:") + 1));
+  for (std::string line; std::getline(lines, line);) {
+    if (!out.empty() && !line.empty() && line[0] != ' ') break;  // the next section
+    out += line + "\n";
+  }
+  return out;
+}
+std::string model_yaml(const config::Config& c) { return model_yaml_of(c.model); }
+
 TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
   // The rows un-permuted, the names restored; what the class does not keep is left out (the
   // pooler of an MLM class, buffers, the tied decoder).
@@ -597,7 +583,15 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
         Case{"qwen2", {}, {}, "Qwen2ForCausalLM"}, Case{"llama-yarn", {}, {}, "LlamaForCausalLM"},
         Case{"llama-longrope", {}, {}, "LlamaForCausalLM"},
         Case{"llama-bpe", {}, {}, "LlamaForCausalLM"},
-        Case{"llama-spm", {}, {}, "LlamaForCausalLM"}}) {
+        Case{"llama-spm", {}, {}, "LlamaForCausalLM"},
+        Case{"llama-v5-yarn", {}, {}, "LlamaForCausalLM"},
+        Case{"llama-v5-longrope", {}, {}, "LlamaForCausalLM"},
+        Case{"llama-v5-llama3", {}, {}, "LlamaForCausalLM"},
+        Case{"qwen2-v5-dynamic", {}, {}, "Qwen2ForCausalLM"},
+        Case{"bert-mlm-v5",
+             {},
+             {"bert.pooler.dense.weight", "bert.pooler.dense.bias"},
+             "BertForMaskedLM"}}) {
     SCOPED_TRACE(c.fixture);
     test::TempDir d;
     import_hf(kHfDir + "/" + c.fixture, d.file("run"), c.data);
@@ -608,16 +602,37 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
     auto ours = nlohmann::json::parse(fs::read_file(d.file("out/config.json")));
     for (const char* k : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                           "intermediate_size", "max_position_embeddings", "num_key_value_heads",
-                          "rope_theta", "rope_scaling", "tie_word_embeddings", "bos_token_id",
-                          "original_max_position_embeddings", "embedding_size"})
+                          "tie_word_embeddings", "bos_token_id", "embedding_size"})
       if (theirs.contains(k)) {
         EXPECT_EQ(ours[k], theirs[k]) << k;
+      }
+    // transformers 5's layout by default: the base inside rope_parameters, dtype.
+    EXPECT_FALSE(ours.contains("rope_theta") || ours.contains("rope_scaling") ||
+                 ours.contains("torch_dtype"))
+        << ours.dump();
+    EXPECT_EQ(ours["dtype"], "float32");
+    if (theirs.contains("rope_theta")) {
+      EXPECT_EQ(ours["rope_parameters"]["rope_theta"], theirs["rope_theta"]);
+    }
+    // --hf-v4: transformers 4's keys, as the v4 fixtures have them.
+    export_hf(d.file("run"), d.file("out4"), HfConfigForm::kV4);
+    auto ours4 = nlohmann::json::parse(fs::read_file(d.file("out4/config.json")));
+    EXPECT_FALSE(ours4.contains("rope_parameters") || ours4.contains("dtype")) << ours4.dump();
+    for (const char* k : {"rope_theta", "rope_scaling", "original_max_position_embeddings",
+                          "max_position_embeddings"})
+      if (theirs.contains(k) && !theirs.contains("rope_parameters")) {
+        EXPECT_EQ(ours4[k], theirs[k]) << k;
       }
     if (std::string(c.fixture) == "bert-cls") {
       EXPECT_EQ(ours["id2label"], theirs["id2label"]);
     }
-    // The export is a checkpoint import-hf takes again.
-    EXPECT_NE(import_hf(d.file("out"), d.file("again"), c.data).find(c.cls), std::string::npos);
+    // Either export is a checkpoint import-hf takes again, with the same model.
+    const auto first = eval::load_run_model(d.file("run")).config.model;
+    for (const char* out : {"out", "out4"}) {
+      const std::string again = d.file(std::string("again-") + out);
+      EXPECT_NE(import_hf(d.file(out), again, c.data).find(c.cls), std::string::npos);
+      EXPECT_EQ(model_yaml(eval::load_run_model(again).config), model_yaml_of(first)) << out;
+    }
     for (const char* f : {"vocab.txt", "tokenizer.json", "tokenizer.model"})
       if (stdfs::exists(kHfDir + "/" + c.fixture + "/" + f)) {
         EXPECT_EQ(fs::read_file(d.file("out/") + f),
