@@ -5,8 +5,9 @@
 # decoder trained here exported and imported again: the same loss;
 # import a RoFormerForSequenceClassification naming its data, and eval it; a Llama-layout
 # decoder with its byte-level BPE tokenizer, evaluated at two lengths, with and without YaRN,
-# probed, and trained further; a classification checkpoint without its data, and a damaged
-# config.json, exit 2 with one line.
+# probed, and trained further; transformers 5's config layout, unknown keys and layouts that
+# disagree; a classification checkpoint without its data, and a damaged config.json, exit 2
+# with one line.
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 FIX=$ROPELAB_SRC/tests/data/hf
@@ -115,6 +116,32 @@ expect_exit 0 "$ROPELAB" train runs/llama/config.yaml --allow-config-change \
   train.max_steps=6 train.schedule.warmup=2 train.eval_every=3 train.log_every=3
 expect_in "the optimizer starts fresh"
 [[ -d runs/llama/checkpoints/step-000000006 ]] || fail "no checkpoint after further training"
+
+# transformers 5's layout (the issue's case: the base only inside rope_parameters) imports with
+# that base; a key ropelab does not know, and v4 and v5 settings that disagree, exit 2 with one
+# line naming them; --allow-unknown-keys imports anyway and lists what it ignored.
+expect_exit 0 "$ROPELAB" import-hf "$FIX/llama-v5-yarn" --out "$WORK/runs/v5"
+grep -qE "base: (500000|5e\+05)$" runs/v5/config.yaml || fail "the v5 base was not read: $(cat runs/v5/config.yaml)"
+grep -q "type: yarn" runs/v5/config.yaml || fail "the v5 scaling was not read"
+expect_exit 2 "$ROPELAB" import-hf "$FIX/llama-v5-unknown-key" --out "$WORK/runs/unknown"
+expect_in "attn_logit_softcapping = 30.0"
+expect_in "--allow-unknown-keys"
+[[ $(wc -l <<<"$OUT") -eq 1 ]] || fail "more than one line: $OUT"
+[[ ! -e runs/unknown ]] || fail "a refused import left a run"
+expect_exit 0 "$ROPELAB" import-hf "$FIX/llama-v5-unknown-key" --out "$WORK/runs/unknown" \
+  --allow-unknown-keys
+expect_in "ignored (--allow-unknown-keys): attn_logit_softcapping = 30.0"
+expect_exit 2 "$ROPELAB" import-hf "$FIX/llama-v4-v5-disagree" --out "$WORK/runs/disagree"
+expect_in "rope_theta = 10000.0 and rope_parameters.rope_theta = 500000.0 disagree"
+# The export: transformers 5's form by default, 4's with --hf-v4; both import as the same model.
+expect_exit 0 "$ROPELAB" export runs/v5 --format hf --out "$WORK/v5-hf"
+grep -q '"rope_parameters"' v5-hf/config.json || fail "no rope_parameters in the v5 export"
+expect_exit 0 "$ROPELAB" export runs/v5 --format hf --hf-v4 --out "$WORK/v4-hf"
+grep -q '"rope_scaling"' v4-hf/config.json || fail "no rope_scaling in the v4 export"
+! grep -q '"rope_parameters"' v4-hf/config.json || fail "rope_parameters in the v4 export"
+expect_exit 0 "$ROPELAB" import-hf v4-hf --out "$WORK/runs/v4-again"
+diff <(sed -n '/^model:/,/^[a-z]/p' runs/v5/config.yaml) \
+  <(sed -n '/^model:/,/^[a-z]/p' runs/v4-again/config.yaml) || fail "the v4 export changed the model"
 
 # A damaged config.json: one line naming the file.
 mkdir bad && cp "$FIX"/roformer-mlm/* bad/ && echo '{"architectures": ["RoFormerForMaskedLM"],' >bad/config.json
