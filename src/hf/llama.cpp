@@ -140,13 +140,12 @@ std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk,
       ids[static_cast<size_t>(slot)] = id;
       continue;
     }
-    shared +=
-        fmt::format("{}{} shares id {} with {}", shared.empty() ? "" : "; ", key, id, it->second);
+    shared += fmt::format(
+        "{}{} shares id {} with {}, as the checkpoint defines them (ropelab's own {} slot takes "
+        "an id no text produces)",
+        shared.empty() ? "" : "; ", key, id, it->second,
+        slot == text::Special::kBos ? "bos" : "pad");
   }
-  if (!shared.empty())
-    shared +=
-        " (kept as the checkpoint defines them: ropelab's own copy of the later one is an "
-        "id that no text produces)";
   return ids;
 }
 
