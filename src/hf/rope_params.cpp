@@ -14,6 +14,7 @@
 // Export writes one layout: v5's by default, v4's on request (both are read by transformers 5).
 #include <spdlog/fmt/fmt.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -28,7 +29,7 @@ using nlohmann::json;
 
 // One layout's settings: the base and the scaling object (rope_type and its keys), with the key
 // paths they came from.
-struct RopeForm {
+struct RopeForm {  // NOLINT(bugprone-exception-escape): json's move is noexcept
   std::optional<double> theta;
   std::string theta_key;
   json scaling;  // null: this layout says nothing about scaling
@@ -72,12 +73,11 @@ RopeForm read_v4(const Source& s) {
 // object (transformers 5's test for the nested form).
 bool nested(const json& rp, const json* layer_types) {
   if (layer_types == nullptr || !layer_types->is_array() || rp.empty()) return false;
-  for (const auto& [k, v] : rp.items()) {
-    if (!v.is_object()) return false;
-    if (std::find(layer_types->begin(), layer_types->end(), json(k)) == layer_types->end())
-      return false;
-  }
-  return true;
+  const auto items = rp.items();
+  return std::all_of(items.begin(), items.end(), [&](const auto& kv) {
+    return kv.value().is_object() && std::find(layer_types->begin(), layer_types->end(),
+                                               json(kv.key())) != layer_types->end();
+  });
 }
 
 RopeForm read_v5(const Source& s) {
@@ -183,7 +183,7 @@ class ScalingReader {
     if (inner) return static_cast<int64_t>(*inner);
     return top != nullptr ? top->get<int64_t>() : max_pos_;
   }
-  std::string f(double v) const { return exact_number(v); }
+  static std::string f(double v) { return exact_number(v); }
 
   std::vector<std::string> by_type(const std::string& type) {
     const std::string p = kP;
