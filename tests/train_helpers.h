@@ -6,10 +6,10 @@
 #include <string>
 
 #include "config/schema.h"
-#include "eval/weights.h"
 #include "helpers.h"
-#include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "weights/checkpoint.h"
+#include "weights/weights.h"
 
 namespace ropelab::test {
 
@@ -23,14 +23,14 @@ void expect_resume_is_bit_exact(const TempDir& d, Make make, int64_t from, int64
   std::string ra = d.file("runs/straight"), rb = d.file("runs/resumed");
   stdfs::create_directories(rb + "/checkpoints");
   stdfs::copy(ra + "/config.yaml", rb + "/config.yaml");
-  auto from_dir = train::checkpoint_for_step(ra, from);
+  auto from_dir = weights::checkpoint_for_step(ra, from);
   ASSERT_TRUE(from_dir) << "no checkpoint at step " << from << " in " << ra;
   stdfs::copy(*from_dir, rb + "/checkpoints/" + stdfs::path(*from_dir).filename().string(),
               stdfs::copy_options::recursive);
   train::train(make("resumed"));
-  auto ca = train::checkpoint_for_step(ra, to), cb = train::checkpoint_for_step(rb, to);
+  auto ca = weights::checkpoint_for_step(ra, to), cb = weights::checkpoint_for_step(rb, to);
   ASSERT_TRUE(ca && cb);
-  auto ma = eval::load_run_model(*ca).model, mb = eval::load_run_model(*cb).model;
+  auto ma = weights::load_run_model(*ca).model, mb = weights::load_run_model(*cb).model;
   auto pa = ma->named_parameters(), pb = mb->named_parameters();
   for (const auto& p : pa)
     EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key() << " differs after resume";

@@ -15,10 +15,11 @@
 #include "config/loader.h"
 #include "data/prepare.h"
 #include "dist/launch.h"
+#include "dist/threads.h"
 #include "dist/world.h"
 #include "eval/evaluate.h"
+#include "eval/export.h"
 #include "eval/translate.h"
-#include "eval/weights.h"
 #include "hf/export.h"
 #include "hf/import.h"
 #include "lab/bench.h"
@@ -33,6 +34,7 @@
 #include "util/log.h"
 #include "util/platform.h"
 #include "util/signals.h"
+#include "weights/weights.h"
 
 namespace ropelab::cli {
 
@@ -108,7 +110,8 @@ int cmd_config() {
 
 int cmd_prepare() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
-  auto p = data::prepare(data::plan(c.data, c.task.seq_len), train::apply_thread_policy(c.run));
+  auto p =
+      data::prepare(data::plan(c.data, c.task.seq_len), dist::apply_thread_policy(c.run.threads));
   for (const auto& [split, path] : p.splits) std::printf("%s\t%s\n", split.c_str(), path.c_str());
   if (!p.plan.tokenizer_path.empty()) std::printf("tokenizer\t%s\n", p.plan.tokenizer_path.c_str());
   if (!p.plan.target_tokenizer_path.empty())

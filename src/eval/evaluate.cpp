@@ -10,14 +10,14 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
-#include "eval/weights.h"
+#include "dist/threads.h"
 #include "tasks/task.h"
-#include "train/trainer.h"
 #include "util/device.h"
 #include "util/dir_lock.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/signals.h"
+#include "weights/weights.h"
 
 namespace ropelab::eval {
 
@@ -70,9 +70,9 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
       throw UserError(run_dir + ": --rope-scaling needs a RoPE model (its position module is " +
                       trained.model.position.type() + ")");
   }
-  auto rm = load_run_model(run_dir, use_best, overrides);
+  auto rm = weights::load_run_model(run_dir, use_best, overrides);
   const config::Config& c = rm.config;
-  train::apply_thread_policy(c.run);
+  dist::apply_thread_policy(c.run.threads);
   torch::Device dev = device::resolve(c.run.device);
   data::Data data(data::plan(c.data, c.task.seq_len), 1, /*prepare=*/false);
   if (!data.has_split(split)) throw UserError(run_dir + ": its data has no '" + split + "' split");

@@ -3,25 +3,25 @@
 #include <spdlog/spdlog.h>
 
 #include "data/prepare.h"
-#include "eval/weights.h"
+#include "dist/threads.h"
 #include "tasks/translation.h"
-#include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "weights/weights.h"
 
 namespace ropelab::eval {
 
 std::vector<std::string> translate_lines(const std::string& source,
                                          const std::vector<std::string>& lines,
                                          const TranslateOptions& o) {
-  auto rm = load_run_model(source, o.use_best);
+  auto rm = weights::load_run_model(source, o.use_best);
   const auto& c = rm.config;
   if (!std::holds_alternative<config::TranslationTaskConfig>(c.task.opts))
     throw UserError(source + ": is not a translation model (task." + c.task.type() +
                     "); `ropelab translate` needs a run trained with task.type: translation");
   const auto& t = std::get<config::TranslationTaskConfig>(c.task.opts);
-  int threads = train::apply_thread_policy(c.run);
+  int threads = dist::apply_thread_policy(c.run.threads);
   torch::Device dev = device::resolve(c.run.device);
   data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/false);
   auto made =

@@ -7,13 +7,13 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
-#include "eval/weights.h"
 #include "hf/mapping.h"
 #include "hf/safetensors.h"
 #include "text/vocab_order.h"
 #include "text/wordpiece.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "weights/weights.h"
 
 namespace ropelab::hf {
 
@@ -107,7 +107,7 @@ std::map<std::string, std::string> tokenizer_files(const config::Config& c, cons
 
 std::string export_hf(const std::string& run, const std::string& out, HfConfigForm form) {
   if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
-  auto rm = eval::load_run_model(run, /*best=*/true);
+  auto rm = weights::load_run_model(run, /*best=*/true);
   const config::Config& c = rm.config;
   // The class: the first family that computes exactly what the run's model computes.
   std::string why_bert = bert_mismatch(c), why_roformer = roformer_mismatch(c),
@@ -125,7 +125,7 @@ std::string export_hf(const std::string& run, const std::string& out, HfConfigFo
   }
   {
     torch::NoGradGuard ng;
-    for (auto& [name, t] : eval::state_dict(*rm.model))
+    for (auto& [name, t] : weights::state_dict(*rm.model))
       src.weights[name] = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
   }
   if (std::holds_alternative<config::GlueTaskConfig>(c.task.opts)) {

@@ -11,12 +11,12 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
-#include "eval/weights.h"
 #include "hf/mapping.h"
 #include "tasks/task.h"
-#include "train/checkpoint.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "weights/checkpoint.h"
+#include "weights/weights.h"
 
 namespace ropelab::hf {
 
@@ -304,7 +304,7 @@ std::string import_hf(const std::string& dir, const std::string& out,
   auto model = tasks::make_task(imp.config, imp.vocab)->build_model();
   {
     torch::NoGradGuard ng;
-    auto params = eval::state_dict(*model);
+    auto params = weights::state_dict(*model);
     for (auto& [name, t] : params) {
       auto it = imp.weights.find(name);
       if (it == imp.weights.end()) {
@@ -321,7 +321,7 @@ std::string import_hf(const std::string& dir, const std::string& out,
       if (params.count(name) == 0)
         throw std::logic_error("hf import: mapped " + name + ", which the model does not have");
   }
-  train::TrainState st;
+  weights::TrainState st;
   st.vocab = imp.vocab;
   st.threads = 1;
 
@@ -339,7 +339,7 @@ std::string import_hf(const std::string& dir, const std::string& out,
     fs::write_file_atomic((stdfs::path(tmp) / "hf" / "vocab_order.json").string(),
                           order.dump() + "\n");
     fs::write_file_atomic((stdfs::path(tmp) / "config.yaml").string(), config::dump(imp.config));
-    train::save_checkpoint(tmp, *model, nullptr, st, 1);
+    weights::save_checkpoint(tmp, *model, nullptr, st, 1);
     stdfs::rename(tmp, out);
   } catch (...) {
     stdfs::remove_all(tmp, ec);

@@ -55,7 +55,7 @@ Imported read_hf(const std::string& dir, const std::vector<std::string>& overrid
                  bool allow_unknown_keys = false);
 
 // read_hf(), then the run directory `out`: config.yaml, one model-only checkpoint (loaded as
-// any run's: eval::load_run_model) and hf/ (config.json, the tokenizer's files and
+// any run's: weights::load_run_model) and hf/ (config.json, the tokenizer's files and
 // vocab_order.json). `out` must not exist; it appears complete or not at all. Returns a
 // one-line summary, which lists every config.json key ignored under `allow_unknown_keys`.
 std::string import_hf(const std::string& dir, const std::string& out,

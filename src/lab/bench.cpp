@@ -19,6 +19,7 @@
 #include "compat/torch_compat.h"
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "dist/threads.h"
 #include "model/decode.h"
 #include "model/linear.h"
 #include "tasks/task.h"
@@ -137,7 +138,7 @@ class StepProfile {
 // Training tokens/s of the trainer's own step (train::Trainer::train_step: micro-batches,
 // loss / targets, backward, global-norm clipping, AdamW) on one batch of the bench shape.
 json train_point(const config::Config& c, int steps) {
-  int threads = train::apply_thread_policy(c.run);
+  int threads = dist::apply_thread_policy(c.run.threads);
   torch::Device dev = device::resolve(c.run.device);
   int64_t vocab = vocab_of(c), B = c.train.batch_size, T = c.task.seq_len;
   auto task = tasks::make_task(c, vocab);
@@ -187,7 +188,7 @@ json train_point(const config::Config& c, int steps) {
 // Time per generated token after `length` tokens, greedy, batch 1: one incremental step with
 // the key/value cache, or a forward pass over the whole prefix without it.
 json decode_point(const config::Config& c, int steps, int64_t length) {
-  train::apply_thread_policy(c.run);
+  dist::apply_thread_policy(c.run.threads);
   int64_t vocab = vocab_of(c);
   auto task = tasks::make_task(c, vocab);
   torch::manual_seed(0);
@@ -235,7 +236,7 @@ double stream_tokens_per_s(const data::BatchStream& stream, int64_t batches) {
 
 // The real batch stream of the config's prepared data (prepared first if needed).
 json data_point(const config::Config& c, int64_t batches) {
-  int threads = train::apply_thread_policy(c.run);
+  int threads = dist::apply_thread_policy(c.run.threads);
   data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/true);
   auto ds = data.split("train");
   auto task = tasks::make_task(c, data.vocab_size(), nullptr, data.source_vocab_size());
@@ -941,7 +942,7 @@ void run_bench(const BenchOptions& o) {
 }
 
 std::string bench_data(const config::Config& c, int64_t batches, int64_t train_steps) {
-  int threads = train::apply_thread_policy(c.run);
+  int threads = dist::apply_thread_policy(c.run.threads);
   torch::Device dev = device::resolve(c.run.device);
   data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/true);
   auto ds = data.split("train");

@@ -18,7 +18,6 @@
 #include "lab/probe.h"
 #include "lab/stats.h"
 #include "lab/translation_tests.h"
-#include "train/checkpoint.h"
 #include "train/config_history.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -28,6 +27,7 @@
 #include "util/platform.h"
 #include "util/progress.h"
 #include "util/signals.h"
+#include "weights/checkpoint.h"
 
 #include <nlohmann/json.hpp>
 
@@ -594,7 +594,7 @@ namespace {
 int64_t killed_before_first_checkpoint(const config::Config& c) {
   const auto dir = stdfs::path(c.run.out_dir) / c.run.name;
   const auto jsonl = dir / "metrics.jsonl";
-  if (!stdfs::exists(jsonl) || train::has_checkpoints(dir.string())) return -1;
+  if (!stdfs::exists(jsonl) || weights::has_checkpoints(dir.string())) return -1;
   int64_t last = 0;
   std::istringstream lines(fs::read_file(jsonl.string()));
   for (std::string line; std::getline(lines, line);) {

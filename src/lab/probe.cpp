@@ -12,8 +12,8 @@
 
 #include "config/loader.h"
 #include "data/synthetic.h"
+#include "dist/threads.h"
 #include "eval/evaluate.h"
-#include "eval/weights.h"
 #include "lab/stats.h"
 #include "tasks/task.h"
 #include "train/trainer.h"
@@ -23,6 +23,7 @@
 #include "util/fs.h"
 #include "util/platform.h"
 #include "util/signals.h"
+#include "weights/weights.h"
 
 namespace ropelab::lab {
 
@@ -86,9 +87,9 @@ std::pair<double, double> score_examples(const tasks::Task& task, model::ModelIm
 }
 
 ProbeReport probe_synthetic(const std::string& run_dir, const ProbeOptions& o) {
-  auto rm = eval::load_run_model(run_dir, /*best=*/true);
+  auto rm = weights::load_run_model(run_dir, /*best=*/true);
   const config::Config& c = rm.config;
-  train::apply_thread_policy(c.run);
+  dist::apply_thread_policy(c.run.threads);
   torch::Device dev = device::resolve(c.run.device);
   rm.model->to(dev);
   auto task = tasks::make_task(c, rm.vocab);

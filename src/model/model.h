@@ -1,6 +1,6 @@
 // A model is a backbone (the transformer, model/transformer.h) plus a head (model/heads.h). The
 // task decides which head (tasks/). Parameters are named "backbone.<path>" and "head.<path>",
-// so a pretrained backbone loads into a model with another head by name (eval/weights.h).
+// so a pretrained backbone loads into a model with another head by name (weights/weights.h).
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>

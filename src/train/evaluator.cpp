@@ -16,7 +16,7 @@ std::optional<tasks::EvalResult> Evaluator::evaluate(model::ModelImpl& m) const 
   return out;
 }
 
-void Evaluator::track_best(const tasks::Metrics& metrics, TrainState& st) const {
+void Evaluator::track_best(const tasks::Metrics& metrics, weights::TrainState& st) const {
   auto sel = task_.selection();
   auto it = metrics.find(sel.metric);
   if (it == metrics.end()) return;

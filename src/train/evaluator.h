@@ -7,7 +7,7 @@
 
 #include "data/batches.h"
 #include "tasks/task.h"
-#include "train/checkpoint.h"
+#include "weights/checkpoint.h"
 
 namespace ropelab::train {
 
@@ -19,7 +19,7 @@ class Evaluator {
   // rank agrees): a partial evaluation would be a wrong number.
   std::optional<tasks::EvalResult> evaluate(model::ModelImpl& m) const;
   // Records `metrics` of the evaluation at st.step as the best if it beats st's best.
-  void track_best(const tasks::Metrics& metrics, TrainState& st) const;
+  void track_best(const tasks::Metrics& metrics, weights::TrainState& st) const;
 
  private:
   const tasks::Task& task_;

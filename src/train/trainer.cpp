@@ -9,11 +9,10 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "dist/threads.h"
 #include "dist/world.h"
-#include "eval/weights.h"
 #include "model/init.h"
 #include "tasks/task.h"
-#include "train/checkpoint.h"
 #include "train/evaluator.h"
 #include "train/metrics.h"
 #include "train/optim.h"
@@ -27,20 +26,13 @@
 #include "util/progress.h"
 #include "util/random.h"
 #include "util/signals.h"
+#include "weights/checkpoint.h"
+#include "weights/weights.h"
 
 namespace ropelab::train {
 
 namespace stdfs = std::filesystem;
 using clock = std::chrono::steady_clock;
-
-int apply_thread_policy(const config::RunConfig& r) {
-  // 0 = the machine's cores, shared by the ranks of a data-parallel run on this machine.
-  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int n =
-      r.threads > 0 ? static_cast<int>(r.threads) : std::max(1, cores / dist::world().local_size());
-  platform::set_threads(n);
-  return n;
-}
 
 namespace {
 
@@ -297,14 +289,14 @@ TrainResult Trainer::run() {
 TrainResult train(const config::Config& config, const TrainOptions& o) {
   signals::install_handlers();
   config::Config c = config;
-  std::optional<eval::Pretrained> pretrained;
+  std::optional<weights::Pretrained> pretrained;
   if (!c.task.init_from.empty()) {
-    pretrained = eval::read_pretrained(c.task.init_from);
-    eval::check_pretrained_architecture(c, *pretrained);
-    eval::use_pretrained_tokenizer(c, *pretrained);
+    pretrained = weights::read_pretrained(c.task.init_from);
+    weights::check_pretrained_architecture(c, *pretrained);
+    weights::use_pretrained_tokenizer(c, *pretrained);
   }
   const auto& world = dist::world();
-  const int threads = apply_thread_policy(c.run);
+  const int threads = dist::apply_thread_policy(c.run.threads);
   const torch::Device dev = device::resolve(c.run.device);
   device::set_deterministic(c.run.deterministic);
   const std::string run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
@@ -322,7 +314,7 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
   torch::manual_seed(static_cast<uint64_t>(c.run.seed));
   auto model = task->build_model();
   if (pretrained) {
-    auto keys = eval::init_from_pretrained(*model, c, data.vocab_size(), *pretrained);
+    auto keys = weights::init_from_pretrained(*model, c, data.vocab_size(), *pretrained);
     spdlog::info("backbone from {}: {}", c.task.init_from, keys.str());
   }
   model->to(dev);

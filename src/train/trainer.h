@@ -2,7 +2,7 @@
 // groups decided by parameter role, or Adam; schedules; global-norm clipping; gradient
 // accumulation; fp32 or bf16 autocast on the run's device). The task (tasks/task.h) owns data,
 // heads, losses and metrics; three named collaborators own the rest of a run:
-//   Checkpointer  (train/checkpoint.h)  the run directory: resume, crash-safe saves, refusals;
+//   Checkpointer  (train/checkpointer.h)  the run directory: resume, crash-safe saves, refusals;
 //   Evaluator     (train/evaluator.h)   the validation split, and the best value so far;
 //   MetricsLogger (train/metrics.h)     the train/valid rows of metrics.h5 and the progress bar.
 //
@@ -24,7 +24,7 @@
 #include "data/batches.h"
 #include "model/model.h"
 #include "tasks/sums.h"
-#include "train/checkpoint.h"
+#include "train/checkpointer.h"
 
 namespace torch::optim {
 class AdamW;
@@ -68,9 +68,6 @@ struct TrainOptions {
 // one whose config differs is refused or the change recorded (train/config_history.h); one
 // with results but no usable checkpoint is refused unless o.restart (nothing is changed then).
 TrainResult train(const config::Config& c, const TrainOptions& o = {});
-
-// Threads for a run (run.threads, 0 = all cores), applied to torch and OpenBLAS.
-int apply_thread_policy(const config::RunConfig& r);
 
 // One optimizer step's outcome.
 struct StepResult {

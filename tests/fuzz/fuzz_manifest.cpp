@@ -1,13 +1,13 @@
 // The checkpoint manifest reader on arbitrary bytes: a Manifest or a UserError, nothing else.
 // A manifest that parses names only plain files, and writing it back parses to the same.
 #include "fuzz_util.h"
-#include "train/manifest.h"
 #include "util/error.h"
+#include "weights/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  ropelab::train::Manifest m;
+  ropelab::weights::Manifest m;
   try {
-    m = ropelab::train::parse_manifest(fuzz::as_string(data, size));
+    m = ropelab::weights::parse_manifest(fuzz::as_string(data, size));
   } catch (const ropelab::UserError&) {
     return 0;
   }
@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (name.find('/') != std::string::npos || name == ".." || name == ".")
       fuzz::violated("a file name that is not plain: " + name);
   try {
-    auto again = ropelab::train::parse_manifest(ropelab::train::manifest_json(m));
+    auto again = ropelab::weights::parse_manifest(ropelab::weights::manifest_json(m));
     if (again.step != m.step || again.files != m.files) fuzz::violated("round trip differs");
   } catch (const ropelab::UserError& e) {
     fuzz::violated(std::string("a written manifest does not parse: ") + e.what());

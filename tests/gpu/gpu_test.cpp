@@ -19,7 +19,6 @@
 
 #include "compat/torch_compat.h"
 #include "config/loader.h"
-#include "eval/weights.h"
 #include "helpers.h"
 #include "model/attention.h"
 #include "model/dropout.h"
@@ -28,12 +27,13 @@
 #include "tasks/loss.h"
 #include "tasks/task.h"
 #include "tensor_helpers.h"
-#include "train/checkpoint.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 #include "train_helpers.h"
 #include "util/cuda_info.h"
 #include "util/error.h"
+#include "weights/checkpoint.h"
+#include "weights/weights.h"
 
 namespace ropelab {
 namespace {

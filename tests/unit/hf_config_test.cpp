@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "eval/weights.h"
 #include "helpers.h"
 #include "hf/export.h"
 #include "hf/import.h"
@@ -19,6 +18,7 @@
 #include "text/tokenizer.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "weights/weights.h"
 
 namespace ropelab::hf {
 namespace {
@@ -36,7 +36,7 @@ double decoder_diff(const std::string& dir, const std::string& expected_dir, con
   auto expected = Checkpoint::open(expected_dir + "/expected.safetensors");
   import_hf(dir, d.file(run));
   auto order = test::vocab_order(d.file(run));
-  auto m = eval::load_run_model(d.file(run));
+  auto m = weights::load_run_model(d.file(run));
   m.model->eval();
   torch::NoGradGuard ng;
   auto cols = torch::tensor(order, torch::kLong);
@@ -77,7 +77,7 @@ TEST(HfConfig, TransformersFiveLayoutGivesTheReferenceLogits) {
       SCOPED_TRACE(fixture);
       test::TempDir d;
       EXPECT_LT(decoder_diff(kHfDir + "/" + fixture, kHfDir + "/" + fixture, d), 1e-4);
-      auto c = eval::load_run_model(d.file("run")).config;
+      auto c = weights::load_run_model(d.file("run")).config;
       const auto& rope = std::get<config::RopeConfig>(c.model.position.opts);
       EXPECT_DOUBLE_EQ(rope.base, 500000.0);
       EXPECT_STREQ(rope.scaling.type(), std::string(type) == "default" ? "none" : type);

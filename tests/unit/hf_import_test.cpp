@@ -14,7 +14,6 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
-#include "eval/weights.h"
 #include "helpers.h"
 #include "hf/export.h"
 #include "hf/import.h"
@@ -24,9 +23,10 @@
 #include "text/bpe.h"
 #include "text/tokenizer.h"
 #include "text/vocab_order.h"
-#include "train/checkpoint.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "weights/checkpoint.h"
+#include "weights/weights.h"
 
 namespace ropelab::hf {
 namespace {
@@ -50,7 +50,7 @@ Outputs run_imported(const std::string& fixture, const test::TempDir& d, Checkpo
   std::string summary = import_hf(kHfDir + "/" + fixture, run, overrides);
   EXPECT_NE(summary.find("imported"), std::string::npos) << summary;
   auto order = vocab_order(run);
-  auto m = eval::load_run_model(run);
+  auto m = weights::load_run_model(run);
   m.model->eval();
   torch::NoGradGuard ng;
   auto ids = to_ropelab_ids(order, tensor(expected, "input_ids"));
@@ -121,7 +121,7 @@ TEST(HfImport, SequenceClassificationGivesTheReferenceLogits) {
     auto want = tensor(expected, "logits");
     EXPECT_LT(max_diff(o.logits, want), 1e-4);
     EXPECT_GT(want.abs().max().item<double>(), 0.3);  // not vacuous
-    auto m = eval::load_run_model(d.file("run"));
+    auto m = weights::load_run_model(d.file("run"));
     EXPECT_STREQ(m.config.task.type(), "glue");
     EXPECT_EQ(m.config.model.pooler_activation, std::string(c.fixture) == "bert-cls"
                                                     ? config::PoolerActivation::kTanh
@@ -138,7 +138,7 @@ TEST(HfImport, ClassifierRowsFollowTheDataLabelNames) {
   import_hf(dir, d.file("run"),
             {"data.source=glue", "data.glue_task=MNLI", "data.train=" + d.file("MNLI")});
   auto expected = Checkpoint::open(kHfDir + "/bert-cls/expected.safetensors");
-  auto m = eval::load_run_model(d.file("run"));
+  auto m = weights::load_run_model(d.file("run"));
   m.model->eval();
   torch::NoGradGuard ng;
   auto ids = to_ropelab_ids(vocab_order(d.file("run")), tensor(expected, "input_ids"));
@@ -193,7 +193,7 @@ TEST(HfImport, ClassificationRefusals) {
 TEST(HfImport, TheRunTokenizesWithTheCheckpointVocabulary) {
   test::TempDir d;
   import_hf(kHfDir + "/bert-mlm", d.file("run"));
-  auto c = eval::load_run_model(d.file("run")).config;
+  auto c = weights::load_run_model(d.file("run")).config;
   const auto& t = c.data.tokenizer;
   EXPECT_EQ(t.type, config::TokenizerType::kWordPiece);
   EXPECT_EQ(t.model, d.file("run/hf/vocab.txt"));
@@ -213,7 +213,7 @@ TEST(HfImport, TheRunTokenizesWithTheCheckpointVocabulary) {
   stdfs::copy(kHfDir + "/bert-mlm", e.file("cased"), stdfs::copy_options::recursive);
   test::write(e.file("cased/tokenizer_config.json"), R"({"do_lower_case": false})");
   import_hf(e.file("cased"), e.file("run"));
-  auto cased = eval::load_run_model(e.file("run")).config.data.tokenizer;
+  auto cased = weights::load_run_model(e.file("run")).config.data.tokenizer;
   EXPECT_FALSE(cased.lowercase);
   EXPECT_EQ(cased.strip_accents, config::StripAccents::kAuto);
   test::write(e.file("cased/tokenizer_config.json"), R"({"do_lower_case": "no"})");
@@ -231,7 +231,7 @@ TEST(HfImport, LlamaLayoutDecodersGiveTheReferenceLogits) {
     auto expected = Checkpoint::open(kHfDir + "/" + fixture + "/expected.safetensors");
     import_hf(kHfDir + "/" + fixture, d.file("run"));
     auto order = vocab_order(d.file("run"));
-    auto m = eval::load_run_model(d.file("run"));
+    auto m = weights::load_run_model(d.file("run"));
     m.model->eval();
     torch::NoGradGuard ng;
     auto cols = torch::tensor(order, torch::kLong);
@@ -248,7 +248,7 @@ TEST(HfImport, LlamaLayoutDecodersGiveTheReferenceLogits) {
 TEST(HfImport, LlamaConfigMapsOntoTheDecoder) {
   test::TempDir d;
   import_hf(kHfDir + "/llama", d.file("run"));
-  auto c = eval::load_run_model(d.file("run")).config;
+  auto c = weights::load_run_model(d.file("run")).config;
   EXPECT_EQ(c.model.arch, config::Arch::kDecoder);
   EXPECT_EQ(c.model.norm_type, config::NormType::kRmsNorm);
   EXPECT_DOUBLE_EQ(c.model.norm_eps, 1e-6);
@@ -262,9 +262,9 @@ TEST(HfImport, LlamaConfigMapsOntoTheDecoder) {
   EXPECT_EQ(rope.pairing, config::RopePairing::kHalf);
   EXPECT_DOUBLE_EQ(rope.base, 10000.0);
   import_hf(kHfDir + "/qwen2", d.file("qwen2"));
-  EXPECT_EQ(eval::load_run_model(d.file("qwen2")).config.model.bias, config::LinearBias::kQkv);
+  EXPECT_EQ(weights::load_run_model(d.file("qwen2")).config.model.bias, config::LinearBias::kQkv);
   import_hf(kHfDir + "/llama-yarn", d.file("yarn"));
-  auto yc = eval::load_run_model(d.file("yarn")).config;
+  auto yc = weights::load_run_model(d.file("yarn")).config;
   const auto& yarn = std::get<config::YarnScaling>(
       std::get<config::RopeConfig>(yc.model.position.opts).scaling.opts);
   EXPECT_DOUBLE_EQ(yarn.factor, 4.0);
@@ -279,7 +279,7 @@ TEST(HfImport, LlamaTokenizersComeAlongRenumbered) {
   // SentencePiece (Llama 2's layout): the ids of the sentencepiece library on the test strings.
   test::TempDir d;
   import_hf(kHfDir + "/llama-spm", d.file("spm"));
-  auto c = eval::load_run_model(d.file("spm")).config;
+  auto c = weights::load_run_model(d.file("spm")).config;
   EXPECT_EQ(c.data.tokenizer.type, config::TokenizerType::kSpm);
   EXPECT_EQ(c.data.tokenizer.vocab_order, d.file("spm/hf/vocab_order.json"));
   auto tok = data::load_tokenizer(data::plan(c.data, c.task.seq_len));
@@ -299,7 +299,7 @@ TEST(HfImport, LlamaTokenizersComeAlongRenumbered) {
   // Byte-level BPE (Llama 3's layout, embeddings padded past the tokenizer's 470 ids): the
   // specials it lacks take the padding rows.
   import_hf(kHfDir + "/llama-bpe", d.file("bpe"));
-  auto cb = eval::load_run_model(d.file("bpe")).config;
+  auto cb = weights::load_run_model(d.file("bpe")).config;
   EXPECT_EQ(cb.data.tokenizer.type, config::TokenizerType::kBpe);
   auto border = vocab_order(d.file("bpe"));
   auto cfg = nlohmann::json::parse(fs::read_file(kHfDir + "/llama-bpe/config.json"));
@@ -372,7 +372,7 @@ TEST(HfImport, LlamaRefusalsNameTheKey) {
 TEST(HfImport, ConfigMapsOntoTheEncoder) {
   test::TempDir d;
   import_hf(kHfDir + "/bert-mlm-untied", d.file("run"));
-  auto m = eval::load_run_model(d.file("run"));
+  auto m = weights::load_run_model(d.file("run"));
   const auto& c = m.config;
   EXPECT_EQ(c.model.arch, config::Arch::kEncoder);
   EXPECT_EQ(c.model.norm, config::Norm::kPost);
@@ -390,7 +390,7 @@ TEST(HfImport, ConfigMapsOntoTheEncoder) {
   EXPECT_TRUE(stdfs::exists(d.file("run/hf/vocab.txt")));
   // BERT's own epsilon and the tied head.
   import_hf(kHfDir + "/bert-mlm", d.file("tied"));
-  auto tied = eval::load_run_model(d.file("tied"));
+  auto tied = weights::load_run_model(d.file("tied"));
   EXPECT_DOUBLE_EQ(tied.config.model.norm_eps, 1e-12);
   EXPECT_TRUE(tied.config.model.tie_embeddings);
   auto order = vocab_order(d.file("run"));
@@ -408,13 +408,13 @@ TEST(HfImport, ConfigMapsOntoTheEncoder) {
 TEST(HfImport, RoFormerBecomesAnEncoderWithRoPE) {
   test::TempDir d;
   import_hf(kHfDir + "/roformer-mlm", d.file("run"));
-  auto m = eval::load_run_model(d.file("run"));
+  auto m = weights::load_run_model(d.file("run"));
   EXPECT_STREQ(m.config.model.position.type(), "rope");
   EXPECT_EQ(m.config.model.arch, config::Arch::kEncoder);
   EXPECT_EQ(m.config.task.seq_len, 64);
   EXPECT_EQ(m.config.model.embedding_size, 0);
   import_hf(kHfDir + "/roformer-mlm-small", d.file("small"));
-  EXPECT_EQ(eval::load_run_model(d.file("small")).config.model.embedding_size, 16);
+  EXPECT_EQ(weights::load_run_model(d.file("small")).config.model.embedding_size, 16);
   // RoFormer's own refusals: RoPE on the values; an embedding_size the tensors do not have.
   for (auto [key, value] :
        {std::pair<std::string, nlohmann::json>{"rotary_value", true}, {"embedding_size", 8}}) {
@@ -627,11 +627,11 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
       EXPECT_EQ(ours["id2label"], theirs["id2label"]);
     }
     // Either export is a checkpoint import-hf takes again, with the same model.
-    const auto first = eval::load_run_model(d.file("run")).config.model;
+    const auto first = weights::load_run_model(d.file("run")).config.model;
     for (const char* out : {"out", "out4"}) {
       const std::string again = d.file(std::string("again-") + out);
       EXPECT_NE(import_hf(d.file(out), again, c.data).find(c.cls), std::string::npos);
-      EXPECT_EQ(model_yaml(eval::load_run_model(again).config), model_yaml_of(first)) << out;
+      EXPECT_EQ(model_yaml(weights::load_run_model(again).config), model_yaml_of(first)) << out;
     }
     for (const char* f : {"vocab.txt", "tokenizer.json", "tokenizer.model"})
       if (stdfs::exists(kHfDir + "/" + c.fixture + "/" + f)) {
@@ -656,10 +656,10 @@ TEST(HfExport, RunsNoClassComputesAreRefusedNamingTheDifference) {
     test::write(d.file("run/config.yaml"), config::dump(c));
     // The weights no longer match the model (norm biases, a T5 table): make a fresh run.
     auto model = tasks::make_task(c, 64)->build_model();
-    train::TrainState st;
+    weights::TrainState st;
     st.vocab = 64;
     stdfs::remove_all(d.file("run/checkpoints"));
-    train::save_checkpoint(d.file("run"), *model, nullptr, st, 1);
+    weights::save_checkpoint(d.file("run"), *model, nullptr, st, 1);
     try {
       export_hf(d.file("run"), d.file("out"));
       ADD_FAILURE() << "exported";

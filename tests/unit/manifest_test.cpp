@@ -2,15 +2,15 @@
 // named (the fuzz target tests/fuzz/fuzz_manifest.cpp runs it on arbitrary bytes).
 #include <gtest/gtest.h>
 
-#include "train/manifest.h"
 #include "util/error.h"
+#include "weights/manifest.h"
 
 namespace ropelab::train {
 namespace {
 
 std::string why(const std::string& text) {
   try {
-    parse_manifest(text);
+    weights::parse_manifest(text);
   } catch (const UserError& e) {
     return e.what();
   }
@@ -18,8 +18,8 @@ std::string why(const std::string& text) {
 }
 
 TEST(Manifest, RoundTripsAndNamesEachProblem) {
-  Manifest m{42, {{"model.pt", "0123456789abcdef"}, {"state.json", "fedcba9876543210"}}};
-  auto back = parse_manifest(manifest_json(m));
+  weights::Manifest m{42, {{"model.pt", "0123456789abcdef"}, {"state.json", "fedcba9876543210"}}};
+  auto back = weights::parse_manifest(manifest_json(m));
   EXPECT_EQ(back.step, 42);
   EXPECT_EQ(back.files, m.files);
   const std::string ok_files =

@@ -10,13 +10,13 @@
 
 #include "config/loader.h"
 #include "helpers.h"
-#include "train/checkpoint.h"
 #include "train/config_history.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
 #include "util/dir_lock.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "weights/checkpoint.h"
 
 namespace ropelab {
 namespace {

@@ -5,18 +5,19 @@
 #include <nlohmann/json.hpp>
 
 #include "config/loader.h"
-#include "eval/weights.h"
+#include "eval/export.h"
 #include "helpers.h"
 #include "lab/compare.h"
 #include "model/heads.h"
 #include "model/model.h"
 #include "tasks/task.h"
-#include "train/checkpoint.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
 #include "train_helpers.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "weights/checkpoint.h"
+#include "weights/weights.h"
 
 namespace ropelab::train {
 namespace {
@@ -121,28 +122,29 @@ TEST(Checkpoint, DamagedCheckpointIsSkippedAndPruningKeepsBest) {
   auto c = tiny_run(d, "r");
   train::train(c);
   std::string run = d.file("runs/r");
-  ASSERT_TRUE(checkpoint_for_step(run, 10));
+  ASSERT_TRUE(weights::checkpoint_for_step(run, 10));
   // Flip two bytes in the newest model file: it must be detected, the step-5 one used.
   std::string model_pt = run + "/checkpoints/step-000000010/model.pt";
   std::string bytes = fs::read_file(model_pt);
   bytes[bytes.size() / 2] ^= 0x5A;
   bytes[bytes.size() / 3] ^= 0x11;
   test::write(model_pt, bytes);
-  auto latest = latest_checkpoint(run);
+  auto latest = weights::latest_checkpoint(run);
   ASSERT_TRUE(latest);
   EXPECT_NE(latest->find("step-000000005"), std::string::npos);
   auto m = tasks::make_task(c, 263)->build_model();
-  EXPECT_THROW(load_checkpoint(run + "/checkpoints/step-000000010", *m, nullptr), UserError);
+  EXPECT_THROW(weights::load_checkpoint(run + "/checkpoints/step-000000010", *m, nullptr),
+               UserError);
   // An incomplete checkpoint (no manifest: killed mid-write) is ignored too.
   stdfs::create_directories(run + "/checkpoints/step-000000020");
-  EXPECT_NE(latest_checkpoint(run)->find("step-000000005"), std::string::npos);
+  EXPECT_NE(weights::latest_checkpoint(run)->find("step-000000005"), std::string::npos);
   // has_checkpoints counts every checkpoint directory, damaged or incomplete ones too.
-  EXPECT_TRUE(has_checkpoints(run));
+  EXPECT_TRUE(weights::has_checkpoints(run));
   std::string other = d.file("runs/incomplete");
-  EXPECT_FALSE(has_checkpoints(other));
+  EXPECT_FALSE(weights::has_checkpoints(other));
   stdfs::create_directories(other + "/checkpoints/step-000000003");
-  EXPECT_TRUE(has_checkpoints(other));
-  EXPECT_FALSE(latest_checkpoint(other));
+  EXPECT_TRUE(weights::has_checkpoints(other));
+  EXPECT_FALSE(weights::latest_checkpoint(other));
 }
 
 // Fine-tuning starts here: an MLM run's encoder goes into a model with a fresh classification
@@ -168,17 +170,17 @@ TEST(Weights, MlmEncoderLoadsIntoAClassifierAndTheReportNamesTheHeads) {
                                              "head.pooler.bias", "head.pooler.weight"};
   const std::vector<std::string> mlm_head = {"head.bias", "head.dense.bias", "head.dense.weight",
                                              "head.norm.bias", "head.norm.weight"};
-  auto trained = eval::load_run_model(run);
-  auto want = eval::state_dict(*trained.model);
+  auto trained = weights::load_run_model(run);
+  auto want = weights::state_dict(*trained.model);
   std::string h5 = d.file("weights.h5");
   eval::export_weights(run, h5);
   for (const std::string& source : {run, h5}) {
     auto target = fresh(c.model);
-    auto report = eval::load_backbone(*target, eval::read_weights(source), source);
+    auto report = weights::load_backbone(*target, weights::read_weights(source), source);
     EXPECT_EQ(report.missing, new_head) << source;
     EXPECT_EQ(report.unexpected, mlm_head) << source;
     EXPECT_EQ(report.loaded.size(), want.size() - mlm_head.size()) << source;
-    auto got = eval::state_dict(*target);
+    auto got = weights::state_dict(*target);
     for (const auto& name : report.loaded)
       EXPECT_TRUE(torch::equal(got[name], want[name])) << name << " from " << source;
     EXPECT_NE(report.str().find("head.pooler.weight"), std::string::npos);
@@ -188,7 +190,7 @@ TEST(Weights, MlmEncoderLoadsIntoAClassifierAndTheReportNamesTheHeads) {
   wide_cfg.d_model = 32;
   auto wide = fresh(wide_cfg);
   try {
-    eval::load_backbone(*wide, eval::read_weights(run), run);
+    weights::load_backbone(*wide, weights::read_weights(run), run);
     FAIL() << "a backbone of another width was loaded";
   } catch (const UserError& e) {
     std::string msg = e.what();
@@ -203,7 +205,7 @@ TEST(Checkpoint, SavesTheStateOfEveryGeneratorInUse) {
   auto c = tiny_run(d, "r");
   train::train(c);
   torch::serialize::InputArchive a;
-  a.load_from(*checkpoint_for_step(d.file("runs/r"), 10) + "/rng.pt");
+  a.load_from(*weights::checkpoint_for_step(d.file("runs/r"), 10) + "/rng.pt");
   auto keys = a.keys();
   EXPECT_EQ(keys, std::vector<std::string>{"rng/cpu"});  // a CPU run: the CPU generator
 }

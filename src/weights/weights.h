@@ -1,18 +1,7 @@
 // Model weights by name: a trained run's model rebuilt from its checkpoint, weights read from a
 // run, a checkpoint or an exported weights.h5, a pretrained backbone loaded into a model with
-// another head (the base of fine-tuning), and `ropelab export`.
-//
-// weights.h5 (`ropelab export`), for h5py users:
-//   /                       attrs: format="ropelab.weights", format_version=2, config (the
-//                           resolved run YAML), arch, position, attention, task, vocab_size, step
-//   /<module path>          float32 N-D dataset per tensor, e.g.
-//                           /backbone/decoder/layers/0/self_attn/q_proj/weight  [D, D]
-//                           /head/dense/weight (the MLM head's transform)
-//
-//   import h5py, torch
-//   f = h5py.File("weights.h5"); sd = {}
-//   f.visititems(lambda k, v: sd.__setitem__(k.replace("/", "."), torch.tensor(v[()]))
-//                if isinstance(v, h5py.Dataset) else None)
+// another head (the base of fine-tuning). Writing weights out is eval/export.h.
+
 #pragma once
 #include <map>
 #include <string>
@@ -21,7 +10,7 @@
 #include "config/schema.h"
 #include "model/model.h"
 
-namespace ropelab::eval {
+namespace ropelab::weights {
 
 using StateDict = std::map<std::string, torch::Tensor>;  // dotted name -> tensor
 
@@ -77,13 +66,4 @@ void check_pretrained_architecture(const config::Config& c, const Pretrained& p)
 KeyReport init_from_pretrained(model::ModelImpl& m, const config::Config& c, int64_t vocab,
                                const Pretrained& p);
 
-// `ropelab average`: the parameter-wise mean of a run's last `last` checkpoints (the paper
-// evaluates the average of the last 5), written as a new run directory `out` (its config.yaml
-// and one model-only checkpoint) that translate, eval and export accept. `out` must not exist;
-// it appears complete or not at all. Returns a one-line summary.
-std::string average_checkpoints(const std::string& run_dir, int64_t last, const std::string& out);
-
-// `ropelab export`: writes weights.h5 atomically; returns a one-line summary.
-std::string export_weights(const std::string& source, const std::string& out_path);
-
-}  // namespace ropelab::eval
+}  // namespace ropelab::weights

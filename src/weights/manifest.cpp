@@ -1,10 +1,10 @@
-#include "train/manifest.h"
+#include "weights/manifest.h"
 
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
 
-namespace ropelab::train {
+namespace ropelab::weights {
 
 using json = nlohmann::json;
 
@@ -48,4 +48,4 @@ Manifest parse_manifest(const std::string& text) {
   return m;
 }
 
-}  // namespace ropelab::train
+}  // namespace ropelab::weights

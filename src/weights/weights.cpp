@@ -1,4 +1,4 @@
-#include "eval/weights.h"
+#include "weights/weights.h"
 
 #include <spdlog/fmt/fmt.h>
 #include <unistd.h>
@@ -10,13 +10,13 @@
 #include "config/loader.h"
 #include "data/prepare.h"
 #include "tasks/task.h"
-#include "train/checkpoint.h"
 #include "util/dir_lock.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/h5.h"
+#include "weights/checkpoint.h"
 
-namespace ropelab::eval {
+namespace ropelab::weights {
 
 namespace stdfs = std::filesystem;
 
@@ -44,7 +44,7 @@ RunModel load_run_model(const std::string& source, bool best,
   for (const auto& o : overrides) ov.push_back(config::Override{o, "evaluation"});
   r.config = config::load_config((stdfs::path(r.run_dir) / "config.yaml").string(), ov);
   if (r.checkpoint.empty()) {
-    auto latest = train::latest_checkpoint(r.run_dir);
+    auto latest = weights::latest_checkpoint(r.run_dir);
     if (!latest) throw UserError(r.run_dir + ": the run has no checkpoint");
     r.checkpoint = *latest;
   }
@@ -54,11 +54,11 @@ RunModel load_run_model(const std::string& source, bool best,
   if (r.vocab <= 0) throw UserError(r.checkpoint + ": state.json lacks the vocabulary size");
   r.source_vocab = state.value("source_vocab", 0);
   r.model = tasks::make_task(r.config, r.vocab, nullptr, r.source_vocab)->build_model();
-  train::TrainState st = train::load_checkpoint(r.checkpoint, *r.model, nullptr);
+  weights::TrainState st = weights::load_checkpoint(r.checkpoint, *r.model, nullptr);
   if (best && st.best_step >= 0 && st.best_step != st.step) {
-    if (auto b = train::checkpoint_for_step(r.run_dir, st.best_step)) {
+    if (auto b = weights::checkpoint_for_step(r.run_dir, st.best_step)) {
       r.checkpoint = *b;
-      st = train::load_checkpoint(r.checkpoint, *r.model, nullptr);
+      st = weights::load_checkpoint(r.checkpoint, *r.model, nullptr);
     }
   }
   r.step = st.step;
@@ -227,86 +227,4 @@ KeyReport load_backbone(model::ModelImpl& target, const StateDict& source,
   return r;
 }
 
-std::string average_checkpoints(const std::string& run_dir, int64_t last, const std::string& out) {
-  if (last < 1) throw UserError("average: --last must be at least 1");
-  if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
-  if (!stdfs::is_directory(run_dir)) throw UserError(run_dir + ": no such run directory");
-  auto lock = fs::DirLock::acquire(run_dir, "average");  // no trainer prunes what it reads
-  auto all = train::verified_checkpoints(run_dir);
-  if (all.empty()) throw UserError(run_dir + ": no checkpoint to average");
-  if (static_cast<int64_t>(all.size()) < last)
-    throw UserError(
-        fmt::format("{}: has {} checkpoint(s), fewer than --last {}; HINT: train with "
-                    "train.keep_last >= {} and train.checkpoint_every set",
-                    run_dir, all.size(), last, last));
-  std::vector<std::string> used(all.end() - last, all.end());
-  auto avg = load_run_model(used.back());
-  train::TrainState st =
-      train::load_checkpoint(used.back(), *avg.model, nullptr);  // step, vocab, ...
-  st.vocab = avg.vocab;
-  st.source_vocab = avg.source_vocab;
-  auto sum = state_dict(*avg.model);
-  torch::NoGradGuard ng;
-  std::map<std::string, torch::Tensor> acc;
-  for (const auto& [name, t] : sum) acc[name] = t.to(torch::kFloat64);
-  for (size_t i = 0; i + 1 < used.size(); ++i) {
-    auto m = load_run_model(used[i]);
-    for (const auto& [name, t] : state_dict(*m.model)) acc[name] += t.to(torch::kFloat64);
-  }
-  for (auto& [name, t] : sum)
-    t.copy_((acc[name] / static_cast<double>(used.size())).to(t.scalar_type()));
-
-  std::string tmp = out + ".tmp";
-  std::error_code ec;
-  stdfs::remove_all(tmp, ec);
-  try {
-    fs::make_dirs(tmp);
-    fs::write_file_atomic((stdfs::path(tmp) / "config.yaml").string(), config::dump(avg.config));
-    train::save_checkpoint(tmp, *avg.model, nullptr, st, 1);
-    stdfs::rename(tmp, out);
-  } catch (...) {
-    stdfs::remove_all(tmp, ec);
-    throw;
-  }
-  std::string steps;
-  for (const auto& u : used)
-    steps += (steps.empty() ? "" : ", ") + stdfs::path(u).filename().string();
-  return fmt::format("averaged {} checkpoints of {} ({}) into {}", used.size(), run_dir, steps,
-                     out);
-}
-
-std::string export_weights(const std::string& source, const std::string& out_path) {
-  stdfs::path src(source);
-  fs::DirLock lock;  // the run's, so no trainer prunes the checkpoint it reads
-  if (stdfs::exists(src / "MANIFEST.json"))
-    lock = fs::DirLock::acquire(src.parent_path().parent_path().string(), "export");
-  else if (stdfs::exists(src / "config.yaml"))
-    lock = fs::DirLock::acquire(source, "export");
-  auto r = load_run_model(source);
-  const auto& c = r.config;
-  int64_t n = 0;
-  fs::commit_atomic(out_path, [&](const std::string& tmp) {
-    auto f = h5::create_file(tmp);
-    h5::set_attr(f.id(), "format", std::string("ropelab.weights"));
-    h5::set_attr(f.id(), "format_version", static_cast<int64_t>(2));
-    h5::set_attr(f.id(), "config", config::dump(c));
-    h5::set_attr(f.id(), "arch", std::string(config::to_string(c.model.arch)));
-    h5::set_attr(f.id(), "position", std::string(c.model.position.type()));
-    h5::set_attr(f.id(), "attention", std::string(config::to_string(c.model.attention.kernel)));
-    h5::set_attr(f.id(), "task", std::string(c.task.type()));
-    h5::set_attr(f.id(), "vocab_size", r.vocab);
-    if (r.source_vocab > 0) h5::set_attr(f.id(), "source_vocab_size", r.source_vocab);
-    h5::set_attr(f.id(), "step", r.step);
-    for (const auto& [name, t] : state_dict(*r.model)) {
-      std::string path = name;
-      std::replace(path.begin(), path.end(), '.', '/');
-      auto x = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-      h5::write_f32_nd(f.id(), path, x.data_ptr<float>(),
-                       std::vector<hsize_t>(x.sizes().begin(), x.sizes().end()));
-      ++n;
-    }
-  });
-  return fmt::format("wrote {} tensors from {} to {}", n, r.checkpoint, out_path);
-}
-
-}  // namespace ropelab::eval
+}  // namespace ropelab::weights

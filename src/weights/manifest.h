@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-namespace ropelab::train {
+namespace ropelab::weights {
 
 struct Manifest {
   int64_t step = 0;
@@ -20,4 +20,4 @@ std::string manifest_json(const Manifest& m);
 // hex digits, model.pt and state.json among them.
 Manifest parse_manifest(const std::string& text);
 
-}  // namespace ropelab::train
+}  // namespace ropelab::weights
