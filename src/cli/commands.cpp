@@ -25,6 +25,7 @@
 #include "lab/bench.h"
 #include "lab/compare.h"
 #include "lab/probe.h"
+#include "run/run.h"
 #include "text/corpus.h"
 #include "text/metrics.h"
 #include "train/trainer.h"
@@ -103,15 +104,14 @@ int cmd_config() {
   }
   if (g.file.empty()) throw UserError("config: give a config file, or --schema");
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
-  data::plan(c.data, c.task.seq_len);  // what the data decides (the synthetic sources' bounds)
+  run::plan_of(c);  // what the data decides (the synthetic sources' bounds)
   std::cout << config::dump(c);
   return 0;
 }
 
 int cmd_prepare() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
-  auto p =
-      data::prepare(data::plan(c.data, c.task.seq_len), dist::apply_thread_policy(c.run.threads));
+  auto p = data::prepare(run::plan_of(c), dist::apply_thread_policy(c.run.threads));
   for (const auto& [split, path] : p.splits) std::printf("%s\t%s\n", split.c_str(), path.c_str());
   if (!p.plan.tokenizer_path.empty()) std::printf("tokenizer\t%s\n", p.plan.tokenizer_path.c_str());
   if (!p.plan.target_tokenizer_path.empty())
@@ -349,9 +349,8 @@ void add_config_and_overrides(CLI::App& sub) {
                  "key.path=value overrides, applied after the file (e.g. model.d_model=128)");
 }
 
-}  // namespace
-
-void register_all(CLI::App& app) {
+// `prepare`, `train` and `launch`.
+void register_training(CLI::App& app) {
   add(app, "prepare",
       "Make the data a config needs: export the built-in corpus (or read yours), train the\n"
       "tokenizer, and write HDF5 token datasets per split under data.prepared_dir. Stages that\n"
@@ -404,6 +403,10 @@ void register_all(CLI::App& app) {
             ->required();
       },
       cmd_launch);
+}
+
+// `eval`, `probe`, `compare` and `ablate`.
+void register_evaluation(CLI::App& app) {
   add(
       app, "eval",
       "Evaluate a trained run: loss and perplexity on a split, and with --lengths the same model\n"
@@ -495,6 +498,10 @@ void register_all(CLI::App& app) {
             ->check(CLI::Range(1, 1000));
       },
       cmd_ablate);
+}
+
+// `translate`, `average` and `bleu`.
+void register_translation(CLI::App& app) {
   add(
       app, "translate",
       "Translate raw text with a trained translation run: reads lines from stdin (or --input),\n"
@@ -588,6 +595,10 @@ void register_all(CLI::App& app) {
             "sacreBLEU)");
       },
       cmd_bleu);
+}
+
+// `export`, `import-hf`, `config` and `info`.
+void register_models(CLI::App& app) {
   add(
       app, "export",
       "Export a trained model's weights to HDF5 (--format h5: every tensor under its module\n"
@@ -653,6 +664,10 @@ void register_all(CLI::App& app) {
       "Show versions, the BLAS kernel in use, threads, CPU features and whether the\n"
       "SentencePiece module loads.",
       [](CLI::App&) {}, cmd_info);
+}
+
+// `bench-blas`, `bench-data` and `bench`.
+void register_speed(CLI::App& app) {
   add(
       app, "bench-blas",
       "Measure fp32 and bf16 matmul throughput in this process (GFLOP/s). With\n"
@@ -753,6 +768,16 @@ void register_all(CLI::App& app) {
         sub.add_option("--length", g.length)->group("");
       },
       cmd_bench);
+}
+
+}  // namespace
+
+void register_all(CLI::App& app) {
+  register_training(app);
+  register_evaluation(app);
+  register_translation(app);
+  register_models(app);
+  register_speed(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -10,7 +10,7 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
-#include "dist/threads.h"
+#include "run/run.h"
 #include "tasks/task.h"
 #include "util/device.h"
 #include "util/dir_lock.h"
@@ -70,16 +70,13 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
       throw UserError(run_dir + ": --rope-scaling needs a RoPE model (its position module is " +
                       trained.model.position.type() + ")");
   }
-  auto rm = weights::load_run_model(run_dir, use_best, overrides);
+  auto rm = run::open_trained(run_dir, run::DataUse::kOpen, use_best, overrides);
   const config::Config& c = rm.config;
-  dist::apply_thread_policy(c.run.threads);
-  torch::Device dev = device::resolve(c.run.device);
-  data::Data data(data::plan(c.data, c.task.seq_len), 1, /*prepare=*/false);
-  if (!data.has_split(split)) throw UserError(run_dir + ": its data has no '" + split + "' split");
-  auto ds = data.split(split);
-  auto task =
-      tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(), data.source_vocab_size());
-  rm.model->to(dev);
+  const torch::Device dev = rm.device;
+  if (!rm.data->has_split(split))
+    throw UserError(run_dir + ": its data has no '" + split + "' split");
+  auto ds = rm.data->split(split);
+  const auto& task = rm.task;
   tasks::EvalOptions o{0, dev, c.train.precision == config::Precision::kBf16, /*full=*/true};
 
   EvalReport r;

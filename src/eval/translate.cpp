@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/prepare.h"
-#include "dist/threads.h"
+#include "run/run.h"
 #include "tasks/translation.h"
 #include "util/device.h"
 #include "util/error.h"
@@ -15,19 +15,18 @@ namespace ropelab::eval {
 std::vector<std::string> translate_lines(const std::string& source,
                                          const std::vector<std::string>& lines,
                                          const TranslateOptions& o) {
-  auto rm = weights::load_run_model(source, o.use_best);
+  auto rm =
+      run::open_trained(source, run::DataUse::kOpen, o.use_best, {}, [&](const config::Config& c) {
+        if (!std::holds_alternative<config::TranslationTaskConfig>(c.task.opts))
+          throw UserError(source + ": is not a translation model (task." + c.task.type() +
+                          "); `ropelab translate` needs a run trained "
+                          "with task.type: translation");
+      });
   const auto& c = rm.config;
-  if (!std::holds_alternative<config::TranslationTaskConfig>(c.task.opts))
-    throw UserError(source + ": is not a translation model (task." + c.task.type() +
-                    "); `ropelab translate` needs a run trained with task.type: translation");
   const auto& t = std::get<config::TranslationTaskConfig>(c.task.opts);
-  int threads = dist::apply_thread_policy(c.run.threads);
-  torch::Device dev = device::resolve(c.run.device);
-  data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/false);
-  auto made =
-      tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(), data.source_vocab_size());
-  const auto& task = dynamic_cast<const tasks::TranslationTask&>(*made);
-  rm.model->to(dev);
+  const torch::Device dev = rm.device;
+  const data::Data& data = *rm.data;
+  const auto& task = dynamic_cast<const tasks::TranslationTask&>(*rm.task);
   rm.model->eval();
   auto d = task.decode_options(o.beam > 0 ? o.beam : t.beam);
   if (o.lenpen >= 0) d.lenpen = o.lenpen;

@@ -9,6 +9,7 @@
 #include "data/prepare.h"
 #include "hf/mapping.h"
 #include "hf/safetensors.h"
+#include "run/run.h"
 #include "text/vocab_order.h"
 #include "text/wordpiece.h"
 #include "util/error.h"
@@ -56,8 +57,9 @@ std::vector<int64_t> order_of(const config::TokenizerConfig& t, int64_t vocab,
 }
 
 // The tokenizer's files for the export directory (name -> bytes), or why there are none.
-std::map<std::string, std::string> tokenizer_files(const config::Config& c, const std::string& run,
-                                                   const std::string& cls, std::string& note) {
+std::map<std::string, std::string> tokenizer_files(const config::Config& c, const data::Plan& plan,
+                                                   const std::string& run, const std::string& cls,
+                                                   std::string& note) {
   const auto& t = c.data.tokenizer;
   std::map<std::string, std::string> files;
   const auto hf = stdfs::path(run) / "hf";
@@ -84,13 +86,12 @@ std::map<std::string, std::string> tokenizer_files(const config::Config& c, cons
     keep("tokenizer_config.json");
     keep("special_tokens_map.json");
   } else if (t.type == TokenizerType::kSpm && cls.rfind("Llama", 0) == 0 &&
-             !stdfs::is_regular_file(data::plan(c.data, c.task.seq_len).tokenizer_path)) {
-    note = "no tokenizer written: the run's SentencePiece model " +
-           data::plan(c.data, c.task.seq_len).tokenizer_path +
+             !stdfs::is_regular_file(plan.tokenizer_path)) {
+    note = "no tokenizer written: the run's SentencePiece model " + plan.tokenizer_path +
            " does not exist (an imported checkpoint without one, or data never prepared)";
   } else if (t.type == TokenizerType::kSpm && cls.rfind("Llama", 0) == 0) {
     // ropelab's own SentencePiece model: LlamaTokenizer reads it (specials from the model).
-    files["tokenizer.model"] = fs::read_file(data::plan(c.data, c.task.seq_len).tokenizer_path);
+    files["tokenizer.model"] = fs::read_file(plan.tokenizer_path);
     files["tokenizer_config.json"] =
         "{\n  \"tokenizer_class\": \"LlamaTokenizer\",\n  \"add_bos_token\": false,\n  "
         "\"add_eos_token\": false,\n  \"legacy\": true,\n  \"unk_token\": \"<unk>\",\n  "
@@ -128,8 +129,9 @@ std::string export_hf(const std::string& run, const std::string& out, HfConfigFo
     for (auto& [name, t] : weights::state_dict(*rm.model))
       src.weights[name] = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
   }
+  const data::Plan plan = run::plan_of(c);
   if (std::holds_alternative<config::GlueTaskConfig>(c.task.opts)) {
-    const auto g = data::plan(c.data, c.task.seq_len).glue;
+    const auto& g = plan.glue;
     src.labels = g.regression ? std::vector<std::string>{} : g.label_names;
   }
   Exported e;
@@ -148,7 +150,7 @@ std::string export_hf(const std::string& run, const std::string& out, HfConfigFo
   }
   const std::string cls = e.config["architectures"][0].get<std::string>();
   std::string note;
-  auto tok = tokenizer_files(c, rm.run_dir, cls, note);
+  auto tok = tokenizer_files(c, plan, rm.run_dir, cls, note);
 
   std::vector<TensorOut> outs;
   for (const auto& [name, t] : e.tensors)

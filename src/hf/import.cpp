@@ -12,6 +12,7 @@
 #include "config/loader.h"
 #include "data/prepare.h"
 #include "hf/mapping.h"
+#include "run/run.h"
 #include "tasks/task.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -198,7 +199,7 @@ namespace {
 std::string align_labels(Imported& imp, const std::vector<std::string>& labels,
                          const std::string& config_path) {
   const auto& c = imp.config;
-  const text::GlueTask g = data::plan(c.data, c.task.seq_len).glue;
+  const text::GlueTask g = run::plan_of(c).glue;
   const std::string data =
       config::to_string(c.data.source) + (g.name.empty() ? std::string() : " (" + g.name + ")");
   if (g.regression != labels.empty())

@@ -128,7 +128,7 @@ void take_bert_encoder(Source& s, const BertShape& b, const std::string& prefix,
 // A run on its way out: its config, its parameters by ropelab name (float32), and the
 // vocabulary's order (ropelab id r is the checkpoint's id order[r]; identity for a vocabulary
 // ropelab made).
-struct ExportSource {
+struct ExportSource {  // NOLINT(bugprone-exception-escape): json's move is noexcept
   const config::Config* config = nullptr;
   HfConfigForm form = HfConfigForm::kV5;
   // An imported run's own config.json (RUN/hf/config.json; null otherwise): its special token

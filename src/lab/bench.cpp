@@ -22,6 +22,7 @@
 #include "dist/threads.h"
 #include "model/decode.h"
 #include "model/linear.h"
+#include "run/run.h"
 #include "tasks/task.h"
 #include "train/trainer.h"
 #include "util/cuda_info.h"
@@ -236,11 +237,9 @@ double stream_tokens_per_s(const data::BatchStream& stream, int64_t batches) {
 
 // The real batch stream of the config's prepared data (prepared first if needed).
 json data_point(const config::Config& c, int64_t batches) {
-  int threads = dist::apply_thread_policy(c.run.threads);
-  data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/true);
-  auto ds = data.split("train");
-  auto task = tasks::make_task(c, data.vocab_size(), nullptr, data.source_vocab_size());
-  auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
+  auto r = run::open_new(c, run::DataUse::kPrepare);
+  auto ds = r.data->split("train");
+  auto stream = r.task->stream(ds, true, c.task.seq_len, c.train.batch_size);
   return {{"stream_tokens_per_s", stream_tokens_per_s(*stream, batches)},
           {"batches", batches},
           {"peak_rss_mb", proc_status_mb("VmHWM")}};
@@ -942,18 +941,15 @@ void run_bench(const BenchOptions& o) {
 }
 
 std::string bench_data(const config::Config& c, int64_t batches, int64_t train_steps) {
-  int threads = dist::apply_thread_policy(c.run.threads);
-  torch::Device dev = device::resolve(c.run.device);
-  data::Data data(data::plan(c.data, c.task.seq_len), threads, /*prepare=*/true);
-  auto ds = data.split("train");
-  auto task = tasks::make_task(c, data.vocab_size(), nullptr, data.source_vocab_size());
+  auto r = run::open_new(c, run::DataUse::kPrepare);
+  const int threads = r.threads;
+  const torch::Device dev = r.device;
+  auto ds = r.data->split("train");
+  auto& task = r.task;
+  auto& model = r.model;
   auto stream = task->stream(ds, true, c.task.seq_len, c.train.batch_size);
 
   double data_tps = stream_tokens_per_s(*stream, batches);
-
-  torch::manual_seed(0);
-  auto model = task->build_model();
-  model->to(dev);
   auto cfg = train::TrainerConfig::of(c);
   cfg.train.grad_accum = 1;
   train::Trainer trainer(cfg, *task, model, std::move(stream), dev);

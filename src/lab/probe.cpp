@@ -12,9 +12,9 @@
 
 #include "config/loader.h"
 #include "data/synthetic.h"
-#include "dist/threads.h"
 #include "eval/evaluate.h"
 #include "lab/stats.h"
+#include "run/run.h"
 #include "tasks/task.h"
 #include "train/trainer.h"
 #include "util/device.h"
@@ -87,12 +87,10 @@ std::pair<double, double> score_examples(const tasks::Task& task, model::ModelIm
 }
 
 ProbeReport probe_synthetic(const std::string& run_dir, const ProbeOptions& o) {
-  auto rm = weights::load_run_model(run_dir, /*best=*/true);
+  auto rm = run::open_trained(run_dir, run::DataUse::kNone, /*best=*/true);
   const config::Config& c = rm.config;
-  dist::apply_thread_policy(c.run.threads);
-  torch::Device dev = device::resolve(c.run.device);
-  rm.model->to(dev);
-  auto task = tasks::make_task(c, rm.vocab);
+  const torch::Device dev = rm.device;
+  const auto& task = rm.task;
   const DataSource src = c.data.source;
   const int64_t L = c.data.synthetic.size, lo_min = data::synthetic::min_size(src);
   const int64_t max_len = rm.model->backbone->position().max_len();

@@ -12,6 +12,7 @@
 #include "dist/threads.h"
 #include "dist/world.h"
 #include "model/init.h"
+#include "run/run.h"
 #include "tasks/task.h"
 #include "train/evaluator.h"
 #include "train/metrics.h"
@@ -38,19 +39,6 @@ namespace {
 
 double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
-}
-
-// Rank 0 prepares the data (the others wait: preparing twice would race on the same files);
-// then every rank opens it.
-data::Data shared_data(const data::Plan& d, int threads) {
-  const auto& w = dist::world();
-  if (w.is_main()) {
-    data::Data out(d, threads, /*prepare=*/true);
-    w.mark_done("data");
-    return out;
-  }
-  w.wait_for_main("data", "waiting for rank 0 to prepare the data");
-  return data::Data(d, threads, /*prepare=*/false);
 }
 
 }  // namespace
@@ -287,37 +275,24 @@ TrainResult Trainer::run() {
 // ---- `ropelab train`
 
 TrainResult train(const config::Config& config, const TrainOptions& o) {
-  signals::install_handlers();
-  config::Config c = config;
-  std::optional<weights::Pretrained> pretrained;
-  if (!c.task.init_from.empty()) {
-    pretrained = weights::read_pretrained(c.task.init_from);
-    weights::check_pretrained_architecture(c, *pretrained);
-    weights::use_pretrained_tokenizer(c, *pretrained);
-  }
   const auto& world = dist::world();
-  const int threads = dist::apply_thread_policy(c.run.threads);
-  const torch::Device dev = device::resolve(c.run.device);
-  device::set_deterministic(c.run.deterministic);
-  const std::string run_dir = (stdfs::path(c.run.out_dir) / c.run.name).string();
-  // One writer per run, before anything is read or written: a second `train` of this run (or
+  const std::string run_dir = (stdfs::path(config.run.out_dir) / config.run.name).string();
+  // One writer per run, before any data is read or written: a second `train` of this run (or
   // an `eval` writing into it) exits at once naming this process.
   fs::DirLock lock;
-  if (world.is_main()) {
+  run::Run r = run::open_new(config, run::DataUse::kPrepare, [&] {
+    if (!world.is_main()) return;
     fs::make_dirs(run_dir);
     lock = fs::DirLock::acquire(run_dir, "train");
-  }
-  data::Data data = shared_data(data::plan(c.data, c.task.seq_len), threads);
-
-  auto task =
-      tasks::make_task(c, data.vocab_size(), &data.target_tokenizer(), data.source_vocab_size());
-  torch::manual_seed(static_cast<uint64_t>(c.run.seed));
-  auto model = task->build_model();
-  if (pretrained) {
-    auto keys = weights::init_from_pretrained(*model, c, data.vocab_size(), *pretrained);
-    spdlog::info("backbone from {}: {}", c.task.init_from, keys.str());
-  }
-  model->to(dev);
+  });
+  if (!r.pretrained.empty())
+    spdlog::info("backbone from {}: {}", config.task.init_from, r.pretrained);
+  const config::Config& c = r.config;
+  const int threads = r.threads;
+  const torch::Device dev = r.device;
+  auto& task = r.task;
+  auto& model = r.model;
+  data::Data& data = *r.data;
   int64_t n_params = 0;
   for (const auto& p : model->parameters()) n_params += p.numel();
 
