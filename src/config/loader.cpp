@@ -905,33 +905,22 @@ void check_rope(const RopeConfig& pos, const ModelConfig& m, int64_t head_dim, c
       pos.scaling.opts);
 }
 
-std::vector<Problem> validate(const Config& c) {
-  std::vector<Problem> ps;
-  auto bad = [&](const std::string& key, const std::string& msg) {
-    ps.push_back(Problem{Loc{}, key, msg});
-  };
-  auto not_applicable = [&](const std::string& key, const std::string& msg) {
-    ps.push_back(Problem{Loc{}, key, msg, /*not_applicable=*/true});
-  };
+namespace {
+
+// The problems validate() finds: bad(key, message), or a combination this model cannot run.
+struct ProblemList {
+  mutable std::vector<Problem> list;  // check_rope reports through a const reference
+  void operator()(const std::string& key, const std::string& msg) const {
+    list.push_back(Problem{Loc{}, key, msg});
+  }
+  void not_applicable(const std::string& key, const std::string& msg) const {
+    list.push_back(Problem{Loc{}, key, msg, /*not_applicable=*/true});
+  }
+};
+
+// What each position family needs of the model and the task (its traits, and its own checks).
+void check_positions(const Config& c, int64_t head_dim, ProblemList& bad) {
   const auto& m = c.model;
-  if (m.d_model % m.n_heads != 0) {
-    bad("model.n_heads", "n_heads (" + std::to_string(m.n_heads) + ") must divide d_model (" +
-                             std::to_string(m.d_model) + ")");
-    return ps;  // the head dimension is meaningless: checks below would only add noise
-  }
-  if (m.embedding_size > 0 && m.embedding_size != m.d_model) {
-    if (m.arch != Arch::kEncoder)
-      bad("model.embedding_size", "an embedding width other than d_model is for encoders");
-    else if (m.position.type() == std::string("learned") ||
-             m.position.type() == std::string("sinusoidal"))
-      bad("model.embedding_size", std::string("position ") + m.position.type() +
-                                      " adds d_model-wide vectors to the embeddings; use a "
-                                      "position module inside attention (rope, t5, ...)");
-  }
-  if (m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads != 0)
-    bad("model.n_kv_heads", "n_kv_heads (" + std::to_string(m.n_kv_heads) +
-                                ") must divide n_heads (" + std::to_string(m.n_heads) + ")");
-  int64_t head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
   const bool linear = m.attention.kernel == AttentionKernel::kLinear;
   std::visit(
       [&](const auto& pos) {
@@ -1001,13 +990,19 @@ std::vector<Problem> validate(const Config& c) {
         }
         if constexpr (std::is_same_v<P, LearnedConfig>) {
           if (c.task.seq_len > pos.max_len)
-            not_applicable("task.seq_len",
-                           "seq_len (" + std::to_string(c.task.seq_len) +
-                               ") exceeds the learned position table (model.position.max_len = " +
-                               std::to_string(pos.max_len) + ")");
+            bad.not_applicable(
+                "task.seq_len",
+                "seq_len (" + std::to_string(c.task.seq_len) +
+                    ") exceeds the learned position table (model.position.max_len = " +
+                    std::to_string(pos.max_len) + ")");
         }
       },
       m.position.opts);
+}
+
+// The task against the architecture and the data, and the schedule against the steps.
+void check_task(const Config& c, ProblemList& bad) {
+  const auto& m = c.model;
   std::visit(
       [&](const auto& task) {
         using T = std::decay_t<decltype(task)>;
@@ -1034,6 +1029,10 @@ std::vector<Problem> validate(const Config& c) {
     bad("train.schedule.warmup", "warmup (" + std::to_string(c.train.schedule.warmup) +
                                      ") is longer than max_steps (" +
                                      std::to_string(c.train.max_steps) + ")");
+}
+
+// A described TSV layout (data.tsv), and ranking data against the rank task.
+void check_tsv(const Config& c, ProblemList& bad) {
   const DataSource src = c.data.source;
   const TsvLayoutConfig& tsv = c.data.tsv;
   const bool described = !tsv.a.empty();
@@ -1062,6 +1061,11 @@ std::vector<Problem> validate(const Config& c) {
                                    "data.tsv layout with a c column)"
                                  : "ranking data (a, b, c) needs task.type rank");
   }
+}
+
+// The tokenizer against the data, and the run's device and name.
+void check_tokenizer_and_run(const Config& c, ProblemList& bad) {
+  const DataSource src = c.data.source;
   if (src == DataSource::kBytes && c.data.tokenizer.type != TokenizerType::kByte)
     bad("data.tokenizer.type", "data.source bytes needs the byte tokenizer");
   const TokenizerConfig& tk = c.data.tokenizer;
@@ -1092,7 +1096,36 @@ std::vector<Problem> validate(const Config& c) {
     bad("run.device", "'" + c.run.device + "' is not a device (auto, cpu, cuda or cuda:N)");
   if (c.run.name.empty() || c.run.name.find('/') != std::string::npos)
     bad("run.name", "must be non-empty and contain no '/'");
-  return ps;
+}
+
+}  // namespace
+
+std::vector<Problem> validate(const Config& c) {
+  ProblemList bad;
+  const auto& m = c.model;
+  if (m.d_model % m.n_heads != 0) {
+    bad("model.n_heads", "n_heads (" + std::to_string(m.n_heads) + ") must divide d_model (" +
+                             std::to_string(m.d_model) + ")");
+    return bad.list;  // the head dimension is meaningless: checks below would only add noise
+  }
+  if (m.embedding_size > 0 && m.embedding_size != m.d_model) {
+    if (m.arch != Arch::kEncoder)
+      bad("model.embedding_size", "an embedding width other than d_model is for encoders");
+    else if (m.position.type() == std::string("learned") ||
+             m.position.type() == std::string("sinusoidal"))
+      bad("model.embedding_size", std::string("position ") + m.position.type() +
+                                      " adds d_model-wide vectors to the embeddings; use a "
+                                      "position module inside attention (rope, t5, ...)");
+  }
+  if (m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads != 0)
+    bad("model.n_kv_heads", "n_kv_heads (" + std::to_string(m.n_kv_heads) +
+                                ") must divide n_heads (" + std::to_string(m.n_heads) + ")");
+  int64_t head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
+  check_positions(c, head_dim, bad);
+  check_task(c, bad);
+  check_tsv(c, bad);
+  check_tokenizer_and_run(c, bad);
+  return bad.list;
 }
 
 }  // namespace ropelab::config

@@ -126,230 +126,267 @@ int64_t depth_offset(double depth, Rng& r, int64_t F) {
   return static_cast<int64_t>(std::llround(d * static_cast<double>(F)));
 }
 
+// One generator per source: the example after BOS, into `b`.
+void draw_copy(Builder& b, DataSource src, int64_t n, Rng& r, [[maybe_unused]] double depth) {
+  std::vector<int32_t> x;
+  for (int64_t i = 0; i < n; ++i) x.push_back(letter(static_cast<int>(r.below(26))));
+  for (auto t : x) b.add(t);
+  b.add(sym(">"));
+  if (src == DataSource::kSyntheticReverse) std::reverse(x.begin(), x.end());
+  for (auto t : x) b.add(t, true);
+  b.add(Special::kEos, true);
+}
+
+void draw_addition(Builder& b, [[maybe_unused]] DataSource src, int64_t n, Rng& r,
+                   [[maybe_unused]] double depth) {
+  std::vector<int> a, c;  // most significant digit first
+  for (auto* v : {&a, &c}) {
+    for (int64_t i = 0; i < n; ++i)
+      v->push_back(static_cast<int>(i == 0 && n > 1 ? 1 + r.below(9) : r.below(10)));
+  }
+  for (int d : a) b.add(digit(d));
+  b.add(sym("+"));
+  for (int d : c) b.add(digit(d));
+  b.add(sym("="));
+  int carry = 0;
+  for (int64_t i = n - 1; i >= 0; --i) {  // least significant first
+    int s = a[static_cast<size_t>(i)] + c[static_cast<size_t>(i)] + carry;
+    b.add(digit(s % 10), true);
+    carry = s / 10;
+  }
+  if (carry) b.add(digit(carry), true);
+  b.add(Special::kEos, true);
+}
+
+void draw_mqar(Builder& b, [[maybe_unused]] DataSource src, int64_t n, Rng& r,
+               [[maybe_unused]] double depth) {
+  std::vector<int> keys(kKeys);
+  for (int k = 0; k < kKeys; ++k) keys[static_cast<size_t>(k)] = k;
+  for (int64_t i = 0; i < n; ++i)  // partial Fisher-Yates: n distinct keys
+    std::swap(keys[static_cast<size_t>(i)], keys[static_cast<size_t>(i + r.below(kKeys - i))]);
+  std::vector<int> values;
+  for (int64_t i = 0; i < n; ++i) values.push_back(static_cast<int>(r.below(kKeys)));
+  for (int64_t i = 0; i < n; ++i) {
+    b.add(key_id(keys[static_cast<size_t>(i)]));
+    b.add(value_id(values[static_cast<size_t>(i)]));
+  }
+  b.add(sym("|"));
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(r.below(i + 1))]);
+  for (int64_t q : order) {
+    b.add(key_id(keys[static_cast<size_t>(q)]));
+    b.add(value_id(values[static_cast<size_t>(q)]), true);
+  }
+  b.add(Special::kEos);
+}
+
+void draw_passkey(Builder& b, [[maybe_unused]] DataSource src, int64_t n, Rng& r, double depth) {
+  int keyd[5];
+  keyd[0] = static_cast<int>(1 + r.below(9));
+  for (int i = 1; i < 5; ++i) keyd[i] = static_cast<int>(r.below(10));
+  const int64_t F = n - kPasskeyFixed;
+  const double d = depth < 0 ? r.uniform() : depth;
+  const auto at = static_cast<int64_t>(std::llround(d * static_cast<double>(F)));
+  auto fill = filler_tokens(F);
+  for (int64_t i = 0; i < at; ++i) b.add(fill[static_cast<size_t>(i)]);
+  b.words("The pass key is");
+  for (int x : keyd) b.add(digit(x));
+  b.words(". Remember it .");
+  for (int x : keyd) b.add(digit(x));
+  b.words("is the pass key .");
+  for (int64_t i = at; i < F; ++i) b.add(fill[static_cast<size_t>(i)]);
+  b.words("What is the pass key ? The pass key is");
+  for (int x : keyd) b.add(digit(x), true);
+  b.add(Special::kEos);
+}
+
+void draw_selective_copy(Builder& b, [[maybe_unused]] DataSource src, int64_t n, Rng& r,
+                         [[maybe_unused]] double depth) {
+  // n positions, ceil(n / 4) of them letters, the rest "."; copy the letters in order.
+  const int64_t m = (n + 3) / 4;
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = i;
+  for (int64_t i = 0; i < m; ++i)  // partial Fisher-Yates: m distinct positions
+    std::swap(pos[static_cast<size_t>(i)], pos[static_cast<size_t>(i + r.below(n - i))]);
+  std::vector<int32_t> in(static_cast<size_t>(n), sym("."));
+  for (int64_t i = 0; i < m; ++i)
+    in[static_cast<size_t>(pos[static_cast<size_t>(i)])] = letter(static_cast<int>(r.below(26)));
+  for (auto t : in) b.add(t);
+  b.add(sym(">"));
+  for (auto t : in)
+    if (t != sym(".")) b.add(t, true);
+  b.add(Special::kEos, true);
+}
+
+void draw_grid(Builder& b, [[maybe_unused]] DataSource src, int64_t n, Rng& r,
+               [[maybe_unused]] double depth) {
+  // A header row (BOS and W-1 "."), n rows of W letters, one cell above the last row
+  // holding the marker; then "? K =" and the letter below the marker.
+  for (int64_t c = 1; c < kGridWidth; ++c) b.add(sym("."));
+  std::vector<int32_t> cells;
+  for (int64_t i = 0; i < n * kGridWidth; ++i)
+    cells.push_back(letter(static_cast<int>(r.below(26))));
+  const int64_t at = r.below((n - 1) * kGridWidth);
+  const int32_t marker = key_id(static_cast<int>(r.below(kKeys)));
+  cells[static_cast<size_t>(at)] = marker;
+  for (auto t : cells) b.add(t);
+  b.add(sym("?"));
+  b.add(marker);
+  b.add(sym("="));
+  b.add(cells[static_cast<size_t>(at + kGridWidth)], true);
+  b.add(Special::kEos, true);
+}
+
+void draw_counting(Builder& b, [[maybe_unused]] DataSource src, int64_t n, Rng& r,
+                   [[maybe_unused]] double depth) {
+  // n letters of a..e, then "? q =" and how often q occurs, least significant digit first.
+  int count = 0;
+  const int q = static_cast<int>(r.below(5));
+  for (int64_t i = 0; i < n; ++i) {
+    const int x = static_cast<int>(r.below(5));
+    count += x == q;
+    b.add(letter(x));
+  }
+  b.add(sym("?"));
+  b.add(letter(q));
+  b.add(sym("="));
+  do {
+    b.add(digit(count % 10), true);
+    count /= 10;
+  } while (count > 0);
+  b.add(Special::kEos, true);
+}
+
+void draw_flipflop(Builder& b, [[maybe_unused]] DataSource src, int64_t n, Rng& r,
+                   [[maybe_unused]] double depth) {
+  // n instructions "w b" (write), "i b" (ignore), "r b" (read: b is the last bit written);
+  // the first writes, the last reads, the rest read or write with probability 0.1 each.
+  int bit = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double u = r.uniform();
+    const char op = i == 0 ? 'w' : i == n - 1 ? 'r' : u < 0.1 ? 'w' : u < 0.2 ? 'r' : 'i';
+    b.add(letter(op - 'a'));
+    if (op == 'r') {
+      b.add(digit(bit), true);
+    } else {
+      const int x = static_cast<int>(r.below(2));
+      if (op == 'w') bit = x;
+      b.add(digit(x));
+    }
+  }
+  b.add(Special::kEos);
+}
+
+void draw_niah(Builder& b, DataSource src, int64_t n, Rng& r, double depth) {
+  // RULER's needle in a haystack with numeric keys: needles "KKKK is VVVVVVV ." in the
+  // repeated filler, the asked one at `depth`; then "What is KKKK ?" and its 7 digits.
+  const int64_t needles = src == DataSource::kSyntheticNiah ? 1 : kNiahKeys;
+  const int64_t F = n - kNiahFixed - needles * kNeedle;
+  std::vector<std::vector<int>> keys, values;
+  while (static_cast<int64_t>(keys.size()) < needles) {
+    auto k = number(r, 4);
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  for (int64_t j = 0; j < needles; ++j) values.push_back(number(r, 7));
+  std::vector<std::vector<int32_t>> blocks;
+  std::vector<int64_t> at;
+  for (int64_t j = 0; j < needles; ++j) {
+    Builder nb;
+    add_digits(nb, keys[static_cast<size_t>(j)]);
+    nb.words("is");
+    add_digits(nb, values[static_cast<size_t>(j)]);
+    nb.words(".");
+    blocks.push_back(nb.e.tokens);
+    at.push_back(j == 0 ? depth_offset(depth, r, F) : r.below(F + 1));
+  }
+  haystack(b, F, at, blocks);
+  b.words("What is");
+  add_digits(b, keys[0]);
+  b.words("?");
+  add_digits(b, values[0], true);
+  b.add(Special::kEos);
+}
+
+void draw_variable_tracking(Builder& b, [[maybe_unused]] DataSource src, int64_t n, Rng& r,
+                            [[maybe_unused]] double depth) {
+  // RULER's variable tracking: two chains "A = VVVVV ." "B = A ." "C = B ." "D = C ."
+  // (variables k0..k127, distinct) interleaved at random places in the filler, each in
+  // order; then "What is D ?" for the first chain's last variable, and its 5 digits.
+  const int64_t F = n - kVtFixed;
+  std::vector<int> names;
+  while (static_cast<int64_t>(names.size()) < 2 * kVtChain) {
+    int k = static_cast<int>(r.below(kKeys));
+    if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
+  }
+  std::vector<std::vector<int>> value = {number(r, 5), number(r, 5)};
+  std::vector<int> chain_of;  // the interleaving: which chain's next statement comes
+  for (int c = 0; c < 2; ++c)
+    for (int64_t i = 0; i < kVtChain; ++i) chain_of.push_back(c);
+  for (size_t i = chain_of.size() - 1; i > 0; --i)
+    std::swap(chain_of[i], chain_of[static_cast<size_t>(r.below(static_cast<int64_t>(i) + 1))]);
+  std::vector<int64_t> at;
+  for (size_t i = 0; i < chain_of.size(); ++i) at.push_back(r.below(F + 1));
+  std::sort(at.begin(), at.end());
+  std::vector<std::vector<int32_t>> blocks;
+  int64_t next[2] = {0, 0};
+  for (int c : chain_of) {
+    const int64_t i = next[c]++;
+    Builder sb;
+    sb.add(key_id(names[static_cast<size_t>(c * kVtChain + i)]));
+    sb.words("=");
+    if (i == 0)
+      add_digits(sb, value[static_cast<size_t>(c)]);
+    else
+      sb.add(key_id(names[static_cast<size_t>(c * kVtChain + i - 1)]));
+    sb.words(".");
+    blocks.push_back(sb.e.tokens);
+  }
+  haystack(b, F, at, blocks);
+  b.words("What is");
+  b.add(key_id(names[static_cast<size_t>(kVtChain - 1)]));
+  b.words("?");
+  add_digits(b, value[0], true);
+  b.add(Special::kEos);
+}
+
 Example draw(DataSource src, int64_t n, Rng& r, double depth) {
   Builder b;
   b.add(Special::kBos);
   switch (src) {
     case DataSource::kSyntheticCopy:
-    case DataSource::kSyntheticReverse: {
-      std::vector<int32_t> x;
-      for (int64_t i = 0; i < n; ++i) x.push_back(letter(static_cast<int>(r.below(26))));
-      for (auto t : x) b.add(t);
-      b.add(sym(">"));
-      if (src == DataSource::kSyntheticReverse) std::reverse(x.begin(), x.end());
-      for (auto t : x) b.add(t, true);
-      b.add(Special::kEos, true);
+    case DataSource::kSyntheticReverse:
+      draw_copy(b, src, n, r, depth);
       break;
-    }
-    case DataSource::kSyntheticAddition: {
-      std::vector<int> a, c;  // most significant digit first
-      for (auto* v : {&a, &c}) {
-        for (int64_t i = 0; i < n; ++i)
-          v->push_back(static_cast<int>(i == 0 && n > 1 ? 1 + r.below(9) : r.below(10)));
-      }
-      for (int d : a) b.add(digit(d));
-      b.add(sym("+"));
-      for (int d : c) b.add(digit(d));
-      b.add(sym("="));
-      int carry = 0;
-      for (int64_t i = n - 1; i >= 0; --i) {  // least significant first
-        int s = a[static_cast<size_t>(i)] + c[static_cast<size_t>(i)] + carry;
-        b.add(digit(s % 10), true);
-        carry = s / 10;
-      }
-      if (carry) b.add(digit(carry), true);
-      b.add(Special::kEos, true);
+    case DataSource::kSyntheticAddition:
+      draw_addition(b, src, n, r, depth);
       break;
-    }
-    case DataSource::kSyntheticMqar: {
-      std::vector<int> keys(kKeys);
-      for (int k = 0; k < kKeys; ++k) keys[static_cast<size_t>(k)] = k;
-      for (int64_t i = 0; i < n; ++i)  // partial Fisher-Yates: n distinct keys
-        std::swap(keys[static_cast<size_t>(i)], keys[static_cast<size_t>(i + r.below(kKeys - i))]);
-      std::vector<int> values;
-      for (int64_t i = 0; i < n; ++i) values.push_back(static_cast<int>(r.below(kKeys)));
-      for (int64_t i = 0; i < n; ++i) {
-        b.add(key_id(keys[static_cast<size_t>(i)]));
-        b.add(value_id(values[static_cast<size_t>(i)]));
-      }
-      b.add(sym("|"));
-      std::vector<int64_t> order(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-      for (int64_t i = n - 1; i > 0; --i)
-        std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(r.below(i + 1))]);
-      for (int64_t q : order) {
-        b.add(key_id(keys[static_cast<size_t>(q)]));
-        b.add(value_id(values[static_cast<size_t>(q)]), true);
-      }
-      b.add(Special::kEos);
+    case DataSource::kSyntheticMqar:
+      draw_mqar(b, src, n, r, depth);
       break;
-    }
-    case DataSource::kSyntheticPasskey: {
-      int keyd[5];
-      keyd[0] = static_cast<int>(1 + r.below(9));
-      for (int i = 1; i < 5; ++i) keyd[i] = static_cast<int>(r.below(10));
-      const int64_t F = n - kPasskeyFixed;
-      const double d = depth < 0 ? r.uniform() : depth;
-      const auto at = static_cast<int64_t>(std::llround(d * static_cast<double>(F)));
-      auto fill = filler_tokens(F);
-      for (int64_t i = 0; i < at; ++i) b.add(fill[static_cast<size_t>(i)]);
-      b.words("The pass key is");
-      for (int x : keyd) b.add(digit(x));
-      b.words(". Remember it .");
-      for (int x : keyd) b.add(digit(x));
-      b.words("is the pass key .");
-      for (int64_t i = at; i < F; ++i) b.add(fill[static_cast<size_t>(i)]);
-      b.words("What is the pass key ? The pass key is");
-      for (int x : keyd) b.add(digit(x), true);
-      b.add(Special::kEos);
+    case DataSource::kSyntheticPasskey:
+      draw_passkey(b, src, n, r, depth);
       break;
-    }
-    case DataSource::kSyntheticSelectiveCopy: {
-      // n positions, ceil(n / 4) of them letters, the rest "."; copy the letters in order.
-      const int64_t m = (n + 3) / 4;
-      std::vector<int64_t> pos(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = i;
-      for (int64_t i = 0; i < m; ++i)  // partial Fisher-Yates: m distinct positions
-        std::swap(pos[static_cast<size_t>(i)], pos[static_cast<size_t>(i + r.below(n - i))]);
-      std::vector<int32_t> in(static_cast<size_t>(n), sym("."));
-      for (int64_t i = 0; i < m; ++i)
-        in[static_cast<size_t>(pos[static_cast<size_t>(i)])] =
-            letter(static_cast<int>(r.below(26)));
-      for (auto t : in) b.add(t);
-      b.add(sym(">"));
-      for (auto t : in)
-        if (t != sym(".")) b.add(t, true);
-      b.add(Special::kEos, true);
+    case DataSource::kSyntheticSelectiveCopy:
+      draw_selective_copy(b, src, n, r, depth);
       break;
-    }
-    case DataSource::kSyntheticGrid: {
-      // A header row (BOS and W-1 "."), n rows of W letters, one cell above the last row
-      // holding the marker; then "? K =" and the letter below the marker.
-      for (int64_t c = 1; c < kGridWidth; ++c) b.add(sym("."));
-      std::vector<int32_t> cells;
-      for (int64_t i = 0; i < n * kGridWidth; ++i)
-        cells.push_back(letter(static_cast<int>(r.below(26))));
-      const int64_t at = r.below((n - 1) * kGridWidth);
-      const int32_t marker = key_id(static_cast<int>(r.below(kKeys)));
-      cells[static_cast<size_t>(at)] = marker;
-      for (auto t : cells) b.add(t);
-      b.add(sym("?"));
-      b.add(marker);
-      b.add(sym("="));
-      b.add(cells[static_cast<size_t>(at + kGridWidth)], true);
-      b.add(Special::kEos, true);
+    case DataSource::kSyntheticGrid:
+      draw_grid(b, src, n, r, depth);
       break;
-    }
-    case DataSource::kSyntheticCounting: {
-      // n letters of a..e, then "? q =" and how often q occurs, least significant digit first.
-      int count = 0;
-      const int q = static_cast<int>(r.below(5));
-      for (int64_t i = 0; i < n; ++i) {
-        const int x = static_cast<int>(r.below(5));
-        count += x == q;
-        b.add(letter(x));
-      }
-      b.add(sym("?"));
-      b.add(letter(q));
-      b.add(sym("="));
-      do {
-        b.add(digit(count % 10), true);
-        count /= 10;
-      } while (count > 0);
-      b.add(Special::kEos, true);
+    case DataSource::kSyntheticCounting:
+      draw_counting(b, src, n, r, depth);
       break;
-    }
-    case DataSource::kSyntheticFlipflop: {
-      // n instructions "w b" (write), "i b" (ignore), "r b" (read: b is the last bit written);
-      // the first writes, the last reads, the rest read or write with probability 0.1 each.
-      int bit = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double u = r.uniform();
-        const char op = i == 0 ? 'w' : i == n - 1 ? 'r' : u < 0.1 ? 'w' : u < 0.2 ? 'r' : 'i';
-        b.add(letter(op - 'a'));
-        if (op == 'r') {
-          b.add(digit(bit), true);
-        } else {
-          const int x = static_cast<int>(r.below(2));
-          if (op == 'w') bit = x;
-          b.add(digit(x));
-        }
-      }
-      b.add(Special::kEos);
+    case DataSource::kSyntheticFlipflop:
+      draw_flipflop(b, src, n, r, depth);
       break;
-    }
     case DataSource::kSyntheticNiah:
-    case DataSource::kSyntheticNiahMultikey: {
-      // RULER's needle in a haystack with numeric keys: needles "KKKK is VVVVVVV ." in the
-      // repeated filler, the asked one at `depth`; then "What is KKKK ?" and its 7 digits.
-      const int64_t needles = src == DataSource::kSyntheticNiah ? 1 : kNiahKeys;
-      const int64_t F = n - kNiahFixed - needles * kNeedle;
-      std::vector<std::vector<int>> keys, values;
-      while (static_cast<int64_t>(keys.size()) < needles) {
-        auto k = number(r, 4);
-        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-      }
-      for (int64_t j = 0; j < needles; ++j) values.push_back(number(r, 7));
-      std::vector<std::vector<int32_t>> blocks;
-      std::vector<int64_t> at;
-      for (int64_t j = 0; j < needles; ++j) {
-        Builder nb;
-        add_digits(nb, keys[static_cast<size_t>(j)]);
-        nb.words("is");
-        add_digits(nb, values[static_cast<size_t>(j)]);
-        nb.words(".");
-        blocks.push_back(nb.e.tokens);
-        at.push_back(j == 0 ? depth_offset(depth, r, F) : r.below(F + 1));
-      }
-      haystack(b, F, at, blocks);
-      b.words("What is");
-      add_digits(b, keys[0]);
-      b.words("?");
-      add_digits(b, values[0], true);
-      b.add(Special::kEos);
+    case DataSource::kSyntheticNiahMultikey:
+      draw_niah(b, src, n, r, depth);
       break;
-    }
-    case DataSource::kSyntheticVt: {
-      // RULER's variable tracking: two chains "A = VVVVV ." "B = A ." "C = B ." "D = C ."
-      // (variables k0..k127, distinct) interleaved at random places in the filler, each in
-      // order; then "What is D ?" for the first chain's last variable, and its 5 digits.
-      const int64_t F = n - kVtFixed;
-      std::vector<int> names;
-      while (static_cast<int64_t>(names.size()) < 2 * kVtChain) {
-        int k = static_cast<int>(r.below(kKeys));
-        if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
-      }
-      std::vector<std::vector<int>> value = {number(r, 5), number(r, 5)};
-      std::vector<int> chain_of;  // the interleaving: which chain's next statement comes
-      for (int c = 0; c < 2; ++c)
-        for (int64_t i = 0; i < kVtChain; ++i) chain_of.push_back(c);
-      for (size_t i = chain_of.size() - 1; i > 0; --i)
-        std::swap(chain_of[i], chain_of[static_cast<size_t>(r.below(static_cast<int64_t>(i) + 1))]);
-      std::vector<int64_t> at;
-      for (size_t i = 0; i < chain_of.size(); ++i) at.push_back(r.below(F + 1));
-      std::sort(at.begin(), at.end());
-      std::vector<std::vector<int32_t>> blocks;
-      int64_t next[2] = {0, 0};
-      for (int c : chain_of) {
-        const int64_t i = next[c]++;
-        Builder sb;
-        sb.add(key_id(names[static_cast<size_t>(c * kVtChain + i)]));
-        sb.words("=");
-        if (i == 0)
-          add_digits(sb, value[static_cast<size_t>(c)]);
-        else
-          sb.add(key_id(names[static_cast<size_t>(c * kVtChain + i - 1)]));
-        sb.words(".");
-        blocks.push_back(sb.e.tokens);
-      }
-      haystack(b, F, at, blocks);
-      b.words("What is");
-      b.add(key_id(names[static_cast<size_t>(kVtChain - 1)]));
-      b.words("?");
-      add_digits(b, value[0], true);
-      b.add(Special::kEos);
+    case DataSource::kSyntheticVt:
+      draw_variable_tracking(b, src, n, r, depth);
       break;
-    }
     default:
       throw UserError(std::string("data.source: ") + config::to_string(src) +
                       " is not a synthetic source");
