@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden ids for ropelab's byte-level BPE tokenizer (src/text/bpe.cpp), from an independent
+"""Golden ids for ropelab's byte-level BPE tokenizer (src/tokenizers/bpe.cpp), from an independent
 Python implementation of what Hugging Face's `tokenizers` runs for a byte-level BPE
 tokenizer.json. The pre-tokenizer regexes run through the `regex` module (Debian:
 python3-regex) exactly as tokenizer.json writes them, where ropelab has hand-written scanners.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden ids for ropelab's WordPiece tokenizer (src/text/wordpiece.cpp), from an independent
+"""Golden ids for ropelab's WordPiece tokenizer (src/tokenizers/wordpiece.cpp), from an independent
 Python implementation of what Hugging Face's fast BertTokenizer does, written from its
 documented pipeline with Python's own Unicode database:
 

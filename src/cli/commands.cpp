@@ -26,8 +26,8 @@
 #include "lab/compare.h"
 #include "lab/probe.h"
 #include "run/run.h"
-#include "text/corpus.h"
-#include "text/metrics.h"
+#include "scoring/metrics.h"
+#include "text/lines.h"
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"
@@ -77,7 +77,7 @@ struct Opts {
   bool hf_v4 = false;               // export --format hf
   int64_t last = 5;
   std::vector<std::string> refs, hyps;
-  text::ScoreOptions score;
+  scoring::ScoreOptions score;
   std::string metrics = "bleu,chrf";
   bool seed_given = false;
   // bench
@@ -285,7 +285,7 @@ int cmd_bleu() {
   }
   if (const char* seed = std::getenv("SACREBLEU_SEED"); seed != nullptr && !g.seed_given)
     g.score.seed = parse_seed(seed, "$SACREBLEU_SEED");
-  auto scored = text::score_files(g.hyps, g.refs, g.score);
+  auto scored = scoring::score_files(g.hyps, g.refs, g.score);
   for (const auto& w : scored.warnings) spdlog::warn("{}", w);
   std::cout << scored.text;
   return 0;

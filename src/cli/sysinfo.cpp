@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "compat/torch_compat.h"
-#include "text/spm_api.h"
-#include "text/tokenizer.h"
+#include "tokenizers/spm_api.h"
+#include "tokenizers/tokenizer.h"
 #include "util/cuda_info.h"
 #include "util/gemm.h"
 #include "util/platform.h"
@@ -36,9 +36,9 @@ std::string report() {
   os << "cpu: avx2=" << (__builtin_cpu_supports("avx2") ? 1 : 0)
      << " avx512f=" << (__builtin_cpu_supports("avx512f") ? 1 : 0) << "\n";
   os << cuda_info::report();
-  std::string spm = text::spm_module_path();
+  std::string spm = tokenizers::spm_module_path();
   try {
-    text::make_spm_backend();
+    tokenizers::make_spm_backend();
     os << "sentencepiece_module: " << spm << " (ok)\n";
   } catch (const std::exception& e) {
     os << "sentencepiece_module: " << spm << " (NOT LOADABLE: " << e.what() << ")\n";

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 #include "util/error.h"
 
 namespace ropelab::data {
 
-using text::Special;
+using tokenizers::Special;
 
 Batch Batch::to(torch::Device dev) const {
   Batch b = *this;

@@ -12,14 +12,14 @@
 #include <sstream>
 #include <thread>
 
+#include "corpora/builtin.h"
+#include "corpora/glue.h"
 #include "data/synthetic.h"
 #include "data/tokens.h"
-#include "text/bpe.h"
-#include "text/builtin.h"
-#include "text/corpus.h"
-#include "text/glue.h"
-#include "text/vocab_order.h"
-#include "text/wordpiece.h"
+#include "text/lines.h"
+#include "tokenizers/bpe.h"
+#include "tokenizers/vocab_order.h"
+#include "tokenizers/wordpiece.h"
 #include "util/dir_lock.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -73,7 +73,7 @@ std::vector<SplitSource> split_sources(const config::DataConfig& d, const Plan& 
       files = {
           {"train", "train"}, {"valid", "dev_matched"}, {"valid_mismatched", "dev_mismatched"}};
     for (const auto& [split, name] : files)
-      out.push_back({split, {join_path(dir, text::glue_file_name(task, name))}});
+      out.push_back({split, {join_path(dir, corpora::glue_file_name(task, name))}});
     // Test files are optional (GLUE's are unlabeled): MNLI has a matched ("test") and a
     // mismatched ("test_mismatched") one.
     if (mnli && !builtin) {
@@ -164,7 +164,7 @@ std::string tokenizer_training_text(const std::vector<SplitSource>& inputs, cons
   for (const auto& si : inputs) {
     if (si.split != "train") continue;
     if (p.kind == config::DataKind::kGlue) {
-      auto gf = text::read_glue_tsv(si.files[0], p.glue);
+      auto gf = corpora::read_glue_tsv(si.files[0], p.glue);
       for (const auto& e : gf.examples)
         for (const auto* t : {&e.a, &e.b, &e.c})
           if (!t->empty()) all += *t + "\n";
@@ -186,7 +186,7 @@ void throw_if_stopped() {
 }
 
 // Encodes lines on `threads` threads (SentencePiece's Encode is const and thread-safe).
-std::vector<std::vector<int32_t>> encode_all(const text::Tokenizer& tok,
+std::vector<std::vector<int32_t>> encode_all(const tokenizers::Tokenizer& tok,
                                              const std::vector<std::string>& lines, int threads,
                                              Progress* bar, int64_t* done) {
   std::vector<std::vector<int32_t>> out(lines.size());
@@ -239,12 +239,12 @@ void train_tokenizer(const config::TokenizerConfig& t, const std::string& dir,
   spdlog::info("training SentencePiece {} tokenizer {} (vocab {}) on {:.1f} MB of text",
                config::to_string(t.model_type), name, t.vocab_size,
                static_cast<double>(text.size()) / 1e6);
-  text::SpmTrainOptions opt;
+  tokenizers::SpmTrainOptions opt;
   opt.vocab_size = t.vocab_size;
   opt.model_type = config::to_string(t.model_type);
   opt.character_coverage = t.character_coverage;
   opt.threads = threads;
-  text::train_spm(input, join_path(dir, name), opt);
+  tokenizers::train_spm(input, join_path(dir, name), opt);
   std::remove(input.c_str());
   fs::write_file_atomic(stamp_path, stamp);
 }
@@ -294,7 +294,7 @@ Plan plan(const config::DataConfig& d, int64_t max_len) {
   if (p.kind == config::DataKind::kSynthetic) check_synthetic(d, max_len);
   if (p.builtin)
     p.text_dir = join_path(join_path(d.prepared_dir, "text"), config::to_string(d.source));
-  if (p.kind == config::DataKind::kGlue) p.glue = text::glue_task_of(d);
+  if (p.kind == config::DataKind::kGlue) p.glue = corpora::glue_task_of(d);
   p.inputs = split_sources(d, p);
   p.tokenizer = d.tokenizer;
   p.synthetic = d.synthetic;
@@ -332,8 +332,8 @@ TokenDataset load_split(const Prepared& p, const std::string& split,
   return ds;
 }
 
-text::WordPieceOptions wordpiece_options(const config::TokenizerConfig& t) {
-  text::WordPieceOptions o;
+tokenizers::WordPieceOptions wordpiece_options(const config::TokenizerConfig& t) {
+  tokenizers::WordPieceOptions o;
   o.lowercase = t.lowercase;
   o.strip_accents = t.strip_accents == config::StripAccents::kAuto
                         ? t.lowercase
@@ -341,28 +341,28 @@ text::WordPieceOptions wordpiece_options(const config::TokenizerConfig& t) {
   return o;
 }
 
-std::unique_ptr<text::Tokenizer> load_tokenizer(const Plan& p) {
+std::unique_ptr<tokenizers::Tokenizer> load_tokenizer(const Plan& p) {
   if (p.tokenizer.type == config::TokenizerType::kByte)
-    return std::make_unique<text::ByteTokenizer>();
+    return std::make_unique<tokenizers::ByteTokenizer>();
   if (p.tokenizer.type == config::TokenizerType::kSynthetic)
     return std::make_unique<synthetic::SyntheticTokenizer>();
   if (p.tokenizer.type == config::TokenizerType::kWordPiece)
-    return std::make_unique<text::WordPieceTokenizer>(p.tokenizer_path,
-                                                      wordpiece_options(p.tokenizer));
+    return std::make_unique<tokenizers::WordPieceTokenizer>(p.tokenizer_path,
+                                                            wordpiece_options(p.tokenizer));
   const auto& t = p.tokenizer;
   auto order =
-      t.vocab_order.empty() ? std::vector<int64_t>{} : text::read_vocab_order(t.vocab_order);
+      t.vocab_order.empty() ? std::vector<int64_t>{} : tokenizers::read_vocab_order(t.vocab_order);
   if (t.type == config::TokenizerType::kBpe)
-    return std::make_unique<text::BpeTokenizer>(p.tokenizer_path, std::move(order));
-  return std::make_unique<text::SpmTokenizer>(p.tokenizer_path, std::move(order));
+    return std::make_unique<tokenizers::BpeTokenizer>(p.tokenizer_path, std::move(order));
+  return std::make_unique<tokenizers::SpmTokenizer>(p.tokenizer_path, std::move(order));
 }
 
-std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Plan& p) {
+std::unique_ptr<tokenizers::Tokenizer> load_target_tokenizer(const Plan& p) {
   if (p.target_tokenizer_path.empty()) return nullptr;
-  return std::make_unique<text::SpmTokenizer>(p.target_tokenizer_path);
+  return std::make_unique<tokenizers::SpmTokenizer>(p.target_tokenizer_path);
 }
 
-std::string fingerprint(const text::Tokenizer& tok, const text::Tokenizer* target) {
+std::string fingerprint(const tokenizers::Tokenizer& tok, const tokenizers::Tokenizer* target) {
   return target ? tok.fingerprint() + "|" + target->fingerprint() : tok.fingerprint();
 }
 
@@ -411,7 +411,7 @@ Prepared prepare(const Plan& plan, int threads) {
   auto t0 = std::chrono::steady_clock::now();
   Prepared p;
   p.plan = plan;
-  if (plan.builtin) text::export_builtin_text(plan.source, plan.text_dir);
+  if (plan.builtin) corpora::export_builtin_text(plan.source, plan.text_dir);
   const auto inputs = present_inputs(plan);
   throw_if_stopped();
   const std::string& dir = plan.out_dir;
@@ -435,9 +435,9 @@ Prepared prepare(const Plan& plan, int threads) {
       throw_if_stopped();
     }
   }
-  std::unique_ptr<text::Tokenizer> tok = load_tokenizer(plan);
-  std::unique_ptr<text::Tokenizer> target_tok = load_target_tokenizer(plan);
-  const text::Tokenizer& ttok = target_tok ? *target_tok : *tok;
+  std::unique_ptr<tokenizers::Tokenizer> tok = load_tokenizer(plan);
+  std::unique_ptr<tokenizers::Tokenizer> target_tok = load_target_tokenizer(plan);
+  const tokenizers::Tokenizer& ttok = target_tok ? *target_tok : *tok;
   const std::string fp = fingerprint(*tok, target_tok.get());
 
   // Datasets.
@@ -487,7 +487,7 @@ Prepared prepare(const Plan& plan, int threads) {
     } else {
       const auto& gt = plan.glue;
       auto& g = ds.glue();
-      auto gf = text::read_glue_tsv(si.files[0], gt);
+      auto gf = corpora::read_glue_tsv(si.files[0], gt);
       if (gf.skipped_rows > 0)
         spdlog::warn("{}: skipped {} malformed rows", si.files[0], gf.skipped_rows);
       std::vector<std::string> a, b, c;

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "config/schema.h"
+#include "corpora/glue.h"
 #include "data/tokens.h"
-#include "text/glue.h"
-#include "text/tokenizer.h"
-#include "text/wordpiece.h"
+#include "tokenizers/tokenizer.h"
+#include "tokenizers/wordpiece.h"
 
 namespace ropelab::data {
 
@@ -38,7 +38,7 @@ struct Plan {
   bool whole_file = false;          // `bytes`: each file is one document, not one per line
   std::string text_dir;             // built-in: where its text is exported; else ""
   std::vector<SplitSource> inputs;  // not for synthetic sources
-  text::GlueTask glue;              // glue data: the layout of its TSV files
+  corpora::GlueTask glue;           // glue data: the layout of its TSV files
   config::TokenizerConfig tokenizer;
   std::string out_dir;                // <prepared_dir>/<source>/<tokenizer tag>
   std::vector<std::string> splits;    // the splits out_dir may hold
@@ -61,13 +61,13 @@ Prepared prepare(const Plan& p, int threads);
 // The files prepare() would produce, without doing anything (UserError if not prepared yet).
 Prepared prepared_paths(const Plan& p);
 
-std::unique_ptr<text::Tokenizer> load_tokenizer(const Plan& p);
+std::unique_ptr<tokenizers::Tokenizer> load_tokenizer(const Plan& p);
 // data.tokenizer's wordpiece options (strip_accents auto: as lowercase).
-text::WordPieceOptions wordpiece_options(const config::TokenizerConfig& t);
+tokenizers::WordPieceOptions wordpiece_options(const config::TokenizerConfig& t);
 // The target side's tokenizer with separate vocabularies; nullptr with a joint one.
-std::unique_ptr<text::Tokenizer> load_target_tokenizer(const Plan& p);
+std::unique_ptr<tokenizers::Tokenizer> load_target_tokenizer(const Plan& p);
 // What a prepared split records as its tokenizer: the joint one's fingerprint, or both sides'.
-std::string fingerprint(const text::Tokenizer& tok, const text::Tokenizer* target);
+std::string fingerprint(const tokenizers::Tokenizer& tok, const tokenizers::Tokenizer* target);
 // Reads a prepared split and checks it was made with tokenizers of `fingerprint`.
 TokenDataset load_split(const Prepared& p, const std::string& split,
                         const std::string& fingerprint);
@@ -82,8 +82,10 @@ class Data {
   const Prepared& prepared() const { return prepared_; }
   // The tokenizer of all input text (the source side's with separate vocabularies) and the
   // one of target text (the same object unless the vocabularies are separate).
-  const text::Tokenizer& tokenizer() const { return *tok_; }
-  const text::Tokenizer& target_tokenizer() const { return target_tok_ ? *target_tok_ : *tok_; }
+  const tokenizers::Tokenizer& tokenizer() const { return *tok_; }
+  const tokenizers::Tokenizer& target_tokenizer() const {
+    return target_tok_ ? *target_tok_ : *tok_;
+  }
   // The model's (output) vocabulary; the source side's when separate, else 0 (shared).
   int64_t vocab_size() const { return target_tokenizer().vocab_size(); }
   int64_t source_vocab_size() const { return target_tok_ ? tok_->vocab_size() : 0; }
@@ -92,7 +94,7 @@ class Data {
 
  private:
   Prepared prepared_;
-  std::unique_ptr<text::Tokenizer> tok_, target_tok_;
+  std::unique_ptr<tokenizers::Tokenizer> tok_, target_tok_;
 };
 
 }  // namespace ropelab::data

@@ -11,7 +11,7 @@
 namespace ropelab::data::synthetic {
 
 using config::DataSource;
-using text::Special;
+using tokenizers::Special;
 
 namespace {
 

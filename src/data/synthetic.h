@@ -55,7 +55,7 @@
 
 #include "config/schema.h"
 #include "data/tokens.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace ropelab::data::synthetic {
 
@@ -106,7 +106,7 @@ Score score(const std::vector<Example>& examples,
 
 // The fixed vocabulary: the 7 specials, digits, letters, mqar keys k0..k127 and values
 // v0..v127, the separators > + = | . ? and the passkey words. Text is space-separated symbols.
-class SyntheticTokenizer final : public text::Tokenizer {
+class SyntheticTokenizer final : public tokenizers::Tokenizer {
  public:
   SyntheticTokenizer();
   std::vector<int32_t> encode(const std::string& text) const override;

@@ -29,8 +29,8 @@
 #include <optional>
 
 #include "hf/mapping.h"
-#include "text/tokenizer.h"
-#include "text/wordpiece.h"
+#include "tokenizers/tokenizer.h"
+#include "tokenizers/wordpiece.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -85,7 +85,7 @@ BertShape read_bert_shape(Source& s) {
   b.N = s.get_int("num_attention_heads");
   b.F = s.get_int("intermediate_size");
   b.P = s.get_int("max_position_embeddings");
-  if (b.V < text::Special::kCount) s.unsupported("vocab_size", "too small");
+  if (b.V < tokenizers::Special::kCount) s.unsupported("vocab_size", "too small");
   if (b.N <= 0 || b.D % b.N != 0)
     s.unsupported("num_attention_heads", "it does not divide hidden_size");
   b.act = s.get_string("hidden_act", "gelu");
@@ -104,11 +104,11 @@ BertShape read_bert_shape(Source& s) {
   // The vocabulary (re-numbered as the wordpiece tokenizer numbers it) and the tokenizer's
   // options.
   const std::string vocab_path = s.dir() + "/vocab.txt";
-  auto tokens = text::read_vocab_txt(vocab_path);
+  auto tokens = tokenizers::read_vocab_txt(vocab_path);
   if (static_cast<int64_t>(tokens.size()) != b.V)
     throw UserError(fmt::format("{}: {} tokens, config.json's vocab_size is {}", vocab_path,
                                 tokens.size(), b.V));
-  b.order = text::wordpiece_order(tokens, vocab_path);
+  b.order = tokenizers::wordpiece_order(tokens, vocab_path);
 
   b.overrides = {
       b.cls ? "task.type=glue" : "task.type=mlm",
@@ -326,7 +326,7 @@ void export_bert_encoder(const ExportSource& s, const std::string& p, Exported& 
   j["type_vocab_size"] = 2;
   j["initializer_range"] = m.init_std;
   j["layer_norm_eps"] = m.norm_eps;
-  j["pad_token_id"] = s.order[text::Special::kPad];
+  j["pad_token_id"] = s.order[tokenizers::Special::kPad];
   j["tie_word_embeddings"] = m.tie_embeddings;
   j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
   if (std::holds_alternative<config::GlueTaskConfig>(s.config->task.opts)) {

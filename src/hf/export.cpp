@@ -10,8 +10,8 @@
 #include "hf/mapping.h"
 #include "hf/safetensors.h"
 #include "run/run.h"
-#include "text/vocab_order.h"
-#include "text/wordpiece.h"
+#include "tokenizers/vocab_order.h"
+#include "tokenizers/wordpiece.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "weights/weights.h"
@@ -43,11 +43,11 @@ std::vector<int64_t> order_of(const config::TokenizerConfig& t, int64_t vocab,
   std::vector<int64_t> order;
   const std::string kept = (stdfs::path(run) / "hf" / "vocab_order.json").string();
   if (t.type == config::TokenizerType::kWordPiece)
-    order = text::wordpiece_order(text::read_vocab_txt(t.model), t.model);
+    order = tokenizers::wordpiece_order(tokenizers::read_vocab_txt(t.model), t.model);
   else if (!t.vocab_order.empty())
-    order = text::read_vocab_order(t.vocab_order);
+    order = tokenizers::read_vocab_order(t.vocab_order);
   else if (stdfs::is_regular_file(kept))
-    order = text::read_vocab_order(kept);
+    order = tokenizers::read_vocab_order(kept);
   if (order.empty())
     for (int64_t i = 0; i < vocab; ++i) order.push_back(i);
   if (static_cast<int64_t>(order.size()) != vocab)

@@ -199,7 +199,7 @@ namespace {
 std::string align_labels(Imported& imp, const std::vector<std::string>& labels,
                          const std::string& config_path) {
   const auto& c = imp.config;
-  const text::GlueTask g = run::plan_of(c).glue;
+  const corpora::GlueTask g = run::plan_of(c).glue;
   const std::string data =
       config::to_string(c.data.source) + (g.name.empty() ? std::string() : " (" + g.name + ")");
   if (g.regression != labels.empty())

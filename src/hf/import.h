@@ -9,7 +9,7 @@
 // modules. A class, config value or tensor that ropelab cannot represent exactly is a UserError
 // naming it (exit 2): an import either computes what the checkpoint computes or is refused.
 //
-// The vocabulary is re-numbered. ropelab's tasks use fixed special ids (text::Special: pad 0,
+// The vocabulary is re-numbered. ropelab's tasks use fixed special ids (tokenizers::Special: pad 0,
 // unk 1, bos 2, eos 3, cls 4, sep 5, mask 6); a checkpoint has its own ([CLS] is 101 in BERT).
 // The importer permutes the rows of the token embeddings and of the output layer so that the
 // checkpoint's specials sit at ropelab's ids, which computes the same function on re-numbered

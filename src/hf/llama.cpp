@@ -17,10 +17,10 @@
 //   model.norm                                backbone.decoder.final_norm
 //   lm_head                                   head.proj (untied; rows re-numbered)
 //
-// The tokenizer: tokenizer.json when it is a byte-level BPE (text/bpe.h), else tokenizer.model
-// (SentencePiece), both re-numbered through RUN/hf/vocab_order.json. Specials the checkpoint
-// lacks (pad, cls, sep, mask; unk in a byte-level BPE) take rows past the tokenizer's end, then
-// unused special tokens (<|reserved_special_token_k|>), then the lowest free ids.
+// The tokenizer: tokenizer.json when it is a byte-level BPE (tokenizers/bpe.h), else
+// tokenizer.model (SentencePiece), both re-numbered through RUN/hf/vocab_order.json. Specials the
+// checkpoint lacks (pad, cls, sep, mask; unk in a byte-level BPE) take rows past the tokenizer's
+// end, then unused special tokens (<|reserved_special_token_k|>), then the lowest free ids.
 // Refused, naming the key: another hidden_act, a head_dim other than hidden_size/heads, a
 // sliding window (Mistral's sliding_window, Qwen2's use_sliding_window), biases on some
 // projections but not others in a way model.bias cannot say, a rope_scaling type or key
@@ -34,9 +34,9 @@
 #include <map>
 
 #include "hf/mapping.h"
-#include "text/bpe.h"
-#include "text/tokenizer.h"
-#include "text/vocab_order.h"
+#include "tokenizers/bpe.h"
+#include "tokenizers/tokenizer.h"
+#include "tokenizers/vocab_order.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -82,7 +82,7 @@ LlamaTokenizer tokenizer_of(const Source& s, int64_t V) {
   }
   const std::string order = s.dir() + "/vocab_order.json";  // written by the import
   if (byte_level) {
-    text::BpeTokenizer bpe(json);  // refuses what it cannot run, naming the key
+    tokenizers::BpeTokenizer bpe(json);  // refuses what it cannot run, naming the key
     if (bpe.size() > V)
       throw UserError(
           fmt::format("{}: {} ids, more than config.json's vocab_size {}", json, bpe.size(), V));
@@ -97,7 +97,7 @@ LlamaTokenizer tokenizer_of(const Source& s, int64_t V) {
   } else if (std::filesystem::is_regular_file(spm)) {
     std::vector<int64_t> identity(static_cast<size_t>(V));
     for (int64_t i = 0; i < V; ++i) identity[static_cast<size_t>(i)] = i;
-    text::SpmTokenizer sp(spm, identity);  // refuses a damaged model, naming it
+    tokenizers::SpmTokenizer sp(spm, identity);  // refuses a damaged model, naming it
     for (int32_t i = 0; i < std::min<int64_t>(V, 16); ++i)
       if (sp.piece(i) == "<unk>") t.unk = i;
     t.overrides = {"data.tokenizer.type=spm", "data.tokenizer.model=" + spm,
@@ -120,16 +120,16 @@ std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk,
   std::array<int64_t, 7> ids = {-1, unk, -1, -1, -1, -1, -1};
   std::map<int64_t, std::string> owner;
   if (unk >= 0) owner[unk] = "the tokenizer's unknown token";
-  const std::pair<const char*, int32_t> keys[] = {{"eos_token_id", text::Special::kEos},
-                                                  {"bos_token_id", text::Special::kBos},
-                                                  {"pad_token_id", text::Special::kPad}};
+  const std::pair<const char*, int32_t> keys[] = {{"eos_token_id", tokenizers::Special::kEos},
+                                                  {"bos_token_id", tokenizers::Special::kBos},
+                                                  {"pad_token_id", tokenizers::Special::kPad}};
   for (const auto& [key, slot] : keys) {
     const int64_t id = token_id(s, key);
     if (id < 0) continue;
     if (id >= V)
       throw UserError(fmt::format("{}: {} = {} is outside the vocabulary (vocab_size {})",
                                   s.config_path(), key, id, V));
-    if (id == unk && slot != text::Special::kPad)
+    if (id == unk && slot != tokenizers::Special::kPad)
       throw UserError(
           fmt::format("{}: {} = {} is tokenizer.model's unknown token <unk>: a "
                       "sequence boundary cannot be an unknown character",
@@ -144,7 +144,7 @@ std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk,
         "{}{} shares id {} with {}, as the checkpoint defines them (ropelab's own {} slot takes "
         "an id no text produces)",
         shared.empty() ? "" : "; ", key, id, it->second,
-        slot == text::Special::kBos ? "bos" : "pad");
+        slot == tokenizers::Special::kBos ? "bos" : "pad");
   }
   return ids;
 }
@@ -160,7 +160,7 @@ Mapped map_llama(Source& s) {
                 L = s.get_int("num_hidden_layers"), N = s.get_int("num_attention_heads"),
                 F = s.get_int("intermediate_size"), P = s.get_int("max_position_embeddings");
   const int64_t Nkv = s.get_int("num_key_value_heads", N);
-  if (V < text::Special::kCount) s.unsupported("vocab_size", "too small");
+  if (V < tokenizers::Special::kCount) s.unsupported("vocab_size", "too small");
   if (N <= 0 || D % N != 0) s.unsupported("num_attention_heads", "it does not divide hidden_size");
   if (Nkv <= 0 || N % Nkv != 0)
     s.unsupported("num_key_value_heads", "it does not divide num_attention_heads");
@@ -219,7 +219,8 @@ Mapped map_llama(Source& s) {
   m.vocab = V;
   auto tok = tokenizer_of(s, V);
   std::string shared;
-  m.vocab_order = text::special_first_order(V, llama_specials(s, V, tok.unk, shared), tok.fillers);
+  m.vocab_order =
+      tokenizers::special_first_order(V, llama_specials(s, V, tok.unk, shared), tok.fillers);
   m.overrides = {
       "task.type=clm",
       // The trained context (what --rope-scaling extends); one sequence a batch at that length.
@@ -330,9 +331,9 @@ Exported export_llama(const ExportSource& s) {
   j["initializer_range"] = m.init_std;
   // The checkpoint's own special ids where the run was imported (two may share an id, and
   // eos may be a list), else the tokens at ropelab's.
-  const std::pair<const char*, int32_t> specials[] = {{"bos_token_id", text::Special::kBos},
-                                                      {"eos_token_id", text::Special::kEos},
-                                                      {"pad_token_id", text::Special::kPad}};
+  const std::pair<const char*, int32_t> specials[] = {{"bos_token_id", tokenizers::Special::kBos},
+                                                      {"eos_token_id", tokenizers::Special::kEos},
+                                                      {"pad_token_id", tokenizers::Special::kPad}};
   for (const auto& [key, slot] : specials)
     j[key] = s.origin.is_object() && s.origin.contains(key) ? s.origin[key]
                                                             : nlohmann::json(s.order[slot]);

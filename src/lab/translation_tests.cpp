@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "text/corpus.h"
-#include "text/metrics.h"
+#include "scoring/metrics.h"
+#include "text/lines.h"
 #include "util/fs.h"
 
 namespace ropelab::lab {
@@ -56,7 +56,7 @@ std::string translation_tests(const std::vector<PairedSystem>& systems, const st
   std::string md = "\n## Paired significance on the " + split + " split\n\n";
   if (names.size() >= 2)
     md += std::to_string(refs.size()) + " segments, scored as sacreBLEU." + pooled + " " +
-          text::paired_table(names, hyps, {refs}, text::ScoreOptions{}, true);
+          scoring::paired_table(names, hyps, {refs}, scoring::ScoreOptions{}, true);
   else
     md += "No two runs could be paired.\n";
   for (const auto& n : notes) md += "\n- left out: " + n + "\n";

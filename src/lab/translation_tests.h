@@ -1,6 +1,6 @@
 // Paired significance tests between translation runs on their test-split translations
 // (predictions/SPLIT/translations.txt and references.txt, written by `ropelab eval`), with
-// sacreBLEU's paired bootstrap resampling and approximate randomization (text/metrics.h).
+// sacreBLEU's paired bootstrap resampling and approximate randomization (scoring/metrics.h).
 // `compare` runs them with the first run as the baseline; `ablate` pools each variant's seeds
 // (the same seed of two variants is one pair of translations of the whole test set, so the
 // pooled corpus pairs segment by segment).

@@ -4,13 +4,13 @@
 #include <cmath>
 #include <limits>
 
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace ropelab::model {
 
 namespace {
 
-using text::Special;
+using tokenizers::Special;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // Log-probabilities of the next token for every row, fp32 [R, V]. `seq_RT` holds every row's

@@ -1,11 +1,11 @@
 // The one place that maps a task config to its Task, and the one place a task's setup is read
 // from the whole config (each task keeps only the sections in TaskSetup). A new task adds one
 // case here.
+#include "corpora/builtin.h"
 #include "tasks/glue.h"
 #include "tasks/lm.h"
 #include "tasks/rank.h"
 #include "tasks/translation.h"
-#include "text/builtin.h"
 
 namespace ropelab::tasks {
 
@@ -33,7 +33,7 @@ struct Make {
 };
 }  // namespace
 
-TaskSetup task_setup(const config::Config& c, int64_t vocab, const text::Tokenizer* tok,
+TaskSetup task_setup(const config::Config& c, int64_t vocab, const tokenizers::Tokenizer* tok,
                      int64_t source_vocab) {
   TaskSetup s;
   s.model = c.model;
@@ -44,13 +44,13 @@ TaskSetup task_setup(const config::Config& c, int64_t vocab, const text::Tokeniz
   s.tokenizer = tok;
   s.byte_tokens = c.data.tokenizer.type == config::TokenizerType::kByte;
   if (config::kind_of(c.data.source) == config::DataKind::kGlue)
-    s.glue = text::glue_task_of(c.data);
+    s.glue = corpora::glue_task_of(c.data);
   s.batch_size = c.train.batch_size;
   return s;
 }
 
-std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab, const text::Tokenizer* tok,
-                                int64_t source_vocab) {
+std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
+                                const tokenizers::Tokenizer* tok, int64_t source_vocab) {
   return std::visit(Make{task_setup(c, vocab, tok, source_vocab)}, c.task.opts);
 }
 

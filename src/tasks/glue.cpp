@@ -3,8 +3,8 @@
 #include <spdlog/fmt/fmt.h>
 #include <torch/nn/functional.h>
 
+#include "corpora/builtin.h"
 #include "tasks/glue_metrics.h"
-#include "text/builtin.h"
 #include "util/error.h"
 
 namespace ropelab::tasks {
@@ -18,7 +18,7 @@ torch::Tensor outputs(model::ModelImpl& m, const data::Batch& b) {
 }
 }  // namespace
 
-std::string leaderboard_file(const text::GlueTask& task, const std::string& split) {
+std::string leaderboard_file(const corpora::GlueTask& task, const std::string& split) {
   bool mismatched = split.find("mismatched") != std::string::npos;
   return mismatched && !task.leaderboard_file_mismatched.empty() ? task.leaderboard_file_mismatched
                                                                  : task.leaderboard_file;

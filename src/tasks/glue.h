@@ -12,8 +12,8 @@
 //         (`<Task>.tsv`, `index<TAB>prediction`, label names where GLUE uses them), also for
 //         unlabeled test splits, where it reports no metrics.
 #pragma once
+#include "corpora/glue.h"
 #include "tasks/task.h"
-#include "text/glue.h"
 
 namespace ropelab::tasks {
 
@@ -33,7 +33,7 @@ class GlueTask : public Task {
   // checkpoints on noise. Validation splits of GLUE are small (at most 10k examples but QQP's).
   EvalResult evaluate(model::ModelImpl& m, const data::TokenDataset& ds, const data::BatchStream& s,
                       const EvalOptions& o) const override;
-  const text::GlueTask& glue() const { return s_.glue; }
+  const corpora::GlueTask& glue() const { return s_.glue; }
 
  private:
   // The loss and sums that the head's outputs [B, C] give against the labels.
@@ -43,6 +43,6 @@ class GlueTask : public Task {
 };
 
 // The leaderboard's file name for predictions of `task` on `split` ("CoLA.tsv", "MNLI-m.tsv").
-std::string leaderboard_file(const text::GlueTask& task, const std::string& split);
+std::string leaderboard_file(const corpora::GlueTask& task, const std::string& split);
 
 }  // namespace ropelab::tasks

@@ -89,12 +89,12 @@ double spearman(const std::vector<double>& x, const std::vector<double>& y) {
   return pearson(average_ranks(x), average_ranks(y));
 }
 
-std::map<std::string, double> glue_metrics(const text::GlueTask& task,
+std::map<std::string, double> glue_metrics(const corpora::GlueTask& task,
                                            const std::vector<int64_t>& pred,
                                            const std::vector<int64_t>& gold,
                                            const std::vector<double>& pred_score,
                                            const std::vector<double>& gold_score) {
-  using M = text::GlueMetrics;
+  using M = corpora::GlueMetrics;
   switch (task.metrics) {
     case M::kCorrelation:
       return {{"pearson", pearson(pred_score, gold_score)},
@@ -113,8 +113,8 @@ std::map<std::string, double> glue_metrics(const text::GlueTask& task,
   return {{"acc", accuracy(pred, gold)}};
 }
 
-std::string glue_main_metric(const text::GlueTask& task) {
-  using M = text::GlueMetrics;
+std::string glue_main_metric(const corpora::GlueTask& task) {
+  using M = corpora::GlueMetrics;
   switch (task.metrics) {
     case M::kCorrelation:
       return "spearman";

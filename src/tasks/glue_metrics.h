@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "text/glue.h"
+#include "corpora/glue.h"
 
 namespace ropelab::tasks {
 
@@ -30,7 +30,7 @@ std::vector<double> average_ranks(const std::vector<double>& x);
 // The metrics `task` reports (its GlueMetrics, fixed when the task was looked up), by name:
 // "acc", "f1", "mcc", "pearson", "spearman". Classification tasks pass labels as integers in
 // `gold`/`pred`; regression tasks (STS-B) pass scores in `gold_score`/`pred_score`.
-std::map<std::string, double> glue_metrics(const text::GlueTask& task,
+std::map<std::string, double> glue_metrics(const corpora::GlueTask& task,
                                            const std::vector<int64_t>& pred,
                                            const std::vector<int64_t>& gold,
                                            const std::vector<double>& pred_score,
@@ -38,6 +38,6 @@ std::map<std::string, double> glue_metrics(const text::GlueTask& task,
 // The metric that selects checkpoints and learning rates (the one the paper's Table 2 reports):
 // f1 for MRPC and QQP, spearman for STS-B (and described regression), mcc for CoLA, acc
 // otherwise.
-std::string glue_main_metric(const text::GlueTask& task);
+std::string glue_main_metric(const corpora::GlueTask& task);
 
 }  // namespace ropelab::tasks

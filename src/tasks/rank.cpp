@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "text/builtin.h"
+#include "corpora/builtin.h"
 #include "util/error.h"
 
 namespace ropelab::tasks {

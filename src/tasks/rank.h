@@ -8,8 +8,8 @@
 // The maximum length (task.seq_len) bounds each pair; the longer side is cut first, so each
 // text gets about half of it.
 #pragma once
+#include "corpora/glue.h"
 #include "tasks/task.h"
-#include "text/glue.h"
 
 namespace ropelab::tasks {
 

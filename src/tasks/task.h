@@ -21,11 +21,11 @@
 #include <string>
 
 #include "config/schema.h"
+#include "corpora/glue.h"
 #include "data/batches.h"
 #include "model/model.h"
 #include "tasks/sums.h"
-#include "text/glue.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace ropelab::tasks {
 
@@ -40,9 +40,9 @@ struct TaskSetup {
   int64_t vocab = 0;         // the model's (output) vocabulary
   int64_t source_vocab = 0;  // > 0: translation with a separate source vocabulary
   // The tokenizer of `vocab` (optional): generation tasks turn ids back into text for BLEU.
-  const text::Tokenizer* tokenizer = nullptr;
+  const tokenizers::Tokenizer* tokenizer = nullptr;
   bool byte_tokens = false;  // the byte tokenizer: clm also reports bits per byte
-  text::GlueTask glue;       // glue and rank: the task's layout and metric set
+  corpora::GlueTask glue;    // glue and rank: the task's layout and metric set
   int64_t batch_size = 0;    // train.batch_size: translation's decoding budget
 };
 
@@ -137,9 +137,10 @@ data::StreamOptions stream_options(const TaskSetup& s, bool train, int64_t seq_l
 // back into text for their metrics (without it they report no BLEU); `source_vocab` > 0 gives a
 // translation model separate source embeddings (data.tokenizer.joint: false).
 std::unique_ptr<Task> make_task(const config::Config& c, int64_t vocab,
-                                const text::Tokenizer* tok = nullptr, int64_t source_vocab = 0);
+                                const tokenizers::Tokenizer* tok = nullptr,
+                                int64_t source_vocab = 0);
 // The setup make_task() gives the task (tasks/factory.cpp).
-TaskSetup task_setup(const config::Config& c, int64_t vocab, const text::Tokenizer* tok = nullptr,
-                     int64_t source_vocab = 0);
+TaskSetup task_setup(const config::Config& c, int64_t vocab,
+                     const tokenizers::Tokenizer* tok = nullptr, int64_t source_vocab = 0);
 
 }  // namespace ropelab::tasks

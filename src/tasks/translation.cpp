@@ -5,14 +5,14 @@
 #include <numeric>
 
 #include "dist/world.h"
+#include "scoring/bleu.h"
 #include "tasks/loss.h"
-#include "text/bleu.h"
 #include "util/device.h"
 #include "util/signals.h"
 
 namespace ropelab::tasks {
 
-using text::Special;
+using tokenizers::Special;
 
 TranslationTask::TranslationTask(const TaskSetup& s, const config::TranslationTaskConfig& t)
     : s_(s), t_(t) {}
@@ -112,8 +112,8 @@ EvalResult TranslationTask::evaluate(model::ModelImpl& m, const data::TokenDatas
       }
     }
   }
-  r.metrics["bleu"] = text::corpus_bleu(hyps, {refs}).score;
-  r.metrics["chrf"] = text::corpus_chrf(hyps, {refs});
+  r.metrics["bleu"] = scoring::corpus_bleu(hyps, {refs}).score;
+  r.metrics["chrf"] = scoring::corpus_chrf(hyps, {refs});
   if (o.full) {  // a final evaluation: `eval` keeps the translations for paired tests
     r.predictions = std::move(hyps);
     r.references = std::move(refs);

@@ -3,7 +3,7 @@
 //         (1 - eps - eps/(V-1)) * nll + eps/(V-1) * sum_j -log p_j   (eps = task.label_smoothing)
 //   batches: pairs grouped by length under a token budget (task.max_tokens);
 //   metrics: loss, ppl, acc over target tokens; on validation also bleu and chrf (sacreBLEU's
-//         defaults, text/bleu.h) of greedy translations of the first valid_bleu_sentences
+//         defaults, scoring/bleu.h) of greedy translations of the first valid_bleu_sentences
 //         sentences against their detokenised references; `ropelab eval` decodes the whole
 //         split with beam search instead.
 // RoPE (and every position module) acts in the encoder's and the decoder's self-attention only:

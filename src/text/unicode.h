@@ -1,6 +1,6 @@
 // Unicode properties and normalisation forms for the tokenizers of imported checkpoints
-// (text/wordpiece.h, text/bpe.h), from tables generated out of Python's unicodedata (Unicode
-// 14.0; scripts/gen_unicode_tables.py): the same answers on every platform, whatever its C
+// (tokenizers/wordpiece.h, tokenizers/bpe.h), from tables generated out of Python's unicodedata
+// (Unicode 14.0; scripts/gen_unicode_tables.py): the same answers on every platform, whatever its C
 // library or locale. Torch-free.
 #pragma once
 #include <cstdint>

@@ -4,16 +4,16 @@
 // example it returns has a line number and a label in range.
 #include <cmath>
 
+#include "corpora/glue.h"
 #include "fuzz_util.h"
-#include "text/glue.h"
 #include "util/error.h"
 
 namespace {
-std::vector<ropelab::text::GlueTask> layouts() {
-  std::vector<ropelab::text::GlueTask> out = ropelab::text::glue_tasks();
-  ropelab::text::GlueTask cls{"Mine", false, {"no", "yes"}, true, "text", "other", "", "y"};
-  ropelab::text::GlueTask reg{"Score", true, {}, false, "text", "", "", "score"};
-  ropelab::text::GlueTask rank{"SCM", false, {"B", "C"}, true, "A", "B", "C", "label"};
+std::vector<ropelab::corpora::GlueTask> layouts() {
+  std::vector<ropelab::corpora::GlueTask> out = ropelab::corpora::glue_tasks();
+  ropelab::corpora::GlueTask cls{"Mine", false, {"no", "yes"}, true, "text", "other", "", "y"};
+  ropelab::corpora::GlueTask reg{"Score", true, {}, false, "text", "", "", "score"};
+  ropelab::corpora::GlueTask rank{"SCM", false, {"B", "C"}, true, "A", "B", "C", "label"};
   out.push_back(cls), out.push_back(reg), out.push_back(rank);
   return out;
 }
@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool train = ((data[0] / tasks.size()) % 2) != 0;
   const std::string name = train ? "train.tsv" : "dev.tsv";
   try {
-    auto f = ropelab::text::parse_glue_tsv(fuzz::as_string(data + 1, size - 1), name, task);
+    auto f = ropelab::corpora::parse_glue_tsv(fuzz::as_string(data + 1, size - 1), name, task);
     for (const auto& e : f.examples) {
       if (e.line < 1) fuzz::violated("an example without a line number");
       if (!f.labeled) continue;

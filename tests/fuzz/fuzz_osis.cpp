@@ -4,16 +4,16 @@
 // it).
 #include <algorithm>
 
+#include "corpora/corpus.h"
 #include "fuzz_util.h"
-#include "text/corpus.h"
 #include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in = fuzz::as_string(data, size);
-  (void)ropelab::text::clean_osis_text(in);
+  (void)ropelab::corpora::clean_osis_text(in);
   try {
-    const auto& books = ropelab::text::canonical_books();
-    for (const auto& v : ropelab::text::parse_diatheke_osis(in, "fuzz")) {
+    const auto& books = ropelab::corpora::canonical_books();
+    for (const auto& v : ropelab::corpora::parse_diatheke_osis(in, "fuzz")) {
       if (std::find(books.begin(), books.end(), v.book) == books.end())
         fuzz::violated("a verse of a non-canonical book: " + v.book);
       if (v.chapter < 1 || v.verse < 1) fuzz::violated("a verse numbered below 1: " + v.key());

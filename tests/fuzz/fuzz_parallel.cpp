@@ -2,7 +2,7 @@
 // target) on arbitrary bytes, split at the first NUL into the two files: aligned lines or a
 // UserError, nothing else. Lines hold no line breaks and are valid UTF-8.
 #include "fuzz_util.h"
-#include "text/corpus.h"
+#include "text/lines.h"
 #include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// The translation scorers (text/metrics.h) on arbitrary bytes, split at the first NUL into a
+// The translation scorers (scoring/metrics.h) on arbitrary bytes, split at the first NUL into a
 // hypothesis and a reference segment: every BLEU tokenizer, chrF and chrF++, TER with each
 // normalisation. Properties: no crash and no exception; clipped n-gram matches never exceed the
 // hypothesis's n-grams; BLEU and chrF within [0, 100]; TER's edits at most the two sides' word
@@ -6,10 +6,11 @@
 #include <cmath>
 
 #include "fuzz_util.h"
-#include "text/corpus.h"
-#include "text/metrics.h"
+#include "scoring/metrics.h"
+#include "text/lines.h"
 
 using namespace ropelab::text;
+using namespace ropelab::scoring;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 1024) return 0;  // TER's shift search grows fast with length; short is enough

@@ -1,14 +1,15 @@
-// The tokenizers of imported checkpoints (text/wordpiece.h, text/bpe.h) and the Unicode
+// The tokenizers of imported checkpoints (tokenizers/wordpiece.h, tokenizers/bpe.h) and the Unicode
 // normalisation forms under them, on arbitrary bytes. Properties: no crash and no exception;
 // every id inside the vocabulary; byte-level BPE without a normaliser is lossless on valid UTF-8
 // (decode(encode(text)) == text, added tokens aside); NFD and NFC are idempotent, and NFC of
 // NFD is NFC.
 #include "fuzz_util.h"
-#include "text/bpe.h"
 #include "text/unicode.h"
-#include "text/wordpiece.h"
+#include "tokenizers/bpe.h"
+#include "tokenizers/wordpiece.h"
 
-using namespace ropelab::text;
+using namespace ropelab::tokenizers;
+namespace unicode = ropelab::text::unicode;
 
 namespace {
 const std::string kData = std::string(ROPELAB_FUZZ_DATA);

@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "helpers.h"
-#include "text/metrics.h"
+#include "scoring/metrics.h"
 #include "util/error.h"
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 namespace {
 
 TEST(Bleu, CorpusScoreWithTwoReferenceStreamsMatchesSacrebleu) {
@@ -121,11 +121,11 @@ TEST(Bleu, OptionsMatchSacrebleu) {
   EXPECT_EQ(chrf_signature(1, ChrfOptions{true}),
             "nrefs:1|case:lc|eff:yes|nc:6|nw:0|space:no|version:2.x");
   // Python's str.lower(), its two context rules included.
-  EXPECT_EQ(
-      py_lower("\xce\x9f\xce\x94\xce\x9f\xce\xa3 Stra\xc3\x9f"
-               "e \xc4\xb0stanbul \xce\xa3\xce\x91\xce\xa3 \xce\xa3 \xc3\x80\xc3\x89\xc3\x8e"),
-      "\xce\xbf\xce\xb4\xce\xbf\xcf\x82 stra\xc3\x9f"
-      "e i\xcc\x87stanbul \xcf\x83\xce\xb1\xcf\x82 \xcf\x83 \xc3\xa0\xc3\xa9\xc3\xae");
+  EXPECT_EQ(text::py_lower(
+                "\xce\x9f\xce\x94\xce\x9f\xce\xa3 Stra\xc3\x9f"
+                "e \xc4\xb0stanbul \xce\xa3\xce\x91\xce\xa3 \xce\xa3 \xc3\x80\xc3\x89\xc3\x8e"),
+            "\xce\xbf\xce\xb4\xce\xbf\xcf\x82 stra\xc3\x9f"
+            "e i\xcc\x87stanbul \xcf\x83\xce\xb1\xcf\x82 \xcf\x83 \xc3\xa0\xc3\xa9\xc3\xae");
   EXPECT_THROW(check_tokenizer("ja-mecab"), UserError);
 }
 
@@ -186,4 +186,4 @@ TEST(PairedTable, MarksSignificantAndEqualScores) {
 }
 
 }  // namespace
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

@@ -3,7 +3,7 @@
 // pre-tokenizer regexes through the `regex` module): Llama 3's split with ignore_merges, Qwen2's
 // with NFC, GPT-2's; contractions in any case, digit runs, whitespace runs and newlines,
 // accents (composed and not), CJK, Hangul, emoji, added tokens in the text.
-#include "text/bpe.h"
+#include "tokenizers/bpe.h"
 
 #include <gtest/gtest.h>
 
@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
-#include "text/vocab_order.h"
+#include "tokenizers/vocab_order.h"
 #include "util/error.h"
 #include "util/fs.h"
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 namespace {
 
 const std::string kBpeDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/bpe";
@@ -111,4 +111,4 @@ TEST(Bpe, UnsupportedTokenizersNameTheFileAndTheKey) {
 }
 
 }  // namespace
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

@@ -3,13 +3,13 @@
 #include <filesystem>
 #include <set>
 
+#include "corpora/corpus.h"
+#include "corpora/glue.h"
 #include "data/batches.h"
 #include "data/prepare.h"
 #include "data/tokens.h"
 #include "helpers.h"
-#include "text/corpus.h"
-#include "text/glue.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/h5.h"
@@ -19,7 +19,7 @@ namespace {
 
 using test::TempDir;
 using test::write;
-using text::Special;
+using tokenizers::Special;
 
 // ---- HDF5 token datasets
 
@@ -438,10 +438,10 @@ TEST(Prepare, UserTextIsIdempotentAndErrorsNameTheFile) {
   bad.train = write(d.file("bad.txt"), "fine\nbad \xC3 byte\n");
   expect_error(bad, "bad.txt:2: invalid UTF-8");
   // A dataset made with another tokenizer is refused.
-  text::SpmTrainOptions opt;
+  tokenizers::SpmTrainOptions opt;
   opt.vocab_size = 40;
-  text::train_spm(c.train, d.file("other"), opt);
-  text::SpmTokenizer other(d.file("other.model"));
+  tokenizers::train_spm(c.train, d.file("other"), opt);
+  tokenizers::SpmTokenizer other(d.file("other.model"));
   EXPECT_THROW(data::load_split(p3, "train", other.fingerprint()), UserError);
 }
 

@@ -56,7 +56,7 @@ TEST(GlueMetrics, EachTaskReportsGluesMetrics) {
     for (const auto& [k, v] : m) s += k + " ";
     return s;
   };
-  auto task = [](const char* name) { return text::glue_task(name); };
+  auto task = [](const char* name) { return corpora::glue_task(name); };
   EXPECT_EQ(keys(glue_metrics(task("CoLA"), p, g, {}, {})), "acc mcc ");
   EXPECT_EQ(keys(glue_metrics(task("MRPC"), p, g, {}, {})), "acc f1 ");
   EXPECT_EQ(keys(glue_metrics(task("QQP"), p, g, {}, {})), "acc f1 ");
@@ -70,9 +70,9 @@ TEST(GlueMetrics, EachTaskReportsGluesMetrics) {
   EXPECT_EQ(task("MNLI").leaderboard_file_mismatched, "MNLI-mm.tsv");
   EXPECT_EQ(task("RTE").leaderboard_file, "RTE.tsv");
   // A layout the config describes: by rule (two classes: acc, f1 and mcc; selected by acc).
-  text::GlueTask binary;
+  corpora::GlueTask binary;
   binary.label_names = {"no", "yes"};
-  binary.metrics = text::GlueMetrics::kBinary;
+  binary.metrics = corpora::GlueMetrics::kBinary;
   EXPECT_EQ(keys(glue_metrics(binary, p, g, {}, {})), "acc f1 mcc ");
   EXPECT_EQ(glue_main_metric(binary), "acc");
 }

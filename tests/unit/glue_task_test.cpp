@@ -3,12 +3,12 @@
 // example's row and computes GLUE's metrics from them.
 #include <algorithm>
 
+#include "corpora/builtin.h"
 #include "helpers.h"
 #include "model_helpers.h"
 #include "tasks/glue.h"
 #include "tasks/glue_metrics.h"
-#include "text/builtin.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 #include "util/random.h"
 
 namespace ropelab::tasks {
@@ -138,8 +138,8 @@ TEST(GlueTask, UnlabeledSplitGivesPredictionsOnly) {
   auto r = task.evaluate(*m, ds, *task.stream(ds, false, 16, 8), o);
   EXPECT_TRUE(r.metrics.empty());
   EXPECT_EQ(r.predictions.size(), 5u);
-  EXPECT_EQ(leaderboard_file(text::glue_task("MNLI"), "valid_mismatched"), "MNLI-mm.tsv");
-  EXPECT_EQ(leaderboard_file(text::glue_task("MNLI"), "test"), "MNLI-m.tsv");
+  EXPECT_EQ(leaderboard_file(corpora::glue_task("MNLI"), "valid_mismatched"), "MNLI-mm.tsv");
+  EXPECT_EQ(leaderboard_file(corpora::glue_task("MNLI"), "test"), "MNLI-m.tsv");
 }
 
 // Word order reaches the [CLS] head: with RoPE a tiny encoder learns "does 7 come before 8?"
@@ -204,8 +204,8 @@ TEST(BibleCola, LocalReorderPermutesWordsInASmallWindow) {
   for (int i = 0; i < 12; ++i) w.push_back("w" + std::to_string(i));
   int changed = 0;
   for (uint64_t h = 0; h < 500; ++h) {
-    auto r = text::local_reorder(w, util::mix64(h));
-    EXPECT_EQ(r, text::local_reorder(w, util::mix64(h)));  // deterministic
+    auto r = corpora::local_reorder(w, util::mix64(h));
+    EXPECT_EQ(r, corpora::local_reorder(w, util::mix64(h)));  // deterministic
     auto a = r, b = w;
     std::sort(a.begin(), a.end());
     std::sort(b.begin(), b.end());

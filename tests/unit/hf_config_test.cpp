@@ -15,7 +15,7 @@
 #include "hf/import.h"
 #include "hf/safetensors.h"
 #include "hf_helpers.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "weights/weights.h"
@@ -251,8 +251,8 @@ TEST(HfConfig, SpecialTokensThatShareAnIdAreAccepted) {
   EXPECT_NE(summary.find("bos_token_id shares id 2 with eos_token_id"), std::string::npos)
       << summary;
   auto order = test::vocab_order(d.file("qwen"));
-  EXPECT_EQ(order[text::Special::kEos], 2);
-  EXPECT_NE(order[text::Special::kBos], 2);
+  EXPECT_EQ(order[tokenizers::Special::kEos], 2);
+  EXPECT_NE(order[tokenizers::Special::kBos], 2);
   // The export writes the checkpoint's own ids back.
   export_hf(d.file("qwen"), d.file("qwen-hf"));
   auto back = json::parse(fs::read_file(d.file("qwen-hf/config.json")));
@@ -262,7 +262,7 @@ TEST(HfConfig, SpecialTokensThatShareAnIdAreAccepted) {
   summary = import_hf(kHfDir + "/mistral-v5-default", d.file("mistral"));
   EXPECT_NE(summary.find("pad_token_id shares id 2 with eos_token_id"), std::string::npos)
       << summary;
-  EXPECT_EQ(test::vocab_order(d.file("mistral"))[text::Special::kEos], 2);
+  EXPECT_EQ(test::vocab_order(d.file("mistral"))[tokenizers::Special::kEos], 2);
 
   // Genuine conflicts name the file and the keys: an end of sequence on the unknown token, an
   // id outside the vocabulary.

@@ -20,9 +20,9 @@
 #include "hf/safetensors.h"
 #include "hf_helpers.h"
 #include "tasks/task.h"
-#include "text/bpe.h"
-#include "text/tokenizer.h"
-#include "text/vocab_order.h"
+#include "tokenizers/bpe.h"
+#include "tokenizers/tokenizer.h"
+#include "tokenizers/vocab_order.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "weights/checkpoint.h"
@@ -65,7 +65,7 @@ Outputs run_imported(const std::string& fixture, const test::TempDir& d, Checkpo
 TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
   // BERT: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103; no BOS/EOS, which take the
   // lowest free ids.
-  auto o = text::special_first_order(110, {0, 100, -1, -1, 101, 102, 103});
+  auto o = tokenizers::special_first_order(110, {0, 100, -1, -1, 101, 102, 103});
   ASSERT_EQ(o.size(), 110u);
   EXPECT_EQ((std::vector<int64_t>(o.begin(), o.begin() + 8)),
             (std::vector<int64_t>{0, 100, 1, 2, 101, 102, 103, 3}));
@@ -73,8 +73,8 @@ TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
   std::sort(sorted.begin(), sorted.end());
   for (int64_t i = 0; i < 110; ++i) EXPECT_EQ(sorted[i], i);  // a permutation
   for (size_t i = 8; i + 1 < o.size(); ++i) EXPECT_LT(o[i], o[i + 1]);
-  EXPECT_THROW(text::special_first_order(10, {0, 0, -1, -1, 1, 2, 3}), UserError);
-  EXPECT_THROW(text::special_first_order(10, {0, 1, -1, -1, 2, 3, 10}), UserError);
+  EXPECT_THROW(tokenizers::special_first_order(10, {0, 0, -1, -1, 1, 2, 3}), UserError);
+  EXPECT_THROW(tokenizers::special_first_order(10, {0, 1, -1, -1, 2, 3, 10}), UserError);
 }
 
 TEST(HfImport, MaskedLmClassesGiveTheReferenceLogits) {
@@ -206,7 +206,7 @@ TEST(HfImport, TheRunTokenizesWithTheCheckpointVocabulary) {
   for (auto id : ids) pieces.push_back(tok->piece(id));
   EXPECT_EQ(pieces, (std::vector<std::string>{"let", "there", "be", "light", ",", "[MASK]", "god",
                                               "said", "!"}));
-  EXPECT_EQ(ids[5], text::Special::kMask);
+  EXPECT_EQ(ids[5], tokenizers::Special::kMask);
 
   // A cased checkpoint: do_lower_case false in tokenizer_config.json.
   test::TempDir e;
@@ -271,8 +271,8 @@ TEST(HfImport, LlamaConfigMapsOntoTheDecoder) {
   EXPECT_EQ(yarn.original_len, 256);
   // BOS and EOS from config.json sit at ropelab's ids.
   auto order = vocab_order(d.file("run"));
-  EXPECT_EQ(order[text::Special::kBos], 1);
-  EXPECT_EQ(order[text::Special::kEos], 2);
+  EXPECT_EQ(order[tokenizers::Special::kBos], 1);
+  EXPECT_EQ(order[tokenizers::Special::kEos], 2);
 }
 
 TEST(HfImport, LlamaTokenizersComeAlongRenumbered) {
@@ -291,9 +291,9 @@ TEST(HfImport, LlamaTokenizersComeAlongRenumbered) {
     for (int32_t id : tok->encode(text)) got.push_back(order[static_cast<size_t>(id)]);
     EXPECT_EQ(got, ref["ids"][i].get<std::vector<int64_t>>()) << text;
   }
-  EXPECT_EQ(order[text::Special::kUnk], 0);  // <unk>
-  EXPECT_EQ(order[text::Special::kBos], 1);
-  EXPECT_EQ(order[text::Special::kEos], 2);
+  EXPECT_EQ(order[tokenizers::Special::kUnk], 0);  // <unk>
+  EXPECT_EQ(order[tokenizers::Special::kBos], 1);
+  EXPECT_EQ(order[tokenizers::Special::kEos], 2);
   EXPECT_EQ(tok->decode(tok->encode("In the beginning")), "In the beginning");
 
   // Byte-level BPE (Llama 3's layout, embeddings padded past the tokenizer's 470 ids): the
@@ -303,19 +303,19 @@ TEST(HfImport, LlamaTokenizersComeAlongRenumbered) {
   EXPECT_EQ(cb.data.tokenizer.type, config::TokenizerType::kBpe);
   auto border = vocab_order(d.file("bpe"));
   auto cfg = nlohmann::json::parse(fs::read_file(kHfDir + "/llama-bpe/config.json"));
-  EXPECT_EQ(border[text::Special::kBos], cfg["bos_token_id"].get<int64_t>());
-  EXPECT_EQ(border[text::Special::kEos], cfg["eos_token_id"][0].get<int64_t>());
-  for (int32_t s : {text::Special::kPad, text::Special::kUnk, text::Special::kCls,
-                    text::Special::kSep, text::Special::kMask})
+  EXPECT_EQ(border[tokenizers::Special::kBos], cfg["bos_token_id"].get<int64_t>());
+  EXPECT_EQ(border[tokenizers::Special::kEos], cfg["eos_token_id"][0].get<int64_t>());
+  for (int32_t s : {tokenizers::Special::kPad, tokenizers::Special::kUnk, tokenizers::Special::kCls,
+                    tokenizers::Special::kSep, tokenizers::Special::kMask})
     EXPECT_GE(border[static_cast<size_t>(s)], 470) << s;
   auto btok = data::load_tokenizer(data::plan(cb.data, cb.task.seq_len));
-  text::BpeTokenizer plain(kHfDir + "/llama-bpe/tokenizer.json");
+  tokenizers::BpeTokenizer plain(kHfDir + "/llama-bpe/tokenizer.json");
   const std::string text = "<|begin_of_text|>In the beginning, they're 12345 caf\u00e9!";
   auto ids = btok->encode(text);
   auto want = plain.encode_original(text);
   ASSERT_EQ(ids.size(), want.size());
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(border[static_cast<size_t>(ids[i])], want[i]);
-  EXPECT_EQ(ids[0], text::Special::kBos);
+  EXPECT_EQ(ids[0], tokenizers::Special::kBos);
 
   // Without tokenizer files the import says the run cannot tokenize text.
   auto summary = import_hf(kHfDir + "/llama", d.file("none"));

@@ -5,7 +5,7 @@
 #include "helpers.h"
 #include "model_helpers.h"
 #include "tasks/task.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace ropelab {
 namespace {
@@ -16,8 +16,8 @@ data::TokenDataset synthetic_lm(int64_t vocab) {
   for (int d = 0; d < 4; ++d) {
     std::vector<int32_t> seq;
     for (int t = 0; t < 200; ++t)
-      seq.push_back(text::Special::kCount +
-                    (d * 13 + t * 7 + (t * t) % 11) % (vocab - text::Special::kCount));
+      seq.push_back(tokenizers::Special::kCount +
+                    (d * 13 + t * 7 + (t * t) % 11) % (vocab - tokenizers::Special::kCount));
     ds.lm().text.push(seq);
   }
   return ds;

@@ -8,7 +8,7 @@
 
 #include "helpers.h"
 #include "tensor_helpers.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 #include "util/platform.h"
 
 namespace ropelab {
@@ -92,16 +92,16 @@ TEST(Platform, SentencePieceWorksBesideLibtorch) {
     corpus += "In the beginning God created the heaven and the earth " + std::to_string(i % 17) +
               ".\nAnd the earth was without form, and void.\n";
   auto input = test::write(d.file("corpus.txt"), corpus);
-  text::SpmTrainOptions opt;
+  tokenizers::SpmTrainOptions opt;
   opt.vocab_size = 60;
-  text::train_spm(input, d.file("tok"), opt);
-  text::SpmTokenizer tok(d.file("tok.model"));
+  tokenizers::train_spm(input, d.file("tok"), opt);
+  tokenizers::SpmTokenizer tok(d.file("tok.model"));
   auto t = torch::ones({2, 2});  // libtorch alive in the same process
   auto ids = tok.encode("And the earth was void.");
   ASSERT_FALSE(ids.empty());
-  for (auto id : ids) EXPECT_GE(id, text::Special::kCount);
+  for (auto id : ids) EXPECT_GE(id, tokenizers::Special::kCount);
   EXPECT_EQ(tok.decode(ids), "And the earth was void.");
-  EXPECT_EQ(tok.piece(text::Special::kMask), "[MASK]");
+  EXPECT_EQ(tok.piece(tokenizers::Special::kMask), "[MASK]");
   EXPECT_EQ((t * 2).sum().item<float>(), 8.0f);
 }
 

@@ -11,11 +11,11 @@
 #include <sstream>
 
 #include "helpers.h"
-#include "text/corpus.h"
-#include "text/metrics.h"
+#include "scoring/metrics.h"
+#include "text/lines.h"
 #include "util/fs.h"
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 namespace {
 
 struct Expected {
@@ -73,12 +73,12 @@ Set load_set(const std::string& name) {
   Set s;
   const std::string dir = test::source_dir() + "/tests/data/sacrebleu/";
   for (int k = 0; k < 3; ++k) {
-    s.systems.push_back(read_lines(dir + name + ".sys" + std::to_string(k) + ".txt"));
-    for (auto& line : s.systems.back()) line = py_rstrip(line);  // as sacreBLEU reads systems
+    s.systems.push_back(text::read_lines(dir + name + ".sys" + std::to_string(k) + ".txt"));
+    for (auto& line : s.systems.back()) line = text::py_rstrip(line);  // as sacreBLEU reads systems
   }
   for (int r = 0; r < 2; ++r) {
     std::string path = dir + name + ".ref" + std::to_string(r) + ".txt";
-    if (std::filesystem::exists(path)) s.refs.push_back(read_lines(path));
+    if (std::filesystem::exists(path)) s.refs.push_back(text::read_lines(path));
   }
   return s;
 }
@@ -148,4 +148,4 @@ TEST(SacrebleuConformance, EveryOptionScoresAndSignsAsSacrebleu) {
 }
 
 }  // namespace
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

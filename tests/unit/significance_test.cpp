@@ -6,9 +6,9 @@
 
 #include <cmath>
 
-#include "text/significance.h"
+#include "scoring/significance.h"
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 namespace {
 
 TEST(NumpyRng, RawDrawsMatchNumpy) {
@@ -99,4 +99,4 @@ TEST(PairedTests, EstimateCiUsesTheOrderStatistics) {
 }
 
 }  // namespace
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

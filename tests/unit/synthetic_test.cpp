@@ -46,7 +46,7 @@ std::vector<std::string> words(const std::string& s) {
 TEST(Synthetic, TokenizerRoundTrips) {
   EXPECT_EQ(tok.decode(tok.encode("a b > b a")), "a b > b a");
   EXPECT_EQ(tok.encode("k3 v127 What ?").size(), 4u);
-  EXPECT_EQ(tok.encode("nonsense")[0], text::Special::kUnk);
+  EXPECT_EQ(tok.encode("nonsense")[0], tokenizers::Special::kUnk);
   EXPECT_EQ(tok.piece(tok.id("yellow")), "yellow");
   // 7 specials, 10 digits, 26 letters, 128 keys, 128 values, 6 separators, 21 words.
   EXPECT_EQ(tok.vocab_size(), 7 + 10 + 26 + 256 + 6 + 21);
@@ -56,8 +56,8 @@ TEST(Synthetic, CopyAndReverseFormats) {
   for (auto src : {DataSource::kSyntheticCopy, DataSource::kSyntheticReverse}) {
     auto e = syn::generate(src, 5, 42, Split::kTrain);
     ASSERT_EQ(e.tokens.size(), 2 * 5 + 3u);
-    EXPECT_EQ(e.tokens.front(), text::Special::kBos);
-    EXPECT_EQ(e.tokens.back(), text::Special::kEos);
+    EXPECT_EQ(e.tokens.front(), tokenizers::Special::kBos);
+    EXPECT_EQ(e.tokens.back(), tokenizers::Special::kEos);
     auto w = words(text_of(e));  // specials dropped: x1..x5 > y1..y5
     ASSERT_EQ(w.size(), 11u);
     EXPECT_EQ(w[5], ">");

@@ -3,9 +3,10 @@
 #include <map>
 #include <set>
 
+#include "corpora/corpus.h"
+#include "corpora/glue.h"
 #include "helpers.h"
-#include "text/corpus.h"
-#include "text/glue.h"
+#include "text/lines.h"
 #include "util/error.h"
 
 namespace ropelab {
@@ -29,7 +30,7 @@ TEST(Corpus, ParsesOsisKeysJoinsWordsDropsHeadings) {
       "<w>Apocrypha</w> text.\n"
       "I John 1:1: ¶ That which was from the beginning .\n"
       "(engWEB2015eb)\n";
-  auto v = text::parse_diatheke_osis(osis, "sample");
+  auto v = corpora::parse_diatheke_osis(osis, "sample");
   ASSERT_EQ(v.size(), 4u);
   EXPECT_EQ(v[0].key(), "Genesis 1:1");
   EXPECT_EQ(v[0].text, "In the beginning, God created the heavens.");
@@ -40,22 +41,22 @@ TEST(Corpus, ParsesOsisKeysJoinsWordsDropsHeadings) {
       "LORD, how are they increased! you are cursed above all livestock, and above every animal.");
   EXPECT_EQ(v[3].book, "I John");  // not "John"; Tobit (not canonical) dropped
   EXPECT_EQ(v[3].text, "That which was from the beginning.");
-  EXPECT_THROW(text::parse_diatheke_osis("nothing here", "x"), UserError);
+  EXPECT_THROW(corpora::parse_diatheke_osis("nothing here", "x"), UserError);
   // Found by fuzzing: chapter or verse 0 (SWORD's introduction slots) is not a verse.
-  auto intro = text::parse_diatheke_osis(
+  auto intro = corpora::parse_diatheke_osis(
       "Genesis 1:0: <w>Introduction</w>\nGenesis 0:0: Book intro\nGenesis 1:1: <w>In</w>\n", "x");
   ASSERT_EQ(intro.size(), 1u);
   EXPECT_EQ(intro[0].key(), "Genesis 1:1");
   // Found by fuzzing: a number too long for a chapter is text, not a key (it overflowed stoi).
-  auto big = text::parse_diatheke_osis("Genesis 1:1: a Genesis 17777777777777:0: b\n", "x");
+  auto big = corpora::parse_diatheke_osis("Genesis 1:1: a Genesis 17777777777777:0: b\n", "x");
   ASSERT_EQ(big.size(), 1u);
   EXPECT_EQ(big[0].text, "a Genesis 17777777777777:0: b");
 }
 
 TEST(Corpus, SplitsAreByBookAndCoverTheCanon) {
   std::map<std::string, int> n;
-  for (const auto& b : text::canonical_books()) n[text::split_of_book(b)]++;
-  EXPECT_EQ(text::canonical_books().size(), 66u);
+  for (const auto& b : corpora::canonical_books()) n[corpora::split_of_book(b)]++;
+  EXPECT_EQ(corpora::canonical_books().size(), 66u);
   EXPECT_EQ(n["valid"], 6);
   EXPECT_EQ(n["test"], 5);
   EXPECT_EQ(n["train"], 55);
@@ -138,17 +139,17 @@ TEST(Glue, ReadsAllNineLayouts) {
     std::string dir = d.file(c.task);
     std::filesystem::create_directories(dir);
     auto f = write(dir + "/" + c.file, c.text);
-    auto gf = text::read_glue_tsv(f, text::glue_task(c.task));
+    auto gf = corpora::read_glue_tsv(f, corpora::glue_task(c.task));
     ASSERT_EQ(gf.examples.size(), c.n) << c.task << " " << c.file;
     EXPECT_EQ(gf.examples[0].a, c.a0) << c.task;
     EXPECT_EQ(gf.examples[0].b, c.b0) << c.task;
     EXPECT_FLOAT_EQ(gf.examples[0].label, c.label0) << c.task;
-    tasks.insert(text::glue_task(c.task).name);
+    tasks.insert(corpora::glue_task(c.task).name);
   }
   EXPECT_EQ(tasks.size(), 9u);
-  EXPECT_EQ(text::glue_file_name(text::glue_task("mnli"), "dev"), "dev_matched.tsv");
-  EXPECT_EQ(text::glue_task("sst2").name, "SST-2");
-  EXPECT_THROW(text::glue_task("squad"), UserError);
+  EXPECT_EQ(corpora::glue_file_name(corpora::glue_task("mnli"), "dev"), "dev_matched.tsv");
+  EXPECT_EQ(corpora::glue_task("sst2").name, "SST-2");
+  EXPECT_THROW(corpora::glue_task("squad"), UserError);
 }
 
 TEST(Glue, BadRowsNameFileAndLine) {
@@ -157,7 +158,7 @@ TEST(Glue, BadRowsNameFileAndLine) {
   auto f = write(d.file("rte.tsv"),
                  "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tonly two\n");
   try {
-    text::read_glue_tsv(f, text::glue_task("RTE"));
+    corpora::read_glue_tsv(f, corpora::glue_task("RTE"));
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("rte.tsv:3: expected 4 tab-separated columns, found 2"),
@@ -165,26 +166,26 @@ TEST(Glue, BadRowsNameFileAndLine) {
         << e.what();
   }
   auto g = write(d.file("bad_label.tsv"), "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n");
-  EXPECT_THROW(text::read_glue_tsv(g, text::glue_task("RTE")), UserError);
+  EXPECT_THROW(corpora::read_glue_tsv(g, corpora::glue_task("RTE")), UserError);
   // QQP's train file: malformed rows are skipped and counted, as reference loaders do.
   auto q = write(
       d.file("QQP/train.tsv"),
       "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\ta?\tb?\t0\n2\t3\tbroken row\n");
-  auto gf = text::read_glue_tsv(q, text::glue_task("QQP"));
+  auto gf = corpora::read_glue_tsv(q, corpora::glue_task("QQP"));
   EXPECT_EQ(gf.examples.size(), 1u);
   EXPECT_EQ(gf.skipped_rows, 1);
 }
 
 TEST(Glue, DescribedLayoutsFindTheirColumnsByHeaderName) {
   TempDir d;
-  text::GlueTask t;
+  corpora::GlueTask t;
   t.name = "reviews", t.label_names = {"neg", "pos"}, t.pair = true;
   t.col_a = "title", t.col_b = "body", t.col_label = "stars";
   // Extra columns in any order; a CRLF file; the label names map to their positions.
   auto f = write(d.file("train.tsv"),
                  "id\tstars\tbody\tuser\ttitle\r\n7\tpos\tgreat read\tu1\tA book\r\n"
                  "8\tneg\tdull\tu2\tAnother\r\n");
-  auto gf = text::read_glue_tsv(f, t);
+  auto gf = corpora::read_glue_tsv(f, t);
   ASSERT_EQ(gf.examples.size(), 2u);
   EXPECT_TRUE(gf.labeled);
   EXPECT_EQ(gf.examples[0].a, "A book");
@@ -195,11 +196,11 @@ TEST(Glue, DescribedLayoutsFindTheirColumnsByHeaderName) {
   EXPECT_EQ(gf.examples[1].line, 3);
   // A test file without the label column reads as unlabeled.
   auto u = write(d.file("test.tsv"), "title\tbody\nX\tY\n");
-  EXPECT_FALSE(text::read_glue_tsv(u, t).labeled);
+  EXPECT_FALSE(corpora::read_glue_tsv(u, t).labeled);
   // A missing text column names the file, the line and the column.
   auto bad = write(d.file("bad.tsv"), "title\tstars\nX\tpos\n");
   try {
-    text::read_glue_tsv(bad, t);
+    corpora::read_glue_tsv(bad, t);
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.tsv:1: no column 'body' in the header"),
@@ -209,7 +210,7 @@ TEST(Glue, DescribedLayoutsFindTheirColumnsByHeaderName) {
   // An unknown label names its line; so does a short row.
   auto lab = write(d.file("lab.tsv"), "title\tbody\tstars\nX\tY\tpos\nX\tY\tmeh\n");
   try {
-    text::read_glue_tsv(lab, t);
+    corpora::read_glue_tsv(lab, t);
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("lab.tsv:3: label 'meh' is not one of: neg, pos"),
@@ -219,13 +220,13 @@ TEST(Glue, DescribedLayoutsFindTheirColumnsByHeaderName) {
   // Regression: the label is a number.
   t.label_names.clear(), t.regression = true;
   auto reg = write(d.file("reg.tsv"), "title\tbody\tstars\nX\tY\t4.5\n");
-  EXPECT_FLOAT_EQ(text::read_glue_tsv(reg, t).examples[0].label, 4.5f);
+  EXPECT_FLOAT_EQ(corpora::read_glue_tsv(reg, t).examples[0].label, 4.5f);
   // strtof reads "nan" and "inf", which would reach the loss and the Pearson/Spearman metrics
   // (found while writing the fuzz target's finite-label property, tests/fuzz/fuzz_glue_tsv.cpp).
   for (const char* label : {"nan", "-inf", "1e99"}) {
     std::string body = std::string("title\tbody\tstars\nX\tY\t") + label + "\n";
     try {
-      text::parse_glue_tsv(body, "scores.tsv", t);
+      corpora::parse_glue_tsv(body, "scores.tsv", t);
       FAIL() << label;
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find("scores.tsv:2: label '" + std::string(label) +
@@ -238,20 +239,21 @@ TEST(Glue, DescribedLayoutsFindTheirColumnsByHeaderName) {
 
 TEST(Glue, RankingLayoutRoundTripsThroughItsWriter) {
   TempDir d;
-  text::GlueTask t;
+  corpora::GlueTask t;
   t.name = "scm", t.label_names = {"B", "C"}, t.pair = true;
   t.col_a = "A", t.col_b = "B", t.col_c = "C", t.col_label = "label";
-  std::vector<text::GlueExample> ex(2);
+  std::vector<corpora::GlueExample> ex(2);
   ex[0].a = "a0", ex[0].b = "b0", ex[0].c = "c0", ex[0].label = 0;
   ex[1].a = "a1", ex[1].b = "b1", ex[1].c = "c1", ex[1].label = 1;
-  auto text = text::write_glue_tsv(t, ex, true);
+  auto text = corpora::write_glue_tsv(t, ex, true);
   EXPECT_EQ(text, "A\tB\tC\tlabel\na0\tb0\tc0\tB\na1\tb1\tc1\tC\n");
-  auto back = text::read_glue_tsv(write(d.file("dev.tsv"), text), t);
+  auto back = corpora::read_glue_tsv(write(d.file("dev.tsv"), text), t);
   ASSERT_EQ(back.examples.size(), 2u);
   EXPECT_EQ(back.examples[1].c, "c1");
   EXPECT_EQ(back.examples[1].label, 1.0f);
   // Unlabeled: an index column and no label.
-  EXPECT_EQ(text::write_glue_tsv(t, ex, false), "index\tA\tB\tC\n0\ta0\tb0\tc0\n1\ta1\tb1\tc1\n");
+  EXPECT_EQ(corpora::write_glue_tsv(t, ex, false),
+            "index\tA\tB\tC\n0\ta0\tb0\tc0\n1\ta1\tb1\tc1\n");
 }
 
 }  // namespace

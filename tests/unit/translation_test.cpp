@@ -8,12 +8,12 @@
 #include "model_helpers.h"
 #include "tasks/translation.h"
 #include "tensor_helpers.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace ropelab::tasks {
 namespace {
 
-using text::Special;
+using tokenizers::Special;
 
 config::Config mt_config(const std::string& pos = "rope") {
   config::Config c;

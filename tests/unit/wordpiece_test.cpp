@@ -2,7 +2,7 @@
 // (an independent Python implementation of Hugging Face's fast BertTokenizer on Python's
 // Unicode database): accents, CJK, emoji, whitespace runs, control characters, special tokens
 // in the text, over-long and uncoverable words, in all four option settings.
-#include "text/wordpiece.h"
+#include "tokenizers/wordpiece.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 namespace {
 
 const std::string kWordPieceDir = std::string(ROPELAB_SOURCE_DIR) + "/tests/data/wordpiece";
@@ -96,4 +96,4 @@ TEST(WordPiece, BadVocabulariesNameTheFile) {
 }
 
 }  // namespace
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

@@ -1,21 +1,21 @@
-#include "text/bpe.h"
+#include "tokenizers/bpe.h"
 
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "text/unicode.h"
-#include "text/vocab_order.h"
+#include "tokenizers/vocab_order.h"
 #include "util/error.h"
 #include "util/fs.h"
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 
 namespace {
 
-using unicode::is_letter;
-using unicode::is_number;
-using unicode::is_white_space;
+using text::unicode::is_letter;
+using text::unicode::is_number;
+using text::unicode::is_white_space;
 
 // The regexes as tokenizer.json writes them.
 const char* const kGpt2Pattern =
@@ -109,9 +109,9 @@ const ByteAlphabet& bytes() {
 }  // namespace
 
 std::vector<std::string> bpe_pre_tokenize(const std::string& text, BpeSplit split) {
-  auto cps = unicode::decode_utf8(text);
+  auto cps = text::unicode::decode_utf8(text);
   std::vector<std::string> out;
-  for (auto [a, b] : split_cps(cps, split)) out.push_back(unicode::encode_utf8(cps, a, b));
+  for (auto [a, b] : split_cps(cps, split)) out.push_back(text::unicode::encode_utf8(cps, a, b));
   return out;
 }
 
@@ -267,7 +267,7 @@ void BpeTokenizer::encode_piece(const std::string& piece, std::vector<int32_t>& 
   std::vector<std::string> sym;
   std::string whole;
   for (unsigned char b : piece) {
-    std::string s = unicode::encode_utf8({alpha.to_cp[b]});
+    std::string s = text::unicode::encode_utf8({alpha.to_cp[b]});
     whole += s;
     sym.push_back(std::move(s));
   }
@@ -299,9 +299,10 @@ std::vector<int32_t> BpeTokenizer::encode_original(const std::string& text) cons
   std::vector<int32_t> ids;
   auto plain = [&](size_t from, size_t to) {
     if (to <= from) return;
-    auto cps = unicode::decode_utf8(text.substr(from, to - from));
-    if (nfc_) cps = unicode::nfc(cps);
-    for (auto [a, b] : split_cps(cps, split_)) encode_piece(unicode::encode_utf8(cps, a, b), ids);
+    auto cps = text::unicode::decode_utf8(text.substr(from, to - from));
+    if (nfc_) cps = text::unicode::nfc(cps);
+    for (auto [a, b] : split_cps(cps, split_))
+      encode_piece(text::unicode::encode_utf8(cps, a, b), ids);
   };
   size_t start = 0;
   for (size_t i = 0; i < text.size();) {
@@ -346,12 +347,12 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
       if (!added->special) out += added->content;
       continue;
     }
-    for (uint32_t c : unicode::decode_utf8(p)) {
+    for (uint32_t c : text::unicode::decode_utf8(p)) {
       auto it = alpha.to_byte.find(c);
       if (it != alpha.to_byte.end()) out += static_cast<char>(it->second);
     }
   }
-  return unicode::encode_utf8(unicode::decode_utf8(out));  // invalid bytes -> U+FFFD
+  return text::unicode::encode_utf8(text::unicode::decode_utf8(out));  // invalid bytes -> U+FFFD
 }
 
 std::string BpeTokenizer::piece(int32_t r) const {
@@ -360,4 +361,4 @@ std::string BpeTokenizer::piece(int32_t r) const {
   return id < size() ? pieces_[static_cast<size_t>(id)] : "<unused>";
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

@@ -1,4 +1,4 @@
-#include "text/bleu.h"
+#include "scoring/bleu.h"
 
 #include <locale.h>
 #include <algorithm>
@@ -10,10 +10,10 @@
 #include <cwctype>
 #include <map>
 
-#include "text/corpus.h"
+#include "text/lines.h"
 #include "util/error.h"
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 
 namespace {
 
@@ -94,7 +94,7 @@ std::string mteval_split_numbers(const std::string& padded) {
 namespace {
 // The regular-expression part that 13a and zh share (sacreBLEU's TokenizerRegexp).
 std::string tokenize_re(const std::string& line) {
-  return py_squeeze(mteval_split_numbers(mteval_pad_punct(line)));
+  return text::py_squeeze(mteval_split_numbers(mteval_pad_punct(line)));
 }
 
 // sacreBLEU's zh tokenizer's "Chinese characters". Its table writes two supplementary-plane
@@ -124,14 +124,14 @@ std::vector<std::string> segment_refs(const std::vector<std::vector<std::string>
 
 std::string tokenize_13a(const std::string& line_in) {
   std::string line = line_in;
-  replace_all(line, "<skipped>", "");
-  replace_all(line, "-\n", "");
-  replace_all(line, "\n", " ");
+  text::replace_all(line, "<skipped>", "");
+  text::replace_all(line, "-\n", "");
+  text::replace_all(line, "\n", " ");
   if (line.find('&') != std::string::npos) {
-    replace_all(line, "&quot;", "\"");
-    replace_all(line, "&amp;", "&");
-    replace_all(line, "&lt;", "<");
-    replace_all(line, "&gt;", ">");
+    text::replace_all(line, "&quot;", "\"");
+    text::replace_all(line, "&amp;", "&");
+    text::replace_all(line, "&lt;", "<");
+    text::replace_all(line, "&gt;", ">");
   }
   return tokenize_re(" " + line + " ");
 }
@@ -176,23 +176,23 @@ std::vector<uint32_t> pair_pass(const std::vector<uint32_t>& s, F first, G secon
 std::string tokenize_intl(const std::string& line) {
   auto not_number = [](uint32_t c) { return !in_class(kNumber, c); };
   auto punct = [](uint32_t c) { return in_class(kPunct, c); };
-  auto cps = pair_pass(code_points(line), not_number, punct, false, true);  // (\P{N})(\p{P})
-  cps = pair_pass(cps, punct, not_number, true, false);                     // (\p{P})(\P{N})
+  auto cps = pair_pass(text::code_points(line), not_number, punct, false, true);  // (\P{N})(\p{P})
+  cps = pair_pass(cps, punct, not_number, true, false);                           // (\p{P})(\P{N})
   std::string out;
   for (uint32_t c : cps) {  // (\p{S})
     bool symbol = in_class(kSymbol, c);
     if (symbol) out += ' ';
-    append_utf8(out, c);
+    text::append_utf8(out, c);
     if (symbol) out += ' ';
   }
-  return py_squeeze(out);
+  return text::py_squeeze(out);
 }
 
 std::string tokenize_zh(const std::string& line) {
   std::string spaced;
-  for (uint32_t c : code_points(py_strip(line))) {
+  for (uint32_t c : text::code_points(text::py_strip(line))) {
     if (zh_char(c)) spaced += ' ';
-    append_utf8(spaced, c);
+    text::append_utf8(spaced, c);
     if (zh_char(c)) spaced += ' ';
   }
   return tokenize_re(spaced);
@@ -209,15 +209,15 @@ namespace {
 // A segment as sacreBLEU's BLEU sees it: lowercased (optionally), right-stripped, tokenized,
 // split on whitespace.
 std::vector<std::string> bleu_tokens(const std::string& line, const BleuOptions& o) {
-  std::string s = py_rstrip(o.lowercase ? py_lower(line) : line);
-  if (o.tokenize == "13a") return py_split(tokenize_13a(s));
-  if (o.tokenize == "none") return py_split(s);
-  if (o.tokenize == "zh") return py_split(tokenize_zh(s));
-  if (o.tokenize == "intl") return py_split(tokenize_intl(s));
+  std::string s = text::py_rstrip(o.lowercase ? text::py_lower(line) : line);
+  if (o.tokenize == "13a") return text::py_split(tokenize_13a(s));
+  if (o.tokenize == "none") return text::py_split(s);
+  if (o.tokenize == "zh") return text::py_split(tokenize_zh(s));
+  if (o.tokenize == "intl") return text::py_split(tokenize_intl(s));
   if (o.tokenize == "char") {  // every character a token; the spaces between them split away
     std::vector<std::string> out;
-    for (uint32_t c : code_points(s))
-      if (!py_space(c)) out.emplace_back(), append_utf8(out.back(), c);
+    for (uint32_t c : text::code_points(s))
+      if (!text::py_space(c)) out.emplace_back(), text::append_utf8(out.back(), c);
     return out;
   }
   check_tokenizer(o.tokenize);
@@ -315,8 +315,8 @@ using Grams = std::map<std::u32string, double>;
 
 void char_ngrams(const std::string& s, std::vector<Grams>& out) {
   std::u32string chars;
-  for (uint32_t c : code_points(s))
-    if (!py_space(c)) chars += static_cast<char32_t>(c);
+  for (uint32_t c : text::code_points(s))
+    if (!text::py_space(c)) chars += static_cast<char32_t>(c);
   for (size_t n = 1; n <= kCharOrder; ++n) {
     out.emplace_back();
     for (size_t i = 0; i + n <= chars.size(); ++i) out.back()[chars.substr(i, n)] += 1;
@@ -328,8 +328,8 @@ void char_ngrams(const std::string& s, std::vector<Grams>& out) {
 bool chrf_punct(uint32_t c) { return c < 0x80 && std::ispunct(static_cast<int>(c)) != 0; }
 void word_ngrams(const std::string& s, int order, std::vector<Grams>& out) {
   std::vector<std::u32string> words;
-  for (const auto& w : py_split(s)) {
-    auto cps = code_points(w);
+  for (const auto& w : text::py_split(s)) {
+    auto cps = text::code_points(w);
     std::u32string u(cps.begin(), cps.end());
     if (u.size() == 1) {
       words.push_back(u);
@@ -352,7 +352,7 @@ void word_ngrams(const std::string& s, int order, std::vector<Grams>& out) {
 }
 
 std::vector<Grams> chrf_ngrams(const std::string& line, const ChrfOptions& o) {
-  std::string s = o.lowercase ? py_lower(line) : line;
+  std::string s = o.lowercase ? text::py_lower(line) : line;
   std::vector<Grams> g;
   char_ngrams(s, g);
   if (o.word_order > 0) word_ngrams(s, o.word_order, g);
@@ -425,4 +425,4 @@ std::string chrf_signature(size_t nrefs, const ChrfOptions& o) {
          "|eff:yes|nc:6|nw:" + std::to_string(o.word_order) + "|space:no|version:2.x";
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

@@ -1,13 +1,13 @@
-#include "text/metrics.h"
+#include "scoring/metrics.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <set>
 
-#include "text/corpus.h"
+#include "text/lines.h"
 #include "util/error.h"
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 
 namespace {
 
@@ -89,7 +89,7 @@ std::string with_fields(const std::string& sig, const std::string& fields) {
 // Markdown.
 std::string render(const std::vector<std::vector<std::string>>& rows, bool md) {
   std::vector<size_t> width(rows.at(0).size(), 0);
-  auto len = [](const std::string& s) { return code_points(s).size(); };
+  auto len = [](const std::string& s) { return text::code_points(s).size(); };
   for (const auto& r : rows)
     for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], len(r[c]));
   std::string out;
@@ -128,7 +128,7 @@ std::vector<std::vector<std::string>> load_refs(const std::vector<std::string>& 
                                                 const std::string& hyp_path, size_t lines) {
   std::vector<std::vector<std::string>> refs;
   for (const auto& p : ref_paths) {
-    refs.push_back(read_lines(p));
+    refs.push_back(text::read_lines(p));
     if (refs.back().size() != lines)
       throw UserError(p + ": has " + std::to_string(refs.back().size()) + " lines but " + hyp_path +
                       " has " + std::to_string(lines) +
@@ -267,10 +267,10 @@ Scored score_files(const std::vector<std::string>& hyp_paths,
         "systems on corpus scores)");
   std::vector<std::vector<std::string>> systems;
   for (const auto& p : hyp_paths) {
-    systems.push_back(read_lines(p));
+    systems.push_back(text::read_lines(p));
     if (systems.back().empty()) throw UserError(p + ": no segments (the file is empty)");
     // sacreBLEU reads each system's lines right-stripped.
-    for (auto& line : systems.back()) line = py_rstrip(line);
+    for (auto& line : systems.back()) line = text::py_rstrip(line);
     if (systems.back().size() != systems[0].size())
       throw UserError(p + ": has " + std::to_string(systems.back().size()) + " lines but " +
                       hyp_paths[0] + " has " + std::to_string(systems[0].size()) +
@@ -308,4 +308,4 @@ Scored score_files(const std::vector<std::string>& hyp_paths,
   return out;
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

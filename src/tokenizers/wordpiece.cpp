@@ -1,4 +1,4 @@
-#include "text/wordpiece.h"
+#include "tokenizers/wordpiece.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,17 +7,19 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 
 namespace {
 
-using unicode::decode_utf8;
-using unicode::encode_utf8;
+using text::unicode::decode_utf8;
+using text::unicode::encode_utf8;
 
-bool is_control(uint32_t c) { return c != '\t' && c != '\n' && c != '\r' && unicode::is_other(c); }
+bool is_control(uint32_t c) {
+  return c != '\t' && c != '\n' && c != '\r' && text::unicode::is_other(c);
+}
 bool is_punct(uint32_t c) {
   return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
-         (c >= 123 && c <= 126) || unicode::is_punctuation(c);
+         (c >= 123 && c <= 126) || text::unicode::is_punctuation(c);
 }
 // The CJK Unified Ideographs blocks, as Hugging Face's BertNormalizer lists them.
 bool is_cjk(uint32_t c) {
@@ -32,7 +34,7 @@ std::vector<uint32_t> normalize_cps(const std::vector<uint32_t>& in, const WordP
   a.reserve(in.size());
   for (uint32_t c : in) {
     if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-    if (unicode::is_white_space(c)) c = ' ';
+    if (text::unicode::is_white_space(c)) c = ' ';
     if (is_cjk(c)) {
       a.insert(a.end(), {' ', c, ' '});
     } else {
@@ -40,13 +42,13 @@ std::vector<uint32_t> normalize_cps(const std::vector<uint32_t>& in, const WordP
     }
   }
   if (o.strip_accents) {
-    a = unicode::nfd(a);
-    a.erase(std::remove_if(a.begin(), a.end(), unicode::is_nonspacing_mark), a.end());
+    a = text::unicode::nfd(a);
+    a.erase(std::remove_if(a.begin(), a.end(), text::unicode::is_nonspacing_mark), a.end());
   }
   if (o.lowercase) {
     std::vector<uint32_t> l;
     l.reserve(a.size());
-    for (uint32_t c : a) unicode::append_lower(c, l);
+    for (uint32_t c : a) text::unicode::append_lower(c, l);
     a = std::move(l);
   }
   return a;
@@ -58,7 +60,7 @@ std::vector<std::string> pre_tokenize_cps(const std::vector<uint32_t>& cps) {
   size_t start = 0;
   for (size_t i = 0; i <= cps.size(); ++i) {
     const bool end = i == cps.size();
-    if (end || unicode::is_white_space(cps[i]) || is_punct(cps[i])) {
+    if (end || text::unicode::is_white_space(cps[i]) || is_punct(cps[i])) {
       if (i > start) words.push_back(encode_utf8(cps, start, i));
       if (!end && is_punct(cps[i])) words.push_back(encode_utf8(cps, i, i + 1));
       start = i + 1;
@@ -200,4 +202,4 @@ std::string WordPieceTokenizer::piece(int32_t id) const {
   return pieces_[static_cast<size_t>(id)];
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 
 struct TerOptions {
   bool case_sensitive = false, normalized = false, no_punct = false, asian_support = false;
@@ -38,4 +38,4 @@ std::vector<double> ter_stats(const std::string& hyp, const std::vector<std::str
 double ter_from(const std::vector<double>& summed);  // 0..100 (and beyond)
 std::string ter_signature(size_t nrefs, const TerOptions& o = {});
 
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

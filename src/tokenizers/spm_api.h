@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 
 class SpmBackend {
  public:
@@ -26,7 +26,7 @@ class SpmBackend {
   virtual int piece_to_id(const std::string& piece) const = 0;  // unk id when absent
 };
 
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers
 
 // The module's one exported symbol.
-extern "C" ropelab::text::SpmBackend* ropelab_spm_create();
+extern "C" ropelab::tokenizers::SpmBackend* ropelab_spm_create();

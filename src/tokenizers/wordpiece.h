@@ -18,17 +18,17 @@
 // the details.
 //
 // ids: vocab.txt's line numbers re-numbered so that [PAD] [UNK] [CLS] [SEP] [MASK] sit at
-// ropelab's special ids (text::special_first_order); vocab_order() maps back. Torch-free.
+// ropelab's special ids (tokenizers::special_first_order); vocab_order() maps back. Torch-free.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "text/tokenizer.h"
-#include "text/vocab_order.h"
+#include "tokenizers/tokenizer.h"
+#include "tokenizers/vocab_order.h"
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 
 struct WordPieceOptions {
   bool lowercase = true;
@@ -71,4 +71,4 @@ class WordPieceTokenizer final : public Tokenizer {
   std::string fingerprint_;
 };
 
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

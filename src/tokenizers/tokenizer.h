@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 
 // Fixed special ids (SentencePiece models trained by ropelab use the same ones).
 struct Special {
@@ -40,8 +40,8 @@ class ByteTokenizer final : public Tokenizer {
 class SpmBackend;
 
 // A SentencePiece model. Trained by ropelab, its ids are ropelab's own. Another model (an
-// imported checkpoint's tokenizer.model) comes with `order` (text::special_first_order: ropelab
-// id r is the model's id order[r]), through which every id is re-numbered.
+// imported checkpoint's tokenizer.model) comes with `order` (tokenizers::special_first_order:
+// ropelab id r is the model's id order[r]), through which every id is re-numbered.
 class SpmTokenizer final : public Tokenizer {
  public:
   // UserError if it cannot load, or (without `order`) lacks ropelab's special ids.
@@ -77,4 +77,4 @@ std::string spm_module_path();
 // Opens the module and creates a backend; UserError with a hint if the module is missing.
 std::unique_ptr<SpmBackend> make_spm_backend();
 
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

@@ -27,7 +27,7 @@
 
 #include "text/pystr.h"
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 
 // sacreBLEU's tokenizers 13a, zh and intl (the input is one segment).
 std::string tokenize_13a(const std::string& line_in);
@@ -87,4 +87,4 @@ double corpus_chrf(const std::vector<std::string>& hyps,
 std::string chrf_name(const ChrfOptions& o = {});  // chrF2, chrF2++ for word order 2
 std::string chrf_signature(size_t nrefs, const ChrfOptions& o = {});
 
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

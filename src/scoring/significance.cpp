@@ -1,10 +1,10 @@
-#include "text/significance.h"
+#include "scoring/significance.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 
 namespace {
 
@@ -236,4 +236,4 @@ PairedResult paired_randomization(const SegmentStats& base, const SegmentStats& 
   return r;
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "config/schema.h"
-#include "text/glue.h"
+#include "corpora/glue.h"
 
-namespace ropelab::text {
+namespace ropelab::corpora {
 
 // Exports a built-in corpus as text files under `dir` (skipped when up to date): train/valid/
 // test .txt (bible-en), .en/.es (bible-en-es), or a GLUE task directory (bible-mrpc/-sst2).
@@ -47,4 +47,4 @@ constexpr size_t ranking_words() { return 200; }
 // span of 2-3 words moved 1-3 words away. The result may equal the input (repeated words).
 std::vector<std::string> local_reorder(std::vector<std::string> words, uint64_t h);
 
-}  // namespace ropelab::text
+}  // namespace ropelab::corpora

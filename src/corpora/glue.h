@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace ropelab::text {
+namespace ropelab::corpora {
 
 // The metrics a task reports over a whole split, fixed when the task is looked up: GLUE's own
 // choice for its nine tasks, a rule for a layout the config describes (tasks/glue_metrics.h).
@@ -72,4 +72,4 @@ std::string glue_file_name(const GlueTask& task, const std::string& split);
 std::string write_glue_tsv(const GlueTask& task, const std::vector<GlueExample>& examples,
                            bool with_labels);
 
-}  // namespace ropelab::text
+}  // namespace ropelab::corpora

@@ -1,4 +1,4 @@
-#include "text/vocab_order.h"
+#include "tokenizers/vocab_order.h"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -6,7 +6,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 
 std::vector<int64_t> special_first_order(int64_t vocab, std::array<int64_t, 7> specials,
                                          const std::vector<int64_t>& fillers) {
@@ -69,4 +69,4 @@ std::vector<int32_t> invert_order(const std::vector<int64_t>& order) {
   return inv;
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

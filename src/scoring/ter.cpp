@@ -1,4 +1,4 @@
-#include "text/ter.h"
+#include "scoring/ter.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <limits>
 #include <tuple>
 
-#include "text/bleu.h"
+#include "scoring/bleu.h"
 #include "text/pystr.h"
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 
 namespace {
 
@@ -24,13 +24,13 @@ bool in(uint32_t c, uint32_t lo, uint32_t hi) { return c >= lo && c <= hi; }
 template <typename Pred>
 std::string pad_chars(const std::string& s, Pred pick) {
   std::string out;
-  for (uint32_t c : code_points(s)) {
+  for (uint32_t c : text::code_points(s)) {
     if (pick(c)) {
       out += ' ';
-      append_utf8(out, c);
+      text::append_utf8(out, c);
       out += ' ';
     } else {
-      append_utf8(out, c);
+      text::append_utf8(out, c);
     }
   }
   return out;
@@ -39,8 +39,8 @@ std::string pad_chars(const std::string& s, Pred pick) {
 template <typename Pred>
 std::string drop_chars(const std::string& s, Pred pick) {
   std::string out;
-  for (uint32_t c : code_points(s))
-    if (!pick(c)) append_utf8(out, c);
+  for (uint32_t c : text::code_points(s))
+    if (!pick(c)) text::append_utf8(out, c);
   return out;
 }
 
@@ -55,14 +55,14 @@ bool full_width_punct(uint32_t c) {
 
 // Tercom's normalisation of Western text (the mteval rules plus possessives).
 std::string normalize_western(std::string s) {
-  replace_all(s, "\n-", "");
-  replace_all(s, "\n", " ");
-  replace_all(s, "&quot;", "\"");
-  replace_all(s, "&amp;", "&");
-  replace_all(s, "&lt;", "<");
-  replace_all(s, "&gt;", ">");
+  text::replace_all(s, "\n-", "");
+  text::replace_all(s, "\n", " ");
+  text::replace_all(s, "&quot;", "\"");
+  text::replace_all(s, "&amp;", "&");
+  text::replace_all(s, "&lt;", "<");
+  text::replace_all(s, "&gt;", ">");
   std::string padded = mteval_pad_punct(" " + s + " ");
-  replace_all(padded, "'s ", " 's ");
+  text::replace_all(padded, "'s ", " 's ");
   if (padded.size() >= 2 && padded.compare(padded.size() - 2, 2, "'s") == 0)
     padded.insert(padded.size() - 2, " ");
   padded = mteval_split_numbers(padded);
@@ -222,7 +222,7 @@ std::pair<int64_t, std::vector<std::string>> best_shift(const std::vector<std::s
 
 std::string tercom_tokenize(const std::string& sent_in, const TerOptions& o) {
   if (sent_in.empty()) return "";
-  std::string s = o.case_sensitive ? sent_in : py_lower(sent_in);
+  std::string s = o.case_sensitive ? sent_in : text::py_lower(sent_in);
   if (o.normalized) {
     s = normalize_western(s);
     if (o.asian_support) s = normalize_asian(s);
@@ -235,7 +235,7 @@ std::string tercom_tokenize(const std::string& sent_in, const TerOptions& o) {
     if (o.asian_support)
       s = drop_chars(s, [](uint32_t c) { return asian_punct(c) || full_width_punct(c); });
   }
-  return py_squeeze(s);
+  return text::py_squeeze(s);
 }
 
 std::pair<double, double> translation_edit_rate(const std::vector<std::string>& hyp,
@@ -256,13 +256,13 @@ std::pair<double, double> translation_edit_rate(const std::vector<std::string>& 
 
 std::vector<double> ter_stats(const std::string& hyp, const std::vector<std::string>& refs,
                               const TerOptions& o) {
-  auto h = py_split(tercom_tokenize(py_rstrip(hyp), o));
+  auto h = text::py_split(tercom_tokenize(text::py_rstrip(hyp), o));
   double best = std::numeric_limits<double>::infinity(), ref_lengths = 0;
   for (const auto& r : refs) {
     // sacreBLEU tokenizes each reference twice (when it caches the references, and again when
     // it splits them into words); only the normalisation's possessive rule sees a difference.
-    auto twice = tercom_tokenize(py_rstrip(tercom_tokenize(py_rstrip(r), o)), o);
-    auto [edits, len] = translation_edit_rate(h, py_split(twice));
+    auto twice = tercom_tokenize(text::py_rstrip(tercom_tokenize(text::py_rstrip(r), o)), o);
+    auto [edits, len] = translation_edit_rate(h, text::py_split(twice));
     ref_lengths += len;
     best = std::min(best, edits);
   }
@@ -282,4 +282,4 @@ std::string ter_signature(size_t nrefs, const TerOptions& o) {
          "|asian:" + yn(o.asian_support) + "|version:2.x";
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

@@ -2,11 +2,11 @@
 // statistics, and the score of summed statistics), its corpus and sentence scores, and its paired
 // significance tests between systems, with sacreBLEU's signatures.
 //
-//   BLEU  text/bleu.h    [correct 1-4, total 1-4, hyp length, ref length]
-//   chrF  text/bleu.h    [hyp, ref, match] per order: characters 1-6, then words (chrF++)
-//   TER   text/ter.h     [edits, average reference length]
+//   BLEU  scoring/bleu.h    [correct 1-4, total 1-4, hyp length, ref length]
+//   chrF  scoring/bleu.h    [hyp, ref, match] per order: characters 1-6, then words (chrF++)
+//   TER   scoring/ter.h     [edits, average reference length]
 //
-// The statistics of every segment are what the paired tests resample (text/significance.h).
+// The statistics of every segment are what the paired tests resample (scoring/significance.h).
 // Torch-free.
 #pragma once
 #include <cstdint>
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "text/bleu.h"
-#include "text/significance.h"
-#include "text/ter.h"
+#include "scoring/bleu.h"
+#include "scoring/significance.h"
+#include "scoring/ter.h"
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 
 struct ScoreOptions {
   std::vector<std::string> metrics = {"bleu", "chrf"};  // bleu, chrf, ter (in this order)
@@ -78,4 +78,4 @@ std::string paired_table(const std::vector<std::string>& names,
                          const std::vector<std::vector<std::string>>& refs, const ScoreOptions& o,
                          bool md);
 
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

@@ -13,7 +13,7 @@
 //      one token, as Llama 3 asks).
 //
 // \s is Unicode's White_Space, \p{L} and \p{N} the letter and number categories (text/unicode.h).
-// Ids: tokenizer.json's, re-numbered through `order` where given (text::special_first_order;
+// Ids: tokenizer.json's, re-numbered through `order` where given (tokenizers::special_first_order;
 // the order may be longer than the tokenizer when the checkpoint pads its embeddings).
 // Torch-free.
 #pragma once
@@ -22,9 +22,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 
 // The pre-tokeniser regexes ropelab runs.
 enum class BpeSplit { kGpt2, kLlama3, kQwen2 };
@@ -70,4 +70,4 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<int32_t> to_ropelab_;
 };
 
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

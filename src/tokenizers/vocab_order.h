@@ -1,13 +1,13 @@
 // Vocabularies that ropelab did not make (an imported checkpoint's tokenizer) re-numbered onto
-// ropelab's fixed special ids (text::Special), so that every task finds [PAD], [CLS], [MASK]...
-// where it expects them. Torch-free.
+// ropelab's fixed special ids (tokenizers::Special), so that every task finds [PAD], [CLS],
+// [MASK]... where it expects them. Torch-free.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 
 // The re-numbering of a vocabulary that was not made by ropelab (an imported checkpoint's):
 // ropelab's 7 special ids first, each taking the vocabulary's id given in `specials` (pad, unk,
@@ -26,4 +26,4 @@ std::vector<int64_t> read_vocab_order(const std::string& path);
 // The inverse: the vocabulary's id -> ropelab's id.
 std::vector<int32_t> invert_order(const std::vector<int64_t>& order);
 
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

@@ -1,4 +1,4 @@
-#include "text/builtin.h"
+#include "corpora/builtin.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,13 +7,13 @@
 #include <filesystem>
 #include <map>
 
-#include "text/corpus.h"
-#include "text/glue.h"
+#include "corpora/corpus.h"
+#include "corpora/glue.h"
 #include "util/fs.h"
 #include "util/progress.h"
 #include "util/random.h"
 
-namespace ropelab::text {
+namespace ropelab::corpora {
 
 namespace {
 
@@ -342,4 +342,4 @@ std::string builtin_glue_task(config::DataSource source) {
   return "";
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::corpora

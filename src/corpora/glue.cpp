@@ -1,4 +1,4 @@
-#include "text/glue.h"
+#include "corpora/glue.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-namespace ropelab::text {
+namespace ropelab::corpora {
 
 const std::vector<GlueTask>& glue_tasks() {
   using M = GlueMetrics;
@@ -241,4 +241,4 @@ std::string write_glue_tsv(const GlueTask& task, const std::vector<GlueExample>&
   return os.str();
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::corpora

@@ -1,4 +1,4 @@
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 #include <dlfcn.h>
 
@@ -7,13 +7,13 @@
 #include <filesystem>
 #include <mutex>
 
-#include "text/spm_api.h"
-#include "text/vocab_order.h"
+#include "tokenizers/spm_api.h"
+#include "tokenizers/vocab_order.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/platform.h"
 
-namespace ropelab::text {
+namespace ropelab::tokenizers {
 
 // ---- byte-level
 
@@ -154,4 +154,4 @@ void train_spm(const std::string& input, const std::string& prefix, const SpmTra
   }
 }
 
-}  // namespace ropelab::text
+}  // namespace ropelab::tokenizers

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace ropelab::text {
+namespace ropelab::scoring {
 
 // numpy.random.default_rng(seed) for a non-negative integer seed.
 class NumpyRng {
@@ -74,4 +74,4 @@ PairedResult paired_bootstrap(const SegmentStats& base, const SegmentStats& sys,
 PairedResult paired_randomization(const SegmentStats& base, const SegmentStats& sys,
                                   const ScoreFn& score, int n, uint64_t seed);
 
-}  // namespace ropelab::text
+}  // namespace ropelab::scoring

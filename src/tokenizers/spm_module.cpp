@@ -7,11 +7,11 @@
 
 #include <memory>
 
-#include "text/spm_api.h"
+#include "tokenizers/spm_api.h"
 
 namespace {
 
-class Backend final : public ropelab::text::SpmBackend {
+class Backend final : public ropelab::tokenizers::SpmBackend {
  public:
   bool train(const std::string& args, const std::string& log_path, std::string* err) override {
     // SentencePiece trains with LOG(INFO) lines on stderr: send them to a log file.
@@ -70,6 +70,7 @@ class Backend final : public ropelab::text::SpmBackend {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) ropelab::text::SpmBackend* ropelab_spm_create() {
+extern "C" __attribute__((visibility("default"))) ropelab::tokenizers::SpmBackend*
+ropelab_spm_create() {
   return new Backend();  // NOLINT: ownership passes to the caller
 }
