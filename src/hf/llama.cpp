@@ -67,14 +67,14 @@ struct LlamaTokenizer {
 
 LlamaTokenizer tokenizer_of(const Source& s, int64_t V) {
   LlamaTokenizer t;
-  const std::string json = s.dir() + "/tokenizer.json", spm = s.dir() + "/tokenizer.model";
+  const std::string json_file = s.dir() + "/tokenizer.json", spm = s.dir() + "/tokenizer.model";
   bool byte_level = false;
-  if (std::filesystem::is_regular_file(json)) {
+  if (std::filesystem::is_regular_file(json_file)) {
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(fs::read_file(json));
+      j = nlohmann::json::parse(fs::read_file(json_file));
     } catch (const nlohmann::json::exception& e) {
-      throw UserError(json + ": not valid JSON (" + e.what() + ")");
+      throw UserError(json_file + ": not valid JSON (" + e.what() + ")");
     }
     const nlohmann::json model = j.is_object() ? j.value("model", nlohmann::json()) : nullptr;
     byte_level = model.is_object() && model.value("type", std::string()) == "BPE" &&
@@ -82,17 +82,17 @@ LlamaTokenizer tokenizer_of(const Source& s, int64_t V) {
   }
   const std::string order = s.dir() + "/vocab_order.json";  // written by the import
   if (byte_level) {
-    tokenizers::BpeTokenizer bpe(json);  // refuses what it cannot run, naming the key
+    tokenizers::BpeTokenizer bpe(json_file);  // refuses what it cannot run, naming the key
     if (bpe.size() > V)
-      throw UserError(
-          fmt::format("{}: {} ids, more than config.json's vocab_size {}", json, bpe.size(), V));
+      throw UserError(fmt::format("{}: {} ids, more than config.json's vocab_size {}", json_file,
+                                  bpe.size(), V));
     for (int64_t i = bpe.size(); i < V; ++i) t.fillers.push_back(i);
     std::vector<int64_t> unused;
     for (const auto& a : bpe.added_tokens())
       if (a.special) unused.push_back(a.id);
     std::sort(unused.begin(), unused.end());
     t.fillers.insert(t.fillers.end(), unused.begin(), unused.end());
-    t.overrides = {"data.tokenizer.type=bpe", "data.tokenizer.model=" + json,
+    t.overrides = {"data.tokenizer.type=bpe", "data.tokenizer.model=" + json_file,
                    "data.tokenizer.vocab_order=" + order};
   } else if (std::filesystem::is_regular_file(spm)) {
     std::vector<int64_t> identity(static_cast<size_t>(V));

@@ -48,17 +48,23 @@ MatmulRate measure_matmul(int n, int repeats);
 // T tokens (PaLM's accounting; see above).
 double train_step_flops(const config::Config& c, int64_t B, int64_t T);
 
+// The sections of a bench run, in the order they run.
+enum class BenchSection { kMachine, kTrain, kPositions, kAttention, kDecode, kData };
+// The bench configs (configs/bench/NAME.yaml): the CPU shapes of the LM (whose figures the goals
+// are about; the other sections use it), MLM and translation, and lm-large (d=1024, 12 layers,
+// seq 2048: the GPU shape).
+enum class BenchModel { kLm, kMlm, kTranslation, kLmLarge };
+
 struct BenchOptions {
-  std::string configs_dir = "configs/bench";  // lm.yaml, mlm.yaml, translation.yaml
+  std::string configs_dir = "configs/bench";  // NAME.yaml for each BenchModel
   std::string out_dir = "runs/bench";         // bench.json and bench.md
-  std::vector<std::string> sections;          // empty = all
-  // The training section's models: lm, mlm, translation (the CPU bench shapes) and lm-large
-  // (d=1024, 12 layers, seq 2048: the GPU shape).
-  std::vector<std::string> models{"lm", "mlm", "translation"};
-  std::vector<std::string> precisions{"fp32", "bf16"};  // the training section's
-  std::vector<std::string> overrides;                   // applied to every bench config
-  int steps = 5;                                        // timed steps per measurement (+1 warm-up)
-  int rounds = 2;  // interleaved rounds of the training section
+  std::vector<BenchSection> sections;         // empty = all
+  // The training section's models and precisions.
+  std::vector<BenchModel> models{BenchModel::kLm, BenchModel::kMlm, BenchModel::kTranslation};
+  std::vector<config::Precision> precisions{config::Precision::kFp32, config::Precision::kBf16};
+  std::vector<std::string> overrides;  // applied to every bench config
+  int steps = 5;                       // timed steps per measurement (+1 warm-up)
+  int rounds = 2;                      // interleaved rounds of the training section
   bool compare_pytorch = false;
   // More PyTorch columns: Debian roots holding another release's PyTorch (built by
   // scripts/pytorch_root.sh), run with chroot. /usr/bin/python3's PyTorch is always a column.
@@ -73,7 +79,8 @@ struct BenchOptions {
   int64_t attention_tokens = 8192;  // tokens per step in the attention section
   std::vector<int64_t> decode_lengths{64, 256, 1024, 2048};
 };
-// Runs the sections, prints the table, writes OUT/bench.json and OUT/bench.md.
+// Runs the sections, prints the table, writes OUT/bench.json and OUT/bench.md
+// (lab/bench_run.cpp).
 void run_bench(const BenchOptions& o);
 
 // What one child measures.
@@ -88,4 +95,7 @@ std::string bench_point(BenchPoint point, const std::string& config_file,
 
 namespace ropelab::config {
 ROPELAB_ENUM_NAMES(lab::BenchPoint, "matmul", "train", "decode", "data");
-}
+ROPELAB_ENUM_NAMES(lab::BenchSection, "machine", "train", "positions", "attention", "decode",
+                   "data");
+ROPELAB_ENUM_NAMES(lab::BenchModel, "lm", "mlm", "translation", "lm-large");
+}  // namespace ropelab::config

@@ -34,8 +34,10 @@ void open_data(Run& r, DataUse use) {
   r.data.emplace(r.plan, r.threads, /*prepare=*/false);
 }
 
-// The task, with the data's vocabulary and tokenizer where the use reads data.
+// The task, with the data's vocabulary and tokenizer where the use reads data. A new run that
+// reads none (the bench's synthetic batches) takes data.tokenizer.vocab_size.
 void make_task(Run& r) {
+  if (!r.data && r.vocab == 0) r.vocab = r.config.data.tokenizer.vocab_size;
   if (r.data) {
     r.vocab = r.data->vocab_size();
     r.source_vocab = r.data->source_vocab_size();

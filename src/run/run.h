@@ -28,7 +28,8 @@ namespace ropelab::run {
 enum class DataUse {
   kPrepare,  // prepare what is out of date (a data-parallel run: rank 0 prepares, the rest wait)
   kOpen,     // open what exists (UserError with a HINT if it was never prepared)
-  kNone,     // no data: the vocabulary comes from the checkpoint (a probe generates its own)
+  kNone,     // no data: the vocabulary comes from the checkpoint (a probe generates its own), or
+             // for a new run from data.tokenizer.vocab_size (the bench's synthetic batches)
 };
 
 struct Run {

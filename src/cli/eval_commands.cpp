@@ -1,0 +1,167 @@
+// The `ropelab` subcommands `eval`, `probe`, `compare` and `ablate`: a trained run measured, runs
+// compared (eval/, lab/).
+#include "cli/command.h"
+
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "eval/evaluate.h"
+#include "lab/compare.h"
+#include "lab/probe.h"
+#include "util/error.h"
+#include "util/signals.h"
+
+namespace ropelab::cli {
+
+namespace {
+
+int cmd_eval() {
+  auto report = eval::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens,
+                                   !g.use_latest, g.rope_scaling, !g.no_save);
+  std::cout << eval::format_eval(report);
+  return 0;
+}
+
+int cmd_probe() {
+  lab::ProbeOptions o;
+  if (!g.multipliers.empty()) {
+    o.multipliers.clear();
+    std::stringstream ss(g.multipliers);
+    for (std::string item; std::getline(ss, item, ',');) {
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != item.size() || v < 1 || v > 1024)
+        throw UserError("--multipliers: '" + item +
+                        "' is not a whole number in [1, 1024] (expected e.g. 1,2,4,8)");
+      o.multipliers.push_back(v);
+    }
+  }
+  o.examples = g.probe_examples;
+  o.eval_tokens = g.max_tokens;
+  o.plot = !g.no_plots;
+  for (const auto& run : g.runs) {
+    auto r = lab::probe_run(run, o);
+    std::cout << lab::probe_markdown(r) << "wrote " << run << "/probe.md\n\n";
+  }
+  return 0;
+}
+
+int cmd_compare() {
+  lab::CompareOptions o;
+  o.out_dir = g.out.empty() ? "." : g.out;
+  o.target_loss = g.target_loss;
+  o.smoothing = g.smooth;
+  o.plots = !g.no_plots;
+  lab::compare_runs(g.runs, o);
+  return 0;
+}
+
+int cmd_ablate() {
+  lab::ablate(g.file, !g.no_plots, g.seeds);
+  return signals::stop_requested() ? 143 : 0;
+}
+
+}  // namespace
+
+// `eval`, `probe`, `compare` and `ablate`.
+void register_evaluation(CLI::App& app) {
+  add(
+      app, "eval",
+      "Evaluate a trained run: loss and perplexity on a split, and with --lengths the same model\n"
+      "at other context lengths (length extrapolation; 'n/a' beyond a learned table). Writes\n"
+      "RUN/eval-SPLIT.json, holding the run's lock; --no-save only prints, and works while the\n"
+      "run trains.",
+      [](CLI::App& sub) {
+        sub.add_option("run", g.file, "run directory")->required();
+        sub.add_option("--split", g.split,
+                       "valid or test (MNLI also valid_mismatched and test_mismatched)")
+            ->capture_default_str();
+        sub.add_option("--lengths", g.lengths,
+                       "comma-separated context lengths, e.g. 128,256,512,1024");
+        sub.add_option("--max-tokens", g.max_tokens, "tokens evaluated per length")
+            ->capture_default_str();
+        sub.add_flag("--latest", g.use_latest, "use the newest checkpoint instead of the best one");
+        sub.add_option("--rope-scaling", g.rope_scaling,
+                       "METHOD:FACTOR: evaluate a RoPE model with a context-extension method it "
+                       "was not trained with (linear, ntk, dynamic, yarn, llama3; e.g. yarn:4); "
+                       "writes eval-SPLIT-rope-METHOD-FACTOR.json");
+        sub.add_flag("--no-save", g.no_save,
+                     "print the report only: write nothing into the run (no lock needed)");
+      },
+      cmd_eval);
+  add(
+      app, "probe",
+      "The length-generalisation card of trained runs (train short, test long). A synthetic-*\n"
+      "run (task answer): teacher-forced exact match of whole answers on fresh test examples\n"
+      "at 1x, 2x, 4x, 8x its training size (column m: sizes in (m L/2, m L]; passkey: prompts\n"
+      "of m L tokens, the key at depths 0, 0.25, 0.5, 0.75, 1). A clm or mlm run: validation\n"
+      "perplexity at 1x-8x its training length, the same tokens at each. Writes RUN/probe.md,\n"
+      "probe.json and probe.png; `ropelab compare` and experiments with `probe: true` set the\n"
+      "cards of several runs side by side.",
+      [](CLI::App& sub) {
+        sub.add_option("runs", g.runs, "run directories")->required();
+        sub.add_option("--multipliers", g.multipliers,
+                       "comma-separated multiples of the training size (default 1,2,4,8)");
+        sub.add_option("--examples", g.probe_examples,
+                       "synthetic runs: examples per column (passkey: per column and depth)")
+            ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+            ->capture_default_str();
+        sub.add_option("--max-tokens", g.max_tokens, "text runs: tokens evaluated per length")
+            ->capture_default_str();
+        sub.add_flag("--no-plots", g.no_plots, "no probe.png");
+      },
+      cmd_probe);
+  add(
+      app, "compare",
+      "Compare runs side by side: a table (terminal and OUT/compare.md) of position module,\n"
+      "parameters, final/best validation loss, every other validation metric the runs logged\n"
+      "(perplexity, accuracy, bits per byte, ...), steps and tokens to a target loss, tokens/s;\n"
+      "and PNG loss curves by step and by tokens (OUT/loss_by_*.png). Runs that were probed\n"
+      "(`ropelab probe`) also get their length-generalisation cards side by side (OUT/card.md,\n"
+      "card.png). Translation runs evaluated on their test split (`ropelab eval RUN --split\n"
+      "test` keeps the translations) get sacreBLEU's paired bootstrap and approximate\n"
+      "randomization tests against the first run.",
+      [](CLI::App& sub) {
+        sub.add_option("runs", g.runs, "run directories")->required();
+        sub.add_option("--out", g.out, "output directory (default: current directory)");
+        sub.add_option("--target-loss", g.target_loss,
+                       "report steps/tokens to reach this validation loss");
+        sub.add_option("--smooth", g.smooth, "EMA smoothing of the train curves (0 = none)")
+            ->check(CLI::Range(0.0, 0.99))
+            ->capture_default_str();
+        sub.add_flag("--no-plots", g.no_plots, "tables only");
+      },
+      cmd_compare);
+  add(
+      app, "ablate",
+      "Run an experiment: train every variant of a base config (same data order and seed;\n"
+      "finished variants are skipped, interrupted ones resumed; one killed hard before its\n"
+      "first checkpoint is started over, its old metrics kept as .restart-N), then compare\n"
+      "them. With a sweep (`settings:` and/or `seeds:`), every variant x setting x seed is\n"
+      "trained and sweep.md reports each variant's best setting as mean +- std over seeds; with\n"
+      "`tasks:` (e.g. several GLUE tasks) all of that runs once per task and sweep.md has one\n"
+      "table per variant with a row per task. With `probe: true`, every run is probed\n"
+      "afterwards and card.md sets the cards side by side, mean +- std over seeds with paired\n"
+      "tests. A translation experiment with `test: true` adds sacreBLEU's paired tests of each\n"
+      "variant's test translations (seeds pooled) against the baseline. Every run's values\n"
+      "(best validation metric, test metrics) also go to OUT_DIR/NAME/results.json for scripts\n"
+      "(scripts/reproduce_summary.py).",
+      [](CLI::App& sub) {
+        sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
+        sub.add_flag("--no-plots", g.no_plots, "tables only");
+        sub.add_option("--seeds", g.seeds,
+                       "train every variant (x setting) with seeds 1..N, replacing the "
+                       "experiment's `seeds:`; sweep.md then adds 95% intervals and paired "
+                       "t-tests against `baseline:` (default: the first variant)")
+            ->check(CLI::Range(1, 1000));
+      },
+      cmd_ablate);
+}
+
+}  // namespace ropelab::cli

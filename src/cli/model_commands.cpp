@@ -1,0 +1,121 @@
+// The `ropelab` subcommands `export`, `import-hf`, `config` and `info`: weights in and out
+// (eval/export.h, hf/), a config read back, the machine.
+#include "cli/command.h"
+
+#include <iostream>
+
+#include "cli/sysinfo.h"
+#include "config/loader.h"
+#include "eval/export.h"
+#include "hf/export.h"
+#include "hf/import.h"
+#include "run/run.h"
+#include "util/error.h"
+
+namespace ropelab::cli {
+
+namespace {
+
+int cmd_export() {
+  std::cout << (g.format == "hf"
+                    ? hf::export_hf(g.file, g.out,
+                                    g.hf_v4 ? hf::HfConfigForm::kV4 : hf::HfConfigForm::kV5)
+                    : eval::export_weights(g.file, g.out))
+            << "\n";
+  return 0;
+}
+
+int cmd_import_hf() {
+  std::cout << hf::import_hf(g.file, g.out, g.overrides, g.allow_unknown_keys) << "\n";
+  return 0;
+}
+
+int cmd_config() {
+  if (g.schema) {
+    std::cout << config::schema();
+    return 0;
+  }
+  if (g.file.empty()) throw UserError("config: give a config file, or --schema");
+  auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
+  run::plan_of(c);  // what the data decides (the synthetic sources' bounds)
+  std::cout << config::dump(c);
+  return 0;
+}
+
+int cmd_info() {
+  std::cout << sysinfo::report();
+  return 0;
+}
+
+}  // namespace
+
+// `export`, `import-hf`, `config` and `info`.
+void register_models(CLI::App& app) {
+  add(
+      app, "export",
+      "Export a trained model's weights to HDF5 (--format h5: every tensor under its module\n"
+      "path, the config as attributes, for Python/h5py), or as a Hugging Face checkpoint\n"
+      "directory (--format hf: config.json, model.safetensors, the tokenizer's files) for\n"
+      "BertForMaskedLM / BertForSequenceClassification, the RoFormer ones, LlamaForCausalLM and\n"
+      "Qwen2ForCausalLM. A model no such class computes exactly is refused, naming the difference.",
+      [](CLI::App& sub) {
+        sub.add_option("source", g.file,
+                       "run directory (hf: its best checkpoint) or checkpoint "
+                       "directory")
+            ->required();
+        sub.add_option("--out", g.out, "output .h5 file, or new directory for --format hf")
+            ->required();
+        sub.add_option("--format", g.format, "h5 or hf")
+            ->check(CLI::IsMember({"h5", "hf"}))
+            ->capture_default_str();
+        sub.add_flag("--hf-v4", g.hf_v4,
+                     "hf: write config.json's RoPE settings as transformers 4 did (rope_theta, "
+                     "rope_scaling), which 4.x and 5 read; the default is transformers 5's "
+                     "rope_parameters, which 4.x ignores");
+      },
+      cmd_export);
+  add(
+      app, "import-hf",
+      "Import a Hugging Face checkpoint directory (config.json, model.safetensors or its shards,\n"
+      "the tokenizer's files) as a new run directory (config.yaml, a model-only checkpoint,\n"
+      "hf/). Classes: BertModel, BertForMaskedLM, RoFormerModel, RoFormerForMaskedLM (an MLM\n"
+      "run; a bare model gets a new MLM head); Bert/RoFormerForSequenceClassification (a GLUE\n"
+      "run: name its data with overrides, e.g. data.source=glue data.glue_task=SST-2\n"
+      "data.train=DIR); LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (a CLM run, with\n"
+      "RoPE scaling, from transformers 4's rope_theta/rope_scaling or 5's rope_parameters). The "
+      "run tokenizes with the checkpoint's tokenizer (vocab.txt: wordpiece;\n"
+      "a byte-level tokenizer.json: bpe; tokenizer.model: spm), re-numbered so its specials sit\n"
+      "at ropelab's special ids (RUN/hf/vocab_order.json). A class, config value or tensor\n"
+      "ropelab cannot represent exactly is refused, naming it, and so is a config.json key it\n"
+      "does not know (--allow-unknown-keys to import anyway). `export --format hf` goes back.",
+      [](CLI::App& sub) {
+        sub.add_option("dir", g.file, "checkpoint directory (what save_pretrained writes)")
+            ->required();
+        sub.add_option("--out", g.out, "new run directory (must not exist)")->required();
+        sub.add_flag("--allow-unknown-keys", g.allow_unknown_keys,
+                     "import even when config.json has keys ropelab does not know (refused by "
+                     "default: they may change the model's function); the summary lists them");
+        sub.add_option("overrides", g.overrides,
+                       "key.path=value overrides of the run's config, applied after the "
+                       "checkpoint's (e.g. data.source=bible-sst2)");
+      },
+      cmd_import_hf);
+  add(
+      app, "config",
+      "Print the fully resolved config (inherit + overrides applied, every default shown), or\n"
+      "with --schema every key with its default and meaning. Checks the file strictly: unknown\n"
+      "or duplicate keys, wrong types, bad values and cross-field problems are all reported.",
+      [](CLI::App& sub) {
+        sub.add_option("config", g.file, "YAML config file");
+        sub.add_option("overrides", g.overrides, "key.path=value overrides");
+        sub.add_flag("--schema", g.schema, "print every config key with its default and help");
+      },
+      cmd_config);
+  add(
+      app, "info",
+      "Show versions, the BLAS kernel in use, threads, CPU features and whether the\n"
+      "SentencePiece module loads.",
+      [](CLI::App&) {}, cmd_info);
+}
+
+}  // namespace ropelab::cli

@@ -1,0 +1,196 @@
+// The `ropelab` subcommands `bench-blas`, `bench` and `bench-data`: the benchmarks (lab/bench.h;
+// docs in BENCHMARKS.md).
+#include "cli/command.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/loader.h"
+#include "lab/bench.h"
+#include "util/error.h"
+#include "util/platform.h"
+
+namespace ropelab::cli {
+
+namespace {
+
+// The enumerators a list option names; an unknown name is a UserError listing the choices.
+template <class E>
+std::vector<E> enums_of(const std::vector<std::string>& names, const std::string& what) {
+  std::vector<E> out;
+  for (const auto& n : names) {
+    try {
+      out.push_back(config::enum_from<E>(n));
+    } catch (const std::invalid_argument&) {
+      std::string choices;
+      for (const auto& c : config::enum_names<E>()) choices += (choices.empty() ? "" : ", ") + c;
+      throw UserError("bench: unknown " + what + " '" + n + "' (" + choices + ")");
+    }
+  }
+  return out;
+}
+
+int cmd_bench_blas() {
+  platform::set_threads(g.threads);
+  auto r = lab::measure_matmul(g.size, g.repeats);
+  std::printf("matmul %dx%d, %d threads, BLAS core %s: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
+              g.size, g.size, at::get_num_threads(), platform::blas_core().c_str(), r.fp32_gflops,
+              r.bf16_gflops);
+  std::fflush(stdout);
+  if (g.compare_generic) {
+    // The same measurement in a child forced onto OpenBLAS's generic kernel, for the ratio.
+    std::string cmd = "OPENBLAS_CORETYPE=Prescott ROPELAB_KEEP_BLAS_CORE=1 '" +
+                      platform::executable_dir() + "/ropelab' bench-blas --size " +
+                      std::to_string(g.size) + " --repeats " + std::to_string(g.repeats) +
+                      " --threads " + std::to_string(g.threads);
+    if (std::system(cmd.c_str()) != 0) throw UserError("bench-blas: the comparison run failed");
+  }
+  return 0;
+}
+
+int cmd_bench() {
+  if (!g.point.empty()) {  // one measurement, in a child of the parent below
+    lab::BenchPoint point;
+    try {
+      point = config::enum_from<lab::BenchPoint>(g.point);
+    } catch (const std::invalid_argument&) {
+      throw UserError("bench: unknown --point " + g.point + " (matmul, train, decode, data)");
+    }
+    std::cout << lab::bench_point(point, g.file, g.overrides, g.bench.steps, g.length) << std::endl;
+    return 0;
+  }
+  auto& o = g.bench;
+  o.overrides = g.overrides;
+  std::vector<std::string> sections;
+  std::stringstream ss(g.sections);
+  for (std::string s; std::getline(ss, s, ',');)
+    if (!s.empty()) sections.push_back(s);
+  o.sections = enums_of<lab::BenchSection>(sections, "section");
+  o.models = enums_of<lab::BenchModel>(g.bench_models, "--models entry");
+  o.precisions = enums_of<config::Precision>(g.bench_precisions, "--precisions entry");
+  if (!g.bench_lengths.empty()) o.lengths = parse_lengths(g.bench_lengths, "--lengths");
+  if (!g.decode_lengths.empty())
+    o.decode_lengths = parse_lengths(g.decode_lengths, "--decode-lengths");
+  lab::run_bench(o);
+  return 0;
+}
+
+int cmd_bench_data() {
+  auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
+  std::cout << lab::bench_data(c, g.batches, g.steps);
+  return 0;
+}
+
+}  // namespace
+
+// `bench-blas`, `bench-data` and `bench`.
+void register_speed(CLI::App& app) {
+  add(
+      app, "bench-blas",
+      "Measure fp32 and bf16 matmul throughput in this process (GFLOP/s). With\n"
+      "--compare-generic, also in a child forced onto OpenBLAS's generic kernel, for the ratio.",
+      [](CLI::App& sub) {
+        sub.add_option("--size", g.size, "matrix size n (n x n)")->check(CLI::Range(16, 16384));
+        sub.add_option("--repeats", g.repeats, "timed repetitions")->check(CLI::Range(1, 10000));
+        sub.add_option("--threads", g.threads, "intra-op threads (0 = default)")
+            ->check(CLI::Range(0, 1024));
+        sub.add_flag("--compare-generic", g.compare_generic,
+                     "also run OpenBLAS's generic kernel (what you get without ropelab's fix)");
+      },
+      cmd_bench_blas);
+  add(
+      app, "bench-data",
+      "Measure the batch stream's throughput next to training throughput for a config\n"
+      "(tokens/s, side by side in one process): data must never be the bottleneck.",
+      [](CLI::App& sub) {
+        add_config_and_overrides(sub);
+        sub.add_option("--batches", g.batches, "batches drawn from the stream")
+            ->capture_default_str();
+        sub.add_option("--steps", g.steps, "training steps timed")->capture_default_str();
+      },
+      cmd_bench_data);
+  add(
+      app, "bench",
+      "Benchmark training, position modules, attention kernels, decoding and the batch stream\n"
+      "on the bench configs (configs/bench/: the LM, MLM and translation shapes), each figure\n"
+      "measured in its own child process; prints a table and writes OUT/bench.md and\n"
+      "OUT/bench.json. Sections: machine (matmul peak), train (tokens/s, model FLOP/s, MFU at\n"
+      "fp32 and bf16; with --compare-pytorch the eager PyTorch reference of the same models,\n"
+      "interleaved), positions (cost of each module vs none), attention (softmax vs linear\n"
+      "across --lengths), decode (ms/token with and without the KV cache), data (batch stream).\n"
+      "The whole run takes about 15 minutes on 2 cores (25 with --compare-pytorch, more with\n"
+      "each --pytorch-root: torch.compile compiles for a minute or two per figure).\n"
+      "On a GPU (run.device=cuda, or auto on a machine with one) the machine section measures\n"
+      "the GPU's matmul peak, each training figure adds its step time and peak GPU memory, and\n"
+      "the reference runs on the GPU too (--python names a python with a CUDA PyTorch).",
+      [](CLI::App& sub) {
+        sub.add_option("overrides", g.overrides,
+                       "key.path=value overrides applied to every bench config");
+        sub.add_option(
+            "--sections", g.sections,
+            "comma-separated: machine,train,positions,attention,decode,data (default all)");
+        sub.add_flag("--compare-pytorch", g.bench.compare_pytorch,
+                     "run the PyTorch reference (scripts/bench_pytorch.py) next to each training "
+                     "measurement: /usr/bin/python3's PyTorch, and each --pytorch-root's, in every "
+                     "variant it has; the ratio is against the best of them");
+        sub.add_option("--pytorch-root", g.bench.pytorch_roots,
+                       "a Debian root with another PyTorch, run with chroot (repeatable; "
+                       "scripts/pytorch_root.sh builds Debian 13's PyTorch 2.6)");
+        sub.add_option("--pytorch-variants", g.bench.pytorch_variants,
+                       "the reference's variants: eager (any PyTorch), sdpa (SDPA + fused AdamW), "
+                       "compile (torch.compile of the eager model) and compile-sdpa "
+                       "(torch.compile of the sdpa one), the last three on PyTorch >= 2")
+            ->delimiter(',')
+            ->check(CLI::IsMember({"eager", "sdpa", "compile", "compile-sdpa"}))
+            ->capture_default_str();
+        sub.add_option("--steps", g.bench.steps, "timed steps per measurement (after one warm-up)")
+            ->capture_default_str()
+            ->check(CLI::Range(1, 1000));
+        sub.add_option("--rounds", g.bench.rounds,
+                       "interleaved rounds of the training section (the best is reported)")
+            ->capture_default_str()
+            ->check(CLI::Range(1, 100));
+        sub.add_option("--threads", g.bench.threads, "threads per measurement (0 = all cores)")
+            ->capture_default_str()
+            ->check(CLI::Range(0, 1024));
+        sub.add_option("--lengths", g.bench_lengths,
+                       "attention section: sequence lengths (default 256,512,1024,2048,4096,8192)");
+        sub.add_option("--attention-tokens", g.bench.attention_tokens,
+                       "attention section: tokens per step (batch = tokens / length)")
+            ->capture_default_str()
+            ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+        sub.add_option("--decode-lengths", g.decode_lengths,
+                       "decode section: output lengths (default 64,256,1024,2048)");
+        sub.add_option("--models", g.bench_models,
+                       "train section: which bench configs to train (lm, mlm, translation; "
+                       "lm-large is the GPU shape: d=1024, 12 layers, seq 2048)")
+            ->delimiter(',')
+            ->check(CLI::IsMember(config::enum_names<lab::BenchModel>()))
+            ->capture_default_str();
+        sub.add_option("--precisions", g.bench_precisions, "train section: fp32, bf16 or both")
+            ->delimiter(',')
+            ->check(CLI::IsMember(config::enum_names<config::Precision>()))
+            ->capture_default_str();
+        sub.add_option("--python", g.bench.python,
+                       "the python whose PyTorch is the --compare-pytorch reference (on a GPU "
+                       "machine usually the venv's python3)")
+            ->capture_default_str();
+        sub.add_option("--configs", g.bench.configs_dir,
+                       "directory of lm.yaml, mlm.yaml, translation.yaml, lm-large.yaml")
+            ->capture_default_str();
+        sub.add_option("--out", g.bench.out_dir, "output directory")->capture_default_str();
+        // The child side of one measurement (not for users).
+        sub.add_option("--point", g.point)->group("");
+        sub.add_option("--config", g.file)->group("");
+        sub.add_option("--length", g.length)->group("");
+      },
+      cmd_bench);
+}
+
+}  // namespace ropelab::cli

@@ -1,0 +1,120 @@
+// The `ropelab` subcommands `prepare`, `train` and `launch`: a config to prepared data and a
+// trained run (train/, dist/launch.h).
+#include "cli/command.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "config/loader.h"
+#include "data/prepare.h"
+#include "dist/launch.h"
+#include "dist/threads.h"
+#include "dist/world.h"
+#include "run/run.h"
+#include "train/trainer.h"
+#include "util/device.h"
+#include "util/log.h"
+
+namespace ropelab::cli {
+
+namespace {
+
+int cmd_prepare() {
+  auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
+  auto p = data::prepare(run::plan_of(c), dist::apply_thread_policy(c.run.threads));
+  for (const auto& [split, path] : p.splits) std::printf("%s\t%s\n", split.c_str(), path.c_str());
+  if (!p.plan.tokenizer_path.empty()) std::printf("tokenizer\t%s\n", p.plan.tokenizer_path.c_str());
+  if (!p.plan.target_tokenizer_path.empty())
+    std::printf("target tokenizer\t%s\n", p.plan.target_tokenizer_path.c_str());
+  return 0;
+}
+
+int cmd_train() {
+  auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
+  auto env = dist::env_from_environment();  // set by torchrun, a SLURM wrapper or launch
+  if (env.grouped()) {
+    log::set_rank(env.rank);
+    env.cuda = device::resolve(c.run.device).is_cuda();
+    dist::init(env);
+  }
+  train::TrainOptions o;
+  o.restart = g.restart;
+  o.allow_config_change = g.allow_config_change;
+  auto r = train::train(c, o);
+  if (dist::world().is_main())
+    std::printf("run: %s (%ld steps)\n", r.run_dir.c_str(), static_cast<long>(r.steps));
+  return r.interrupted ? 143 : 0;
+}
+
+int cmd_launch() {
+  // A bad config is reported once, before any rank starts (each rank would report it).
+  const auto& a = g.launch.args;
+  if (a.size() >= 2 && a[0] == "train") {
+    std::vector<std::string> overrides;
+    for (size_t i = 2; i < a.size(); ++i)
+      if (a[i].rfind("--", 0) != 0) overrides.push_back(a[i]);
+    config::load_config(a[1], config::overrides_from_args(overrides));
+  }
+  return dist::launch(g.launch);
+}
+
+}  // namespace
+
+// `prepare`, `train` and `launch`.
+void register_training(CLI::App& app) {
+  add(app, "prepare",
+      "Make the data a config needs: export the built-in corpus (or read yours), train the\n"
+      "tokenizer, and write HDF5 token datasets per split under data.prepared_dir. Stages that\n"
+      "are up to date are skipped; nothing half-written is ever left in place.",
+      add_config_and_overrides, cmd_prepare);
+  add(
+      app, "train",
+      "Train the run a config describes: prepares its data if needed, writes\n"
+      "run.out_dir/run.name/{config.yaml, train.log, metrics.h5, metrics.jsonl, checkpoints/}.\n"
+      "Running it again on a run with checkpoints resumes it (a finished one trains nothing\n"
+      "and reports its final validation numbers from metrics.h5). On resume only more\n"
+      "train.max_steps, train.eval_every/log_every/checkpoint_every/keep_last, run.threads and\n"
+      "run.device may change (recorded in config_history.yaml); any other change is refused.\n"
+      "A run with results but no usable checkpoint is refused unless --restart. One process\n"
+      "writes a run at a time: a second one exits 2 naming the first (RUN/.lock).\n"
+      "Ctrl-C, SIGTERM or SIGHUP saves a checkpoint and exits with code 143.",
+      [](CLI::App& sub) {
+        add_config_and_overrides(sub);
+        sub.add_flag("--restart", g.restart,
+                     "start over in a run directory whose checkpoints are all damaged (or that "
+                     "has metrics but no checkpoint), keeping its metrics and checkpoints "
+                     "renamed .restart-N");
+        sub.add_flag("--allow-config-change", g.allow_config_change,
+                     "resume under a config that differs in any key, recording each change in "
+                     "RUN/config_history.yaml and train.log");
+      },
+      cmd_train);
+  add(
+      app, "launch",
+      "Train data-parallel on this machine: starts N ranks of `ropelab train` (c10d: Gloo on the\n"
+      "CPU, NCCL on GPUs where libtorch has it), as `torchrun --standalone --nproc_per_node N\n"
+      "--no_python ropelab train ...` would. Each rank takes train.batch_size examples of every\n"
+      "step (the global batch is N x batch_size x grad_accum); rank 0 prepares the data, logs and\n"
+      "saves checkpoints. SIGINT/SIGTERM stop all ranks at the same step with one checkpoint; a\n"
+      "rank that dies makes the others exit within --timeout, naming it. Several machines:\n"
+      "torchrun or SLURM (docs/distributed.md).\n"
+      "Example: ropelab launch --nproc 2 -- train configs/clm-small.yaml",
+      [](CLI::App& sub) {
+        sub.add_option("--nproc", g.launch.nproc, "ranks to start (default 2)")
+            ->check(CLI::Range(1, 1024));
+        sub.add_option("--port", g.launch.port, "MASTER_PORT (default: a free port)")
+            ->check(CLI::Range(1, 65535));
+        sub.add_option("--timeout", g.launch.timeout_s,
+                       "seconds a rank waits for the others in a collective before it reports "
+                       "the one that is gone or hung (default 300)")
+            ->check(CLI::Range(1.0, 1e6));
+        sub.add_option("command", g.launch.args,
+                       "after --: the command each rank runs, e.g. -- "
+                       "train CONFIG key=value ...")
+            ->required();
+      },
+      cmd_launch);
+}
+
+}  // namespace ropelab::cli

@@ -1,0 +1,688 @@
+// The parent side of `ropelab bench` (lab/bench.h): each figure measured in its own child
+// process (`ropelab bench --point ...`), the PyTorch reference (scripts/bench_pytorch.py)
+// interleaved with it round after round, and the report: one table per section, the goals, and
+// OUT/bench.md + OUT/bench.json. Model FLOPs by PaLM's accounting (Chowdhery et al. 2022, App. B).
+#include <spdlog/fmt/fmt.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "compat/torch_compat.h"
+#include "config/loader.h"
+#include "lab/bench.h"
+#include "util/cuda_info.h"
+#include "util/device.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/platform.h"
+#include "util/progress.h"
+#include "util/signals.h"
+
+namespace ropelab::lab {
+
+using clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+namespace {
+
+double elapsed_s(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+// One PyTorch column: which python runs the reference, and in which variant.
+double num(const json& j, const char* k);
+std::string with_omp(const std::string& python, const std::string& omp);
+std::vector<std::string> omp_settings(const std::string& precision);
+
+struct Peer {
+  std::string label;   // "PyTorch 1.13.0 eager"
+  std::string python;  // a shell command that runs python3
+  std::string variant;
+};
+
+bool is_gpu_run(const config::Config& c) { return device::resolve(c.run.device).is_cuda(); }
+
+struct Runner {
+  const BenchOptions& o;
+  std::string logs_dir;
+  int threads;
+  int64_t total, done = 0;
+  Progress bar;
+  json points = json::array();
+
+  bool gpu = false;  // the reference runs on the GPU too (no OpenMP settings to compare)
+
+  Runner(const BenchOptions& opts, int64_t n, int th)
+      : o(opts),
+        logs_dir(opts.out_dir + "/logs"),
+        threads(th),
+        total(n),
+        bar("bench", n, "point") {}
+
+  // Runs one shell command whose stdout is a JSON object; records and returns it (with
+  // "error" set where it failed).
+  json run(const std::string& label, const std::string& cmd, json meta) {
+    signals::throw_if_stopped("bench", "nothing was written");
+    std::string log = fmt::format("{}/{:03d}.log", logs_dir, done);
+    std::string out = log + ".json";
+    bar.update(done, label);
+    auto t0 = clock::now();
+    int rc = std::system(
+        (cmd + " >" + platform::shell_quote(out) + " 2>" + platform::shell_quote(log)).c_str());
+    signals::throw_if_stopped("bench", "nothing was written");
+    json r;
+    std::string text = fs::exists(out) ? fs::read_file(out) : "";
+    if (rc == 0) {
+      try {
+        r = json::parse(text.substr(text.find('{')));
+      } catch (const std::exception&) {
+        r = json{{"error", "unreadable output (" + out + ")"}};
+      }
+    } else {
+      int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+      r = json{
+          {"error", fmt::format("exit {}{} (log: {})", code,
+                                code == 137 || code == 9 ? ", killed: out of memory?" : "", log)}};
+    }
+    r["wall_s"] = elapsed_s(t0);
+    for (const auto& [k, v] : meta.items()) r[k] = v;
+    r["label"] = label;
+    points.push_back(r);
+    bar.update(++done, label);
+    return r;
+  }
+
+  json ropelab(const std::string& label, const std::string& point, const std::string& cfg,
+               const std::vector<std::string>& ov, int64_t length, json meta) {
+    std::string cmd = platform::shell_quote(platform::executable_dir() + "/ropelab") +
+                      " bench --point " + point + " --steps " + std::to_string(o.steps) +
+                      " --length " + std::to_string(length);
+    if (!cfg.empty()) cmd += " --config " + platform::shell_quote(cfg);
+    std::vector<std::string> all = o.overrides;
+    all.push_back("run.threads=" + std::to_string(threads));
+    all.insert(all.end(), ov.begin(), ov.end());
+    for (const auto& x : all) cmd += " " + platform::shell_quote(x);
+    meta["impl"] = "ropelab";
+    return run(label, cmd, meta);
+  }
+
+  json pytorch(const Peer& peer, const config::Config& c, BenchModel model,
+               const std::string& precision, json meta) {
+    std::string pos = c.model.position.type();
+    // The script goes in on stdin, so that a python inside a chroot can read it.
+    std::string args =
+        fmt::format(
+            " - --model {} --precision {} --position {} --d-model {} --n-layers {} "
+            "--n-heads {} --d-ff {} --vocab {} --seq-len {} --batch {} --dropout {} "
+            "--steps {} --threads {} --variant {} --device {} < ",
+            config::to_string(model == BenchModel::kLmLarge ? BenchModel::kLm : model), precision,
+            pos == "none" ? "none" : "rope", c.model.d_model, c.model.n_layers, c.model.n_heads,
+            c.model.d_ff, c.data.tokenizer.vocab_size, c.task.seq_len, c.train.batch_size,
+            c.model.dropout, o.steps, threads, peer.variant, is_gpu_run(c) ? "cuda" : "cpu") +
+        platform::shell_quote(platform::script_path("bench_pytorch.py"));
+    meta["impl"] = peer.label;
+    json best;
+    const auto omps =
+        gpu ? std::vector<std::string>{"OMP_WAIT_POLICY=PASSIVE"} : omp_settings(precision);
+    for (const auto& omp : omps) {
+      json j = run(peer.label + " " + meta.value("model", "") + " " + precision + " (" + omp + ")",
+                   with_omp(peer.python, omp) + args, meta);
+      if (best.is_null() ||
+          (!j.contains("error") &&
+           (best.contains("error") || num(j, "tokens_per_s") > num(best, "tokens_per_s"))))
+        best = j;
+    }
+    return best;
+  }
+};
+
+// The first line a shell command prints ("" when it fails).
+std::string first_line_of(const std::string& cmd) {
+  std::string out;
+  if (FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r")) {
+    char buf[256];
+    if (std::fgets(buf, sizeof buf, f) != nullptr) out = buf;
+    if (pclose(f) != 0) out.clear();
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+// A peer's command with "{omp}" replaced by an OpenMP setting (NAME=value).
+std::string with_omp(const std::string& python, const std::string& omp) {
+  std::string s = python;
+  auto at = s.find("{omp}");
+  if (at != std::string::npos) s.replace(at, 5, omp);
+  return s;
+}
+
+// The OpenMP settings a PyTorch figure is measured under; the faster counts. What the user set
+// (OMP_WAIT_POLICY or GOMP_SPINCOUNT) applies to both sides alone. Otherwise PASSIVE, which
+// PyTorch's fp32 needs (its matmuls run on OpenBLAS's own threads, and libgomp's spinning
+// workers took their cores: 1062-1180 against 2932-2958 tokens/s for PyTorch 2.6, LM fp32), and
+// in bf16 (oneDNN on the OpenMP pool) also libgomp's default spin, which can be faster there.
+std::vector<std::string> omp_settings(const std::string& precision) {
+  if (const char* v = std::getenv("OMP_WAIT_POLICY")) return {std::string("OMP_WAIT_POLICY=") + v};
+  if (const char* v = std::getenv("GOMP_SPINCOUNT")) return {std::string("GOMP_SPINCOUNT=") + v};
+  if (precision == "fp32") return {"OMP_WAIT_POLICY=PASSIVE"};
+  return {"OMP_WAIT_POLICY=PASSIVE", "GOMP_SPINCOUNT=300000"};
+}
+
+// Every PyTorch to compare with: this system's /usr/bin/python3 and each --pytorch-root, in each
+// variant it has.
+std::vector<Peer> find_peers(const BenchOptions& o) {
+  // The settings both sides must share: the BLAS core and the OpenMP wait policy are in this
+  // process's environment (ensure_fast_blas); the allocator's is passed as GLIBC_TUNABLES.
+  // The OpenMP wait policy goes in per run (Runner::pytorch): "{omp}" stands for it.
+  std::string shared = " {omp}";
+  if (const char* v = std::getenv("OPENBLAS_CORETYPE"))
+    shared += std::string(" OPENBLAS_CORETYPE=") + v;
+  if (platform::freed_memory_kept()) shared += " GLIBC_TUNABLES=" + platform::malloc_tunables();
+  std::vector<std::string> pythons{"/usr/bin/env" + shared + " " + o.python};
+  // A chroot starts from an empty environment.
+  std::string env = "/usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root" + shared;
+  for (const auto& root : o.pytorch_roots) {
+    if (!fs::exists(root + "/usr/bin/python3"))
+      throw UserError("bench --pytorch-root " + root +
+                      ": no usr/bin/python3 there (scripts/pytorch_root.sh builds such a root)");
+    // /proc, /sys and /dev bound in a private mount namespace (gone when the child exits):
+    // without /proc, PyTorch cannot read the CPU's features and runs its slowest kernels.
+    pythons.push_back(
+        "unshare --mount --fork /bin/sh -c 'for d in proc sys dev; do mount --bind /$d \"$0/$d\"; "
+        "done; exec chroot \"$0\" " +
+        env + " /usr/bin/python3 \"$@\"' " + platform::shell_quote(root));
+  }
+  std::vector<Peer> peers;
+  for (const auto& py : pythons) {
+    std::string version = first_line_of(with_omp(py, "OMP_WAIT_POLICY=PASSIVE") +
+                                        " -c 'import torch; print(torch.__version__)'");
+    if (version.empty())
+      throw UserError("bench --compare-pytorch: `" + py +
+                      "` cannot import torch (apt-get install python3-torch, or name a python "
+                      "with PyTorch: --python)");
+    version = version.substr(0, version.find('+'));
+    bool two = version.rfind("1.", 0) != 0;
+    for (const auto& v : o.pytorch_variants) {
+      if (v != "eager" && !two) continue;
+      peers.push_back({"PyTorch " + version + " " + v, py, v});
+    }
+  }
+  return peers;
+}
+
+// "SkylakeX, 2 + 2 threads, PASSIVE": what one figure ran on.
+std::string layout_of(const json& j) {
+  if (!j.contains("blas_core")) return "-";
+  return fmt::format(
+      "BLAS core {}, fp32 dense layers on {}, {} intra-op + {} OpenBLAS threads, OpenMP wait {}, "
+      "malloc {}",
+      j.value("blas_core", "?"), j.value("fp32_gemm", "BLAS (libtorch)"), j.value("threads", -1),
+      j.value("blas_threads", -1), j.value("omp_wait_policy", "?"), j.value("malloc", "?"));
+}
+
+bool wanted(const BenchOptions& o, BenchSection s) {
+  return o.sections.empty() ||
+         std::find(o.sections.begin(), o.sections.end(), s) != o.sections.end();
+}
+
+double num(const json& j, const char* k) {
+  return j.contains(k) && j[k].is_number() ? j[k].get<double>() : std::nan("");
+}
+std::string fmt_num(double x, const char* f = "{:.0f}") {
+  return std::isnan(x) ? std::string("-") : fmt::format(fmt::runtime(f), x);
+}
+std::string cell(const json& j, const char* k, const char* f = "{:.0f}") {
+  return j.contains("error") ? std::string("failed") : fmt_num(num(j, k), f);
+}
+
+struct Table {
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;
+  std::string md() const {
+    std::string s = "|";
+    for (const auto& h : head) s += " " + h + " |";
+    s += "\n|";
+    for (size_t i = 0; i < head.size(); ++i) s += i == 0 ? ":--|" : "--:|";
+    s += "\n";
+    for (const auto& r : rows) {
+      s += "|";
+      for (const auto& x : r) s += " " + x + " |";
+      s += "\n";
+    }
+    return s;
+  }
+};
+
+std::string check(bool ok) { return ok ? "yes" : "**no**"; }
+
+// One `ropelab bench`: the bench configs, the PyTorch peers, the child-process runner, and what
+// the sections write (the markdown report, the goals and the JSON summary).
+class Session {
+ public:
+  explicit Session(const BenchOptions& o);
+  void machine();
+  void train();
+  void positions();
+  void attention();
+  void decode();
+  void data();
+  // The goals' table; writes OUT/bench.json and OUT/bench.md and prints the report.
+  void finish();
+
+ private:
+  using Best = std::map<std::string, std::map<std::string, json>>;  // [model precision][impl]
+  int64_t points() const;
+  Best train_rounds();
+  void train_table(Best& best);
+  std::vector<std::string> train_row(Best& best, BenchModel m, config::Precision p);
+  void train_one_thread();
+  const std::string& file(BenchModel m) { return files_[m]; }
+
+  const BenchOptions& o_;
+  std::map<BenchModel, std::string> files_;
+  std::map<BenchModel, config::Config> cfg_;
+  std::vector<config::Precision> precisions_;
+  std::vector<Peer> peers_;
+  bool gpu_ = false;
+  int threads_ = 1;
+  bool thread_checks_ = false;  // on a GPU the thread count is not the limit: no 1-thread checks
+  std::string device_override_;
+  std::unique_ptr<Runner> r_;
+  std::string md_;
+  std::vector<std::pair<std::string, std::string>> goals_;  // goal, measured + verdict
+  json summary_;
+  double peak32_ = std::nan(""), peak16_ = std::nan(""), lm_fp32_tps_ = std::nan("");
+};
+
+Session::Session(const BenchOptions& o) : o_(o) {
+  if (o.models.empty()) throw UserError("bench: --models names no bench config");
+  if (o.precisions.empty()) throw UserError("bench: --precisions names none of fp32, bf16");
+  precisions_ = o.precisions;
+  // The training section runs o.models; the other sections use the LM config.
+  std::vector<BenchModel> to_load = o.models;
+  to_load.push_back(BenchModel::kLm);
+  for (auto m : to_load) {
+    files_[m] = o.configs_dir + "/" + config::to_string(m) + ".yaml";
+    cfg_[m] = config::load_config(files_[m], config::overrides_from_args(o.overrides));
+  }
+  // A GPU run (run.device cuda, or auto on a machine with one): the GPU's matmul peak, GPU
+  // memory, the reference on the GPU, and the GPU's goals.
+  gpu_ = is_gpu_run(cfg_[BenchModel::kLm]);
+  device_override_ =
+      "run.device=" +
+      std::string(gpu_ ? device::resolve(cfg_[BenchModel::kLm].run.device).str() : "cpu");
+  if (o.compare_pytorch) {
+    if (o.python.rfind('/', 0) == 0 && !fs::exists(o.python))
+      throw UserError("bench --compare-pytorch: " + o.python +
+                      " is missing (apt-get install python3-torch, or --python)");
+    peers_ = find_peers(o);
+  } else if (!o.pytorch_roots.empty()) {
+    throw UserError("bench --pytorch-root needs --compare-pytorch");
+  }
+  threads_ = o.threads > 0 ? o.threads
+                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  thread_checks_ = threads_ > 1 && !gpu_;
+  fs::make_dirs(o.out_dir + "/logs");
+  r_ = std::make_unique<Runner>(o, points(), threads_);
+  r_->gpu = gpu_;
+  md_ = fmt::format(
+      "# ropelab bench\n\nlibtorch {}, BLAS core {}, {} threads, OpenMP wait policy {}, {} timed "
+      "steps per point (after one warm-up step).\n\n",
+      compat::libtorch_version(), platform::blas_core(), threads_, platform::openmp_wait_policy(),
+      o.steps);
+  if (gpu_) {
+    auto g = cuda_info::gpus();
+    md_ +=
+        fmt::format("GPU: {}, CUDA {}, cuDNN {}; the PyTorch reference runs on the same GPU.\n\n",
+                    g.empty() ? std::string("?") : g[0].name, cuda_info::cuda_version(),
+                    cuda_info::cudnn_version());
+  }
+}
+
+// The number of points, for the progress line.
+int64_t Session::points() const {
+  int64_t n = 0;
+  if (wanted(o_, BenchSection::kMachine)) n += thread_checks_ ? 2 : 1;
+  if (wanted(o_, BenchSection::kTrain)) {
+    int64_t per_model = 0;
+    for (auto p : precisions_)
+      per_model += 1 + static_cast<int64_t>(peers_.size() *
+                                            (gpu_ ? 1 : omp_settings(config::to_string(p)).size()));
+    n += o_.rounds * static_cast<int64_t>(o_.models.size()) * per_model + (thread_checks_ ? 1 : 0);
+  }
+  if (wanted(o_, BenchSection::kPositions))
+    n += static_cast<int64_t>(config::variant_names<config::PositionVariant>().size());
+  if (wanted(o_, BenchSection::kAttention)) n += 2 * static_cast<int64_t>(o_.lengths.size());
+  if (wanted(o_, BenchSection::kDecode)) n += static_cast<int64_t>(o_.decode_lengths.size());
+  if (wanted(o_, BenchSection::kData)) n += 1;
+  return n;
+}
+
+void Session::machine() {
+  auto m =
+      r_->ropelab("matmul peak", "matmul", "", {device_override_}, 0, {{"section", "machine"}});
+  peak32_ = num(m, "fp32_gflops");
+  peak16_ = num(m, "bf16_gflops");
+  Table t{{"matmul 2048x2048", "GFLOP/s"},
+          {{"fp32, BLAS (libtorch's matmul)", cell(m, "fp32_blas_gflops", "{:.1f}")},
+           {"fp32, " + m.value("fp32_gemm", std::string("-")) + " (the dense layers)",
+            cell(m, "fp32_dense_gflops", "{:.1f}")},
+           {"bf16", fmt_num(peak16_, "{:.1f}")}}};
+  if (gpu_)
+    t = Table{{"matmul 8192x8192 on " + m.value("gpu", std::string("the GPU")), "GFLOP/s"},
+              {{"fp32 (no TF32)", cell(m, "fp32_gflops", "{:.0f}")},
+               {"bf16", fmt_num(peak16_, "{:.0f}")}}};
+  if (thread_checks_) {
+    // The same on one thread: every pool must scale (ATen's, OpenBLAS's, oneDNN's).
+    auto one = r_->ropelab("matmul 1 thread", "matmul", "", {"run.threads=1"}, 0,
+                           {{"section", "machine"}, {"threads", 1}});
+    double s32 = peak32_ / num(one, "fp32_gflops"), s16 = peak16_ / num(one, "bf16_gflops");
+    t.rows.push_back({"fp32, 1 thread", cell(one, "fp32_gflops", "{:.1f}")});
+    t.rows.push_back({"bf16, 1 thread", cell(one, "bf16_gflops", "{:.1f}")});
+    summary_["machine"]["threads_speedup"] = {{"fp32", s32}, {"bf16", s16}};
+    goals_.emplace_back(fmt::format("{} threads >= 1.5x 1 thread (fp32 matmul)", threads_),
+                        fmt_num(s32, "{:.2f}x") + " " + check(s32 >= 1.5));
+    goals_.emplace_back(fmt::format("{} threads >= 1.5x 1 thread (bf16 matmul)", threads_),
+                        fmt_num(s16, "{:.2f}x") + " " + check(s16 >= 1.5));
+  }
+  md_ += "## Machine\n\n" + t.md() + "\nRan on: " + layout_of(m) + ".\n\n";
+}
+
+// Every training figure, best over rounds; who goes first rotates from round to round.
+Session::Best Session::train_rounds() {
+  Best best;
+  for (int round = 0; round < o_.rounds; ++round)
+    for (auto m : o_.models)
+      for (auto p : precisions_) {
+        const std::string prec = config::to_string(p);
+        const std::string key = std::string(config::to_string(m)) + " " + prec;
+        json meta{{"section", "train"},
+                  {"model", config::to_string(m)},
+                  {"precision", prec},
+                  {"round", round}};
+        std::vector<std::function<json()>> runs;
+        runs.emplace_back([&] {
+          return r_->ropelab("train " + key, "train", file(m), {"train.precision=" + prec}, 0,
+                             meta);
+        });
+        for (const auto& peer : peers_)
+          runs.emplace_back([&, peer] { return r_->pytorch(peer, cfg_[m], m, prec, meta); });
+        std::rotate(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(round % runs.size()),
+                    runs.end());
+        for (const auto& run : runs) {
+          json g = run();
+          auto& slot = best[key][g["impl"].get<std::string>()];
+          if (slot.is_null() ||
+              (!g.contains("error") &&
+               (slot.contains("error") || num(g, "tokens_per_s") > num(slot, "tokens_per_s"))))
+            slot = g;
+        }
+      }
+  return best;
+}
+
+// One row of the training table: ropelab's figure, MFU, each peer's, the ratio, and the goals.
+std::vector<std::string> Session::train_row(Best& best, BenchModel m, config::Precision p) {
+  // On a GPU each figure also shows its step time and peak GPU memory (the allocator's).
+  auto gpu_facts = [&](const json& j) {
+    return !gpu_ || j.contains("error")
+               ? std::string()
+               : fmt::format(" ({} ms, {} MiB)", fmt_num(1e3 * num(j, "step_s")),
+                             fmt_num(num(j, "peak_gpu_mb")));
+  };
+  const std::string name = config::to_string(m), prec = config::to_string(p);
+  const bool fp32 = p == config::Precision::kFp32;
+  auto& figures = best[name + " " + prec];
+  const json& a = figures["ropelab"];
+  double tps = num(a, "tokens_per_s");
+  double gflops = num(a, "flops_per_step") / num(a, "step_s") / 1e9;
+  double mfu = gflops / (fp32 ? peak32_ : peak16_);
+  std::vector<std::string> row{name, prec, cell(a, "tokens_per_s") + gpu_facts(a),
+                               fmt_num(gflops, "{:.1f}"), fmt_num(100 * mfu, "{:.0f}%")};
+  json& sum = summary_["train"][name][prec];
+  sum = {{"tokens_per_s", tps}, {"gflops", gflops}, {"mfu", mfu}};
+  if (gpu_) sum["peak_gpu_mb"] = num(a, "peak_gpu_mb");
+  if (gpu_ && !fp32 && m == BenchModel::kLmLarge)
+    goals_.emplace_back("bf16 MFU >= 40% on the GPU (lm-large)",
+                        fmt_num(100 * mfu, "{:.0f}%") + " " + check(mfu >= 0.4));
+  if (m == BenchModel::kLm && fp32 && !gpu_) {
+    lm_fp32_tps_ = tps;
+    goals_.emplace_back("fp32 MFU >= 50% (LM)",
+                        fmt_num(100 * mfu, "{:.0f}%") + " " + check(mfu >= 0.5));
+  }
+  if (peers_.empty()) return row;
+  double best_tps = std::nan("");
+  std::string best_label = "-";
+  for (const auto& peer : peers_) {
+    const json& b = figures[peer.label];
+    double x = num(b, "tokens_per_s");
+    row.push_back(cell(b, "tokens_per_s") + gpu_facts(b));
+    sum["pytorch"][peer.label] = x;
+    // The GPU goals are per variant: 1.3x eager PyTorch, 1.0x torch.compile (either).
+    if (gpu_ && (peer.variant == "eager" || peer.variant.rfind("compile", 0) == 0)) {
+      const double want = peer.variant == "eager" ? 1.3 : 1.0;
+      goals_.emplace_back(
+          fmt::format("ropelab >= {:.1f}x {} ({}, {})", want, peer.label, name, prec),
+          fmt_num(tps / x, "{:.2f}x") + " " + check(tps / x >= want));
+    }
+    if (!std::isnan(x) && (std::isnan(best_tps) || x > best_tps)) {
+      best_tps = x;
+      best_label = peer.label;
+    }
+  }
+  double ratio = tps / best_tps;
+  row.push_back(best_label);
+  row.push_back(fmt_num(ratio, "{:.2f}x"));
+  sum["best_pytorch"] = best_label;
+  sum["ratio"] = ratio;
+  double want = m == BenchModel::kLm ? 1.3 : 1.2;
+  if (!gpu_)
+    goals_.emplace_back(
+        fmt::format("ropelab >= {:.1f}x the best PyTorch ({}, {})", want, name, prec),
+        fmt_num(ratio, "{:.2f}x") + " vs " + best_label + " " + check(ratio >= want));
+  return row;
+}
+
+void Session::train_table(Best& best) {
+  Table t{{"config", "precision", "ropelab tokens/s", "model GFLOP/s", "MFU"}, {}};
+  if (gpu_) t.head[2] = "ropelab tokens/s (step, peak GPU memory)";
+  for (const auto& peer : peers_) t.head.push_back(peer.label);
+  if (!peers_.empty()) {
+    t.head.push_back("best PyTorch");
+    t.head.push_back("ropelab / best");
+  }
+  for (auto m : o_.models)
+    for (auto p : precisions_) t.rows.push_back(train_row(best, m, p));
+  md_ += fmt::format(
+             "## Training\n\nBest of {} interleaved rounds. Model FLOP/s by PaLM's accounting; "
+             "MFU against the matmul peak of the same dtype measured above.\n\n",
+             o_.rounds) +
+         t.md() + "\n";
+  // What each side ran on (the first figure of each): the comparison is like for like only if
+  // these agree.
+  const std::string first = std::string(config::to_string(o_.models.front())) + " " +
+                            config::to_string(precisions_.front());
+  md_ += "Ran on:\n\n- ropelab: " + layout_of(best[first]["ropelab"]) + "\n";
+  for (const auto& peer : peers_)
+    md_ += "- " + peer.label + ": " + layout_of(best[first][peer.label]) + "\n";
+  md_ += "\n";
+}
+
+// LM fp32 training on one thread: more threads must beat it.
+void Session::train_one_thread() {
+  auto one = r_->ropelab("train lm fp32, 1 thread", "train", file(BenchModel::kLm),
+                         {"train.precision=fp32", "run.threads=1"}, 0,
+                         {{"section", "train"}, {"model", "lm"}, {"threads", 1}});
+  double gain = lm_fp32_tps_ / num(one, "tokens_per_s");
+  summary_["train"]["lm_fp32_threads_speedup"] = gain;
+  md_ += fmt::format("LM fp32 on 1 thread: {} tokens/s; on {}: {} ({}).\n\n",
+                     cell(one, "tokens_per_s"), threads_, fmt_num(lm_fp32_tps_),
+                     fmt_num(gain, "{:.2f}x"));
+  goals_.emplace_back(fmt::format("{} threads beat 1 (LM fp32 training)", threads_),
+                      fmt_num(gain, "{:.2f}x") + " " + check(gain > 1.0));
+}
+
+void Session::train() {
+  Best best = train_rounds();
+  train_table(best);
+  if (thread_checks_ && std::find(precisions_.begin(), precisions_.end(),
+                                  config::Precision::kFp32) != precisions_.end())
+    train_one_thread();
+}
+
+// Every position module of the schema, its step time against `none`.
+void Session::positions() {
+  Table t{{"position (LM, fp32)", "step ms", "tokens/s", "cost vs none"}, {}};
+  double none_s = std::nan("");
+  for (const auto& p : config::variant_names<config::PositionVariant>()) {
+    auto j =
+        r_->ropelab("position " + p, "train", file(BenchModel::kLm), {"model.position.type=" + p},
+                    0, {{"section", "positions"}, {"position", p}});
+    double s = num(j, "step_s");
+    if (p == config::NoPositionConfig::kName) none_s = s;
+    double cost = s / none_s - 1.0;
+    t.rows.push_back(
+        {p, fmt_num(1e3 * s, "{:.0f}"), cell(j, "tokens_per_s"),
+         p == config::NoPositionConfig::kName ? "-" : fmt_num(100 * cost, "{:+.1f}%")});
+    summary_["positions"][p] = {{"step_s", s}, {"cost_vs_none", cost}};
+    if (p == config::RopeConfig::kName)
+      goals_.emplace_back("RoPE costs <= 5% of step time over none",
+                          fmt_num(100 * cost, "{:+.1f}%") + " " + check(cost <= 0.05));
+  }
+  md_ += "## Position modules\n\n" + t.md() + "\n";
+}
+
+// Softmax against linear attention at a fixed number of tokens per step, length by length.
+void Session::attention() {
+  Table t{{"length", "batch", "softmax step s", "softmax tokens/s", "softmax peak MiB",
+           "linear step s", "linear tokens/s", "linear peak MiB", "faster"},
+          {}};
+  std::map<int64_t, double> lin_tps;
+  int64_t wins_from = -1;
+  for (int64_t len : o_.lengths) {
+    int64_t batch = std::max<int64_t>(1, o_.attention_tokens / len);
+    std::vector<std::string> row{std::to_string(len), std::to_string(batch)};
+    std::map<config::AttentionKernel, json> got;
+    for (auto k : {config::AttentionKernel::kSoftmax, config::AttentionKernel::kLinear}) {
+      const std::string name = config::to_string(k);
+      got[k] = r_->ropelab(
+          fmt::format("attention {} {}", name, len), "train", file(BenchModel::kLm),
+          {"task.seq_len=" + std::to_string(len), "train.batch_size=" + std::to_string(batch),
+           "model.attention.kernel=" + name},
+          0, {{"section", "attention"}, {"kernel", name}, {"length", len}});
+      row.push_back(cell(got[k], "step_s", "{:.2f}"));
+      row.push_back(cell(got[k], "tokens_per_s"));
+      row.push_back(cell(got[k], "peak_train_mb"));
+    }
+    const json& soft = got[config::AttentionKernel::kSoftmax];
+    const json& lin = got[config::AttentionKernel::kLinear];
+    lin_tps[len] = num(lin, "tokens_per_s");
+    bool lin_wins = soft.contains("error") ||
+                    (!lin.contains("error") && lin_tps[len] > num(soft, "tokens_per_s"));
+    if (lin_wins && wins_from < 0) wins_from = len;
+    if (!lin_wins) wins_from = -1;  // "from some length on": every longer one too
+    row.push_back(lin_wins ? "linear" : "softmax");
+    t.rows.push_back(row);
+    summary_["attention"][std::to_string(len)] = {{"softmax", soft}, {"linear", lin}};
+  }
+  md_ += fmt::format(
+             "## Attention kernels\n\nLM bench model, fp32, {} tokens per step "
+             "(batch = tokens / length), RoPE; linear = elu+1 features, Eq. 19, "
+             "causal chunked prefix sums. Peak MiB: the training steps' growth of the "
+             "resident set over the model's.\n\n",
+             o_.attention_tokens) +
+         t.md();
+  if (lin_tps.count(512) && lin_tps.count(8192)) {
+    double keep = lin_tps[8192] / lin_tps[512];
+    md_ += fmt::format("\nLinear attention at 8192 tokens runs at {:.2f} of its tokens/s at 512.\n",
+                       keep);
+    goals_.emplace_back("linear attention at 8192 >= 2/3 of its tokens/s at 512",
+                        fmt_num(keep, "{:.2f}") + " " + check(keep >= 2.0 / 3.0));
+  }
+  md_ += wins_from > 0
+             ? fmt::format("\nLinear attention is faster from length {} on.\n\n", wins_from)
+             : std::string("\nLinear attention is not faster from any length measured on.\n\n");
+  goals_.emplace_back("linear attention beats softmax from some length on",
+                      (wins_from > 0 ? "from " + std::to_string(wins_from) : std::string("none")) +
+                          " " + check(wins_from > 0));
+}
+
+// The time of the next greedy token as the output grows, with and without the cache.
+void Session::decode() {
+  Table t{{"output length", "ms/token, cache", "ms/token, no cache", "speed-up"}, {}};
+  double first = std::nan(""), last = std::nan("");
+  for (int64_t len : o_.decode_lengths) {
+    auto j = r_->ropelab(fmt::format("decode {}", len), "decode", file(BenchModel::kLm), {}, len,
+                         {{"section", "decode"}, {"length", len}});
+    double c = num(j, "cache_ms_per_token"), u = num(j, "nocache_ms_per_token");
+    if (std::isnan(first)) first = c;
+    last = c;
+    t.rows.push_back({std::to_string(len), cell(j, "cache_ms_per_token", "{:.2f}"),
+                      cell(j, "nocache_ms_per_token", "{:.1f}"), fmt_num(u / c, "{:.0f}x")});
+  }
+  double growth = last / first;
+  md_ +=
+      "## Decoding\n\nLM bench model, batch 1, greedy: the time of the next token after "
+      "`output length` tokens.\n\n" +
+      t.md() +
+      fmt::format("\nWith the cache, a token at {} costs {:.2f}x one at {}.\n\n",
+                  o_.decode_lengths.back(), growth, o_.decode_lengths.front());
+  goals_.emplace_back("cached decoding: time per token flat (<= 1.25x from first to last)",
+                      fmt_num(growth, "{:.2f}x") + " " + check(growth <= 1.25));
+}
+
+// The real batch stream's tokens/s next to training's.
+void Session::data() {
+  auto j =
+      r_->ropelab("batch stream", "data", file(BenchModel::kLm), {}, 2000, {{"section", "data"}});
+  double s = num(j, "stream_tokens_per_s");
+  md_ += "## Batch stream\n\n" +
+         Table{{"LM stream tokens/s", "LM training tokens/s (fp32)", "stream / training",
+                "peak RSS MiB"},
+               {{cell(j, "stream_tokens_per_s"), fmt_num(lm_fp32_tps_), fmt_num(s / lm_fp32_tps_),
+                 cell(j, "peak_rss_mb")}}}
+             .md() +
+         "\n";
+}
+
+void Session::finish() {
+  r_->bar.finish();
+  if (!goals_.empty()) {
+    Table g{{"goal", "measured"}, {}};
+    for (const auto& [k, v] : goals_) g.rows.push_back({k, v});
+    md_ += "## Goals\n\n" + g.md();
+  }
+  json all{{"libtorch", compat::libtorch_version()},
+           {"blas_core", platform::blas_core()},
+           {"threads", threads_},
+           {"steps", o_.steps},
+           {"rounds", o_.rounds},
+           {"summary", summary_},
+           {"points", r_->points}};
+  fs::write_file_atomic(o_.out_dir + "/bench.json", all.dump(2) + "\n");
+  fs::write_file_atomic(o_.out_dir + "/bench.md", md_);
+  std::cout << md_ << "\nwritten: " << o_.out_dir << "/bench.md, " << o_.out_dir << "/bench.json\n";
+}
+
+}  // namespace
+
+void run_bench(const BenchOptions& o) {
+  Session s(o);
+  if (wanted(o, BenchSection::kMachine)) s.machine();
+  if (wanted(o, BenchSection::kTrain)) s.train();
+  if (wanted(o, BenchSection::kPositions)) s.positions();
+  if (wanted(o, BenchSection::kAttention)) s.attention();
+  if (wanted(o, BenchSection::kDecode)) s.decode();
+  if (wanted(o, BenchSection::kData)) s.data();
+  s.finish();
+}
+
+}  // namespace ropelab::lab
