@@ -39,11 +39,11 @@ namespace ropelab::lab {
 using clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
-namespace {
-
 double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
 }
+
+namespace {
 
 // VmRSS / VmHWM of this process in MiB (Linux /proc/self/status).
 double proc_status_mb(const std::string& key) {

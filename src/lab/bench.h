@@ -23,6 +23,7 @@
 // Model FLOPs follow PaLM's accounting (Chowdhery et al. 2022, App. B): 6 per parameter of every
 // matmul per token it touches, plus 12 * layers * d * context per token for attention.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -82,6 +83,9 @@ struct BenchOptions {
 // Runs the sections, prints the table, writes OUT/bench.json and OUT/bench.md
 // (lab/bench_run.cpp).
 void run_bench(const BenchOptions& o);
+
+// Seconds since `t` on the steady clock: the timer of every figure.
+double seconds_since(std::chrono::steady_clock::time_point t);
 
 // What one child measures.
 enum class BenchPoint { kMatmul, kTrain, kDecode, kData };

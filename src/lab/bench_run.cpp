@@ -33,10 +33,6 @@ using json = nlohmann::json;
 
 namespace {
 
-double elapsed_s(clock::time_point t) {
-  return std::chrono::duration<double>(clock::now() - t).count();
-}
-
 // One PyTorch column: which python runs the reference, and in which variant.
 double num(const json& j, const char* k);
 std::string with_omp(const std::string& python, const std::string& omp);
@@ -92,7 +88,7 @@ struct Runner {
           {"error", fmt::format("exit {}{} (log: {})", code,
                                 code == 137 || code == 9 ? ", killed: out of memory?" : "", log)}};
     }
-    r["wall_s"] = elapsed_s(t0);
+    r["wall_s"] = seconds_since(t0);
     for (const auto& [k, v] : meta.items()) r[k] = v;
     r["label"] = label;
     points.push_back(r);
