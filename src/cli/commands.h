@@ -1,5 +1,6 @@
-// Subcommand table of the `ropelab` CLI. Each subcommand parses its options into a struct and
-// calls one library function; there is no logic here.
+// The `ropelab` CLI's subcommands: each group registers in its own file (cli/*_commands.cpp,
+// over cli/command.h). Each subcommand parses its options into a struct and calls one library
+// function; there is no logic here.
 #pragma once
 #include <CLI/CLI.hpp>
 

@@ -9,7 +9,6 @@
 #include "config/loader.h"
 #include "data/prepare.h"
 #include "dist/launch.h"
-#include "dist/threads.h"
 #include "dist/world.h"
 #include "run/run.h"
 #include "train/trainer.h"
@@ -22,7 +21,7 @@ namespace {
 
 int cmd_prepare() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
-  auto p = data::prepare(run::plan_of(c), dist::apply_thread_policy(c.run.threads));
+  auto p = run::prepare(c);
   for (const auto& [split, path] : p.splits) std::printf("%s\t%s\n", split.c_str(), path.c_str());
   if (!p.plan.tokenizer_path.empty()) std::printf("tokenizer\t%s\n", p.plan.tokenizer_path.c_str());
   if (!p.plan.target_tokenizer_path.empty())

@@ -11,6 +11,7 @@
 #include "compat/torch_compat.h"
 #include "model/dropout.h"
 #include "model/linear.h"
+#include "model/tiled_attention.h"
 #include "util/device.h"
 #include "util/float_rows.h"
 #include "util/vec_kernels.h"
@@ -219,6 +220,11 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
                       1.0 / std::sqrt(static_cast<double>(H)));
 }
 
+bool uses_tiled_attention(torch::Device dev, bool has_bias, bool has_dropout, int64_t T,
+                          int64_t S) {
+  return dev.is_cpu() && !has_bias && !has_dropout && T >= kTiledFrom && S >= kTiledFrom;
+}
+
 torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
@@ -230,6 +236,16 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
     return fused_attention(q, k, v, bias, mask, q_offset, dropout, training);
   // The scale is 1/sqrt(head dim): the values' width (PoPE's q and k are twice as wide).
   int64_t T = q.size(2), S = k.size(2), H = v.size(3);
+  // Long sequences on the CPU: the tiled kernel (O(T) memory, causal tiles skipped), where it
+  // computes the same function: no score bias and no dropout on the probabilities.
+  if (uses_tiled_attention(q.device(), bias.defined(), dropout > 0 && training, T, S) &&
+      q.size(-1) == H) {
+    TileMask tm;
+    tm.causal = mask.causal;
+    tm.q_offset = q_offset;
+    tm.key_pad_BS = mask.key_pad_BS;
+    return tiled_attention(q, k, v, tm);
+  }
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,
   // adds the position bias and the mask and normalises in float32 in one pass (masked_softmax).
   auto scores = batched_matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1));

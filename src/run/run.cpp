@@ -51,6 +51,11 @@ void make_task(Run& r) {
 
 data::Plan plan_of(const config::Config& c) { return data::plan(c.data, c.task.seq_len); }
 
+data::Prepared prepare(const config::Config& c) {
+  signals::install_handlers();
+  return data::prepare(plan_of(c), dist::apply_thread_policy(c.run.threads));
+}
+
 Run open_new(const config::Config& c, DataUse data, const std::function<void()>& before_data) {
   signals::install_handlers();
   Run r;

@@ -52,6 +52,10 @@ struct Run {
 // the key when the synthetic sources' bounds are exceeded). Every use resolves it here, once.
 data::Plan plan_of(const config::Config& c);
 
+// The data of a config prepared (`prepare`): the thread policy, the plan, then whatever is out
+// of date; the files are listed in the result.
+data::Prepared prepare(const config::Config& c);
+
 // A new run (`train`): the thread policy, the device and determinism, task.init_from's
 // architecture check and tokenizer, the plan, the data, the task, and the model, seeded with
 // run.seed and given the pretrained backbone, on the device. `before_data` runs after the

@@ -1,0 +1,243 @@
+#include "model/tiled_attention.h"
+
+#include "compat/torch_compat.h"
+#include "model/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace ropelab::model {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Autocast off while the kernel runs: its tiles are float32 by design (bf16 inputs are converted
+// on the way in), and its matmuls then take the float32 path of batched_matmul.
+class NoAutocast {
+ public:
+  NoAutocast() : was_(compat::autocast_enabled(c10::DeviceType::CPU)) {
+    if (was_) compat::set_bf16_autocast(c10::DeviceType::CPU, false);
+  }
+  ~NoAutocast() {
+    if (was_) compat::set_bf16_autocast(c10::DeviceType::CPU, true);
+  }
+  NoAutocast(const NoAutocast&) = delete;
+  NoAutocast& operator=(const NoAutocast&) = delete;
+
+ private:
+  bool was_;
+};
+
+// The key range [lo, hi) that queries [q0, q1) may see under the causal, window and chunk rules
+// (positions, not yet clipped to the keys there are).
+std::pair<int64_t, int64_t> key_range(const TileMask& m, int64_t q0, int64_t q1) {
+  const int64_t i0 = m.q_offset + q0, i1 = m.q_offset + q1 - 1;  // first and last query position
+  int64_t lo = std::numeric_limits<int64_t>::min() / 2,
+          hi = std::numeric_limits<int64_t>::max() / 2;
+  if (m.causal) hi = std::min(hi, i1 + 1);
+  if (m.window > 0) {
+    lo = std::max(lo, i0 - m.window + 1);
+    if (!m.causal) hi = std::min(hi, i1 + m.window);
+  }
+  if (m.chunk > 0) {
+    lo = std::max(lo, (i0 / m.chunk) * m.chunk);
+    hi = std::min(hi, (i1 / m.chunk + 1) * m.chunk);
+  }
+  return {lo, hi};
+}
+
+// The allowed pairs of one tile, [1 or B, 1, tq, tk] bool; undefined when every pair is allowed.
+torch::Tensor tile_allowed(const TileMask& m, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
+                           torch::Device dev) {
+  const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(dev);
+  const int64_t tq = q1 - q0, tk = k1 - k0;
+  auto i = torch::arange(m.q_offset + q0, m.q_offset + q1, opts).view({tq, 1});
+  auto j = torch::arange(k0, k1, opts).view({1, tk});
+  torch::Tensor ok;
+  auto both = [&ok](const torch::Tensor& x) { ok = ok.defined() ? ok & x : x; };
+  const int64_t i_first = m.q_offset + q0, i_last = m.q_offset + q1 - 1;
+  if (m.causal && k1 - 1 > i_first) both(j <= i);
+  if (m.window > 0) {
+    const bool near =
+        m.causal ? i_last - k0 < m.window : std::max(i_last - k0, k1 - 1 - i_first) < m.window;
+    if (!near) both(m.causal ? (i - j) < m.window : (i - j).abs() < m.window);
+  }
+  if (m.chunk > 0 && !(i_first / m.chunk == i_last / m.chunk &&
+                       k0 / m.chunk == (k1 - 1) / m.chunk && k0 / m.chunk == i_first / m.chunk))
+    both(i.div(m.chunk, "floor") == j.div(m.chunk, "floor"));
+  if (ok.defined()) ok = ok.view({1, 1, tq, tk});
+  if (m.key_pad_BS.defined()) {
+    auto pad = m.key_pad_BS.narrow(1, k0, tk).view({-1, 1, 1, tk});
+    ok = ok.defined() ? ok & pad : pad;
+  }
+  if (m.doc_q_BT.defined()) {
+    auto same = m.doc_q_BT.narrow(1, q0, tq)
+                    .unsqueeze(-1)
+                    .eq(m.doc_k_BS.narrow(1, k0, tk).unsqueeze(1))
+                    .unsqueeze(1);
+    ok = ok.defined() ? ok & same : same;
+  }
+  return ok;
+}
+
+// One tile's scores: scale q k^T, with -inf where the mask says no. [B, N, tq, tk] float32.
+torch::Tensor tile_scores(const torch::Tensor& q_tile, const torch::Tensor& k_tile,
+                          const torch::Tensor& allowed) {
+  auto s = batched_matmul(q_tile, k_tile.transpose(-2, -1));
+  if (allowed.defined()) s.masked_fill_(allowed.logical_not(), -kInf);
+  return s;
+}
+
+// The query tiles of T rows and, for each, the key tiles it may see.
+struct Tiling {
+  int64_t T, S;
+  TileSizes sizes;
+  const TileMask& m;
+  template <class F>
+  void each(F&& f) const {
+    for (int64_t q0 = 0; q0 < T; q0 += sizes.q) {
+      const int64_t q1 = std::min(T, q0 + sizes.q);
+      auto [lo, hi] = key_range(m, q0, q1);
+      const int64_t first = std::max<int64_t>(0, lo) / sizes.k * sizes.k;
+      for (int64_t k0 = first; k0 < std::min(S, hi); k0 += sizes.k) {
+        const int64_t k1 = std::min(S, k0 + sizes.k);
+        if (tile_may_attend(m, q0, q1, k0, k1)) f(q0, q1, k0, k1);
+      }
+    }
+  }
+};
+
+struct TiledAttention : public torch::autograd::Function<TiledAttention> {
+  // q is already scaled by 1/sqrt(H) and everything is float32.
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const TileMask& mask, TileSizes sizes) {
+    const int64_t B = q.size(0), N = q.size(1), T = q.size(2), S = k.size(2), Hv = v.size(3);
+    auto f32 = q.options();
+    auto acc = torch::zeros({B, N, T, Hv}, f32);
+    auto m_run = torch::full({B, N, T, 1}, -kInf, f32);
+    auto l_run = torch::zeros({B, N, T, 1}, f32);
+    Tiling{T, S, sizes, mask}.each([&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
+      auto s = tile_scores(q.narrow(2, q0, q1 - q0), k.narrow(2, k0, k1 - k0),
+                           tile_allowed(mask, q0, q1, k0, k1, q.device()));
+      auto m_old = m_run.narrow(2, q0, q1 - q0);
+      auto m_new = torch::maximum(m_old, std::get<0>(s.max(-1, true)));
+      // A row that has seen no key yet keeps m = -inf; it shifts by 0 (exp(-inf) = 0 anyway).
+      auto shift = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
+      auto p = (s - shift).exp_();
+      auto decay = (m_old - shift).exp_();
+      auto l = l_run.narrow(2, q0, q1 - q0);
+      l.mul_(decay).add_(p.sum(-1, true));
+      auto o = acc.narrow(2, q0, q1 - q0);
+      o.mul_(decay).add_(batched_matmul(p, v.narrow(2, k0, k1 - k0)));
+      m_old.copy_(m_new);
+    });
+    // Rows that saw no key: output 0, and a log-sum-exp of +inf so that the backward pass's
+    // exp(s - L) is 0 for them.
+    auto seen = l_run > 0;
+    auto out = torch::where(seen, acc / l_run.clamp_min(1e-30), torch::zeros_like(acc));
+    auto lse =
+        torch::where(seen, m_run + l_run.clamp_min(1e-30).log(), torch::full_like(m_run, kInf));
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["causal"] = mask.causal;
+    ctx->saved_data["window"] = mask.window;
+    ctx->saved_data["chunk"] = mask.chunk;
+    ctx->saved_data["q_offset"] = mask.q_offset;
+    ctx->saved_data["tile_q"] = sizes.q;
+    ctx->saved_data["tile_k"] = sizes.k;
+    if (mask.key_pad_BS.defined()) ctx->saved_data["key_pad"] = mask.key_pad_BS;
+    if (mask.doc_q_BT.defined()) {
+      ctx->saved_data["doc_q"] = mask.doc_q_BT;
+      ctx->saved_data["doc_k"] = mask.doc_k_BS;
+    }
+    return {out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    TileMask mask;
+    mask.causal = ctx->saved_data["causal"].toBool();
+    mask.window = ctx->saved_data["window"].toInt();
+    mask.chunk = ctx->saved_data["chunk"].toInt();
+    mask.q_offset = ctx->saved_data["q_offset"].toInt();
+    if (ctx->saved_data.count("key_pad") != 0)
+      mask.key_pad_BS = ctx->saved_data["key_pad"].toTensor();
+    if (ctx->saved_data.count("doc_q") != 0) {
+      mask.doc_q_BT = ctx->saved_data["doc_q"].toTensor();
+      mask.doc_k_BS = ctx->saved_data["doc_k"].toTensor();
+    }
+    const TileSizes sizes{ctx->saved_data["tile_q"].toInt(), ctx->saved_data["tile_k"].toInt()};
+    NoAutocast no_autocast;
+    auto dout = grad_out[0].to(torch::kFloat32).contiguous();
+    auto D = (dout * out).sum(-1, true);  // [B, N, T, 1]
+    auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
+    Tiling{q.size(2), k.size(2), sizes, mask}.each(
+        [&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
+          const int64_t tq = q1 - q0, tk = k1 - k0;
+          auto qt = q.narrow(2, q0, tq), kt = k.narrow(2, k0, tk), vt = v.narrow(2, k0, tk);
+          auto s = tile_scores(qt, kt, tile_allowed(mask, q0, q1, k0, k1, q.device()));
+          auto p = (s - lse.narrow(2, q0, tq)).exp_();
+          auto dot = dout.narrow(2, q0, tq);
+          dv.narrow(2, k0, tk).add_(batched_matmul(p.transpose(-2, -1), dot));
+          auto ds = p.mul_(batched_matmul(dot, vt.transpose(-2, -1)).sub_(D.narrow(2, q0, tq)));
+          dq.narrow(2, q0, tq).add_(batched_matmul(ds, kt));
+          dk.narrow(2, k0, tk).add_(batched_matmul(ds.transpose(-2, -1), qt));
+        });
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool tile_may_attend(const TileMask& m, int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
+  auto [lo, hi] = key_range(m, q0, q1);
+  if (k1 <= lo || k0 >= hi) return false;
+  // A window is a band: the tile's nearest pair must be inside it.
+  const int64_t i_first = m.q_offset + q0, i_last = m.q_offset + q1 - 1;
+  if (m.window > 0) {
+    // The smallest |i - j| (causal: i - j >= 0) over the tile.
+    int64_t nearest = 0;
+    if (k0 > i_last)
+      nearest = k0 - i_last;
+    else if (k1 - 1 < i_first)
+      nearest = i_first - (k1 - 1);
+    if (nearest >= m.window) return false;
+  }
+  return true;
+}
+
+torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
+                              const torch::Tensor& v_BNSH, const TileMask& mask, TileSizes tiles) {
+  TORCH_CHECK(tiles.q > 0 && tiles.k > 0, "tiled_attention: tile sizes must be positive");
+  const auto out_dtype = v_BNSH.scalar_type();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q_BNTH.size(-1)));
+  // bf16 inputs: scores, softmax and sums in float32 (the tiles are converted on the way in).
+  NoAutocast no_autocast;
+  auto q = (q_BNTH.to(torch::kFloat32) * scale).contiguous();
+  auto k = k_BNSH.to(torch::kFloat32).contiguous(), v = v_BNSH.to(torch::kFloat32).contiguous();
+  return TiledAttention::apply(q, k, v, mask, tiles)[0].to(out_dtype);
+}
+
+torch::Tensor tiled_attention_reference(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
+                                        const torch::Tensor& v_BNSH, const TileMask& mask) {
+  const int64_t T = q_BNTH.size(2), S = k_BNSH.size(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q_BNTH.size(-1)));
+  // float64 inputs stay float64 (the tests' reference); anything else computes in float32.
+  const auto dt = q_BNTH.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  auto q = q_BNTH.to(dt) * scale;
+  auto s = torch::matmul(q, k_BNSH.to(dt).transpose(-2, -1));
+  auto allowed = tile_allowed(mask, 0, T, 0, S, q.device());
+  if (!allowed.defined()) allowed = torch::ones({1, 1, T, S}, s.options().dtype(torch::kBool));
+  s = s.masked_fill(allowed.logical_not(), -kInf);
+  auto any = allowed.any(-1, true);
+  // softmax of a row of -inf is NaN: such rows get 0 scores, then 0 weights.
+  auto p = torch::softmax(torch::where(any, s, torch::zeros_like(s)), -1) * any;
+  return torch::matmul(p, v_BNSH.to(dt)).to(v_BNSH.scalar_type());
+}
+
+}  // namespace ropelab::model
