@@ -93,9 +93,10 @@ bool uses_kernel_causal(const AttnMask& mask, bool has_bias, int64_t q_offset, i
                         int64_t S);
 // From this many queries and keys on, softmax_attention on the CPU runs the tiled kernel
 // (model/tiled_attention.h) where it computes the same function (no score bias, no dropout on
-// the probabilities). LM bench shape, one layer forward + backward, 2 threads: at 1024 both
-// take 0.040 s; at 2048 tiled 0.112 s against 0.213 s, at 8192 1.43 s against 3.26 s, with
-// 129 MiB of memory against 3183 MiB.
+// the probabilities). The LM bench model's training step (`ropelab bench --sections attention`,
+// 8192 tokens a step, 2 threads), quadratic against tiled: 1024 tokens 3242 and 3245 tokens/s
+// (2299 and 1605 MiB), 2048 2205-2662 and 2282-2598 (3713-3967 and 1613 MiB), 8192 624 and 1260
+// (11556 and 1353 MiB).
 inline constexpr int64_t kTiledFrom = 1024;
 bool uses_tiled_attention(torch::Device dev, bool has_bias, bool has_dropout, int64_t T, int64_t S);
 // q/k features for the numerator (possibly rotated) and for the denominator (never rotated in

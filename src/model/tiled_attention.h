@@ -37,7 +37,7 @@ struct TileMask {
 };
 
 struct TileSizes {
-  int64_t q = 128;  // query rows per tile
+  int64_t q = 256;  // query rows per tile
   int64_t k = 256;  // key columns per tile
 };
 
