@@ -16,14 +16,7 @@ Forward scored_ce(const torch::Tensor& logits_BTV, const torch::Tensor& target_B
   // PyTorch's label smoothing: a = 1 - eps, b = eps / V (tasks/loss.h).
   auto ce = cross_entropy(logits_BTV.reshape({-1, V}), target_BT.reshape({-1}), 1.0 - smoothing,
                           smoothing / static_cast<double>(V));
-  Forward out;
-  out.loss_sum = ce.loss_sum;
-  out.sums = StepSums(logits_BTV.device());
-  out.sums.set(Sum::kNll, ce.nll_sum)
-      .set(Sum::kTargets, ce.targets)
-      .set(Sum::kCorrect, ce.correct)
-      .set(Sum::kTokens, static_cast<double>(num_tokens));
-  return out;
+  return token_forward(ce, logits_BTV.device(), num_tokens);
 }
 
 // The rows of a flattened [B*T, ...] selected by the batch's scored positions (found on the

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "dist/world.h"
+#include "tasks/loss.h"
 #include "util/device.h"
 #include "util/signals.h"
 
@@ -26,6 +27,17 @@ std::string format_metrics(const Metrics& m) {
   std::string s;
   for (const auto& [k, v] : m) s += fmt::format("{}{} {:.4g}", s.empty() ? "" : " ", k, v);
   return s;
+}
+
+Forward token_forward(const CrossEntropy& ce, torch::Device dev, int64_t num_tokens) {
+  Forward out;
+  out.loss_sum = ce.loss_sum;
+  out.sums = StepSums(dev);
+  out.sums.set(Sum::kNll, ce.nll_sum)
+      .set(Sum::kTargets, ce.targets)
+      .set(Sum::kCorrect, ce.correct)
+      .set(Sum::kTokens, static_cast<double>(num_tokens));
+  return out;
 }
 
 Metrics token_metrics(const HostSums& s) {

@@ -128,6 +128,11 @@ std::string format_metrics(const Metrics& m);
 // Token-level metrics: loss (mean nll per target), ppl and acc (argmax accuracy).
 Metrics token_metrics(const HostSums& s);
 
+// A token-level task's forward result from its cross-entropy (tasks/loss.h): the loss to
+// backpropagate and the sums token_metrics reads (nll, targets, correct, and `num_tokens`).
+struct CrossEntropy;
+Forward token_forward(const CrossEntropy& ce, torch::Device dev, int64_t num_tokens);
+
 // The stream options every task starts from: the run's seed, shuffled when training.
 data::StreamOptions stream_options(const TaskSetup& s, bool train, int64_t seq_len,
                                    int64_t batch_size);

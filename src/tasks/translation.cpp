@@ -41,14 +41,7 @@ Forward TranslationTask::forward(model::ModelImpl& m, const data::Batch& b) cons
   double eps_i = eps > 0 ? eps / static_cast<double>(V - 1) : 0.0;
   auto ce =
       cross_entropy(logits.reshape({-1, V}), b.target_BT.reshape({-1}), 1.0 - eps - eps_i, eps_i);
-  Forward out;
-  out.loss_sum = ce.loss_sum;
-  out.sums = StepSums(logits.device());
-  out.sums.set(Sum::kNll, ce.nll_sum)
-      .set(Sum::kTargets, ce.targets)
-      .set(Sum::kCorrect, ce.correct)
-      .set(Sum::kTokens, static_cast<double>(b.num_tokens));
-  return out;
+  return token_forward(ce, logits.device(), b.num_tokens);
 }
 
 Metrics TranslationTask::metrics(const HostSums& s) const { return token_metrics(s); }
