@@ -200,10 +200,11 @@ bool uses_kernel_causal(const AttnMask& mask, bool has_bias, int64_t q_offset, i
 }
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
-                              const torch::Tensor& v, const torch::Tensor& bias,
+                              const torch::Tensor& v, const ScoreBias& score_bias,
                               const AttnMask& mask, int64_t q_offset, double dropout,
                               bool training) {
   const int64_t T = q.size(2), S = k.size(2), H = v.size(3);
+  const torch::Tensor bias = score_bias.defined() ? score_bias.whole() : torch::Tensor();
   const bool own_causal = uses_kernel_causal(mask, bias.defined(), q_offset, T, S);
   torch::Tensor add;
   if (!own_causal) {
@@ -220,32 +221,34 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
                       1.0 / std::sqrt(static_cast<double>(H)));
 }
 
-bool uses_tiled_attention(torch::Device dev, bool has_bias, bool has_dropout, int64_t T,
+bool uses_tiled_attention(torch::Device dev, bool has_dense_bias, bool has_dropout, int64_t T,
                           int64_t S) {
-  return dev.is_cpu() && !has_bias && !has_dropout && T >= kTiledFrom && S >= kTiledFrom;
+  return dev.is_cpu() && !has_dense_bias && !has_dropout && T >= kTiledFrom && S >= kTiledFrom;
 }
 
 torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                const torch::Tensor& v, const torch::Tensor& bias,
+                                const torch::Tensor& v, const ScoreBias& score_bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
                                 bool training) {
   // On a GPU: libtorch's fused kernels (flash, memory-efficient or cuDNN attention, with their
   // dropout on the device's generator; the score-bias families and key padding as one additive
   // mask), unless the run must be bit-reproducible (run.deterministic).
   if (q.is_cuda() && compat::has_sdpa() && !device::deterministic())
-    return fused_attention(q, k, v, bias, mask, q_offset, dropout, training);
+    return fused_attention(q, k, v, score_bias, mask, q_offset, dropout, training);
   // The scale is 1/sqrt(head dim): the values' width (PoPE's q and k are twice as wide).
   int64_t T = q.size(2), S = k.size(2), H = v.size(3);
-  // Long sequences on the CPU: the tiled kernel (O(T) memory, causal tiles skipped), where it
-  // computes the same function: no score bias and no dropout on the probabilities.
-  if (uses_tiled_attention(q.device(), bias.defined(), dropout > 0 && training, T, S) &&
+  // Long sequences on the CPU: the tiled kernel (O(T) memory, causal tiles skipped, each tile's
+  // score bias computed on the fly), where it computes the same function: no stored score bias
+  // (CoPE, PaTH) and no dropout on the probabilities.
+  if (uses_tiled_attention(q.device(), !score_bias.tileable(), dropout > 0 && training, T, S) &&
       q.size(-1) == H) {
     TileMask tm;
     tm.causal = mask.causal;
     tm.q_offset = q_offset;
     tm.key_pad_BS = mask.key_pad_BS;
-    return tiled_attention(q, k, v, tm);
+    return tiled_attention(q, k, v, tm, score_bias);
   }
+  const torch::Tensor bias = score_bias.defined() ? score_bias.whole() : torch::Tensor();
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,
   // adds the position bias and the mask and normalises in float32 in one pass (masked_softmax).
   auto scores = batched_matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1));
@@ -487,14 +490,15 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
       q = pos->rotate_q(q, rotate_new ? step_tables : pc);
       if (!rotate_new) k = pos->rotate_k(k, pc);
     }
-    auto bias = pos != nullptr ? pos->score_bias(pc) : torch::Tensor();
+    ScoreBias bias = pos != nullptr ? pos->score_bias(pc) : ScoreBias();
     AttnMask m = mask;
     if (pos != nullptr && pos->uses_content()) {
-      if (!m.bias_B1TS.defined() && (m.causal || m.key_pad_BS.defined()))
+      if (pos->content_reads_mask() && !m.bias_B1TS.defined() &&
+          (m.causal || m.key_pad_BS.defined()))
         m = m.with_bias(T, k.size(2), q_offset, q.device());
       torch::Tensor* state = cache != nullptr ? &cache->pos_state : nullptr;
-      auto cb = pos->content_bias(LayerContent{x, q, k, m.bias_B1TS, ctx.layer, state}, pc);
-      if (cb.defined()) bias = bias.defined() ? bias + cb : cb;
+      const torch::Tensor mask_B1TS = pos->content_reads_mask() ? m.bias_B1TS : torch::Tensor();
+      bias = bias.plus(pos->content_bias(LayerContent{x, q, k, mask_B1TS, ctx.layer, state}, pc));
     }
     out = softmax_attention(q, k, v, bias, m, q_offset, cfg_.dropout, is_training());
   } else {

@@ -1,7 +1,8 @@
 // Multi-head attention with two kernels.
 //
 // softmax (Vaswani et al. 2017, Eq. 1): softmax(q k^T / sqrt(H) + bias + mask) v, with RoPE's
-//   rotation applied to q and k (RoFormer Eq. 16) and score biases (T5, ALiBi) added.
+//   rotation applied to q and k (RoFormer Eq. 16) and score biases (T5, ALiBi; score_bias.h)
+//   added; from kTiledFrom tokens on the CPU, tile by tile (tiled_attention.h).
 // linear (Katharopoulos et al. 2020; RoFormer Sec. 3.4.3, Eq. 19): non-negative feature maps
 //   phi = elu+1 or FAVOR+ positive random features (Choromanski et al. 2021), and
 //     eq19:       Attn_m = sum_n (R_m phi(q_m))^T (R_n phi(k_n)) v_n / sum_n phi(q_m)^T phi(k_n)
@@ -73,7 +74,7 @@ torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
 // The kernels, as free functions (tested directly against their quadratic forms).
 torch::Tensor softmax_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
-                                const torch::Tensor& v_BNSH, const torch::Tensor& bias_1NTS,
+                                const torch::Tensor& v_BNSH, const ScoreBias& bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
                                 bool training);
 // The same softmax attention through libtorch's fused scaled_dot_product_attention (what
@@ -81,7 +82,7 @@ torch::Tensor softmax_attention(const torch::Tensor& q_BNTH, const torch::Tensor
 // additive mask, a plain causal score the kernels' own causal flag. Any device (tests compare it
 // with the unfused form on the CPU); throws where compat::has_sdpa() is false.
 torch::Tensor fused_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
-                              const torch::Tensor& v_BNSH, const torch::Tensor& bias_1NTS,
+                              const torch::Tensor& v_BNSH, const ScoreBias& bias,
                               const AttnMask& mask, int64_t q_offset, double dropout,
                               bool training);
 // Whether fused_attention hands `mask` to the kernels' own causal flag (no mask tensor: the
@@ -92,13 +93,14 @@ torch::Tensor fused_attention(const torch::Tensor& q_BNTH, const torch::Tensor& 
 bool uses_kernel_causal(const AttnMask& mask, bool has_bias, int64_t q_offset, int64_t T,
                         int64_t S);
 // From this many queries and keys on, softmax_attention on the CPU runs the tiled kernel
-// (model/tiled_attention.h) where it computes the same function (no score bias, no dropout on
-// the probabilities). The LM bench model's training step (`ropelab bench --sections attention`,
-// 8192 tokens a step, 2 threads), quadratic against tiled: 1024 tokens 3242 and 3245 tokens/s
-// (2299 and 1605 MiB), 2048 2205-2662 and 2282-2598 (3713-3967 and 1613 MiB), 8192 624 and 1260
-// (11556 and 1353 MiB).
+// (model/tiled_attention.h) where it computes the same function (no stored, untileable score
+// bias, no dropout on the probabilities). The LM bench model's training step (`ropelab bench
+// --sections attention`, 8192 tokens a step, 2 threads), quadratic against tiled: 1024 tokens 3242
+// and 3245 tokens/s (2299 and 1605 MiB), 2048 2205-2662 and 2282-2598 (3713-3967 and 1613 MiB),
+// 8192 624 and 1260 (11556 and 1353 MiB).
 inline constexpr int64_t kTiledFrom = 1024;
-bool uses_tiled_attention(torch::Device dev, bool has_bias, bool has_dropout, int64_t T, int64_t S);
+bool uses_tiled_attention(torch::Device dev, bool has_dense_bias, bool has_dropout, int64_t T,
+                          int64_t S);
 // q/k features for the numerator (possibly rotated) and for the denominator (never rotated in
 // eq19 mode). Causal with q_offset > 0 or T != S uses the exact masked form.
 torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_in,

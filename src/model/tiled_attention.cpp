@@ -85,10 +85,12 @@ torch::Tensor tile_allowed(const TileMask& m, int64_t q0, int64_t q1, int64_t k0
   return ok;
 }
 
-// One tile's scores: scale q k^T, with -inf where the mask says no. [B, N, tq, tk] float32.
+// One tile's scores: scale q k^T (q is scaled already) plus the tile's bias, with -inf where the
+// mask says no. [B, N, tq, tk] float32.
 torch::Tensor tile_scores(const torch::Tensor& q_tile, const torch::Tensor& k_tile,
-                          const torch::Tensor& allowed) {
+                          const torch::Tensor& bias_tile, const torch::Tensor& allowed) {
   auto s = batched_matmul(q_tile, k_tile.transpose(-2, -1));
+  if (bias_tile.defined()) s.add_(bias_tile.to(torch::kFloat32));
   if (allowed.defined()) s.masked_fill_(allowed.logical_not(), -kInf);
   return s;
 }
@@ -112,17 +114,81 @@ struct Tiling {
   }
 };
 
+// What the backward pass needs besides the saved tensors (kept in a capsule: the bias's
+// function part is C++). The inputs are q, k, v, then the bias parts that take gradients, at
+// the indices below (-1: none).
+struct Plan : torch::CustomClassHolder {
+  TileMask mask;
+  TileSizes sizes;
+  ScoreBias bias;
+  int64_t rel = -1, row = -1, col = -1, params = -1;
+};
+
+// The bias parts that take gradients, in the order of the function's inputs after q, k, v (the
+// indices Plan keeps); fills those indices.
+variable_list bias_inputs(Plan& plan) {
+  variable_list parts;
+  auto take = [&parts](const torch::Tensor& x, int64_t& index) {
+    if (!x.defined() || !x.requires_grad()) return;
+    index = 3 + static_cast<int64_t>(parts.size());
+    parts.push_back(x);
+  };
+  const ScoreBias& b = plan.bias;
+  take(b.rel_NR, plan.rel);
+  take(b.row_BNT, plan.row);
+  take(b.col_BNS, plan.col);
+  bool any = false;
+  for (const auto& p : b.params) any = any || p.requires_grad();
+  if (b.fn && any) {
+    plan.params = 3 + static_cast<int64_t>(parts.size());
+    parts.insert(parts.end(), b.params.begin(), b.params.end());
+  }
+  return parts;
+}
+
+// The gradients of one tile's bias parts from dS [B, N, tq, tk], added into grads (one per
+// input of the function).
+void bias_grads(const Plan& plan, const torch::Tensor& ds, int64_t q0, int64_t q1, int64_t k0,
+                int64_t k1, variable_list& grads) {
+  const ScoreBias& b = plan.bias;
+  const int64_t tq = q1 - q0, tk = k1 - k0;
+  if (plan.rel >= 0) {  // rel[n, t - s + S - 1] += dS[., n, t, s]: a band of tq + tk - 1 values
+    const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(ds.device());
+    auto idx = (torch::arange(tq, opts).view({tq, 1}) - torch::arange(tk, opts).view({1, tk}))
+                   .add_(tk - 1);
+    auto band = grads[plan.rel].narrow(1, q0 - (k1 - 1) + b.S - 1, tq + tk - 1);
+    band.index_add_(1, idx.flatten(), ds.sum(0).view({ds.size(1), -1}));
+  }
+  if (plan.row >= 0)
+    grads[plan.row].narrow(2, q0, tq).add_(
+        at::sum_to(ds.sum(-1), b.row_BNT.narrow(2, q0, tq).sizes()));
+  if (plan.col >= 0)
+    grads[plan.col].narrow(2, k0, tk).add_(
+        at::sum_to(ds.sum(-2), b.col_BNS.narrow(2, k0, tk).sizes()));
+  if (plan.params >= 0) {  // the function part: its tile again, with autograd
+    torch::AutoGradMode grad_on(true);
+    auto tile = b.fn(q0, q1, k0, k1);
+    auto g = torch::autograd::grad(
+        {tile}, b.params, {at::sum_to(ds, tile.sizes()).to(tile.dtype())}, false, false, true);
+    for (size_t i = 0; i < g.size(); ++i)
+      if (g[i].defined()) grads[plan.params + static_cast<int64_t>(i)].add_(g[i]);
+  }
+}
+
 struct TiledAttention : public torch::autograd::Function<TiledAttention> {
-  // q is already scaled by 1/sqrt(H) and everything is float32.
-  static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const TileMask& mask, TileSizes sizes) {
+  // inputs: q (already scaled by 1/sqrt(H)), k, v, all float32, then the bias parts of `plan`.
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
+                               const c10::intrusive_ptr<Plan>& plan) {
+    const auto &q = inputs[0], &k = inputs[1], &v = inputs[2];
+    const TileMask& mask = plan->mask;
     const int64_t B = q.size(0), N = q.size(1), T = q.size(2), S = k.size(2), Hv = v.size(3);
     auto f32 = q.options();
     auto acc = torch::zeros({B, N, T, Hv}, f32);
     auto m_run = torch::full({B, N, T, 1}, -kInf, f32);
     auto l_run = torch::zeros({B, N, T, 1}, f32);
-    Tiling{T, S, sizes, mask}.each([&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
+    Tiling{T, S, plan->sizes, mask}.each([&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
       auto s = tile_scores(q.narrow(2, q0, q1 - q0), k.narrow(2, k0, k1 - k0),
+                           plan->bias.tile(q0, q1, k0, k1),
                            tile_allowed(mask, q0, q1, k0, k1, q.device()));
       auto m_old = m_run.narrow(2, q0, q1 - q0);
       auto m_new = torch::maximum(m_old, std::get<0>(s.max(-1, true)));
@@ -143,52 +209,41 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
     auto lse =
         torch::where(seen, m_run + l_run.clamp_min(1e-30).log(), torch::full_like(m_run, kInf));
     ctx->save_for_backward({q, k, v, out, lse});
-    ctx->saved_data["causal"] = mask.causal;
-    ctx->saved_data["window"] = mask.window;
-    ctx->saved_data["chunk"] = mask.chunk;
-    ctx->saved_data["q_offset"] = mask.q_offset;
-    ctx->saved_data["tile_q"] = sizes.q;
-    ctx->saved_data["tile_k"] = sizes.k;
-    if (mask.key_pad_BS.defined()) ctx->saved_data["key_pad"] = mask.key_pad_BS;
-    if (mask.doc_q_BT.defined()) {
-      ctx->saved_data["doc_q"] = mask.doc_q_BT;
-      ctx->saved_data["doc_k"] = mask.doc_k_BS;
-    }
+    ctx->saved_data["plan"] = c10::IValue::make_capsule(plan);
     return {out};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
-    TileMask mask;
-    mask.causal = ctx->saved_data["causal"].toBool();
-    mask.window = ctx->saved_data["window"].toInt();
-    mask.chunk = ctx->saved_data["chunk"].toInt();
-    mask.q_offset = ctx->saved_data["q_offset"].toInt();
-    if (ctx->saved_data.count("key_pad") != 0)
-      mask.key_pad_BS = ctx->saved_data["key_pad"].toTensor();
-    if (ctx->saved_data.count("doc_q") != 0) {
-      mask.doc_q_BT = ctx->saved_data["doc_q"].toTensor();
-      mask.doc_k_BS = ctx->saved_data["doc_k"].toTensor();
-    }
-    const TileSizes sizes{ctx->saved_data["tile_q"].toInt(), ctx->saved_data["tile_k"].toInt()};
+    auto plan = c10::static_intrusive_pointer_cast<Plan>(ctx->saved_data["plan"].toCapsule());
+    const TileMask& mask = plan->mask;
     NoAutocast no_autocast;
     auto dout = grad_out[0].to(torch::kFloat32).contiguous();
     auto D = (dout * out).sum(-1, true);  // [B, N, T, 1]
-    auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
-    Tiling{q.size(2), k.size(2), sizes, mask}.each(
+    const ScoreBias& b = plan->bias;
+    // The bias parts' gradients are summed in float32 and returned in each part's dtype.
+    variable_list grads{torch::zeros_like(q), torch::zeros_like(k), torch::zeros_like(v)};
+    auto parts = bias_inputs(*plan);
+    for (const auto& x : parts) grads.push_back(torch::zeros(x.sizes(), q.options()));
+    auto &dq = grads[0], &dk = grads[1], &dv = grads[2];
+    Tiling{q.size(2), k.size(2), plan->sizes, mask}.each(
         [&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
           const int64_t tq = q1 - q0, tk = k1 - k0;
           auto qt = q.narrow(2, q0, tq), kt = k.narrow(2, k0, tk), vt = v.narrow(2, k0, tk);
-          auto s = tile_scores(qt, kt, tile_allowed(mask, q0, q1, k0, k1, q.device()));
+          auto s = tile_scores(qt, kt, b.tile(q0, q1, k0, k1),
+                               tile_allowed(mask, q0, q1, k0, k1, q.device()));
           auto p = (s - lse.narrow(2, q0, tq)).exp_();
           auto dot = dout.narrow(2, q0, tq);
           dv.narrow(2, k0, tk).add_(batched_matmul(p.transpose(-2, -1), dot));
           auto ds = p.mul_(batched_matmul(dot, vt.transpose(-2, -1)).sub_(D.narrow(2, q0, tq)));
           dq.narrow(2, q0, tq).add_(batched_matmul(ds, kt));
           dk.narrow(2, k0, tk).add_(batched_matmul(ds.transpose(-2, -1), qt));
+          bias_grads(*plan, ds, q0, q1, k0, k1, grads);
         });
-    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+    for (size_t i = 0; i < parts.size(); ++i) grads[3 + i] = grads[3 + i].to(parts[i].dtype());
+    grads.emplace_back();  // the plan
+    return grads;
   }
 };
 
@@ -212,25 +267,39 @@ bool tile_may_attend(const TileMask& m, int64_t q0, int64_t q1, int64_t k0, int6
 }
 
 torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
-                              const torch::Tensor& v_BNSH, const TileMask& mask, TileSizes tiles) {
+                              const torch::Tensor& v_BNSH, const TileMask& mask,
+                              const ScoreBias& bias, TileSizes tiles) {
   TORCH_CHECK(tiles.q > 0 && tiles.k > 0, "tiled_attention: tile sizes must be positive");
+  TORCH_CHECK(bias.tileable(), "tiled_attention: a stored (dense) score bias cannot be tiled");
+  TORCH_CHECK(!bias.defined() || (bias.T == q_BNTH.size(2) && bias.S == k_BNSH.size(2)),
+              "tiled_attention: the score bias was made for other lengths");
   const auto out_dtype = v_BNSH.scalar_type();
   const double scale = 1.0 / std::sqrt(static_cast<double>(q_BNTH.size(-1)));
   // bf16 inputs: scores, softmax and sums in float32 (the tiles are converted on the way in).
   NoAutocast no_autocast;
   auto q = (q_BNTH.to(torch::kFloat32) * scale).contiguous();
   auto k = k_BNSH.to(torch::kFloat32).contiguous(), v = v_BNSH.to(torch::kFloat32).contiguous();
-  return TiledAttention::apply(q, k, v, mask, tiles)[0].to(out_dtype);
+  auto plan = c10::make_intrusive<Plan>();
+  plan->mask = mask;
+  plan->sizes = tiles;
+  plan->bias = bias;
+  variable_list inputs{q, k, v};
+  auto parts = bias_inputs(*plan);
+  inputs.insert(inputs.end(), parts.begin(), parts.end());
+  // A TensorList (not a vector) so that autograd sees each tensor as an input.
+  return TiledAttention::apply(at::TensorList(inputs), plan)[0].to(out_dtype);
 }
 
 torch::Tensor tiled_attention_reference(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
-                                        const torch::Tensor& v_BNSH, const TileMask& mask) {
+                                        const torch::Tensor& v_BNSH, const TileMask& mask,
+                                        const ScoreBias& bias) {
   const int64_t T = q_BNTH.size(2), S = k_BNSH.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q_BNTH.size(-1)));
   // float64 inputs stay float64 (the tests' reference); anything else computes in float32.
   const auto dt = q_BNTH.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   auto q = q_BNTH.to(dt) * scale;
   auto s = torch::matmul(q, k_BNSH.to(dt).transpose(-2, -1));
+  if (bias.defined()) s = s + bias.tile(0, T, 0, S).to(dt);
   auto allowed = tile_allowed(mask, 0, T, 0, S, q.device());
   if (!allowed.defined()) allowed = torch::ones({1, 1, T, S}, s.options().dtype(torch::kBool));
   s = s.masked_fill(allowed.logical_not(), -kInf);

@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "model/score_bias.h"
+
 namespace ropelab::model {
 
 // Which keys each query sees. Positions are absolute: query t is at q_offset + t, key s at s.
@@ -41,17 +43,19 @@ struct TileSizes {
   int64_t k = 256;  // key columns per tile
 };
 
-// softmax(q k^T / sqrt(H) + mask) v for q [B, N, T, H], k [B, N, S, H], v [B, N, S, Hv], tile
-// by tile. fp32, or bf16 inputs with fp32 scores, softmax and accumulation (the output in the
-// inputs' dtype). Gradients to q, k and v.
+// softmax(q k^T / sqrt(H) + bias + mask) v for q [B, N, T, H], k [B, N, S, H], v [B, N, S, Hv],
+// tile by tile, each tile's bias computed on the fly (the bias must be tileable: no dense part).
+// fp32, or bf16 inputs with fp32 scores, softmax and accumulation (the output in the inputs'
+// dtype). Gradients to q, k, v and the bias parts that require them.
 torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
                               const torch::Tensor& v_BNSH, const TileMask& mask,
-                              TileSizes tiles = {});
+                              const ScoreBias& bias = {}, TileSizes tiles = {});
 
 // The same attention computed the quadratic way with the same mask (the reference of the tests;
 // rows that see no key are zeros).
 torch::Tensor tiled_attention_reference(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
-                                        const torch::Tensor& v_BNSH, const TileMask& mask);
+                                        const torch::Tensor& v_BNSH, const TileMask& mask,
+                                        const ScoreBias& bias = {});
 
 // Whether a query tile [q0, q1) and a key tile [k0, k1) can have an allowed pair under the
 // mask's causal, window and chunk rules (padding and documents are not looked at).

@@ -120,7 +120,11 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   // One set of tables and one additive mask for every layer: queries at [offset, offset+T),
   // keys from position 0 (with a cache, the keys are the whole past).
   int64_t T = x.size(1);
-  AttnMask self_mask = AttnMask{pad_BT, causal_, {}}.with_bias(T, offset + T, offset, x.device());
+  // (Not where the tiled kernel runs: it masks tile by tile and a T x S mask would be its
+  // largest tensor; a layer that cannot tile builds the mask itself.)
+  AttnMask self_mask{pad_BT, causal_, {}};
+  if (!uses_tiled_attention(x.device(), false, false, T, offset + T))
+    self_mask = self_mask.with_bias(T, offset + T, offset, x.device());
   AttnMask mem_mask =
       memory.defined() ? AttnMask{mem_pad_BS, false, {}}.with_bias(T, memory.size(1), 0, x.device())
                        : AttnMask{mem_pad_BS, false, {}};

@@ -86,7 +86,7 @@ TEST(Fox, BiasIsTheSumOfLogForgetGatesBetweenKeyAndQuery) {
   auto x = torch::randn({2, 6, 8}), q = torch::randn({2, 2, 6, 4});
   auto c = tables_at(m, 6, 6, 0, 0);
   torch::Tensor none;
-  auto bias = m.content_bias(LayerContent{x, q, q, none, 2, nullptr}, c);
+  auto bias = m.content_bias(LayerContent{x, q, q, none, 2, nullptr}, c).whole();
   ASSERT_EQ(bias.sizes(), (std::vector<int64_t>{2, 2, 6, 6}));
   auto w = m.named_parameters()["gates.2.weight"], b = m.named_parameters()["gates.2.bias"];
   auto log_f = torch::log(torch::sigmoid(torch::matmul(x, w.t()) + b));  // [B, T, N]
@@ -99,7 +99,7 @@ TEST(Fox, BiasIsTheSumOfLogForgetGatesBetweenKeyAndQuery) {
           << i << "," << j;
     }
   // Layers have their own gates.
-  auto other = m.content_bias(LayerContent{x, q, q, none, 0, nullptr}, c);
+  auto other = m.content_bias(LayerContent{x, q, q, none, 0, nullptr}, c).whole();
   EXPECT_FALSE(close(other, bias, 1e-3, 1e-3));
 }
 
@@ -126,7 +126,8 @@ TEST(Fox, OpenGatesAreNoPEAndConstantGatesAreALiBi) {
   m.named_parameters()["gates.0.bias"].fill_(1.5);
   auto x = torch::randn({1, 5, 8}), q = torch::randn({1, 2, 5, 4});
   torch::Tensor none;
-  auto bias = m.content_bias(LayerContent{x, q, q, none, 0, nullptr}, tables_at(m, 5, 5, 0, 0));
+  auto bias =
+      m.content_bias(LayerContent{x, q, q, none, 0, nullptr}, tables_at(m, 5, 5, 0, 0)).whole();
   double slope = std::log1p(std::exp(-1.5));
   auto dist = torch::arange(5).unsqueeze(1) - torch::arange(5).unsqueeze(0);
   auto want = (-slope * dist.to(torch::kFloat32)).expand({1, 2, 5, 5});
@@ -155,7 +156,7 @@ TEST(Cope, OpenGatesCountTokensAndShutGatesCountNothing) {
   torch::Tensor x;
   for (double sign : {1.0, -1.0}) {
     auto q = torch::full({1, 1, T, 4}, 10.0), k = torch::full({1, 1, T, 4}, 10.0 * sign);
-    auto bias = m.content_bias(LayerContent{x, q, k, mask, 0, nullptr}, c).detach();
+    auto bias = m.content_bias(LayerContent{x, q, k, mask, 0, nullptr}, c).whole().detach();
     auto z = torch::matmul(q, e.detach()).view({T, 4});  // q . e[p] for p = 0..3
     for (int64_t i = 0; i < T; ++i)
       for (int64_t j = 0; j <= i; ++j) {
@@ -168,7 +169,8 @@ TEST(Cope, OpenGatesCountTokensAndShutGatesCountNothing) {
   // gate is sigmoid(0) = 0.5 sits halfway between positions 0 and 1.
   auto q = torch::ones({1, 1, 1, 4}), k = torch::zeros({1, 1, 1, 4});
   auto half =
-      m.content_bias(LayerContent{x, q, k, torch::Tensor(), 0, nullptr}, tables_at(m, 1, 1, 0, 0));
+      m.content_bias(LayerContent{x, q, k, torch::Tensor(), 0, nullptr}, tables_at(m, 1, 1, 0, 0))
+          .whole();
   auto z = torch::matmul(q, e.detach()).view({4});
   EXPECT_NEAR(half.item<double>(), 0.5 * (z[0].item<double>() + z[1].item<double>()), 1e-5);
 }

@@ -158,7 +158,7 @@ TEST(HybridNope, EveryKthLayerSkipsAndInfiniteKIsRope) {
 
 // The bias of every (query, key) pair, [N, T, T], for positions 0..T-1.
 torch::Tensor bias_of(PositionModuleImpl& m, int64_t T) {
-  return m.score_bias(m.prepare(T, T, 0, 0, torch::kCPU)).squeeze(0);
+  return m.score_bias(m.prepare(T, T, 0, 0, torch::kCPU)).whole().squeeze(0);
 }
 
 TEST(Kerple, BiasDependsOnlyOnDistanceAndDecays) {

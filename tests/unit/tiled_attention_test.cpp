@@ -1,6 +1,7 @@
 // Tiled online-softmax attention (model/tiled_attention.h) against the quadratic form: outputs
 // and gradients for every mask (causal, window, chunk, key padding, documents, decoding offset),
-// tile edges (T not a multiple of the tile, T = 1, all-padding rows), bf16 inputs; the quadratic
+// tile edges (T not a multiple of the tile, T = 1, all-padding rows), bf16 inputs, every
+// score-bias family through its position module (gradients to its parameters too); the quadratic
 // reference against the model's own softmax attention; and tile skipping that never drops an
 // allowed pair.
 #include <gtest/gtest.h>
@@ -9,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "config/schema.h"
 #include "model/attention.h"
+#include "model/position/position.h"
 #include "model/tiled_attention.h"
 
 namespace ropelab::model {
@@ -83,7 +86,7 @@ TEST(TiledAttention, EqualsTheQuadraticFormWithGradients) {
     auto k32 = k.detach().to(torch::kFloat32).requires_grad_(true);
     auto v32 = v.detach().to(torch::kFloat32).requires_grad_(true);
     auto want = tiled_attention_reference(q, k, v, c.mask);
-    auto got = tiled_attention(q32, k32, v32, c.mask, c.tiles);
+    auto got = tiled_attention(q32, k32, v32, c.mask, {}, c.tiles);
     ASSERT_EQ(got.sizes(), want.sizes());
     EXPECT_LT((got.to(torch::kFloat64) - want).abs().max().item<double>(), 2e-6);
     auto g = torch::randn_like(want);
@@ -95,13 +98,117 @@ TEST(TiledAttention, EqualsTheQuadraticFormWithGradients) {
   }
 }
 
+struct BiasCase {
+  std::string name;
+  config::PositionConfig pos;
+  bool causal;
+  int64_t T, S;  // queries at S - T.. (decoding when T < S)
+};
+
+std::vector<BiasCase> bias_cases() {
+  auto pos = [](auto opts) {
+    config::PositionConfig p;
+    p.opts = opts;
+    return p;
+  };
+  config::KerpleConfig power;
+  power.kernel = config::KerpleKernel::kPower;
+  config::FireConfig fire;
+  fire.threshold = 16;
+  return {{"t5 causal", pos(config::T5Config{}), true, 29, 29},
+          {"t5 bidirectional", pos(config::T5Config{}), false, 29, 29},
+          {"t5 decoding", pos(config::T5Config{}), true, 5, 26},
+          {"alibi", pos(config::AlibiConfig{}), true, 29, 29},
+          {"alibi bidirectional", pos(config::AlibiConfig{}), false, 21, 21},
+          {"kerple log", pos(config::KerpleConfig{}), true, 29, 29},
+          {"kerple power, decoding", pos(power), true, 3, 30},
+          {"fire", pos(fire), true, 29, 29},
+          {"fire bidirectional", pos(fire), false, 21, 21},
+          {"fox", pos(config::FoxConfig{}), true, 29, 29}};
+}
+
+TEST(TiledAttention, EveryScoreBiasFamilyEqualsTheQuadraticFormWithGradients) {
+  // Each tile's bias computed on the fly (T5's buckets, ALiBi and Kerple as one value per
+  // distance, FIRE's MLP per tile, FoX's row and column terms) gives the quadratic form's
+  // outputs and gradients, the family's own parameters' included.
+  torch::manual_seed(11);
+  for (const auto& c : bias_cases()) {
+    SCOPED_TRACE(c.name);
+    const int64_t B = 2, N = 3, H = 8, D = N * H;
+    auto module = make_position(c.pos, PositionDims{D, N, H, c.causal, 1});
+    torch::NoGradGuard no_grad;
+    for (auto& p : module->parameters()) p.normal_(0.0, 0.5);
+    torch::AutoGradMode grad_on(true);
+    auto q = torch::randn({B, N, c.T, H}, torch::requires_grad(true));
+    auto k = torch::randn({B, N, c.S, H}, torch::requires_grad(true));
+    auto v = torch::randn({B, N, c.S, H}, torch::requires_grad(true));
+    auto x = torch::randn({B, c.T, D});
+    TileMask mask;
+    mask.causal = c.causal;
+    mask.q_offset = c.S - c.T;
+    std::vector<torch::Tensor> inputs{q, k, v};
+    for (auto& p : module->parameters()) inputs.push_back(p);
+    auto run = [&](bool tiled) {
+      PosCache pc = module->prepare(c.T, c.S, c.S - c.T, 0, torch::kCPU);
+      ScoreBias bias = module->score_bias(pc);
+      if (module->uses_content())
+        bias = bias.plus(module->content_bias(LayerContent{x, q, k, {}, 0, nullptr}, pc));
+      EXPECT_TRUE(bias.defined() && bias.tileable());
+      return tiled ? tiled_attention(q, k, v, mask, bias, {8, 4})
+                   : tiled_attention_reference(q, k, v, mask, bias);
+    };
+    auto got = run(true), want = run(false);
+    EXPECT_LT((got - want).abs().max().item<float>(), 2e-5);
+    auto g = torch::randn_like(got);
+    auto gg = torch::autograd::grad({got}, inputs, {g}, false, false, true);
+    auto gw = torch::autograd::grad({want}, inputs, {g}, false, false, true);
+    ASSERT_EQ(gg.size(), gw.size());
+    for (size_t i = 0; i < gg.size(); ++i) {
+      ASSERT_EQ(gg[i].defined(), gw[i].defined()) << "input " << i;
+      if (!gw[i].defined()) continue;
+      const double scale = std::max(1.0, gw[i].abs().max().item<double>());
+      EXPECT_LT((gg[i] - gw[i]).abs().max().item<double>() / scale, 5e-5) << "input " << i;
+    }
+    if (module->parameters().empty()) continue;
+    // The family learns through the tiled kernel: some parameter gets a non-zero gradient.
+    double most = 0;
+    for (size_t i = 3; i < gg.size(); ++i)
+      if (gg[i].defined()) most = std::max(most, gg[i].abs().max().item<double>());
+    EXPECT_GT(most, 1e-4);
+  }
+}
+
+TEST(TiledAttention, ABiasTileIsTheWholeBiasNarrowed) {
+  // Property: any tile of a bias is the same block of its whole, for every part.
+  torch::manual_seed(13);
+  for (const auto& c : bias_cases()) {
+    SCOPED_TRACE(c.name);
+    auto module = make_position(c.pos, PositionDims{12, 3, 4, c.causal, 1});
+    PosCache pc = module->prepare(c.T, c.S, c.S - c.T, 0, torch::kCPU);
+    auto x = torch::randn({2, c.T, 12}), q = torch::randn({2, 3, c.T, 4});
+    ScoreBias bias = module->score_bias(pc);
+    if (module->uses_content())
+      bias = bias.plus(module->content_bias(LayerContent{x, q, q, {}, 0, nullptr}, pc));
+    auto whole = bias.whole();
+    EXPECT_EQ(whole.size(-2), c.T);
+    EXPECT_EQ(whole.size(-1), c.S);
+    for (int64_t q0 : {int64_t{0}, c.T / 3})
+      for (int64_t k0 : {int64_t{0}, c.S / 2}) {
+        const int64_t q1 = std::min(c.T, q0 + 5), k1 = std::min(c.S, k0 + 7);
+        auto want = whole.narrow(-2, q0, q1 - q0).narrow(-1, k0, k1 - k0);
+        EXPECT_TRUE(torch::allclose(bias.tile(q0, q1, k0, k1), want, 1e-6, 1e-6))
+            << q0 << "," << k0;
+      }
+  }
+}
+
 TEST(TiledAttention, RowsThatSeeNoKeyAreZeroWithNoGradient) {
   TileMask m;
   m.key_pad_BS = torch::zeros({1, 6}, torch::kBool);
   auto q = torch::randn({1, 2, 6, 8}, torch::requires_grad(true));
   auto k = torch::randn({1, 2, 6, 8}, torch::requires_grad(true));
   auto v = torch::randn({1, 2, 6, 8}, torch::requires_grad(true));
-  auto out = tiled_attention(q, k, v, m, {4, 4});
+  auto out = tiled_attention(q, k, v, m, {}, {4, 4});
   EXPECT_TRUE(torch::isfinite(out).all().item<bool>());
   EXPECT_EQ(out.abs().max().item<float>(), 0.0F);
   out.sum().backward();
@@ -165,7 +272,7 @@ TEST(TiledAttention, BFloat16InputsWithinTolerance) {
   auto qb = q.to(torch::kBFloat16).requires_grad_(true);
   auto kb = k.to(torch::kBFloat16).requires_grad_(true);
   auto vb = v.to(torch::kBFloat16).requires_grad_(true);
-  auto got = tiled_attention(qb, kb, vb, m, {16, 32});
+  auto got = tiled_attention(qb, kb, vb, m, {}, {16, 32});
   EXPECT_EQ(got.scalar_type(), torch::kBFloat16);
   // Against float32 math on the same bf16-rounded inputs: only the output's rounding differs.
   auto want =

@@ -28,8 +28,9 @@ AlibiImpl::AlibiImpl(const config::AlibiConfig&, const PositionDims& d) : Positi
 PosCache AlibiImpl::make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
                                 torch::Device device) {
   PosCache c = PositionModuleImpl::make_tables(T, S, q_offset, k_offset, device);
-  auto dist = (c.q_pos_T.unsqueeze(1) - c.k_pos_S.unsqueeze(0)).abs();  // [T, S]
-  c.bias_1NTS = -(slopes_.view({1, -1, 1, 1}) * dist.unsqueeze(0).unsqueeze(0));
+  c.bias = relative_bias(T, S, q_offset, k_offset, device, [&](const torch::Tensor& d_R) {
+    return -(slopes_.view({-1, 1}) * d_R.abs().to(torch::kFloat32).view({1, -1}));
+  });
   return c;
 }
 

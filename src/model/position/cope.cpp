@@ -18,7 +18,7 @@ CopeImpl::CopeImpl(const config::CopeConfig& c, const PositionDims& d) : Positio
 
 ParamRole CopeImpl::role_of(const std::string&) const { return ParamRole::kOwnInit; }
 
-torch::Tensor CopeImpl::content_bias(const LayerContent& in, const PosCache&) {
+ScoreBias CopeImpl::content_bias(const LayerContent& in, const PosCache&) {
   const auto& e_HP = embeddings_[static_cast<size_t>(in.layer)];
   auto q = in.q_BNTH.to(torch::kFloat32), k = in.k_BNSH.to(torch::kFloat32);
   auto s_BNTS = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));

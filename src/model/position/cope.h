@@ -24,8 +24,9 @@ namespace ropelab::model {
 class CopeImpl : public PositionModuleImpl, public OwnsParameters {
  public:
   CopeImpl(const config::CopeConfig& c, const PositionDims& d);
-  torch::Tensor content_bias(const LayerContent& in, const PosCache& c) override;
+  ScoreBias content_bias(const LayerContent& in, const PosCache& c) override;
   bool uses_content() const override { return true; }
+  bool content_reads_mask() const override { return true; }
   ParamRole role_of(const std::string& local_name) const override;
 
  private:

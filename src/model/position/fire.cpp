@@ -47,7 +47,14 @@ torch::Tensor FireImpl::bias(const torch::Tensor& q_pos_T, const torch::Tensor& 
 PosCache FireImpl::make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
                                torch::Device device) {
   PosCache c = PositionModuleImpl::make_tables(T, S, q_offset, k_offset, device);
-  c.bias_1NTS = bias(c.q_pos_T, c.k_pos_S);
+  // A function of t - s and t: the tiled kernel computes each tile's bias from the positions.
+  c.bias.T = T;
+  c.bias.S = S;
+  c.bias.fn = [this, q_pos_T = c.q_pos_T, k_pos_S = c.k_pos_S](int64_t q0, int64_t q1, int64_t k0,
+                                                               int64_t k1) {
+    return bias(q_pos_T.narrow(0, q0, q1 - q0), k_pos_S.narrow(0, k0, k1 - k0));
+  };
+  c.bias.params = parameters();
   return c;
 }
 

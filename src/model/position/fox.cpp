@@ -37,7 +37,7 @@ torch::Tensor FoxImpl::log_forget(const torch::Tensor& x_BTD, int64_t layer) {
   return torch::nn::functional::logsigmoid(logit_BTN.to(torch::kFloat32)).transpose(1, 2);
 }
 
-torch::Tensor FoxImpl::content_bias(const LayerContent& in, const PosCache&) {
+ScoreBias FoxImpl::content_bias(const LayerContent& in, const PosCache&) {
   auto c_BNT = log_forget(in.x_BTD, in.layer).cumsum(-1);
   torch::Tensor c_BNS = c_BNT;
   if (in.state != nullptr) {
@@ -50,8 +50,14 @@ torch::Tensor FoxImpl::content_bias(const LayerContent& in, const PosCache&) {
     }
     *in.state = c_BNS;
   }
-  // log F_ij = c_i - c_j; entries with j > i are masked by causality.
-  return c_BNT.unsqueeze(-1) - c_BNS.unsqueeze(-2);
+  // log F_ij = c_i - c_j (a row and a column term: tiled attention never stores the T x S
+  // whole); entries with j > i are masked by causality.
+  ScoreBias b;
+  b.T = c_BNT.size(2);
+  b.S = c_BNS.size(2);
+  b.row_BNT = c_BNT;
+  b.col_BNS = -c_BNS;
+  return b;
 }
 
 PositionModule make_position(const config::FoxConfig& c, const PositionDims& d) {

@@ -25,7 +25,7 @@ class FoxImpl : public RotaryImpl {
   FoxImpl(const config::FoxConfig& c, const PositionDims& d);
   torch::Tensor rotate_q(const torch::Tensor& x, const PosCache& c) override;
   torch::Tensor rotate_k(const torch::Tensor& x, const PosCache& c) override;
-  torch::Tensor content_bias(const LayerContent& in, const PosCache& c) override;
+  ScoreBias content_bias(const LayerContent& in, const PosCache& c) override;
   bool uses_content() const override { return true; }
   // log f_t [B, N, T] of layer `layer` for its input x_BTD.
   torch::Tensor log_forget(const torch::Tensor& x_BTD, int64_t layer);

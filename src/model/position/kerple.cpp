@@ -19,11 +19,12 @@ ParamRole KerpleImpl::role_of(const std::string&) const { return ParamRole::kOwn
 PosCache KerpleImpl::make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
                                  torch::Device device) {
   PosCache c = PositionModuleImpl::make_tables(T, S, q_offset, k_offset, device);
-  auto dist_11TS = (c.q_pos_T.unsqueeze(1) - c.k_pos_S.unsqueeze(0)).abs().view({1, 1, T, S});
-  auto r1 = r1_.clamp_min(kMin).view({1, -1, 1, 1});
-  auto r2 = log_ ? r2_.clamp_min(kMin) : r2_.clamp(kMin, 2.0);
-  r2 = r2.view({1, -1, 1, 1});
-  c.bias_1NTS = log_ ? -r1 * torch::log1p(r2 * dist_11TS) : -r1 * torch::pow(dist_11TS, r2);
+  c.bias = relative_bias(T, S, q_offset, k_offset, device, [&](const torch::Tensor& d_R) {
+    auto dist_1R = d_R.abs().to(torch::kFloat32).view({1, -1});
+    auto r1 = r1_.clamp_min(kMin).view({-1, 1});
+    auto r2 = (log_ ? r2_.clamp_min(kMin) : r2_.clamp(kMin, 2.0)).view({-1, 1});
+    return log_ ? -r1 * torch::log1p(r2 * dist_1R) : -r1 * torch::pow(dist_1R, r2);
+  });
   return c;
 }
 

@@ -85,7 +85,7 @@ std::pair<torch::Tensor, torch::Tensor> PathImpl::scores(const torch::Tensor& x_
   return {torch::stack(rows, 2) * scale, keys};
 }
 
-torch::Tensor PathImpl::content_bias(const LayerContent& in, const PosCache&) {
+ScoreBias PathImpl::content_bias(const LayerContent& in, const PosCache&) {
   const int64_t T = in.x_BTD.size(1), S = in.k_BNSH.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(dims_.head_dim));
   torch::Tensor state;

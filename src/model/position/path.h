@@ -39,7 +39,7 @@ namespace ropelab::model {
 class PathImpl : public PositionModuleImpl {
  public:
   PathImpl(const config::PathConfig& c, const PositionDims& d);
-  torch::Tensor content_bias(const LayerContent& in, const PosCache& c) override;
+  ScoreBias content_bias(const LayerContent& in, const PosCache& c) override;
   bool uses_content() const override { return true; }
   // The PaTH scores (already divided by sqrt(d)) of T new queries over S keys, of which the
   // first S - T are `state` (keys already carried up to the previous query; undefined for

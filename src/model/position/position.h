@@ -16,6 +16,8 @@
 #include <map>
 #include <memory>
 
+#include "model/score_bias.h"
+
 namespace ropelab::model {
 
 struct PositionDims {
@@ -43,10 +45,10 @@ struct LayerContent {
 // Per-forward tables: positions of queries and keys, and whatever the module precomputes. The
 // stack makes one per forward pass (prepare) and hands it to every layer.
 struct PosCache {
-  torch::Tensor q_pos_T;    // float32 absolute positions of the queries
-  torch::Tensor k_pos_S;    // float32 absolute positions of the keys
-  torch::Tensor bias_1NTS;  // score bias (T5, ALiBi, FIRE, Kerple); undefined for others
-  int64_t length = 0;       // positions in the sequence so far: max(q_offset+T, k_offset+S)
+  torch::Tensor q_pos_T;  // float32 absolute positions of the queries
+  torch::Tensor k_pos_S;  // float32 absolute positions of the keys
+  ScoreBias bias;         // score bias (T5, ALiBi, FIRE, Kerple); undefined for others
+  int64_t length = 0;     // positions in the sequence so far: max(q_offset+T, k_offset+S)
   // Rotation tables per rotated width (head dim, or a linear kernel's feature dim), computed on
   // first use: width -> {cos, sin} for queries and keys, each [T or S, width/2].
   struct Tables {
@@ -82,15 +84,18 @@ class PositionModuleImpl : public torch::nn::Module {
     return x_BNSF;
   }
   // Undefined when the module adds nothing to the scores.
-  virtual torch::Tensor score_bias(const PosCache& c) { return c.bias_1NTS; }
+  virtual ScoreBias score_bias(const PosCache& c) { return c.bias; }
   // A score term [B, N, T, S] from the layer's content, added like score_bias; undefined when
-  // the module has none. Called only when uses_content() (it costs the attention a mask bias).
-  virtual torch::Tensor content_bias(const LayerContent& in, const PosCache& c) {
+  // the module has none. Called only when uses_content().
+  virtual ScoreBias content_bias(const LayerContent& in, const PosCache& c) {
     (void)in;
     (void)c;
     return {};
   }
   virtual bool uses_content() const { return false; }
+  // Whether content_bias reads LayerContent::mask_B1TS (it costs the attention a stored T x S
+  // mask; otherwise mask_B1TS is undefined).
+  virtual bool content_reads_mask() const { return false; }
 
   // The longest input the module can position; -1 = unbounded (a learned table is bounded).
   virtual int64_t max_len() const { return -1; }

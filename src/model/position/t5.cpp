@@ -35,11 +35,11 @@ T5BiasImpl::T5BiasImpl(const config::T5Config& c, const PositionDims& d)
 PosCache T5BiasImpl::make_tables(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset,
                                  torch::Device device) {
   PosCache c = PositionModuleImpl::make_tables(T, S, q_offset, k_offset, device);
-  auto q = c.q_pos_T.to(torch::kInt64).unsqueeze(1);
-  auto k = c.k_pos_S.to(torch::kInt64).unsqueeze(0);
-  auto bucket_TS = t5_bucket(k - q, !dims_.causal, num_buckets_, max_distance_);
-  // table[bucket] -> [T, S, N] -> [1, N, T, S]
-  c.bias_1NTS = torch::embedding(table_, bucket_TS).permute({2, 0, 1}).unsqueeze(0);
+  // One bucket per distance: table[bucket(s - t)] -> [R, N] -> [N, R].
+  c.bias = relative_bias(T, S, q_offset, k_offset, device, [&](const torch::Tensor& d_R) {
+    auto bucket_R = t5_bucket(-d_R, !dims_.causal, num_buckets_, max_distance_);
+    return torch::embedding(table_, bucket_R).t();
+  });
   return c;
 }
 
