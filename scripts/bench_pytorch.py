@@ -23,13 +23,14 @@ Run with Debian's python3-torch (the same libtorch as ropelab), or any other PyT
   python3 scripts/bench_pytorch.py --device cuda --variant compile --d-model 1024 ...   (a GPU)
   chroot /srv/trixie /usr/bin/python3 - --variant compile < scripts/bench_pytorch.py
 It prints one JSON object: {"model", "precision", "variant", "tokens_per_s", "step_s", "params",
-"torch", "blas_core", "blas_threads", "omp_wait_policy", "malloc", ...}, or {"error": ...} with exit code 3
+"torch", "blas_core", "blas_threads", "omp_wait_policy", "malloc", "peak_rss_mb", ...}, or {"error": ...} with exit code 3
 when this PyTorch lacks the variant. The caller sets OPENBLAS_CORETYPE, OMP_WAIT_POLICY (or GOMP_SPINCOUNT) and GLIBC_TUNABLES
 (ropelab bench passes its own, so both sides run the same BLAS kernel, thread layout and
 allocator settings).
 """
 import ctypes
 import os
+import resource
 import sys
 import argparse
 import json
@@ -312,6 +313,8 @@ def main():
                       "malloc": malloc_facts(),
                       "loss": float(loss), "device": str(dev),
                       "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
+                      # the process's peak resident set (Linux: ru_maxrss in KiB)
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                       **facts}))
 
 

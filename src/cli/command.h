@@ -59,10 +59,11 @@ struct Opts {
   bool seed_given = false;
   // bench
   lab::BenchOptions bench;
-  std::string point, sections, bench_lengths, decode_lengths;
+  std::string point, sections, bench_lengths, decode_lengths, long_lengths;
   std::vector<std::string> bench_models{"lm", "mlm", "translation"};
   std::vector<std::string> bench_precisions{"fp32", "bf16"};
   int64_t length = 0;
+  int64_t window = 0;  // bench --point kernel: the sliding window
   // launch
   dist::LaunchOptions launch;
 };

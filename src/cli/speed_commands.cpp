@@ -60,9 +60,11 @@ int cmd_bench() {
     try {
       point = config::enum_from<lab::BenchPoint>(g.point);
     } catch (const std::invalid_argument&) {
-      throw UserError("bench: unknown --point " + g.point + " (matmul, train, decode, data)");
+      throw UserError("bench: unknown --point " + g.point +
+                      " (matmul, train, decode, data, kernel)");
     }
-    std::cout << lab::bench_point(point, g.file, g.overrides, g.bench.steps, g.length) << std::endl;
+    std::cout << lab::bench_point(point, g.file, g.overrides, g.bench.steps, g.length, g.window)
+              << std::endl;
     return 0;
   }
   auto& o = g.bench;
@@ -77,6 +79,7 @@ int cmd_bench() {
   if (!g.bench_lengths.empty()) o.lengths = parse_lengths(g.bench_lengths, "--lengths");
   if (!g.decode_lengths.empty())
     o.decode_lengths = parse_lengths(g.decode_lengths, "--decode-lengths");
+  if (!g.long_lengths.empty()) o.long_lengths = parse_lengths(g.long_lengths, "--long-lengths");
   lab::run_bench(o);
   return 0;
 }
@@ -123,9 +126,12 @@ void register_speed(CLI::App& app) {
       "OUT/bench.json. Sections: machine (matmul peak), train (tokens/s, model FLOP/s, MFU at\n"
       "fp32 and bf16; with --compare-pytorch the eager PyTorch reference of the same models,\n"
       "interleaved), positions (cost of each module vs none), attention (softmax vs linear\n"
-      "across --lengths), decode (ms/token with and without the KV cache), data (batch stream).\n"
-      "The whole run takes about 15 minutes on 2 cores (25 with --compare-pytorch, more with\n"
-      "each --pytorch-root: torch.compile compiles for a minute or two per figure).\n"
+      "across --lengths), long (batch-1 training from 2k to 32k tokens, RoPE/T5/ALiBi, with\n"
+      "--compare-pytorch next to PyTorch's SDPA; a sliding-window layer against a global one),\n"
+      "decode (ms/token with and without the KV cache), data (batch stream).\n"
+      "The default sections take about 15 minutes on 2 cores (25 with --compare-pytorch, more\n"
+      "with each --pytorch-root: torch.compile compiles for a minute or two per figure); long is\n"
+      "not among them (about 40 minutes on 2 cores, 20 GiB at 32k): name it in --sections.\n"
       "On a GPU (run.device=cuda, or auto on a machine with one) the machine section measures\n"
       "the GPU's matmul peak, each training figure adds its step time and peak GPU memory, and\n"
       "the reference runs on the GPU too (--python names a python with a CUDA PyTorch).",
@@ -134,7 +140,8 @@ void register_speed(CLI::App& app) {
                        "key.path=value overrides applied to every bench config");
         sub.add_option(
             "--sections", g.sections,
-            "comma-separated: machine,train,positions,attention,decode,data (default all)");
+            "comma-separated: machine,train,positions,attention,long,decode,data (default all "
+            "but long)");
         sub.add_flag("--compare-pytorch", g.bench.compare_pytorch,
                      "run the PyTorch reference (scripts/bench_pytorch.py) next to each training "
                      "measurement: /usr/bin/python3's PyTorch, and each --pytorch-root's, in every "
@@ -165,6 +172,16 @@ void register_speed(CLI::App& app) {
                        "attention section: tokens per step (batch = tokens / length)")
             ->capture_default_str()
             ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+        sub.add_option("--long-lengths", g.long_lengths,
+                       "long section: sequence lengths (default 2048,4096,8192,16384,32768)");
+        sub.add_option("--long-steps", g.bench.long_steps,
+                       "long section: timed steps per point (after one warm-up)")
+            ->capture_default_str()
+            ->check(CLI::Range(1, 1000));
+        sub.add_option("--long-window", g.bench.long_window,
+                       "long section: the sliding window of the kernel comparison")
+            ->capture_default_str()
+            ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
         sub.add_option("--decode-lengths", g.decode_lengths,
                        "decode section: output lengths (default 64,256,1024,2048)");
         sub.add_option("--models", g.bench_models,
@@ -189,6 +206,7 @@ void register_speed(CLI::App& app) {
         sub.add_option("--point", g.point)->group("");
         sub.add_option("--config", g.file)->group("");
         sub.add_option("--length", g.length)->group("");
+        sub.add_option("--window", g.window)->group("");
       },
       cmd_bench);
 }

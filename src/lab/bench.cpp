@@ -22,6 +22,7 @@
 #include "dist/threads.h"
 #include "model/decode.h"
 #include "model/linear.h"
+#include "model/tiled_attention.h"
 #include "run/run.h"
 #include "tasks/task.h"
 #include "train/trainer.h"
@@ -239,6 +240,33 @@ json data_point(const config::Config& c, int64_t batches) {
           {"peak_rss_mb", proc_status_mb("VmHWM")}};
 }
 
+// One causal attention layer of the model's heads at T tokens, batch 1, forward and backward
+// (the tiled kernel, global or with a sliding window): seconds per pass and the memory it adds.
+json kernel_point(const config::Config& c, int steps, int64_t T, int64_t window) {
+  const int threads = dist::apply_thread_policy(c.run.threads);
+  const int64_t N = c.model.n_heads, H = c.model.d_model / N;
+  auto opts = torch::TensorOptions().requires_grad(true);
+  auto q = torch::randn({1, N, T, H}, opts), k = torch::randn({1, N, T, H}, opts),
+       v = torch::randn({1, N, T, H}, opts);
+  model::TileMask mask;
+  mask.causal = true;
+  mask.window = window;
+  double rss0 = proc_status_mb("VmRSS"), timed = 0;
+  for (int s = 0; s <= steps; ++s) {
+    signals::throw_if_stopped("bench", "");
+    auto t = clock::now();
+    model::tiled_attention(q, k, v, mask).sum().backward();
+    if (s > 0) timed += seconds_since(t);
+  }
+  json r{{"step_s", timed / steps},
+         {"length", T},
+         {"window", window},
+         {"peak_train_mb", proc_status_mb("VmHWM") - rss0}};
+  r.update(thread_facts());
+  r["threads"] = threads;
+  return r;
+}
+
 }  // namespace
 
 MatmulRate measure_matmul(int n, int repeats) {
@@ -298,7 +326,8 @@ double train_step_flops(const config::Config& c, int64_t B, int64_t T) {
 }
 
 std::string bench_point(BenchPoint point, const std::string& config_file,
-                        const std::vector<std::string>& overrides, int steps, int64_t length) {
+                        const std::vector<std::string>& overrides, int steps, int64_t length,
+                        int64_t window) {
   if (point == BenchPoint::kMatmul) {  // no config: only run.threads and run.device apply
     std::string device = "cpu";
     for (const auto& ov : overrides) {
@@ -338,6 +367,8 @@ std::string bench_point(BenchPoint point, const std::string& config_file,
       return decode_point(c, steps, length).dump();
     case BenchPoint::kData:
       return data_point(c, std::max<int64_t>(length, 1)).dump();
+    case BenchPoint::kKernel:
+      return kernel_point(c, steps, length, window).dump();
     case BenchPoint::kMatmul:
       break;
   }

@@ -15,6 +15,10 @@
 //   positions  the step time of every position module relative to `none` (LM, fp32);
 //   attention  softmax vs linear attention across sequence lengths at a fixed number of tokens
 //              per step: step time, tokens/s, peak training memory, and where linear wins;
+//   long       long-context training at batch 1 (2k-32k tokens; RoPE, T5 and ALiBi, the tiled
+//              kernel from 1024 tokens on), with --compare-pytorch interleaved with PyTorch's
+//              SDPA (2.x: the flash kernel on the CPU) for RoPE; and one causal attention layer,
+//              forward and backward, global against a sliding window at the longest length;
 //   decode     time per generated token with and without the key/value cache as the output grows;
 //   data       the real batch stream's tokens/s next to training's, and peak RSS.
 // Training steps are train::Trainer::train_step() itself (forward, loss / targets, backward,
@@ -50,7 +54,7 @@ MatmulRate measure_matmul(int n, int repeats);
 double train_step_flops(const config::Config& c, int64_t B, int64_t T);
 
 // The sections of a bench run, in the order they run.
-enum class BenchSection { kMachine, kTrain, kPositions, kAttention, kDecode, kData };
+enum class BenchSection { kMachine, kTrain, kPositions, kAttention, kLong, kDecode, kData };
 // The bench configs (configs/bench/NAME.yaml): the CPU shapes of the LM (whose figures the goals
 // are about; the other sections use it), MLM and translation, and lm-large (d=1024, 12 layers,
 // seq 2048: the GPU shape).
@@ -59,7 +63,7 @@ enum class BenchModel { kLm, kMlm, kTranslation, kLmLarge };
 struct BenchOptions {
   std::string configs_dir = "configs/bench";  // NAME.yaml for each BenchModel
   std::string out_dir = "runs/bench";         // bench.json and bench.md
-  std::vector<BenchSection> sections;         // empty = all
+  std::vector<BenchSection> sections;         // empty = all but kLong
   // The training section's models and precisions.
   std::vector<BenchModel> models{BenchModel::kLm, BenchModel::kMlm, BenchModel::kTranslation};
   std::vector<config::Precision> precisions{config::Precision::kFp32, config::Precision::kBf16};
@@ -78,6 +82,9 @@ struct BenchOptions {
   int threads = 0;  // 0 = all cores
   std::vector<int64_t> lengths{256, 512, 1024, 2048, 4096, 8192};
   int64_t attention_tokens = 8192;  // tokens per step in the attention section
+  std::vector<int64_t> long_lengths{2048, 4096, 8192, 16384, 32768};  // the long section's
+  int long_steps = 1;          // timed steps per long-section point (they take minutes at 32k)
+  int64_t long_window = 1024;  // the sliding window of the long section's kernel points
   std::vector<int64_t> decode_lengths{64, 256, 1024, 2048};
 };
 // Runs the sections, prints the table, writes OUT/bench.json and OUT/bench.md
@@ -88,18 +95,21 @@ void run_bench(const BenchOptions& o);
 double seconds_since(std::chrono::steady_clock::time_point t);
 
 // What one child measures.
-enum class BenchPoint { kMatmul, kTrain, kDecode, kData };
+enum class BenchPoint { kMatmul, kTrain, kDecode, kData, kKernel };
 
 // One measurement (the child side); `config_file` + `overrides` give the model (train, decode,
-// data). Returns a JSON object.
+// data, kernel). kernel: one causal softmax attention layer of the model's heads, forward and
+// backward, at `length` tokens, batch 1, with a sliding `window` (0 = global). Returns a JSON
+// object.
 std::string bench_point(BenchPoint point, const std::string& config_file,
-                        const std::vector<std::string>& overrides, int steps, int64_t length);
+                        const std::vector<std::string>& overrides, int steps, int64_t length,
+                        int64_t window = 0);
 
 }  // namespace ropelab::lab
 
 namespace ropelab::config {
-ROPELAB_ENUM_NAMES(lab::BenchPoint, "matmul", "train", "decode", "data");
-ROPELAB_ENUM_NAMES(lab::BenchSection, "machine", "train", "positions", "attention", "decode",
-                   "data");
+ROPELAB_ENUM_NAMES(lab::BenchPoint, "matmul", "train", "decode", "data", "kernel");
+ROPELAB_ENUM_NAMES(lab::BenchSection, "machine", "train", "positions", "attention", "long",
+                   "decode", "data");
 ROPELAB_ENUM_NAMES(lab::BenchModel, "lm", "mlm", "translation", "lm-large");
 }  // namespace ropelab::config

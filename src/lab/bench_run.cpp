@@ -96,11 +96,15 @@ struct Runner {
     return r;
   }
 
+  // steps 0: the options' steps; window > 0: the kernel point's sliding window.
   json ropelab(const std::string& label, const std::string& point, const std::string& cfg,
-               const std::vector<std::string>& ov, int64_t length, json meta) {
+               const std::vector<std::string>& ov, int64_t length, json meta, int steps = 0,
+               int64_t window = 0) {
     std::string cmd = platform::shell_quote(platform::executable_dir() + "/ropelab") +
-                      " bench --point " + point + " --steps " + std::to_string(o.steps) +
-                      " --length " + std::to_string(length);
+                      " bench --point " + point + " --steps " +
+                      std::to_string(steps > 0 ? steps : o.steps) + " --length " +
+                      std::to_string(length);
+    if (window > 0) cmd += " --window " + std::to_string(window);
     if (!cfg.empty()) cmd += " --config " + platform::shell_quote(cfg);
     std::vector<std::string> all = o.overrides;
     all.push_back("run.threads=" + std::to_string(threads));
@@ -111,7 +115,7 @@ struct Runner {
   }
 
   json pytorch(const Peer& peer, const config::Config& c, BenchModel model,
-               const std::string& precision, json meta) {
+               const std::string& precision, json meta, int steps = 0) {
     std::string pos = c.model.position.type();
     // The script goes in on stdin, so that a python inside a chroot can read it.
     std::string args =
@@ -122,7 +126,8 @@ struct Runner {
             config::to_string(model == BenchModel::kLmLarge ? BenchModel::kLm : model), precision,
             pos == "none" ? "none" : "rope", c.model.d_model, c.model.n_layers, c.model.n_heads,
             c.model.d_ff, c.data.tokenizer.vocab_size, c.task.seq_len, c.train.batch_size,
-            c.model.dropout, o.steps, threads, peer.variant, is_gpu_run(c) ? "cuda" : "cpu") +
+            c.model.dropout, steps > 0 ? steps : o.steps, threads, peer.variant,
+            is_gpu_run(c) ? "cuda" : "cpu") +
         platform::shell_quote(platform::script_path("bench_pytorch.py"));
     meta["impl"] = peer.label;
     json best;
@@ -224,9 +229,10 @@ std::string layout_of(const json& j) {
       j.value("blas_threads", -1), j.value("omp_wait_policy", "?"), j.value("malloc", "?"));
 }
 
+// No --sections: every section but long (tens of minutes and 20 GiB at 32k tokens).
 bool wanted(const BenchOptions& o, BenchSection s) {
-  return o.sections.empty() ||
-         std::find(o.sections.begin(), o.sections.end(), s) != o.sections.end();
+  if (o.sections.empty()) return s != BenchSection::kLong;
+  return std::find(o.sections.begin(), o.sections.end(), s) != o.sections.end();
 }
 
 double num(const json& j, const char* k) {
@@ -259,6 +265,12 @@ struct Table {
 
 std::string check(bool ok) { return ok ? "yes" : "**no**"; }
 
+// a with b's keys added.
+json merged(json a, const json& b) {
+  a.update(b);
+  return a;
+}
+
 // One `ropelab bench`: the bench configs, the PyTorch peers, the child-process runner, and what
 // the sections write (the markdown report, the goals and the JSON summary).
 class Session {
@@ -268,6 +280,7 @@ class Session {
   void train();
   void positions();
   void attention();
+  void long_context();
   void decode();
   void data();
   // The goals' table; writes OUT/bench.json and OUT/bench.md and prints the report.
@@ -281,6 +294,11 @@ class Session {
   std::vector<std::string> train_row(Best& best, BenchModel m, config::Precision p);
   void train_one_thread();
   const std::string& file(BenchModel m) { return files_[m]; }
+  // The PyTorch peers of the long section: the SDPA variants (PyTorch 2.x).
+  std::vector<Peer> sdpa_peers() const;
+  void long_goals(const std::map<int64_t, std::map<std::string, json>>& got,
+                  const std::vector<Peer>& peers);
+  void long_window();
 
   const BenchOptions& o_;
   std::map<BenchModel, std::string> files_;
@@ -357,6 +375,8 @@ int64_t Session::points() const {
   if (wanted(o_, BenchSection::kPositions))
     n += static_cast<int64_t>(config::variant_names<config::PositionVariant>().size());
   if (wanted(o_, BenchSection::kAttention)) n += 2 * static_cast<int64_t>(o_.lengths.size());
+  if (wanted(o_, BenchSection::kLong))
+    n += static_cast<int64_t>(o_.long_lengths.size() * (3 + sdpa_peers().size())) + 2;
   if (wanted(o_, BenchSection::kDecode)) n += static_cast<int64_t>(o_.decode_lengths.size());
   if (wanted(o_, BenchSection::kData)) n += 1;
   return n;
@@ -561,7 +581,8 @@ void Session::attention() {
   Table t{{"length", "batch", "softmax step s", "softmax tokens/s", "softmax peak MiB",
            "linear step s", "linear tokens/s", "linear peak MiB", "faster"},
           {}};
-  std::map<int64_t, double> lin_tps;
+  std::map<int64_t, double> lin_tps, soft_tps;
+  double soft_peak_8192 = std::nan("");
   int64_t wins_from = -1;
   for (int64_t len : o_.lengths) {
     int64_t batch = std::max<int64_t>(1, o_.attention_tokens / len);
@@ -581,6 +602,8 @@ void Session::attention() {
     const json& soft = got[config::AttentionKernel::kSoftmax];
     const json& lin = got[config::AttentionKernel::kLinear];
     lin_tps[len] = num(lin, "tokens_per_s");
+    soft_tps[len] = num(soft, "tokens_per_s");
+    if (len == 8192) soft_peak_8192 = num(soft, "peak_train_mb");
     bool lin_wins = soft.contains("error") ||
                     (!lin.contains("error") && lin_tps[len] > num(soft, "tokens_per_s"));
     if (lin_wins && wins_from < 0) wins_from = len;
@@ -596,6 +619,17 @@ void Session::attention() {
              "resident set over the model's.\n\n",
              o_.attention_tokens) +
          t.md();
+  if (soft_tps.count(512) && soft_tps.count(8192)) {
+    double keep = soft_tps[8192] / soft_tps[512];
+    md_ += fmt::format(
+        "\nSoftmax attention at 8192 tokens runs at {:.2f} of its tokens/s at 512; "
+        "its peak at 8192 is {} MiB.\n",
+        keep, fmt_num(soft_peak_8192));
+    goals_.emplace_back("softmax attention at 8192 >= 0.35 of its tokens/s at 512",
+                        fmt_num(keep, "{:.2f}") + " " + check(keep >= 0.35));
+    goals_.emplace_back("softmax attention's peak training memory at 8192 < 2 GiB",
+                        fmt_num(soft_peak_8192) + " MiB " + check(soft_peak_8192 < 2048));
+  }
   if (lin_tps.count(512) && lin_tps.count(8192)) {
     double keep = lin_tps[8192] / lin_tps[512];
     md_ += fmt::format("\nLinear attention at 8192 tokens runs at {:.2f} of its tokens/s at 512.\n",
@@ -609,6 +643,129 @@ void Session::attention() {
   goals_.emplace_back("linear attention beats softmax from some length on",
                       (wins_from > 0 ? "from " + std::to_string(wins_from) : std::string("none")) +
                           " " + check(wins_from > 0));
+}
+
+std::vector<Peer> Session::sdpa_peers() const {
+  std::vector<Peer> out;
+  for (const auto& p : peers_)
+    if (p.variant == "sdpa") out.push_back(p);
+  return out;
+}
+
+// Long-context training at batch 1, length by length: RoPE, T5 and ALiBi (ropelab) and RoPE in
+// PyTorch's SDPA, interleaved (who goes first rotates); then one attention layer, global
+// against a sliding window, at the longest length.
+void Session::long_context() {
+  const std::vector<std::pair<std::string, std::string>> families{
+      {"rope", "RoPE"}, {"t5", "T5"}, {"alibi", "ALiBi"}};
+  const auto peers = sdpa_peers();
+  Table t{{"length"}, {}};
+  for (const auto& [key, name] : families) {
+    t.head.push_back(name + " tokens/s");
+    t.head.push_back(name + " peak MiB");
+  }
+  for (const auto& p : peers) {
+    t.head.push_back(p.label + " tokens/s");
+    t.head.push_back(p.label + " peak MiB");
+    t.head.push_back("RoPE / " + p.label);
+  }
+  std::map<int64_t, std::map<std::string, json>> got;  // [length][impl]
+  for (size_t li = 0; li < o_.long_lengths.size(); ++li) {
+    const int64_t len = o_.long_lengths[li];
+    json meta{{"section", "long"}, {"length", len}};
+    std::vector<std::function<void()>> runs;
+    for (const auto& [key, name] : families)
+      runs.emplace_back([&, key = key] {
+        got[len][key] =
+            r_->ropelab(fmt::format("long {} {}", key, len), "train", file(BenchModel::kLm),
+                        {"task.seq_len=" + std::to_string(len), "train.batch_size=1",
+                         "model.position.type=" + key},
+                        0, merged(meta, {{"position", key}}), o_.long_steps);
+      });
+    config::Config c = cfg_[BenchModel::kLm];
+    c.task.seq_len = len;
+    c.train.batch_size = 1;
+    for (const auto& p : peers)
+      runs.emplace_back([&, p, c] {
+        got[len][p.label] = r_->pytorch(p, c, BenchModel::kLm, "fp32", meta, o_.long_steps);
+      });
+    std::rotate(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(li % runs.size()),
+                runs.end());
+    for (const auto& run : runs) run();
+    std::vector<std::string> row{std::to_string(len)};
+    for (const auto& [key, name] : families) {
+      row.push_back(cell(got[len][key], "tokens_per_s"));
+      row.push_back(cell(got[len][key], "peak_rss_mb"));
+    }
+    for (const auto& p : peers) {
+      const json& j = got[len][p.label];
+      row.push_back(cell(j, "tokens_per_s"));
+      row.push_back(cell(j, "peak_rss_mb"));
+      row.push_back(
+          fmt_num(num(got[len]["rope"], "tokens_per_s") / num(j, "tokens_per_s"), "{:.2f}x"));
+    }
+    t.rows.push_back(row);
+    for (const auto& [impl, j] : got[len]) summary_["long"][std::to_string(len)][impl] = j;
+  }
+  md_ += fmt::format(
+             "## Long context\n\nLM bench model, fp32, batch 1, {} timed step(s) per point; "
+             "peak MiB: the process's peak resident set. PyTorch columns: "
+             "scripts/bench_pytorch.py's sdpa variant (scaled_dot_product_attention, causal), "
+             "run interleaved with ropelab's points.\n\n",
+             o_.long_steps) +
+         t.md();
+  long_goals(got, peers);
+  long_window();
+}
+
+// The long section's goals: 32k trains within 24 GiB, and the ratio to PyTorch's SDPA at 8k
+// and 16k.
+void Session::long_goals(const std::map<int64_t, std::map<std::string, json>>& got,
+                         const std::vector<Peer>& peers) {
+  if (got.count(32768) != 0) {
+    double worst = 0;
+    bool ok = true;
+    for (const auto& [impl, j] : got.at(32768)) {
+      if (impl.rfind("PyTorch", 0) == 0) continue;
+      ok = ok && !j.contains("error");
+      worst = std::max(worst, num(j, "peak_rss_mb"));
+    }
+    goals_.emplace_back("32k tokens train on this machine within 24 GiB (RoPE, T5, ALiBi)",
+                        fmt_num(worst / 1024, "{:.1f} GiB") + " " + check(ok && worst < 24576));
+  }
+  for (const auto& p : peers)
+    for (int64_t len : {8192, 16384}) {
+      if (got.count(len) == 0) continue;
+      const auto& at = got.at(len);
+      double ratio = num(at.at("rope"), "tokens_per_s") / num(at.at(p.label), "tokens_per_s");
+      goals_.emplace_back(fmt::format("RoPE at {} >= 1.2x {}", len, p.label),
+                          fmt_num(ratio, "{:.2f}x") + " " + check(ratio >= 1.2));
+    }
+}
+
+// One attention layer at the longest length, global against a sliding window.
+void Session::long_window() {
+  const int64_t len = o_.long_lengths.back(), w = o_.long_window;
+  json meta{{"section", "long"}, {"length", len}};
+  auto global = r_->ropelab(fmt::format("kernel global {}", len), "kernel", file(BenchModel::kLm),
+                            {}, len, merged(meta, {{"window", 0}}), o_.long_steps);
+  auto local =
+      r_->ropelab(fmt::format("kernel window {} {}", w, len), "kernel", file(BenchModel::kLm), {},
+                  len, merged(meta, {{"window", w}}), o_.long_steps, w);
+  double speedup = num(global, "step_s") / num(local, "step_s");
+  summary_["long"]["kernel"] = {{"global", global}, {"window", local}};
+  md_ += fmt::format(
+             "\nOne causal attention layer of the LM's heads at {} tokens, forward and backward "
+             "(the tiled kernel):\n\n",
+             len) +
+         Table{{"attention", "s per pass", "added MiB"},
+               {{"global", cell(global, "step_s", "{:.2f}"), cell(global, "peak_train_mb")},
+                {fmt::format("sliding window {}", w), cell(local, "step_s", "{:.2f}"),
+                 cell(local, "peak_train_mb")}}}
+             .md() +
+         "\n";
+  goals_.emplace_back(fmt::format("a window of {} at {} >= 3x faster than global", w, len),
+                      fmt_num(speedup, "{:.1f}x") + " " + check(speedup >= 3));
 }
 
 // The time of the next greedy token as the output grows, with and without the cache.
@@ -676,6 +833,7 @@ void run_bench(const BenchOptions& o) {
   if (wanted(o, BenchSection::kTrain)) s.train();
   if (wanted(o, BenchSection::kPositions)) s.positions();
   if (wanted(o, BenchSection::kAttention)) s.attention();
+  if (wanted(o, BenchSection::kLong)) s.long_context();
   if (wanted(o, BenchSection::kDecode)) s.decode();
   if (wanted(o, BenchSection::kData)) s.data();
   s.finish();

@@ -221,6 +221,17 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
                       1.0 / std::sqrt(static_cast<double>(H)));
 }
 
+namespace {
+// The tiled kernel's form of a mask.
+TileMask tile_mask_of(const AttnMask& mask, int64_t q_offset) {
+  TileMask tm;
+  tm.causal = mask.causal;
+  tm.q_offset = q_offset;
+  tm.key_pad_BS = mask.key_pad_BS;
+  return tm;
+}
+}  // namespace
+
 bool uses_tiled_attention(torch::Device dev, bool has_dense_bias, bool has_dropout, int64_t T,
                           int64_t S) {
   return dev.is_cpu() && !has_dense_bias && !has_dropout && T >= kTiledFrom && S >= kTiledFrom;
@@ -233,20 +244,22 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
   // On a GPU: libtorch's fused kernels (flash, memory-efficient or cuDNN attention, with their
   // dropout on the device's generator; the score-bias families and key padding as one additive
   // mask), unless the run must be bit-reproducible (run.deterministic).
-  if (q.is_cuda() && compat::has_sdpa() && !device::deterministic())
-    return fused_attention(q, k, v, score_bias, mask, q_offset, dropout, training);
   // The scale is 1/sqrt(head dim): the values' width (PoPE's q and k are twice as wide).
   int64_t T = q.size(2), S = k.size(2), H = v.size(3);
+  if (q.is_cuda() && compat::has_sdpa() && !device::deterministic()) {
+    // The fused kernels take a score bias only as a stored T x S mask: a long sequence with a
+    // tileable bias (T5, ALiBi, Kerple, FIRE, FoX) takes the tiled kernel instead.
+    const bool tile = score_bias.defined() && score_bias.tileable() && !(dropout > 0 && training) &&
+                      T >= kTiledFrom && S >= kTiledFrom && q.size(-1) == H;
+    if (!tile) return fused_attention(q, k, v, score_bias, mask, q_offset, dropout, training);
+    return tiled_attention(q, k, v, tile_mask_of(mask, q_offset), score_bias);
+  }
   // Long sequences on the CPU: the tiled kernel (O(T) memory, causal tiles skipped, each tile's
   // score bias computed on the fly), where it computes the same function: no stored score bias
   // (CoPE, PaTH) and no dropout on the probabilities.
   if (uses_tiled_attention(q.device(), !score_bias.tileable(), dropout > 0 && training, T, S) &&
       q.size(-1) == H) {
-    TileMask tm;
-    tm.causal = mask.causal;
-    tm.q_offset = q_offset;
-    tm.key_pad_BS = mask.key_pad_BS;
-    return tiled_attention(q, k, v, tm, score_bias);
+    return tiled_attention(q, k, v, tile_mask_of(mask, q_offset), score_bias);
   }
   const torch::Tensor bias = score_bias.defined() ? score_bias.whole() : torch::Tensor();
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,

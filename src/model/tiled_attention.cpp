@@ -16,20 +16,22 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Autocast off while the kernel runs: its tiles are float32 by design (bf16 inputs are converted
-// on the way in), and its matmuls then take the float32 path of batched_matmul.
+// Autocast off on the inputs' device while the kernel runs: its tiles are float32 by design
+// (bf16 inputs are converted on the way in), and its matmuls then take the float32 path of
+// batched_matmul.
 class NoAutocast {
  public:
-  NoAutocast() : was_(compat::autocast_enabled(c10::DeviceType::CPU)) {
-    if (was_) compat::set_bf16_autocast(c10::DeviceType::CPU, false);
+  explicit NoAutocast(c10::DeviceType type) : type_(type), was_(compat::autocast_enabled(type)) {
+    if (was_) compat::set_bf16_autocast(type_, false);
   }
   ~NoAutocast() {
-    if (was_) compat::set_bf16_autocast(c10::DeviceType::CPU, true);
+    if (was_) compat::set_bf16_autocast(type_, true);
   }
   NoAutocast(const NoAutocast&) = delete;
   NoAutocast& operator=(const NoAutocast&) = delete;
 
  private:
+  c10::DeviceType type_;
   bool was_;
 };
 
@@ -218,7 +220,7 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     auto plan = c10::static_intrusive_pointer_cast<Plan>(ctx->saved_data["plan"].toCapsule());
     const TileMask& mask = plan->mask;
-    NoAutocast no_autocast;
+    NoAutocast no_autocast(q.device().type());
     auto dout = grad_out[0].to(torch::kFloat32).contiguous();
     auto D = (dout * out).sum(-1, true);  // [B, N, T, 1]
     const ScoreBias& b = plan->bias;
@@ -276,7 +278,7 @@ torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& 
   const auto out_dtype = v_BNSH.scalar_type();
   const double scale = 1.0 / std::sqrt(static_cast<double>(q_BNTH.size(-1)));
   // bf16 inputs: scores, softmax and sums in float32 (the tiles are converted on the way in).
-  NoAutocast no_autocast;
+  NoAutocast no_autocast(q_BNTH.device().type());
   auto q = (q_BNTH.to(torch::kFloat32) * scale).contiguous();
   auto k = k_BNSH.to(torch::kFloat32).contiguous(), v = v_BNSH.to(torch::kFloat32).contiguous();
   auto plan = c10::make_intrusive<Plan>();

@@ -22,6 +22,7 @@
 #include "helpers.h"
 #include "model/attention.h"
 #include "model/dropout.h"
+#include "model/tiled_attention.h"
 #include "model/transformer.h"
 #include "model_helpers.h"
 #include "tasks/loss.h"
@@ -204,6 +205,44 @@ TEST(Gpu, FusedSdpaEqualsTheUnfusedAttentionInBf16) {
     EXPECT_EQ(got.scalar_type(), torch::kBFloat16);
     EXPECT_TRUE(close(got.cpu(), want, 2e-2, 2e-2)) << "bias " << with_bias;
   }
+}
+
+TEST(Gpu, LongSequencesWithAScoreBiasRunTiledAndMatchTheCpuReference) {
+  // From kTiledFrom tokens a tileable score bias (here ALiBi's and T5's form: one value per head
+  // and distance) takes the tiled kernel on the GPU, not SDPA with a stored T x S mask: the same
+  // outputs and gradients as the CPU's quadratic form, in float32 and under bf16 inputs.
+  SKIP_WITHOUT_GPU();
+  torch::manual_seed(4);
+  const int64_t B = 1, N = 4, T = model::kTiledFrom + 77, H = 32;
+  auto q = torch::randn({B, N, T, H}), k = torch::randn({B, N, T, H}),
+       v = torch::randn({B, N, T, H});
+  model::ScoreBias bias;
+  bias.T = T;
+  bias.S = T;
+  bias.rel_NR = torch::randn({N, 2 * T - 1});
+  model::AttnMask causal;
+  causal.causal = true;
+  auto rel_cpu = bias.rel_NR.clone().requires_grad_(true);
+  model::ScoreBias on_cpu = bias;
+  on_cpu.rel_NR = rel_cpu;
+  model::TileMask tile_causal;
+  tile_causal.causal = true;
+  auto want = model::tiled_attention_reference(q, k, v, tile_causal, on_cpu);
+  auto g = torch::randn_like(want);
+  auto g_rel_want = torch::autograd::grad({want}, {rel_cpu}, {g})[0];
+  auto rel_gpu = bias.rel_NR.to(kGpu).requires_grad_(true);
+  model::ScoreBias on_gpu = bias;
+  on_gpu.rel_NR = rel_gpu;
+  auto got =
+      model::softmax_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), on_gpu, causal, 0, 0.0, false);
+  EXPECT_TRUE(close(got.cpu(), want, 1e-4, 1e-4));
+  auto g_rel = torch::autograd::grad({got}, {rel_gpu}, {g.to(kGpu)})[0];
+  EXPECT_TRUE(close(g_rel.cpu(), g_rel_want, 1e-3, 1e-3));
+  auto bf =
+      model::softmax_attention(q.to(kGpu).to(torch::kBFloat16), k.to(kGpu).to(torch::kBFloat16),
+                               v.to(kGpu).to(torch::kBFloat16), on_gpu, causal, 0, 0.0, false);
+  EXPECT_EQ(bf.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(close(bf.cpu().to(torch::kFloat32), want, 3e-2, 3e-2));
 }
 
 TEST(Gpu, FusedAdamWEqualsLibtorchsAdamW) {
