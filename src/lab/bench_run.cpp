@@ -674,6 +674,7 @@ void Session::long_context() {
     const int64_t len = o_.long_lengths[li];
     json meta{{"section", "long"}, {"length", len}};
     std::vector<std::function<void()>> runs;
+    runs.reserve(families.size() + peers.size());
     for (const auto& [key, name] : families)
       runs.emplace_back([&, key = key] {
         got[len][key] =

@@ -14,6 +14,7 @@
 #include "model/attention.h"
 #include "model/position/position.h"
 #include "model/tiled_attention.h"
+#include "util/device.h"
 
 namespace ropelab::model {
 namespace {
@@ -259,6 +260,16 @@ TEST(TiledAttention, TheModelsLongSequencesRunTiledAndEqualTheQuadraticForm) {
   auto gg = grads_of(got, g, {q, k, v}), gw = grads_of(want, g, {q, k, v});
   for (size_t i = 0; i < 3; ++i)
     EXPECT_LT((gg[i] - gw[i]).abs().max().item<float>(), 1e-4) << "gradient " << i;
+  // A position family's score bias goes through too (ALiBi: tiled, never stored whole).
+  config::PositionConfig alibi;
+  alibi.opts = config::AlibiConfig{};
+  auto module = make_position(alibi, PositionDims{N * H, N, H, true, 1});
+  ScoreBias bias = module->score_bias(module->prepare(T, T, 0, 0, torch::kCPU));
+  EXPECT_TRUE(uses_tiled_attention(torch::kCPU, !bias.tileable(), false, T, T));
+  auto with_bias = softmax_attention(q, k, v, bias, am, 0, 0.0, false);
+  auto want_bias = tiled_attention_reference(q, k, v, tm, bias);
+  EXPECT_LT((with_bias - want_bias).abs().max().item<float>(), 1e-5);
+  EXPECT_GT((want_bias - want).abs().max().item<float>(), 1e-2) << "the bias changes the output";
 }
 
 TEST(TiledAttention, BFloat16InputsWithinTolerance) {
@@ -281,6 +292,25 @@ TEST(TiledAttention, BFloat16InputsWithinTolerance) {
   EXPECT_LT((got.to(torch::kFloat32) - want).abs().max().item<float>(), 2e-2);
   got.to(torch::kFloat32).sum().backward();
   EXPECT_TRUE(torch::isfinite(qb.grad().to(torch::kFloat32)).all().item<bool>());
+  // With a score bias (relative and row/column parts) under bf16 autocast, as the model runs:
+  // the bias stays float32, the output bf16, within the same tolerance.
+  ScoreBias bias;
+  bias.T = T;
+  bias.S = T;
+  bias.rel_NR = torch::randn({N, 2 * T - 1});
+  bias.row_BNT = torch::randn({B, N, T});
+  bias.col_BNS = torch::randn({B, N, T});
+  torch::Tensor with_bias;
+  {
+    device::Autocast autocast(torch::kCPU, true);
+    with_bias = tiled_attention(qb, kb, vb, m, bias, {16, 32});
+  }
+  EXPECT_EQ(with_bias.scalar_type(), torch::kBFloat16);
+  auto want_bias =
+      tiled_attention_reference(qb.detach().to(torch::kFloat32), kb.detach().to(torch::kFloat32),
+                                vb.detach().to(torch::kFloat32), m, bias);
+  EXPECT_LT((with_bias.to(torch::kFloat32) - want_bias).abs().max().item<float>(), 2e-2);
+  EXPECT_GT((want_bias - want).abs().max().item<float>(), 0.1) << "the bias changes the output";
 }
 
 TEST(TiledAttention, SkippedTilesHoldNoAllowedPair) {
