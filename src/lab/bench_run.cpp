@@ -712,7 +712,10 @@ void Session::long_context() {
              "## Long context\n\nLM bench model, fp32, batch 1, {} timed step(s) per point; "
              "peak MiB: the process's peak resident set. PyTorch columns: "
              "scripts/bench_pytorch.py's sdpa variant (scaled_dot_product_attention, causal), "
-             "run interleaved with ropelab's points.\n\n",
+             "run interleaved with ropelab's points. From 1024 tokens ropelab runs the tiled "
+             "kernel for every family (the score biases of T5, ALiBi, Kerple, FIRE and FoX "
+             "computed tile by tile) but CoPE and PaTH, whose bias is a stored [B, N, T, S] term "
+             "of the layer's content: they keep the quadratic kernel.\n\n",
              o_.long_steps) +
          t.md();
   long_goals(got, peers);
