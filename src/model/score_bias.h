@@ -52,6 +52,13 @@ struct ScoreBias {
   ScoreBias plus(const ScoreBias& other) const;
 };
 
+// The relative part's tile [N, tq, tk] (queries [q0, q1), keys [k0, k1)) of rel_NR [N, R] made
+// for S keys, and its gradient: grad_NR [N, R] += the diagonal sums of ds_NTS [N, tq, tk].
+torch::Tensor relative_tile(const torch::Tensor& rel_NR, int64_t S, int64_t q0, int64_t q1,
+                            int64_t k0, int64_t k1);
+void relative_tile_grad(torch::Tensor& grad_NR, const torch::Tensor& ds_NTS, int64_t S, int64_t q0,
+                        int64_t k0);
+
 // A relative bias from one value per head and distance: rel_of maps the distances
 // d_R = (q_offset + t) - (k_offset + s) (int64, the R = T + S - 1 of them in increasing order:
 // d_R[r] is the distance of t - s = r - (S - 1)) to [N, R] values.

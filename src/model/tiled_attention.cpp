@@ -1,7 +1,10 @@
 #include "model/tiled_attention.h"
 
+#include <ATen/Parallel.h>
+
 #include "compat/torch_compat.h"
 #include "model/attention.h"
+#include "util/vec_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -87,14 +90,90 @@ torch::Tensor tile_allowed(const TileMask& m, int64_t q0, int64_t q1, int64_t k0
   return ok;
 }
 
-// One tile's scores: scale q k^T (q is scaled already) plus the tile's bias, with -inf where the
-// mask says no. [B, N, tq, tk] float32.
+// exp(x) in place, with exp(x) = 0 where x < -60. Far-away keys under a steep bias (ALiBi's
+// slopes reach 0.5 a position) would otherwise give exp of -100 and below: subnormal floats,
+// which x86 CPUs compute in microcode, 8x slower in exp and 70x slower in the matmul that
+// reads them. A weight of e^-60 (1e-26) of the row's largest is below float32's resolution
+// of a sum of even 2^30 terms, so dropping it changes no result.
+torch::Tensor& exp_dropping_negligible_(torch::Tensor& x) {
+  return at::threshold_(x, vec::kNegligibleExp, -kInf).exp_();
+}
+
+// One tile's scores: scale q k^T (q is scaled already) plus the tile's bias, with
+// vec::kMaskedScore (finite: the row kernels are built with -ffast-math) where the mask says
+// no. [B, N, tq, tk] float32, contiguous.
 torch::Tensor tile_scores(const torch::Tensor& q_tile, const torch::Tensor& k_tile,
                           const torch::Tensor& bias_tile, const torch::Tensor& allowed) {
-  auto s = batched_matmul(q_tile, k_tile.transpose(-2, -1));
+  auto s = batched_matmul(q_tile, k_tile.transpose(-2, -1)).contiguous();
   if (bias_tile.defined()) s.add_(bias_tile.to(torch::kFloat32));
-  if (allowed.defined()) s.masked_fill_(allowed.logical_not(), -kInf);
+  if (allowed.defined()) s.masked_fill_(allowed.logical_not(), vec::kMaskedScore);
   return s;
+}
+
+// f(r, row) for each row r of a [B, N, tq, tk] tile, row = its index in a [B, N, T, 1] tensor
+// of per-query values (the tile's first query is q0), on ATen's threads.
+template <class F>
+void each_row(const torch::Tensor& s, int64_t T, int64_t q0, const F& f) {
+  const int64_t tq = s.size(2);
+  at::parallel_for(0, s.size(0) * s.size(1) * tq, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) f(r, (r / tq) * T + q0 + r % tq);
+  });
+}
+
+// The forward pass's softmax step on a tile: s becomes P = exp(S - m'), the running max m_run
+// and sum l_run [B, N, T, 1] of the tile's rows are updated, and the rows' decay
+// exp(m - m') [B, N, tq, 1] is returned (for the output accumulator). On the CPU one fused pass
+// per row (util/vec_kernels.h, `fused`); otherwise the same in ATen ops.
+torch::Tensor online_softmax_(torch::Tensor& s, torch::Tensor& m_run, torch::Tensor& l_run,
+                              int64_t q0, bool fused) {
+  const int64_t tq = s.size(2), tk = s.size(3), T = m_run.size(2);
+  if (fused) {
+    auto decay = torch::empty({s.size(0), s.size(1), tq, 1}, s.options());
+    float *sp = s.data_ptr<float>(), *mp = m_run.data_ptr<float>(), *lp = l_run.data_ptr<float>(),
+          *dp = decay.data_ptr<float>();
+    each_row(s, T, q0, [&](int64_t r, int64_t row) {
+      vec::online_softmax_row(sp + r * tk, tk, mp + row, lp + row, dp + r);
+    });
+    return decay;
+  }
+  auto m_old = m_run.narrow(2, q0, tq);
+  auto m_new = torch::maximum(m_old, std::get<0>(s.max(-1, true)));
+  // A row that has seen no key yet shifts by 0: its masked scores stay far below the cutoff.
+  auto shift = torch::where(m_new <= vec::kMaskedBelow, torch::zeros_like(m_new), m_new);
+  exp_dropping_negligible_(s.sub_(shift));
+  auto decay = m_old - shift;
+  exp_dropping_negligible_(decay);
+  l_run.narrow(2, q0, tq).mul_(decay).add_(s.sum(-1, true));
+  m_old.copy_(m_new);
+  return decay;
+}
+
+// The backward pass's P = exp(S - L) of a tile, in place (L: the rows' log-sum-exp [B, N, T, 1]).
+void exp_shifted_(torch::Tensor& s, const torch::Tensor& lse, int64_t q0, bool fused) {
+  if (fused) {
+    const int64_t tk = s.size(3);
+    float* sp = s.data_ptr<float>();
+    const float* lp = lse.data_ptr<float>();
+    each_row(s, lse.size(2), q0,
+             [&](int64_t r, int64_t row) { vec::exp_shifted_row(sp + r * tk, tk, lp[row]); });
+    return;
+  }
+  exp_dropping_negligible_(s.sub_(lse.narrow(2, q0, s.size(2))));
+}
+
+// dS = P o (dP - D), in place in p (D: rowsum(dO o O) [B, N, T, 1]).
+void softmax_grad_(torch::Tensor& p, const torch::Tensor& dp, const torch::Tensor& D, int64_t q0,
+                   bool fused) {
+  if (fused) {
+    const int64_t tk = p.size(3);
+    float* pp = p.data_ptr<float>();
+    const float *dpp = dp.data_ptr<float>(), *Dp = D.data_ptr<float>();
+    each_row(p, D.size(2), q0, [&](int64_t r, int64_t row) {
+      vec::softmax_grad_row(pp + r * tk, dpp + r * tk, tk, Dp[row]);
+    });
+    return;
+  }
+  p.mul_(dp.sub_(D.narrow(2, q0, p.size(2))));
 }
 
 // The query tiles of T rows and, for each, the key tiles it may see.
@@ -154,13 +233,7 @@ void bias_grads(const Plan& plan, const torch::Tensor& ds, int64_t q0, int64_t q
                 int64_t k1, variable_list& grads) {
   const ScoreBias& b = plan.bias;
   const int64_t tq = q1 - q0, tk = k1 - k0;
-  if (plan.rel >= 0) {  // rel[n, t - s + S - 1] += dS[., n, t, s]: a band of tq + tk - 1 values
-    const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(ds.device());
-    auto idx = (torch::arange(tq, opts).view({tq, 1}) - torch::arange(tk, opts).view({1, tk}))
-                   .add_(tk - 1);
-    auto band = grads[plan.rel].narrow(1, q0 - (k1 - 1) + b.S - 1, tq + tk - 1);
-    band.index_add_(1, idx.flatten(), ds.sum(0).view({ds.size(1), -1}));
-  }
+  if (plan.rel >= 0) relative_tile_grad(grads[plan.rel], ds.sum(0), b.S, q0, k0);
   if (plan.row >= 0)
     grads[plan.row].narrow(2, q0, tq).add_(
         at::sum_to(ds.sum(-1), b.row_BNT.narrow(2, q0, tq).sizes()));
@@ -183,33 +256,25 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
                                const c10::intrusive_ptr<Plan>& plan) {
     const auto &q = inputs[0], &k = inputs[1], &v = inputs[2];
     const TileMask& mask = plan->mask;
+    const bool fused = plan->sizes.fused_rows && q.is_cpu();
     const int64_t B = q.size(0), N = q.size(1), T = q.size(2), S = k.size(2), Hv = v.size(3);
     auto f32 = q.options();
     auto acc = torch::zeros({B, N, T, Hv}, f32);
-    auto m_run = torch::full({B, N, T, 1}, -kInf, f32);
+    auto m_run = torch::full({B, N, T, 1}, vec::kMaskedScore, f32);
     auto l_run = torch::zeros({B, N, T, 1}, f32);
     Tiling{T, S, plan->sizes, mask}.each([&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
       auto s = tile_scores(q.narrow(2, q0, q1 - q0), k.narrow(2, k0, k1 - k0),
                            plan->bias.tile(q0, q1, k0, k1),
                            tile_allowed(mask, q0, q1, k0, k1, q.device()));
-      auto m_old = m_run.narrow(2, q0, q1 - q0);
-      auto m_new = torch::maximum(m_old, std::get<0>(s.max(-1, true)));
-      // A row that has seen no key yet keeps m = -inf; it shifts by 0 (exp(-inf) = 0 anyway).
-      auto shift = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
-      auto p = (s - shift).exp_();
-      auto decay = (m_old - shift).exp_();
-      auto l = l_run.narrow(2, q0, q1 - q0);
-      l.mul_(decay).add_(p.sum(-1, true));
-      auto o = acc.narrow(2, q0, q1 - q0);
-      o.mul_(decay).add_(batched_matmul(p, v.narrow(2, k0, k1 - k0)));
-      m_old.copy_(m_new);
+      auto decay = online_softmax_(s, m_run, l_run, q0, fused);  // s is P now
+      acc.narrow(2, q0, q1 - q0).mul_(decay).add_(batched_matmul(s, v.narrow(2, k0, k1 - k0)));
     });
-    // Rows that saw no key: output 0, and a log-sum-exp of +inf so that the backward pass's
+    // Rows that saw no key: output 0, and a log-sum-exp of 1e30 so that the backward pass's
     // exp(s - L) is 0 for them.
     auto seen = l_run > 0;
     auto out = torch::where(seen, acc / l_run.clamp_min(1e-30), torch::zeros_like(acc));
-    auto lse =
-        torch::where(seen, m_run + l_run.clamp_min(1e-30).log(), torch::full_like(m_run, kInf));
+    auto lse = torch::where(seen, m_run + l_run.clamp_min(1e-30).log(),
+                            torch::full_like(m_run, -vec::kMaskedScore));
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["plan"] = c10::IValue::make_capsule(plan);
     return {out};
@@ -220,6 +285,7 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     auto plan = c10::static_intrusive_pointer_cast<Plan>(ctx->saved_data["plan"].toCapsule());
     const TileMask& mask = plan->mask;
+    const bool fused = plan->sizes.fused_rows && q.is_cpu();
     NoAutocast no_autocast(q.device().type());
     auto dout = grad_out[0].to(torch::kFloat32).contiguous();
     auto D = (dout * out).sum(-1, true);  // [B, N, T, 1]
@@ -235,10 +301,12 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
           auto qt = q.narrow(2, q0, tq), kt = k.narrow(2, k0, tk), vt = v.narrow(2, k0, tk);
           auto s = tile_scores(qt, kt, b.tile(q0, q1, k0, k1),
                                tile_allowed(mask, q0, q1, k0, k1, q.device()));
-          auto p = (s - lse.narrow(2, q0, tq)).exp_();
+          exp_shifted_(s, lse, q0, fused);  // s is P now
           auto dot = dout.narrow(2, q0, tq);
-          dv.narrow(2, k0, tk).add_(batched_matmul(p.transpose(-2, -1), dot));
-          auto ds = p.mul_(batched_matmul(dot, vt.transpose(-2, -1)).sub_(D.narrow(2, q0, tq)));
+          dv.narrow(2, k0, tk).add_(batched_matmul(s.transpose(-2, -1), dot));
+          auto dp = batched_matmul(dot, vt.transpose(-2, -1)).contiguous();
+          softmax_grad_(s, dp, D, q0, fused);  // s is dS now
+          const auto& ds = s;
           dq.narrow(2, q0, tq).add_(batched_matmul(ds, kt));
           dk.narrow(2, k0, tk).add_(batched_matmul(ds.transpose(-2, -1), qt));
           bias_grads(*plan, ds, q0, q1, k0, k1, grads);

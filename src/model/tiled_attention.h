@@ -41,6 +41,9 @@ struct TileMask {
 struct TileSizes {
   int64_t q = 256;  // query rows per tile
   int64_t k = 256;  // key columns per tile
+  // On the CPU, each tile's softmax in fused passes over its rows (util/vec_kernels.h); false:
+  // in ATen ops, the path other devices take (so that the tests check it on the CPU too).
+  bool fused_rows = true;
 };
 
 // softmax(q k^T / sqrt(H) + bias + mask) v for q [B, N, T, H], k [B, N, S, H], v [B, N, S, Hv],

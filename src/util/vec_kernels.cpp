@@ -56,6 +56,49 @@ ROPELAB_CLONES void cross_entropy_row_grad(const float* __restrict x, int64_t V,
   for (int64_t j = 0; j < V; ++j) g[j] = (exp_approx(x[j] - lse) - b) * w;
 }
 
+ROPELAB_CLONES void online_softmax_row(float* __restrict s, int64_t n, float* m, float* l,
+                                       float* decay) {
+  const float m_old = *m;
+  float mx = m_old;
+  for (int64_t j = 0; j < n; ++j) mx = std::fmax(mx, s[j]);
+  const bool none = mx <= kMaskedBelow;  // every score so far masked
+  const float shift = none ? 0.0F : mx;
+  float sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const float x = s[j] - shift;
+    const float e = x < kNegligibleExp ? 0.0F : exp_approx(x);
+    s[j] = e;
+    sum += e;
+  }
+  const float dx = m_old - shift;
+  const float d = none || dx < kNegligibleExp ? 0.0F : exp_approx(dx);
+  *decay = d;
+  *l = *l * d + sum;
+  *m = mx;
+}
+
+ROPELAB_CLONES void exp_shifted_row(float* __restrict s, int64_t n, float lse) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float x = s[j] - lse;
+    s[j] = s[j] <= kMaskedBelow || x < kNegligibleExp ? 0.0F : exp_approx(x);
+  }
+}
+
+ROPELAB_CLONES void softmax_grad_row(float* __restrict p, const float* __restrict dp, int64_t n,
+                                     float D) {
+  for (int64_t j = 0; j < n; ++j) p[j] *= dp[j] - D;
+}
+
+ROPELAB_CLONES void add_diagonal_sums(const float* __restrict x, int64_t tq, int64_t tk,
+                                      float* __restrict band) {
+  for (int64_t t = 0; t < tq; ++t) {
+    // Row t covers band[t, t + tk), read from the row's end (a vectorised reversed load).
+    float* __restrict out = band + t;
+    const float* __restrict row = x + t * tk;
+    for (int64_t s = 0; s < tk; ++s) out[s] += row[tk - 1 - s];
+  }
+}
+
 ROPELAB_CLONES void act_mask_forward(const float* __restrict h, const float* __restrict m,
                                      float* __restrict y, int64_t n, bool gelu) {
   if (gelu) {

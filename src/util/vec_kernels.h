@@ -17,6 +17,24 @@ void softmax_row(const float* x, const float* b1, const float* b2, float* p, int
 // dx = p (g - sum_k p_k g_k).
 void softmax_backward_row(const float* p, const float* g, float* dx, int64_t S);
 
+// Tiled attention's rows (FlashAttention-2, Dao 2023, Alg. 1 and 2). Scores at or below
+// kMaskedBelow are masked (callers fill them with kMaskedScore: finite, for -ffast-math), and
+// exp(x) of x < kNegligibleExp is taken as 0 (a weight below 1e-26 of the row's largest: no
+// subnormal floats, which x86 computes in microcode).
+constexpr float kMaskedScore = -1e30F, kMaskedBelow = -1e29F, kNegligibleExp = -60.0F;
+// Online softmax of one row of a score tile, in place: m' = max(m, max_j s_j);
+// s_j <- exp(s_j - m') (0 where masked); decay = exp(m - m'); l <- l decay + sum_j s_j; m <- m'.
+// A row with no unmasked score yet keeps m = kMaskedScore, l = 0 and gets zeros.
+void online_softmax_row(float* s, int64_t n, float* m, float* l, float* decay);
+// s_j <- exp(s_j - lse) (0 where masked or negligible), in place.
+void exp_shifted_row(float* s, int64_t n, float lse);
+// p_j <- p_j (dp_j - D), in place (the softmax backward with D = rowsum(dO o O)).
+void softmax_grad_row(float* p, const float* dp, int64_t n, float D);
+
+// The diagonal sums of a tq x tk tile x (row-major), added into band[0, tq + tk - 1):
+// band[t - s + tk - 1] += x[t, s] (the gradient of a Toeplitz tile's generating values).
+void add_diagonal_sums(const float* x, int64_t tq, int64_t tk, float* band);
+
 // max_j x_j, sum_j exp(x_j - max), sum_j x_j over V elements.
 void logits_row_stats(const float* x, int64_t V, float* max, float* sum_exp, float* sum_x);
 // g_j = (exp(x_j - lse) - b) w.

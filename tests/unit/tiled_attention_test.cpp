@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -75,28 +76,31 @@ std::vector<torch::Tensor> grads_of(const torch::Tensor& out, const torch::Tenso
 }
 
 TEST(TiledAttention, EqualsTheQuadraticFormWithGradients) {
+  // Both row paths: the CPU's fused passes, and the ATen ops other devices run.
   torch::manual_seed(3);
-  for (const auto& c : cases()) {
-    SCOPED_TRACE(c.name);
-    const int64_t B = 2, N = 3, H = 16;
-    auto q = torch::randn({B, N, c.T, H}, torch::dtype(torch::kFloat64).requires_grad(true));
-    auto k = torch::randn({B, N, c.S, H}, torch::dtype(torch::kFloat64).requires_grad(true));
-    auto v = torch::randn({B, N, c.S, H}, torch::dtype(torch::kFloat64).requires_grad(true));
-    // float32 inputs (what the kernel computes in); the reference in float64.
-    auto q32 = q.detach().to(torch::kFloat32).requires_grad_(true);
-    auto k32 = k.detach().to(torch::kFloat32).requires_grad_(true);
-    auto v32 = v.detach().to(torch::kFloat32).requires_grad_(true);
-    auto want = tiled_attention_reference(q, k, v, c.mask);
-    auto got = tiled_attention(q32, k32, v32, c.mask, {}, c.tiles);
-    ASSERT_EQ(got.sizes(), want.sizes());
-    EXPECT_LT((got.to(torch::kFloat64) - want).abs().max().item<double>(), 2e-6);
-    auto g = torch::randn_like(want);
-    auto gw = grads_of(want, g, {q, k, v});
-    auto gg = grads_of(got, g.to(torch::kFloat32), {q32, k32, v32});
-    for (size_t i = 0; i < 3; ++i)
-      EXPECT_LT((gg[i].to(torch::kFloat64) - gw[i]).abs().max().item<double>(), 1e-5)
-          << "gradient " << i;
-  }
+  for (bool fused : {true, false})
+    for (auto c : cases()) {
+      SCOPED_TRACE(c.name + (fused ? ", fused rows" : ", ATen rows"));
+      c.tiles.fused_rows = fused;
+      const int64_t B = 2, N = 3, H = 16;
+      auto q = torch::randn({B, N, c.T, H}, torch::dtype(torch::kFloat64).requires_grad(true));
+      auto k = torch::randn({B, N, c.S, H}, torch::dtype(torch::kFloat64).requires_grad(true));
+      auto v = torch::randn({B, N, c.S, H}, torch::dtype(torch::kFloat64).requires_grad(true));
+      // float32 inputs (what the kernel computes in); the reference in float64.
+      auto q32 = q.detach().to(torch::kFloat32).requires_grad_(true);
+      auto k32 = k.detach().to(torch::kFloat32).requires_grad_(true);
+      auto v32 = v.detach().to(torch::kFloat32).requires_grad_(true);
+      auto want = tiled_attention_reference(q, k, v, c.mask);
+      auto got = tiled_attention(q32, k32, v32, c.mask, {}, c.tiles);
+      ASSERT_EQ(got.sizes(), want.sizes());
+      EXPECT_LT((got.to(torch::kFloat64) - want).abs().max().item<double>(), 2e-6);
+      auto g = torch::randn_like(want);
+      auto gw = grads_of(want, g, {q, k, v});
+      auto gg = grads_of(got, g.to(torch::kFloat32), {q32, k32, v32});
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_LT((gg[i].to(torch::kFloat64) - gw[i]).abs().max().item<double>(), 1e-5)
+            << "gradient " << i;
+    }
 }
 
 struct BiasCase {
@@ -133,50 +137,51 @@ TEST(TiledAttention, EveryScoreBiasFamilyEqualsTheQuadraticFormWithGradients) {
   // distance, FIRE's MLP per tile, FoX's row and column terms) gives the quadratic form's
   // outputs and gradients, the family's own parameters' included.
   torch::manual_seed(11);
-  for (const auto& c : bias_cases()) {
-    SCOPED_TRACE(c.name);
-    const int64_t B = 2, N = 3, H = 8, D = N * H;
-    auto module = make_position(c.pos, PositionDims{D, N, H, c.causal, 1});
-    torch::NoGradGuard no_grad;
-    for (auto& p : module->parameters()) p.normal_(0.0, 0.5);
-    torch::AutoGradMode grad_on(true);
-    auto q = torch::randn({B, N, c.T, H}, torch::requires_grad(true));
-    auto k = torch::randn({B, N, c.S, H}, torch::requires_grad(true));
-    auto v = torch::randn({B, N, c.S, H}, torch::requires_grad(true));
-    auto x = torch::randn({B, c.T, D});
-    TileMask mask;
-    mask.causal = c.causal;
-    mask.q_offset = c.S - c.T;
-    std::vector<torch::Tensor> inputs{q, k, v};
-    for (auto& p : module->parameters()) inputs.push_back(p);
-    auto run = [&](bool tiled) {
-      PosCache pc = module->prepare(c.T, c.S, c.S - c.T, 0, torch::kCPU);
-      ScoreBias bias = module->score_bias(pc);
-      if (module->uses_content())
-        bias = bias.plus(module->content_bias(LayerContent{x, q, k, {}, 0, nullptr}, pc));
-      EXPECT_TRUE(bias.defined() && bias.tileable());
-      return tiled ? tiled_attention(q, k, v, mask, bias, {8, 4})
-                   : tiled_attention_reference(q, k, v, mask, bias);
-    };
-    auto got = run(true), want = run(false);
-    EXPECT_LT((got - want).abs().max().item<float>(), 2e-5);
-    auto g = torch::randn_like(got);
-    auto gg = torch::autograd::grad({got}, inputs, {g}, false, false, true);
-    auto gw = torch::autograd::grad({want}, inputs, {g}, false, false, true);
-    ASSERT_EQ(gg.size(), gw.size());
-    for (size_t i = 0; i < gg.size(); ++i) {
-      ASSERT_EQ(gg[i].defined(), gw[i].defined()) << "input " << i;
-      if (!gw[i].defined()) continue;
-      const double scale = std::max(1.0, gw[i].abs().max().item<double>());
-      EXPECT_LT((gg[i] - gw[i]).abs().max().item<double>() / scale, 5e-5) << "input " << i;
+  for (bool fused : {true, false})
+    for (const auto& c : bias_cases()) {
+      SCOPED_TRACE(c.name + (fused ? ", fused rows" : ", ATen rows"));
+      const int64_t B = 2, N = 3, H = 8, D = N * H;
+      auto module = make_position(c.pos, PositionDims{D, N, H, c.causal, 1});
+      torch::NoGradGuard no_grad;
+      for (auto& p : module->parameters()) p.normal_(0.0, 0.5);
+      torch::AutoGradMode grad_on(true);
+      auto q = torch::randn({B, N, c.T, H}, torch::requires_grad(true));
+      auto k = torch::randn({B, N, c.S, H}, torch::requires_grad(true));
+      auto v = torch::randn({B, N, c.S, H}, torch::requires_grad(true));
+      auto x = torch::randn({B, c.T, D});
+      TileMask mask;
+      mask.causal = c.causal;
+      mask.q_offset = c.S - c.T;
+      std::vector<torch::Tensor> inputs{q, k, v};
+      for (auto& p : module->parameters()) inputs.push_back(p);
+      auto run = [&](bool tiled) {
+        PosCache pc = module->prepare(c.T, c.S, c.S - c.T, 0, torch::kCPU);
+        ScoreBias bias = module->score_bias(pc);
+        if (module->uses_content())
+          bias = bias.plus(module->content_bias(LayerContent{x, q, k, {}, 0, nullptr}, pc));
+        EXPECT_TRUE(bias.defined() && bias.tileable());
+        return tiled ? tiled_attention(q, k, v, mask, bias, {8, 4, fused})
+                     : tiled_attention_reference(q, k, v, mask, bias);
+      };
+      auto got = run(true), want = run(false);
+      EXPECT_LT((got - want).abs().max().item<float>(), 2e-5);
+      auto g = torch::randn_like(got);
+      auto gg = torch::autograd::grad({got}, inputs, {g}, false, false, true);
+      auto gw = torch::autograd::grad({want}, inputs, {g}, false, false, true);
+      ASSERT_EQ(gg.size(), gw.size());
+      for (size_t i = 0; i < gg.size(); ++i) {
+        ASSERT_EQ(gg[i].defined(), gw[i].defined()) << "input " << i;
+        if (!gw[i].defined()) continue;
+        const double scale = std::max(1.0, gw[i].abs().max().item<double>());
+        EXPECT_LT((gg[i] - gw[i]).abs().max().item<double>() / scale, 5e-5) << "input " << i;
+      }
+      if (module->parameters().empty()) continue;
+      // The family learns through the tiled kernel: some parameter gets a non-zero gradient.
+      double most = 0;
+      for (size_t i = 3; i < gg.size(); ++i)
+        if (gg[i].defined()) most = std::max(most, gg[i].abs().max().item<double>());
+      EXPECT_GT(most, 1e-4);
     }
-    if (module->parameters().empty()) continue;
-    // The family learns through the tiled kernel: some parameter gets a non-zero gradient.
-    double most = 0;
-    for (size_t i = 3; i < gg.size(); ++i)
-      if (gg[i].defined()) most = std::max(most, gg[i].abs().max().item<double>());
-    EXPECT_GT(most, 1e-4);
-  }
 }
 
 TEST(TiledAttention, ABiasTileIsTheWholeBiasNarrowed) {
@@ -200,6 +205,37 @@ TEST(TiledAttention, ABiasTileIsTheWholeBiasNarrowed) {
         EXPECT_TRUE(torch::allclose(bias.tile(q0, q1, k0, k1), want, 1e-6, 1e-6))
             << q0 << "," << k0;
       }
+  }
+}
+
+TEST(TiledAttention, ARelativeTileIsTheGatherOfItsDistancesWithDiagonalSumGradients) {
+  // The Toeplitz view (a strided read and a flip) against an explicit gather
+  // rel[n, t - s + S - 1]; its gradient (diagonal sums) against autograd through the gather.
+  torch::manual_seed(17);
+  const int64_t N = 3, T = 11, S = 13, R = T + S - 1;
+  auto rel = torch::randn({N, R}, torch::requires_grad(true));
+  for (auto [q0, q1, k0, k1] : std::vector<std::array<int64_t, 4>>{{0, T, 0, S},
+                                                                   {0, 1, 0, 1},
+                                                                   {T - 1, T, 0, S},
+                                                                   {0, T, S - 1, S},
+                                                                   {3, 8, 5, 13},
+                                                                   {10, 11, 12, 13},
+                                                                   {4, 9, 0, 3}}) {
+    SCOPED_TRACE(std::to_string(q0) + "," + std::to_string(k0));
+    const int64_t tq = q1 - q0, tk = k1 - k0;
+    auto idx = (torch::arange(q0, q1).view({tq, 1}) - torch::arange(k0, k1).view({1, tk})) + S - 1;
+    auto want = rel.index_select(1, idx.flatten()).view({N, tq, tk});
+    auto got = relative_tile(rel, S, q0, q1, k0, k1);
+    EXPECT_TRUE(torch::equal(got, want));
+    auto g = torch::randn({N, tq, tk});
+    auto gw = torch::autograd::grad({want}, {rel}, {g})[0];
+    auto gg = torch::autograd::grad({got}, {rel}, {g})[0];
+    EXPECT_LT((gg - gw).abs().max().item<float>(), 1e-5);
+    EXPECT_GT(gw.abs().sum().item<float>(), 0.0F);
+    // float64: the strided-canvas path (the one other devices take).
+    auto g64 = torch::zeros({N, R}, torch::kFloat64);
+    relative_tile_grad(g64, g.to(torch::kFloat64), S, q0, k0);
+    EXPECT_LT((g64 - gw.to(torch::kFloat64)).abs().max().item<double>(), 1e-5);
   }
 }
 
