@@ -718,6 +718,21 @@ void Session::long_context() {
              "of the layer's content: they keep the quadratic kernel.\n\n",
              o_.long_steps) +
          t.md();
+  // What each column ran on (the first length's figures): a peer on a reference BLAS (a root
+  // without OpenBLAS) runs its dense layers many times slower, so its ratio says nothing.
+  if (!o_.long_lengths.empty()) {
+    auto first = got[o_.long_lengths.front()];
+    md_ += "\n- ropelab: " + layout_of(first["rope"]) + ".\n";
+    for (const auto& p : peers) {
+      const json& j = first[p.label];
+      md_ += "- " + p.label + ": " + layout_of(j) + ".";
+      if (j.value("blas_core", "") == "not OpenBLAS")
+        md_ +=
+            " **Not on OpenBLAS: its dense layers run on another BLAS, so the ratio to it is "
+            "not a like-for-like one.**";
+      md_ += "\n";
+    }
+  }
   long_goals(got, peers);
   long_window();
 }

@@ -84,15 +84,44 @@ void relative_tile_grad(torch::Tensor& grad_NR, const torch::Tensor& ds_NTS, int
 }
 
 torch::Tensor ScoreBias::tile(int64_t q0, int64_t q1, int64_t k0, int64_t k1) const {
+  auto rest = non_relative_tile(q0, q1, k0, k1);
+  if (!rel_NR.defined()) return rest;
+  auto rel = relative_tile(rel_NR, S, q0, q1, k0, k1).unsqueeze(0);
+  return rest.defined() ? rel + rest : rel;
+}
+
+torch::Tensor ScoreBias::non_relative_tile(int64_t q0, int64_t q1, int64_t k0, int64_t k1) const {
   const int64_t tq = q1 - q0, tk = k1 - k0;
   torch::Tensor out;
   auto add = [&out](const torch::Tensor& x) { out = out.defined() ? out + x : x; };
-  if (rel_NR.defined()) add(relative_tile(rel_NR, S, q0, q1, k0, k1).unsqueeze(0));
   if (row_BNT.defined())
     add(row_BNT.narrow(2, q0, tq).unsqueeze(-1) + col_BNS.narrow(2, k0, tk).unsqueeze(-2));
   if (fn) add(fn(q0, q1, k0, k1));
   if (dense.defined()) add(dense.narrow(-2, q0, tq).narrow(-1, k0, tk));
   return out;
+}
+
+void ScoreBias::add_tile_to(torch::Tensor& s, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
+                            bool fused) const {
+  torch::NoGradGuard no_grad;
+  const int64_t tq = q1 - q0, tk = k1 - k0;
+  if (rel_NR.defined()) {
+    if (fused && s.is_cpu() && s.is_contiguous() && rel_NR.is_contiguous() &&
+        rel_NR.scalar_type() == torch::kFloat32) {
+      // Row (b, n, t) gets rel[n, c + t - s] for s = 0..tk-1: read backwards from c + t.
+      const int64_t N = rel_NR.size(0), R = rel_NR.size(1), c = q0 - k0 + S - 1;
+      const float* rel = rel_NR.data_ptr<float>();
+      float* out = s.data_ptr<float>();
+      at::parallel_for(0, s.size(0) * N * tq, 16, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          vec::add_reversed(out + r * tk, rel + ((r / tq) % N) * R + c + r % tq, tk);
+      });
+    } else {
+      s.add_(relative_tile(rel_NR, S, q0, q1, k0, k1).unsqueeze(0).to(s.scalar_type()));
+    }
+  }
+  auto rest = non_relative_tile(q0, q1, k0, k1);
+  if (rest.defined()) s.add_(rest.to(s.scalar_type()));
 }
 
 torch::Tensor ScoreBias::whole() const {
@@ -132,7 +161,9 @@ ScoreBias relative_bias(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset
   b.T = T;
   b.S = S;
   const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(dev);
-  b.rel_NR = rel_of(torch::arange(T + S - 1, opts).add_(q_offset - k_offset - (S - 1)));
+  // Contiguous once here: each tile reads it as a strided view.
+  b.rel_NR =
+      rel_of(torch::arange(T + S - 1, opts).add_(q_offset - k_offset - (S - 1))).contiguous();
   return b;
 }
 

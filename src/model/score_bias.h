@@ -45,11 +45,20 @@ struct ScoreBias {
   // The tile of queries [q0, q1) and keys [k0, k1): [1 or B, N, tq, tk] float32, with autograd
   // through every part. Undefined when the bias is.
   torch::Tensor tile(int64_t q0, int64_t q1, int64_t k0, int64_t k1) const;
+  // The same tile added into scores s [B, N, tq, tk] float32, in place and without autograd
+  // (the tiled kernel's form: no tile tensor; with `fused`, on the CPU, the relative part is one
+  // pass per row).
+  void add_tile_to(torch::Tensor& s, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
+                   bool fused = true) const;
   // The whole bias [1 or B, N, T, S] (the quadratic kernel's form), computed on first use and
   // shared by the copies of this bias (a stack's layers share their position bias).
   torch::Tensor whole() const;
   // This bias plus another of the same pass (the position family's and a content family's).
   ScoreBias plus(const ScoreBias& other) const;
+
+ private:
+  // The tile of every part but the relative one; undefined when there is none.
+  torch::Tensor non_relative_tile(int64_t q0, int64_t q1, int64_t k0, int64_t k1) const;
 };
 
 // The relative part's tile [N, tq, tk] (queries [q0, q1), keys [k0, k1)) of rel_NR [N, R] made

@@ -99,13 +99,16 @@ torch::Tensor& exp_dropping_negligible_(torch::Tensor& x) {
   return at::threshold_(x, vec::kNegligibleExp, -kInf).exp_();
 }
 
-// One tile's scores: scale q k^T (q is scaled already) plus the tile's bias, with
+// One tile's scores: scale q k^T (q is scaled already; the tile's rows and columns of q and k)
+// plus the tile's bias, with
 // vec::kMaskedScore (finite: the row kernels are built with -ffast-math) where the mask says
 // no. [B, N, tq, tk] float32, contiguous.
-torch::Tensor tile_scores(const torch::Tensor& q_tile, const torch::Tensor& k_tile,
-                          const torch::Tensor& bias_tile, const torch::Tensor& allowed) {
-  auto s = batched_matmul(q_tile, k_tile.transpose(-2, -1)).contiguous();
-  if (bias_tile.defined()) s.add_(bias_tile.to(torch::kFloat32));
+torch::Tensor tile_scores(const torch::Tensor& q, const torch::Tensor& k, const ScoreBias& bias,
+                          const torch::Tensor& allowed, int64_t q0, int64_t q1, int64_t k0,
+                          int64_t k1, bool fused) {
+  auto s = batched_matmul(q.narrow(2, q0, q1 - q0), k.narrow(2, k0, k1 - k0).transpose(-2, -1))
+               .contiguous();
+  if (bias.defined()) bias.add_tile_to(s, q0, q1, k0, k1, fused);
   if (allowed.defined()) s.masked_fill_(allowed.logical_not(), vec::kMaskedScore);
   return s;
 }
@@ -233,7 +236,8 @@ void bias_grads(const Plan& plan, const torch::Tensor& ds, int64_t q0, int64_t q
                 int64_t k1, variable_list& grads) {
   const ScoreBias& b = plan.bias;
   const int64_t tq = q1 - q0, tk = k1 - k0;
-  if (plan.rel >= 0) relative_tile_grad(grads[plan.rel], ds.sum(0), b.S, q0, k0);
+  if (plan.rel >= 0)
+    relative_tile_grad(grads[plan.rel], ds.size(0) == 1 ? ds.select(0, 0) : ds.sum(0), b.S, q0, k0);
   if (plan.row >= 0)
     grads[plan.row].narrow(2, q0, tq).add_(
         at::sum_to(ds.sum(-1), b.row_BNT.narrow(2, q0, tq).sizes()));
@@ -263,9 +267,8 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
     auto m_run = torch::full({B, N, T, 1}, vec::kMaskedScore, f32);
     auto l_run = torch::zeros({B, N, T, 1}, f32);
     Tiling{T, S, plan->sizes, mask}.each([&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
-      auto s = tile_scores(q.narrow(2, q0, q1 - q0), k.narrow(2, k0, k1 - k0),
-                           plan->bias.tile(q0, q1, k0, k1),
-                           tile_allowed(mask, q0, q1, k0, k1, q.device()));
+      auto s = tile_scores(q, k, plan->bias, tile_allowed(mask, q0, q1, k0, k1, q.device()), q0, q1,
+                           k0, k1, fused);
       auto decay = online_softmax_(s, m_run, l_run, q0, fused);  // s is P now
       acc.narrow(2, q0, q1 - q0).mul_(decay).add_(batched_matmul(s, v.narrow(2, k0, k1 - k0)));
     });
@@ -299,8 +302,8 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
         [&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
           const int64_t tq = q1 - q0, tk = k1 - k0;
           auto qt = q.narrow(2, q0, tq), kt = k.narrow(2, k0, tk), vt = v.narrow(2, k0, tk);
-          auto s = tile_scores(qt, kt, b.tile(q0, q1, k0, k1),
-                               tile_allowed(mask, q0, q1, k0, k1, q.device()));
+          auto s = tile_scores(q, k, b, tile_allowed(mask, q0, q1, k0, k1, q.device()), q0, q1, k0,
+                               k1, fused);
           exp_shifted_(s, lse, q0, fused);  // s is P now
           auto dot = dout.narrow(2, q0, tq);
           dv.narrow(2, k0, tk).add_(batched_matmul(s.transpose(-2, -1), dot));

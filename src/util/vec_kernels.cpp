@@ -89,6 +89,10 @@ ROPELAB_CLONES void softmax_grad_row(float* __restrict p, const float* __restric
   for (int64_t j = 0; j < n; ++j) p[j] *= dp[j] - D;
 }
 
+ROPELAB_CLONES void add_reversed(float* __restrict s, const float* __restrict src, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) s[j] += src[-j];
+}
+
 ROPELAB_CLONES void add_diagonal_sums(const float* __restrict x, int64_t tq, int64_t tk,
                                       float* __restrict band) {
   for (int64_t t = 0; t < tq; ++t) {

@@ -31,6 +31,8 @@ void exp_shifted_row(float* s, int64_t n, float lse);
 // p_j <- p_j (dp_j - D), in place (the softmax backward with D = rowsum(dO o O)).
 void softmax_grad_row(float* p, const float* dp, int64_t n, float D);
 
+// s_j += src[-j] for j in [0, n): a row of a Toeplitz tile, read backwards from src.
+void add_reversed(float* s, const float* src, int64_t n);
 // The diagonal sums of a tq x tk tile x (row-major), added into band[0, tq + tk - 1):
 // band[t - s + tk - 1] += x[t, s] (the gradient of a Toeplitz tile's generating values).
 void add_diagonal_sums(const float* x, int64_t tq, int64_t tk, float* band);
