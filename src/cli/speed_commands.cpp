@@ -131,7 +131,7 @@ void register_speed(CLI::App& app) {
       "decode (ms/token with and without the KV cache), data (batch stream).\n"
       "The default sections take about 15 minutes on 2 cores (25 with --compare-pytorch, more\n"
       "with each --pytorch-root: torch.compile compiles for a minute or two per figure); long is\n"
-      "not among them (about 40 minutes on 2 cores, 20 GiB at 32k): name it in --sections.\n"
+      "not among them (about 25 minutes on 2 cores, 10 GiB at 32k): name it in --sections.\n"
       "On a GPU (run.device=cuda, or auto on a machine with one) the machine section measures\n"
       "the GPU's matmul peak, each training figure adds its step time and peak GPU memory, and\n"
       "the reference runs on the GPU too (--python names a python with a CUDA PyTorch).",

@@ -229,7 +229,7 @@ std::string layout_of(const json& j) {
       j.value("blas_threads", -1), j.value("omp_wait_policy", "?"), j.value("malloc", "?"));
 }
 
-// No --sections: every section but long (tens of minutes and 20 GiB at 32k tokens).
+// No --sections: every section but long (about 25 minutes, 10 GiB at 32k tokens).
 bool wanted(const BenchOptions& o, BenchSection s) {
   if (o.sections.empty()) return s != BenchSection::kLong;
   return std::find(o.sections.begin(), o.sections.end(), s) != o.sections.end();
