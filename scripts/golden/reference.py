@@ -139,7 +139,7 @@ def rope_rotate(x, pos, pairing, theta=None, factor=1.0, xpos_scale=None, is_que
 def rope_for(cfg, x, pos, length):
     """RoPE of a position config (dict): scaling, then p-RoPE's zeroed slow pairs."""
     d = x.shape[-1]
-    theta, factor = scaled_theta(d, cfg.get("scaling", {}), length)
+    theta, factor = scaled_theta(d, cfg.get("scaling", {}), length, cfg.get("base", 10000.0))
     keep = round(cfg.get("fraction", 1.0) * (d // 2))
     theta = theta.clone()
     theta[keep:] = 0.0  # p-RoPE: the slowest pairs do not rotate
@@ -304,26 +304,39 @@ class Ref:
         stab = logits.max(-1, keepdim=True).values if is_query else logits.max()
         return torch.exp(logits - stab.detach()) / math.sqrt(w.shape[0]) + 1e-6
 
-    def attention(self, prefix, x, kv, pos_kind, stack, causal, key_pad):
+    def attention(self, prefix, x, kv, pos_kind, stack, causal, key_pad, kind=None):
+        """kind: a layout kind's {position, window, chunk, temperature, prefix} (None: no layout)."""
+        kind = kind or {}
+        sw = self.c.get("switches", {})
         q = self.lin(prefix + ".q_proj", x).view(x.shape[0], -1, N, H).transpose(1, 2)
         k = self.lin(prefix + ".k_proj", kv).view(kv.shape[0], -1, N, H).transpose(1, 2)
         v = self.lin(prefix + ".v_proj", kv).view(kv.shape[0], -1, N, H).transpose(1, 2)
+        if sw.get("qk_norm"):  # Qwen3 / OLMo 2: RMSNorm over each head, before the rotation
+            def rms(t, w):
+                return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+            q, k = rms(q, self.p[prefix + ".q_norm.weight"]), rms(k, self.p[prefix + ".k_norm.weight"])
         tq, tk = q.shape[2], k.shape[2]
         qpos, kpos = torch.arange(tq), torch.arange(tk)
         allowed = torch.ones(tq, tk, dtype=torch.bool)
         if causal:
             allowed = kpos[None, :] <= qpos[:, None]
+        if kind.get("window"):
+            allowed = allowed & ((qpos[:, None] - kpos[None, :]).abs() < kind["window"])
+        if kind.get("chunk"):
+            allowed = allowed & (qpos[:, None] // kind["chunk"] == kpos[None, :] // kind["chunk"])
+        visible = allowed.sum(-1)  # keys each query may see (SSMax's n), padding aside
         allowed = allowed[None, None]
         if key_pad is not None:
             allowed = allowed & key_pad[:, None, None, :]
 
-        cfg = self.c["position_config"]
+        cfg = kind.get("position", self.c["position_config"])
+        pp = kind.get("prefix", stack + ".position")  # the position module's parameters
 
         def rot(t, pos, is_query):
             if pos_kind == "mrope":
                 return mrope_rotate(t, pos, cfg["grid_width"], cfg.get("sections", "interleaved"))
             if pos_kind == "comrope":
-                return comrope_rotate(t, pos, self.p[stack + ".position.generators"])
+                return comrope_rotate(t, pos, self.p[pp + ".generators"])
             if pos_kind == "fox" and cfg.get("rope", False):
                 return rope_rotate(t, pos, "interleaved")
             if pos_kind == "rope":
@@ -334,32 +347,43 @@ class Ref:
 
         if self.c["kernel"] == "softmax":
             q, k = rot(q, qpos, True), rot(k, kpos, False)
+            temp = kind.get("temperature", {})
+            if temp.get("scale", 0) > 0:  # Llama 4: 1 + scale log(floor((p + 1) / floor) + 1)
+                f = 1 + temp["scale"] * torch.log(torch.floor((qpos + 1) / temp["floor"]) + 1)
+                q = q * f[None, None, :, None]
+            if sw.get("ssmax"):  # Scalable-Softmax: q * s log n
+                s_n = self.p[prefix + ".ssmax"]
+                q = q * s_n[None, :, None, None] * torch.log(visible.float())[None, None, :, None]
             scores = q @ k.transpose(-1, -2) / math.sqrt(H)
-            layer = prefix.split(".")[2]
+            layer = str(kind["index"]) if kind else prefix.split(".")[2]
             if pos_kind == "pope":
-                scores = pope_scores(q, k, qpos, kpos, self.p[stack + ".position.phase"])
+                scores = pope_scores(q, k, qpos, kpos, self.p[pp + ".phase"])
             if pos_kind == "path":
-                scores = path_scores(self.p, stack + ".position", layer, x, q, k)
+                scores = path_scores(self.p, pp, layer, x, q, k)
             if pos_kind == "fox":
-                scores = scores + fox_bias(self.p, f"{stack}.position.gates.{layer}", x)
+                scores = scores + fox_bias(self.p, f"{pp}.gates.{layer}", x)
             if pos_kind == "cope":
                 masked = scores.masked_fill(~allowed, float("-inf"))
-                e = self.p[f"{stack}.position.embeddings_{layer}"]
+                e = self.p[f"{pp}.embeddings_{layer}"]
                 scores = scores + cope_bias(q, masked, e, cfg["npos_max"])
             if pos_kind == "t5":
-                table = self.p[stack + ".position.table"]
+                table = self.p[pp + ".table"]
                 buckets = torch.tensor([[t5_bucket(int(kk - qq), not causal) for kk in kpos] for qq in qpos])
                 scores = scores + table[buckets].permute(2, 0, 1)[None]
             if pos_kind == "fire":
-                scores = scores + fire_bias(self.p, stack + ".position", cfg["threshold"], qpos, kpos)
+                scores = scores + fire_bias(self.p, pp, cfg["threshold"], qpos, kpos)
             if pos_kind == "kerple":
-                scores = scores + kerple_bias(self.p, stack + ".position", cfg["kernel"], qpos, kpos)
+                scores = scores + kerple_bias(self.p, pp, cfg["kernel"], qpos, kpos)
             if pos_kind == "alibi":
                 slopes = torch.tensor(alibi_slopes(N))
                 dist = (qpos[:, None] - kpos[None, :]).abs().float()
                 scores = scores - slopes[:, None, None] * dist[None]
             scores = scores.masked_fill(~allowed, float("-inf"))
-            out = torch.softmax(scores, -1) @ v
+            if sw.get("sinks"):  # GPT-OSS: one more logit per head in each row, with no value
+                sink = self.p[prefix + ".sinks"][None, :, None, None].expand(*scores.shape[:3], 1)
+                out = torch.softmax(torch.cat([scores, sink], -1), -1)[..., :-1] @ v
+            else:
+                out = torch.softmax(scores, -1) @ v
         else:
             a = allowed.float()
             if self.c["rope_mode"] == "before_phi":
@@ -391,11 +415,14 @@ class Ref:
             def res(x, norm, fn):
                 return x + fn(self.ln(norm, x)) if pre else self.ln(norm, x + fn(x))
 
-            cfg = c["position_config"]
+            kind = layer_kind(c, name, i)
+            cfg = kind["position"] if kind else c["position_config"]
+            ptype = cfg["type"]
             nope = (cfg.get("nope_every", 0) > 0 and (i + 1) % cfg["nope_every"] == 0) or \
                 i in cfg.get("nope_layers", [])
-            kind = "none" if pos == "rope" and nope else pos
-            x = res(x, p + ".norm1", lambda h: self.attention(p + ".self_attn", h, h, kind, name, causal, key_pad))
+            pk = "none" if ptype == "rope" and nope else ptype
+            x = res(x, p + ".norm1", lambda h: self.attention(p + ".self_attn", h, h, pk, name, causal, key_pad,
+                                                              kind))
             if memory is not None:
                 saved = dict(self.c)
                 self.c = dict(saved, kernel="softmax")  # cross-attention: softmax, no positions
@@ -430,38 +457,69 @@ class Ref:
         return h @ e.t()
 
 
+def layer_kind(case, stack, i):
+    """Layer i's kind under the case's layout: its position block, span, temperature and the
+    name of its position module's parameters; None without a layout."""
+    layout = case.get("layout")
+    if not layout:
+        return None
+    pattern = layout["pattern"]
+    name = pattern[i % len(pattern)]
+    kind = dict(layout["kinds"][name])
+    kind.setdefault("position", case["position_config"])
+    distinct = len(set(pattern[j % len(pattern)] for j in range(L)))
+    kind["prefix"] = f"{stack}.position" + ("" if distinct == 1 else "_" + name)
+    # per-layer parameters are numbered among the kind's layers
+    kind["index"] = sum(1 for j in range(i) if pattern[j % len(pattern)] == name)
+    kind["layers"] = sum(1 for j in range(L) if pattern[j % len(pattern)] == name)
+    return kind
+
+
 # ----------------------------------------------------------------------------- parameters
 
+def position_shapes(pos, cfg, prefix, layers, shapes):
+    """The parameters of one position module named `prefix`, serving `layers` layers."""
+    s = prefix
+    if pos == "learned":
+        shapes[f"{s}.weight"] = (LEARNED_MAX_LEN, D)
+    if pos == "t5":
+        shapes[f"{s}.table"] = (32, N)
+    if pos == "fire":
+        shapes[f"{s}.fc1.weight"], shapes[f"{s}.fc1.bias"] = (FIRE_W, 1), (FIRE_W,)
+        shapes[f"{s}.fc2.weight"], shapes[f"{s}.fc2.bias"] = (N, FIRE_W), (N,)
+        shapes[f"{s}.c"], shapes[f"{s}.threshold_scale"] = (), ()
+    if pos == "kerple":
+        shapes[f"{s}.r1"], shapes[f"{s}.r2"] = (N,), (N,)
+    if pos == "pope":
+        shapes[f"{s}.phase"] = (N, H)
+    if pos == "comrope":
+        shapes[f"{s}.generators"] = (N, H // COMROPE_BLOCK, COMROPE_BLOCK, COMROPE_BLOCK)
+    for i in range(layers):
+        if pos == "path":
+            shapes[f"{s}.w_proj.{i}.weight"] = (N * H, D)
+            shapes[f"{s}.w_proj.{i}.bias"] = (N * H,)
+            shapes[f"{s}.beta_proj.{i}.weight"] = (N, D)
+            shapes[f"{s}.beta_proj.{i}.bias"] = (N,)
+        if pos == "fox":
+            shapes[f"{s}.gates.{i}.weight"] = (N, D)
+            shapes[f"{s}.gates.{i}.bias"] = (N,)
+        if pos == "cope":
+            shapes[f"{s}.embeddings_{i}"] = (H, COPE_NPOS)
+
+
 def param_shapes(case):
-    arch, pos = case["arch"], case["position"]
+    arch = case["arch"]
     shapes = {"tok_emb.weight": (V, D)}
     stacks = {"decoder": ["decoder"], "encoder": ["encoder"], "encdec": ["encoder", "decoder"]}[arch]
+    sw = case.get("switches", {})
     for s in stacks:
-        if pos == "learned":
-            shapes[f"{s}.position.weight"] = (LEARNED_MAX_LEN, D)
-        if pos == "t5":
-            shapes[f"{s}.position.table"] = (32, N)
-        if pos == "fire":
-            shapes[f"{s}.position.fc1.weight"], shapes[f"{s}.position.fc1.bias"] = (FIRE_W, 1), (FIRE_W,)
-            shapes[f"{s}.position.fc2.weight"], shapes[f"{s}.position.fc2.bias"] = (N, FIRE_W), (N,)
-            shapes[f"{s}.position.c"], shapes[f"{s}.position.threshold_scale"] = (), ()
-        if pos == "kerple":
-            shapes[f"{s}.position.r1"], shapes[f"{s}.position.r2"] = (N,), (N,)
-        if pos == "pope":
-            shapes[f"{s}.position.phase"] = (N, H)
-        if pos == "comrope":
-            shapes[f"{s}.position.generators"] = (N, H // COMROPE_BLOCK, COMROPE_BLOCK, COMROPE_BLOCK)
+        modules = {}
         for i in range(L):
-            if pos == "path":
-                shapes[f"{s}.position.w_proj.{i}.weight"] = (N * H, D)
-                shapes[f"{s}.position.w_proj.{i}.bias"] = (N * H,)
-                shapes[f"{s}.position.beta_proj.{i}.weight"] = (N, D)
-                shapes[f"{s}.position.beta_proj.{i}.bias"] = (N,)
-            if pos == "fox":
-                shapes[f"{s}.position.gates.{i}.weight"] = (N, D)
-                shapes[f"{s}.position.gates.{i}.bias"] = (N,)
-            if pos == "cope":
-                shapes[f"{s}.position.embeddings_{i}"] = (H, COPE_NPOS)
+            kind = layer_kind(case, s, i)
+            cfg = kind["position"] if kind else case["position_config"]
+            modules[kind["prefix"] if kind else f"{s}.position"] = (cfg, kind["layers"] if kind else L)
+        for prefix, (cfg, layers) in modules.items():
+            position_shapes(cfg["type"], cfg, prefix, layers, shapes)
         for i in range(L):
             p = f"{s}.layers.{i}"
             attns = ["self_attn"] + (["cross_attn"] if (arch == "encdec" and s == "decoder") else [])
@@ -469,6 +527,12 @@ def param_shapes(case):
                 for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
                     shapes[f"{p}.{a}.{proj}.weight"] = (D, D)
                     shapes[f"{p}.{a}.{proj}.bias"] = (D,)
+                if sw.get("qk_norm"):
+                    shapes[f"{p}.{a}.q_norm.weight"], shapes[f"{p}.{a}.k_norm.weight"] = (H,), (H,)
+                if sw.get("sinks"):
+                    shapes[f"{p}.{a}.sinks"] = (N,)
+                if sw.get("ssmax"):
+                    shapes[f"{p}.{a}.ssmax"] = (N,)
             norms = ["norm1", "norm2"] + (["norm3"] if len(attns) == 2 else [])
             for nm in norms:
                 shapes[f"{p}.{nm}.weight"] = (D,)
@@ -498,7 +562,8 @@ def buffer_shapes(case):
 
 
 # Parameters whose arbitrary fixed values would sit outside their meaningful range.
-PINNED = {"position.c": [0.5], "position.threshold_scale": [1.0],
+PINNED = {"position.c": [0.5], "position.threshold_scale": [1.0], "self_attn.ssmax": [0.6, 0.9],
+          "cross_attn.ssmax": [0.8, 0.5],
           "position.r1": [0.7, 1.3], "position.r2": [0.4, 1.6]}
 
 
@@ -590,6 +655,58 @@ def cases():
                                  feature_map=fmap, rope_mode=mode, **extra)
 
 
+# Hybrid layouts (model.layout) and the attention switches: name -> (arch, position block of
+# model.position, layout, switches). The spans are short so that they cut into the 7 tokens.
+LAYOUTS = {
+    # RNoPE-SWA: sliding-window RoPE layers and global NoPE ones
+    "decoder-layout-rnope-swa": ("decoder", VARIANTS["rope"], {
+        "pattern": ["local", "global"],
+        "kinds": {"local": {"window": 3}, "global": {"position": {"type": "none"}}}}, {}),
+    # Gemma 3: local layers at base 10k, global ones at base 1M with linear x8
+    "decoder-layout-gemma": ("decoder", VARIANTS["rope"], {
+        "pattern": ["local", "global"],
+        "kinds": {"local": {"window": 2, "position": {"type": "rope", "base": 10000.0}},
+                  "global": {"position": {"type": "rope", "base": 1000000.0,
+                                          "scaling": {"type": "linear", "factor": 8.0}}}}}, {}),
+    # Llama 4's iRoPE: chunked RoPE layers, NoPE layers with the query temperature
+    "decoder-layout-irope": ("decoder", VARIANTS["rope"], {
+        "pattern": ["chunked", "nope"],
+        "kinds": {"chunked": {"chunk": 3},
+                  "nope": {"position": {"type": "none"}, "temperature": {"scale": 0.5, "floor": 2}}}},
+        {}),
+    # a score-bias family per kind: two modules with parameters
+    "decoder-layout-biases": ("decoder", VARIANTS["t5"], {
+        "pattern": ["local", "global"],
+        "kinds": {"local": {"window": 3, "position": {"type": "alibi"}}, "global": {}}}, {}),
+    # content-dependent families in a window
+    "decoder-layout-content": ("decoder", VARIANTS["fox"], {
+        "pattern": ["local", "global"],
+        "kinds": {"local": {"window": 3, "position": {"type": "cope", "npos_max": COPE_NPOS}},
+                  "global": {}}}, {}),
+    # a bidirectional window with padding
+    "encoder-layout-window": ("encoder", VARIANTS["t5"], {
+        "pattern": ["local", "global"],
+        "kinds": {"local": {"window": 2, "position": {"type": "rope"}}, "global": {}}}, {}),
+    # QK-norm, sinks and SSMax, on self- and cross-attention
+    "decoder-rope-switches": ("decoder", VARIANTS["rope"], None,
+                              {"qk_norm": True, "sinks": True, "ssmax": 0.7}),
+    "encdec-rope-switches": ("encdec", VARIANTS["rope"], None,
+                             {"qk_norm": True, "sinks": True, "ssmax": 0.7}),
+}
+
+
+def layout_cases():
+    archs = {"decoder": dict(norm="pre", activation="gelu", scale_embeddings=False),
+             "encoder": dict(norm="post", activation="gelu", scale_embeddings=False),
+             "encdec": dict(norm="post", activation="relu", scale_embeddings=True)}
+    for name, (arch, pos, layout, switches) in LAYOUTS.items():
+        case = dict(arch=arch, position=pos["type"], position_config=pos, kernel="softmax",
+                    feature_map="elu", rope_mode="eq19", switches=switches, **archs[arch])
+        if layout:
+            case["layout"] = layout
+        yield name, case
+
+
 def main(out_dir):
     os.makedirs(out_dir, exist_ok=True)
     torch.manual_seed(0)
@@ -598,7 +715,10 @@ def main(out_dir):
     src = torch.tensor([[4, 8, 15, 16, 20, 12], [6, 2, 10, 0, 0, 0]])
     src_pad = torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
     count = 0
-    for name, case in cases():
+    only = sys.argv[2] if len(sys.argv) > 2 else ""  # a name prefix: write only those cases
+    for name, case in list(cases()) + list(layout_cases()):
+        if not name.startswith(only):
+            continue
         params = {k: fixed(k, s).requires_grad_(True) for k, s in param_shapes(case).items()}
         buffers = {k: fixed(k, s) for k, s in buffer_shapes(case).items()}
         ref = Ref(case, {**params, **buffers})

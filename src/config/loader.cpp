@@ -1,6 +1,8 @@
 // Strict YAML reader, dumper and schema printer over the visit() lists in schema.h.
 #include "config/loader.h"
 
+#include "config/layout.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -284,6 +286,51 @@ class Reader {
     return ok;
   }
 
+  template <class T>
+  bool read(const YAML::Node& n, Maybe<T>& out, const std::string& path, const Check& c) {
+    if (n.IsNull()) {
+      out = {};
+      return true;
+    }
+    T v{};
+    if (!read(n, v, path, c)) return false;
+    out = Maybe<T>::of(v);
+    return true;
+  }
+
+  // A mapping of names to sections; a name already there (from an inherited file) is
+  // updated, a new one starts from the defaults.
+  template <class T>
+  bool read(const YAML::Node& n, std::map<std::string, T>& out, const std::string& path,
+            const Check& c) {
+    if (n.IsNull()) return true;
+    if (!n.IsMap()) return fail(n, path, "expected a mapping of names, got " + shown(n));
+    bool ok = true;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      if (!valid_name(name)) {
+        ok = fail(it->first, path,
+                  "'" + name + "' is not a name (letters, digits, _ and -, not starting with -)");
+        continue;
+      }
+      const std::string sub = path + "." + name;
+      T item = out.count(name) != 0 ? out.at(name) : T{};
+      if (read(it->second, item, sub, c)) {
+        ctx_.set_at[sub] = loc_of(it->second, file_);
+        out[name] = std::move(item);
+      } else {
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  static bool valid_name(const std::string& k) {
+    return !k.empty() && k[0] != '-' && std::all_of(k.begin(), k.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+    });
+  }
+
   template <class T, std::enable_if_t<is_visitable<T>::value, int> = 0>
   bool read(const YAML::Node& n, T& out, const std::string& path, const Check&) {
     if (n.IsNull()) return true;  // "position:" with nothing under it changes nothing
@@ -383,6 +430,26 @@ class Writer {
     out_ << YAML::BeginSeq;
     for (auto& x : v) write(x);
     out_ << YAML::EndSeq;
+  }
+  template <class T>
+  void write(Maybe<T>& v) {
+    if (v.has)
+      write(v.value);
+    else
+      out_ << YAML::Null;
+  }
+  template <class T>
+  void write(std::map<std::string, T>& m) {
+    if (m.empty()) {
+      out_ << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+      return;
+    }
+    out_ << YAML::BeginMap;
+    for (auto& [name, x] : m) {
+      out_ << YAML::Key << name << YAML::Value;
+      write(x);
+    }
+    out_ << YAML::EndMap;
   }
   template <class T, std::enable_if_t<is_visitable<T>::value, int> = 0>
   void write(T& v) {
@@ -489,7 +556,7 @@ bool valid_key_path(const std::string& k) {
   if (k.empty() || k.front() == '.' || k.back() == '.' || k.find("..") != std::string::npos)
     return false;
   return std::all_of(k.begin(), k.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
   });
 }
 
@@ -567,8 +634,9 @@ std::vector<Override> overrides_from_args(const std::vector<std::string>& args) 
 }
 
 namespace {
-// `0 = task.seq_len` defaults, resolved once so the run's saved config.yaml states the value.
-void fill_in_lengths(Config& c) {
+// `0 = task.seq_len` defaults of a position section, resolved once so the run's saved
+// config.yaml states the value.
+void fill_in_lengths(PositionConfig& position, const Config& c) {
   std::visit(
       [&](auto& pos) {
         using P = std::decay_t<decltype(pos)>;
@@ -587,17 +655,31 @@ void fill_in_lengths(Config& c) {
           if (pos.npos_max == 0) pos.npos_max = c.task.seq_len;
         }
       },
-      c.model.position.opts);
+      position.opts);
+}
+
+void fill_in_lengths(Config& c) {
+  fill_in_lengths(c.model.position, c);
+  for (auto& [name, kind] : c.model.layout.kinds) fill_in_lengths(kind.position, c);
   // The synthetic-* sources come with their own vocabulary.
   if (kind_of(c.data.source) == DataKind::kSynthetic)
     c.data.tokenizer.type = TokenizerType::kSynthetic;
 }
 }  // namespace
 
+// A layout kind that gives no position section of its own takes model.position (as it stands
+// after every file and override), so that the saved config.yaml states each kind's positions.
+void fill_in_layout(Config& c, const Ctx& ctx) {
+  for (auto& [name, kind] : c.model.layout.kinds)
+    if (ctx.set_at.count("model.layout.kinds." + name + ".position") == 0)
+      kind.position = c.model.position;
+}
+
 Config load_config(const std::string& path, const std::vector<Override>& overrides) {
   Ctx ctx;
   Config c = load_any<Config>(path, overrides, ctx);
   if (ctx.unreadable) throw ConfigError(ctx.problems);
+  fill_in_layout(c, ctx);
   fill_in_lengths(c);
   for (auto& p : validate(c)) {
     p.loc = where(ctx, p.key);
@@ -824,6 +906,12 @@ std::string schema() {
     select_variant(p.opts, n);
     s += "# --- " + n + "\n" + commented(p) + "\n";
   }
+  s += "\n# A layer kind's options, under model.layout.kinds.<name> (its position section as "
+       "above):\n";
+  {
+    LayerKindConfig k;
+    s += commented(k) + "\n";
+  }
   s += "\n# RoPE context-extension options, by model.position.scaling.type:\n";
   for (const auto& n : variant_names<RopeScalingVariant>()) {
     RopeScalingConfig r;
@@ -848,16 +936,17 @@ bool valid_device(const std::string& d) {
 
 // RoPE's own checks beyond ranges: hybrid NoPE layers, p-RoPE, and the scaling method.
 template <class Bad>
-void check_rope(const RopeConfig& pos, const ModelConfig& m, int64_t head_dim, const Bad& bad) {
+void check_rope(const RopeConfig& pos, const std::string& sec, const ModelConfig& m,
+                int64_t head_dim, const Bad& bad) {
   int64_t layers = std::max(m.n_layers, m.arch == Arch::kEncDec ? m.n_decoder_layers : 0);
   for (int64_t l : pos.nope_layers)
     if (l >= layers)
-      bad("model.position.nope_layers", "layer " + std::to_string(l) + " does not exist (the " +
-                                            "model has " + std::to_string(layers) +
-                                            " layers, numbered from 0)");
+      bad(sec + ".nope_layers", "layer " + std::to_string(l) + " does not exist (the " +
+                                    "model has " + std::to_string(layers) +
+                                    " layers, numbered from 0)");
   if (pos.nope_every == 1)
-    bad("model.position.nope_every",
-        "nope_every 1 leaves every layer without positions; use model.position.type=none");
+    bad(sec + ".nope_every",
+        "nope_every 1 leaves every layer without positions; use " + sec + ".type=none");
   int64_t rd = pos.rotary_dim == 0 ? head_dim : pos.rotary_dim;
   const bool linear = m.attention.kernel == AttentionKernel::kLinear;
   // With linear attention in Eq. 19 mode the rotation acts on the feature maps, not the head.
@@ -865,10 +954,10 @@ void check_rope(const RopeConfig& pos, const ModelConfig& m, int64_t head_dim, c
   if (linear && m.attention.rope_mode == RopeMode::kEq19)
     rotated = m.attention.feature_map == FeatureMap::kFavor ? m.attention.num_features : head_dim;
   if (pos.fraction < 1.0 && std::llround(pos.fraction * static_cast<double>(rotated / 2)) == 0)
-    bad("model.position.fraction", "fraction " + format_double(pos.fraction) + " of " +
-                                       std::to_string(rotated / 2) +
-                                       " rotated pairs rotates none; use model.position.type=none");
-  const std::string key = "model.position.scaling.";
+    bad(sec + ".fraction", "fraction " + format_double(pos.fraction) + " of " +
+                               std::to_string(rotated / 2) + " rotated pairs rotates none; use " +
+                               sec + ".type=none");
+  const std::string key = sec + ".scaling.";
   std::visit(
       [&](const auto& s) {
         using S = std::decay_t<decltype(s)>;
@@ -918,8 +1007,10 @@ struct ProblemList {
   }
 };
 
-// What each position family needs of the model and the task (its traits, and its own checks).
-void check_positions(const Config& c, int64_t head_dim, ProblemList& bad) {
+// What each position family needs of the model and the task (its traits, and its own checks):
+// `position` is model.position or a layout kind's, and sec its key.
+void check_positions(const Config& c, const PositionConfig& position, const std::string& sec,
+                     int64_t head_dim, ProblemList& bad) {
   const auto& m = c.model;
   const bool linear = m.attention.kernel == AttentionKernel::kLinear;
   std::visit(
@@ -927,41 +1018,42 @@ void check_positions(const Config& c, int64_t head_dim, ProblemList& bad) {
         using P = std::decay_t<decltype(pos)>;
         if constexpr (P::kBiasesScores) {
           if (linear)
-            bad("model.position.type", std::string(P::kName) +
-                                           " adds a bias to attention scores, which linear "
-                                           "attention never forms; use softmax attention or "
-                                           "another position module");
+            bad(sec + ".type", std::string(P::kName) +
+                                   " adds a bias to attention scores, which linear "
+                                   "attention never forms; use softmax attention or "
+                                   "another position module");
         }
         if constexpr (P::kSoftmaxOnly) {
           if (linear)
-            bad("model.position.type", std::string(P::kName) +
-                                           " needs softmax attention (linear attention's "
-                                           "feature maps cannot carry its transform of q and "
-                                           "k); use softmax attention or another position "
-                                           "module");
+            bad(sec + ".type", std::string(P::kName) +
+                                   " needs softmax attention (linear attention's "
+                                   "feature maps cannot carry its transform of q and "
+                                   "k); use softmax attention or another position "
+                                   "module");
         }
         if constexpr (P::kCausalOnly) {
           if (m.arch != Arch::kDecoder)
-            bad("model.position.type",
+            bad(sec + ".type",
                 std::string(P::kName) +
                     " is defined for causal self-attention (it counts or gates from each key up "
                     "to its query); use model.arch=decoder or another position module");
         }
         if constexpr (std::is_same_v<P, NoPositionConfig>) {
           if (m.arch != Arch::kDecoder && !pos.encoder_ok)
-            bad("model.position.type",
+            bad(sec + ".type",
                 "an encoder with no position signal sees a bag of words (it cannot learn word "
-                "order; MLM stalls); set model.position.encoder_ok=true to train it anyway");
+                "order; MLM stalls); set " +
+                    sec + ".encoder_ok=true to train it anyway");
         }
         if constexpr (std::is_same_v<P, RopeConfig>) {
-          check_rope(pos, m, head_dim, bad);
+          check_rope(pos, sec, m, head_dim, bad);
           int64_t rd = pos.rotary_dim == 0 ? head_dim : pos.rotary_dim;
           if (rd > head_dim)
-            bad("model.position.rotary_dim", "rotary_dim (" + std::to_string(rd) +
-                                                 ") exceeds the head dimension (" +
-                                                 std::to_string(head_dim) + ")");
+            bad(sec + ".rotary_dim", "rotary_dim (" + std::to_string(rd) +
+                                         ") exceeds the head dimension (" +
+                                         std::to_string(head_dim) + ")");
           else if (rd % 2 != 0)
-            bad(pos.rotary_dim == 0 ? "model.n_heads" : "model.position.rotary_dim",
+            bad(pos.rotary_dim == 0 ? std::string("model.n_heads") : sec + ".rotary_dim",
                 "RoPE rotates pairs of channels: the rotary dimension (" + std::to_string(rd) +
                     ") must be even");
         }
@@ -972,9 +1064,9 @@ void check_positions(const Config& c, int64_t head_dim, ProblemList& bad) {
         }
         if constexpr (std::is_same_v<P, ComropeConfig>) {
           if (pos.block % 2 != 0 || head_dim % pos.block != 0)
-            bad("model.position.block", "block (" + std::to_string(pos.block) +
-                                            ") must be even and divide the head dimension (" +
-                                            std::to_string(head_dim) + ")");
+            bad(sec + ".block", "block (" + std::to_string(pos.block) +
+                                    ") must be even and divide the head dimension (" +
+                                    std::to_string(head_dim) + ")");
         }
         if constexpr (std::is_same_v<P, MropeConfig>) {
           if (head_dim % 4 != 0)
@@ -990,14 +1082,13 @@ void check_positions(const Config& c, int64_t head_dim, ProblemList& bad) {
         }
         if constexpr (std::is_same_v<P, LearnedConfig>) {
           if (c.task.seq_len > pos.max_len)
-            bad.not_applicable(
-                "task.seq_len",
-                "seq_len (" + std::to_string(c.task.seq_len) +
-                    ") exceeds the learned position table (model.position.max_len = " +
-                    std::to_string(pos.max_len) + ")");
+            bad.not_applicable("task.seq_len", "seq_len (" + std::to_string(c.task.seq_len) +
+                                                   ") exceeds the learned position table (" + sec +
+                                                   ".max_len = " + std::to_string(pos.max_len) +
+                                                   ")");
         }
       },
-      m.position.opts);
+      position.opts);
 }
 
 // The task against the architecture and the data, and the schedule against the steps.
@@ -1121,7 +1212,21 @@ std::vector<Problem> validate(const Config& c) {
     bad("model.n_kv_heads", "n_kv_heads (" + std::to_string(m.n_kv_heads) +
                                 ") must divide n_heads (" + std::to_string(m.n_heads) + ")");
   int64_t head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
-  check_positions(c, head_dim, bad);
+  check_positions(c, m.position, "model.position", head_dim, bad);
+  for (const auto& [key, message] : layout_problems(m)) bad(key, message);
+  for (const auto& [name, kind] : m.layout.kinds)
+    check_positions(c, kind.position, "model.layout.kinds." + name + ".position", head_dim, bad);
+  if (m.attention.kernel == AttentionKernel::kLinear) {
+    const char* what = m.attention.sinks       ? "sinks"
+                       : m.attention.qk_norm   ? "qk_norm"
+                       : m.attention.ssmax > 0 ? "ssmax"
+                                               : nullptr;
+    if (what != nullptr)
+      bad(std::string("model.attention.") + what,
+          std::string(what) +
+              " is a switch of softmax attention; linear attention has no "
+              "softmax (use model.attention.kernel=softmax)");
+  }
   check_task(c, bad);
   check_tsv(c, bad);
   check_tokenizer_and_run(c, bad);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -27,6 +28,16 @@ inline Check required(Check c = {}) {
   c.required = true;
   return c;
 }
+
+// A value a config may leave out: absent (YAML null, `~`) or a value, which the field's checks
+// apply to. The dumper writes `~` for an absent one, so a dumped config loads back the same.
+template <class T>
+struct Maybe {
+  T value{};
+  bool has = false;
+  T value_or(T fallback) const { return has ? value : fallback; }
+  static Maybe of(T v) { return Maybe{v, true}; }
+};
 
 // ---------------------------------------------------------------------------------------------
 // Enumerations. A config switch is an enum decided once, when the config is loaded; code
@@ -571,6 +582,9 @@ struct AttentionConfig {
   RopeMode rope_mode = RopeMode::kEq19;
   int64_t num_features = 64;
   double dropout = 0.0;
+  bool qk_norm = false;
+  bool sinks = false;
+  double ssmax = 0.0;
   template <class V>
   void visit(V& v) {
     v("kernel", kernel, "softmax, or linear (O(N) kernelised attention)");
@@ -580,6 +594,70 @@ struct AttentionConfig {
       "19) or before_phi (rotate q,k before the feature map, as Performer code)");
     v("num_features", num_features, "random features for favor", between(1, 65536));
     v("dropout", dropout, "dropout on attention probabilities (softmax only)", between(0, 0.99));
+    v("qk_norm", qk_norm,
+      "RMSNorm over each head's queries and keys (a learned gain per channel), before the "
+      "rotation, as Qwen3 and OLMo 2 (softmax only)");
+    v("sinks", sinks,
+      "a learned sink logit per head (GPT-OSS): an extra score in each softmax's denominator "
+      "with no value, so a head can attend to nothing (softmax only)");
+    v("ssmax", ssmax,
+      "Scalable-Softmax (Nakanishi 2025, arXiv:2501.19399): each query is multiplied by "
+      "s*log(n), n the keys it can see, s learned per head and starting at this value; 0 = off "
+      "(softmax only)",
+      between(0, 100));
+  }
+};
+
+// One kind of layer in a hybrid layout (model.layout): its attention span, its position
+// section and its query temperature.
+struct QueryTemperatureConfig {  // Llama 4's attention temperature tuning (its NoPE layers)
+  double scale = 0.0;
+  int64_t floor = 8192;
+  template <class V>
+  void visit(V& v) {
+    v("scale", scale,
+      "queries at position p are multiplied by 1 + scale*log(floor((p+1)/floor) + 1) (Llama 4: "
+      "0.1 on its NoPE layers); 0 = off",
+      between(0, 100));
+    v("floor", floor, "the position scale of the temperature (Llama 4: 8192)", at_least(1));
+  }
+};
+
+struct LayerKindConfig {
+  Maybe<int64_t> window;
+  Maybe<int64_t> chunk;
+  PositionConfig position;
+  QueryTemperatureConfig temperature;
+  template <class V>
+  void visit(V& v) {
+    v("window", window,
+      "sliding window (Mistral, Gemma): a query sees the `window` nearest keys up to itself "
+      "(bidirectional: |query - key| < window); absent = global",
+      at_least(1));
+    v("chunk", chunk,
+      "chunked attention (Llama 4): a query sees only keys of its own block of `chunk` "
+      "positions; absent = global",
+      at_least(1));
+    v("position", position,
+      "this kind's position section; absent = model.position (a given section is whole: its "
+      "type defaults to rope)");
+    v("temperature", temperature, "the query temperature of this kind's layers");
+  }
+};
+
+// A per-layer layout: layer i of each stack is the kind pattern[i % len(pattern)]. No kinds =
+// every layer as model.position and model.attention say (the default).
+struct LayoutConfig {
+  std::vector<std::string> pattern;
+  std::map<std::string, LayerKindConfig> kinds;
+  template <class V>
+  void visit(V& v) {
+    v("pattern", pattern,
+      "the kinds of the layers, repeated over each stack's layers (e.g. [local, local, local, "
+      "global]); empty with one kind = that kind everywhere");
+    v("kinds", kinds,
+      "the layer kinds by name (letters, digits, _ and -): window or chunk, position, "
+      "temperature");
   }
 };
 
@@ -604,6 +682,7 @@ struct ModelConfig {
   PoolerActivation pooler_activation = PoolerActivation::kTanh;
   PositionConfig position;
   AttentionConfig attention;
+  LayoutConfig layout;
   template <class V>
   void visit(V& v) {
     v("arch", arch, "encoder (BERT), decoder (GPT), or encdec (Transformer-base)");
@@ -646,6 +725,9 @@ struct ModelConfig {
       "gelu: RoFormer's classification head)");
     v("position", position, "position module");
     v("attention", attention, "attention kernel");
+    v("layout", layout,
+      "hybrid layouts: kinds of layers (window or chunk, position, temperature) in a repeating "
+      "pattern");
   }
 };
 

@@ -22,13 +22,19 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-// [T, S] bool, true where query (at q_offset + t) may see key s.
-torch::Tensor allowed_TS(int64_t T, int64_t S, int64_t q_offset, bool causal, torch::Device dev) {
-  if (!causal) return torch::ones({T, S}, torch::TensorOptions().dtype(torch::kBool).device(dev));
-  auto q = torch::arange(q_offset, q_offset + T,
-                         torch::TensorOptions().dtype(torch::kInt64).device(dev));
-  auto k = torch::arange(0, S, torch::TensorOptions().dtype(torch::kInt64).device(dev));
-  return k.unsqueeze(0) <= q.unsqueeze(1);
+// [T, S] bool, true where query (at q_offset + t) may see key s under the mask's causal,
+// window and chunk rules.
+torch::Tensor allowed_TS(int64_t T, int64_t S, int64_t q_offset, const AttnMask& m,
+                         torch::Device dev) {
+  auto opts = torch::TensorOptions().dtype(torch::kInt64).device(dev);
+  if (!m.causal && m.window <= 0 && m.chunk <= 0)
+    return torch::ones({T, S}, opts.dtype(torch::kBool));
+  auto q = torch::arange(q_offset, q_offset + T, opts).unsqueeze(1);
+  auto k = torch::arange(0, S, opts).unsqueeze(0);
+  auto ok = m.causal ? k <= q : torch::ones({T, S}, opts.dtype(torch::kBool));
+  if (m.window > 0) ok = ok & ((q - k).abs() < m.window);
+  if (m.chunk > 0) ok = ok & (q.div(m.chunk, "floor") == k.div(m.chunk, "floor"));
+  return ok;
 }
 
 constexpr int64_t kChunk = 64;
@@ -184,8 +190,8 @@ torch::Tensor masked_softmax(const torch::Tensor& scores_BNTS, const torch::Tens
 
 AttnMask AttnMask::with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const {
   AttnMask m = *this;
-  if (!causal && !key_pad_BS.defined()) return m;
-  auto allowed = allowed_TS(T, S, q_offset, causal, dev).view({1, 1, T, S});
+  if (!restricted()) return m;
+  auto allowed = allowed_TS(T, S, q_offset, *this, dev).view({1, 1, T, S});
   if (key_pad_BS.defined()) allowed = allowed & key_pad_BS.view({-1, 1, 1, S});
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
   m.bias_B1TS = torch::zeros(allowed.sizes(), opts).masked_fill_(allowed.logical_not(), kMasked);
@@ -196,7 +202,8 @@ bool uses_kernel_causal(const AttnMask& mask, bool has_bias, int64_t q_offset, i
                         int64_t S) {
   // The kernels' own causal mask is aligned at the top left: it is this mask only when queries
   // and keys start together and nothing else is added. (bias_B1TS is only this mask again.)
-  return mask.causal && !mask.key_pad_BS.defined() && !has_bias && q_offset == 0 && T == S;
+  return mask.causal && !mask.key_pad_BS.defined() && mask.window <= 0 && mask.chunk <= 0 &&
+         !has_bias && q_offset == 0 && T == S;
 }
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -209,7 +216,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
   torch::Tensor add;
   if (!own_causal) {
     add = mask.bias_B1TS;
-    if (!add.defined() && (mask.causal || mask.key_pad_BS.defined()))
+    if (!add.defined() && mask.restricted())
       add = mask.with_bias(T, S, q_offset, q.device()).bias_B1TS;
     if (bias.defined()) add = add.defined() ? bias + add : bias;
   }
@@ -226,6 +233,8 @@ namespace {
 TileMask tile_mask_of(const AttnMask& mask, int64_t q_offset) {
   TileMask tm;
   tm.causal = mask.causal;
+  tm.window = mask.window;
+  tm.chunk = mask.chunk;
   tm.q_offset = q_offset;
   tm.key_pad_BS = mask.key_pad_BS;
   return tm;
@@ -237,16 +246,34 @@ bool uses_tiled_attention(torch::Device dev, bool has_dense_bias, bool has_dropo
   return dev.is_cpu() && !has_dense_bias && !has_dropout && T >= kTiledFrom && S >= kTiledFrom;
 }
 
+torch::Tensor log_visible_keys(const AttnMask& m, int64_t T, int64_t S, int64_t q_offset,
+                               torch::Device dev) {
+  auto p = torch::arange(q_offset, q_offset + T, torch::TensorOptions().dtype(torch::kInt64));
+  auto lo = torch::zeros_like(p), hi = torch::full_like(p, S);
+  if (m.causal) hi = torch::minimum(hi, p + 1);
+  if (m.window > 0) {
+    lo = torch::maximum(lo, p - m.window + 1);
+    if (!m.causal) hi = torch::minimum(hi, p + m.window);
+  }
+  if (m.chunk > 0) {
+    auto start = p.div(m.chunk, "floor") * m.chunk;
+    lo = torch::maximum(lo, start);
+    hi = torch::minimum(hi, start + m.chunk);
+  }
+  return (hi - lo).clamp_min(1).to(torch::kFloat32).log().to(dev);
+}
+
 torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, const ScoreBias& score_bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
-                                bool training) {
+                                bool training, const torch::Tensor& sink_N) {
   // On a GPU: libtorch's fused kernels (flash, memory-efficient or cuDNN attention, with their
   // dropout on the device's generator; the score-bias families and key padding as one additive
   // mask), unless the run must be bit-reproducible (run.deterministic).
   // The scale is 1/sqrt(head dim): the values' width (PoPE's q and k are twice as wide).
   int64_t T = q.size(2), S = k.size(2), H = v.size(3);
-  if (q.is_cuda() && compat::has_sdpa() && !device::deterministic()) {
+  // (The fused kernels take no sink column: sinks run the tiled or the unfused form.)
+  if (q.is_cuda() && compat::has_sdpa() && !device::deterministic() && !sink_N.defined()) {
     // The fused kernels take a score bias only as a stored T x S mask: a long sequence with a
     // tileable bias (T5, ALiBi, Kerple, FIRE, FoX) takes the tiled kernel instead.
     const bool tile = score_bias.defined() && score_bias.tileable() && !(dropout > 0 && training) &&
@@ -254,20 +281,32 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
     if (!tile) return fused_attention(q, k, v, score_bias, mask, q_offset, dropout, training);
     return tiled_attention(q, k, v, tile_mask_of(mask, q_offset), score_bias);
   }
+  const bool cuda_tiles = q.is_cuda() && sink_N.defined() && score_bias.tileable() &&
+                          !(dropout > 0 && training) && T >= kTiledFrom && S >= kTiledFrom;
   // Long sequences on the CPU: the tiled kernel (O(T) memory, causal tiles skipped, each tile's
   // score bias computed on the fly), where it computes the same function: no stored score bias
   // (CoPE, PaTH) and no dropout on the probabilities.
-  if (uses_tiled_attention(q.device(), !score_bias.tileable(), dropout > 0 && training, T, S) &&
+  if ((cuda_tiles ||
+       uses_tiled_attention(q.device(), !score_bias.tileable(), dropout > 0 && training, T, S)) &&
       q.size(-1) == H) {
-    return tiled_attention(q, k, v, tile_mask_of(mask, q_offset), score_bias);
+    return tiled_attention(q, k, v, tile_mask_of(mask, q_offset), score_bias, {}, sink_N);
   }
   const torch::Tensor bias = score_bias.defined() ? score_bias.whole() : torch::Tensor();
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,
   // adds the position bias and the mask and normalises in float32 in one pass (masked_softmax).
   auto scores = batched_matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1));
   torch::Tensor mask_bias = mask.bias_B1TS;
-  if (!mask_bias.defined() && (mask.causal || mask.key_pad_BS.defined()))
+  if (!mask_bias.defined() && mask.restricted())
     mask_bias = mask.with_bias(T, S, q_offset, q.device()).bias_B1TS;
+  if (sink_N.defined()) {  // one more column per row, the sink's, with no value
+    auto s = scores.to(torch::kFloat32);
+    if (bias.defined()) s = s + bias;
+    if (mask_bias.defined()) s = s + mask_bias;
+    const int64_t B = s.size(0), N = s.size(1);
+    auto sink = sink_N.to(torch::kFloat32).view({1, N, 1, 1}).expand({B, N, T, 1});
+    auto p = torch::softmax(torch::cat({s.expand({B, N, T, S}), sink}, -1), -1).narrow(-1, 0, S);
+    return batched_matmul(model::dropout(p, dropout, training).to(v.scalar_type()), v);
+  }
   if (dropout > 0 && training) {
     auto p = masked_softmax(scores, bias, mask_bias, torch::kFloat32);
     return batched_matmul(model::dropout(p, dropout, training).to(v.scalar_type()), v);
@@ -280,7 +319,7 @@ torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::T
                                          const torch::Tensor& v, const AttnMask& mask,
                                          int64_t q_offset) {
   int64_t T = qn.size(2), S = kn.size(2);
-  auto allowed = allowed_TS(T, S, q_offset, mask.causal, qn.device()).view({1, 1, T, S});
+  auto allowed = allowed_TS(T, S, q_offset, mask, qn.device()).view({1, 1, T, S});
   if (mask.key_pad_BS.defined()) allowed = allowed & mask.key_pad_BS.view({-1, 1, 1, S});
   auto a = allowed.to(qn.scalar_type());
   auto num = torch::matmul(torch::matmul(qn, kn.transpose(-2, -1)) * a, v);
@@ -378,7 +417,8 @@ void KVCache::reorder(const torch::Tensor& order_B) {
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
                                                const config::AttentionConfig& cfg,
-                                               int64_t n_kv_heads, config::LinearBias bias)
+                                               int64_t n_kv_heads, config::LinearBias bias,
+                                               double norm_eps)
     : n_heads_(n_heads),
       n_kv_heads_(n_kv_heads > 0 ? n_kv_heads : n_heads),
       head_dim_(d_model / n_heads),
@@ -395,6 +435,17 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
   if (cfg.kernel == config::AttentionKernel::kLinear &&
       cfg.feature_map == config::FeatureMap::kFavor)
     favor_FH_ = register_buffer("favor_proj", torch::randn({cfg.num_features, head_dim_}));
+  if (cfg.qk_norm) {
+    q_norm = register_module("q_norm", Norm(head_dim_, norm_eps, config::NormType::kRmsNorm));
+    k_norm = register_module("k_norm", Norm(head_dim_, norm_eps, config::NormType::kRmsNorm));
+  }
+  if (cfg.sinks) sinks_N_ = register_parameter("sinks", torch::zeros({n_heads}));
+  if (cfg.ssmax > 0) ssmax_N_ = register_parameter("ssmax", torch::full({n_heads}, cfg.ssmax));
+}
+
+ParamRole MultiHeadAttentionImpl::role_of(const std::string& local) const {
+  (void)local;  // sinks, ssmax: the values they start with, not decayed
+  return ParamRole::kOwnInit;
 }
 
 std::pair<torch::Tensor, torch::Tensor> MultiHeadAttentionImpl::fused(
@@ -462,6 +513,12 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   } else {
     q = heads(model::linear(q_proj, x), T);
   }
+  // QK-norm (Qwen3, OLMo 2): each head's q and k normalised before the rotation.
+  auto normed_k = [&](const torch::Tensor& t) { return k_norm ? k_norm(t).to(t.dtype()) : t; };
+  if (q_norm) {
+    q = q_norm(q).to(q.dtype());
+    if (self) k = normed_k(k);
+  }
   PositionModuleImpl* pos = ctx.module;
   static const PosCache kNoTables;
   const PosCache& pc = ctx.tables != nullptr ? *ctx.tables : kNoTables;
@@ -484,7 +541,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     if (!self) {
       auto [w, b] = fused(fused_kv_, {k_proj, v_proj});
       auto kv2 = model::linear(kv, w, b).chunk(2, -1);
-      k = kv_heads(kv2[0], S_new);
+      k = normed_k(kv_heads(kv2[0], S_new));
       v = kv_heads(kv2[1], S_new);
     }
     if (cache != nullptr && cache->fixed) {
@@ -506,14 +563,20 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     ScoreBias bias = pos != nullptr ? pos->score_bias(pc) : ScoreBias();
     AttnMask m = mask;
     if (pos != nullptr && pos->uses_content()) {
-      if (pos->content_reads_mask() && !m.bias_B1TS.defined() &&
-          (m.causal || m.key_pad_BS.defined()))
+      if (pos->content_reads_mask() && !m.bias_B1TS.defined() && m.restricted())
         m = m.with_bias(T, k.size(2), q_offset, q.device());
       torch::Tensor* state = cache != nullptr ? &cache->pos_state : nullptr;
       const torch::Tensor mask_B1TS = pos->content_reads_mask() ? m.bias_B1TS : torch::Tensor();
       bias = bias.plus(pos->content_bias(LayerContent{x, q, k, mask_B1TS, ctx.layer, state}, pc));
     }
-    out = softmax_attention(q, k, v, bias, m, q_offset, cfg_.dropout, is_training());
+    // Per-query factors after the rotation: the kind's temperature (Llama 4) and SSMax's
+    // s log n (n: the keys each query may see).
+    if (ctx.q_scale_T.defined()) q = q * ctx.q_scale_T.view({1, 1, T, 1}).to(q.dtype());
+    if (ssmax_N_.defined())
+      q = q * (ssmax_N_.view({1, n_heads_, 1, 1}) *
+               log_visible_keys(m, T, k.size(2), q_offset, q.device()).view({1, 1, T, 1}))
+                  .to(q.dtype());
+    out = softmax_attention(q, k, v, bias, m, q_offset, cfg_.dropout, is_training(), sinks_N_);
   } else {
     torch::Tensor qn, kn, qd, kd;
     if (pos != nullptr && cfg_.rope_mode == config::RopeMode::kBeforePhi) {

@@ -21,6 +21,8 @@
 #include <torch/nn/pimpl.h>
 
 #include "config/schema.h"
+#include "model/init.h"
+#include "model/norm.h"
 #include "model/position/position.h"
 
 namespace ropelab::model {
@@ -30,8 +32,14 @@ struct AttnMask {
   bool causal = false;
   // The same mask as an additive float32 score bias [1 or B, 1, T, S] (0 = allowed, a large
   // negative number = masked); undefined = nothing masked. A stack builds it once per forward
-  // pass (with_bias) and every layer adds it: no boolean mask and masked_fill per layer.
+  // pass (with_bias) and every layer of a kind adds it: no boolean mask and masked_fill per layer.
   torch::Tensor bias_B1TS;
+  // A layout kind's span (model.layout): > 0, a sliding window (a query sees keys with
+  // |query - key| < window; causal: query - key < window) or chunks (query and key in the same
+  // block of `chunk` positions). Positions are absolute: query t at q_offset + t, key s at s.
+  int64_t window = 0;
+  int64_t chunk = 0;
+  bool restricted() const { return causal || key_pad_BS.defined() || window > 0 || chunk > 0; }
   // This mask with bias_B1TS set for T queries starting at q_offset and S keys.
   AttnMask with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const;
 };
@@ -41,7 +49,12 @@ struct AttnMask {
 struct PositionContext {
   PositionModuleImpl* module = nullptr;
   const PosCache* tables = nullptr;
-  int64_t layer = 0;  // the layer's index in its stack (per-layer data-dependent parameters)
+  // The layer's number among its kind's layers (model.layout; without one, its index in the
+  // stack): which per-layer parameters of a data-dependent family it uses.
+  int64_t layer = 0;
+  // A factor per query [T] on the queries after their rotation (a layout kind's temperature,
+  // Llama 4); undefined = 1.
+  torch::Tensor q_scale_T;
 };
 
 // Projected keys and values for incremental decoding. Self-attention appends each step's new
@@ -73,10 +86,15 @@ torch::Tensor masked_softmax(const torch::Tensor& scores_BNTS, const torch::Tens
 torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
 // The kernels, as free functions (tested directly against their quadratic forms).
+// sink_N: learned sink logits per head (model.attention.sinks), undefined = none.
 torch::Tensor softmax_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
                                 const torch::Tensor& v_BNSH, const ScoreBias& bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
-                                bool training);
+                                bool training, const torch::Tensor& sink_N = {});
+// Scalable-Softmax's log n for T queries from q_offset over S keys [T]: n is the number of keys
+// each query may see under the mask's causal, window and chunk rules (padding aside).
+torch::Tensor log_visible_keys(const AttnMask& mask, int64_t T, int64_t S, int64_t q_offset,
+                               torch::Device dev);
 // The same softmax attention through libtorch's fused scaled_dot_product_attention (what
 // softmax_attention runs on a GPU, libtorch 2.1 on): the position bias and the mask become one
 // additive mask, a plain causal score the kernels' own causal flag. Any device (tests compare it
@@ -112,15 +130,17 @@ torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::T
                                          const torch::Tensor& v, const AttnMask& mask,
                                          int64_t q_offset);
 
-class MultiHeadAttentionImpl : public torch::nn::Module {
+class MultiHeadAttentionImpl : public torch::nn::Module, public OwnsParameters {
  public:
   // n_kv_heads > 0: grouped-query attention (Ainslie et al. 2023): k_proj and v_proj make
   // n_kv_heads heads, kv head j serving query heads [j*g, (j+1)*g), g = n_heads/n_kv_heads (the
   // keys and values are repeated to n_heads right after the projection). bias: which
-  // projections have one (all; none; qkv: not o_proj).
+  // projections have one (all; none; qkv: not o_proj). norm_eps: QK-norm's epsilon.
   MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads, const config::AttentionConfig& cfg,
-                         int64_t n_kv_heads = 0,
-                         config::LinearBias bias = config::LinearBias::kAll);
+                         int64_t n_kv_heads = 0, config::LinearBias bias = config::LinearBias::kAll,
+                         double norm_eps = 1e-6);
+  // sinks and ssmax keep the values they start with (zeros; model.attention.ssmax).
+  ParamRole role_of(const std::string& local) const override;
   // x [B, T, D] attends to kv [B, S, D] (self-attention: the same tensor). `ctx` carries the
   // stack's position module and tables (none for cross-attention). With `cache`, new
   // keys/values are appended and attention covers the whole past; q_offset is the absolute
@@ -135,7 +155,9 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // Separate parameters (checkpoints and golden tests name them), one fused matmul: the
   // forward concatenates the weights (a few hundred KB) and projects q, k, v at once.
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  torch::Tensor favor_FH_;  // FAVOR+ random projection (a buffer, drawn once)
+  Norm q_norm{nullptr}, k_norm{nullptr};  // QK-norm (model.attention.qk_norm)
+  torch::Tensor sinks_N_, ssmax_N_;       // model.attention.sinks / ssmax; undefined = off
+  torch::Tensor favor_FH_;                // FAVOR+ random projection (a buffer, drawn once)
   // Without autograd (evaluation, decoding one token at a time) the concatenated q/k/v and k/v
   // weights are kept until a weight changes (its version counter moves), instead of being
   // copied again at every step.

@@ -205,7 +205,8 @@ struct Plan : torch::CustomClassHolder {
   TileMask mask;
   TileSizes sizes;
   ScoreBias bias;
-  int64_t rel = -1, row = -1, col = -1, params = -1;
+  torch::Tensor sink_N;  // undefined = no sinks
+  int64_t rel = -1, row = -1, col = -1, params = -1, sink = -1;
 };
 
 // The bias parts that take gradients, in the order of the function's inputs after q, k, v (the
@@ -227,6 +228,7 @@ variable_list bias_inputs(Plan& plan) {
     plan.params = 3 + static_cast<int64_t>(parts.size());
     parts.insert(parts.end(), b.params.begin(), b.params.end());
   }
+  take(plan.sink_N, plan.sink);
   return parts;
 }
 
@@ -264,8 +266,11 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
     const int64_t B = q.size(0), N = q.size(1), T = q.size(2), S = k.size(2), Hv = v.size(3);
     auto f32 = q.options();
     auto acc = torch::zeros({B, N, T, Hv}, f32);
-    auto m_run = torch::full({B, N, T, 1}, vec::kMaskedScore, f32);
-    auto l_run = torch::zeros({B, N, T, 1}, f32);
+    // A sink is a score every row sees first: the row starts at (m, l) = (sink, 1).
+    const bool sinks = plan->sink_N.defined();
+    auto m_run = sinks ? plan->sink_N.to(f32).view({1, N, 1, 1}).expand({B, N, T, 1}).clone()
+                       : torch::full({B, N, T, 1}, vec::kMaskedScore, f32);
+    auto l_run = sinks ? torch::ones({B, N, T, 1}, f32) : torch::zeros({B, N, T, 1}, f32);
     Tiling{T, S, plan->sizes, mask}.each([&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
       auto s = tile_scores(q, k, plan->bias, tile_allowed(mask, q0, q1, k0, k1, q.device()), q0, q1,
                            k0, k1, fused);
@@ -314,6 +319,10 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
           dk.narrow(2, k0, tk).add_(batched_matmul(ds.transpose(-2, -1), qt));
           bias_grads(*plan, ds, q0, q1, k0, k1, grads);
         });
+    if (plan->sink >= 0)  // the sink's column: P = exp(sink - L), dP = 0 (no value)
+      grads[plan->sink] =
+          -(torch::exp(plan->sink_N.to(torch::kFloat32).view({1, -1, 1, 1}) - lse) * D)
+               .sum({0, 2, 3});
     for (size_t i = 0; i < parts.size(); ++i) grads[3 + i] = grads[3 + i].to(parts[i].dtype());
     grads.emplace_back();  // the plan
     return grads;
@@ -341,7 +350,7 @@ bool tile_may_attend(const TileMask& m, int64_t q0, int64_t q1, int64_t k0, int6
 
 torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
                               const torch::Tensor& v_BNSH, const TileMask& mask,
-                              const ScoreBias& bias, TileSizes tiles) {
+                              const ScoreBias& bias, TileSizes tiles, const torch::Tensor& sink_N) {
   TORCH_CHECK(tiles.q > 0 && tiles.k > 0, "tiled_attention: tile sizes must be positive");
   TORCH_CHECK(bias.tileable(), "tiled_attention: a stored (dense) score bias cannot be tiled");
   TORCH_CHECK(!bias.defined() || (bias.T == q_BNTH.size(2) && bias.S == k_BNSH.size(2)),
@@ -356,6 +365,7 @@ torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& 
   plan->mask = mask;
   plan->sizes = tiles;
   plan->bias = bias;
+  plan->sink_N = sink_N;
   variable_list inputs{q, k, v};
   auto parts = bias_inputs(*plan);
   inputs.insert(inputs.end(), parts.begin(), parts.end());
@@ -365,7 +375,7 @@ torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& 
 
 torch::Tensor tiled_attention_reference(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
                                         const torch::Tensor& v_BNSH, const TileMask& mask,
-                                        const ScoreBias& bias) {
+                                        const ScoreBias& bias, const torch::Tensor& sink_N) {
   const int64_t T = q_BNTH.size(2), S = k_BNSH.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q_BNTH.size(-1)));
   // float64 inputs stay float64 (the tests' reference); anything else computes in float32.
@@ -377,8 +387,15 @@ torch::Tensor tiled_attention_reference(const torch::Tensor& q_BNTH, const torch
   if (!allowed.defined()) allowed = torch::ones({1, 1, T, S}, s.options().dtype(torch::kBool));
   s = s.masked_fill(allowed.logical_not(), -kInf);
   auto any = allowed.any(-1, true);
-  // softmax of a row of -inf is NaN: such rows get 0 scores, then 0 weights.
-  auto p = torch::softmax(torch::where(any, s, torch::zeros_like(s)), -1) * any;
+  torch::Tensor p;
+  if (sink_N.defined()) {  // one more column, the sink's, with no value
+    const auto B = s.size(0), N = s.size(1);
+    auto col = sink_N.to(dt).view({1, N, 1, 1}).expand({B, N, T, 1});
+    p = torch::softmax(torch::cat({s.expand({B, N, T, S}), col}, -1), -1).narrow(-1, 0, S);
+  } else {
+    // softmax of a row of -inf is NaN: such rows get 0 scores, then 0 weights.
+    p = torch::softmax(torch::where(any, s, torch::zeros_like(s)), -1) * any;
+  }
   return torch::matmul(p, v_BNSH.to(dt)).to(v_BNSH.scalar_type());
 }
 

@@ -50,15 +50,20 @@ struct TileSizes {
 // tile by tile, each tile's bias computed on the fly (the bias must be tileable: no dense part).
 // fp32, or bf16 inputs with fp32 scores, softmax and accumulation (the output in the inputs'
 // dtype). Gradients to q, k, v and the bias parts that require them.
+// sink_N: learned sink logits [N] (GPT-OSS), one more score per row with no value: each row's
+// running max and sum start at (sink, 1) instead of (-inf, 0); its gradient is
+// -sum over rows of exp(sink - L) D.
 torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
                               const torch::Tensor& v_BNSH, const TileMask& mask,
-                              const ScoreBias& bias = {}, TileSizes tiles = {});
+                              const ScoreBias& bias = {}, TileSizes tiles = {},
+                              const torch::Tensor& sink_N = {});
 
 // The same attention computed the quadratic way with the same mask (the reference of the tests;
 // rows that see no key are zeros).
 torch::Tensor tiled_attention_reference(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,
                                         const torch::Tensor& v_BNSH, const TileMask& mask,
-                                        const ScoreBias& bias = {});
+                                        const ScoreBias& bias = {},
+                                        const torch::Tensor& sink_N = {});
 
 // Whether a query tile [q0, q1) and a key tile [k0, k1) can have an allowed pair under the
 // mask's causal, window and chunk rules (padding and documents are not looked at).

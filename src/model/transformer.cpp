@@ -1,5 +1,9 @@
 #include "model/transformer.h"
 
+#include <algorithm>
+
+#include "config/layout.h"
+
 #include "model/dropout.h"
 #include "model/linear.h"
 #include "util/error.h"
@@ -38,15 +42,15 @@ torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
 LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
     : pre_norm_(pre_norm(c)), dropout_(c.dropout), activation_(c.activation) {
   auto norm = [&] { return Norm(c.d_model, c.norm_eps, c.norm_type); };
-  self_attn = register_module(
-      "self_attn", MultiHeadAttention(c.d_model, c.n_heads, c.attention, c.n_kv_heads, c.bias));
+  self_attn = register_module("self_attn", MultiHeadAttention(c.d_model, c.n_heads, c.attention,
+                                                              c.n_kv_heads, c.bias, c.norm_eps));
   norm1 = register_module("norm1", norm());
   if (cross) {
     // Cross-attention is always softmax: the linear kernel is a self-attention study.
     config::AttentionConfig ca = c.attention;
     ca.kernel = config::AttentionKernel::kSoftmax;
-    cross_attn =
-        register_module("cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca, 0, c.bias));
+    cross_attn = register_module(
+        "cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca, 0, c.bias, c.norm_eps));
     norm3 = register_module("norm3", norm());
   }
   const bool ffn_bias = c.bias == config::LinearBias::kAll;
@@ -91,7 +95,32 @@ StackImpl::StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal
                      bool with_emb_norm)
     : causal_(causal), pre_norm_(pre_norm(c)), dropout_(c.dropout) {
   PositionDims dims{c.d_model, c.n_heads, c.d_model / c.n_heads, causal, n_layers};
-  position = register_module("position", make_position(c.position, dims));
+  // One position module per kind of layer (model.layout), named `position` when there is one
+  // kind (the names of a model without a layout), `position_<kind>` otherwise.
+  const auto layer_kinds = config::layer_kinds(c.layout, n_layers);
+  const auto names = config::distinct_kinds(layer_kinds);
+  // A data-dependent family's per-layer parameters are its kind's layers', numbered within the
+  // kind (one kind: the stack's layer numbers).
+  for (const auto& name : layer_kinds) {
+    const auto same = std::count(kind_of_layer_.begin(), kind_of_layer_.end(),
+                                 std::find(names.begin(), names.end(), name) - names.begin());
+    kind_of_layer_.push_back(std::find(names.begin(), names.end(), name) - names.begin());
+    index_in_kind_.push_back(same);
+  }
+  for (const auto& name : names) {
+    Kind k;
+    const config::LayerKindConfig* spec = name.empty() ? nullptr : &c.layout.kinds.at(name);
+    dims.n_layers = std::count(layer_kinds.begin(), layer_kinds.end(), name);
+    k.module = register_module(names.size() == 1 ? "position" : "position_" + name,
+                               make_position(spec != nullptr ? spec->position : c.position, dims));
+    if (spec != nullptr) {
+      k.window = spec->window.value_or(0);
+      k.chunk = spec->chunk.value_or(0);
+      k.temperature = spec->temperature;
+    }
+    kinds_.push_back(std::move(k));
+  }
+  position = kinds_[0].module;
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < n_layers; ++i) layers->push_back(Layer(c, cross));
   if (pre_norm_)
@@ -117,30 +146,46 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   if (emb_proj) x = model::linear(emb_proj, x);
   if (state != nullptr && pad_BT.defined())
     throw std::invalid_argument("incremental decoding does not take a padding mask");
-  // One set of tables and one additive mask for every layer: queries at [offset, offset+T),
-  // keys from position 0 (with a cache, the keys are the whole past).
+  // One set of tables and one additive mask per kind of layer, shared by its layers: queries at
+  // [offset, offset+T), keys from position 0 (with a cache, the keys are the whole past).
   int64_t T = x.size(1);
-  // (Not where the tiled kernel runs: it masks tile by tile and a T x S mask would be its
-  // largest tensor; a layer that cannot tile builds the mask itself.)
-  AttnMask self_mask{pad_BT, causal_, {}};
-  if (!uses_tiled_attention(x.device(), false, false, T, offset + T))
-    self_mask = self_mask.with_bias(T, offset + T, offset, x.device());
+  std::vector<KindTables> per_kind;
+  per_kind.reserve(kinds_.size());
+  for (auto& k : kinds_) per_kind.push_back(kind_tables(k, pad_BT, T, offset, x.device()));
   AttnMask mem_mask =
       memory.defined() ? AttnMask{mem_pad_BS, false, {}}.with_bias(T, memory.size(1), 0, x.device())
                        : AttnMask{mem_pad_BS, false, {}};
-  PosCache tables = position->prepare(T, offset + T, offset, 0, x.device());
-  PositionContext pos{position.get(), &tables};
   for (size_t i = 0; i < layers->size(); ++i) {
+    auto& kind = kinds_[kind_of_layer_[i]];
+    auto& kt = per_kind[kind_of_layer_[i]];
     // Hybrid NoPE: a layer the module skips sees no position signal (like cross-attention).
-    bool acts = position->acts_in_layer(static_cast<int64_t>(i));
-    pos.layer = static_cast<int64_t>(i);
-    x = layers[i]->as<Layer>()->forward(x, self_mask, acts ? pos : PositionContext{}, offset,
-                                        memory, mem_mask,
+    bool acts = kind.module->acts_in_layer(static_cast<int64_t>(i));
+    PositionContext pos{acts ? kind.module.get() : nullptr, acts ? &kt.tables : nullptr,
+                        index_in_kind_[i], kt.q_scale_T};
+    x = layers[i]->as<Layer>()->forward(x, kt.mask, pos, offset, memory, mem_mask,
                                         state != nullptr ? &state->layers[i] : nullptr,
                                         state != nullptr ? &state->cross[i] : nullptr);
   }
   if (state != nullptr) state->offset += x.size(1);
   return final_norm ? final_norm(x) : x;
+}
+
+StackImpl::KindTables StackImpl::kind_tables(Kind& k, const torch::Tensor& pad_BT, int64_t T,
+                                             int64_t offset, torch::Device dev) {
+  KindTables out{AttnMask{pad_BT, causal_, {}, k.window, k.chunk}, {}, {}};
+  // (Not where the tiled kernel runs: it masks tile by tile and a T x S mask would be its
+  // largest tensor; a layer that cannot tile builds the mask itself.)
+  if (!uses_tiled_attention(dev, false, false, T, offset + T))
+    out.mask = out.mask.with_bias(T, offset + T, offset, dev);
+  out.tables = k.module->prepare(T, offset + T, offset, 0, dev);
+  if (k.temperature.scale > 0) {  // Llama 4: 1 + scale log(floor((p + 1) / floor) + 1)
+    auto p = torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kInt64));
+    out.q_scale_T =
+        (1.0 + k.temperature.scale *
+                   (p.add(1).div(k.temperature.floor, "floor").to(torch::kFloat32) + 1.0).log())
+            .to(dev);
+  }
+  return out;
 }
 
 void DecodeState::reorder(const torch::Tensor& order_B) {

@@ -6,8 +6,10 @@
 //     one shared embedding, embeddings scaled by sqrt(d) when configured.
 // Heads (LM, MLM, classification) are separate modules (model/heads.h); model/model.h puts a
 // backbone and a head together.
-// Each stack owns one position module (self-attention only; cross-attention never gets one),
-// so T5's bias table is one parameter per stack. The stack calls its prepare() once per forward
+// Each stack owns one position module per kind of layer (self-attention only; cross-attention
+// never gets one; one kind without a layout, model.layout), so T5's bias table is one parameter
+// per stack and kind. Each kind's layers share its span (global, a sliding window or chunks) and
+// its tables. The stack calls its prepare() once per forward
 // pass and hands the tables to every layer. Incremental decoding keeps keys/values per layer
 // (softmax attention: keys already rotated) and continues positions from the cache length.
 //
@@ -62,9 +64,29 @@ class StackImpl : public torch::nn::Module {
   // x_BTD are token embeddings (position not yet added).
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& pad_BT, const torch::Tensor& memory,
                         const torch::Tensor& mem_pad_BS, DecodeState* state);
+  // The position module of the first layer's kind (the only one without a layout); it alone
+  // adds positions to the input embeddings (a layout of several kinds has none that does).
   PositionModule position{nullptr};
 
  private:
+  // A kind of layer (model.layout): its position module, span and query temperature.
+  struct Kind {
+    PositionModule module{nullptr};
+    int64_t window = 0, chunk = 0;
+    config::QueryTemperatureConfig temperature;
+  };
+  // What a kind's layers share in one forward pass: the mask, the position tables, the
+  // queries' temperature [T] (undefined = none).
+  struct KindTables {
+    AttnMask mask;
+    PosCache tables;
+    torch::Tensor q_scale_T;
+  };
+  KindTables kind_tables(Kind& k, const torch::Tensor& pad_BT, int64_t T, int64_t offset,
+                         torch::Device dev);
+  std::vector<Kind> kinds_;
+  std::vector<size_t> kind_of_layer_;
+  std::vector<int64_t> index_in_kind_;  // a layer's number among its kind's layers
   bool causal_, pre_norm_;
   double dropout_;
   torch::nn::ModuleList layers{nullptr};

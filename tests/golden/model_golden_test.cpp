@@ -66,8 +66,17 @@ TEST_P(GoldenModel, OutputsAndGradientsMatchReference) {
       "\n  tie_embeddings: true\n  position: " + attr("position_config") +
       "\n  attention: {kernel: " + attr("kernel") + ", feature_map: " + attr("feature_map") +
       ", rope_mode: " + attr("rope_mode") + ", num_features: " + num("num_features") + "}\n";
+  // The hybrid-layout cases: model.layout (JSON, which is YAML) and the attention switches.
+  if (h5::has_attr(id, "layout")) yaml += "  layout: " + attr("layout") + "\n";
+  std::vector<config::Override> switches;
+  if (h5::has_attr(id, "switches")) {
+    const auto on = nlohmann::json::parse(attr("switches"));
+    for (auto it = on.begin(); it != on.end(); ++it)
+      switches.push_back({"model.attention." + it.key() + "=" + it.value().dump()});
+  }
   test::TempDir dir;
-  config::ModelConfig c = config::load_config(test::write(dir.file("case.yaml"), yaml)).model;
+  config::ModelConfig c =
+      config::load_config(test::write(dir.file("case.yaml"), yaml), switches).model;
   int64_t vocab = h5::get_attr_int(id, "vocab", path);
 
   // The reference names the backbone's tensors as we do; its MLM head is flat (mlm_dense,
@@ -153,8 +162,8 @@ TEST(GoldenFiles, AllCombinationsArePresent) {
   // rope-yarn, rope-llama3, rope-longrope) x 3 linear forms), PoPE and ComRoPE (softmax) in
   // the 3 architectures, the causal-only fox, fox-rope, cope and path in the decoder, and
   // M-RoPE on a 3-wide grid in the 3 architectures (with the 4 kernels; its contiguous
-  // sections with softmax).
-  EXPECT_EQ(golden_files().size(), 3u * (17 + 12 * 3) + 3 + 3 + 4 + 3 * (4 + 1));
+  // sections with softmax); and the 8 cases of hybrid layouts and attention switches.
+  EXPECT_EQ(golden_files().size(), 3u * (17 + 12 * 3) + 3 + 3 + 4 + 3 * (4 + 1) + 8);
 }
 
 }  // namespace
