@@ -30,7 +30,7 @@ torch::Tensor allowed_TS(int64_t T, int64_t S, int64_t q_offset, const AttnMask&
   if (!m.causal && m.window <= 0 && m.chunk <= 0)
     return torch::ones({T, S}, opts.dtype(torch::kBool));
   auto q = torch::arange(q_offset, q_offset + T, opts).unsqueeze(1);
-  auto k = torch::arange(0, S, opts).unsqueeze(0);
+  auto k = torch::arange(m.k_offset, m.k_offset + S, opts).unsqueeze(0);
   auto ok = m.causal ? k <= q : torch::ones({T, S}, opts.dtype(torch::kBool));
   if (m.window > 0) ok = ok & ((q - k).abs() < m.window);
   if (m.chunk > 0) ok = ok & (q.div(m.chunk, "floor") == k.div(m.chunk, "floor"));
@@ -203,7 +203,7 @@ bool uses_kernel_causal(const AttnMask& mask, bool has_bias, int64_t q_offset, i
   // The kernels' own causal mask is aligned at the top left: it is this mask only when queries
   // and keys start together and nothing else is added. (bias_B1TS is only this mask again.)
   return mask.causal && !mask.key_pad_BS.defined() && mask.window <= 0 && mask.chunk <= 0 &&
-         !has_bias && q_offset == 0 && T == S;
+         mask.k_offset == 0 && !has_bias && q_offset == 0 && T == S;
 }
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -249,7 +249,7 @@ bool uses_tiled_attention(torch::Device dev, bool has_dense_bias, bool has_dropo
 torch::Tensor log_visible_keys(const AttnMask& m, int64_t T, int64_t S, int64_t q_offset,
                                torch::Device dev) {
   auto p = torch::arange(q_offset, q_offset + T, torch::TensorOptions().dtype(torch::kInt64));
-  auto lo = torch::zeros_like(p), hi = torch::full_like(p, S);
+  auto lo = torch::full_like(p, m.k_offset), hi = torch::full_like(p, m.k_offset + S);
   if (m.causal) hi = torch::minimum(hi, p + 1);
   if (m.window > 0) {
     lo = torch::maximum(lo, p - m.window + 1);
@@ -277,18 +277,20 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
     // The fused kernels take a score bias only as a stored T x S mask: a long sequence with a
     // tileable bias (T5, ALiBi, Kerple, FIRE, FoX) takes the tiled kernel instead.
     const bool tile = score_bias.defined() && score_bias.tileable() && !(dropout > 0 && training) &&
-                      T >= kTiledFrom && S >= kTiledFrom && q.size(-1) == H;
+                      T >= kTiledFrom && S >= kTiledFrom && q.size(-1) == H && mask.k_offset == 0;
     if (!tile) return fused_attention(q, k, v, score_bias, mask, q_offset, dropout, training);
     return tiled_attention(q, k, v, tile_mask_of(mask, q_offset), score_bias);
   }
   const bool cuda_tiles = q.is_cuda() && sink_N.defined() && score_bias.tileable() &&
                           !(dropout > 0 && training) && T >= kTiledFrom && S >= kTiledFrom;
+  // (The tiled kernel numbers keys from 0: a cache that dropped its oldest keys runs the
+  // quadratic form, which its decoding steps of a few queries do anyway.)
   // Long sequences on the CPU: the tiled kernel (O(T) memory, causal tiles skipped, each tile's
   // score bias computed on the fly), where it computes the same function: no stored score bias
   // (CoPE, PaTH) and no dropout on the probabilities.
   if ((cuda_tiles ||
        uses_tiled_attention(q.device(), !score_bias.tileable(), dropout > 0 && training, T, S)) &&
-      q.size(-1) == H) {
+      q.size(-1) == H && mask.k_offset == 0) {
     return tiled_attention(q, k, v, tile_mask_of(mask, q_offset), score_bias, {}, sink_N);
   }
   const torch::Tensor bias = score_bias.defined() ? score_bias.whole() : torch::Tensor();
@@ -382,22 +384,36 @@ torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_
 
 void KVCache::append(const torch::Tensor& k_new, const torch::Tensor& v_new) {
   int64_t len = k_BNSH.defined() ? k_BNSH.size(2) : 0, n = k_new.size(2);
-  if (!k_buf.defined() || len + n > k_buf.size(2)) {
+  if (!k_buf.defined() || head + len + n > k_buf.size(2)) {
+    // New buffers twice what they will hold, the live keys moved to the front: O(1) amortised
+    // per key, and a layer that drops old keys stays at O(window) memory.
     int64_t cap = std::max<int64_t>(64, 2 * (len + n));
-    auto grow = [&](const torch::Tensor& old, const torch::Tensor& like) {
+    auto fresh = [&](const torch::Tensor& old, const torch::Tensor& like) {
       auto sizes = like.sizes().vec();
       sizes[2] = cap;
       auto b = torch::empty(sizes, like.options());
-      if (len > 0) b.narrow(2, 0, len).copy_(old.narrow(2, 0, len));
+      if (len > 0) b.narrow(2, 0, len).copy_(old.narrow(2, head, len));
       return b;
     };
-    k_buf = grow(k_buf, k_new);
-    v_buf = grow(v_buf, v_new);
+    k_buf = fresh(k_buf, k_new);
+    v_buf = fresh(v_buf, v_new);
+    head = 0;
   }
-  k_buf.narrow(2, len, n).copy_(k_new);
-  v_buf.narrow(2, len, n).copy_(v_new);
-  k_BNSH = k_buf.narrow(2, 0, len + n);
-  v_BNSH = v_buf.narrow(2, 0, len + n);
+  k_buf.narrow(2, head + len, n).copy_(k_new);
+  v_buf.narrow(2, head + len, n).copy_(v_new);
+  k_BNSH = k_buf.narrow(2, head, len + n);
+  v_BNSH = v_buf.narrow(2, head, len + n);
+}
+
+void KVCache::drop_before(int64_t position) {
+  if (position <= start) return;
+  const int64_t len = k_BNSH.defined() ? k_BNSH.size(2) : 0;
+  const int64_t d = std::min(position - start, len);
+  start = position;
+  if (d == 0) return;
+  head += d;
+  k_BNSH = k_buf.narrow(2, head, len - d);
+  v_BNSH = v_buf.narrow(2, head, len - d);
 }
 
 void KVCache::reorder(const torch::Tensor& order_B) {
@@ -407,8 +423,8 @@ void KVCache::reorder(const torch::Tensor& order_B) {
     int64_t len = k_BNSH.size(2);
     k_buf = k_buf.index_select(0, order_B);
     v_buf = v_buf.index_select(0, order_B);
-    k_BNSH = k_buf.narrow(2, 0, len);
-    v_BNSH = v_buf.narrow(2, 0, len);
+    k_BNSH = k_buf.narrow(2, head, len);
+    v_BNSH = v_buf.narrow(2, head, len);
   } else {
     k_BNSH = k_BNSH.index_select(0, order_B);
     v_BNSH = v_BNSH.index_select(0, order_B);
@@ -549,6 +565,9 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
       cache->v_BNSH = v;
     } else if (cache != nullptr) {
       if (rotate_new) k = pos->rotate_k(k, step_tables);
+      cache->drop_before(mask.k_offset);  // a local layer's keys its queries no longer see
+      TORCH_CHECK(cache->start == mask.k_offset, "KV cache starts at ", cache->start,
+                  ", the mask at ", mask.k_offset);
       cache->append(k, v);
       k = cache->k_BNSH;
       v = cache->v_BNSH;

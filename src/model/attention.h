@@ -39,6 +39,9 @@ struct AttnMask {
   // block of `chunk` positions). Positions are absolute: query t at q_offset + t, key s at s.
   int64_t window = 0;
   int64_t chunk = 0;
+  // The position of key 0 (a local layer's cache has dropped the keys before it); > 0 only in
+  // cached decoding.
+  int64_t k_offset = 0;
   bool restricted() const { return causal || key_pad_BS.defined() || window > 0 || chunk > 0; }
   // This mask with bias_B1TS set for T queries starting at q_offset and S keys.
   AttnMask with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const;
@@ -63,13 +66,19 @@ struct PositionContext {
 struct KVCache {
   torch::Tensor k_BNSH, v_BNSH;
   bool fixed = false;
-  // Self-attention keeps its keys/values in buffers with room to grow (the capacity doubles);
-  // k_BNSH / v_BNSH are views of their first S steps. A step appends in place, O(1) amortised,
-  // instead of copying the whole past (torch::cat): the time per token stays flat.
+  // Self-attention keeps its keys/values in buffers with room to grow (twice what they hold);
+  // k_BNSH / v_BNSH are views of `S` steps from `head`. A step appends in place, O(1)
+  // amortised, instead of copying the whole past (torch::cat): the time per token stays flat.
   torch::Tensor k_buf, v_buf;
+  int64_t head = 0;
+  // The position of the first cached key. A sliding-window or chunked layer drops the keys its
+  // next queries cannot see (drop_before), so that it holds O(window) keys, not the whole past.
+  int64_t start = 0;
   // A data-dependent position family's state for the cached keys (LayerContent::state).
   torch::Tensor pos_state;
   void append(const torch::Tensor& k_new_BNTH, const torch::Tensor& v_new_BNTH);
+  // Forgets the keys before `position`.
+  void drop_before(int64_t position);
   // Keeps the rows `order_B` (beam search).
   void reorder(const torch::Tensor& order_B);
 };

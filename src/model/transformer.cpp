@@ -151,7 +151,8 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   int64_t T = x.size(1);
   std::vector<KindTables> per_kind;
   per_kind.reserve(kinds_.size());
-  for (auto& k : kinds_) per_kind.push_back(kind_tables(k, pad_BT, T, offset, x.device()));
+  for (auto& k : kinds_)
+    per_kind.push_back(kind_tables(k, pad_BT, T, offset, state != nullptr, x.device()));
   AttnMask mem_mask =
       memory.defined() ? AttnMask{mem_pad_BS, false, {}}.with_bias(T, memory.size(1), 0, x.device())
                        : AttnMask{mem_pad_BS, false, {}};
@@ -171,13 +172,22 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
 }
 
 StackImpl::KindTables StackImpl::kind_tables(Kind& k, const torch::Tensor& pad_BT, int64_t T,
-                                             int64_t offset, torch::Device dev) {
-  KindTables out{AttnMask{pad_BT, causal_, {}, k.window, k.chunk}, {}, {}};
+                                             int64_t offset, bool cached, torch::Device dev) {
+  // Cached decoding: a sliding-window or chunked kind's caches keep only the keys from the
+  // first one its queries can see (a data-dependent family's state covers every key: it keeps
+  // them all).
+  int64_t k_start = 0;
+  if (cached && causal_ && !k.module->uses_content()) {
+    if (k.window > 0) k_start = std::max<int64_t>(0, offset - k.window + 1);
+    if (k.chunk > 0) k_start = offset / k.chunk * k.chunk;
+  }
+  const int64_t S = offset + T - k_start;
+  KindTables out{AttnMask{pad_BT, causal_, {}, k.window, k.chunk, k_start}, {}, {}};
   // (Not where the tiled kernel runs: it masks tile by tile and a T x S mask would be its
   // largest tensor; a layer that cannot tile builds the mask itself.)
-  if (!uses_tiled_attention(dev, false, false, T, offset + T))
-    out.mask = out.mask.with_bias(T, offset + T, offset, dev);
-  out.tables = k.module->prepare(T, offset + T, offset, 0, dev);
+  if (k_start > 0 || !uses_tiled_attention(dev, false, false, T, S))
+    out.mask = out.mask.with_bias(T, S, offset, dev);
+  out.tables = k.module->prepare(T, S, offset, k_start, dev);
   if (k.temperature.scale > 0) {  // Llama 4: 1 + scale log(floor((p + 1) / floor) + 1)
     auto p = torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kInt64));
     out.q_scale_T =

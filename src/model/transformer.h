@@ -83,7 +83,7 @@ class StackImpl : public torch::nn::Module {
     torch::Tensor q_scale_T;
   };
   KindTables kind_tables(Kind& k, const torch::Tensor& pad_BT, int64_t T, int64_t offset,
-                         torch::Device dev);
+                         bool cached, torch::Device dev);
   std::vector<Kind> kinds_;
   std::vector<size_t> kind_of_layer_;
   std::vector<int64_t> index_in_kind_;  // a layer's number among its kind's layers
