@@ -40,6 +40,32 @@ expect_in "num_buckets: 32"
 expect_exit 0 "$ROPELAB" config "$WORK/resolved.yaml"
 [[ "$OUT" == "$(cat "$WORK/resolved.yaml")" ]] || fail "resolved config does not round-trip"
 
+# Bad hybrid layouts: one line each, naming the key, exit 2.
+cat >"$WORK/layout.yaml" <<'YAML'
+task: {type: clm}
+model:
+  layout:
+    pattern: [local, local, local, global]
+    kinds:
+      local: {window: 128}
+      global: {position: {type: none}}
+YAML
+expect_exit 0 "$ROPELAB" config "$WORK/layout.yaml"
+expect_in "window: 128"
+expect_in "chunk: ~"
+check_layout() {  # override, then the line it must print
+  expect_exit 2 "$ROPELAB" config "$WORK/layout.yaml" "$1"
+  expect_in "$2"
+  [[ $(grep -c '^error: ' <<<"$OUT") -eq 1 ]] || fail "expected one error line for $1: $OUT"
+  expect_not_in "terminate"
+}
+check_layout "model.layout.pattern=[local, globl]" "model.layout.pattern[1]: unknown kind 'globl'"
+check_layout "model.layout.kinds.local.window=0" "model.layout.kinds.local.window: value 0 is out of range"
+check_layout "model.layout.kinds.local.chunk=64" "model.layout.kinds.local.chunk: a kind has a window or a chunk, not both"
+check_layout "model.attention.kernel=linear" "model.layout.kinds.local.window: linear attention"
+expect_exit 0 "$ROPELAB" config --schema
+expect_in "model.layout.kinds.<name>"
+
 # Missing file, bad arguments: one line, exit 2.
 expect_exit 2 "$ROPELAB" config "$WORK/nope.yaml"
 expect_exit 2 "$ROPELAB" no-such-command

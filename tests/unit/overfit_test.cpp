@@ -25,10 +25,40 @@ data::TokenDataset synthetic_lm(int64_t vocab) {
 
 struct Case {
   std::string task, position, kernel;
+  std::string layout = "";  // a hybrid layout or the attention switches (see with_layout)
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.task << "/" << c.position << "/" << c.kernel;
+  *os << c.task << "/" << c.position << "/" << c.kernel << "/" << c.layout;
+}
+
+config::LayerKindConfig kind(const char* pos, int64_t window = 0, int64_t chunk = 0) {
+  config::LayerKindConfig k;
+  k.position = test::position(pos);
+  if (window > 0) k.window = config::Maybe<int64_t>::of(window);
+  if (chunk > 0) k.chunk = config::Maybe<int64_t>::of(chunk);
+  return k;
+}
+
+// The layouts and switches of model.layout and model.attention, on the tiny model's 2 layers.
+void with_layout(config::ModelConfig& m, const std::string& name) {
+  auto& l = m.layout;
+  if (name == "rnope-swa") {  // a sliding-window RoPE layer and a global NoPE one
+    l.pattern = {"local", "global"};
+    l.kinds["local"] = kind("rope", 8);
+    l.kinds["global"] = kind("none");
+  } else if (name == "irope") {  // chunked RoPE, NoPE with the query temperature
+    l.pattern = {"chunked", "nope"};
+    l.kinds["chunked"] = kind("rope", 0, 8);
+    l.kinds["nope"] = kind("none");
+    l.kinds["nope"].temperature.scale = 0.1;
+    l.kinds["nope"].temperature.floor = 8;
+  } else if (name == "window") {  // a bidirectional window
+    l.kinds["local"] = kind("rope", 6);
+  } else if (name == "switches") {
+    m.attention.qk_norm = m.attention.sinks = true;
+    m.attention.ssmax = 0.5;
+  }
 }
 
 class Overfit : public ::testing::TestWithParam<Case> {};
@@ -40,6 +70,7 @@ TEST_P(Overfit, OneBatch) {
   config::select_variant(c.task.opts, p.task);
   c.task.seq_len = 32;
   c.model = test::tiny_model(p.task == "mlm" ? "encoder" : "decoder", p.position, p.kernel);
+  with_layout(c.model, p.layout);
   c.model.d_model = 32;
   c.model.d_ff = 64;
   c.model.norm = config::Norm::kAuto;
@@ -111,13 +142,21 @@ std::vector<Case> cases() {
   for (const char* pos :
        {"none", "learned", "t5", "rope", "alibi", "fox", "cope", "pope", "comrope", "path"})
     out.push_back({"answer", pos, "softmax"});
+  for (const char* layout : {"rnope-swa", "irope", "switches"})
+    out.push_back({"clm", "rope", "softmax", layout});
+  out.push_back({"mlm", "rope", "softmax", "window"});
+  out.push_back({"mlm", "rope", "softmax", "switches"});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(TaskByPosition, Overfit, ::testing::ValuesIn(cases()),
                          [](const auto& case_info) {
-                           return case_info.param.task + "_" + case_info.param.position + "_" +
-                                  case_info.param.kernel;
+                           std::string n = case_info.param.task + "_" + case_info.param.position +
+                                           "_" + case_info.param.kernel;
+                           if (!case_info.param.layout.empty()) n += "_";
+                           for (char ch : case_info.param.layout)
+                             n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return n;
                          });
 
 }  // namespace
