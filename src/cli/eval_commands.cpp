@@ -88,9 +88,11 @@ void register_evaluation(CLI::App& app) {
             ->capture_default_str();
         sub.add_flag("--latest", g.use_latest, "use the newest checkpoint instead of the best one");
         sub.add_option("--rope-scaling", g.rope_scaling,
-                       "METHOD:FACTOR: evaluate a RoPE model with a context-extension method it "
-                       "was not trained with (linear, ntk, dynamic, yarn, llama3; e.g. yarn:4); "
-                       "writes eval-SPLIT-rope-METHOD-FACTOR.json");
+                       "METHOD:FACTOR[@KIND,...]: evaluate a RoPE model with a "
+                       "context-extension method it was not trained with (linear, ntk, dynamic, "
+                       "yarn, llama3; e.g. yarn:4); with a layout, only the kinds named after @ "
+                       "(linear:8@global), else every RoPE kind; writes "
+                       "eval-SPLIT-rope-METHOD-FACTOR[-KIND].json");
         sub.add_flag("--no-save", g.no_save,
                      "print the report only: write nothing into the run (no lock needed)");
       },

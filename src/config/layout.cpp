@@ -29,6 +29,28 @@ std::string joined(const std::vector<std::string>& v) {
 }
 }  // namespace
 
+std::string position_summary(const ModelConfig& m) {
+  const LayoutConfig& l = m.layout;
+  if (l.kinds.empty()) return m.position.type();
+  std::vector<std::string> order = l.pattern.empty()
+                                       ? std::vector<std::string>{l.kinds.begin()->first}
+                                       : distinct_kinds(l.pattern);
+  std::string out;
+  for (const auto& name : order) {
+    auto it = l.kinds.find(name);
+    if (it == l.kinds.end()) continue;
+    const auto& k = it->second;
+    const auto count = l.pattern.empty() ? 1 : std::count(l.pattern.begin(), l.pattern.end(), name);
+    std::string what = k.position.type();
+    if (k.window.has) what += ", window " + std::to_string(k.window.value);
+    if (k.chunk.has) what += ", chunk " + std::to_string(k.chunk.value);
+    if (k.temperature.scale > 0) what += ", temperature";
+    out += (out.empty() ? "" : " + ") + (count > 1 ? std::to_string(count) + "x " : "") + name +
+           " (" + what + ")";
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> layout_problems(const ModelConfig& m) {
   std::vector<std::pair<std::string, std::string>> bad;
   const LayoutConfig& l = m.layout;

@@ -17,6 +17,11 @@ std::vector<std::string> layer_kinds(const LayoutConfig& layout, int64_t n_layer
 // The distinct kinds of `kinds`, in the order of their first layer.
 std::vector<std::string> distinct_kinds(const std::vector<std::string>& kinds);
 
+// The positions of a model in a few words, for logs and tables: model.position's type without
+// a layout; with one, each kind in pattern order with its count, family and span
+// ("3x local (rope, window 128) + global (none)").
+std::string position_summary(const ModelConfig& m);
+
 // The layout's problems: (key, message) pairs (unknown kinds in the pattern, a window and a
 // chunk on one kind, a pattern longer than the model, ...). The kinds' position sections are
 // checked by validate() like model.position.

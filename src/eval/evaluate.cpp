@@ -1,5 +1,7 @@
 #include "eval/evaluate.h"
 
+#include <sstream>
+
 #include <spdlog/fmt/fmt.h>
 #include <torch/torch.h>
 
@@ -25,31 +27,98 @@ namespace stdfs = std::filesystem;
 
 // ---- evaluation of a finished run
 
-std::vector<std::string> rope_scaling_overrides(const std::string& spec) {
-  auto colon = spec.find(':');
-  std::string method = spec.substr(0, colon);
+namespace {
+struct ScalingSpec {
+  std::string method, factor;
+  std::vector<std::string> kinds;  // @KIND,KIND: the layout kinds it applies to; empty = all
+};
+
+ScalingSpec parse_scaling(const std::string& spec) {
+  const auto at = spec.find('@');
+  const std::string body = spec.substr(0, at);
+  auto colon = body.find(':');
+  ScalingSpec out;
+  out.method = body.substr(0, colon);
   const std::vector<std::string> methods = {"linear", "ntk", "dynamic", "yarn", "llama3"};
   const std::string usage = "--rope-scaling '" + spec +
-                            "': expected METHOD:FACTOR, METHOD one of linear, ntk, dynamic, "
-                            "yarn, llama3 (e.g. yarn:4)";
-  if (method == "longrope")
+                            "': expected METHOD:FACTOR[@KIND,...], METHOD one of linear, ntk, "
+                            "dynamic, yarn, llama3 (e.g. yarn:4, or linear:8@global for the "
+                            "layout kind 'global' only)";
+  if (out.method == "longrope")
     throw UserError(
         "--rope-scaling: longrope needs per-pair factors; set "
         "model.position.scaling in the run's config instead");
   if (colon == std::string::npos ||
-      std::find(methods.begin(), methods.end(), method) == methods.end())
+      std::find(methods.begin(), methods.end(), out.method) == methods.end())
     throw UserError(usage);
-  std::string factor = spec.substr(colon + 1);
+  out.factor = body.substr(colon + 1);
   char* end = nullptr;
-  double f = std::strtod(factor.c_str(), &end);
-  if (factor.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f))
+  double f = std::strtod(out.factor.c_str(), &end);
+  if (out.factor.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f))
     throw UserError(usage + "; the factor must be a number >= 1");
-  return {"model.position.scaling.type=" + method, "model.position.scaling.factor=" + factor};
+  if (at != std::string::npos) {
+    std::stringstream ss(spec.substr(at + 1));
+    for (std::string k; std::getline(ss, k, ',');) out.kinds.push_back(k);
+    if (out.kinds.empty() || std::find(out.kinds.begin(), out.kinds.end(), "") != out.kinds.end())
+      throw UserError(usage + "; name the kinds after @");
+  }
+  return out;
+}
+
+bool rotates(const config::PositionConfig& p) {
+  return std::holds_alternative<config::RopeConfig>(p.opts);
+}
+}  // namespace
+
+std::vector<std::string> rope_scaling_overrides(const std::string& spec) {
+  auto s = parse_scaling(spec);
+  return {"model.position.scaling.type=" + s.method, "model.position.scaling.factor=" + s.factor};
+}
+
+std::vector<std::string> rope_scaling_overrides(const std::string& spec,
+                                                const config::ModelConfig& m) {
+  auto s = parse_scaling(spec);
+  const auto& kinds = m.layout.kinds;
+  if (kinds.empty()) {
+    if (!s.kinds.empty())
+      throw UserError("--rope-scaling '" + spec + "': the model has no layout kinds to name");
+    if (!rotates(m.position))
+      throw UserError(std::string("--rope-scaling needs a RoPE model (its position module is ") +
+                      m.position.type() + ")");
+    return rope_scaling_overrides(spec);
+  }
+  std::vector<std::string> targets = s.kinds;
+  if (targets.empty())  // every RoPE kind
+    for (const auto& [name, k] : kinds)
+      if (rotates(k.position)) targets.push_back(name);
+  if (targets.empty())
+    throw UserError("--rope-scaling needs a RoPE model: none of its layout kinds rotates");
+  std::vector<std::string> out;
+  for (const auto& name : targets) {
+    auto it = kinds.find(name);
+    if (it == kinds.end())
+      throw UserError("--rope-scaling '" + spec + "': the model has no layout kind '" + name + "'");
+    if (!rotates(it->second.position))
+      throw UserError("--rope-scaling '" + spec + "': layout kind '" + name + "' has position " +
+                      it->second.position.type() + ", not rope");
+    const std::string key = "model.layout.kinds." + name + ".position.scaling.";
+    out.push_back(key + "type=" + s.method);
+    out.push_back(key + "factor=" + s.factor);
+  }
+  return out;
+}
+
+bool has_rope(const config::ModelConfig& m) {
+  if (m.layout.kinds.empty()) return rotates(m.position);
+  for (const auto& [name, k] : m.layout.kinds)
+    if (rotates(k.position)) return true;
+  return false;
 }
 
 std::string rope_scaling_tag(const std::string& spec) {
   std::string t = "rope-" + spec;
-  std::replace(t.begin(), t.end(), ':', '-');
+  for (char& ch : t)
+    if (ch == ':' || ch == '@' || ch == ',') ch = '-';
   return t;
 }
 
@@ -64,11 +133,12 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                                 "`eval --no-save` only prints, and needs no lock");
   std::vector<std::string> overrides;
   if (!rope_scaling.empty()) {
-    overrides = rope_scaling_overrides(rope_scaling);
     auto trained = config::load_config((stdfs::path(run_dir) / "config.yaml").string());
-    if (!std::holds_alternative<config::RopeConfig>(trained.model.position.opts))
-      throw UserError(run_dir + ": --rope-scaling needs a RoPE model (its position module is " +
-                      trained.model.position.type() + ")");
+    try {
+      overrides = rope_scaling_overrides(rope_scaling, trained.model);
+    } catch (const UserError& e) {
+      throw UserError(run_dir + ": " + e.what());
+    }
   }
   auto rm = run::open_trained(run_dir, run::DataUse::kOpen, use_best, overrides);
   const config::Config& c = rm.config;

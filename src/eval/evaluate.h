@@ -29,17 +29,26 @@ struct EvalReport {
   std::string predictions_path;
 };
 // `rope_scaling` ("yarn:4", "ntk:2", ...: METHOD:FACTOR with METHOD linear, ntk, dynamic, yarn or
-// llama3) switches a RoPE context-extension method on for a model trained without it (its
-// original length is the run's task.seq_len); the report goes to
+// llama3, and @KIND,... for layout kinds) switches a RoPE context-extension method on for a model
+// trained without it (its original length is the run's task.seq_len); the report goes to
 // eval-SPLIT-rope-METHOD-FACTOR.json. `save`: write that report (and GLUE predictions or the
 // translations) into the run, holding the run's lock (util/dir_lock.h); without it nothing is
 // written and no lock is needed, so a run can be evaluated while it trains.
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                         const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
                         const std::string& rope_scaling = "", bool save = true);
-// The config overrides of a --rope-scaling spec (UserError naming the spec if malformed).
+// The config overrides of a --rope-scaling spec for model.position (UserError naming the spec if
+// malformed).
 std::vector<std::string> rope_scaling_overrides(const std::string& spec);
-// The file name part of a spec: "yarn:4" -> "rope-yarn-4".
+// The same for model `m`: with a layout (model.layout), for the kinds the spec names after @
+// ("linear:8@global", as Gemma 3 scales only its global layers) or else every RoPE kind.
+// UserError where a target does not rotate.
+std::vector<std::string> rope_scaling_overrides(const std::string& spec,
+                                                const config::ModelConfig& m);
+// Whether a model has RoPE somewhere (model.position, or a layout kind).
+bool has_rope(const config::ModelConfig& m);
+// The file name part of a spec: "yarn:4" -> "rope-yarn-4", "linear:8@global" ->
+// "rope-linear-8-global".
 std::string rope_scaling_tag(const std::string& spec);
 std::string format_eval(const EvalReport& r);
 

@@ -292,7 +292,7 @@ std::string evaluate_lengths(const config::Experiment& exp, const std::vector<st
     if (config::kind_of(c.data.source) == config::DataKind::kSynthetic) continue;  // probe's job
     train_len = c.task.seq_len;
     std::vector<std::string> specs = {""};
-    if (std::holds_alternative<config::RopeConfig>(c.model.position.opts))
+    if (eval::has_rope(c.model))
       specs.insert(specs.end(), exp.eval_rope_scaling.begin(), exp.eval_rope_scaling.end());
     for (const auto& spec : specs) {
       spdlog::info("=== lengths: {}{} ===", d, spec.empty() ? "" : " + " + spec);

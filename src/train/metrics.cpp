@@ -1,5 +1,7 @@
 #include "train/metrics.h"
 
+#include "config/layout.h"
+
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -241,7 +243,7 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
   if (fs::exists(cfg)) {
     auto c = config::load_config(cfg);
     m.attrs = {{"name", c.run.name},
-               {"position", c.model.position.type()},
+               {"position", config::position_summary(c.model)},
                {"task", c.task.type()},
                {"arch", config::to_string(c.model.arch)},
                {"attention", config::to_string(c.model.attention.kernel)}};

@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "config/layout.h"
+
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -313,7 +315,7 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
   }
   std::unique_ptr<MetricsLogger> logger;
   if (world.is_main()) {
-    const char* position = c.model.position.type();
+    const std::string position = config::position_summary(c.model);
     const char* arch = config::to_string(c.model.arch);
     const char* kernel = config::to_string(c.model.attention.kernel);
     std::vector<MetricsLogger::Note> notes = {

@@ -38,6 +38,10 @@ expect_exit 0 "$ROPELAB" train tiny.yaml "${swa[@]}"
 grep -q "window: 8" runs/swa/config.yaml || fail "the run's config lacks its layout"
 expect_exit 0 "$ROPELAB" eval runs/swa --split valid --lengths 32,64 --no-save
 expect_in "64"
+# Context extension of the kinds named: the local RoPE layers, not the global NoPE one.
+expect_exit 0 "$ROPELAB" eval runs/swa --split valid --rope-scaling yarn:2@local --no-save
+expect_exit 2 "$ROPELAB" eval runs/swa --split valid --rope-scaling yarn:2@global --no-save
+expect_in "layout kind 'global' has position none, not rope"
 expect_exit 0 "$ROPELAB" train tiny.yaml "${swa[@]}" train.max_steps=15
 expect_in "resuming"
 echo "layouts: OK"

@@ -9,6 +9,7 @@
 
 #include "config/layout.h"
 #include "config/loader.h"
+#include "eval/evaluate.h"
 #include "helpers.h"
 #include "model/attention.h"
 #include "model/tiled_attention.h"
@@ -65,6 +66,37 @@ TEST(LayoutConfig, KindsInheritModelPositionAndRoundTrip) {
   auto o = config::load_config(write(d.file("c.yaml"), std::string(kBase) + kRnopeSwa),
                                config::overrides_from_args({"model.layout.kinds.local.window=8"}));
   EXPECT_EQ(o.model.layout.kinds.at("local").window.value, 8);
+}
+
+TEST(LayoutConfig, SummaryAndRopeScalingPerKind) {
+  TempDir d;
+  auto c = config::load_config(write(d.file("a.yaml"), std::string(kBase) + kRnopeSwa));
+  EXPECT_EQ(config::position_summary(c.model), "3x local (rope, window 64) + global (none)");
+  // Context extension at evaluation: the kinds named after @, or every RoPE kind.
+  EXPECT_EQ(eval::rope_scaling_overrides("yarn:4", c.model),
+            (std::vector<std::string>{"model.layout.kinds.local.position.scaling.type=yarn",
+                                      "model.layout.kinds.local.position.scaling.factor=4"}));
+  EXPECT_EQ(eval::rope_scaling_overrides("linear:8@local", c.model).size(), 2u);
+  auto refused = [&](const std::string& spec, const std::string& words) {
+    try {
+      eval::rope_scaling_overrides(spec, c.model);
+      ADD_FAILURE() << spec << " was accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused("linear:8@global", "not rope");
+  refused("linear:8@far", "no layout kind 'far'");
+  refused("linear:8@", "name the kinds");
+  EXPECT_EQ(eval::rope_scaling_tag("linear:8@local"), "rope-linear-8-local");
+  // The overrides load: the named kind scales, the others stay as trained.
+  std::vector<config::Override> ov;
+  for (const auto& o : eval::rope_scaling_overrides("linear:8@local", c.model)) ov.push_back({o});
+  auto scaled = config::load_config(d.file("a.yaml"), ov);
+  const auto& rope =
+      std::get<config::RopeConfig>(scaled.model.layout.kinds.at("local").position.opts);
+  EXPECT_STREQ(rope.scaling.type(), "linear");
+  EXPECT_STREQ(std::get<config::RopeConfig>(scaled.model.position.opts).scaling.type(), "none");
 }
 
 TEST(LayoutConfig, BadLayoutsNameTheirKey) {
