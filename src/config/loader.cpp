@@ -1189,6 +1189,33 @@ void check_tokenizer_and_run(const Config& c, ProblemList& bad) {
     bad("run.name", "must be non-empty and contain no '/'");
 }
 
+// Per-document positions (task.packing documents): relative families need nothing, absolute
+// input-side ones are re-indexed; FIRE and M-RoPE on a grid read absolute positions inside
+// attention, which restarting would change.
+void check_packing(const Config& c, ProblemList& bad) {
+  bool documents = false;
+  std::visit(
+      [&](const auto& t) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(t)>, ClmTaskConfig> ||
+                      std::is_same_v<std::decay_t<decltype(t)>, MlmTaskConfig>)
+          documents = t.packing == Packing::kDocuments;
+      },
+      c.task.opts);
+  if (!documents) return;
+  std::vector<const PositionConfig*> positions{&c.model.position};
+  for (const auto& [name, kind] : c.model.layout.kinds) positions.push_back(&kind.position);
+  for (const auto* p : positions) {
+    const auto* grid = std::get_if<MropeConfig>(&p->opts);
+    if (std::holds_alternative<FireConfig>(p->opts) || (grid != nullptr && grid->grid_width > 0)) {
+      bad("task.packing", std::string(p->type()) +
+                              " reads each query's absolute position inside attention; "
+                              "per-document positions are not implemented for it (use "
+                              "task.packing=joined)");
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Problem> validate(const Config& c) {
@@ -1213,6 +1240,7 @@ std::vector<Problem> validate(const Config& c) {
                                 ") must divide n_heads (" + std::to_string(m.n_heads) + ")");
   int64_t head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
   check_positions(c, m.position, "model.position", head_dim, bad);
+  check_packing(c, bad);
   for (const auto& [key, message] : layout_problems(m)) bad(key, message);
   for (const auto& [name, kind] : m.layout.kinds)
     check_positions(c, kind.position, "model.layout.kinds." + name + ".position", head_dim, bad);

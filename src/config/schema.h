@@ -138,7 +138,9 @@ ROPELAB_ENUM_NAMES(ScheduleType, "constant", "linear", "cosine", "inverse_sqrt",
 enum class OptimizerType { kAdamW, kAdam };
 ROPELAB_ENUM_NAMES(OptimizerType, "adamw", "adam");
 enum class Precision { kFp32, kBf16 };
+enum class Packing { kJoined, kDocuments };
 ROPELAB_ENUM_NAMES(Precision, "fp32", "bf16");
+ROPELAB_ENUM_NAMES(Packing, "joined", "documents");
 
 constexpr DataKind kind_of(DataSource s) {
   switch (s) {
@@ -866,12 +868,22 @@ struct DataConfig {
 
 // Tasks: one struct per kind, chosen by `task.type`. Traits say which architecture and which
 // kind of data each needs (checked at load time).
+// How the language-model tasks pack a split's documents into their windows.
+inline constexpr const char* kPackingHelp =
+    "joined: the documents are concatenated (with a separator) and cut into windows that "
+    "cross their boundaries; documents: the same windows, but a token attends only to its own "
+    "document and positions restart at each document (torchtitan's and OLMo-core's document "
+    "masking)";
+
 struct ClmTaskConfig {  // causal LM: next-token cross-entropy
   static constexpr const char* kName = "clm";
   static constexpr Arch kArch = Arch::kDecoder;
   static constexpr DataKind kData = DataKind::kLm;
+  Packing packing = Packing::kJoined;
   template <class V>
-  void visit(V&) {}
+  void visit(V& v) {
+    v("packing", packing, kPackingHelp);
+  }
 };
 
 struct MlmTaskConfig {  // BERT's masked LM
@@ -881,12 +893,14 @@ struct MlmTaskConfig {  // BERT's masked LM
   double mask_prob = 0.15;
   double mask_token_frac = 0.8;
   double random_token_frac = 0.1;
+  Packing packing = Packing::kJoined;
   template <class V>
   void visit(V& v) {
     v("mask_prob", mask_prob, "fraction of non-special tokens selected", between(0.01, 1));
     v("mask_token_frac", mask_token_frac, "of the selected, fraction set to [MASK]", between(0, 1));
     v("random_token_frac", random_token_frac, "of the selected, fraction set to a random token",
       between(0, 1));
+    v("packing", packing, kPackingHelp);
   }
 };
 

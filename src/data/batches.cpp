@@ -12,7 +12,7 @@ using tokenizers::Special;
 Batch Batch::to(torch::Device dev) const {
   Batch b = *this;
   for (torch::Tensor* t : {&b.input_BT, &b.target_BT, &b.pad_BT, &b.segment_BT, &b.label_B,
-                           &b.src_BS, &b.src_pad_BS, &b.scored_N})
+                           &b.src_BS, &b.src_pad_BS, &b.doc_BT, &b.scored_N})
     if (t->defined()) *t = t->to(dev);
   return b;
 }
@@ -72,6 +72,19 @@ std::vector<int32_t> flatten(const Ragged& r, int32_t sep) {
     s.push_back(sep);
   }
   return s;
+}
+
+// The document of each token of flatten(r, sep): sequence i's tokens are document i; its
+// separator belongs to the next document (a causal LM's EOS starts it, as a BOS would) or to
+// its own (MLM's SEP closes it).
+std::vector<int32_t> document_ids(const Ragged& r, bool sep_starts_next) {
+  std::vector<int32_t> d;
+  d.reserve(r.tokens.size() + r.size());
+  for (int64_t i = 0; i < r.size(); ++i) {
+    d.insert(d.end(), r.length(i), static_cast<int32_t>(i));
+    d.push_back(static_cast<int32_t>(sep_starts_next ? i + 1 : i));
+  }
+  return d;
 }
 
 // The split's sequences of the kind a task reads (UserError naming both otherwise).
@@ -137,7 +150,9 @@ class ItemStream : public BatchStream {
 class LmStream : public ItemStream {
  public:
   LmStream(const TokenDataset& ds, const StreamOptions& o) : ItemStream(o, 0x11) {
-    stream_ = flatten(split_of<LmSplit>(ds, DataKind::kLm, "clm").text, Special::kEos);
+    const auto& text = split_of<LmSplit>(ds, DataKind::kLm, "clm").text;
+    stream_ = flatten(text, Special::kEos);
+    if (o.documents) docs_ = document_ids(text, /*sep_starts_next=*/true);
     n_ = (static_cast<int64_t>(stream_.size()) - 1) / o.seq_len;
     if (n_ < o.world)
       throw UserError(ds.split + " split: " + std::to_string(stream_.size()) +
@@ -161,9 +176,16 @@ class LmStream : public ItemStream {
     out.input_BT = input;
     out.target_BT = target;
     out.num_tokens = out.num_targets = B * L;
+    if (!docs_.empty()) {
+      out.doc_BT = torch::empty({B, L}, torch::kInt64);
+      auto dc = out.doc_BT.accessor<int64_t, 2>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < L; ++t)
+          dc[b][t] = docs_[windows[b] * L + t] - docs_[windows[b] * L];
+    }
     return out;
   }
-  std::vector<int32_t> stream_;
+  std::vector<int32_t> stream_, docs_;
 };
 
 // ---- masked LM
@@ -175,6 +197,7 @@ class MlmStream : public ItemStream {
     const auto& text = split_of<LmSplit>(ds, DataKind::kLm, "mlm").text;
     if (o.seq_len < 3) throw UserError("task mlm needs seq_len >= 3");
     stream_ = flatten(text, Special::kSep);
+    if (o.documents) docs_ = document_ids(text, /*sep_starts_next=*/false);
     n_ = static_cast<int64_t>(stream_.size()) / (o.seq_len - 2);
     if (n_ < o.world) throw UserError(ds.split + " split is too small for one MLM window");
   }
@@ -213,10 +236,20 @@ class MlmStream : public ItemStream {
     out.num_tokens = B * L;
     out.num_targets = selected;
     out.scored_N = scored_positions(target);
+    if (!docs_.empty()) {  // [CLS] with the first token's document, the closing [SEP] the last's
+      out.doc_BT = torch::empty({B, L}, torch::kInt64);
+      auto dc = out.doc_BT.accessor<int64_t, 2>();
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t start = windows[b] * W;
+        for (int64_t t = 0; t < W; ++t) dc[b][t + 1] = docs_[start + t] - docs_[start];
+        dc[b][0] = 0;
+        dc[b][L - 1] = dc[b][L - 2];
+      }
+    }
     return out;
   }
   int64_t vocab_;
-  std::vector<int32_t> stream_;
+  std::vector<int32_t> stream_, docs_;
 };
 
 // ---- translation

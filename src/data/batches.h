@@ -38,6 +38,8 @@ struct Batch {
   torch::Tensor index_B;     // GLUE: int64 row of each example in its split (stays on the CPU)
   torch::Tensor src_BS;      // translation source ids
   torch::Tensor src_pad_BS;  // bool, true = real source token
+  torch::Tensor doc_BT;      // clm, mlm with task.packing documents: int64 document ids of a
+                             // window (0, 1, ... from its first token); undefined = one stream
   torch::Tensor scored_N;    // MLM, answer: int64 flat positions (into B*T) whose target is not
                              // -100, found on the host with the batch, so that the task needs
                              // no nonzero() (a host sync) on the device
@@ -58,6 +60,7 @@ struct StreamOptions {
   bool shuffle = true;     // false for evaluation: fixed order, last partial batch kept
   int rank = 0, world = 1;
   double mask_prob = 0.15, mask_token_frac = 0.8, random_token_frac = 0.1;  // MLM
+  bool documents = false;  // clm, mlm: each window's document ids (Batch::doc_BT)
 };
 
 class BatchStream {

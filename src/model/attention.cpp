@@ -22,6 +22,16 @@ namespace F = torch::nn::functional;
 
 namespace {
 
+// [B, 1, T, S] bool, true where query t and key s are in the same document (self-attention
+// without a cache: queries and keys are the same tokens).
+torch::Tensor same_document(const torch::Tensor& doc_BT, int64_t T, int64_t S) {
+  TORCH_CHECK(doc_BT.size(1) == T && T == S,
+              "document masks are for self-attention without a "
+              "cache (",
+              doc_BT.size(1), " documents ids, ", T, " queries, ", S, " keys)");
+  return doc_BT.unsqueeze(2).eq(doc_BT.unsqueeze(1)).unsqueeze(1);
+}
+
 // [T, S] bool, true where query (at q_offset + t) may see key s under the mask's causal,
 // window and chunk rules.
 torch::Tensor allowed_TS(int64_t T, int64_t S, int64_t q_offset, const AttnMask& m,
@@ -193,6 +203,7 @@ AttnMask AttnMask::with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Devi
   if (!restricted()) return m;
   auto allowed = allowed_TS(T, S, q_offset, *this, dev).view({1, 1, T, S});
   if (key_pad_BS.defined()) allowed = allowed & key_pad_BS.view({-1, 1, 1, S});
+  if (doc_BT.defined()) allowed = allowed & same_document(doc_BT, T, S);
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
   m.bias_B1TS = torch::zeros(allowed.sizes(), opts).masked_fill_(allowed.logical_not(), kMasked);
   return m;
@@ -203,7 +214,7 @@ bool uses_kernel_causal(const AttnMask& mask, bool has_bias, int64_t q_offset, i
   // The kernels' own causal mask is aligned at the top left: it is this mask only when queries
   // and keys start together and nothing else is added. (bias_B1TS is only this mask again.)
   return mask.causal && !mask.key_pad_BS.defined() && mask.window <= 0 && mask.chunk <= 0 &&
-         mask.k_offset == 0 && !has_bias && q_offset == 0 && T == S;
+         mask.k_offset == 0 && !mask.doc_BT.defined() && !has_bias && q_offset == 0 && T == S;
 }
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -237,6 +248,7 @@ TileMask tile_mask_of(const AttnMask& mask, int64_t q_offset) {
   tm.chunk = mask.chunk;
   tm.q_offset = q_offset;
   tm.key_pad_BS = mask.key_pad_BS;
+  tm.doc_q_BT = tm.doc_k_BS = mask.doc_BT;
   return tm;
 }
 }  // namespace
@@ -248,6 +260,11 @@ bool uses_tiled_attention(torch::Device dev, bool has_dense_bias, bool has_dropo
 
 torch::Tensor log_visible_keys(const AttnMask& m, int64_t T, int64_t S, int64_t q_offset,
                                torch::Device dev) {
+  if (m.doc_BT.defined()) {  // count the allowed keys of each row
+    auto allowed =
+        allowed_TS(T, S, q_offset, m, dev).view({1, 1, T, S}) & same_document(m.doc_BT, T, S);
+    return allowed.sum(-1, true).clamp_min(1).to(torch::kFloat32).log();
+  }
   auto p = torch::arange(q_offset, q_offset + T, torch::TensorOptions().dtype(torch::kInt64));
   auto lo = torch::full_like(p, m.k_offset), hi = torch::full_like(p, m.k_offset + S);
   if (m.causal) hi = torch::minimum(hi, p + 1);
@@ -260,7 +277,7 @@ torch::Tensor log_visible_keys(const AttnMask& m, int64_t T, int64_t S, int64_t 
     lo = torch::maximum(lo, start);
     hi = torch::minimum(hi, start + m.chunk);
   }
-  return (hi - lo).clamp_min(1).to(torch::kFloat32).log().to(dev);
+  return (hi - lo).clamp_min(1).to(torch::kFloat32).log().to(dev).view({1, 1, T, 1});
 }
 
 torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -323,6 +340,7 @@ torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::T
   int64_t T = qn.size(2), S = kn.size(2);
   auto allowed = allowed_TS(T, S, q_offset, mask, qn.device()).view({1, 1, T, S});
   if (mask.key_pad_BS.defined()) allowed = allowed & mask.key_pad_BS.view({-1, 1, 1, S});
+  if (mask.doc_BT.defined()) allowed = allowed & same_document(mask.doc_BT, T, S);
   auto a = allowed.to(qn.scalar_type());
   auto num = torch::matmul(torch::matmul(qn, kn.transpose(-2, -1)) * a, v);
   auto den = (torch::matmul(qd, kd.transpose(-2, -1)) * a).sum(-1, true);
@@ -333,7 +351,8 @@ torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_
                                const torch::Tensor& qd, const torch::Tensor& kd_in,
                                const torch::Tensor& v_in, const AttnMask& mask, int64_t q_offset) {
   int64_t T = qn.size(2), S = kn_in.size(2);
-  if (mask.causal && (q_offset != 0 || T != S))
+  // Documents (and a causal offset) need the exact masked form: the running sums cross them.
+  if ((mask.causal && (q_offset != 0 || T != S)) || mask.doc_BT.defined())
     return linear_attention_quadratic(qn, kn_in, qd, kd_in, v_in, mask, q_offset);
   // Padded keys contribute nothing.
   auto kn = kn_in, kd = kd_in, v = v_in;
@@ -590,10 +609,11 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     }
     // Per-query factors after the rotation: the kind's temperature (Llama 4) and SSMax's
     // s log n (n: the keys each query may see).
-    if (ctx.q_scale_T.defined()) q = q * ctx.q_scale_T.view({1, 1, T, 1}).to(q.dtype());
+    if (ctx.q_scale_T.defined())
+      q = q * ctx.q_scale_T.view({ctx.q_scale_T.dim() == 2 ? B : 1, 1, T, 1}).to(q.dtype());
     if (ssmax_N_.defined())
       q = q * (ssmax_N_.view({1, n_heads_, 1, 1}) *
-               log_visible_keys(m, T, k.size(2), q_offset, q.device()).view({1, 1, T, 1}))
+               log_visible_keys(m, T, k.size(2), q_offset, q.device()))
                   .to(q.dtype());
     out = softmax_attention(q, k, v, bias, m, q_offset, cfg_.dropout, is_training(), sinks_N_);
   } else {

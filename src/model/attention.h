@@ -42,7 +42,12 @@ struct AttnMask {
   // The position of key 0 (a local layer's cache has dropped the keys before it); > 0 only in
   // cached decoding.
   int64_t k_offset = 0;
-  bool restricted() const { return causal || key_pad_BS.defined() || window > 0 || chunk > 0; }
+  // Document ids [B, T] of self-attention's queries and keys (task.packing documents): a token
+  // sees only its own document. Undefined = one document.
+  torch::Tensor doc_BT = torch::Tensor();
+  bool restricted() const {
+    return causal || key_pad_BS.defined() || window > 0 || chunk > 0 || doc_BT.defined();
+  }
   // This mask with bias_B1TS set for T queries starting at q_offset and S keys.
   AttnMask with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const;
 };
@@ -55,8 +60,8 @@ struct PositionContext {
   // The layer's number among its kind's layers (model.layout; without one, its index in the
   // stack): which per-layer parameters of a data-dependent family it uses.
   int64_t layer = 0;
-  // A factor per query [T] on the queries after their rotation (a layout kind's temperature,
-  // Llama 4); undefined = 1.
+  // A factor per query, [T] or [B, T] (per-document positions), on the queries after their
+  // rotation (a layout kind's temperature, Llama 4); undefined = 1.
   torch::Tensor q_scale_T;
 };
 
@@ -100,8 +105,9 @@ torch::Tensor softmax_attention(const torch::Tensor& q_BNTH, const torch::Tensor
                                 const torch::Tensor& v_BNSH, const ScoreBias& bias,
                                 const AttnMask& mask, int64_t q_offset, double dropout,
                                 bool training, const torch::Tensor& sink_N = {});
-// Scalable-Softmax's log n for T queries from q_offset over S keys [T]: n is the number of keys
-// each query may see under the mask's causal, window and chunk rules (padding aside).
+// Scalable-Softmax's log n for T queries from q_offset over S keys, [1, 1, T, 1] ([B, 1, T, 1]
+// with documents): n is the number of keys each query may see under the mask's causal,
+// window, chunk and document rules (padding aside).
 torch::Tensor log_visible_keys(const AttnMask& mask, int64_t T, int64_t S, int64_t q_offset,
                                torch::Device dev);
 // The same softmax attention through libtorch's fused scaled_dot_product_attention (what

@@ -131,16 +131,32 @@ StackImpl::StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal
   if (E != c.d_model) emb_proj = register_module("emb_proj", torch::nn::Linear(E, c.d_model));
 }
 
+namespace {
+// Each token's position in its document: t minus the index of its document's first token
+// (document ids do not decrease along a row).
+torch::Tensor positions_in_documents(const torch::Tensor& doc_BT) {
+  const int64_t T = doc_BT.size(1);
+  auto t = torch::arange(T, doc_BT.options()).expand_as(doc_BT);
+  auto starts = torch::ones_like(doc_BT, torch::kBool);
+  starts.narrow(1, 1, T - 1).copy_(doc_BT.narrow(1, 1, T - 1) != doc_BT.narrow(1, 0, T - 1));
+  auto first = std::get<0>(torch::where(starts, t, torch::zeros_like(t)).cummax(1));
+  return t - first;
+}
+}  // namespace
+
 torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
                                  const torch::Tensor& memory, const torch::Tensor& mem_pad_BS,
-                                 DecodeState* state) {
+                                 DecodeState* state, const torch::Tensor& doc_BT) {
   int64_t offset = state != nullptr ? state->offset : 0;
   if (state != nullptr && state->layers.empty()) {
     state->layers.resize(layers->size());
     state->cross.resize(layers->size());
     for (auto& c : state->cross) c.fixed = true;
   }
-  x = position->add_to_input(x, offset);
+  if (doc_BT.defined() && state != nullptr)
+    throw std::invalid_argument("incremental decoding does not take document ids");
+  const torch::Tensor pos_BT = doc_BT.defined() ? positions_in_documents(doc_BT) : torch::Tensor();
+  x = pos_BT.defined() ? position->add_at(x, pos_BT) : position->add_to_input(x, offset);
   if (emb_norm) x = emb_norm(x);
   x = drop(x, dropout_, is_training());
   if (emb_proj) x = model::linear(emb_proj, x);
@@ -152,7 +168,8 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   std::vector<KindTables> per_kind;
   per_kind.reserve(kinds_.size());
   for (auto& k : kinds_)
-    per_kind.push_back(kind_tables(k, pad_BT, T, offset, state != nullptr, x.device()));
+    per_kind.push_back(
+        kind_tables(k, pad_BT, doc_BT, pos_BT, T, offset, state != nullptr, x.device()));
   AttnMask mem_mask =
       memory.defined() ? AttnMask{mem_pad_BS, false, {}}.with_bias(T, memory.size(1), 0, x.device())
                        : AttnMask{mem_pad_BS, false, {}};
@@ -171,8 +188,10 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   return final_norm ? final_norm(x) : x;
 }
 
-StackImpl::KindTables StackImpl::kind_tables(Kind& k, const torch::Tensor& pad_BT, int64_t T,
-                                             int64_t offset, bool cached, torch::Device dev) {
+StackImpl::KindTables StackImpl::kind_tables(Kind& k, const torch::Tensor& pad_BT,
+                                             const torch::Tensor& doc_BT,
+                                             const torch::Tensor& pos_BT, int64_t T, int64_t offset,
+                                             bool cached, torch::Device dev) {
   // Cached decoding: a sliding-window or chunked kind's caches keep only the keys from the
   // first one its queries can see (a data-dependent family's state covers every key: it keeps
   // them all).
@@ -182,14 +201,21 @@ StackImpl::KindTables StackImpl::kind_tables(Kind& k, const torch::Tensor& pad_B
     if (k.chunk > 0) k_start = offset / k.chunk * k.chunk;
   }
   const int64_t S = offset + T - k_start;
-  KindTables out{AttnMask{pad_BT, causal_, {}, k.window, k.chunk, k_start}, {}, {}};
+  KindTables out{AttnMask{pad_BT, causal_, {}, k.window, k.chunk, k_start, doc_BT}, {}, {}};
+  if (doc_BT.defined() && k.chunk > 0) {
+    // Chunks of each document's own positions: a chunk is a document of its own.
+    out.mask.doc_BT = doc_BT * (T + 1) + pos_BT.div(k.chunk, "floor");
+    out.mask.chunk = 0;
+  }
   // (Not where the tiled kernel runs: it masks tile by tile and a T x S mask would be its
   // largest tensor; a layer that cannot tile builds the mask itself.)
   if (k_start > 0 || !uses_tiled_attention(dev, false, false, T, S))
     out.mask = out.mask.with_bias(T, S, offset, dev);
   out.tables = k.module->prepare(T, S, offset, k_start, dev);
   if (k.temperature.scale > 0) {  // Llama 4: 1 + scale log(floor((p + 1) / floor) + 1)
-    auto p = torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kInt64));
+    auto p = pos_BT.defined()
+                 ? pos_BT
+                 : torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kInt64));
     out.q_scale_T =
         (1.0 + k.temperature.scale *
                    (p.add(1).div(k.temperature.floor, "floor").to(torch::kFloat32) + 1.0).log())
@@ -240,16 +266,17 @@ torch::Tensor TransformerImpl::embed(torch::nn::Embedding emb, const torch::Tens
 }
 
 torch::Tensor TransformerImpl::encode(const torch::Tensor& tokens, const torch::Tensor& pad,
-                                      const torch::Tensor& segments) {
+                                      const torch::Tensor& segments, const torch::Tensor& docs) {
   if (!encoder) throw std::logic_error("encode() on a model without an encoder");
   return encoder->forward(embed(src_emb ? src_emb : tok_emb, tokens, segments), pad, {}, {},
-                          nullptr);
+                          nullptr, docs);
 }
 
 torch::Tensor TransformerImpl::decode(const torch::Tensor& tokens, const torch::Tensor& memory,
-                                      const torch::Tensor& mem_pad, DecodeState* state) {
+                                      const torch::Tensor& mem_pad, DecodeState* state,
+                                      const torch::Tensor& docs) {
   if (!decoder) throw std::logic_error("decode() on a model without a decoder");
-  return decoder->forward(embed(tok_emb, tokens, {}), {}, memory, mem_pad, state);
+  return decoder->forward(embed(tok_emb, tokens, {}), {}, memory, mem_pad, state, docs);
 }
 
 }  // namespace ropelab::model

@@ -62,8 +62,11 @@ class StackImpl : public torch::nn::Module {
   // model.embedding_size, the embeddings are that wide: normed, then projected to d_model.
   StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal, bool cross, bool emb_norm);
   // x_BTD are token embeddings (position not yet added).
+  // doc_BT: document ids of a packed window (task.packing documents): each token attends only
+  // to its document, positions restart at each document; undefined = one document.
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& pad_BT, const torch::Tensor& memory,
-                        const torch::Tensor& mem_pad_BS, DecodeState* state);
+                        const torch::Tensor& mem_pad_BS, DecodeState* state,
+                        const torch::Tensor& doc_BT = {});
   // The position module of the first layer's kind (the only one without a layout); it alone
   // adds positions to the input embeddings (a layout of several kinds has none that does).
   PositionModule position{nullptr};
@@ -82,8 +85,10 @@ class StackImpl : public torch::nn::Module {
     PosCache tables;
     torch::Tensor q_scale_T;
   };
-  KindTables kind_tables(Kind& k, const torch::Tensor& pad_BT, int64_t T, int64_t offset,
-                         bool cached, torch::Device dev);
+  // pos_BT: each token's position in its document (undefined without documents).
+  KindTables kind_tables(Kind& k, const torch::Tensor& pad_BT, const torch::Tensor& doc_BT,
+                         const torch::Tensor& pos_BT, int64_t T, int64_t offset, bool cached,
+                         torch::Device dev);
   std::vector<Kind> kinds_;
   std::vector<size_t> kind_of_layer_;
   std::vector<int64_t> index_in_kind_;  // a layer's number among its kind's layers
@@ -101,10 +106,12 @@ class TransformerImpl : public torch::nn::Module {
   // 0: one embedding matrix serves both stacks.
   TransformerImpl(const config::ModelConfig& c, int64_t vocab, int64_t source_vocab = 0);
 
+  // docs: document ids of packed windows (StackImpl::forward); undefined = one document.
   torch::Tensor encode(const torch::Tensor& tokens_BS, const torch::Tensor& pad_BS,
-                       const torch::Tensor& segments_BS = {});
+                       const torch::Tensor& segments_BS = {}, const torch::Tensor& docs_BS = {});
   torch::Tensor decode(const torch::Tensor& tokens_BT, const torch::Tensor& memory_BSD = {},
-                       const torch::Tensor& mem_pad_BS = {}, DecodeState* state = nullptr);
+                       const torch::Tensor& mem_pad_BS = {}, DecodeState* state = nullptr,
+                       const torch::Tensor& docs_BT = {});
   // The token embedding matrix [V, E] (tied output projections use it; E = embedding_size,
   // d_model unless set).
   const torch::Tensor& embedding_weight() const { return tok_emb->weight; }

@@ -45,7 +45,7 @@ std::unique_ptr<data::BatchStream> CausalLmTask::stream(const data::TokenDataset
 }
 
 Forward CausalLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
-  auto logits = m.logits(m.backbone->decode(b.input_BT));
+  auto logits = m.logits(m.backbone->decode(b.input_BT, {}, {}, nullptr, b.doc_BT));
   return scored_ce(logits, b.target_BT, s_.task.label_smoothing, b.num_tokens);
 }
 
@@ -76,7 +76,7 @@ std::unique_ptr<data::BatchStream> MaskedLmTask::stream(const data::TokenDataset
 }
 
 Forward MaskedLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
-  auto h = m.backbone->encode(b.input_BT, b.pad_BT);
+  auto h = m.backbone->encode(b.input_BT, b.pad_BT, {}, b.doc_BT);
   // Only the selected positions go through the vocabulary projection.
   const auto& idx = scored(b, "mlm");
   auto h_sel = h.reshape({-1, h.size(-1)}).index_select(0, idx);

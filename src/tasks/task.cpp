@@ -20,6 +20,13 @@ data::StreamOptions stream_options(const TaskSetup& s, bool train, int64_t seq_l
   o.shuffle = train;
   o.rank = dist::world().rank();
   o.world = dist::world().size();
+  std::visit(
+      [&](const auto& t) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(t)>, config::ClmTaskConfig> ||
+                      std::is_same_v<std::decay_t<decltype(t)>, config::MlmTaskConfig>)
+          o.documents = t.packing == config::Packing::kDocuments;
+      },
+      s.task.opts);
   return o;
 }
 

@@ -9,6 +9,8 @@
 
 #include "config/layout.h"
 #include "config/loader.h"
+#include "data/batches.h"
+#include "data/tokens.h"
 #include "eval/evaluate.h"
 #include "helpers.h"
 #include "model/attention.h"
@@ -273,6 +275,117 @@ TEST(LayoutModel, TiledWindowEqualsTheQuadraticForm) {
   EXPECT_TRUE(test::close(torch::cat(steps, 1), tiled, 1e-3, 1e-4));
 }
 
+// ---- document-masked packing
+
+// A packed window gives each document what it gets alone: outputs over documents of 5, 7 and 4
+// tokens equal three separate runs, for every kind of position signal and span.
+TEST(Packing, APackedWindowEqualsEachDocumentAlone) {
+  struct Case {
+    std::string arch, pos, layout;
+  };
+  std::vector<Case> cases;
+  for (const char* pos : {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos", "kerple",
+                          "fox", "cope", "path", "pope", "comrope"})
+    cases.push_back({"decoder", pos, ""});
+  for (const char* pos : {"sinusoidal", "learned", "t5", "rope", "alibi"})
+    cases.push_back({"encoder", pos, ""});
+  for (const char* layout : {"swa", "chunks", "switches"})
+    cases.push_back({"decoder", "rope", layout});
+  cases.push_back({"encoder", "rope", "swa"});
+  const std::vector<int64_t> lengths = {5, 7, 4};
+  for (const auto& cs : cases) {
+    auto c = test::tiny_model(cs.arch, cs.pos);
+    if (auto* l = std::get_if<config::LearnedConfig>(&c.position.opts)) l->max_len = 16;
+    if (cs.layout == "swa" || cs.layout == "chunks") {
+      c.layout.pattern = {"local", "global"};
+      c.layout.kinds["local"] = cs.layout == "swa" ? kind("rope", 3) : kind("rope", 0, 3);
+      c.layout.kinds["global"] = kind("none");
+      c.layout.kinds["global"].temperature.scale = 0.5;
+      c.layout.kinds["global"].temperature.floor = 2;
+    }
+    if (cs.layout == "switches") {
+      c.attention.qk_norm = c.attention.sinks = true;
+      c.attention.ssmax = 0.8;
+    }
+    auto m = build(c, 21);
+    for (auto& p : m->named_parameters())
+      if (p.key().find("sinks") != std::string::npos || p.key().find("gates") != std::string::npos)
+        p.value().data().uniform_(-1.0, 1.0);
+    m->eval();
+    torch::NoGradGuard ng;
+    auto tokens = torch::randint(0, 30, {1, 16});
+    std::vector<int64_t> ids;
+    for (size_t d = 0; d < lengths.size(); ++d) ids.insert(ids.end(), lengths[d], d);
+    auto docs = torch::tensor(ids).view({1, 16});
+    const bool dec = cs.arch == "decoder";
+    auto packed = dec ? m->decode(tokens, {}, {}, nullptr, docs) : m->encode(tokens, {}, {}, docs);
+    int64_t start = 0;
+    for (int64_t len : lengths) {
+      auto alone_tokens = tokens.narrow(1, start, len);
+      auto alone = dec ? m->decode(alone_tokens) : m->encode(alone_tokens, {});
+      EXPECT_TRUE(test::close(packed.narrow(1, start, len), alone, 1e-4, 1e-5))
+          << cs.arch << " " << cs.pos << " " << cs.layout << " document at " << start;
+      start += len;
+    }
+  }
+}
+
+// From kTiledFrom tokens on the packed window takes the tiled kernel: its document masks too.
+TEST(Packing, TiledDocumentsEqualEachDocumentAlone) {
+  for (const char* pos : {"rope", "alibi"}) {
+    auto m = build(test::tiny_model("decoder", pos), 8);
+    m->eval();
+    torch::NoGradGuard ng;
+    const int64_t T = model::kTiledFrom + 100, first = 700;
+    auto tokens = torch::randint(0, 30, {1, T});
+    auto docs = (torch::arange(T) >= first).to(torch::kInt64).view({1, T});
+    auto packed = m->decode(tokens, {}, {}, nullptr, docs);
+    EXPECT_TRUE(test::close(packed.narrow(1, first, T - first),
+                            m->decode(tokens.narrow(1, first, T - first)), 1e-3, 1e-4))
+        << pos;
+  }
+}
+
+// The streams give each window's document ids: a causal LM's EOS starts the next document, an
+// MLM's SEP closes its own; ids count from the window's first token.
+TEST(Packing, StreamsMarkTheDocuments) {
+  auto ds = data::empty_dataset(config::DataKind::kLm);
+  ds.vocab_size = 40;
+  ds.split = "train";
+  for (int len : {3, 5, 2, 9, 4}) ds.lm().text.push(std::vector<int32_t>(len, 20));
+  data::StreamOptions o;
+  o.batch_size = 1;
+  o.seq_len = 8;
+  o.shuffle = false;
+  auto plain = data::make_lm_stream(ds, o)->batch(0, 0);
+  EXPECT_FALSE(plain.doc_BT.defined());
+  o.documents = true;
+  auto clm = data::make_lm_stream(ds, o)->batch(0, 0);
+  // tokens: d0 d0 d0 EOS d1 d1 d1 d1 | the EOS begins document 1
+  EXPECT_TRUE(torch::equal(clm.doc_BT, torch::tensor({0, 0, 0, 1, 1, 1, 1, 1}).view({1, 8})));
+  auto second = data::make_lm_stream(ds, o)->batch(0, 1);  // d1 EOS d2 d2 EOS d3 d3 d3
+  EXPECT_TRUE(torch::equal(second.doc_BT, torch::tensor({0, 1, 1, 1, 2, 2, 2, 2}).view({1, 8})));
+  auto mlm = data::make_mlm_stream(ds, o)->batch(0, 0);
+  // [CLS] d0 d0 d0 SEP d1 d1 [SEP]: the SEP closes document 0
+  EXPECT_TRUE(torch::equal(mlm.doc_BT, torch::tensor({0, 0, 0, 0, 0, 1, 1, 1}).view({1, 8})));
+}
+
+TEST(Packing, ConfigKeyAndWhatItRefuses) {
+  EXPECT_TRUE(problems_of("task: {type: clm, packing: documents}\n").empty());
+  EXPECT_TRUE(
+      problems_of("task: {type: mlm, packing: documents}\nmodel: {arch: encoder}\n").empty());
+  auto fire =
+      problems_of("task: {type: clm, packing: documents}\nmodel: {position: {type: fire}}\n");
+  ASSERT_EQ(fire.size(), 1u) << config::ConfigError(fire).what();
+  EXPECT_EQ(fire[0].key, "task.packing");
+  auto translation = problems_of(
+      "task: {type: translation, packing: documents}\nmodel: {arch: encdec}\n"
+      "data: {source: bible-en-es}\n");
+  ASSERT_EQ(translation.size(), 1u) << config::ConfigError(translation).what();
+  EXPECT_EQ(translation[0].key, "task.packing");
+  EXPECT_NE(translation[0].message.find("unknown key"), std::string::npos);
+}
+
 // ---- sinks in the tiled kernel
 
 TEST(Sinks, TiledKernelEqualsTheQuadraticFormWithGradients) {
@@ -316,7 +429,11 @@ TEST(Ssmax, CountsTheVisibleKeys) {
   model::AttnMask m;
   m.causal = true;
   auto n = [&](int64_t T, int64_t S, int64_t off) {
-    return model::log_visible_keys(m, T, S, off, torch::kCPU).exp().round().to(torch::kInt64);
+    return model::log_visible_keys(m, T, S, off, torch::kCPU)
+        .exp()
+        .round()
+        .to(torch::kInt64)
+        .flatten();
   };
   EXPECT_TRUE(torch::equal(n(4, 4, 0), torch::tensor({1, 2, 3, 4})));
   m.window = 2;

@@ -71,6 +71,12 @@ TEST_P(Overfit, OneBatch) {
   c.task.seq_len = 32;
   c.model = test::tiny_model(p.task == "mlm" ? "encoder" : "decoder", p.position, p.kernel);
   with_layout(c.model, p.layout);
+  if (p.layout == "packed") {  // task.packing documents
+    if (auto* t = std::get_if<config::ClmTaskConfig>(&c.task.opts))
+      t->packing = config::Packing::kDocuments;
+    if (auto* t = std::get_if<config::MlmTaskConfig>(&c.task.opts))
+      t->packing = config::Packing::kDocuments;
+  }
   c.model.d_model = 32;
   c.model.d_ff = 64;
   c.model.norm = config::Norm::kAuto;
@@ -145,6 +151,8 @@ std::vector<Case> cases() {
   for (const char* layout : {"rnope-swa", "irope", "switches"})
     out.push_back({"clm", "rope", "softmax", layout});
   out.push_back({"mlm", "rope", "softmax", "window"});
+  out.push_back({"clm", "rope", "softmax", "packed"});
+  out.push_back({"mlm", "learned", "softmax", "packed"});
   out.push_back({"mlm", "rope", "softmax", "switches"});
   return out;
 }

@@ -18,6 +18,7 @@ class SinusoidalImpl : public PositionModuleImpl {
  public:
   SinusoidalImpl(const config::SinusoidalConfig& c, const PositionDims& d);
   torch::Tensor add_to_input(const torch::Tensor& x_BTD, int64_t offset) override;
+  torch::Tensor add_at(const torch::Tensor& x_BTD, const torch::Tensor& pos_BT) override;
   // The table for positions [offset, offset+n): [n, d] float32.
   static torch::Tensor table(int64_t offset, int64_t n, int64_t d, double base);
 
@@ -29,6 +30,7 @@ class LearnedImpl : public PositionModuleImpl {
  public:
   LearnedImpl(const config::LearnedConfig& c, const PositionDims& d);
   torch::Tensor add_to_input(const torch::Tensor& x_BTD, int64_t offset) override;
+  torch::Tensor add_at(const torch::Tensor& x_BTD, const torch::Tensor& pos_BT) override;
   int64_t max_len() const override { return weight_.size(0); }
 
  private:

@@ -70,6 +70,13 @@ class PositionModuleImpl : public torch::nn::Module {
     (void)offset;
     return x_BTD;
   }
+  // The same with each token's own position pos_BT [B, T] (per-document positions of packed
+  // windows). Positions inside attention need nothing: with documents kept apart, only a
+  // relative family's same-document distances count, which restarting does not change.
+  virtual torch::Tensor add_at(const torch::Tensor& x_BTD, const torch::Tensor& pos_BT) {
+    (void)pos_BT;
+    return x_BTD;
+  }
   // Tables for queries at [q_offset, q_offset+T) and keys at [k_offset, k_offset+S).
   PosCache prepare(int64_t T, int64_t S, int64_t q_offset, int64_t k_offset, torch::Device device) {
     ++prepare_count_;
