@@ -128,8 +128,9 @@ void register_speed(CLI::App& app) {
       "interleaved), positions (cost of each module vs none), attention (softmax vs linear\n"
       "across --lengths), long (batch-1 training from 2k to 32k tokens, RoPE/T5/ALiBi, with\n"
       "--compare-pytorch next to PyTorch's SDPA; a sliding-window layer against a global one),\n"
-      "decode (ms/token with and without the KV cache), data (batch stream).\n"
-      "The default sections take about 15 minutes on 2 cores (25 with --compare-pytorch, more\n"
+      "layouts (batch-1 training, every layer a sliding window of 256 against global, 512 to\n"
+      "8192 tokens), decode (ms/token with and without the KV cache), data (batch stream).\n"
+      "The default sections take about 17 minutes on 2 cores (25 with --compare-pytorch, more\n"
       "with each --pytorch-root: torch.compile compiles for a minute or two per figure); long is\n"
       "not among them (about 25 minutes on 2 cores, 10 GiB at 32k): name it in --sections.\n"
       "On a GPU (run.device=cuda, or auto on a machine with one) the machine section measures\n"
@@ -140,8 +141,8 @@ void register_speed(CLI::App& app) {
                        "key.path=value overrides applied to every bench config");
         sub.add_option(
             "--sections", g.sections,
-            "comma-separated: machine,train,positions,attention,long,decode,data (default all "
-            "but long)");
+            "comma-separated: machine,train,positions,attention,long,layouts,decode,data "
+            "(default all but long)");
         sub.add_flag("--compare-pytorch", g.bench.compare_pytorch,
                      "run the PyTorch reference (scripts/bench_pytorch.py) next to each training "
                      "measurement: /usr/bin/python3's PyTorch, and each --pytorch-root's, in every "

@@ -595,8 +595,11 @@ void apply_overrides(const std::vector<Override>& overrides, T& target, Ctx& ctx
 }
 
 Loc where(const Ctx& ctx, const std::string& key) {
-  // Where the key was last set; a key left at its default points at the file the user named.
+  // Where the key was last set (a list's item: where the list was); a key left at its default
+  // points at the file the user named.
   auto it = ctx.set_at.find(key);
+  if (it == ctx.set_at.end() && !key.empty() && key.back() == ']')
+    it = ctx.set_at.find(key.substr(0, key.rfind('[')));
   return it != ctx.set_at.end() ? it->second : ctx.top;
 }
 

@@ -19,6 +19,9 @@
 //              kernel from 1024 tokens on), with --compare-pytorch interleaved with PyTorch's
 //              SDPA (2.x: the flash kernel on the CPU) for RoPE; and one causal attention layer,
 //              forward and backward, global against a sliding window at the longest length;
+//   layouts    batch-1 training of the LM with every layer a sliding window (model.layout) against
+//              global attention, 512 to 8192 tokens: a local layer's time per token stays flat
+//              (it grows linearly in T), a global one's grows;
 //   decode     time per generated token with and without the key/value cache as the output grows;
 //   data       the real batch stream's tokens/s next to training's, and peak RSS.
 // Training steps are train::Trainer::train_step() itself (forward, loss / targets, backward,
@@ -54,7 +57,16 @@ MatmulRate measure_matmul(int n, int repeats);
 double train_step_flops(const config::Config& c, int64_t B, int64_t T);
 
 // The sections of a bench run, in the order they run.
-enum class BenchSection { kMachine, kTrain, kPositions, kAttention, kLong, kDecode, kData };
+enum class BenchSection {
+  kMachine,
+  kTrain,
+  kPositions,
+  kAttention,
+  kLong,
+  kLayouts,
+  kDecode,
+  kData
+};
 // The bench configs (configs/bench/NAME.yaml): the CPU shapes of the LM (whose figures the goals
 // are about; the other sections use it), MLM and translation, and lm-large (d=1024, 12 layers,
 // seq 2048: the GPU shape).
@@ -85,6 +97,8 @@ struct BenchOptions {
   std::vector<int64_t> long_lengths{2048, 4096, 8192, 16384, 32768};  // the long section's
   int long_steps = 1;          // timed steps per long-section point (they take minutes at 32k)
   int64_t long_window = 1024;  // the sliding window of the long section's kernel points
+  std::vector<int64_t> layout_lengths{512, 1024, 2048, 4096, 8192};  // the layouts section's
+  int64_t layout_window = 256;                                       // its local layers' window
   std::vector<int64_t> decode_lengths{64, 256, 1024, 2048};
 };
 // Runs the sections, prints the table, writes OUT/bench.json and OUT/bench.md
@@ -110,6 +124,6 @@ std::string bench_point(BenchPoint point, const std::string& config_file,
 namespace ropelab::config {
 ROPELAB_ENUM_NAMES(lab::BenchPoint, "matmul", "train", "decode", "data", "kernel");
 ROPELAB_ENUM_NAMES(lab::BenchSection, "machine", "train", "positions", "attention", "long",
-                   "decode", "data");
+                   "layouts", "decode", "data");
 ROPELAB_ENUM_NAMES(lab::BenchModel, "lm", "mlm", "translation", "lm-large");
 }  // namespace ropelab::config

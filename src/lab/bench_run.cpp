@@ -18,6 +18,7 @@
 #include "compat/torch_compat.h"
 #include "config/loader.h"
 #include "lab/bench.h"
+#include "model/attention.h"
 #include "util/cuda_info.h"
 #include "util/device.h"
 #include "util/error.h"
@@ -281,6 +282,7 @@ class Session {
   void positions();
   void attention();
   void long_context();
+  void layouts();
   void decode();
   void data();
   // The goals' table; writes OUT/bench.json and OUT/bench.md and prints the report.
@@ -377,6 +379,7 @@ int64_t Session::points() const {
   if (wanted(o_, BenchSection::kAttention)) n += 2 * static_cast<int64_t>(o_.lengths.size());
   if (wanted(o_, BenchSection::kLong))
     n += static_cast<int64_t>(o_.long_lengths.size() * (3 + sdpa_peers().size())) + 2;
+  if (wanted(o_, BenchSection::kLayouts)) n += 2 * static_cast<int64_t>(o_.layout_lengths.size());
   if (wanted(o_, BenchSection::kDecode)) n += static_cast<int64_t>(o_.decode_lengths.size());
   if (wanted(o_, BenchSection::kData)) n += 1;
   return n;
@@ -787,6 +790,65 @@ void Session::long_window() {
                       fmt_num(speedup, "{:.1f}x") + " " + check(speedup >= 3));
 }
 
+// Batch-1 training of the LM with every layer a sliding window against global attention, length
+// by length (the two interleaved, who goes first alternating): the local model's time per token
+// stays flat from the tiled kernel's first length on, the global one's grows with T.
+void Session::layouts() {
+  const int64_t w = o_.layout_window;
+  const std::string local = fmt::format("window {}", w);
+  Table t{{"length", "global tokens/s", "global peak MiB", local + " tokens/s", local + " peak MiB",
+           local + " ms/token"},
+          {}};
+  std::map<int64_t, std::map<std::string, json>> got;
+  for (size_t li = 0; li < o_.layout_lengths.size(); ++li) {
+    const int64_t len = o_.layout_lengths[li];
+    const json meta{{"section", "layouts"}, {"length", len}};
+    const std::vector<std::string> ov{"task.seq_len=" + std::to_string(len), "train.batch_size=1",
+                                      "model.position.type=rope"};
+    auto with_window = ov;
+    with_window.push_back(fmt::format("model.layout.kinds.local={{window: {}}}", w));
+    std::vector<std::function<void()>> runs{
+        [&] {
+          got[len]["global"] =
+              r_->ropelab(fmt::format("layouts global {}", len), "train", file(BenchModel::kLm), ov,
+                          0, merged(meta, {{"window", 0}}), 3);
+        },
+        [&] {
+          got[len]["local"] =
+              r_->ropelab(fmt::format("layouts {} {}", local, len), "train", file(BenchModel::kLm),
+                          with_window, 0, merged(meta, {{"window", w}}), 3);
+        }};
+    if (li % 2 == 1) std::swap(runs[0], runs[1]);
+    for (const auto& run : runs) run();
+    const json &g = got[len]["global"], &l = got[len]["local"];
+    t.rows.push_back({std::to_string(len), cell(g, "tokens_per_s"), cell(g, "peak_rss_mb"),
+                      cell(l, "tokens_per_s"), cell(l, "peak_rss_mb"),
+                      fmt_num(1000.0 / num(l, "tokens_per_s"), "{:.2f}")});
+    summary_["layouts"][std::to_string(len)] = got[len];
+  }
+  md_ += fmt::format(
+             "## Layouts\n\nLM bench model, fp32, batch 1, 3 timed steps per point: every layer "
+             "global RoPE, or every layer a sliding window of {} (model.layout.kinds.local), "
+             "interleaved. From {} tokens both run the tiled kernel, which skips the tiles "
+             "outside a window.\n\n",
+             w, model::kTiledFrom) +
+         t.md();
+  // Linear in T: the local model's time per token at the longest length against the tiled
+  // kernel's first.
+  auto tiled = std::find_if(o_.layout_lengths.begin(), o_.layout_lengths.end(),
+                            [](int64_t x) { return x >= model::kTiledFrom; });
+  const int64_t first = tiled == o_.layout_lengths.end() ? 0 : *tiled;
+  const int64_t last = o_.layout_lengths.back();
+  if (first > 0 && last > first) {
+    const double growth =
+        num(got[first]["local"], "tokens_per_s") / num(got[last]["local"], "tokens_per_s");
+    goals_.emplace_back(
+        fmt::format("a window of {}: time per token at {} within 1.5x of {} (linear in T)", w, last,
+                    first),
+        fmt_num(growth, "{:.2f}x") + " " + check(growth <= 1.5));
+  }
+}
+
 // The time of the next greedy token as the output grows, with and without the cache.
 void Session::decode() {
   Table t{{"output length", "ms/token, cache", "ms/token, no cache", "speed-up"}, {}};
@@ -853,6 +915,7 @@ void run_bench(const BenchOptions& o) {
   if (wanted(o, BenchSection::kPositions)) s.positions();
   if (wanted(o, BenchSection::kAttention)) s.attention();
   if (wanted(o, BenchSection::kLong)) s.long_context();
+  if (wanted(o, BenchSection::kLayouts)) s.layouts();
   if (wanted(o, BenchSection::kDecode)) s.decode();
   if (wanted(o, BenchSection::kData)) s.data();
   s.finish();
