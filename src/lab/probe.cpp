@@ -286,6 +286,20 @@ std::string probe_markdown(const ProbeReport& r) {
   return trim_rows(md);
 }
 
+int64_t effective_multiplier(const std::vector<double>& means, const std::vector<int64_t>& mult,
+                             bool higher) {
+  if (means.empty() || mult.empty() || !std::isfinite(means[0])) return 0;
+  if (higher && means[0] < 0.1) return 0;
+  int64_t best = 0;
+  for (size_t k = 0; k < means.size() && k < mult.size(); ++k) {
+    const double v = means[k];
+    const bool kept = std::isfinite(v) && (higher ? v >= 0.85 * means[0] : means[0] >= 0.85 * v);
+    if (!kept) break;
+    best = mult[k];
+  }
+  return best;
+}
+
 std::string card_markdown(const std::vector<CardEntry>& entries, const std::string& baseline) {
   std::vector<std::string> tasks, variants;
   for (const auto& e : entries) {
@@ -302,7 +316,8 @@ std::string card_markdown(const std::vector<CardEntry>& entries, const std::stri
       "perplexity at 1x-8x the training length (lower is better). `*`: differs from " +
       base +
       " with p < 0.05 in a paired t-test over seeds. n/a: a size the model cannot read (beyond a "
-      "learned position table).\n";
+      "learned position table). effective: the longest multiplier up to which the mean stays at "
+      "least 85% of its 1x score (NoLiMa's effective length; -: nothing learned at 1x).\n";
   for (const auto& t : tasks) {
     // (variant, multiplier) -> seed -> value
     std::map<std::string, std::vector<std::map<int64_t, double>>> vals;
@@ -325,20 +340,23 @@ std::string card_markdown(const std::vector<CardEntry>& entries, const std::stri
       md += fmt::format("{}x ({}) | ", any->multipliers[k], any->sizes[k]);
       sep += "--:|";
     }
-    md += "\n" + sep + "\n";
+    md += "effective |\n" + sep + "--:|\n";
     for (const auto& v : variants) {
       auto it = vals.find(v);
       if (it == vals.end()) continue;
       md += "| " + v + " | ";
+      std::vector<double> means;
       for (size_t k = 0; k < it->second.size(); ++k) {
         const auto& by_seed = it->second[k];
         std::vector<double> x;
         for (const auto& [s, val] : by_seed) x.push_back(val);
         if (x.empty()) {
           md += "n/a | ";
+          means.push_back(NAN);
           continue;
         }
         auto s = stats::summarize(x);
+        means.push_back(s.mean);
         const bool pct = any->metric == "exact";
         const double f = pct ? 100 : 1;
         std::string c = x.size() > 1 ? fmt::format(pct ? "{:.1f} ± {:.1f}" : "{:.2f} ± {:.2f}",
@@ -357,7 +375,8 @@ std::string card_markdown(const std::vector<CardEntry>& entries, const std::stri
         }
         md += c + " | ";
       }
-      md += "\n";
+      const int64_t eff = effective_multiplier(means, any->multipliers, any->higher);
+      md += (eff > 0 ? std::to_string(eff) + "x" : std::string("-")) + " |\n";
     }
   }
   return trim_rows(md);

@@ -51,8 +51,15 @@ struct CardEntry {
   int64_t seed = 0;  // pairs entries of different variants in the paired test
   ProbeReport report;
 };
+// NoLiMa's effective length (Modarressi et al. 2025) on the multipliers: the longest multiplier
+// up to which every score stays at least 85% of the 1x score (exact match: score >= 0.85 x 1x;
+// perplexity, lower is better: 1x / score >= 0.85). 0 when the 1x score is missing or, for exact
+// match, below 10% (nothing learned to keep).
+int64_t effective_multiplier(const std::vector<double>& means, const std::vector<int64_t>& mult,
+                             bool higher);
 // One table per task, a row per variant: mean +- std over seeds at each multiplier, `*` where a
-// paired t-test over seeds against `baseline` (a variant; empty = the first) gives p < 0.05.
+// paired t-test over seeds against `baseline` (a variant; empty = the first) gives p < 0.05,
+// and the effective length of the means.
 std::string card_markdown(const std::vector<CardEntry>& entries, const std::string& baseline);
 // Writes card.json (and card.png) into out_dir; returns the Markdown (with the plot's link).
 std::string write_card(const std::vector<CardEntry>& entries, const std::string& baseline,

@@ -84,12 +84,26 @@ TEST(ProbeCard, MeanStdAndPairedTestPerCell) {
   auto md = lab::card_markdown(e, "sinusoidal");
   EXPECT_NE(md.find("### synthetic-copy (exact match, trained up to 8 symbols)"), std::string::npos)
       << md;
-  EXPECT_NE(md.find("| variant | 1x (8) | 2x (16) |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| sinusoidal | 20.0 ± 10.0 | 0.0 ± 0.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| variant | 1x (8) | 2x (16) | effective |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| sinusoidal | 20.0 ± 10.0 | 0.0 ± 0.0 | 1x |"), std::string::npos) << md;
   // sd of 50, 61, 69 = sqrt((100 + 1 + 81) / 2) = 9.54
-  EXPECT_NE(md.find("| rope | 60.0 ± 9.5 * | 0.0 ± 0.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rope | 60.0 ± 9.5 * | 0.0 ± 0.0 | 1x |"), std::string::npos) << md;
   // One seed: no interval, the count in brackets, and n/a beyond its table.
-  EXPECT_NE(md.find("| learned | 40.0 (1) | n/a |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| learned | 40.0 (1) | n/a | 1x |"), std::string::npos) << md;
+}
+
+TEST(ProbeCard, EffectiveLengthIsNoLiMas) {
+  const std::vector<int64_t> m{1, 2, 4, 8};
+  // Exact match: 85% of the 1x score, and every multiplier up to it.
+  EXPECT_EQ(lab::effective_multiplier({0.9, 0.8, 0.77, 0.2}, m, true), 4);  // 0.765 is the bar
+  EXPECT_EQ(lab::effective_multiplier({0.9, 0.7, 0.8, 0.8}, m, true), 1);   // a dip ends it
+  EXPECT_EQ(lab::effective_multiplier({0.9, 0.9, 0.9, 0.9}, m, true), 8);
+  EXPECT_EQ(lab::effective_multiplier({0.05, 0.05, 0.05, 0.05}, m, true), 0);  // not learned
+  EXPECT_EQ(lab::effective_multiplier({NAN, 0.5, 0.5, 0.5}, m, true), 0);
+  EXPECT_EQ(lab::effective_multiplier({0.9, 0.9, NAN, 0.9}, m, true), 2);  // n/a ends it
+  // Perplexity, lower is better: 1x / score >= 0.85, i.e. score <= 1x / 0.85 (10 -> 11.76).
+  EXPECT_EQ(lab::effective_multiplier({10, 11, 11.7, 12}, m, false), 4);
+  EXPECT_EQ(lab::effective_multiplier({10, 9, 30, 9}, m, false), 2);
 }
 
 }  // namespace
