@@ -106,10 +106,27 @@ std::map<std::string, std::string> tokenizer_files(const config::Config& c, cons
 
 }  // namespace
 
+namespace {
+// What no exported class computes yet, whatever the architecture: a hybrid layout (windows,
+// chunks, per-layer positions) and the attention switches (issue 65 maps them onto Mistral's,
+// Qwen's and Gemma's keys).
+std::string layout_mismatch(const config::Config& c) {
+  const auto& m = c.model;
+  if (!m.layout.kinds.empty()) return "a hybrid layout (model.layout)";
+  if (m.attention.qk_norm) return "QK-norm (model.attention.qk_norm)";
+  if (m.attention.sinks) return "attention sinks (model.attention.sinks)";
+  if (m.attention.ssmax > 0) return "Scalable-Softmax (model.attention.ssmax)";
+  return "";
+}
+}  // namespace
+
 std::string export_hf(const std::string& run, const std::string& out, HfConfigForm form) {
   if (stdfs::exists(out)) throw UserError(out + ": already exists; choose another --out");
   auto rm = weights::load_run_model(run, /*best=*/true);
   const config::Config& c = rm.config;
+  if (auto why = layout_mismatch(c); !why.empty())
+    throw UserError(run + ": no Hugging Face class here computes this model: it has " + why +
+                    ", which the exported classes lack");
   // The class: the first family that computes exactly what the run's model computes.
   std::string why_bert = bert_mismatch(c), why_roformer = roformer_mismatch(c),
               why_llama = llama_mismatch(c);

@@ -44,4 +44,8 @@ expect_exit 2 "$ROPELAB" eval runs/swa --split valid --rope-scaling yarn:2@globa
 expect_in "layout kind 'global' has position none, not rope"
 expect_exit 0 "$ROPELAB" train tiny.yaml "${swa[@]}" train.max_steps=15
 expect_in "resuming"
+# No exported class computes a layout (nor sinks, QK-norm, SSMax): export refuses, one line.
+expect_exit 2 "$ROPELAB" export runs/swa --format hf --out "$WORK/hf-swa"
+expect_in "it has a hybrid layout (model.layout)"
+[[ ! -e "$WORK/hf-swa" ]] || fail "a refused export left $WORK/hf-swa"
 echo "layouts: OK"
