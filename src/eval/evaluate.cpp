@@ -110,9 +110,8 @@ std::vector<std::string> rope_scaling_overrides(const std::string& spec,
 
 bool has_rope(const config::ModelConfig& m) {
   if (m.layout.kinds.empty()) return rotates(m.position);
-  for (const auto& [name, k] : m.layout.kinds)
-    if (rotates(k.position)) return true;
-  return false;
+  return std::any_of(m.layout.kinds.begin(), m.layout.kinds.end(),
+                     [](const auto& kind) { return rotates(kind.second.position); });
 }
 
 std::string rope_scaling_tag(const std::string& spec) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "config/schema.h"
+
 namespace ropelab::eval {
 
 // `ropelab eval`: the task's metrics of a trained run on a split, and optionally at other

@@ -4,13 +4,7 @@
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 
-python3 - <<'PY' >train.txt
-import random
-random.seed(2)
-words = "in the beginning god created heaven and earth light darkness water day night".split()
-for i in range(600):
-    print(" ".join(random.choice(words) for _ in range(random.randint(5, 20))) + ".")
-PY
+word_corpus 2 600 >train.txt
 head -n 100 train.txt >valid.txt
 cat >tiny.yaml <<YAML
 run: {name: plain, out_dir: $WORK/runs, seed: 5, threads: 2}

@@ -99,3 +99,14 @@ print(f"  metrics.jsonl: {len(ja)} rows equal")
 print(f"  {len(wa)} tensors bit-identical")
 PY
 }
+
+# word_corpus SEED LINES: LINES sentences of 5-20 words from a small Genesis vocabulary.
+word_corpus() {
+  python3 - "$1" "$2" <<'PY'
+import random, sys
+random.seed(int(sys.argv[1]))
+words = "in the beginning god created heaven and earth light darkness water day night".split()
+for i in range(int(sys.argv[2])):
+    print(" ".join(random.choice(words) for _ in range(random.randint(5, 20))) + ".")
+PY
+}

@@ -3,13 +3,7 @@
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 
-python3 - <<'PY' >train.txt
-import random
-random.seed(1)
-words = "in the beginning god created heaven and earth light darkness water day night".split()
-for i in range(600):
-    print(" ".join(random.choice(words) for _ in range(random.randint(5, 20))) + ".")
-PY
+word_corpus 1 600 >train.txt
 head -n 100 train.txt >valid.txt
 cat >tiny.yaml <<YAML
 run: {name: tiny-rope, out_dir: $WORK/runs, seed: 3, threads: 2}
