@@ -59,7 +59,7 @@ struct Opts {
   bool seed_given = false;
   // bench
   lab::BenchOptions bench;
-  std::string point, sections, bench_lengths, decode_lengths, long_lengths;
+  std::string point, sections, bench_lengths, decode_lengths, long_lengths, layout_lengths;
   std::vector<std::string> bench_models{"lm", "mlm", "translation"};
   std::vector<std::string> bench_precisions{"fp32", "bf16"};
   int64_t length = 0;

@@ -80,6 +80,8 @@ int cmd_bench() {
   if (!g.decode_lengths.empty())
     o.decode_lengths = parse_lengths(g.decode_lengths, "--decode-lengths");
   if (!g.long_lengths.empty()) o.long_lengths = parse_lengths(g.long_lengths, "--long-lengths");
+  if (!g.layout_lengths.empty())
+    o.layout_lengths = parse_lengths(g.layout_lengths, "--layout-lengths");
   lab::run_bench(o);
   return 0;
 }
@@ -181,6 +183,12 @@ void register_speed(CLI::App& app) {
             ->check(CLI::Range(1, 1000));
         sub.add_option("--long-window", g.bench.long_window,
                        "long section: the sliding window of the kernel comparison")
+            ->capture_default_str()
+            ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+        sub.add_option("--layout-lengths", g.layout_lengths,
+                       "layouts section: sequence lengths (default 512,1024,2048,4096,8192)");
+        sub.add_option("--layout-window", g.bench.layout_window,
+                       "layouts section: the local layers' sliding window")
             ->capture_default_str()
             ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
         sub.add_option("--decode-lengths", g.decode_lengths,
