@@ -245,6 +245,56 @@ TEST(Gpu, LongSequencesWithAScoreBiasRunTiledAndMatchTheCpuReference) {
   EXPECT_TRUE(close(bf.cpu().to(torch::kFloat32), want, 3e-2, 3e-2));
 }
 
+// Hybrid layouts on the device (windows and chunks as SDPA's additive mask, sinks through the
+// unfused form or, from kTiledFrom tokens, the tiled kernel; QK-norm, SSMax, the temperature,
+// packed documents): outputs and gradients equal the CPU's.
+TEST(Gpu, HybridLayoutsSinksAndPackingMatchTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  auto c = gpu_model("decoder", "rope", "softmax");
+  c.n_layers = 3;
+  c.layout.pattern = {"local", "chunked", "global"};
+  auto kind = [](const char* pos) {
+    config::LayerKindConfig k;
+    k.position = test::position(pos);
+    return k;
+  };
+  c.layout.kinds["local"] = kind("alibi");
+  c.layout.kinds["local"].window = config::Maybe<int64_t>::of(5);
+  c.layout.kinds["chunked"] = kind("rope");
+  c.layout.kinds["chunked"].chunk = config::Maybe<int64_t>::of(8);
+  c.layout.kinds["global"] = kind("none");
+  c.layout.kinds["global"].temperature.scale = 0.5;
+  c.layout.kinds["global"].temperature.floor = 4;
+  c.attention.qk_norm = c.attention.sinks = true;
+  c.attention.ssmax = 0.7;
+  for (int64_t T : {int64_t{24}, model::kTiledFrom + 40}) {
+    Pair m(c, 40, 9);
+    for (auto* t : {&m.cpu, &m.gpu}) {
+      torch::NoGradGuard ng;
+      for (auto& p : (*t)->named_parameters())
+        if (p.key().find("sinks") != std::string::npos)
+          p.value().copy_(torch::linspace(-1, 1, p.value().numel()));
+    }
+    auto tokens = torch::randint(0, 40, {2, T});
+    auto docs = (torch::arange(T) >= T / 3).to(torch::kInt64).expand({2, T}).contiguous();
+    auto run = [&](Transformer& t, torch::Device dev) {
+      auto out = t->decode(tokens.to(dev), {}, {}, nullptr, docs.to(dev));
+      auto w = torch::linspace(-1, 1, out.numel()).view(out.sizes()).to(dev);
+      (out * w).sum().backward();
+      return out;
+    };
+    auto want = run(m.cpu, torch::kCPU);
+    auto got = run(m.gpu, kGpu).cpu();
+    EXPECT_TRUE(close(got, want, 1e-4, 1e-5)) << T << ": outputs";
+    auto gc = m.cpu->named_parameters();
+    for (const auto& p : m.gpu->named_parameters()) {
+      if (!p.value().grad().defined()) continue;
+      EXPECT_TRUE(close(p.value().grad().cpu(), gc[p.key()].grad(), 1e-3, 1e-5))
+          << T << ": gradient of " << p.key();
+    }
+  }
+}
+
 TEST(Gpu, FusedAdamWEqualsLibtorchsAdamW) {
   SKIP_WITHOUT_GPU();
   if (!compat::has_fused_adamw())
