@@ -177,14 +177,16 @@ Mapped map_llama(Source& s) {
     if (!s.config().contains("sliding_window"))
       throw UserError(s.config_path() +
                       ": sliding_window: absent, which transformers reads as Mistral's default of "
-                      "4096; ropelab has no sliding-window attention (a checkpoint without one "
-                      "says null)");
+                      "4096; the import does not map a sliding window onto model.layout yet (a "
+                      "checkpoint without one says null)");
     if (s.use("sliding_window") != nullptr)
-      s.unsupported("sliding_window", "ropelab has no sliding-window attention");
+      s.unsupported("sliding_window",
+                    "the import does not map a sliding window onto model.layout yet");
   }
   if (arch == "Qwen2ForCausalLM") {
     if (s.get_bool("use_sliding_window", false))
-      s.unsupported("use_sliding_window", "ropelab has no sliding-window attention");
+      s.unsupported("use_sliding_window",
+                    "the import does not map a sliding window onto model.layout yet");
     s.use("sliding_window");  // without use_sliding_window, unread
     s.use("max_window_layers");
   }
@@ -194,9 +196,10 @@ Mapped map_llama(Source& s) {
       s.unsupported("layer_types", "expected one entry per layer (num_hidden_layers)");
     for (const auto& t : *types)
       if (t != "full_attention")
-        s.unsupported("layer_types",
-                      "ropelab has no sliding-window attention (every layer must "
-                      "be full_attention)");
+        s.unsupported(
+            "layer_types",
+            "the import does not map a sliding window onto model.layout yet (every layer must "
+            "be full_attention)");
   }
   if (s.get_int("pretraining_tp", 1) < 1) s.unsupported("pretraining_tp", "must be at least 1");
   // Biases: Llama's attention_bias (q, k, v and o) and mlp_bias; Qwen2 always has q, k, v.
