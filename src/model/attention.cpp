@@ -289,27 +289,23 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
   // mask), unless the run must be bit-reproducible (run.deterministic).
   // The scale is 1/sqrt(head dim): the values' width (PoPE's q and k are twice as wide).
   int64_t T = q.size(2), S = k.size(2), H = v.size(3);
+  // Where the tiled kernel computes the same function: a long sequence, no stored score bias
+  // (CoPE, PaTH), no dropout on the probabilities, keys numbered from 0 (a cache that dropped its
+  // oldest keys runs the quadratic form, which its decoding steps of a few queries do anyway).
+  const bool tileable = score_bias.tileable() && !(dropout > 0 && training) && T >= kTiledFrom &&
+                        S >= kTiledFrom && q.size(-1) == H && mask.k_offset == 0;
   // (The fused kernels take no sink column: sinks run the tiled or the unfused form.)
   if (q.is_cuda() && compat::has_sdpa() && !device::deterministic() && !sink_N.defined()) {
     // The fused kernels take a score bias only as a stored T x S mask: a long sequence with a
     // tileable bias (T5, ALiBi, Kerple, FIRE, FoX) takes the tiled kernel instead.
-    const bool tile = score_bias.defined() && score_bias.tileable() && !(dropout > 0 && training) &&
-                      T >= kTiledFrom && S >= kTiledFrom && q.size(-1) == H && mask.k_offset == 0;
-    if (!tile) return fused_attention(q, k, v, score_bias, mask, q_offset, dropout, training);
+    if (!(score_bias.defined() && tileable))
+      return fused_attention(q, k, v, score_bias, mask, q_offset, dropout, training);
     return tiled_attention(q, k, v, tile_mask_of(mask, q_offset), score_bias);
   }
-  const bool cuda_tiles = q.is_cuda() && sink_N.defined() && score_bias.tileable() &&
-                          !(dropout > 0 && training) && T >= kTiledFrom && S >= kTiledFrom;
-  // (The tiled kernel numbers keys from 0: a cache that dropped its oldest keys runs the
-  // quadratic form, which its decoding steps of a few queries do anyway.)
-  // Long sequences on the CPU: the tiled kernel (O(T) memory, causal tiles skipped, each tile's
-  // score bias computed on the fly), where it computes the same function: no stored score bias
-  // (CoPE, PaTH) and no dropout on the probabilities.
-  if ((cuda_tiles ||
-       uses_tiled_attention(q.device(), !score_bias.tileable(), dropout > 0 && training, T, S)) &&
-      q.size(-1) == H && mask.k_offset == 0) {
+  // Long sequences on the CPU (and with sinks on a GPU): the tiled kernel (O(T) memory, causal
+  // and out-of-window tiles skipped, each tile's score bias computed on the fly).
+  if (tileable && (q.device().is_cpu() || sink_N.defined()))
     return tiled_attention(q, k, v, tile_mask_of(mask, q_offset), score_bias, {}, sink_N);
-  }
   const torch::Tensor bias = score_bias.defined() ? score_bias.whole() : torch::Tensor();
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,
   // adds the position bias and the mask and normalises in float32 in one pass (masked_softmax).

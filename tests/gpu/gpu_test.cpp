@@ -107,6 +107,21 @@ struct Pair {
   }
 };
 
+// The outputs (computed and backpropagated by each side's `run`) and every parameter's gradient
+// of the pair's GPU copy equal its CPU model's.
+template <class Run>
+void expect_same_outputs_and_gradients(Pair& m, const Run& run, const std::string& what) {
+  auto want = run(m.cpu, torch::Device(torch::kCPU));
+  auto got = run(m.gpu, kGpu).cpu();
+  EXPECT_TRUE(close(got, want, 1e-4, 1e-5)) << what << ": outputs";
+  auto gc = m.cpu->named_parameters();
+  for (const auto& p : m.gpu->named_parameters()) {
+    if (!p.value().grad().defined()) continue;
+    EXPECT_TRUE(close(p.value().grad().cpu(), gc[p.key()].grad(), 1e-3, 1e-5))
+        << what << ": gradient of " << p.key();
+  }
+}
+
 // Logits and every parameter's gradient of a model on CUDA equal the CPU's (fp32; TF32 is off
 // in libtorch's matmuls by default).
 void expect_same_on_both(const std::string& arch, const std::string& pos,
@@ -131,15 +146,7 @@ void expect_same_on_both(const std::string& arch, const std::string& pos,
     (out * w).sum().backward();
     return out;
   };
-  auto want = run(m.cpu, torch::kCPU);
-  auto got = run(m.gpu, kGpu).cpu();
-  EXPECT_TRUE(close(got, want, 1e-4, 1e-5)) << what << ": outputs";
-  auto gc = m.cpu->named_parameters();
-  for (const auto& p : m.gpu->named_parameters()) {
-    if (!p.value().grad().defined()) continue;
-    EXPECT_TRUE(close(p.value().grad().cpu(), gc[p.key()].grad(), 1e-3, 1e-5))
-        << what << ": gradient of " << p.key();
-  }
+  expect_same_outputs_and_gradients(m, run, what);
 }
 
 TEST(Gpu, InfoNamesTheDeviceVersionsAndAMeasuredBf16Peak) {
@@ -283,15 +290,7 @@ TEST(Gpu, HybridLayoutsSinksAndPackingMatchTheCpuReference) {
       (out * w).sum().backward();
       return out;
     };
-    auto want = run(m.cpu, torch::kCPU);
-    auto got = run(m.gpu, kGpu).cpu();
-    EXPECT_TRUE(close(got, want, 1e-4, 1e-5)) << T << ": outputs";
-    auto gc = m.cpu->named_parameters();
-    for (const auto& p : m.gpu->named_parameters()) {
-      if (!p.value().grad().defined()) continue;
-      EXPECT_TRUE(close(p.value().grad().cpu(), gc[p.key()].grad(), 1e-3, 1e-5))
-          << T << ": gradient of " << p.key();
-    }
+    expect_same_outputs_and_gradients(m, run, "layouts at " + std::to_string(T));
   }
 }
 
