@@ -325,6 +325,7 @@ def main():
 
     llama_fixtures(out, g)
     v5_fixtures(out, g)
+    swa_fixtures(out)
 
     if "--check-with-transformers" in sys.argv:
         check_with_transformers(out)
@@ -385,10 +386,18 @@ def llama_config(**kw):
     return c
 
 
-def init_llama(cfg, g, qkv_bias=False):
+def head_dim(cfg):
+    """config.json's head_dim, else the class's default (Qwen3: 128; else hidden / heads)."""
+    if cfg.get("head_dim") is not None:
+        return cfg["head_dim"]
+    qwen3 = cfg["architectures"][0] == "Qwen3ForCausalLM"
+    return 128 if qwen3 else cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def init_llama(cfg, g, qkv_bias=False, qk_norm=False):
     D, F, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     N, Nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    H = D // N
+    H = head_dim(cfg)
 
     def rnd(*shape, std):
         return (torch.randn(*shape, generator=g) * std).float()
@@ -396,15 +405,25 @@ def init_llama(cfg, g, qkv_bias=False):
     sd = {"model.embed_tokens.weight": rnd(V, D, std=0.5)}
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        for n, rows in (("q", D), ("k", Nkv * H), ("v", Nkv * H), ("o", D)):
+        for n, rows in (("q", N * H), ("k", Nkv * H), ("v", Nkv * H)):
             sd[p + f"self_attn.{n}_proj.weight"] = rnd(rows, D, std=1 / math.sqrt(D))
-            if qkv_bias and n != "o":
+            if qkv_bias:
                 sd[p + f"self_attn.{n}_proj.bias"] = rnd(rows, std=0.1)
+        sd[p + "self_attn.o_proj.weight"] = rnd(D, N * H, std=1 / math.sqrt(N * H))
+        if qk_norm == "projection":  # OLMo 2: one gain per channel of the whole projection
+            sd[p + "self_attn.q_norm.weight"] = 1 + rnd(N * H, std=0.3)
+            sd[p + "self_attn.k_norm.weight"] = 1 + rnd(Nkv * H, std=0.3)
+        elif qk_norm:  # Qwen3: one RMSNorm gain over the head's channels, shared by the heads
+            sd[p + "self_attn.q_norm.weight"] = 1 + rnd(H, std=0.3)
+            sd[p + "self_attn.k_norm.weight"] = 1 + rnd(H, std=0.3)
         sd[p + "mlp.gate_proj.weight"] = rnd(F, D, std=1 / math.sqrt(D))
         sd[p + "mlp.up_proj.weight"] = rnd(F, D, std=1 / math.sqrt(D))
         sd[p + "mlp.down_proj.weight"] = rnd(D, F, std=1 / math.sqrt(F))
-        sd[p + "input_layernorm.weight"] = 1 + rnd(D, std=0.1)
-        sd[p + "post_attention_layernorm.weight"] = 1 + rnd(D, std=0.1)
+        olmo2 = cfg["architectures"][0] == "Olmo2ForCausalLM"  # norms after the sublayers
+        sd[p + ("post_attention_layernorm" if olmo2 else "input_layernorm") + ".weight"] = \
+            1 + rnd(D, std=0.1)
+        sd[p + ("post_feedforward_layernorm" if olmo2 else "post_attention_layernorm") +
+           ".weight"] = 1 + rnd(D, std=0.1)
     sd["model.norm.weight"] = 1 + rnd(D, std=0.1)
     if not cfg["tie_word_embeddings"]:
         sd["lm_head.weight"] = rnd(V, D, std=1 / math.sqrt(D))
@@ -416,18 +435,19 @@ def rope_of(cfg):
     rope_scaling, or 5's rope_parameters (base and scaling in one object; nested per layer type,
     keyed like layer_types, where the model has several attention kinds: here all alike)."""
     rp = cfg.get("rope_parameters")
+    default = 2000000.0 if cfg["architectures"][0] == "SmolLM3ForCausalLM" else 10000.0
     if rp is None:
-        return cfg["rope_theta"], cfg.get("rope_scaling") or {"rope_type": "default"}
+        return cfg.get("rope_theta", default), cfg.get("rope_scaling") or {"rope_type": "default"}
     if set(rp) <= set(cfg.get("layer_types") or []):
         rp = rp[cfg["layer_types"][0]]
     rs = {k: v for k, v in rp.items() if k != "rope_theta"}
     rs.setdefault("rope_type", "default")
-    return rp.get("rope_theta", 10000.0), rs
+    return rp.get("rope_theta", default), rs
 
 
 def llama_inv_freq(cfg, T):
     """inv_freq [H/2] and the attention factor for a forward pass over T tokens (float64)."""
-    H = cfg["hidden_size"] // cfg["num_attention_heads"]
+    H = head_dim(cfg)
     base, rs = rope_of(cfg)
     inv = base ** (-torch.arange(0, H, 2, dtype=torch.float64) / H)
     kind = rs["rope_type"]
@@ -480,16 +500,55 @@ def rotate_half(x):
     return torch.cat([-x[..., h:], x[..., :h]], -1)
 
 
+def layer_windows(cfg):
+    """Each layer's sliding window (None: full attention), as the classes read config.json:
+    Mistral slides every layer when sliding_window is set (default 4096) and ignores
+    layer_types; Qwen2 and Qwen3 slide only with use_sliding_window, the layers layer_types names, else
+    those from max_window_layers (default 28) on; Llama never."""
+    L, arch = cfg["num_hidden_layers"], cfg["architectures"][0]
+    if arch == "MistralForCausalLM":
+        return [cfg.get("sliding_window", 4096)] * L
+    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM"):
+        w = cfg.get("sliding_window") if cfg.get("use_sliding_window", False) else None
+        if arch == "SmolLM3ForCausalLM":  # SmolLM3's window falls on its NoPE layers
+            slides = [not r for r in layer_rope(cfg)]
+        else:
+            slides = [i >= cfg.get("max_window_layers", 28) for i in range(L)]
+        types = cfg.get("layer_types") or [
+            "sliding_attention" if w is not None and slides[i] else "full_attention"
+            for i in range(L)]
+        return [w if t == "sliding_attention" else None for t in types]
+    return [None] * L
+
+
+def layer_rope(cfg):
+    """Whether each layer rotates: SmolLM3's no_rope_layers (1 RoPE, 0 NoPE), else a NoPE layer
+    every no_rope_layer_interval (default 4); every layer in the other classes."""
+    L = cfg["num_hidden_layers"]
+    if cfg["architectures"][0] != "SmolLM3ForCausalLM":
+        return [True] * L
+    if cfg.get("no_rope_layers") is not None:
+        return [bool(v) for v in cfg["no_rope_layers"][:L]]
+    every = cfg.get("no_rope_layer_interval", 4)
+    return [(i + 1) % every != 0 for i in range(L)]
+
+
 def llama_logits(sd, cfg, ids):
     sd = {k: v.double() for k, v in sd.items()}
     B, T = ids.shape
     D, N, Nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    H, eps = D // N, cfg["rms_norm_eps"]
+    olmo2 = cfg["architectures"][0] == "Olmo2ForCausalLM"
+    H, eps = head_dim(cfg), cfg.get("rms_norm_eps", 1e-5 if olmo2 else 1e-6)
     inv, att = llama_inv_freq(cfg, T)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
     ang = torch.cat([ang, ang], -1)
     cos, sin = ang.cos() * att, ang.sin() * att
     causal = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    # A sliding layer's query q sees the keys k with q - window < k <= q.
+    offset = torch.arange(T)[:, None] - torch.arange(T)[None, :]
+    masks = [causal if w is None else causal.masked_fill(offset >= w, float("-inf"))
+             for w in layer_windows(cfg)]
+    rotates = layer_rope(cfg)
 
     def lin(x, name):
         y = x @ sd[name + ".weight"].t()
@@ -498,18 +557,33 @@ def llama_logits(sd, cfg, ids):
     x = sd["model.embed_tokens.weight"][ids]
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        h = rms_norm(x, sd[p + "input_layernorm.weight"], eps)
-        q = lin(h, p + "self_attn.q_proj").view(B, T, N, H).transpose(1, 2)
-        k = lin(h, p + "self_attn.k_proj").view(B, T, Nkv, H).transpose(1, 2)
+        # OLMo 2 normalises each sublayer's output, the others its input.
+        h = x if olmo2 else rms_norm(x, sd[p + "input_layernorm.weight"], eps)
+        q, k = lin(h, p + "self_attn.q_proj"), lin(h, p + "self_attn.k_proj")
+        if olmo2:  # QK-norm over the whole projections, before the split into heads
+            q = rms_norm(q, sd[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, sd[p + "self_attn.k_norm.weight"], eps)
+        q = q.view(B, T, N, H).transpose(1, 2)
+        k = k.view(B, T, Nkv, H).transpose(1, 2)
         v = lin(h, p + "self_attn.v_proj").view(B, T, Nkv, H).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if not olmo2 and p + "self_attn.q_norm.weight" in sd:  # QK-norm per head (Qwen3)
+            q = rms_norm(q, sd[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, sd[p + "self_attn.k_norm.weight"], eps)
+        if rotates[i]:
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(N // Nkv, 1), v.repeat_interleave(N // Nkv, 1)
-        a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(H) + causal, -1) @ v
-        x = x + lin(a.transpose(1, 2).reshape(B, T, D), p + "self_attn.o_proj")
-        h = rms_norm(x, sd[p + "post_attention_layernorm.weight"], eps)
+        a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(H) + masks[i], -1) @ v
+        a = lin(a.transpose(1, 2).reshape(B, T, N * H), p + "self_attn.o_proj")
+        if olmo2:
+            x = x + rms_norm(a, sd[p + "post_attention_layernorm.weight"], eps)
+            h = x
+        else:
+            x = x + a
+            h = rms_norm(x, sd[p + "post_attention_layernorm.weight"], eps)
         gate = lin(h, p + "mlp.gate_proj")
-        x = x + lin(gate * torch.sigmoid(gate) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+        f = lin(gate * torch.sigmoid(gate) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+        x = x + (rms_norm(f, sd[p + "post_feedforward_layernorm.weight"], eps) if olmo2 else f)
     x = rms_norm(x, sd["model.norm.weight"], eps)
     w = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])
     return x @ w.t()
@@ -709,6 +783,123 @@ def v5_fixtures(out, g):
               ("attention_mask", "I64", mask), ("logits", "F32", logits.float())])
 
 
+# ---- sliding windows (Mistral; Qwen2 with use_sliding_window), windows shorter than the inputs:
+#   mistral-swa      every layer slides (window 5)
+#   qwen2-swa        max_window_layers 1: layer 0 full, layer 1 slides (window 6)
+#   mistral-v5-swa   transformers 5's layout, window 5
+#   qwen2-v5-swa     layer_types [sliding, full] (window 7): layer_types over max_window_layers
+
+SWA_FIXTURES = ("mistral-swa", "qwen2-swa", "qwen3", "llama-head-dim", "qwen3-bpe", "smollm3",
+                "olmo2")
+SWA_V5_FIXTURES = ("mistral-v5-swa", "qwen2-v5-swa", "qwen3-v5-swa", "smollm3-v5",
+                   "smollm3-v5-swa", "olmo2-v5")
+
+
+def swa_fixtures(out):
+    g = torch.Generator().manual_seed(20261129)
+    V = LLAMA_VOCAB
+    ids = (("", torch.randint(3, V, (2, 40), generator=g)),
+           ("_short", torch.randint(3, V, (2, 12), generator=g)))
+    cfg = llama_config(architectures=["MistralForCausalLM"], model_type="mistral",
+                       sliding_window=5)
+    del cfg["attention_bias"], cfg["mlp_bias"]
+    save_decoder(out, "mistral-swa", cfg, init_llama(cfg, g), ids)
+    cfg = llama_config(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                       use_sliding_window=True, sliding_window=6, max_window_layers=1)
+    del cfg["attention_bias"], cfg["mlp_bias"]
+    save_decoder(out, "qwen2-swa", cfg, init_llama(cfg, g, qkv_bias=True), ids)
+    cfg = v5_config("mistral", "default")
+    cfg["sliding_window"] = 5
+    save_decoder(out, "mistral-v5-swa", cfg, init_llama(cfg, g), ids)
+    cfg = v5_config("qwen2", "default")
+    cfg.update(use_sliding_window=True, sliding_window=7,
+               layer_types=["sliding_attention", "full_attention"])
+    save_decoder(out, "qwen2-v5-swa", cfg, init_llama(cfg, g, qkv_bias=True), ids)
+    qwen3_fixtures(out, g, ids)
+    smollm3_fixtures(out, g, ids)
+    olmo2_fixtures(out, g, ids)
+
+
+# ---- OLMo 2 (arXiv:2501.00656): QK-norm over the whole q and k projections (one gain per
+# channel), each sublayer's output normalised before the residual add (post_attention_layernorm,
+# post_feedforward_layernorm), no input norms; rms_norm_eps 1e-5 by default.
+#   olmo2      transformers 4's layout, eps 1e-6 given, base 500000, grouped-query
+#   olmo2-v5   transformers 5's, no rms_norm_eps (its default), tied
+
+def olmo2_fixtures(out, g, ids):
+    cfg = llama_config(architectures=["Olmo2ForCausalLM"], model_type="olmo2",
+                       rope_theta=500000.0, pad_token_id=1)
+    del cfg["mlp_bias"], cfg["pretraining_tp"]
+    save_decoder(out, "olmo2", cfg, init_llama(cfg, g, qk_norm="projection"), ids)
+    cfg = llama_config(architectures=["Olmo2ForCausalLM"], model_type="olmo2",
+                       transformers_version="5.0.0", dtype="float32", tie_word_embeddings=True,
+                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    del cfg["mlp_bias"], cfg["pretraining_tp"], cfg["rope_theta"], cfg["rope_scaling"]
+    del cfg["torch_dtype"], cfg["rms_norm_eps"]
+    save_decoder(out, "olmo2-v5", cfg, init_llama(cfg, g, qk_norm="projection"), ids)
+
+
+# ---- SmolLM3: Llama's layers, some without RoPE (NoPE), tied, base 2e6 by default
+#   smollm3          transformers 4's layout, no_rope_layers [1, 0] (the second layer is NoPE)
+#   smollm3-v5       transformers 5's, no_rope_layer_interval 2 (the same layers), no base given
+#   smollm3-v5-swa   and use_sliding_window with window 5: the NoPE layer slides
+
+def smollm3_fixtures(out, g, ids):
+    base = dict(architectures=["SmolLM3ForCausalLM"], model_type="smollm3",
+                tie_word_embeddings=True, use_sliding_window=False, sliding_window=None,
+                no_rope_layer_interval=4)
+    cfg = llama_config(no_rope_layers=[1, 0], rope_theta=2000000.0, **base)
+    del cfg["pretraining_tp"]
+    save_decoder(out, "smollm3", cfg, init_llama(cfg, g), ids)
+    for name, extra in (("smollm3-v5", {}),
+                        ("smollm3-v5-swa", {"use_sliding_window": True, "sliding_window": 5})):
+        cfg = llama_config(transformers_version="5.0.0", dtype="float32", **base)
+        del cfg["pretraining_tp"], cfg["rope_theta"], cfg["rope_scaling"], cfg["torch_dtype"]
+        cfg.update(no_rope_layer_interval=2, rope_parameters={"rope_type": "default"}, **extra)
+        save_decoder(out, name, cfg, init_llama(cfg, g), ids)
+
+
+# ---- Qwen3 (QK-norm: an RMSNorm over each head's q and k, one gain shared by the heads, before
+# the rotation) and explicit head widths: head_dim 16 with hidden 32 and 4 heads, so q has 64
+# channels and o_proj maps 64 back to 32.
+#   qwen3            transformers 4's layout (as Qwen3 was released), tied, base 1e6
+#   qwen3-v5-swa     transformers 5's, layer_types [full, sliding] (window 6)
+#   llama-head-dim   LlamaForCausalLM with head_dim 16
+#   qwen3-bpe        qwen3 with a byte-level BPE tokenizer.json (Qwen2's style)
+
+def qwen3_config(**kw):
+    c = llama_config(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=16,
+                     rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False,
+                     sliding_window=None, max_window_layers=2, bos_token_id=2, eos_token_id=2)
+    del c["mlp_bias"], c["pretraining_tp"]
+    c.update(kw)
+    return c
+
+
+def qwen3_fixtures(out, g, ids):
+    cfg = qwen3_config()
+    save_decoder(out, "qwen3", cfg, init_llama(cfg, g, qk_norm=True), ids)
+    cfg = qwen3_config(transformers_version="5.0.0", dtype="float32", use_sliding_window=True,
+                       sliding_window=6, layer_types=["full_attention", "sliding_attention"])
+    del cfg["rope_theta"], cfg["rope_scaling"], cfg["torch_dtype"]
+    cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": 1000000.0}
+    save_decoder(out, "qwen3-v5-swa", cfg, init_llama(cfg, g, qk_norm=True), ids)
+    cfg = llama_config(head_dim=16)
+    save_decoder(out, "llama-head-dim", cfg, init_llama(cfg, g), ids)
+    # With a byte-level BPE tokenizer.json in Qwen2's style (NFC, its pre-tokenizer pattern), so
+    # that the imported run can be fine-tuned on text (tests/e2e/hf_import.sh).
+    import bpe_reference as bpe
+    merges = bpe.train(bpe.TRAIN)
+    vocab, added = bpe.build(merges)
+    n = len(vocab) + len(added)
+    cfg = qwen3_config(vocab_size=n + 10, bos_token_id=added[0]["id"],
+                       eos_token_id=added[1]["id"])
+    save_llama_tok("qwen3-bpe", cfg, init_llama(cfg, g, qk_norm=True), g, out,
+                   lambda name, c, sd: save_decoder(out, name, c, sd, ids),
+                   {"tokenizer.json": json.dumps(bpe.tokenizer_json(vocab, merges, added,
+                                                                   "qwen2"))})
+
+
 SPM_TEXTS = ["In the beginning God created the heaven and the earth.",
              "Caf\u00e9 cr\u00e8me, 12345 and \u4e16\u754c \U0001F600!", "  spaces   and\ttabs ",
              "unseen characters: \u0416\u0417 \u05d0"]
@@ -807,7 +998,7 @@ def check_with_transformers(out, exports=None):
         older["llama-longrope"] = ("this transformers: long factors at every length",
                                    lambda c: c["rope_scaling"].update(
                                        short_factor=c["rope_scaling"]["long_factor"]))
-    for name in LLAMA_FIXTURES + (V5_FIXTURES if v5 else ()):
+    for name in LLAMA_FIXTURES + SWA_FIXTURES + (V5_FIXTURES + SWA_V5_FIXTURES if v5 else ()):
         d = os.path.join(out, name)
         model, _ = load(name)
         if model is None:

@@ -9,8 +9,8 @@
 # TRANSFORMERS_TREE and HUB_TREE hold src/transformers and src/huggingface_hub, e.g.
 # `git archive v4.47.1 src | tar -x -C DIR` of each repository. It runs:
 #   1. scripts/golden/hf_fixtures.py --check-with-transformers: every tests/data/hf checkpoint
-#      (BERT, RoFormer, Llama, Qwen2, Mistral, each rope_scaling type) loaded by transformers'
-#      model classes, its outputs against the reference (and the fixtures rebuilt identical);
+#      (BERT, RoFormer, Llama, Qwen2, Qwen3, Mistral, each rope_scaling type, sliding windows)
+#      loaded by transformers' model classes, its outputs against the reference (and the fixtures rebuilt identical);
 #   2. wordpiece_reference.py --check-with-transformers: the slow BertTokenizer;
 #   3. bpe_reference.py --check-with-transformers: the slow GPT2Tokenizer and Qwen2Tokenizer
 #      (Llama 3's byte-level BPE has no slow class: scripts/golden/tokenizers_check.js runs
@@ -40,9 +40,14 @@ make_exports() {  # make_exports DIR WORK: each fixture imported and exported in
     [[ $name == bert-cls ]] && data=(data.source=glue data.glue_task=MNLI data.train="$2/MNLI")
     [[ $name == roformer-cls ]] && data=(data.source=bible-sst2 data.prepared_dir="$2/prep")
     build/bin/ropelab import-hf "$d" --out "$2/runs/$name" "${data[@]}" >"$2/import.log" 2>&1 &&
-      build/bin/ropelab export "$2/runs/$name" --format hf --out "$1/v5/$name" >"$2/export.log" 2>&1 &&
-      build/bin/ropelab export "$2/runs/$name" --format hf --hf-v4 --out "$1/v4/$name" >>"$2/export.log" 2>&1 ||
+      build/bin/ropelab export "$2/runs/$name" --format hf --out "$1/v5/$name" >"$2/export.log" 2>&1 ||
       { echo "$name: import or export failed"; cat "$2/import.log" "$2/export.log"; return 1; }
+    # transformers 4's layout cannot say a global layer after a sliding one (max_window_layers):
+    # that export is refused, by design, and its check says "no export".
+    if ! build/bin/ropelab export "$2/runs/$name" --format hf --hf-v4 --out "$1/v4/$name" >>"$2/export.log" 2>&1; then
+      grep -q max_window_layers "$2/export.log" || { echo "$name: --hf-v4 export failed"; cat "$2/export.log"; return 1; }
+      echo "$name: no --hf-v4 export (its layout needs transformers 5's layer_types)"
+    fi
   done
 }
 if [[ ${1:-} == --make-exports ]]; then

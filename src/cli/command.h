@@ -29,6 +29,7 @@ struct Opts {
   std::string out;
   std::string split = "test";
   std::string lengths, rope_scaling;
+  std::string ids, logits;  // eval --ids, --logits
   std::string format = "h5";
   int64_t max_tokens = 65536;
   bool use_latest = false;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "eval/evaluate.h"
+#include "eval/ids.h"
 #include "lab/compare.h"
 #include "lab/probe.h"
 #include "util/error.h"
@@ -17,6 +18,17 @@ namespace ropelab::cli {
 namespace {
 
 int cmd_eval() {
+  if (!g.logits.empty() && g.ids.empty())
+    throw UserError("--logits writes the logits of the --ids sequences: give --ids FILE too");
+  if (!g.ids.empty()) {
+    if (!g.lengths.empty())
+      throw UserError(
+          "--ids evaluates the given sequences at their own lengths: leave out "
+          "--lengths");
+    std::cout << eval::format_ids(
+        eval::eval_ids(g.file, g.ids, g.logits, !g.use_latest, g.rope_scaling));
+    return 0;
+  }
   auto report = eval::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens,
                                    !g.use_latest, g.rope_scaling, !g.no_save);
   std::cout << eval::format_eval(report);
@@ -76,7 +88,9 @@ void register_evaluation(CLI::App& app) {
       "Evaluate a trained run: loss and perplexity on a split, and with --lengths the same model\n"
       "at other context lengths (length extrapolation; 'n/a' beyond a learned table). Writes\n"
       "RUN/eval-SPLIT.json, holding the run's lock; --no-save only prints, and works while the\n"
-      "run trains.",
+      "run trains. With --ids FILE (a decoder run): the next-token NLL of given token ids, per\n"
+      "sequence and overall, and with --logits OUT.h5 the logits: the way to compare ropelab\n"
+      "with transformers on exactly the same input (docs/huggingface.md).",
       [](CLI::App& sub) {
         sub.add_option("run", g.file, "run directory")->required();
         sub.add_option("--split", g.split,
@@ -95,6 +109,15 @@ void register_evaluation(CLI::App& app) {
                        "eval-SPLIT-rope-METHOD-FACTOR[-KIND].json");
         sub.add_flag("--no-save", g.no_save,
                      "print the report only: write nothing into the run (no lock needed)");
+        sub.add_option("--ids", g.ids,
+                       "token ids to evaluate instead of a split: JSON lines (a list of ids, or "
+                       "{\"input_ids\": [...]}, per line) or an HDF5 file with a dataset "
+                       "input_ids (1-D, or 2-D: one sequence per row); an imported run takes the "
+                       "checkpoint's ids. Prints the mean next-token NLL per sequence and overall; "
+                       "writes nothing into the run");
+        sub.add_option("--logits", g.logits,
+                       "with --ids: write the logits to this new HDF5 file (logits/I: [T, V] "
+                       "float32 in the checkpoint's vocabulary order, input_ids/I, nll)");
       },
       cmd_eval);
   add(

@@ -1224,7 +1224,7 @@ void check_packing(const Config& c, ProblemList& bad) {
 std::vector<Problem> validate(const Config& c) {
   ProblemList bad;
   const auto& m = c.model;
-  if (m.d_model % m.n_heads != 0) {
+  if (m.head_dim == 0 && m.d_model % m.n_heads != 0) {
     bad("model.n_heads", "n_heads (" + std::to_string(m.n_heads) + ") must divide d_model (" +
                              std::to_string(m.d_model) + ")");
     return bad.list;  // the head dimension is meaningless: checks below would only add noise
@@ -1241,7 +1241,7 @@ std::vector<Problem> validate(const Config& c) {
   if (m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads != 0)
     bad("model.n_kv_heads", "n_kv_heads (" + std::to_string(m.n_kv_heads) +
                                 ") must divide n_heads (" + std::to_string(m.n_heads) + ")");
-  int64_t head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
+  const int64_t head_dim = head_dim_of(m);
   check_positions(c, m.position, "model.position", head_dim, bad);
   check_packing(c, bad);
   for (const auto& [key, message] : layout_problems(m)) bad(key, message);

@@ -72,8 +72,8 @@ E enum_from(const std::string& name) {
 
 enum class Arch { kEncoder, kDecoder, kEncDec };
 ROPELAB_ENUM_NAMES(Arch, "encoder", "decoder", "encdec");
-enum class Norm { kAuto, kPost, kPre };
-ROPELAB_ENUM_NAMES(Norm, "auto", "post", "pre");
+enum class Norm { kAuto, kPost, kPre, kReordered };
+ROPELAB_ENUM_NAMES(Norm, "auto", "post", "pre", "reordered");
 enum class Activation { kGelu, kRelu, kSwiglu };
 ROPELAB_ENUM_NAMES(Activation, "gelu", "relu", "swiglu");
 enum class NormType { kLayerNorm, kRmsNorm };
@@ -88,6 +88,8 @@ enum class FeatureMap { kElu, kFavor };
 ROPELAB_ENUM_NAMES(FeatureMap, "elu", "favor");
 enum class RopeMode { kEq19, kBeforePhi };
 ROPELAB_ENUM_NAMES(RopeMode, "eq19", "before_phi");
+enum class QkNormOver { kHead, kProjection };
+ROPELAB_ENUM_NAMES(QkNormOver, "head", "projection");
 enum class RopePairing { kInterleaved, kHalf };
 ROPELAB_ENUM_NAMES(RopePairing, "interleaved", "half");
 enum class MropeSections { kInterleaved, kContiguous };
@@ -585,6 +587,7 @@ struct AttentionConfig {
   int64_t num_features = 64;
   double dropout = 0.0;
   bool qk_norm = false;
+  QkNormOver qk_norm_over = QkNormOver::kHead;
   bool sinks = false;
   double ssmax = 0.0;
   template <class V>
@@ -599,6 +602,10 @@ struct AttentionConfig {
     v("qk_norm", qk_norm,
       "RMSNorm over each head's queries and keys (a learned gain per channel), before the "
       "rotation, as Qwen3 and OLMo 2 (softmax only)");
+    v("qk_norm_over", qk_norm_over,
+      "what QK-norm normalises: head (each head's q and k, one gain of head_dim shared by the "
+      "heads: Qwen3) or projection (the whole q and k projections, one gain per channel: OLMo "
+      "2)");
     v("sinks", sinks,
       "a learned sink logit per head (GPT-OSS): an extra score in each softmax's denominator "
       "with no value, so a head can attend to nothing (softmax only)");
@@ -669,6 +676,7 @@ struct ModelConfig {
   int64_t n_layers = 4;
   int64_t n_heads = 4;
   int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
   int64_t d_ff = 1024;
   int64_t embedding_size = 0;
   int64_t n_decoder_layers = 0;
@@ -695,6 +703,11 @@ struct ModelConfig {
       "grouped-query attention (Ainslie et al. 2023): key/value heads, each shared by "
       "n_heads/n_kv_heads query heads; must divide n_heads; 0 = n_heads (multi-head)",
       between(0, 1024));
+    v("head_dim", head_dim,
+      "the width of each attention head (Qwen3, Gemma 3: 128 whatever d_model): q has "
+      "n_heads*head_dim channels, k and v n_kv_heads*head_dim, and o_proj maps them back to "
+      "d_model; 0 = d_model / n_heads",
+      between(0, 1 << 14));
     v("d_ff", d_ff, "feed-forward width", between(1, 1 << 20));
     v("embedding_size", embedding_size,
       "encoders: the width of the token and segment embeddings, their norm and the MLM head's "
@@ -705,8 +718,9 @@ struct ModelConfig {
       between(0, 256));
     v("dropout", dropout, "dropout on embeddings, residual branches and FFN", between(0, 0.99));
     v("norm", norm,
-      "layer norm placement: post (BERT, Transformer-base), pre (GPT-2), or auto (post for "
-      "encoder and encdec, pre for decoder)");
+      "layer norm placement: post (BERT, Transformer-base), pre (GPT-2), reordered (OLMo 2: "
+      "each sublayer's output normalised before the residual add, x + norm(f(x)), and a final "
+      "norm), or auto (post for encoder and encdec, pre for decoder)");
     v("norm_type", norm_type,
       "layernorm (with a shift), or rmsnorm (Zhang & Sennrich 2019: x / rms(x) * gain, as "
       "Llama); the MLM head's transform keeps BERT's LayerNorm");
@@ -732,6 +746,11 @@ struct ModelConfig {
       "pattern");
   }
 };
+
+// The width of each attention head: model.head_dim, or d_model / n_heads when 0.
+inline int64_t head_dim_of(const ModelConfig& m) {
+  return m.head_dim > 0 ? m.head_dim : m.d_model / m.n_heads;
+}
 
 struct TokenizerConfig {
   TokenizerType type = TokenizerType::kSpm;

@@ -253,13 +253,18 @@ std::string encoder_mismatch(const config::Config& c) {
   const auto& m = c.model;
   using namespace config;
   if (m.arch != Arch::kEncoder) return "the model is not an encoder";
-  if (m.norm == Norm::kPre) return "pre-norm layers (model.norm pre); BERT's are post-norm";
+  if (m.norm == Norm::kPre || m.norm == Norm::kReordered)
+    return "pre-norm or reordered layers (model.norm); BERT's are post-norm";
   if (m.norm_type != NormType::kLayerNorm) return "model.norm_type is not layernorm";
   if (m.activation == Activation::kSwiglu) return "a SwiGLU feed-forward";
   if (m.bias != LinearBias::kAll) return "projections without biases (model.bias)";
   if (m.n_kv_heads != 0 && m.n_kv_heads != m.n_heads) return "grouped-query attention";
   if (m.scale_embeddings) return "scaled embeddings (model.scale_embeddings)";
   if (m.attention.kernel != AttentionKernel::kSoftmax) return "linear attention";
+  if (!m.layout.kinds.empty()) return "a hybrid layout (model.layout)";
+  if (m.attention.qk_norm) return "QK-norm (model.attention.qk_norm)";
+  if (m.head_dim != 0 && m.head_dim * m.n_heads != m.d_model)
+    return "a head width other than d_model / n_heads (model.head_dim)";
   const bool mlm = std::holds_alternative<MlmTaskConfig>(c.task.opts),
              glue = std::holds_alternative<GlueTaskConfig>(c.task.opts);
   if (!mlm && !glue) return std::string("task ") + c.task.type() + " has no such class";

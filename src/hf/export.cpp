@@ -35,27 +35,6 @@ const at::Tensor& ExportSource::at(const std::string& name) const {
 
 namespace {
 
-// The vocabulary's order: the wordpiece tokenizer's own, an imported tokenizer's
-// (data.tokenizer.vocab_order), an imported run's without a tokenizer (RUN/hf/vocab_order.json),
-// or ropelab's (identity).
-std::vector<int64_t> order_of(const config::TokenizerConfig& t, int64_t vocab,
-                              const std::string& run) {
-  std::vector<int64_t> order;
-  const std::string kept = (stdfs::path(run) / "hf" / "vocab_order.json").string();
-  if (t.type == config::TokenizerType::kWordPiece)
-    order = tokenizers::wordpiece_order(tokenizers::read_vocab_txt(t.model), t.model);
-  else if (!t.vocab_order.empty())
-    order = tokenizers::read_vocab_order(t.vocab_order);
-  else if (stdfs::is_regular_file(kept))
-    order = tokenizers::read_vocab_order(kept);
-  if (order.empty())
-    for (int64_t i = 0; i < vocab; ++i) order.push_back(i);
-  if (static_cast<int64_t>(order.size()) != vocab)
-    throw UserError(fmt::format("the tokenizer's vocabulary order has {} ids, the model {}",
-                                order.size(), vocab));
-  return order;
-}
-
 // The tokenizer's files for the export directory (name -> bytes), or why there are none.
 std::map<std::string, std::string> tokenizer_files(const config::Config& c, const data::Plan& plan,
                                                    const std::string& run, const std::string& cls,
@@ -107,13 +86,11 @@ std::map<std::string, std::string> tokenizer_files(const config::Config& c, cons
 }  // namespace
 
 namespace {
-// What no exported class computes yet, whatever the architecture: a hybrid layout (windows,
-// chunks, per-layer positions) and the attention switches (issue 65 maps them onto Mistral's,
-// Qwen's and Gemma's keys).
+// What no exported class computes yet, whatever the architecture: sinks and SSMax. (Layouts
+// and QK-norm are each family's to judge: the Llama-layout classes write sliding windows, and
+// Qwen3 has QK-norm.)
 std::string layout_mismatch(const config::Config& c) {
   const auto& m = c.model;
-  if (!m.layout.kinds.empty()) return "a hybrid layout (model.layout)";
-  if (m.attention.qk_norm) return "QK-norm (model.attention.qk_norm)";
   if (m.attention.sinks) return "attention sinks (model.attention.sinks)";
   if (m.attention.ssmax > 0) return "Scalable-Softmax (model.attention.ssmax)";
   return "";
@@ -153,7 +130,7 @@ std::string export_hf(const std::string& run, const std::string& out, HfConfigFo
   }
   Exported e;
   if (why_bert.empty() || why_roformer.empty() || why_llama.empty()) {
-    src.order = order_of(c.data.tokenizer, rm.vocab, rm.run_dir);
+    src.order = tokenizers::run_vocab_order(c.data.tokenizer, rm.vocab, rm.run_dir);
     e = why_bert.empty()       ? export_bert(src)
         : why_roformer.empty() ? export_roformer(src)
                                : export_llama(src);

@@ -1,5 +1,13 @@
 // Llama-layout decoders (Touvron et al. 2023): LlamaForCausalLM (also SmolLM, TinyLlama),
-// MistralForCausalLM and Qwen2ForCausalLM onto ropelab's decoder, a CLM run.
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and SmolLM3ForCausalLM onto ropelab's
+// decoder, a CLM run; also Olmo2ForCausalLM (OLMo 2, arXiv:2501.00656: QK-norm over the whole q
+// and k projections, model.attention.qk_norm_over projection; each sublayer's output normalised
+// before the residual add, model.norm reordered; rms_norm_eps default 1e-5). SmolLM3 (Hugging Face
+// 2025) drops RoPE in some layers (no_rope_layers, or every no_rope_layer_interval-th:
+// model.position.nope_layers); its defaults differ (tied output layer, base 2e6). Qwen3 (Yang et
+// al. 2025, arXiv:2505.09388) adds QK-norm (model.attention.qk_norm: an RMSNorm over each head's q
+// and k, one gain of head_dim shared by the heads, before the rotation) and an explicit head_dim
+// (model.head_dim; transformers' default 128), which any of these classes may give.
 //
 // A pre-norm decoder: RMSNorm (model.norm_type rmsnorm, eps rms_norm_eps) before attention and
 // before the FFN, a final RMSNorm; grouped-query attention (model.n_kv_heads from
@@ -12,6 +20,7 @@
 //   model.embed_tokens                        backbone.tok_emb        (rows re-numbered)
 //   model.layers.i.input_layernorm            backbone.decoder.layers.i.norm1
 //   model.layers.i.self_attn.q/k/v/o_proj     ...self_attn.q/k/v/o_proj
+//   model.layers.i.self_attn.q_norm / k_norm  ...self_attn.q_norm / k_norm      (Qwen3)
 //   model.layers.i.post_attention_layernorm   ...norm2
 //   model.layers.i.mlp.gate_proj / up_proj / down_proj   ...gate / fc1 / fc2
 //   model.norm                                backbone.decoder.final_norm
@@ -21,10 +30,14 @@
 // tokenizer.model (SentencePiece), both re-numbered through RUN/hf/vocab_order.json. Specials the
 // checkpoint lacks (pad, cls, sep, mask; unk in a byte-level BPE) take rows past the tokenizer's
 // end, then unused special tokens (<|reserved_special_token_k|>), then the lowest free ids.
-// Refused, naming the key: another hidden_act, a head_dim other than hidden_size/heads, a
-// sliding window (Mistral's sliding_window, Qwen2's use_sliding_window), biases on some
-// projections but not others in a way model.bias cannot say, a rope_scaling type or key
-// ropelab does not have (mscale, truncate false, ...).
+// Sliding windows (Mistral's sliding_window; Qwen2's use_sliding_window, sliding_window,
+// max_window_layers; transformers 5's layer_types) become model.layout: one kind
+// sliding_attention {window: W} where every layer slides, else a pattern of full_attention and
+// sliding_attention layers; export writes them back (MistralForCausalLM where every layer
+// slides, Qwen2's keys and layer_types). Refused, naming the key: another hidden_act, an odd
+// head_dim, biases on some projections but not others in a way
+// model.bias cannot say (Qwen3's attention_bias), a rope_scaling type or key ropelab does not
+// have (mscale, truncate false, ...), layer types other than full and sliding attention.
 #include <spdlog/fmt/fmt.h>
 #include <torch/torch.h>
 
@@ -33,6 +46,8 @@
 #include <filesystem>
 #include <map>
 
+#include "config/layout.h"
+#include "config/loader.h"
 #include "hf/mapping.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/tokenizer.h"
@@ -149,10 +164,199 @@ std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk,
   return ids;
 }
 
+// The width of each head: config.json's head_dim, else transformers' default for the class
+// (Qwen3: 128; the others: hidden_size / num_attention_heads).
+int64_t head_width(const Source& s, int64_t D, int64_t N) {
+  const bool qwen3 = s.architecture() == "Qwen3ForCausalLM";
+  if (!qwen3 && !s.present("head_dim") && D % N != 0)
+    s.unsupported("num_attention_heads", "it does not divide hidden_size (and no head_dim)");
+  const int64_t H = s.get_int("head_dim", qwen3 ? 128 : D / N);
+  if (H <= 0 || H % 2 != 0) s.unsupported("head_dim", "RoPE needs a positive, even head dimension");
+  return H;
+}
+
+// Each layer's attention span as transformers computes it ("full_attention" or
+// "sliding_attention", its layer_types' names), the sliding layers' window, and which layers
+// rotate (SmolLM3's NoPE layers do not).
+//   Mistral: every layer slides when sliding_window is set (absent: transformers' default 4096),
+//            none when it is null; it ignores layer_types, which must then agree.
+//   Qwen2, Qwen3: a window only with use_sliding_window; layer_types where given, else the
+//            layers from max_window_layers on (default 28) slide.
+//   SmolLM3: no_rope_layers (1: RoPE, 0: NoPE), else a NoPE layer every
+//            no_rope_layer_interval (4); a window only with use_sliding_window, on layer_types'
+//            sliding layers, else on the NoPE layers.
+//   Llama:   no window; layer_types, where given, must be all full_attention.
+// The mask is masking_utils' (current transformers, every attention implementation): query q
+// sees key k when q - window < k <= q, the window's W keys including itself.
+struct Spans {
+  std::vector<std::string> types;
+  std::vector<bool> rope;  // per layer
+  int64_t window = 0;      // 0: no layer slides
+  std::string note;
+};
+
+// SmolLM3's RoPE layers: no_rope_layers (at least one entry per layer), else every
+// no_rope_layer_interval-th layer (1-based) without.
+std::vector<bool> smollm3_rope(Source& s, int64_t L) {
+  std::vector<bool> rope;
+  const int64_t every = s.get_int("no_rope_layer_interval", 4);
+  if (const nlohmann::json* given = s.use("no_rope_layers")) {
+    if (!given->is_array() || static_cast<int64_t>(given->size()) < L)
+      s.unsupported("no_rope_layers", "expected a 0 or 1 for each layer (num_hidden_layers)");
+    for (int64_t i = 0; i < L; ++i) {
+      const auto& v = (*given)[static_cast<size_t>(i)];
+      if (v != 0 && v != 1) s.unsupported("no_rope_layers", "expected 0 (NoPE) or 1 (RoPE)");
+      rope.push_back(v == 1);
+    }
+    return rope;
+  }
+  if (every < 1) s.unsupported("no_rope_layer_interval", "expected a positive interval");
+  for (int64_t i = 0; i < L; ++i) rope.push_back((i + 1) % every != 0);
+  return rope;
+}
+
+Spans spans_of(Source& s, int64_t L) {
+  Spans sp;
+  sp.rope.assign(static_cast<size_t>(L), true);
+  const nlohmann::json* given = s.use("layer_types");
+  if (given != nullptr) {
+    if (!given->is_array() || static_cast<int64_t>(given->size()) != L)
+      s.unsupported("layer_types", "expected one entry per layer (num_hidden_layers)");
+    for (const auto& t : *given) {
+      if (t != "full_attention" && t != "sliding_attention")
+        s.unsupported("layer_types",
+                      "this class's layers are full_attention or sliding_attention only");
+      sp.types.push_back(t.get<std::string>());
+    }
+  }
+  auto window_of = [&](const nlohmann::json& w) {
+    if (!w.is_number_integer() || w.get<int64_t>() < 1)
+      s.unsupported("sliding_window", "expected a positive number of keys, or null");
+    return w.get<int64_t>();
+  };
+  const std::string arch = s.architecture();
+  const bool any_sliding =
+      std::find(sp.types.begin(), sp.types.end(), "sliding_attention") != sp.types.end();
+  if (arch == "MistralForCausalLM") {
+    if (!s.config().contains("sliding_window")) {
+      s.use("sliding_window");
+      sp.window = 4096;
+      sp.note = "sliding_window absent: read as transformers' default for Mistral, 4096";
+    } else if (const nlohmann::json* w = s.use("sliding_window")) {
+      sp.window = window_of(*w);
+    }
+    const std::vector<std::string> all(static_cast<size_t>(L),
+                                       sp.window > 0 ? "sliding_attention" : "full_attention");
+    if (given != nullptr && sp.types != all)
+      s.unsupported("layer_types",
+                    "MistralForCausalLM ignores layer_types and slides every layer when "
+                    "sliding_window is set (none when it is null); these disagree with it");
+    sp.types = all;
+  } else if (arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM" ||
+             arch == "SmolLM3ForCausalLM") {
+    const bool smol = arch == "SmolLM3ForCausalLM";
+    if (smol) sp.rope = smollm3_rope(s, L);
+    const bool use = s.get_bool("use_sliding_window", false);
+    const nlohmann::json* w = s.use("sliding_window");
+    const int64_t first = smol ? 0 : s.get_int("max_window_layers", 28);
+    if (use && w != nullptr) sp.window = window_of(*w);
+    if (given == nullptr) {
+      for (int64_t i = 0; i < L; ++i) {
+        const bool slides = sp.window > 0 && (smol ? !sp.rope[static_cast<size_t>(i)] : i >= first);
+        sp.types.push_back(slides ? "sliding_attention" : "full_attention");
+      }
+    } else if (any_sliding && sp.window == 0) {
+      s.unsupported("layer_types",
+                    "it names sliding_attention layers, but without use_sliding_window and a "
+                    "sliding_window they have no window");
+    }
+  } else {
+    if (any_sliding)
+      s.unsupported("layer_types", arch + " has no sliding window (every layer is full_attention)");
+    if (given == nullptr) sp.types.assign(static_cast<size_t>(L), "full_attention");
+  }
+  return sp;
+}
+
+// The spans as model overrides. Without a window: SmolLM3's NoPE layers as
+// model.position.nope_layers. With one, model.layout: one kind everywhere when every layer is
+// alike, else a pattern of every layer over its kinds, named as layer_types names them
+// (sliding_attention: {window: W}), a NoPE layer's with _nope (its position: none).
+std::vector<std::string> layout_overrides(const Spans& sp) {
+  const auto sliding = std::count(sp.types.begin(), sp.types.end(), "sliding_attention");
+  std::vector<std::string> o;
+  if (sliding == 0) {
+    std::string nope;
+    for (size_t i = 0; i < sp.rope.size(); ++i)
+      if (!sp.rope[i]) nope += (nope.empty() ? "" : ", ") + std::to_string(i);
+    if (!nope.empty()) o.push_back("model.position.nope_layers=[" + nope + "]");
+    return o;
+  }
+  std::vector<std::string> kinds;
+  for (size_t i = 0; i < sp.types.size(); ++i) {
+    const std::string kind = sp.types[i] + (sp.rope[i] ? "" : "_nope");
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+      const std::string K = "model.layout.kinds." + kind;
+      o.push_back(sp.types[i] == "sliding_attention" ? K + ".window=" + std::to_string(sp.window)
+                  : sp.rope[i]                       ? K + "={}"
+                                                     : K + ".position={type: none}");
+      if (sp.types[i] == "sliding_attention" && !sp.rope[i])
+        o.push_back(K + ".position={type: none}");
+    }
+    kinds.push_back(kind);
+  }
+  if (std::all_of(kinds.begin(), kinds.end(), [&](const auto& k) { return k == kinds[0]; }))
+    return o;
+  std::string pattern;
+  for (const auto& k : kinds) pattern += (pattern.empty() ? "" : ", ") + k;
+  o.push_back("model.layout.pattern=[" + pattern + "]");
+  return o;
+}
+
+// What each decoder layer of a checkpoint holds.
+struct LayerShape {
+  int64_t D, N, Nkv, H, F;
+  std::string bias;   // model.bias: none, qkv or all
+  bool qwen3, olmo2;  // QK-norm over each head (Qwen3) or the projections (OLMo 2)
+};
+
+// Layer i's tensors under ropelab's names. OLMo 2 normalises each sublayer's output
+// (post_attention_layernorm, post_feedforward_layernorm: norm1, norm2 of model.norm reordered);
+// the others each sublayer's input (input_layernorm, post_attention_layernorm).
+void take_layer(Source& s, const LayerShape& l, int64_t i, std::map<std::string, at::Tensor>& w) {
+  const std::string f = fmt::format("model.layers.{}.", i);
+  const std::string t = fmt::format("backbone.decoder.layers.{}.", i);
+  auto proj = [&](const std::string& from, const std::string& to, int64_t in, int64_t out,
+                  bool with_bias) {
+    w[to + ".weight"] = s.take(from + ".weight", {out, in});
+    if (with_bias) w[to + ".bias"] = s.take(from + ".bias", {out});
+  };
+  const bool qkv_b = l.bias != "none", all_b = l.bias == "all";
+  const int64_t Dq = l.N * l.H, Dkv = l.Nkv * l.H;
+  proj(f + "self_attn.q_proj", t + "self_attn.q_proj", l.D, Dq, qkv_b);
+  proj(f + "self_attn.k_proj", t + "self_attn.k_proj", l.D, Dkv, qkv_b);
+  proj(f + "self_attn.v_proj", t + "self_attn.v_proj", l.D, Dkv, qkv_b);
+  proj(f + "self_attn.o_proj", t + "self_attn.o_proj", Dq, l.D, all_b);
+  if (l.qwen3 || l.olmo2) {
+    w[t + "self_attn.q_norm.weight"] = s.take(f + "self_attn.q_norm.weight", {l.olmo2 ? Dq : l.H});
+    w[t + "self_attn.k_norm.weight"] = s.take(f + "self_attn.k_norm.weight", {l.olmo2 ? Dkv : l.H});
+  }
+  proj(f + "mlp.gate_proj", t + "gate", l.D, l.F, all_b);
+  proj(f + "mlp.up_proj", t + "fc1", l.D, l.F, all_b);
+  proj(f + "mlp.down_proj", t + "fc2", l.F, l.D, all_b);
+  w[t + "norm1.weight"] =
+      s.take(f + (l.olmo2 ? "post_attention_layernorm.weight" : "input_layernorm.weight"), {l.D});
+  w[t + "norm2.weight"] = s.take(
+      f + (l.olmo2 ? "post_feedforward_layernorm.weight" : "post_attention_layernorm.weight"),
+      {l.D});
+  s.skip(f + "self_attn.rotary_emb.inv_freq");  // a buffer older versions saved
+}
+
 }  // namespace
 
 bool is_llama(const std::string& a) {
-  return a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM";
+  return a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM" ||
+         a == "Qwen3ForCausalLM" || a == "SmolLM3ForCausalLM" || a == "Olmo2ForCausalLM";
 }
 
 Mapped map_llama(Source& s) {
@@ -161,53 +365,21 @@ Mapped map_llama(Source& s) {
                 F = s.get_int("intermediate_size"), P = s.get_int("max_position_embeddings");
   const int64_t Nkv = s.get_int("num_key_value_heads", N);
   if (V < tokenizers::Special::kCount) s.unsupported("vocab_size", "too small");
-  if (N <= 0 || D % N != 0) s.unsupported("num_attention_heads", "it does not divide hidden_size");
-  if (Nkv <= 0 || N % Nkv != 0)
+  if (Nkv <= 0 || N <= 0 || N % Nkv != 0)
     s.unsupported("num_key_value_heads", "it does not divide num_attention_heads");
-  const int64_t H = D / N;
-  if (s.get_int("head_dim", H) != H)
-    s.unsupported("head_dim", "ropelab's head dimension is hidden_size / num_attention_heads");
-  if (H % 2 != 0) s.unsupported("num_attention_heads", "RoPE needs an even head dimension");
+  const std::string arch = s.architecture();
+  const bool qwen3 = arch == "Qwen3ForCausalLM", olmo2 = arch == "Olmo2ForCausalLM";
+  const int64_t H = head_width(s, D, N);
   if (s.get_string("hidden_act", "silu") != "silu")
     s.unsupported("hidden_act", "the Llama layout's SwiGLU uses silu");
-  const std::string arch = s.architecture();
-  // Mistral's sliding_window defaults to 4096 in transformers; Qwen2 uses one only when asked
-  // (then sliding_window and max_window_layers say where).
-  if (arch == "MistralForCausalLM") {
-    if (!s.config().contains("sliding_window"))
-      throw UserError(s.config_path() +
-                      ": sliding_window: absent, which transformers reads as Mistral's default of "
-                      "4096; the import does not map a sliding window onto model.layout yet (a "
-                      "checkpoint without one says null)");
-    if (s.use("sliding_window") != nullptr)
-      s.unsupported("sliding_window",
-                    "the import does not map a sliding window onto model.layout yet");
-  }
-  if (arch == "Qwen2ForCausalLM") {
-    if (s.get_bool("use_sliding_window", false))
-      s.unsupported("use_sliding_window",
-                    "the import does not map a sliding window onto model.layout yet");
-    s.use("sliding_window");  // without use_sliding_window, unread
-    s.use("max_window_layers");
-  }
-  // transformers 5's layer_types: every layer full attention (no window).
-  if (const nlohmann::json* types = s.use("layer_types")) {
-    if (!types->is_array() || static_cast<int64_t>(types->size()) != L)
-      s.unsupported("layer_types", "expected one entry per layer (num_hidden_layers)");
-    for (const auto& t : *types)
-      if (t != "full_attention")
-        s.unsupported(
-            "layer_types",
-            "the import does not map a sliding window onto model.layout yet (every layer must "
-            "be full_attention)");
-  }
+  const Spans spans = spans_of(s, L);
   if (s.get_int("pretraining_tp", 1) < 1) s.unsupported("pretraining_tp", "must be at least 1");
   // Biases: Llama's attention_bias (q, k, v and o) and mlp_bias; Qwen2 always has q, k, v.
   std::string bias;
   const bool attn_bias = s.get_bool("attention_bias", false),
              mlp_bias = s.get_bool("mlp_bias", false);
   if (arch == "Qwen2ForCausalLM")
-    bias = "qkv";
+    bias = "qkv";  // Qwen3's attention_bias (q, k, v and o, not the MLP) reads as Llama's
   else if (attn_bias && mlp_bias)
     bias = "all";
   else if (!attn_bias && !mlp_bias)
@@ -216,7 +388,8 @@ Mapped map_llama(Source& s) {
     s.unsupported(attn_bias ? "attention_bias" : "mlp_bias",
                   "model.bias has biases on all projections, on none, or on q, k and v only");
   // Llama's default is an untied output layer.
-  const bool tied = s.get_bool("tie_word_embeddings", false);
+  const bool smol = arch == "SmolLM3ForCausalLM";  // its defaults: tied, base 2e6
+  const bool tied = s.get_bool("tie_word_embeddings", smol);
 
   Mapped m;
   m.vocab = V;
@@ -234,10 +407,14 @@ Mapped map_llama(Source& s) {
       "model.n_layers=" + std::to_string(L),
       "model.n_heads=" + std::to_string(N),
       "model.n_kv_heads=" + std::to_string(Nkv),
+      // 0: d_model / n_heads, the model of a checkpoint without its own head width
+      "model.head_dim=" + std::to_string(H * N == D ? 0 : H),
+      std::string("model.attention.qk_norm=") + (qwen3 || olmo2 ? "true" : "false"),
+      std::string("model.attention.qk_norm_over=") + (olmo2 ? "projection" : "head"),
       "model.d_ff=" + std::to_string(F),
-      "model.norm=pre",
+      std::string("model.norm=") + (olmo2 ? "reordered" : "pre"),
       "model.norm_type=rmsnorm",
-      "model.norm_eps=" + exact_number(s.get_double("rms_norm_eps", 1e-6)),
+      "model.norm_eps=" + exact_number(s.get_double("rms_norm_eps", olmo2 ? 1e-5 : 1e-6)),
       "model.activation=swiglu",
       "model.bias=" + bias,
       "model.dropout=0",
@@ -248,35 +425,18 @@ Mapped map_llama(Source& s) {
       "model.position.type=rope",
       "model.position.pairing=half",
   };
-  for (auto& o : rope_overrides(s, P)) m.overrides.push_back(std::move(o));
+  for (auto& o : rope_overrides(s, P, smol ? 2e6 : 1e4)) m.overrides.push_back(std::move(o));
+  for (auto& o : layout_overrides(spans)) m.overrides.push_back(std::move(o));
   for (auto& o : tok.overrides) m.overrides.push_back(std::move(o));
   m.note = tok.note;
+  if (!spans.note.empty()) m.note += (m.note.empty() ? "" : "; ") + spans.note;
   if (!shared.empty()) m.note += (m.note.empty() ? "" : "; ") + shared;
 
   auto order = torch::tensor(m.vocab_order, torch::kLong);
   auto& w = m.weights;
   w["backbone.tok_emb.weight"] = s.take("model.embed_tokens.weight", {V, D}).index_select(0, order);
-  const int64_t Dkv = Nkv * H;
-  for (int64_t i = 0; i < L; ++i) {
-    const std::string f = fmt::format("model.layers.{}.", i);
-    const std::string t = fmt::format("backbone.decoder.layers.{}.", i);
-    auto proj = [&](const std::string& from, const std::string& to, int64_t in, int64_t out,
-                    bool with_bias) {
-      w[to + ".weight"] = s.take(from + ".weight", {out, in});
-      if (with_bias) w[to + ".bias"] = s.take(from + ".bias", {out});
-    };
-    const bool qkv_b = bias != "none", all_b = bias == "all";
-    proj(f + "self_attn.q_proj", t + "self_attn.q_proj", D, D, qkv_b);
-    proj(f + "self_attn.k_proj", t + "self_attn.k_proj", D, Dkv, qkv_b);
-    proj(f + "self_attn.v_proj", t + "self_attn.v_proj", D, Dkv, qkv_b);
-    proj(f + "self_attn.o_proj", t + "self_attn.o_proj", D, D, all_b);
-    proj(f + "mlp.gate_proj", t + "gate", D, F, all_b);
-    proj(f + "mlp.up_proj", t + "fc1", D, F, all_b);
-    proj(f + "mlp.down_proj", t + "fc2", F, D, all_b);
-    w[t + "norm1.weight"] = s.take(f + "input_layernorm.weight", {D});
-    w[t + "norm2.weight"] = s.take(f + "post_attention_layernorm.weight", {D});
-    s.skip(f + "self_attn.rotary_emb.inv_freq");  // a buffer older versions saved
-  }
+  const LayerShape shape{D, N, Nkv, H, F, bias, qwen3, olmo2};
+  for (int64_t i = 0; i < L; ++i) take_layer(s, shape, i, w);
   w["backbone.decoder.final_norm.weight"] = s.take("model.norm.weight", {D});
   if (tied)
     s.skip("lm_head.weight");  // transformers ties it to the embeddings whatever the file holds
@@ -287,6 +447,96 @@ Mapped map_llama(Source& s) {
 
 // ---- export
 
+namespace {
+
+// A run's layout as the spans of transformers' layer_types; `why` says what no Llama-layout
+// class has (a chunk, a temperature, a kind's own positions, two windows).
+Spans spans_of(const config::Config& c, std::string& why) {
+  const auto& m = c.model;
+  Spans sp;
+  if (m.layout.kinds.empty()) {
+    sp.types.assign(static_cast<size_t>(m.n_layers), "full_attention");
+    return sp;
+  }
+  const auto flat = config::flat_keys(c);
+  const std::string model_pos = "model.position.";
+  for (const auto& [name, kind] : m.layout.kinds) {
+    const std::string K = "model.layout.kinds." + name;
+    if (kind.chunk.has) why = "chunked attention (" + K + ".chunk)";
+    if (kind.temperature.scale != 0) why = "a query temperature (" + K + ".temperature)";
+    if (kind.window.has && sp.window != 0 && kind.window.value != sp.window)
+      why = "sliding windows of two sizes (" + K + ".window)";
+    if (kind.window.has) sp.window = kind.window.value;
+    for (const auto& [key, value] : flat)
+      if (key.rfind(model_pos, 0) == 0) {
+        auto it = flat.find(K + ".position." + key.substr(model_pos.size()));
+        if (it == flat.end() || it->second != value)
+          why = "positions of its own in layer kind " + name + " (" + K + ".position)";
+      }
+    if (!why.empty()) return sp;
+  }
+  for (const auto& kind : config::layer_kinds(m.layout, m.n_layers))
+    sp.types.push_back(m.layout.kinds.at(kind).window.has ? "sliding_attention" : "full_attention");
+  return sp;
+}
+
+// The leading full_attention layers of `types` (Qwen2's max_window_layers), or -1 when a full
+// layer follows a sliding one (which max_window_layers cannot say).
+int64_t leading_full(const std::vector<std::string>& types) {
+  const auto first = std::find(types.begin(), types.end(), "sliding_attention");
+  if (std::find(first, types.end(), "full_attention") != types.end()) return -1;
+  return first - types.begin();
+}
+
+// Qwen2's and Qwen3's window keys: use_sliding_window, sliding_window, max_window_layers, and
+// layer_types where a layer slides or the checkpoint had them. Without a window, an imported
+// checkpoint's own (unused) sliding_window and max_window_layers stay.
+void put_qwen_spans(const ExportSource& s, const Spans& spans, nlohmann::json& j) {
+  const int64_t L = static_cast<int64_t>(spans.types.size());
+  const bool slides = spans.window > 0;
+  const nlohmann::json& o = s.origin;
+  const bool kept = !slides && o.is_object() && o.contains("max_window_layers");
+  // Where the checkpoint's layer_types are these, its max_window_layers (which transformers then
+  // does not read) stays as it was.
+  const bool same_types = o.is_object() && o.contains("max_window_layers") &&
+                          o.value("layer_types", nlohmann::json()) == nlohmann::json(spans.types);
+  j["use_sliding_window"] = slides;
+  j["sliding_window"] = slides ? nlohmann::json(spans.window)
+                        : kept ? o.value("sliding_window", nlohmann::json())
+                               : nlohmann::json();
+  const int64_t lead = leading_full(spans.types);
+  if (slides && lead < 0 && s.form == HfConfigForm::kV4)
+    throw UserError(
+        "transformers 4's Qwen2 and Qwen3 slide the layers from max_window_layers on: this "
+        "layout has a global layer after a sliding one; export in transformers 5's config form");
+  const bool v4 = s.form == HfConfigForm::kV4;  // which reads max_window_layers, not layer_types
+  j["max_window_layers"] = slides && v4         ? nlohmann::json(lead)
+                           : kept || same_types ? o["max_window_layers"]
+                           : slides             ? nlohmann::json(lead < 0 ? L : lead)
+                                                : nlohmann::json(L);
+  if (slides || (o.is_object() && o.contains("layer_types"))) j["layer_types"] = spans.types;
+}
+
+// SmolLM3's NoPE layers (no_rope_layers: 1 RoPE, 0 NoPE; the checkpoint's interval kept), no
+// window, no biases.
+void put_smollm3_layers(const ExportSource& s, const config::RopeConfig& r, int64_t L,
+                        nlohmann::json& j) {
+  std::vector<int> rope;
+  for (int64_t i = 0; i < L; ++i)
+    rope.push_back(!(r.nope_every > 0 && (i + 1) % r.nope_every == 0) &&
+                   std::find(r.nope_layers.begin(), r.nope_layers.end(), i) == r.nope_layers.end());
+  j["no_rope_layers"] = rope;
+  j["no_rope_layer_interval"] = s.origin.is_object() && s.origin.contains("no_rope_layer_interval")
+                                    ? s.origin["no_rope_layer_interval"]
+                                    : nlohmann::json(4);
+  j["use_sliding_window"] = false;
+  j["sliding_window"] = nullptr;
+  if (s.origin.is_object() && s.origin.contains("layer_types"))
+    j["layer_types"] = std::vector<std::string>(static_cast<size_t>(L), "full_attention");
+}
+
+}  // namespace
+
 std::string llama_mismatch(const config::Config& c) {
   const auto& m = c.model;
   using namespace config;
@@ -294,18 +544,39 @@ std::string llama_mismatch(const config::Config& c) {
   if (!std::holds_alternative<ClmTaskConfig>(c.task.opts))
     return std::string("task ") + c.task.type() + " has no such class";
   if (m.norm == Norm::kPost) return "post-norm layers";
+  const bool olmo2 = m.norm == Norm::kReordered,
+             whole = m.attention.qk_norm && m.attention.qk_norm_over == QkNormOver::kProjection;
+  if (olmo2 != whole)
+    return olmo2 ? "norms after the sublayers without QK-norm over the projections (OLMo 2 "
+                   "has both)"
+                 : "QK-norm over the whole projections without OLMo 2's norms after the "
+                   "sublayers";
+  if (olmo2 && (m.bias != LinearBias::kNone || !m.layout.kinds.empty()))
+    return "OLMo 2's layers with biases or a layout (it has neither)";
   if (m.norm_type != NormType::kRmsNorm) return "LayerNorm (Llama's norm is RMSNorm)";
   if (m.activation != Activation::kSwiglu) return "a feed-forward other than SwiGLU";
   if (m.bias == LinearBias::kAll) return "biases on every projection";
+  if (m.attention.qk_norm && m.bias != LinearBias::kNone)
+    return "QK-norm with q/k/v biases (Qwen3's attention has no biases)";
   if (m.scale_embeddings) return "scaled embeddings";
   if (m.attention.kernel != AttentionKernel::kSoftmax) return "linear attention";
   const auto* r = std::get_if<RopeConfig>(&m.position.opts);
   if (r == nullptr) return std::string("position ") + m.position.type() + " (Llama's is rope)";
   if (r->pairing != RopePairing::kHalf) return "RoPE on interleaved pairs (Llama's are half-split)";
   if (r->rotary_dim != 0 || r->fraction != 1.0) return "partial RoPE";
-  if (r->nope_every != 0 || !r->nope_layers.empty()) return "layers without positions";
+  const bool nope = r->nope_every != 0 || !r->nope_layers.empty();
+  if (nope && (m.bias != LinearBias::kNone || m.attention.qk_norm))
+    return "layers without positions (SmolLM3's, which has no q/k/v biases or QK-norm)";
+  if (nope && !m.layout.kinds.empty()) return "layers without positions in a hybrid layout";
   if (std::holds_alternative<NtkScaling>(r->scaling.opts))
     return "static NTK scaling (transformers has no such rope_type)";
+  std::string why;
+  const auto spans = spans_of(c, why);
+  if (!why.empty()) return why;
+  const auto sliding = std::count(spans.types.begin(), spans.types.end(), "sliding_attention");
+  if (m.bias != LinearBias::kQkv && !m.attention.qk_norm && sliding != 0 && sliding != m.n_layers)
+    return "a mix of sliding-window and global layers (MistralForCausalLM slides every layer or "
+           "none; Qwen2's and Qwen3's classes have q/k/v biases or QK-norm)";
   return "";
 }
 
@@ -313,12 +584,33 @@ Exported export_llama(const ExportSource& s) {
   const auto& c = *s.config;
   const auto& m = c.model;
   const auto& r = std::get<config::RopeConfig>(m.position.opts);
-  const bool qwen = m.bias == config::LinearBias::kQkv;
-  const int64_t H = m.d_model / m.n_heads, Nkv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
+  const bool olmo2 = m.norm == config::Norm::kReordered;
+  const bool qwen3 = !olmo2 && m.attention.qk_norm,
+             qwen = !olmo2 && !qwen3 && m.bias == config::LinearBias::kQkv;
+  const bool smol = !olmo2 && !qwen3 && !qwen && (r.nope_every != 0 || !r.nope_layers.empty());
+  std::string why;
+  const Spans spans = spans_of(c, why);
+  const bool slides = spans.window > 0;
+  // Mistral where every layer slides, and for a Mistral checkpoint's run (its class again).
+  const bool mistral = !olmo2 && !qwen && !qwen3 && !smol &&
+                       (slides || (s.origin.is_object() &&
+                                   s.origin.value("architectures", nlohmann::json::array()) ==
+                                       nlohmann::json::array({"MistralForCausalLM"})));
+  const int64_t H = config::head_dim_of(m), Nkv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
   Exported e;
   auto& j = e.config;
-  j["architectures"] = {qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
-  j["model_type"] = qwen ? "qwen2" : "llama";
+  j["architectures"] = {olmo2     ? "Olmo2ForCausalLM"
+                        : qwen3   ? "Qwen3ForCausalLM"
+                        : qwen    ? "Qwen2ForCausalLM"
+                        : smol    ? "SmolLM3ForCausalLM"
+                        : mistral ? "MistralForCausalLM"
+                                  : "LlamaForCausalLM"};
+  j["model_type"] = olmo2     ? "olmo2"
+                    : qwen3   ? "qwen3"
+                    : qwen    ? "qwen2"
+                    : smol    ? "smollm3"
+                    : mistral ? "mistral"
+                              : "llama";
   j["vocab_size"] = s.order.size();
   j["hidden_size"] = m.d_model;
   j["intermediate_size"] = m.d_ff;
@@ -341,11 +633,15 @@ Exported export_llama(const ExportSource& s) {
     j[key] = s.origin.is_object() && s.origin.contains(key) ? s.origin[key]
                                                             : nlohmann::json(s.order[slot]);
   j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
-  if (qwen) {
-    j["use_sliding_window"] = false;
-    j["sliding_window"] = nullptr;
-    j["max_window_layers"] = m.n_layers;
+  if (qwen || qwen3) {
+    put_qwen_spans(s, spans, j);
+    if (qwen3) j["attention_bias"] = false;
+  } else if (mistral) {
+    j["sliding_window"] = slides ? nlohmann::json(spans.window) : nlohmann::json();
+  } else if (olmo2) {
+    j["attention_bias"] = false;
   } else {
+    if (smol) put_smollm3_layers(s, r, m.n_layers, j);
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }
@@ -361,11 +657,16 @@ Exported export_llama(const ExportSource& s) {
       if (qwen && std::string(p) != "o_proj")
         put(t + "self_attn." + p + ".bias", s.at(f + "self_attn." + p + ".bias"));
     }
+    if (qwen3 || olmo2)
+      for (const char* p : {"q_norm", "k_norm"})
+        put(t + "self_attn." + p + ".weight", s.at(f + "self_attn." + p + ".weight"));
     put(t + "mlp.gate_proj.weight", s.at(f + "gate.weight"));
     put(t + "mlp.up_proj.weight", s.at(f + "fc1.weight"));
     put(t + "mlp.down_proj.weight", s.at(f + "fc2.weight"));
-    put(t + "input_layernorm.weight", s.at(f + "norm1.weight"));
-    put(t + "post_attention_layernorm.weight", s.at(f + "norm2.weight"));
+    put(t + (olmo2 ? "post_attention_layernorm.weight" : "input_layernorm.weight"),
+        s.at(f + "norm1.weight"));
+    put(t + (olmo2 ? "post_feedforward_layernorm.weight" : "post_attention_layernorm.weight"),
+        s.at(f + "norm2.weight"));
   }
   put("model.norm.weight", s.at("backbone.decoder.final_norm.weight"));
   if (!m.tie_embeddings) put("lm_head.weight", s.rows(s.at("head.proj.weight")));

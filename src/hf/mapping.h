@@ -85,7 +85,9 @@ std::string exact_number(double v);
 // The RoPE settings of a Llama-layout config.json (hf/rope_params.cpp) as model.position
 // overrides: the base, then the scaling. Either of transformers' layouts (4: rope_theta and
 // rope_scaling; 5: rope_parameters, flat or nested per layer type), or both where they agree.
-std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos);
+// `default_base`: the class's base where config.json gives none (SmolLM3's is 2e6).
+std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos,
+                                        double default_base = 10000.0);
 // The run's RoPE as config.json keys in `form` (may also set max_position_embeddings and, for
 // transformers 4's LongRoPE, original_max_position_embeddings).
 void put_rope(const config::RopeConfig& r, HfConfigForm form, nlohmann::json& j);

@@ -259,12 +259,12 @@ std::vector<std::string> scaling_of(const Source& s, const RopeForm& f, int64_t 
 
 }  // namespace
 
-std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos) {
+std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos, double default_base) {
   const RopeForm v4 = read_v4(s), v5 = read_v5(s);
   if (v4.theta && v5.theta && *v4.theta != *v5.theta)
     disagree(s, v4.theta_key, json(*v4.theta), v5.theta_key, json(*v5.theta),
              "transformers 4 reads the first, 5 the second");
-  const double theta = v5.theta.value_or(v4.theta.value_or(10000.0));
+  const double theta = v5.theta.value_or(v4.theta.value_or(default_base));
   const auto a = scaling_of(s, v4, max_pos), b = scaling_of(s, v5, max_pos);
   if (!v4.scaling.is_null() && !v5.scaling.is_null() && a != b)
     disagree(s, v4.scaling_key, v4.scaling, v5.scaling_key, s.config().at("rope_parameters"),

@@ -244,7 +244,7 @@ json data_point(const config::Config& c, int64_t batches) {
 // (the tiled kernel, global or with a sliding window): seconds per pass and the memory it adds.
 json kernel_point(const config::Config& c, int steps, int64_t T, int64_t window) {
   const int threads = dist::apply_thread_policy(c.run.threads);
-  const int64_t N = c.model.n_heads, H = c.model.d_model / N;
+  const int64_t N = c.model.n_heads, H = config::head_dim_of(c.model);
   auto opts = torch::TensorOptions().requires_grad(true);
   auto q = torch::randn({1, N, T, H}, opts), k = torch::randn({1, N, T, H}, opts),
        v = torch::randn({1, N, T, H}, opts);

@@ -449,26 +449,30 @@ void KVCache::reorder(const torch::Tensor& order_B) {
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
                                                const config::AttentionConfig& cfg,
                                                int64_t n_kv_heads, config::LinearBias bias,
-                                               double norm_eps)
+                                               double norm_eps, int64_t head_dim)
     : n_heads_(n_heads),
       n_kv_heads_(n_kv_heads > 0 ? n_kv_heads : n_heads),
-      head_dim_(d_model / n_heads),
+      head_dim_(head_dim > 0 ? head_dim : d_model / n_heads),
       cfg_(cfg) {
   auto proj = [](int64_t in, int64_t out, bool b) {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(b));
   };
   const bool qkv_bias = bias != config::LinearBias::kNone;
   const int64_t kv = n_kv_heads_ * head_dim_;
-  q_proj = register_module("q_proj", proj(d_model, d_model, qkv_bias));
+  const int64_t q = n_heads_ * head_dim_;
+  q_proj = register_module("q_proj", proj(d_model, q, qkv_bias));
   k_proj = register_module("k_proj", proj(d_model, kv, qkv_bias));
   v_proj = register_module("v_proj", proj(d_model, kv, qkv_bias));
-  o_proj = register_module("o_proj", proj(d_model, d_model, bias == config::LinearBias::kAll));
+  o_proj = register_module("o_proj", proj(q, d_model, bias == config::LinearBias::kAll));
   if (cfg.kernel == config::AttentionKernel::kLinear &&
       cfg.feature_map == config::FeatureMap::kFavor)
     favor_FH_ = register_buffer("favor_proj", torch::randn({cfg.num_features, head_dim_}));
   if (cfg.qk_norm) {
-    q_norm = register_module("q_norm", Norm(head_dim_, norm_eps, config::NormType::kRmsNorm));
-    k_norm = register_module("k_norm", Norm(head_dim_, norm_eps, config::NormType::kRmsNorm));
+    const bool whole = cfg.qk_norm_over == config::QkNormOver::kProjection;
+    q_norm = register_module("q_norm",
+                             Norm(whole ? q : head_dim_, norm_eps, config::NormType::kRmsNorm));
+    k_norm = register_module("k_norm",
+                             Norm(whole ? kv : head_dim_, norm_eps, config::NormType::kRmsNorm));
   }
   if (cfg.sinks) sinks_N_ = register_parameter("sinks", torch::zeros({n_heads}));
   if (cfg.ssmax > 0) ssmax_N_ = register_parameter("ssmax", torch::full({n_heads}, cfg.ssmax));
@@ -532,24 +536,28 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     auto h = t.view({B, len, n_kv_heads_, head_dim_}).transpose(1, 2);  // [B,Nkv,len,H]
     return group == 1 ? h : h.repeat_interleave(group, 1);
   };
+  // QK-norm, before the rotation: over the whole q and k projections before the split into
+  // heads (OLMo 2), or over each head's channels after it (Qwen3).
+  const bool whole = cfg_.qk_norm_over == config::QkNormOver::kProjection;
+  auto norm_whole = [&](Norm& n, const torch::Tensor& t) {
+    return n && whole ? n(t).to(t.dtype()) : t;
+  };
+  auto norm_head = [&](Norm& n, const torch::Tensor& t) {
+    return n && !whole ? n(t).to(t.dtype()) : t;
+  };
   bool self = x.is_same(kv);
   torch::Tensor q, k, v;
   if (self) {
     // One matmul for q, k and v: [B, T, D + 2 Dkv] -> three [B, N, T, H] views.
     auto [w, b] = fused(fused_qkv_, {q_proj, k_proj, v_proj});
     auto qkv = model::linear(x, w, b).split_with_sizes({D, Dkv, Dkv}, -1);  // backward: one cat
-    q = heads(qkv[0], T);
-    k = kv_heads(qkv[1], T);
+    q = heads(norm_whole(q_norm, qkv[0]), T);
+    k = norm_head(k_norm, kv_heads(norm_whole(k_norm, qkv[1]), T));
     v = kv_heads(qkv[2], T);
   } else {
-    q = heads(model::linear(q_proj, x), T);
+    q = heads(norm_whole(q_norm, model::linear(q_proj, x)), T);
   }
-  // QK-norm (Qwen3, OLMo 2): each head's q and k normalised before the rotation.
-  auto normed_k = [&](const torch::Tensor& t) { return k_norm ? k_norm(t).to(t.dtype()) : t; };
-  if (q_norm) {
-    q = q_norm(q).to(q.dtype());
-    if (self) k = normed_k(k);
-  }
+  q = norm_head(q_norm, q);
   PositionModuleImpl* pos = ctx.module;
   static const PosCache kNoTables;
   const PosCache& pc = ctx.tables != nullptr ? *ctx.tables : kNoTables;
@@ -572,7 +580,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     if (!self) {
       auto [w, b] = fused(fused_kv_, {k_proj, v_proj});
       auto kv2 = model::linear(kv, w, b).chunk(2, -1);
-      k = normed_k(kv_heads(kv2[0], S_new));
+      k = norm_head(k_norm, kv_heads(norm_whole(k_norm, kv2[0]), S_new));
       v = kv_heads(kv2[1], S_new);
     }
     if (cache != nullptr && cache->fixed) {

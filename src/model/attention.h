@@ -153,7 +153,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module, public OwnsParameters {
   // projections have one (all; none; qkv: not o_proj). norm_eps: QK-norm's epsilon.
   MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads, const config::AttentionConfig& cfg,
                          int64_t n_kv_heads = 0, config::LinearBias bias = config::LinearBias::kAll,
-                         double norm_eps = 1e-6);
+                         double norm_eps = 1e-6, int64_t head_dim = 0);
   // sinks and ssmax keep the values they start with (zeros; model.attention.ssmax).
   ParamRole role_of(const std::string& local) const override;
   // x [B, T, D] attends to kv [B, S, D] (self-attention: the same tensor). `ctx` carries the

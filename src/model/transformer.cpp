@@ -15,6 +15,9 @@ bool pre_norm(const config::ModelConfig& c) {
          (c.norm == config::Norm::kAuto && c.arch == config::Arch::kDecoder);
 }
 
+// OLMo 2's placement: x + norm(f(x)), and a final norm as pre-norm stacks have.
+bool reordered(const config::ModelConfig& c) { return c.norm == config::Norm::kReordered; }
+
 int64_t embedding_width(const config::ModelConfig& c) {
   return c.embedding_size > 0 ? c.embedding_size : c.d_model;
 }
@@ -40,17 +43,21 @@ torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
 // ---- layer
 
 LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
-    : pre_norm_(pre_norm(c)), dropout_(c.dropout), activation_(c.activation) {
+    : pre_norm_(pre_norm(c)),
+      reordered_(reordered(c)),
+      dropout_(c.dropout),
+      activation_(c.activation) {
   auto norm = [&] { return Norm(c.d_model, c.norm_eps, c.norm_type); };
-  self_attn = register_module("self_attn", MultiHeadAttention(c.d_model, c.n_heads, c.attention,
-                                                              c.n_kv_heads, c.bias, c.norm_eps));
+  self_attn = register_module(
+      "self_attn", MultiHeadAttention(c.d_model, c.n_heads, c.attention, c.n_kv_heads, c.bias,
+                                      c.norm_eps, c.head_dim));
   norm1 = register_module("norm1", norm());
   if (cross) {
     // Cross-attention is always softmax: the linear kernel is a self-attention study.
     config::AttentionConfig ca = c.attention;
     ca.kernel = config::AttentionKernel::kSoftmax;
-    cross_attn = register_module(
-        "cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca, 0, c.bias, c.norm_eps));
+    cross_attn = register_module("cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca, 0,
+                                                                  c.bias, c.norm_eps, c.head_dim));
     norm3 = register_module("norm3", norm());
   }
   const bool ffn_bias = c.bias == config::LinearBias::kAll;
@@ -76,6 +83,7 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
                                  KVCache* cache, KVCache* cross_cache) {
   auto sublayer = [&](Norm& norm, const auto& fn) {
     if (pre_norm_) return model::dropout_add(x, fn(norm(x)), dropout_, is_training());
+    if (reordered_) return model::dropout_add(x, norm(fn(x)), dropout_, is_training());
     return norm(model::dropout_add(x, fn(x), dropout_, is_training()));
   };
   x = sublayer(norm1, [&](const torch::Tensor& h) {
@@ -93,8 +101,8 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
 
 StackImpl::StackImpl(const config::ModelConfig& c, int64_t n_layers, bool causal, bool cross,
                      bool with_emb_norm)
-    : causal_(causal), pre_norm_(pre_norm(c)), dropout_(c.dropout) {
-  PositionDims dims{c.d_model, c.n_heads, c.d_model / c.n_heads, causal, n_layers};
+    : causal_(causal), pre_norm_(pre_norm(c) || reordered(c)), dropout_(c.dropout) {
+  PositionDims dims{c.d_model, c.n_heads, config::head_dim_of(c), causal, n_layers};
   // One position module per kind of layer (model.layout), named `position` when there is one
   // kind (the names of a model without a layout), `position_<kind>` otherwise.
   const auto layer_kinds = config::layer_kinds(c.layout, n_layers);

@@ -38,7 +38,7 @@ class LayerImpl : public torch::nn::Module {
 
  private:
   torch::Tensor ffn(const torch::Tensor& x);
-  bool pre_norm_;
+  bool pre_norm_, reordered_;
   double dropout_;
   config::Activation activation_;
   MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
@@ -92,7 +92,7 @@ class StackImpl : public torch::nn::Module {
   std::vector<Kind> kinds_;
   std::vector<size_t> kind_of_layer_;
   std::vector<int64_t> index_in_kind_;  // a layer's number among its kind's layers
-  bool causal_, pre_norm_;
+  bool causal_, pre_norm_;  // pre_norm_: a final norm and no embedding norm (pre or reordered)
   double dropout_;
   torch::nn::ModuleList layers{nullptr};
   Norm final_norm{nullptr}, emb_norm{nullptr};

@@ -1,8 +1,10 @@
 #include "tokenizers/vocab_order.h"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tokenizers/wordpiece.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -67,6 +69,24 @@ std::vector<int32_t> invert_order(const std::vector<int64_t>& order) {
   for (size_t r = 0; r < order.size(); ++r)
     inv[static_cast<size_t>(order[r])] = static_cast<int32_t>(r);
   return inv;
+}
+
+std::vector<int64_t> run_vocab_order(const config::TokenizerConfig& t, int64_t vocab,
+                                     const std::string& run_dir) {
+  std::vector<int64_t> order;
+  const std::string kept = run_dir + "/hf/vocab_order.json";
+  if (t.type == config::TokenizerType::kWordPiece)
+    order = wordpiece_order(read_vocab_txt(t.model), t.model);
+  else if (!t.vocab_order.empty())
+    order = read_vocab_order(t.vocab_order);
+  else if (std::filesystem::is_regular_file(kept))
+    order = read_vocab_order(kept);
+  if (order.empty())
+    for (int64_t i = 0; i < vocab; ++i) order.push_back(i);
+  if (static_cast<int64_t>(order.size()) != vocab)
+    throw UserError("the tokenizer's vocabulary order has " + std::to_string(order.size()) +
+                    " ids, the model " + std::to_string(vocab));
+  return order;
 }
 
 }  // namespace ropelab::tokenizers

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config/schema.h"
+
 namespace ropelab::tokenizers {
 
 // The re-numbering of a vocabulary that was not made by ropelab (an imported checkpoint's):
@@ -25,5 +27,10 @@ std::vector<int64_t> special_first_order(int64_t vocab, std::array<int64_t, 7> s
 std::vector<int64_t> read_vocab_order(const std::string& path);
 // The inverse: the vocabulary's id -> ropelab's id.
 std::vector<int32_t> invert_order(const std::vector<int64_t>& order);
+// A run's vocabulary order: the wordpiece tokenizer's own, an imported tokenizer's
+// (data.tokenizer.vocab_order), an imported run's without a tokenizer (RUN/hf/vocab_order.json),
+// or ropelab's (identity). UserError when its size is not the model's `vocab`.
+std::vector<int64_t> run_vocab_order(const config::TokenizerConfig& t, int64_t vocab,
+                                     const std::string& run_dir);
 
 }  // namespace ropelab::tokenizers

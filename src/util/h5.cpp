@@ -205,6 +205,9 @@ std::vector<float> read_f32(hid_t p, const std::string& n, const std::string& f)
 std::vector<float> read_f32_flat(hid_t p, const std::string& n, const std::string& f) {
   return read_vec<float>(p, n, H5T_NATIVE_FLOAT, f, /*any_rank=*/true);
 }
+std::vector<int64_t> read_i64_flat(hid_t p, const std::string& n, const std::string& f) {
+  return read_vec<int64_t>(p, n, H5T_NATIVE_INT64, f, /*any_rank=*/true);
+}
 std::vector<double> read_f64(hid_t p, const std::string& n, const std::string& f) {
   return read_vec<double>(p, n, H5T_NATIVE_DOUBLE, f);
 }

@@ -70,6 +70,7 @@ std::vector<float> read_f32(hid_t parent, const std::string& name, const std::st
 std::vector<double> read_f64(hid_t parent, const std::string& name, const std::string& file);
 // Every element of a dataset of any rank, in row-major order (see dataset_shape).
 std::vector<float> read_f32_flat(hid_t parent, const std::string& name, const std::string& file);
+std::vector<int64_t> read_i64_flat(hid_t parent, const std::string& name, const std::string& file);
 // Paths of every dataset below `file`'s root ("a/b/c"), and a dataset's shape.
 std::vector<std::string> dataset_paths(hid_t file);
 std::vector<int64_t> dataset_shape(hid_t parent, const std::string& name, const std::string& file);

@@ -6,8 +6,8 @@
 # import a RoFormerForSequenceClassification naming its data, and eval it; a Llama-layout
 # decoder with its byte-level BPE tokenizer, evaluated at two lengths, with and without YaRN,
 # probed, and trained further; transformers 5's config layout, unknown keys and layouts that
-# disagree; a classification checkpoint without its data, and a damaged config.json, exit 2
-# with one line.
+# disagree; Qwen3 fine-tuned, exported and imported again, and evaluated on given ids; a
+# classification checkpoint without its data, and a damaged config.json, exit 2 with one line.
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 FIX=$ROPELAB_SRC/tests/data/hf
@@ -142,6 +142,46 @@ grep -q '"rope_scaling"' v4-hf/config.json || fail "no rope_scaling in the v4 ex
 expect_exit 0 "$ROPELAB" import-hf v4-hf --out "$WORK/runs/v4-again"
 diff <(sed -n '/^model:/,/^[a-z]/p' runs/v5/config.yaml) \
   <(sed -n '/^model:/,/^[a-z]/p' runs/v4-again/config.yaml) || fail "the v4 export changed the model"
+
+# Qwen3 (QK-norm; heads 16 wide in a model 32 wide) with its byte-level BPE tokenizer: imported,
+# fine-tuned on bible-en through task.init_from, exported as Qwen3ForCausalLM and imported again:
+# the same loss. Its next-token NLL and logits on given ids (eval --ids).
+expect_exit 0 "$ROPELAB" import-hf "$FIX/qwen3-bpe" --out "$WORK/runs/qwen3"
+expect_in "imported Qwen3ForCausalLM"
+cat >qwen3-ft.yaml <<YAML
+inherit: $WORK/runs/qwen3/config.yaml
+run: {name: qwen3-ft, out_dir: $WORK/runs, seed: 5, threads: 2}
+data: {source: bible-en, prepared_dir: $WORK/prep}
+task: {type: clm, seq_len: 16, init_from: $WORK/runs/qwen3}
+train: {lr: 0.001, max_steps: 20, batch_size: 8, eval_every: 10, eval_batches: 4,
+        log_every: 10, checkpoint_every: 10, schedule: {type: linear, warmup: 2}}
+YAML
+expect_exit 0 "$ROPELAB" train qwen3-ft.yaml
+expect_in "backbone from $WORK/runs/qwen3: loaded"
+expect_exit 0 "$ROPELAB" eval runs/qwen3-ft --no-save
+tuned=$(grep -E '^ +acc .* loss ' <<<"$OUT") || fail "no loss in: $OUT"
+expect_exit 0 "$ROPELAB" export runs/qwen3-ft --format hf --out "$WORK/qwen3-hf"
+expect_in "exported Qwen3ForCausalLM"
+grep -q '"head_dim": 16' qwen3-hf/config.json || fail "the export lost head_dim"
+[[ -f qwen3-hf/tokenizer.json ]] || fail "the export lacks tokenizer.json"
+expect_exit 0 "$ROPELAB" import-hf qwen3-hf --out "$WORK/runs/qwen3-again" data.source=bible-en \
+  data.prepared_dir="$WORK/prep" task.seq_len=16
+expect_exit 0 "$ROPELAB" prepare runs/qwen3-again/config.yaml
+expect_exit 0 "$ROPELAB" eval runs/qwen3-again --no-save
+[[ $(grep -E '^ +acc .* loss ' <<<"$OUT") == "$tuned" ]] || fail "the round trip changed the model: $tuned vs $OUT"
+printf '[5, 17, 42, 9, 300]\n{"input_ids": [7, 8, 9]}\n' >ids.jsonl
+expect_exit 0 "$ROPELAB" eval runs/qwen3 --ids ids.jsonl --logits "$WORK/qwen3-logits.h5"
+expect_in "mean NLL"
+expect_in "over 6 predicted tokens (2 sequences)"
+[[ -f qwen3-logits.h5 ]] || fail "no logits written"
+expect_exit 2 "$ROPELAB" eval runs/qwen3 --ids ids.jsonl --logits "$WORK/qwen3-logits.h5"
+expect_in "already exists"
+expect_exit 2 "$ROPELAB" eval runs/qwen3 --logits "$WORK/other.h5"
+expect_in "--ids"
+printf '[5, 99999]\n' >bad-ids.jsonl
+expect_exit 2 "$ROPELAB" eval runs/qwen3 --ids bad-ids.jsonl
+expect_in "bad-ids.jsonl:1: id 99999 is outside"
+[[ $(wc -l <<<"$OUT") -eq 1 ]] || fail "more than one line: $OUT"
 
 # A damaged config.json: one line naming the file.
 mkdir bad && cp "$FIX"/roformer-mlm/* bad/ && echo '{"architectures": ["RoFormerForMaskedLM"],' >bad/config.json

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "config/layout.h"
 #include "config/loader.h"
 #include "data/prepare.h"
 #include "helpers.h"
@@ -331,7 +332,9 @@ TEST(HfImport, LlamaRefusalsNameTheKey) {
   // clang-format off: versions 14 and 19 lay out these lambdas differently
   std::vector<Case> cases = {
       {"llama", [](nlohmann::json& j) { j["hidden_act"] = "gelu"; }, "hidden_act"},
-      {"llama", [](nlohmann::json& j) { j["head_dim"] = 16; }, "head_dim"},
+      {"llama", [](nlohmann::json& j) { j["head_dim"] = 7; }, "head_dim"},
+      {"qwen3", [](nlohmann::json& j) { j["attention_bias"] = true; }, "attention_bias"},
+      {"qwen3", [](nlohmann::json& j) { j.erase("head_dim"); }, "q_proj"},
       {"llama", [](nlohmann::json& j) { j["num_key_value_heads"] = 3; }, "num_key_value_heads"},
       {"llama", [](nlohmann::json& j) { j["attention_bias"] = true; }, "attention_bias"},
       {"llama",
@@ -348,9 +351,28 @@ TEST(HfImport, LlamaRefusalsNameTheKey) {
       {"llama-linear", [](nlohmann::json& j) { j["rope_scaling"]["alpha"] = 2.0; }, "alpha"},
       {"llama-longrope", [](nlohmann::json& j) { j["rope_scaling"].erase("long_factor"); },
        "long_factor"},
-      {"mistral", [](nlohmann::json& j) { j["sliding_window"] = 4096; }, "sliding_window"},
-      {"mistral", [](nlohmann::json& j) { j.erase("sliding_window"); }, "sliding_window"},
-      {"qwen2", [](nlohmann::json& j) { j["use_sliding_window"] = true; }, "use_sliding_window"},
+      {"mistral", [](nlohmann::json& j) { j["sliding_window"] = 0; }, "sliding_window"},
+      {"mistral", [](nlohmann::json& j) { j["sliding_window"] = "4k"; }, "sliding_window"},
+      {"mistral",
+       [](nlohmann::json& j) {
+         j["layer_types"] = {"full_attention", "sliding_attention"};
+       },
+       "layer_types"},
+      {"llama",
+       [](nlohmann::json& j) {
+         j["layer_types"] = {"sliding_attention", "sliding_attention"};
+       },
+       "layer_types"},
+      {"qwen2",
+       [](nlohmann::json& j) {
+         j["layer_types"] = {"full_attention", "sliding_attention"};
+       },
+       "use_sliding_window"},
+      {"qwen2",
+       [](nlohmann::json& j) {
+         j["layer_types"] = {"full_attention", "chunked_attention"};
+       },
+       "layer_types"},
   };
   // clang-format on
   for (const auto& c : cases) {
@@ -366,6 +388,145 @@ TEST(HfImport, LlamaRefusalsNameTheKey) {
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
     EXPECT_FALSE(stdfs::exists(d.file("run")));
+  }
+}
+
+TEST(HfImport, The2025DecodersGiveTheReferenceLogits) {
+  // Windows (5, 6, 7) shorter than the long input (40 tokens): Mistral slides every layer; Qwen2
+  // from max_window_layers on, or where layer_types says (here the first layer, not the last).
+  // Qwen3's QK-norm, and heads 16 wide in a model 32 wide (4 heads: q has 64 channels).
+  // SmolLM3's NoPE layer (the second), as no_rope_layers or no_rope_layer_interval, and with a
+  // window on it. OLMo 2's QK-norm over the whole projections and norms after the sublayers.
+  struct Case {
+    const char* fixture;
+    std::string summary;
+    int64_t head_dim;
+  };
+  for (const auto& c :
+       {Case{"qwen3", "rope", 16}, Case{"llama-head-dim", "rope", 16},
+        Case{"qwen3-v5-swa", "full_attention (rope) + sliding_attention (rope, window 6)", 16},
+        Case{"mistral-swa", "sliding_attention (rope, window 5)", 8},
+        Case{"mistral-v5-swa", "sliding_attention (rope, window 5)", 8},
+        Case{"qwen2-swa", "full_attention (rope) + sliding_attention (rope, window 6)", 8},
+        Case{"qwen2-v5-swa", "sliding_attention (rope, window 7) + full_attention (rope)", 8},
+        Case{"smollm3", "rope", 8}, Case{"smollm3-v5", "rope", 8}, Case{"olmo2", "rope", 8},
+        Case{"olmo2-v5", "rope", 8},
+        Case{"smollm3-v5-swa", "full_attention (rope) + sliding_attention_nope (none, window 5)",
+             8}}) {
+    SCOPED_TRACE(c.fixture);
+    test::TempDir d;
+    auto expected = Checkpoint::open(kHfDir + "/" + c.fixture + "/expected.safetensors");
+    import_hf(kHfDir + "/" + c.fixture, d.file("run"));
+    auto order = vocab_order(d.file("run"));
+    auto m = weights::load_run_model(d.file("run"));
+    EXPECT_EQ(config::position_summary(m.config.model), c.summary);
+    const bool qwen3 = std::string(c.fixture).rfind("qwen3", 0) == 0,
+               olmo2 = std::string(c.fixture).rfind("olmo2", 0) == 0;
+    EXPECT_EQ(m.config.model.attention.qk_norm, qwen3 || olmo2);
+    EXPECT_EQ(m.config.model.attention.qk_norm_over,
+              olmo2 ? config::QkNormOver::kProjection : config::QkNormOver::kHead);
+    EXPECT_EQ(m.config.model.norm, olmo2 ? config::Norm::kReordered : config::Norm::kPre);
+    EXPECT_EQ(config::head_dim_of(m.config.model), c.head_dim);
+    if (c.summary == "rope" && std::string(c.fixture).rfind("smollm3", 0) == 0) {
+      EXPECT_EQ(std::get<config::RopeConfig>(m.config.model.position.opts).nope_layers,
+                std::vector<int64_t>{1});
+      EXPECT_DOUBLE_EQ(std::get<config::RopeConfig>(m.config.model.position.opts).base, 2e6);
+    }
+    m.model->eval();
+    torch::NoGradGuard ng;
+    auto cols = torch::tensor(order, torch::kLong);
+    for (const std::string tag : {"", "_short"}) {
+      auto ids = to_ropelab_ids(order, tensor(expected, "input_ids" + tag));
+      auto logits = m.model->logits(m.model->backbone->decode(ids));
+      auto want = tensor(expected, "logits" + tag).index_select(2, cols);
+      EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
+    }
+  }
+  // Mistral without sliding_window: transformers' default of 4096, said in the summary.
+  test::TempDir d;
+  auto dir = damaged_copy(d, "mistral", [](nlohmann::json& j) { j.erase("sliding_window"); });
+  auto summary = import_hf(dir, d.file("run"));
+  EXPECT_NE(summary.find("4096"), std::string::npos) << summary;
+  auto c = weights::load_run_model(d.file("run")).config;
+  EXPECT_EQ(c.model.layout.kinds.at("sliding_attention").window.value, 4096);
+  // qwen2-v5-swa's global layer follows a sliding one: transformers 5's layer_types say it,
+  // transformers 4's max_window_layers cannot, so only the v5 form exports.
+  import_hf(kHfDir + "/qwen2-v5-swa", d.file("q"));
+  export_hf(d.file("q"), d.file("q-hf"));
+  auto ours = nlohmann::json::parse(fs::read_file(d.file("q-hf/config.json")));
+  EXPECT_EQ(ours["layer_types"], nlohmann::json::array({"sliding_attention", "full_attention"}));
+  EXPECT_EQ(ours["sliding_window"], 7);
+  EXPECT_EQ(ours["use_sliding_window"], true);
+  try {
+    export_hf(d.file("q"), d.file("q-hf4"), HfConfigForm::kV4);
+    ADD_FAILURE() << "exported";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_window_layers"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(stdfs::exists(d.file("q-hf4")));
+  // A SmolLM3 whose NoPE layers slide is a layout with a kind of its own positions: imported,
+  // not exported (no class writes NoPE layers with windows here).
+  import_hf(kHfDir + "/smollm3-v5-swa", d.file("s"));
+  try {
+    export_hf(d.file("s"), d.file("s-hf"));
+    ADD_FAILURE() << "exported";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("positions of its own"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfImport, The2025DecodersDecodeWithTheCacheAsTheFullForward) {
+  // A prompt, then one token at a time: wide heads with QK-norm per head (Qwen3) or over the
+  // projections (OLMo 2), NoPE layers (SmolLM3), and sliding windows of 5 and 6 over 20 tokens
+  // (the ring buffer drops keys).
+  for (const char* fixture :
+       {"qwen3", "olmo2", "smollm3", "mistral-swa", "qwen2-swa", "smollm3-v5-swa"}) {
+    SCOPED_TRACE(fixture);
+    test::TempDir d;
+    import_hf(kHfDir + "/" + fixture, d.file("run"));
+    auto m = weights::load_run_model(d.file("run"));
+    m.model->eval();
+    torch::NoGradGuard ng;
+    torch::manual_seed(3);
+    auto tokens = torch::randint(7, 64, {2, 20});
+    auto full = m.model->backbone->decode(tokens);
+    model::DecodeState st;
+    std::vector<torch::Tensor> steps{
+        m.model->backbone->decode(tokens.narrow(1, 0, 4), {}, {}, &st)};
+    for (int64_t t = 4; t < 20; ++t)
+      steps.push_back(m.model->backbone->decode(tokens.narrow(1, t, 1), {}, {}, &st));
+    EXPECT_LT(max_diff(torch::cat(steps, 1), full), 1e-4);
+  }
+}
+
+TEST(HfExport, LayoutsNoLlamaLayoutClassHasAreRefused) {
+  // Mixed sliding and global layers without Qwen2's biases (Mistral slides all or none), a
+  // chunk, a temperature, a kind with positions of its own.
+  for (auto [edit, expect] :
+       {std::pair{"model.bias=none", "a mix of sliding-window"},
+        {"model.layout.kinds.sliding_attention.chunk=4", "chunk"},
+        {"model.layout.kinds.full_attention.temperature.scale=0.1", "temperature"},
+        {"model.layout.kinds.full_attention.position.type=none", "positions of its own"}}) {
+    SCOPED_TRACE(expect);
+    test::TempDir d;
+    import_hf(kHfDir + "/qwen2-swa", d.file("run"));
+    std::vector<config::Override> ov = {config::Override{edit}};
+    if (std::string(edit).find("chunk") != std::string::npos)
+      ov.insert(ov.begin(), config::Override{"model.layout.kinds.sliding_attention.window=~"});
+    auto c = config::load_config(d.file("run/config.yaml"), ov);
+    test::write(d.file("run/config.yaml"), config::dump(c));
+    auto model = tasks::make_task(c, 64)->build_model();
+    weights::TrainState st;
+    st.vocab = 64;
+    stdfs::remove_all(d.file("run/checkpoints"));
+    weights::save_checkpoint(d.file("run"), *model, nullptr, st, 1);
+    try {
+      export_hf(d.file("run"), d.file("out"));
+      ADD_FAILURE() << "exported";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(stdfs::exists(d.file("out")));
   }
 }
 
@@ -580,7 +741,19 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
         Case{"roformer-cls", {"data.source=bible-sst2"}, {}, "RoFormerForSequenceClassification"},
         Case{"llama", {}, {}, "LlamaForCausalLM"},
         Case{"llama-tied-mqa", {}, {}, "LlamaForCausalLM"},
-        Case{"qwen2", {}, {}, "Qwen2ForCausalLM"}, Case{"llama-yarn", {}, {}, "LlamaForCausalLM"},
+        Case{"mistral", {}, {}, "MistralForCausalLM"},
+        Case{"mistral-swa", {}, {}, "MistralForCausalLM"},
+        Case{"mistral-v5-swa", {}, {}, "MistralForCausalLM"},
+        Case{"qwen2-swa", {}, {}, "Qwen2ForCausalLM"},
+        Case{"qwen3", {}, {}, "Qwen3ForCausalLM"},
+        Case{"qwen3-v5-swa", {}, {}, "Qwen3ForCausalLM"},
+        Case{"llama-head-dim", {}, {}, "LlamaForCausalLM"},
+        Case{"smollm3", {}, {}, "SmolLM3ForCausalLM"},
+        Case{"smollm3-v5", {}, {}, "SmolLM3ForCausalLM"},
+        Case{"olmo2", {}, {}, "Olmo2ForCausalLM"},
+        Case{"olmo2-v5", {}, {}, "Olmo2ForCausalLM"},
+        Case{"qwen2", {}, {}, "Qwen2ForCausalLM"},
+        Case{"llama-yarn", {}, {}, "LlamaForCausalLM"},
         Case{"llama-longrope", {}, {}, "LlamaForCausalLM"},
         Case{"llama-bpe", {}, {}, "LlamaForCausalLM"},
         Case{"llama-spm", {}, {}, "LlamaForCausalLM"},
@@ -602,7 +775,9 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
     auto ours = nlohmann::json::parse(fs::read_file(d.file("out/config.json")));
     for (const char* k : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                           "intermediate_size", "max_position_embeddings", "num_key_value_heads",
-                          "tie_word_embeddings", "bos_token_id", "embedding_size"})
+                          "tie_word_embeddings", "bos_token_id", "embedding_size", "sliding_window",
+                          "use_sliding_window", "max_window_layers", "layer_types", "architectures",
+                          "head_dim", "attention_bias", "no_rope_layers", "no_rope_layer_interval"})
       if (theirs.contains(k)) {
         EXPECT_EQ(ours[k], theirs[k]) << k;
       }
