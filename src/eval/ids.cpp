@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "config/loader.h"
 #include "eval/evaluate.h"
 #include "model/transformer.h"
 #include "tokenizers/vocab_order.h"
@@ -126,8 +127,14 @@ IdsReport eval_ids(const std::string& run_dir, const std::string& ids_file,
     throw UserError(logits_out + ": already exists; choose another --logits");
   std::vector<std::string> overrides;
   if (!rope_scaling.empty()) {
-    auto rm = weights::load_run_model(run_dir, use_best);
-    overrides = rope_scaling_overrides(rope_scaling, rm.config.model);
+    if (!stdfs::is_regular_file(stdfs::path(run_dir) / "config.yaml"))
+      throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
+    auto trained = config::load_config((stdfs::path(run_dir) / "config.yaml").string());
+    try {
+      overrides = rope_scaling_overrides(rope_scaling, trained.model);
+    } catch (const UserError& e) {
+      throw UserError(run_dir + ": " + e.what());
+    }
   }
   auto rm = weights::load_run_model(run_dir, use_best, overrides);
   if (rm.config.model.arch != config::Arch::kDecoder)

@@ -174,6 +174,9 @@ expect_exit 0 "$ROPELAB" eval runs/qwen3 --ids ids.jsonl --logits "$WORK/qwen3-l
 expect_in "mean NLL"
 expect_in "over 6 predicted tokens (2 sequences)"
 [[ -f qwen3-logits.h5 ]] || fail "no logits written"
+plain=$(grep "^mean NLL" <<<"$OUT")
+expect_exit 0 "$ROPELAB" eval runs/qwen3 --ids ids.jsonl --rope-scaling linear:4
+[[ $(grep "^mean NLL" <<<"$OUT") != "$plain" ]] || fail "--rope-scaling changed nothing: $OUT"
 expect_exit 2 "$ROPELAB" eval runs/qwen3 --ids ids.jsonl --logits "$WORK/qwen3-logits.h5"
 expect_in "already exists"
 expect_exit 2 "$ROPELAB" eval runs/qwen3 --logits "$WORK/other.h5"
