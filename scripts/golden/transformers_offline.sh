@@ -35,6 +35,9 @@ make_exports() {  # make_exports DIR WORK: each fixture imported and exported in
   for d in tests/data/hf/*/; do
     name=$(basename "$d") data=()
     [[ -f $d/expected.safetensors ]] || continue  # a fixture the import refuses
+    # Imported but not exported by design: a SmolLM3 whose NoPE layers slide (a layout kind
+    # with positions of its own, which no exported class writes).
+    [[ $name == smollm3-v5-swa ]] && { echo "$name: not exported (import only)"; continue; }
     # A classification checkpoint's run names its data (import only records it): MNLI's three
     # labels for bert-cls, the built-in SST-2 for roformer-cls.
     [[ $name == bert-cls ]] && data=(data.source=glue data.glue_task=MNLI data.train="$2/MNLI")
