@@ -845,9 +845,10 @@ def olmo2_fixtures(out, g, ids):
 #   smollm3-v5-swa   and use_sliding_window with window 5: the NoPE layer slides
 
 def smollm3_fixtures(out, g, ids):
+    # pad_token_id given: SmolLM3's default (128004) lies outside this vocabulary.
     base = dict(architectures=["SmolLM3ForCausalLM"], model_type="smollm3",
                 tie_word_embeddings=True, use_sliding_window=False, sliding_window=None,
-                no_rope_layer_interval=4)
+                no_rope_layer_interval=4, pad_token_id=2)
     cfg = llama_config(no_rope_layers=[1, 0], rope_theta=2000000.0, **base)
     del cfg["pretraining_tp"]
     save_decoder(out, "smollm3", cfg, init_llama(cfg, g), ids)
