@@ -63,6 +63,28 @@ Outputs run_imported(const std::string& fixture, const test::TempDir& d, Checkpo
   return o;
 }
 
+// D/run becomes a fresh run of config `c` (its weights would no longer match: norm biases, a
+// T5 table, a changed layout); export must refuse it with one line naming `expect` and leave
+// no D/out.
+void expect_export_refused(const test::TempDir& d, const config::Config& c,
+                           const std::string& expect) {
+  test::write(d.file("run/config.yaml"), config::dump(c));
+  auto model = tasks::make_task(c, 64)->build_model();
+  weights::TrainState st;
+  st.vocab = 64;
+  stdfs::remove_all(d.file("run/checkpoints"));
+  weights::save_checkpoint(d.file("run"), *model, nullptr, st, 1);
+  try {
+    export_hf(d.file("run"), d.file("out"));
+    ADD_FAILURE() << "exported";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no Hugging Face class"), std::string::npos);
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+  EXPECT_FALSE(stdfs::exists(d.file("out")));
+}
+
 TEST(HfImport, SpecialsComeFirstAndTheRestKeepTheirOrder) {
   // BERT: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103; no BOS/EOS, which take the
   // lowest free ids.
@@ -513,20 +535,7 @@ TEST(HfExport, LayoutsNoLlamaLayoutClassHasAreRefused) {
     std::vector<config::Override> ov = {config::Override{edit}};
     if (std::string(edit).find("chunk") != std::string::npos)
       ov.insert(ov.begin(), config::Override{"model.layout.kinds.sliding_attention.window=~"});
-    auto c = config::load_config(d.file("run/config.yaml"), ov);
-    test::write(d.file("run/config.yaml"), config::dump(c));
-    auto model = tasks::make_task(c, 64)->build_model();
-    weights::TrainState st;
-    st.vocab = 64;
-    stdfs::remove_all(d.file("run/checkpoints"));
-    weights::save_checkpoint(d.file("run"), *model, nullptr, st, 1);
-    try {
-      export_hf(d.file("run"), d.file("out"));
-      ADD_FAILURE() << "exported";
-    } catch (const UserError& e) {
-      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
-    }
-    EXPECT_FALSE(stdfs::exists(d.file("out")));
+    expect_export_refused(d, config::load_config(d.file("run/config.yaml"), ov), expect);
   }
 }
 
@@ -825,24 +834,12 @@ TEST(HfExport, RunsNoClassComputesAreRefusedNamingTheDifference) {
     SCOPED_TRACE(expect);
     test::TempDir d;
     import_hf(kHfDir + "/llama", d.file("run"));
-    auto c = config::load_config(d.file("run/config.yaml"),
-                                 {config::Override{std::string("model.norm_type=") + norm},
-                                  config::Override{std::string("model.position.type=") + pos}});
-    test::write(d.file("run/config.yaml"), config::dump(c));
-    // The weights no longer match the model (norm biases, a T5 table): make a fresh run.
-    auto model = tasks::make_task(c, 64)->build_model();
-    weights::TrainState st;
-    st.vocab = 64;
-    stdfs::remove_all(d.file("run/checkpoints"));
-    weights::save_checkpoint(d.file("run"), *model, nullptr, st, 1);
-    try {
-      export_hf(d.file("run"), d.file("out"));
-      ADD_FAILURE() << "exported";
-    } catch (const UserError& e) {
-      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("no Hugging Face class"), std::string::npos);
-    }
-    EXPECT_FALSE(stdfs::exists(d.file("out")));
+    expect_export_refused(
+        d,
+        config::load_config(d.file("run/config.yaml"),
+                            {config::Override{std::string("model.norm_type=") + norm},
+                             config::Override{std::string("model.position.type=") + pos}}),
+        expect);
   }
 }
 
