@@ -326,6 +326,7 @@ def main():
     llama_fixtures(out, g)
     v5_fixtures(out, g)
     swa_fixtures(out)
+    gemma3_fixtures(out)
 
     if "--check-with-transformers" in sys.argv:
         check_with_transformers(out)
@@ -589,9 +590,11 @@ def llama_logits(sd, cfg, ids):
     return x @ w.t()
 
 
-def save_decoder(out, name, cfg, sd, inputs, expected=True):
+def save_decoder(out, name, cfg, sd, inputs, expected=True, logits_of=None):
     """A decoder fixture: config.json, model.safetensors and (with `expected`) the reference
-    logits of each (tag, input_ids) of `inputs` in expected.safetensors."""
+    logits of each (tag, input_ids) of `inputs` in expected.safetensors (by `logits_of`:
+    llama_logits unless given)."""
+    logits_of = logits_of or llama_logits
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
@@ -602,7 +605,7 @@ def save_decoder(out, name, cfg, sd, inputs, expected=True):
         tensors = []
         for tag, ids in inputs:
             tensors += [("input_ids" + tag, "I64", ids),
-                        ("logits" + tag, "F32", llama_logits(sd, cfg, ids).float())]
+                        ("logits" + tag, "F32", logits_of(sd, cfg, ids).float())]
         write(os.path.join(d, "expected.safetensors"), tensors, {"format": "pt"})
     print(f"wrote {d}")
 
@@ -901,6 +904,162 @@ def qwen3_fixtures(out, g, ids):
                                                                    "qwen2"))})
 
 
+# ---- Gemma 3 (Team Gemma 2025, arXiv:2503.19786), text only, written from the report and the
+# class's documented configuration:
+#     embeddings times sqrt(hidden_size); RMSNorm with (1 + w) as the gain, four a layer:
+#     x + post_attn(attn(input(x))), then x + post_ffw(ffn(pre_ffw(x))); a final norm;
+#     QK-norm (the same norm) over each head before RoPE; scores q.k / sqrt(query_pre_attn_scalar);
+#     FFN down(gelu_tanh(gate(h)) * up(h)); sliding layers (window W: q - W < k <= q) with their
+#     own RoPE base (rope_local_base_freq) and no scaling, global layers with rope_theta and
+#     rope_scaling; transformers 5 nests both in rope_parameters by layer type.
+#   gemma3      transformers 4's layout: sliding_window_pattern 3 over 4 layers (sliding,
+#               sliding, global, sliding), window 5, head_dim 16 in a model 32 wide,
+#               query_pre_attn_scalar 24, linear scaling 4 on the global layers, tied
+#   gemma3-v5   transformers 5's: layer_types (sliding, global, ...), window 6, rope_parameters
+#               per type (linear 2 on the global layers), defaults for query_pre_attn_scalar
+#               (256) and rms_norm_eps, hidden_activation gelu (erf), untied
+
+GEMMA3_FIXTURES = ("gemma3",)
+GEMMA3_V5_FIXTURES = ("gemma3-v5",)
+
+
+def gemma3_config(**kw):
+    c = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+         "vocab_size": LLAMA_VOCAB, "hidden_size": 32, "intermediate_size": 40,
+         "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 16,
+         "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "attention_bias": False,
+         "attention_dropout": 0.0, "query_pre_attn_scalar": 24, "sliding_window": 5,
+         "sliding_window_pattern": 3, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+         "rope_scaling": {"rope_type": "linear", "factor": 4.0},
+         "final_logit_softcapping": None, "attn_logit_softcapping": None,
+         "cache_implementation": "hybrid", "initializer_range": 0.02, "pad_token_id": 0,
+         "eos_token_id": 1, "bos_token_id": 2, "use_cache": True, "torch_dtype": "float32",
+         "transformers_version": "4.50.0"}
+    c.update(kw)
+    return c
+
+
+def gemma3_types(cfg):
+    if cfg.get("layer_types"):
+        return cfg["layer_types"]
+    every = cfg.get("sliding_window_pattern", 6)
+    return ["sliding_attention" if (i + 1) % every else "full_attention"
+            for i in range(cfg["num_hidden_layers"])]
+
+
+def gemma3_inv_freq(cfg, kind):
+    """A layer type's inverse frequencies [H/2] (float64): its base and linear scaling."""
+    H = cfg["head_dim"]
+    if cfg.get("rope_parameters") is not None:
+        entry = dict(cfg["rope_parameters"].get(kind) or {"rope_type": "default"})
+    elif kind == "full_attention":
+        entry = dict(cfg.get("rope_scaling") or {"rope_type": "default"})
+    else:
+        entry = {"rope_type": "default"}
+    fallback = (cfg.get("rope_theta", 1e6) if kind == "full_attention"
+                else cfg.get("rope_local_base_freq", 1e4))
+    inv = entry.get("rope_theta", fallback) ** (-torch.arange(0, H, 2, dtype=torch.float64) / H)
+    if entry["rope_type"] == "linear":
+        return inv / entry["factor"]
+    assert entry["rope_type"] == "default", entry
+    return inv
+
+
+def init_gemma3(cfg, g):
+    D, F, V, H = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["head_dim"]
+    N, Nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+
+    def rnd(*shape, std):
+        return (torch.randn(*shape, generator=g) * std).float()
+
+    sd = {"model.embed_tokens.weight": rnd(V, D, std=0.2)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        for n, rows in (("q", N * H), ("k", Nkv * H), ("v", Nkv * H)):
+            sd[p + f"self_attn.{n}_proj.weight"] = rnd(rows, D, std=1 / math.sqrt(D))
+        sd[p + "self_attn.o_proj.weight"] = rnd(D, N * H, std=1 / math.sqrt(N * H))
+        for n in ("q_norm", "k_norm"):  # gains (1 + w): w around 0
+            sd[p + f"self_attn.{n}.weight"] = rnd(H, std=0.3)
+        sd[p + "mlp.gate_proj.weight"] = rnd(F, D, std=1 / math.sqrt(D))
+        sd[p + "mlp.up_proj.weight"] = rnd(F, D, std=1 / math.sqrt(D))
+        sd[p + "mlp.down_proj.weight"] = rnd(D, F, std=1 / math.sqrt(F))
+        for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                  "post_feedforward_layernorm"):
+            sd[p + n + ".weight"] = rnd(D, std=0.3)
+    sd["model.norm.weight"] = rnd(D, std=0.3)
+    if not cfg["tie_word_embeddings"]:
+        sd["lm_head.weight"] = rnd(V, D, std=1 / math.sqrt(D))
+    return sd
+
+
+def gemma3_logits(sd, cfg, ids):
+    sd = {k: v.double() for k, v in sd.items()}
+    B, T = ids.shape
+    D, N, Nkv, H = (cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"],
+                    cfg["head_dim"])
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    scale = cfg.get("query_pre_attn_scalar", 256) ** -0.5
+
+    def norm(x, name):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * (1 + sd[name + ".weight"])
+
+    def lin(x, name):
+        return x @ sd[name + ".weight"].t()
+
+    def act(x):
+        if cfg.get("hidden_activation", "gelu_pytorch_tanh") == "gelu":
+            return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+        return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+    causal = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    offset = torch.arange(T)[:, None] - torch.arange(T)[None, :]
+    x = sd["model.embed_tokens.weight"][ids] * math.sqrt(D)
+    for i, kind in enumerate(gemma3_types(cfg)):
+        p = f"model.layers.{i}."
+        ang = torch.arange(T, dtype=torch.float64)[:, None] * gemma3_inv_freq(cfg, kind)[None, :]
+        ang = torch.cat([ang, ang], -1)
+        cos, sin = ang.cos(), ang.sin()
+        mask = causal if kind == "full_attention" else causal.masked_fill(
+            offset >= cfg["sliding_window"], float("-inf"))
+        h = norm(x, p + "input_layernorm")
+        q = norm(lin(h, p + "self_attn.q_proj").view(B, T, N, H), p + "self_attn.q_norm")
+        k = norm(lin(h, p + "self_attn.k_proj").view(B, T, Nkv, H), p + "self_attn.k_norm")
+        v = lin(h, p + "self_attn.v_proj").view(B, T, Nkv, H).transpose(1, 2)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(N // Nkv, 1), v.repeat_interleave(N // Nkv, 1)
+        a = torch.softmax(q @ k.transpose(-1, -2) * scale + mask, -1) @ v
+        a = lin(a.transpose(1, 2).reshape(B, T, N * H), p + "self_attn.o_proj")
+        x = x + norm(a, p + "post_attention_layernorm")
+        h = norm(x, p + "pre_feedforward_layernorm")
+        f = lin(act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+        x = x + norm(f, p + "post_feedforward_layernorm")
+    x = norm(x, "model.norm")
+    return x @ sd.get("lm_head.weight", sd["model.embed_tokens.weight"]).t()
+
+
+def gemma3_fixtures(out):
+    g = torch.Generator().manual_seed(20261130)
+    V = LLAMA_VOCAB
+    ids = (("", torch.randint(3, V, (2, 40), generator=g)),
+           ("_short", torch.randint(3, V, (2, 12), generator=g)))
+    cfg = gemma3_config()
+    save_decoder(out, "gemma3", cfg, init_gemma3(cfg, g), ids, logits_of=gemma3_logits)
+    cfg = gemma3_config(
+        transformers_version="5.0.0", dtype="float32", sliding_window=6,
+        hidden_activation="gelu", tie_word_embeddings=False,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0,
+                                            "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
+    for k in ("torch_dtype", "rope_theta", "rope_local_base_freq", "rope_scaling",
+              "sliding_window_pattern", "query_pre_attn_scalar", "rms_norm_eps"):
+        del cfg[k]
+    save_decoder(out, "gemma3-v5", cfg, init_gemma3(cfg, g), ids, logits_of=gemma3_logits)
+
+
 SPM_TEXTS = ["In the beginning God created the heaven and the earth.",
              "Caf\u00e9 cr\u00e8me, 12345 and \u4e16\u754c \U0001F600!", "  spaces   and\ttabs ",
              "unseen characters: \u0416\u0417 \u05d0"]
@@ -999,7 +1158,8 @@ def check_with_transformers(out, exports=None):
         older["llama-longrope"] = ("this transformers: long factors at every length",
                                    lambda c: c["rope_scaling"].update(
                                        short_factor=c["rope_scaling"]["long_factor"]))
-    for name in LLAMA_FIXTURES + SWA_FIXTURES + (V5_FIXTURES + SWA_V5_FIXTURES if v5 else ()):
+    for name in (LLAMA_FIXTURES + SWA_FIXTURES + GEMMA3_FIXTURES +
+                 (V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES if v5 else ())):
         d = os.path.join(out, name)
         model, _ = load(name)
         if model is None:

@@ -1248,10 +1248,11 @@ std::vector<Problem> validate(const Config& c) {
   for (const auto& [name, kind] : m.layout.kinds)
     check_positions(c, kind.position, "model.layout.kinds." + name + ".position", head_dim, bad);
   if (m.attention.kernel == AttentionKernel::kLinear) {
-    const char* what = m.attention.sinks       ? "sinks"
-                       : m.attention.qk_norm   ? "qk_norm"
-                       : m.attention.ssmax > 0 ? "ssmax"
-                                               : nullptr;
+    const char* what = m.attention.sinks           ? "sinks"
+                       : m.attention.qk_norm       ? "qk_norm"
+                       : m.attention.ssmax > 0     ? "ssmax"
+                       : m.attention.scale_dim > 0 ? "scale_dim"
+                                                   : nullptr;
     if (what != nullptr)
       bad(std::string("model.attention.") + what,
           std::string(what) +

@@ -72,12 +72,16 @@ E enum_from(const std::string& name) {
 
 enum class Arch { kEncoder, kDecoder, kEncDec };
 ROPELAB_ENUM_NAMES(Arch, "encoder", "decoder", "encdec");
-enum class Norm { kAuto, kPost, kPre, kReordered };
-ROPELAB_ENUM_NAMES(Norm, "auto", "post", "pre", "reordered");
-enum class Activation { kGelu, kRelu, kSwiglu };
-ROPELAB_ENUM_NAMES(Activation, "gelu", "relu", "swiglu");
-enum class NormType { kLayerNorm, kRmsNorm };
-ROPELAB_ENUM_NAMES(NormType, "layernorm", "rmsnorm");
+enum class Norm { kAuto, kPost, kPre, kReordered, kSandwich };
+ROPELAB_ENUM_NAMES(Norm, "auto", "post", "pre", "reordered", "sandwich");
+enum class Activation { kGelu, kRelu, kSwiglu, kGeglu, kGegluTanh };
+ROPELAB_ENUM_NAMES(Activation, "gelu", "relu", "swiglu", "geglu", "geglu_tanh");
+// The gated feed-forwards: fc2(act(gate(x)) * fc1(x)).
+constexpr bool is_gated(Activation a) {
+  return a == Activation::kSwiglu || a == Activation::kGeglu || a == Activation::kGegluTanh;
+}
+enum class NormType { kLayerNorm, kRmsNorm, kRmsNormOffset };
+ROPELAB_ENUM_NAMES(NormType, "layernorm", "rmsnorm", "rmsnorm_offset");
 enum class LinearBias { kAll, kNone, kQkv };
 ROPELAB_ENUM_NAMES(LinearBias, "all", "none", "qkv");
 enum class PoolerActivation { kTanh, kGelu, kRelu };
@@ -590,6 +594,7 @@ struct AttentionConfig {
   QkNormOver qk_norm_over = QkNormOver::kHead;
   bool sinks = false;
   double ssmax = 0.0;
+  double scale_dim = 0.0;
   template <class V>
   void visit(V& v) {
     v("kernel", kernel, "softmax, or linear (O(N) kernelised attention)");
@@ -614,6 +619,10 @@ struct AttentionConfig {
       "s*log(n), n the keys it can see, s learned per head and starting at this value; 0 = off "
       "(softmax only)",
       between(0, 100));
+    v("scale_dim", scale_dim,
+      "scores are q.k / sqrt(scale_dim) (Gemma 2 and 3: query_pre_attn_scalar); 0 = the head "
+      "width, as Vaswani et al. (softmax only)",
+      between(0, 1 << 20));
   }
 };
 
@@ -720,16 +729,19 @@ struct ModelConfig {
     v("norm", norm,
       "layer norm placement: post (BERT, Transformer-base), pre (GPT-2), reordered (OLMo 2: "
       "each sublayer's output normalised before the residual add, x + norm(f(x)), and a final "
-      "norm), or auto (post for encoder and encdec, pre for decoder)");
+      "norm), sandwich (Gemma 2 and 3: both, x + post_norm(f(norm(x))), four norms a layer), or "
+      "auto (post for encoder and encdec, pre for decoder)");
     v("norm_type", norm_type,
-      "layernorm (with a shift), or rmsnorm (Zhang & Sennrich 2019: x / rms(x) * gain, as "
-      "Llama); the MLM head's transform keeps BERT's LayerNorm");
+      "layernorm (with a shift), rmsnorm (Zhang & Sennrich 2019: x / rms(x) * gain, as "
+      "Llama), or rmsnorm_offset (x / rms(x) * (1 + gain), the gain starting at 0: Gemma; "
+      "QK-norm follows it); the MLM head's transform keeps BERT's LayerNorm");
     v("norm_eps", norm_eps,
       "epsilon of every norm (1e-5 as PyTorch; imported BERT checkpoints bring 1e-12)",
       between(0, 1));
     v("activation", activation,
-      "feed-forward activation: gelu (with erf), relu, or swiglu (Shazeer 2020: "
-      "fc2(silu(gate(x)) * fc1(x)), as Llama)");
+      "feed-forward activation: gelu (with erf), relu, or a gated one (Shazeer 2020): swiglu "
+      "(fc2(silu(gate(x)) * fc1(x)), as Llama), geglu (gelu with erf in place of silu) or "
+      "geglu_tanh (gelu's tanh approximation: Gemma)");
     v("bias", bias,
       "biases of the attention and feed-forward projections: all, none (Llama), or qkv (only "
       "the query, key and value projections: Qwen2)");

@@ -43,7 +43,8 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
 // malformed).
 std::vector<std::string> rope_scaling_overrides(const std::string& spec);
 // The same for model `m`: with a layout (model.layout), for the kinds the spec names after @
-// ("linear:8@global", as Gemma 3 scales only its global layers) or else every RoPE kind.
+// ("linear:8@global"), else the RoPE kinds without a window or chunk (as Gemma 3 scales only its
+// global layers), else every RoPE kind.
 // UserError where a target does not rotate.
 std::vector<std::string> rope_scaling_overrides(const std::string& spec,
                                                 const config::ModelConfig& m);

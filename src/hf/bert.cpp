@@ -253,10 +253,13 @@ std::string encoder_mismatch(const config::Config& c) {
   const auto& m = c.model;
   using namespace config;
   if (m.arch != Arch::kEncoder) return "the model is not an encoder";
-  if (m.norm == Norm::kPre || m.norm == Norm::kReordered)
-    return "pre-norm or reordered layers (model.norm); BERT's are post-norm";
+  if (m.norm == Norm::kPre || m.norm == Norm::kReordered || m.norm == Norm::kSandwich)
+    return std::string(to_string(m.norm)) + " layers (model.norm); BERT's are post-norm";
   if (m.norm_type != NormType::kLayerNorm) return "model.norm_type is not layernorm";
-  if (m.activation == Activation::kSwiglu) return "a SwiGLU feed-forward";
+  if (is_gated(m.activation))
+    return std::string("a gated feed-forward (") + to_string(m.activation) + ")";
+  if (m.attention.scale_dim > 0 && m.attention.scale_dim != static_cast<double>(head_dim_of(m)))
+    return "a score scale of its own (model.attention.scale_dim)";
   if (m.bias != LinearBias::kAll) return "projections without biases (model.bias)";
   if (m.n_kv_heads != 0 && m.n_kv_heads != m.n_heads) return "grouped-query attention";
   if (m.scale_embeddings) return "scaled embeddings (model.scale_embeddings)";

@@ -42,6 +42,9 @@ constexpr KnownKey kKnownKeys[] = {
     {"custom_pipelines", "pipeline registrations"},
     // Training-time and runtime switches.
     {"use_cache", "decoding keeps past keys and values: same outputs"},
+    {"cache_implementation", "the cache class generate() uses (Gemma's hybrid): same outputs"},
+    {"_sliding_window_pattern", "a private copy transformers does not read back (layer_types or "
+                                "sliding_window_pattern say the layers)"},
     {"gradient_checkpointing", "recomputation in training: same outputs"},
     {"hidden_dropout_prob", "dropout: off in evaluation"},
     {"attention_probs_dropout_prob", "dropout: off in evaluation"},

@@ -106,7 +106,7 @@ std::string export_hf(const std::string& run, const std::string& out, HfConfigFo
                     ", which the exported classes lack");
   // The class: the first family that computes exactly what the run's model computes.
   std::string why_bert = bert_mismatch(c), why_roformer = roformer_mismatch(c),
-              why_llama = llama_mismatch(c);
+              why_llama = llama_mismatch(c), why_gemma3 = gemma3_mismatch(c);
   ExportSource src;
   src.config = &c;
   src.form = form;
@@ -129,18 +129,20 @@ std::string export_hf(const std::string& run, const std::string& out, HfConfigFo
     src.labels = g.regression ? std::vector<std::string>{} : g.label_names;
   }
   Exported e;
-  if (why_bert.empty() || why_roformer.empty() || why_llama.empty()) {
+  if (why_bert.empty() || why_roformer.empty() || why_llama.empty() || why_gemma3.empty()) {
     src.order = tokenizers::run_vocab_order(c.data.tokenizer, rm.vocab, rm.run_dir);
     e = why_bert.empty()       ? export_bert(src)
         : why_roformer.empty() ? export_roformer(src)
-                               : export_llama(src);
+        : why_llama.empty()    ? export_llama(src)
+                               : export_gemma3(src);
   } else {
     const std::string arch = config::to_string(c.model.arch);
     throw UserError(run + ": no Hugging Face class computes this model: " +
                     (arch == "encoder"
                          ? "BertModel: " + why_bert + "; RoFormerModel: " + why_roformer
-                     : arch == "decoder" ? "LlamaForCausalLM: " + why_llama
-                                         : "an encoder-decoder has none here"));
+                     : arch == "decoder"
+                         ? "LlamaForCausalLM: " + why_llama + "; Gemma3ForCausalLM: " + why_gemma3
+                         : "an encoder-decoder has none here"));
   }
   const std::string cls = e.config["architectures"][0].get<std::string>();
   std::string note;

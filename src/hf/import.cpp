@@ -229,6 +229,27 @@ std::string align_labels(Imported& imp, const std::vector<std::string>& labels,
 
 }  // namespace
 
+namespace {
+// A class no mapping takes: what it has that ropelab lacks, where known, else the list.
+[[noreturn]] void refuse_architecture(const Source& s) {
+  const std::string& a = s.architecture();
+  if (a == "Gemma3ForConditionalGeneration" || s.present("vision_config"))
+    s.unsupported(s.present("vision_config") ? "vision_config" : "architectures",
+                  a + " has a vision tower, which ropelab does not import; a text-only "
+                      "Gemma3ForCausalLM checkpoint (text_config's keys, language_model's "
+                      "tensors) imports");
+  for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"})
+    if (s.present(key))
+      s.unsupported(key, a + " has mixture-of-experts layers, which ropelab does not have");
+  throw UserError(s.config_path() + ": architectures: " + a +
+                  " is not supported (supported: BertModel, BertForMaskedLM, "
+                  "BertForSequenceClassification, RoFormerModel, RoFormerForMaskedLM, "
+                  "RoFormerForSequenceClassification, LlamaForCausalLM, MistralForCausalLM, "
+                  "Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, "
+                  "Gemma3ForCausalLM)");
+}
+}  // namespace
+
 Imported read_hf(const std::string& dir, const std::vector<std::string>& overrides,
                  bool allow_unknown_keys) {
   if (!stdfs::is_directory(dir))
@@ -243,12 +264,10 @@ Imported read_hf(const std::string& dir, const std::vector<std::string>& overrid
     m = map_roformer(s);
   else if (is_llama(s.architecture()))
     m = map_llama(s);
+  else if (is_gemma3(s.architecture()))
+    m = map_gemma3(s);
   else
-    throw UserError(s.config_path() + ": architectures: " + s.architecture() +
-                    " is not supported (supported: BertModel, BertForMaskedLM, "
-                    "BertForSequenceClassification, RoFormerModel, RoFormerForMaskedLM, "
-                    "RoFormerForSequenceClassification, LlamaForCausalLM, MistralForCausalLM, "
-                    "Qwen2ForCausalLM)");
+    refuse_architecture(s);
   auto ignored = check_config_keys(s, allow_unknown_keys);
   auto left = s.left_over();
   if (!left.empty())

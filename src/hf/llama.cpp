@@ -69,17 +69,12 @@ int64_t token_id(const Source& s, const char* key) {
   return v->get<int64_t>();
 }
 
+}  // namespace
+
 // The checkpoint's tokenizer: a byte-level BPE tokenizer.json (Llama 3, Qwen2), else a
 // SentencePiece tokenizer.model (Llama 2, Mistral); the ids its specials have, and the ids that
 // can stand for the specials it lacks (rows past the tokenizer's end, then its unused special
 // tokens).
-struct LlamaTokenizer {
-  std::vector<std::string> overrides;
-  int64_t unk = -1;
-  std::vector<int64_t> fillers;
-  std::string note;
-};
-
 LlamaTokenizer tokenizer_of(const Source& s, int64_t V) {
   LlamaTokenizer t;
   const std::string json_file = s.dir() + "/tokenizer.json", spm = s.dir() + "/tokenizer.model";
@@ -130,8 +125,8 @@ LlamaTokenizer tokenizer_of(const Source& s, int64_t V) {
 // (Qwen2.5's bos = eos, a pad = eos): the first of eos, bos, pad keeps it (ropelab's LM data
 // ends each document with eos), and a later one takes an id no text produces, which `shared`
 // reports. bos or eos on the tokenizer's unknown token is refused naming both.
-std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk,
-                                      std::string& shared) {
+std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk, std::string& shared,
+                                      const std::map<std::string, int64_t>& defaults) {
   std::array<int64_t, 7> ids = {-1, unk, -1, -1, -1, -1, -1};
   std::map<int64_t, std::string> owner;
   if (unk >= 0) owner[unk] = "the tokenizer's unknown token";
@@ -139,7 +134,8 @@ std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk,
                                                   {"bos_token_id", tokenizers::Special::kBos},
                                                   {"pad_token_id", tokenizers::Special::kPad}};
   for (const auto& [key, slot] : keys) {
-    const int64_t id = token_id(s, key);
+    int64_t id = token_id(s, key);
+    if (id < 0 && !s.present(key) && defaults.count(key) != 0) id = defaults.at(key);
     if (id < 0) continue;
     if (id >= V)
       throw UserError(fmt::format("{}: {} = {} is outside the vocabulary (vocab_size {})",
@@ -163,6 +159,8 @@ std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk,
   }
   return ids;
 }
+
+namespace {
 
 // The width of each head: config.json's head_dim, else transformers' default for the class
 // (Qwen3: 128; the others: hidden_size / num_attention_heads).
@@ -537,6 +535,15 @@ void put_smollm3_layers(const ExportSource& s, const config::RopeConfig& r, int6
 
 }  // namespace
 
+void put_special_ids(const ExportSource& s, nlohmann::json& j) {
+  const std::pair<const char*, int32_t> specials[] = {{"bos_token_id", tokenizers::Special::kBos},
+                                                      {"eos_token_id", tokenizers::Special::kEos},
+                                                      {"pad_token_id", tokenizers::Special::kPad}};
+  for (const auto& [key, slot] : specials)
+    j[key] = s.origin.is_object() && s.origin.contains(key) ? s.origin[key]
+                                                            : nlohmann::json(s.order[slot]);
+}
+
 std::string llama_mismatch(const config::Config& c) {
   const auto& m = c.model;
   using namespace config;
@@ -544,6 +551,9 @@ std::string llama_mismatch(const config::Config& c) {
   if (!std::holds_alternative<ClmTaskConfig>(c.task.opts))
     return std::string("task ") + c.task.type() + " has no such class";
   if (m.norm == Norm::kPost) return "post-norm layers";
+  if (m.norm == Norm::kSandwich) return "four norms a layer (model.norm sandwich: Gemma 3's)";
+  if (m.attention.scale_dim > 0 && m.attention.scale_dim != static_cast<double>(head_dim_of(m)))
+    return "a score scale of its own (model.attention.scale_dim: Gemma 3's)";
   const bool olmo2 = m.norm == Norm::kReordered,
              whole = m.attention.qk_norm && m.attention.qk_norm_over == QkNormOver::kProjection;
   if (olmo2 != whole)
@@ -553,7 +563,8 @@ std::string llama_mismatch(const config::Config& c) {
                    "sublayers";
   if (olmo2 && (m.bias != LinearBias::kNone || !m.layout.kinds.empty()))
     return "OLMo 2's layers with biases or a layout (it has neither)";
-  if (m.norm_type != NormType::kRmsNorm) return "LayerNorm (Llama's norm is RMSNorm)";
+  if (m.norm_type == NormType::kLayerNorm) return "LayerNorm (Llama's norm is RMSNorm)";
+  if (m.norm_type == NormType::kRmsNormOffset) return "RMSNorm with (1 + gain) (Gemma's)";
   if (m.activation != Activation::kSwiglu) return "a feed-forward other than SwiGLU";
   if (m.bias == LinearBias::kAll) return "biases on every projection";
   if (m.attention.qk_norm && m.bias != LinearBias::kNone)
@@ -624,14 +635,7 @@ Exported export_llama(const ExportSource& s) {
   j["tie_word_embeddings"] = m.tie_embeddings;
   j["attention_dropout"] = m.attention.dropout;
   j["initializer_range"] = m.init_std;
-  // The checkpoint's own special ids where the run was imported (two may share an id, and
-  // eos may be a list), else the tokens at ropelab's.
-  const std::pair<const char*, int32_t> specials[] = {{"bos_token_id", tokenizers::Special::kBos},
-                                                      {"eos_token_id", tokenizers::Special::kEos},
-                                                      {"pad_token_id", tokenizers::Special::kPad}};
-  for (const auto& [key, slot] : specials)
-    j[key] = s.origin.is_object() && s.origin.contains(key) ? s.origin[key]
-                                                            : nlohmann::json(s.order[slot]);
+  put_special_ids(s, j);
   j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
   if (qwen || qwen3) {
     put_qwen_spans(s, spans, j);

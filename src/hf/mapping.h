@@ -3,6 +3,8 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -88,6 +90,16 @@ std::string exact_number(double v);
 // `default_base`: the class's base where config.json gives none (SmolLM3's is 2e6).
 std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos,
                                         double default_base = 10000.0);
+// The same for one layer type of a class that reads them per type (Gemma 3): transformers 4's
+// base under `v4_theta_key` (and rope_scaling where `v4_scaling`), transformers 5's
+// rope_parameters[layer_type] (the nested form only).
+struct LayerTypeRope {
+  std::string layer_type, v4_theta_key;
+  bool v4_scaling = true;
+  double default_base = 10000.0;
+};
+std::vector<std::string> layer_type_rope_overrides(const Source& s, int64_t max_pos,
+                                                   const LayerTypeRope& t);
 // The run's RoPE as config.json keys in `form` (may also set max_position_embeddings and, for
 // transformers 4's LongRoPE, original_max_position_embeddings).
 void put_rope(const config::RopeConfig& r, HfConfigForm form, nlohmann::json& j);
@@ -104,6 +116,23 @@ bool is_roformer(const std::string& architecture);
 Mapped map_roformer(Source& s);
 bool is_llama(const std::string& architecture);
 Mapped map_llama(Source& s);
+bool is_gemma3(const std::string& architecture);
+Mapped map_gemma3(Source& s);
+
+// What the decoders share (hf/llama.cpp; Gemma 3 reuses it). The checkpoint's tokenizer: a
+// byte-level BPE tokenizer.json, else a SentencePiece tokenizer.model; the overrides that make
+// the run use it, its unknown token, and the ids that can stand for the specials it lacks.
+struct LlamaTokenizer {
+  std::vector<std::string> overrides;
+  int64_t unk = -1;
+  std::vector<int64_t> fillers;
+  std::string note;
+};
+LlamaTokenizer tokenizer_of(const Source& s, int64_t V);
+// ropelab's special ids (pad, unk, bos, eos, cls, sep, mask) from config.json's eos, bos and pad
+// ids (`defaults`: the class's, where config.json has none); `shared` says which share an id.
+std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk, std::string& shared,
+                                      const std::map<std::string, int64_t>& defaults = {});
 
 // What BERT-layout encoders share (hf/bert.cpp; RoFormer reuses it): config.json's sizes
 // (checked), the vocabulary's order from vocab.txt, and the run's model overrides.
@@ -160,5 +189,10 @@ void export_bert_encoder(const ExportSource& s, const std::string& prefix, Expor
 std::string encoder_mismatch(const config::Config& c);
 Exported export_roformer(const ExportSource& s);
 Exported export_llama(const ExportSource& s);
+// bos_token_id, eos_token_id and pad_token_id: the checkpoint's own where the run was imported
+// (two may share an id, and eos may be a list), else the tokens at ropelab's.
+void put_special_ids(const ExportSource& s, nlohmann::json& j);
+std::string gemma3_mismatch(const config::Config& c);
+Exported export_gemma3(const ExportSource& s);
 
 }  // namespace ropelab::hf

@@ -55,13 +55,16 @@ double theta_of(const Source& s, const json& v, const std::string& key) {
   return v.get<double>();
 }
 
-RopeForm read_v4(const Source& s) {
+// transformers 4's keys: the base under `theta_key` (rope_theta; Gemma 3's sliding layers:
+// rope_local_base_freq), and rope_scaling where `scaling` (Gemma 3's apply to its global layers).
+RopeForm read_v4(const Source& s, const std::string& theta_key = "rope_theta",
+                 bool scaling = true) {
   RopeForm f;
-  if (const json* t = s.use("rope_theta")) {
-    f.theta = theta_of(s, *t, "rope_theta");
-    f.theta_key = "rope_theta";
+  if (const json* t = s.use(theta_key)) {
+    f.theta = theta_of(s, *t, theta_key);
+    f.theta_key = theta_key;
   }
-  if (const json* r = s.use("rope_scaling")) {
+  if (const json* r = scaling ? s.use("rope_scaling") : nullptr) {
     if (!r->is_object()) throw UserError(s.config_path() + ": rope_scaling: not an object");
     f.scaling = *r;
     f.scaling_key = "rope_scaling";
@@ -80,14 +83,26 @@ bool nested(const json& rp, const json* layer_types) {
   });
 }
 
-RopeForm read_v5(const Source& s) {
+// transformers 5's rope_parameters: one object, or one per layer type. With `layer_type` (a
+// class that reads them per type: Gemma 3), that type's entry, which must be nested; a missing
+// entry is the class's default ({rope_type: default}, the base from the v4 key or the default).
+RopeForm read_v5(const Source& s, const std::string& layer_type = "") {
   RopeForm f;
   const json* rp = s.use("rope_parameters");
   if (rp == nullptr) return f;
   if (!rp->is_object()) throw UserError(s.config_path() + ": rope_parameters: not an object");
   json one = *rp;
   std::string key = "rope_parameters";
-  if (const json* types = s.use("layer_types"); nested(*rp, types)) {
+  if (!layer_type.empty()) {
+    for (const auto& [name, entry] : rp->items())
+      if ((name != "full_attention" && name != "sliding_attention") || !entry.is_object())
+        refuse_rope(s, "rope_parameters", *rp,
+                    s.architecture() +
+                        " reads one object per layer type (full_attention, sliding_attention)");
+    if (!rp->contains(layer_type)) return f;
+    one = (*rp)[layer_type];
+    key = "rope_parameters." + layer_type;
+  } else if (const json* types = s.use("layer_types"); nested(*rp, types)) {
     // One setting for every layer type the layers use: ropelab's imported classes have one RoPE.
     std::string first;
     for (const auto& t : *types) {
@@ -259,8 +274,9 @@ std::vector<std::string> scaling_of(const Source& s, const RopeForm& f, int64_t 
 
 }  // namespace
 
-std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos, double default_base) {
-  const RopeForm v4 = read_v4(s), v5 = read_v5(s);
+namespace {
+std::vector<std::string> overrides_of(const Source& s, const RopeForm& v4, const RopeForm& v5,
+                                      int64_t max_pos, double default_base) {
   if (v4.theta && v5.theta && *v4.theta != *v5.theta)
     disagree(s, v4.theta_key, json(*v4.theta), v5.theta_key, json(*v5.theta),
              "transformers 4 reads the first, 5 the second");
@@ -272,6 +288,17 @@ std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos, double
   std::vector<std::string> ov = {"model.position.base=" + exact_number(theta)};
   for (const auto& o : v5.scaling.is_null() ? a : b) ov.push_back(o);
   return ov;
+}
+}  // namespace
+
+std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos, double default_base) {
+  return overrides_of(s, read_v4(s), read_v5(s), max_pos, default_base);
+}
+
+std::vector<std::string> layer_type_rope_overrides(const Source& s, int64_t max_pos,
+                                                   const LayerTypeRope& t) {
+  return overrides_of(s, read_v4(s, t.v4_theta_key, t.v4_scaling), read_v5(s, t.layer_type),
+                      max_pos, t.default_base);
 }
 
 void put_rope(const config::RopeConfig& r, HfConfigForm form, nlohmann::json& j) {

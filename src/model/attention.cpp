@@ -449,7 +449,8 @@ void KVCache::reorder(const torch::Tensor& order_B) {
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
                                                const config::AttentionConfig& cfg,
                                                int64_t n_kv_heads, config::LinearBias bias,
-                                               double norm_eps, int64_t head_dim)
+                                               double norm_eps, int64_t head_dim,
+                                               config::NormType norm_type)
     : n_heads_(n_heads),
       n_kv_heads_(n_kv_heads > 0 ? n_kv_heads : n_heads),
       head_dim_(head_dim > 0 ? head_dim : d_model / n_heads),
@@ -468,11 +469,12 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads,
       cfg.feature_map == config::FeatureMap::kFavor)
     favor_FH_ = register_buffer("favor_proj", torch::randn({cfg.num_features, head_dim_}));
   if (cfg.qk_norm) {
+    // An RMSNorm, with the model's (1 + gain) where its norms have one (Gemma 3).
+    const auto type =
+        norm_type == config::NormType::kRmsNormOffset ? norm_type : config::NormType::kRmsNorm;
     const bool whole = cfg.qk_norm_over == config::QkNormOver::kProjection;
-    q_norm = register_module("q_norm",
-                             Norm(whole ? q : head_dim_, norm_eps, config::NormType::kRmsNorm));
-    k_norm = register_module("k_norm",
-                             Norm(whole ? kv : head_dim_, norm_eps, config::NormType::kRmsNorm));
+    q_norm = register_module("q_norm", Norm(whole ? q : head_dim_, norm_eps, type));
+    k_norm = register_module("k_norm", Norm(whole ? kv : head_dim_, norm_eps, type));
   }
   if (cfg.sinks) sinks_N_ = register_parameter("sinks", torch::zeros({n_heads}));
   if (cfg.ssmax > 0) ssmax_N_ = register_parameter("ssmax", torch::full({n_heads}, cfg.ssmax));
@@ -615,6 +617,9 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     // s log n (n: the keys each query may see).
     if (ctx.q_scale_T.defined())
       q = q * ctx.q_scale_T.view({ctx.q_scale_T.dim() == 2 ? B : 1, 1, T, 1}).to(q.dtype());
+    // model.attention.scale_dim: the kernels divide by sqrt(head_dim); q carries the rest.
+    if (cfg_.scale_dim > 0 && cfg_.scale_dim != static_cast<double>(head_dim_))
+      q = q * std::sqrt(static_cast<double>(head_dim_) / cfg_.scale_dim);
     if (ssmax_N_.defined())
       q = q * (ssmax_N_.view({1, n_heads_, 1, 1}) *
                log_visible_keys(m, T, k.size(2), q_offset, q.device()))

@@ -150,10 +150,12 @@ class MultiHeadAttentionImpl : public torch::nn::Module, public OwnsParameters {
   // n_kv_heads > 0: grouped-query attention (Ainslie et al. 2023): k_proj and v_proj make
   // n_kv_heads heads, kv head j serving query heads [j*g, (j+1)*g), g = n_heads/n_kv_heads (the
   // keys and values are repeated to n_heads right after the projection). bias: which
-  // projections have one (all; none; qkv: not o_proj). norm_eps: QK-norm's epsilon.
+  // projections have one (all; none; qkv: not o_proj). norm_eps: QK-norm's epsilon; norm_type:
+  // the model's (QK-norm is an RMSNorm, with (1 + gain) under rmsnorm_offset).
   MultiHeadAttentionImpl(int64_t d_model, int64_t n_heads, const config::AttentionConfig& cfg,
                          int64_t n_kv_heads = 0, config::LinearBias bias = config::LinearBias::kAll,
-                         double norm_eps = 1e-6, int64_t head_dim = 0);
+                         double norm_eps = 1e-6, int64_t head_dim = 0,
+                         config::NormType norm_type = config::NormType::kRmsNorm);
   // sinks and ssmax keep the values they start with (zeros; model.attention.ssmax).
   ParamRole role_of(const std::string& local) const override;
   // x [B, T, D] attends to kv [B, S, D] (self-attention: the same tensor). `ctx` carries the

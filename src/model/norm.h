@@ -3,6 +3,9 @@
 //   rmsnorm    Zhang & Sennrich 2019, Eq. 4: x / sqrt(mean(x^2) + eps) * weight (no shift), as
 //              Llama, Mistral and Qwen2 use it: normalised in float32, cast back to the input's
 //              dtype, then scaled.
+//   rmsnorm_offset  Gemma (Team Gemma 2024, 2025): the same with (1 + weight) as the gain, the
+//              weight starting at 0 (so it is initialised and excluded from weight decay as a
+//              shift is).
 // Parameters are named weight and bias, as torch::nn::LayerNorm names them, so checkpoints of
 // runs made before norm_type existed load unchanged.
 #pragma once

@@ -11,12 +11,14 @@
 namespace ropelab::model {
 
 bool pre_norm(const config::ModelConfig& c) {
-  return c.norm == config::Norm::kPre ||
+  return c.norm == config::Norm::kPre || c.norm == config::Norm::kSandwich ||
          (c.norm == config::Norm::kAuto && c.arch == config::Arch::kDecoder);
 }
 
 // OLMo 2's placement: x + norm(f(x)), and a final norm as pre-norm stacks have.
 bool reordered(const config::ModelConfig& c) { return c.norm == config::Norm::kReordered; }
+// Gemma 2's and 3's: x + post_norm(f(norm(x))).
+bool sandwich(const config::ModelConfig& c) { return c.norm == config::Norm::kSandwich; }
 
 int64_t embedding_width(const config::ModelConfig& c) {
   return c.embedding_size > 0 ? c.embedding_size : c.d_model;
@@ -50,29 +52,36 @@ LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
   auto norm = [&] { return Norm(c.d_model, c.norm_eps, c.norm_type); };
   self_attn = register_module(
       "self_attn", MultiHeadAttention(c.d_model, c.n_heads, c.attention, c.n_kv_heads, c.bias,
-                                      c.norm_eps, c.head_dim));
+                                      c.norm_eps, c.head_dim, c.norm_type));
   norm1 = register_module("norm1", norm());
+  if (sandwich(c)) post_norm1 = register_module("post_norm1", norm());
   if (cross) {
     // Cross-attention is always softmax: the linear kernel is a self-attention study.
     config::AttentionConfig ca = c.attention;
     ca.kernel = config::AttentionKernel::kSoftmax;
-    cross_attn = register_module("cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca, 0,
-                                                                  c.bias, c.norm_eps, c.head_dim));
+    cross_attn =
+        register_module("cross_attn", MultiHeadAttention(c.d_model, c.n_heads, ca, 0, c.bias,
+                                                         c.norm_eps, c.head_dim, c.norm_type));
     norm3 = register_module("norm3", norm());
+    if (sandwich(c)) post_norm3 = register_module("post_norm3", norm());
   }
   const bool ffn_bias = c.bias == config::LinearBias::kAll;
   fc1 = register_module("fc1", linear(c.d_model, c.d_ff, ffn_bias));
-  if (c.activation == config::Activation::kSwiglu)
+  if (config::is_gated(c.activation))
     gate = register_module("gate", linear(c.d_model, c.d_ff, ffn_bias));
   fc2 = register_module("fc2", linear(c.d_ff, c.d_model, ffn_bias));
   norm2 = register_module("norm2", norm());
+  if (sandwich(c)) post_norm2 = register_module("post_norm2", norm());
 }
 
 torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
-  if (gate)  // SwiGLU: fc2(silu(gate(x)) * fc1(x))
-    return model::linear(
-        fc2, model::dropout(torch::silu(model::linear(gate, x)) * model::linear(fc1, x), dropout_,
-                            is_training()));
+  if (gate) {  // fc2(act(gate(x)) * fc1(x)): SwiGLU, GEGLU
+    auto g = model::linear(gate, x);
+    g = activation_ == config::Activation::kSwiglu  ? torch::silu(g)
+        : activation_ == config::Activation::kGeglu ? torch::gelu(g)
+                                                    : torch::gelu(g, "tanh");
+    return model::linear(fc2, model::dropout(g * model::linear(fc1, x), dropout_, is_training()));
+  }
   return model::linear(
       fc2, model::act_dropout(model::linear(fc1, x), activation_, dropout_, is_training()));
 }
@@ -81,20 +90,21 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
                                  const PositionContext& pos, int64_t offset,
                                  const torch::Tensor& memory, const AttnMask& mem_mask,
                                  KVCache* cache, KVCache* cross_cache) {
-  auto sublayer = [&](Norm& norm, const auto& fn) {
+  auto sublayer = [&](Norm& norm, Norm& post, const auto& fn) {
+    if (post) return model::dropout_add(x, post(fn(norm(x))), dropout_, is_training());
     if (pre_norm_) return model::dropout_add(x, fn(norm(x)), dropout_, is_training());
     if (reordered_) return model::dropout_add(x, norm(fn(x)), dropout_, is_training());
     return norm(model::dropout_add(x, fn(x), dropout_, is_training()));
   };
-  x = sublayer(norm1, [&](const torch::Tensor& h) {
+  x = sublayer(norm1, post_norm1, [&](const torch::Tensor& h) {
     return self_attn->forward(h, h, self_mask, pos, offset, cache);
   });
   if (cross_attn) {
-    x = sublayer(norm3, [&](const torch::Tensor& h) {
+    x = sublayer(norm3, post_norm3, [&](const torch::Tensor& h) {
       return cross_attn->forward(h, memory, mem_mask, PositionContext{}, 0, cross_cache);
     });
   }
-  return sublayer(norm2, [&](const torch::Tensor& h) { return ffn(h); });
+  return sublayer(norm2, post_norm2, [&](const torch::Tensor& h) { return ffn(h); });
 }
 
 // ---- stack

@@ -42,8 +42,10 @@ class LayerImpl : public torch::nn::Module {
   double dropout_;
   config::Activation activation_;
   MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, gate{nullptr};  // gate: swiglu only
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, gate{nullptr};  // gate: gated FFNs only
   Norm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
+  // model.norm sandwich (Gemma): each sublayer's output normalised again before the add.
+  Norm post_norm1{nullptr}, post_norm2{nullptr}, post_norm3{nullptr};
 };
 TORCH_MODULE(Layer);
 
