@@ -1,7 +1,12 @@
 // The Llama-layout options of the backbone (model.norm_type rmsnorm, model.activation swiglu,
-// model.n_kv_heads, model.bias): properties here; their golden values are the Llama fixtures'
-// logits (hf_import_test.cpp: LlamaLayoutDecodersGiveTheReferenceLogits).
+// model.n_kv_heads, model.bias) and Gemma's (model.norm sandwich, norm_type rmsnorm_offset,
+// activation geglu / geglu_tanh, attention.scale_dim): properties here; their golden values are
+// the fixtures' logits (hf_import_test.cpp, hf_gemma3_test.cpp).
 #include "config/schema.h"
+
+#include <cmath>
+#include <map>
+#include <set>
 
 #include "helpers.h"
 #include "model/attention.h"
@@ -105,6 +110,111 @@ TEST(LlamaLayout, IncrementalDecodingEqualsFullForwardAndEveryParameterLearns) {
     }
     EXPECT_EQ(m->named_parameters().contains("backbone.decoder.layers.0.gate.weight"), true);
   }
+}
+
+TEST(RmsNormOffset, IsRmsNormWithOnePlusItsGainStartingAtZero) {
+  Norm n(8, 1e-6, config::NormType::kRmsNormOffset);
+  Norm plain(8, 1e-6, config::NormType::kRmsNorm);
+  EXPECT_TRUE(torch::equal(n->weight, torch::zeros({8})));
+  // Initialised and left out of weight decay as a shift (it starts at zero).
+  EXPECT_EQ(n->role_of("weight"), ParamRole::kNormShift);
+  auto x = torch::randn({3, 5, 8}) * 3 + 1;
+  torch::NoGradGuard ng;
+  EXPECT_TRUE(close(n(x), plain(x), 1e-6, 1e-7));
+  n->weight.copy_(torch::linspace(-0.5, 1.0, 8));
+  plain->weight.copy_(torch::linspace(0.5, 2.0, 8));
+  EXPECT_TRUE(close(n(x), plain(x), 1e-5, 1e-6));
+}
+
+config::ModelConfig gemma_like() {
+  auto c = llama_like(2);
+  c.norm = config::Norm::kSandwich;
+  c.norm_type = config::NormType::kRmsNormOffset;
+  c.activation = config::Activation::kGegluTanh;
+  c.attention.qk_norm = true;
+  c.scale_embeddings = true;
+  return c;
+}
+
+TEST(GemmaLayout, OneLayerIsItsFormulaAndEveryParameterLearns) {
+  // With attention's o_proj at zero the attention sublayer adds post_norm1(0) = 0, so one layer
+  // is x + post2(fc2(act(gate(n2(x))) * fc1(n2(x)))), x the embeddings times sqrt(d_model), and
+  // every norm x / rms(x) * (1 + w).
+  for (auto act : {config::Activation::kGegluTanh, config::Activation::kGeglu}) {
+    SCOPED_TRACE(config::to_string(act));
+    torch::manual_seed(11);
+    auto c = gemma_like();
+    c.activation = act;
+    c.n_layers = 1;
+    Transformer backbone(c, 30);
+    std::map<std::string, torch::Tensor> p;
+    for (const auto& kv : backbone->named_parameters()) p[kv.key()] = kv.value();
+    for (const char* n : {"decoder.layers.0.norm1.weight", "decoder.layers.0.post_norm1.weight",
+                          "decoder.layers.0.norm2.weight", "decoder.layers.0.post_norm2.weight",
+                          "decoder.layers.0.gate.weight", "decoder.layers.0.self_attn.q_norm.weight"})
+      ASSERT_EQ(p.count(n), 1u) << n;
+    auto tokens = torch::randint(0, 30, {2, 7});
+    torch::Tensor got, want;
+    {
+      torch::NoGradGuard ng;
+      for (auto& [name, t] : p) t.normal_(0, 0.3);
+      p.at("decoder.layers.0.self_attn.o_proj.weight").zero_();
+      backbone->eval();
+      got = backbone->decode(tokens);
+      const double eps = c.norm_eps;
+      auto norm = [&](const torch::Tensor& x, const std::string& w) {
+        return x / torch::sqrt(x.pow(2).mean(-1, true) + eps) * (1 + p.at(w));
+      };
+      auto lin = [&](const torch::Tensor& x, const std::string& w) {
+        return torch::matmul(x, p.at(w).t());
+      };
+      const std::string L = "decoder.layers.0.";
+      auto x = p.at("tok_emb.weight").index_select(0, tokens.reshape(-1)).view({2, 7, -1}) *
+               std::sqrt(static_cast<double>(c.d_model));
+      auto h = norm(x, L + "norm2.weight");
+      auto g = lin(h, L + "gate.weight");
+      g = act == config::Activation::kGeglu
+              ? 0.5 * g * (1 + torch::erf(g / std::sqrt(2.0)))
+              : 0.5 * g * (1 + torch::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g.pow(3))));
+      auto f = lin(g * lin(h, L + "fc1.weight"), L + "fc2.weight");
+      want = norm(x + norm(f, L + "post_norm2.weight"), "decoder.final_norm.weight");
+    }
+    EXPECT_TRUE(close(got, want, 1e-5, 1e-5));
+    // From a fresh start every parameter gets a gradient, the four norms' included.
+    torch::manual_seed(12);
+    Transformer fresh(c, 30);
+    auto head = std::make_shared<LmHeadImpl>(c, 30);
+    Model m(fresh, head, c.init_std);
+    m->train();
+    m->logits(fresh->decode(tokens)).logsumexp(-1).mean().backward();
+    for (const auto& q : m->named_parameters()) {
+      ASSERT_TRUE(q.value().grad().defined()) << q.key();
+      EXPECT_GT(q.value().grad().abs().sum().item<double>(), 0.0) << q.key();
+    }
+  }
+}
+
+TEST(GemmaLayout, ScoreScaleDividesByTheSquareRootOfScaleDim) {
+  // q.k / sqrt(4 H) is (q / 2).k / sqrt(H): scale_dim 4H equals halving q_proj, and scale_dim
+  // H (the head width) changes nothing.
+  auto c = llama_like(2);
+  auto out = [&](double scale_dim, double q_factor) {
+    torch::manual_seed(13);
+    auto cc = c;
+    cc.attention.scale_dim = scale_dim;
+    Transformer b(cc, 30);
+    auto head = std::make_shared<LmHeadImpl>(cc, 30);
+    Model m(b, head, cc.init_std);
+    m->eval();
+    torch::NoGradGuard ng;
+    for (auto& q : b->named_parameters())
+      if (q.key().find("q_proj.weight") != std::string::npos) q.value().mul_(q_factor);
+    return b->decode(torch::arange(0, 24).remainder(30).view({2, 12}));
+  };
+  const double H = static_cast<double>(config::head_dim_of(c));
+  EXPECT_TRUE(close(out(4 * H, 1.0), out(0, 0.5), 1e-5, 1e-6));
+  EXPECT_TRUE(close(out(H, 1.0), out(0, 1.0), 1e-6, 1e-7));
+  EXPECT_FALSE(close(out(4 * H, 1.0), out(0, 1.0), 1e-3, 1e-3));
 }
 
 }  // namespace
