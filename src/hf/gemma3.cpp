@@ -165,34 +165,27 @@ Mapped map_gemma3(Source& s) {
       llama_specials(s, V, tok.unk, shared,
                      {{"pad_token_id", 0}, {"eos_token_id", 1}, {"bos_token_id", 2}}),
       tok.fillers);
-  m.overrides = {
-      "task.type=clm",
-      "task.seq_len=" + std::to_string(P),
-      "train.batch_size=1",
-      "model.arch=decoder",
-      "model.d_model=" + std::to_string(D),
-      "model.n_layers=" + std::to_string(L),
-      "model.n_heads=" + std::to_string(N),
-      "model.n_kv_heads=" + std::to_string(Nkv),
-      "model.head_dim=" + std::to_string(H * N == D ? 0 : H),
-      "model.attention.qk_norm=true",
-      "model.attention.qk_norm_over=head",
-      "model.attention.scale_dim=" +
-          exact_number(scale_dim == static_cast<double>(H) ? 0 : scale_dim),
-      "model.d_ff=" + std::to_string(F),
-      "model.norm=sandwich",
-      "model.norm_type=rmsnorm_offset",
-      "model.norm_eps=" + exact_number(s.get_double("rms_norm_eps", 1e-6)),
-      std::string("model.activation=") + (act == "gelu" ? "geglu" : "geglu_tanh"),
-      "model.bias=none",
-      "model.dropout=0",
-      "model.attention.dropout=" + exact_number(s.get_double("attention_dropout", 0.0)),
-      "model.init_std=" + exact_number(s.get_double("initializer_range", 0.02)),
-      std::string("model.tie_embeddings=") + (tied ? "true" : "false"),
-      "model.scale_embeddings=true",
-      "model.position.type=rope",
-      "model.position.pairing=half",
-  };
+  m.overrides = decoder_overrides(P, D, L, N, Nkv, H);
+  m.overrides.insert(
+      m.overrides.end(),
+      {
+          "model.attention.qk_norm=true",
+          "model.attention.qk_norm_over=head",
+          "model.attention.scale_dim=" +
+              exact_number(scale_dim == static_cast<double>(H) ? 0 : scale_dim),
+          "model.d_ff=" + std::to_string(F),
+          "model.norm=sandwich",
+          "model.norm_type=rmsnorm_offset",
+          "model.norm_eps=" + exact_number(s.get_double("rms_norm_eps", 1e-6)),
+          std::string("model.activation=") + (act == "gelu" ? "geglu" : "geglu_tanh"),
+          "model.bias=none",
+          "model.attention.dropout=" + exact_number(s.get_double("attention_dropout", 0.0)),
+          "model.init_std=" + exact_number(s.get_double("initializer_range", 0.02)),
+          std::string("model.tie_embeddings=") + (tied ? "true" : "false"),
+          "model.scale_embeddings=true",
+          "model.position.type=rope",
+          "model.position.pairing=half",
+      });
   for (auto& o : gemma3_layout(s, L, P)) m.overrides.push_back(std::move(o));
   for (auto& o : tok.overrides) m.overrides.push_back(std::move(o));
   m.note = tok.note;
@@ -300,7 +293,7 @@ Exported export_gemma3(const ExportSource& s) {
   const auto& global = std::get<config::RopeConfig>(m.position.opts);
   Gemma3Layout g;
   gemma3_layout_of(c, g);
-  const int64_t H = config::head_dim_of(m), Nkv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
+  const int64_t H = config::head_dim_of(m);
   const nlohmann::json& o = s.origin;
   auto kept = [&](const char* key, nlohmann::json fallback) {
     return o.is_object() && o.contains(key) ? o[key] : std::move(fallback);
@@ -309,23 +302,12 @@ Exported export_gemma3(const ExportSource& s) {
   auto& j = e.config;
   j["architectures"] = {"Gemma3ForCausalLM"};
   j["model_type"] = "gemma3_text";
-  j["vocab_size"] = s.order.size();
-  j["hidden_size"] = m.d_model;
-  j["intermediate_size"] = m.d_ff;
-  j["num_hidden_layers"] = m.n_layers;
-  j["num_attention_heads"] = m.n_heads;
-  j["num_key_value_heads"] = Nkv;
-  j["head_dim"] = H;
+  put_decoder_keys(s, j);
   // The imported spelling where it computes the same (gelu_new is gelu_pytorch_tanh).
   const bool tanh = m.activation == config::Activation::kGegluTanh;
   const auto act = kept("hidden_activation", "");
   j["hidden_activation"] = tanh ? (act == "gelu_new" ? act : "gelu_pytorch_tanh") : "gelu";
-  j["max_position_embeddings"] = c.task.seq_len;
-  j["rms_norm_eps"] = m.norm_eps;
-  j["tie_word_embeddings"] = m.tie_embeddings;
   j["attention_bias"] = false;
-  j["attention_dropout"] = m.attention.dropout;
-  j["initializer_range"] = m.init_std;
   const double sd = m.attention.scale_dim > 0 ? m.attention.scale_dim : static_cast<double>(H);
   j["query_pre_attn_scalar"] =
       sd == std::floor(sd) ? nlohmann::json(static_cast<int64_t>(sd)) : nlohmann::json(sd);
@@ -343,8 +325,6 @@ Exported export_gemma3(const ExportSource& s) {
   if (!pattern_says) j["layer_types"] = g.types;
   j["final_logit_softcapping"] = nullptr;
   j["attn_logit_softcapping"] = nullptr;
-  put_special_ids(s, j);
-  j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
   // RoPE: the global layers' as a Llama's; the sliding layers' base beside it (v4), or both
   // in rope_parameters by layer type (v5).
   config::RopeConfig local = g.local != nullptr ? *g.local : config::RopeConfig{};

@@ -160,6 +160,24 @@ std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk, s
   return ids;
 }
 
+std::vector<std::string> decoder_overrides(int64_t P, int64_t D, int64_t L, int64_t N, int64_t Nkv,
+                                           int64_t H) {
+  return {
+      "task.type=clm",
+      // The trained context (what --rope-scaling extends); one sequence a batch at that length.
+      "task.seq_len=" + std::to_string(P),
+      "train.batch_size=1",
+      "model.arch=decoder",
+      "model.d_model=" + std::to_string(D),
+      "model.n_layers=" + std::to_string(L),
+      "model.n_heads=" + std::to_string(N),
+      "model.n_kv_heads=" + std::to_string(Nkv),
+      // 0: d_model / n_heads, the model of a checkpoint without its own head width
+      "model.head_dim=" + std::to_string(H * N == D ? 0 : H),
+      "model.dropout=0",
+  };
+}
+
 namespace {
 
 // The width of each head: config.json's head_dim, else transformers' default for the class
@@ -395,34 +413,25 @@ Mapped map_llama(Source& s) {
   std::string shared;
   m.vocab_order =
       tokenizers::special_first_order(V, llama_specials(s, V, tok.unk, shared), tok.fillers);
-  m.overrides = {
-      "task.type=clm",
-      // The trained context (what --rope-scaling extends); one sequence a batch at that length.
-      "task.seq_len=" + std::to_string(P),
-      "train.batch_size=1",
-      "model.arch=decoder",
-      "model.d_model=" + std::to_string(D),
-      "model.n_layers=" + std::to_string(L),
-      "model.n_heads=" + std::to_string(N),
-      "model.n_kv_heads=" + std::to_string(Nkv),
-      // 0: d_model / n_heads, the model of a checkpoint without its own head width
-      "model.head_dim=" + std::to_string(H * N == D ? 0 : H),
-      std::string("model.attention.qk_norm=") + (qwen3 || olmo2 ? "true" : "false"),
-      std::string("model.attention.qk_norm_over=") + (olmo2 ? "projection" : "head"),
-      "model.d_ff=" + std::to_string(F),
-      std::string("model.norm=") + (olmo2 ? "reordered" : "pre"),
-      "model.norm_type=rmsnorm",
-      "model.norm_eps=" + exact_number(s.get_double("rms_norm_eps", olmo2 ? 1e-5 : 1e-6)),
-      "model.activation=swiglu",
-      "model.bias=" + bias,
-      "model.dropout=0",
-      "model.attention.dropout=" + exact_number(s.get_double("attention_dropout", 0.0)),
-      "model.init_std=" + exact_number(s.get_double("initializer_range", 0.02)),
-      std::string("model.tie_embeddings=") + (tied ? "true" : "false"),
-      "model.scale_embeddings=false",
-      "model.position.type=rope",
-      "model.position.pairing=half",
-  };
+  m.overrides = decoder_overrides(P, D, L, N, Nkv, H);
+  m.overrides.insert(
+      m.overrides.end(),
+      {
+          std::string("model.attention.qk_norm=") + (qwen3 || olmo2 ? "true" : "false"),
+          std::string("model.attention.qk_norm_over=") + (olmo2 ? "projection" : "head"),
+          "model.d_ff=" + std::to_string(F),
+          std::string("model.norm=") + (olmo2 ? "reordered" : "pre"),
+          "model.norm_type=rmsnorm",
+          "model.norm_eps=" + exact_number(s.get_double("rms_norm_eps", olmo2 ? 1e-5 : 1e-6)),
+          "model.activation=swiglu",
+          "model.bias=" + bias,
+          "model.attention.dropout=" + exact_number(s.get_double("attention_dropout", 0.0)),
+          "model.init_std=" + exact_number(s.get_double("initializer_range", 0.02)),
+          std::string("model.tie_embeddings=") + (tied ? "true" : "false"),
+          "model.scale_embeddings=false",
+          "model.position.type=rope",
+          "model.position.pairing=half",
+      });
   for (auto& o : rope_overrides(s, P, smol ? 2e6 : 1e4)) m.overrides.push_back(std::move(o));
   for (auto& o : layout_overrides(spans)) m.overrides.push_back(std::move(o));
   for (auto& o : tok.overrides) m.overrides.push_back(std::move(o));
@@ -535,6 +544,25 @@ void put_smollm3_layers(const ExportSource& s, const config::RopeConfig& r, int6
 
 }  // namespace
 
+void put_decoder_keys(const ExportSource& s, nlohmann::json& j) {
+  const auto& c = *s.config;
+  const auto& m = c.model;
+  j["vocab_size"] = s.order.size();
+  j["hidden_size"] = m.d_model;
+  j["intermediate_size"] = m.d_ff;
+  j["num_hidden_layers"] = m.n_layers;
+  j["num_attention_heads"] = m.n_heads;
+  j["num_key_value_heads"] = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
+  j["head_dim"] = config::head_dim_of(m);
+  j["max_position_embeddings"] = c.task.seq_len;
+  j["rms_norm_eps"] = m.norm_eps;
+  j["tie_word_embeddings"] = m.tie_embeddings;
+  j["attention_dropout"] = m.attention.dropout;
+  j["initializer_range"] = m.init_std;
+  put_special_ids(s, j);
+  j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
+}
+
 void put_special_ids(const ExportSource& s, nlohmann::json& j) {
   const std::pair<const char*, int32_t> specials[] = {{"bos_token_id", tokenizers::Special::kBos},
                                                       {"eos_token_id", tokenizers::Special::kEos},
@@ -607,7 +635,6 @@ Exported export_llama(const ExportSource& s) {
                        (slides || (s.origin.is_object() &&
                                    s.origin.value("architectures", nlohmann::json::array()) ==
                                        nlohmann::json::array({"MistralForCausalLM"})));
-  const int64_t H = config::head_dim_of(m), Nkv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
   Exported e;
   auto& j = e.config;
   j["architectures"] = {olmo2     ? "Olmo2ForCausalLM"
@@ -622,21 +649,8 @@ Exported export_llama(const ExportSource& s) {
                     : smol    ? "smollm3"
                     : mistral ? "mistral"
                               : "llama";
-  j["vocab_size"] = s.order.size();
-  j["hidden_size"] = m.d_model;
-  j["intermediate_size"] = m.d_ff;
-  j["num_hidden_layers"] = m.n_layers;
-  j["num_attention_heads"] = m.n_heads;
-  j["num_key_value_heads"] = Nkv;
-  j["head_dim"] = H;
+  put_decoder_keys(s, j);
   j["hidden_act"] = "silu";
-  j["max_position_embeddings"] = c.task.seq_len;
-  j["rms_norm_eps"] = m.norm_eps;
-  j["tie_word_embeddings"] = m.tie_embeddings;
-  j["attention_dropout"] = m.attention.dropout;
-  j["initializer_range"] = m.init_std;
-  put_special_ids(s, j);
-  j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
   if (qwen || qwen3) {
     put_qwen_spans(s, spans, j);
     if (qwen3) j["attention_bias"] = false;

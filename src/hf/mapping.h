@@ -189,6 +189,12 @@ void export_bert_encoder(const ExportSource& s, const std::string& prefix, Expor
 std::string encoder_mismatch(const config::Config& c);
 Exported export_roformer(const ExportSource& s);
 Exported export_llama(const ExportSource& s);
+// A decoder checkpoint as a CLM run: its sizes (P the trained context, D wide, L layers, N heads,
+// Nkv key/value heads H wide) as the run's first overrides, dropout off.
+std::vector<std::string> decoder_overrides(int64_t P, int64_t D, int64_t L, int64_t N, int64_t Nkv,
+                                           int64_t H);
+// An exported decoder's sizes, norm epsilon, tying, dropout, initialiser, special ids and dtype.
+void put_decoder_keys(const ExportSource& s, nlohmann::json& j);
 // bos_token_id, eos_token_id and pad_token_id: the checkpoint's own where the run was imported
 // (two may share an id, and eos may be a list), else the tokens at ropelab's.
 void put_special_ids(const ExportSource& s, nlohmann::json& j);

@@ -501,10 +501,10 @@ TEST(HfImport, The2025DecodersGiveTheReferenceLogits) {
 
 TEST(HfImport, The2025DecodersDecodeWithTheCacheAsTheFullForward) {
   // A prompt, then one token at a time: wide heads with QK-norm per head (Qwen3) or over the
-  // projections (OLMo 2), NoPE layers (SmolLM3), and sliding windows of 5 and 6 over 20 tokens
-  // (the ring buffer drops keys).
-  for (const char* fixture :
-       {"qwen3", "olmo2", "smollm3", "mistral-swa", "qwen2-swa", "smollm3-v5-swa"}) {
+  // projections (OLMo 2), NoPE layers (SmolLM3), sliding windows of 5 and 6 over 20 tokens (the
+  // ring buffer drops keys), and Gemma 3's sliding layers with RoPE of their own.
+  for (const char* fixture : {"qwen3", "olmo2", "smollm3", "mistral-swa", "qwen2-swa",
+                              "smollm3-v5-swa", "gemma3", "gemma3-v5"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
     import_hf(kHfDir + "/" + fixture, d.file("run"));

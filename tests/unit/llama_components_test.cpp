@@ -149,9 +149,10 @@ TEST(GemmaLayout, OneLayerIsItsFormulaAndEveryParameterLearns) {
     Transformer backbone(c, 30);
     std::map<std::string, torch::Tensor> p;
     for (const auto& kv : backbone->named_parameters()) p[kv.key()] = kv.value();
-    for (const char* n : {"decoder.layers.0.norm1.weight", "decoder.layers.0.post_norm1.weight",
-                          "decoder.layers.0.norm2.weight", "decoder.layers.0.post_norm2.weight",
-                          "decoder.layers.0.gate.weight", "decoder.layers.0.self_attn.q_norm.weight"})
+    for (const char* n :
+         {"decoder.layers.0.norm1.weight", "decoder.layers.0.post_norm1.weight",
+          "decoder.layers.0.norm2.weight", "decoder.layers.0.post_norm2.weight",
+          "decoder.layers.0.gate.weight", "decoder.layers.0.self_attn.q_norm.weight"})
       ASSERT_EQ(p.count(n), 1u) << n;
     auto tokens = torch::randint(0, 30, {2, 7});
     torch::Tensor got, want;
