@@ -1093,7 +1093,10 @@ struct RunConfig {
     v("name", name, "run name; outputs go to out_dir/name");
     v("out_dir", out_dir, "parent directory of run directories");
     v("seed", seed, "seed for initialisation, data order and masking", between(0, 1e15));
-    v("threads", threads, "intra-op threads; 0 = all cores", between(0, 1024));
+    v("threads", threads,
+      "intra-op threads; 0 = the CPUs this process may use (its affinity mask and cgroup CPU "
+      "quota) divided by the ranks on this machine",
+      between(0, 1024));
     v("device", device,
       "auto (the first CUDA GPU if libtorch has one, else cpu), cpu, cuda, cuda:N");
     v("deterministic", deterministic,

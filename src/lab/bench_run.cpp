@@ -17,6 +17,7 @@
 
 #include "compat/torch_compat.h"
 #include "config/loader.h"
+#include "dist/threads.h"
 #include "lab/bench.h"
 #include "model/attention.h"
 #include "util/cuda_info.h"
@@ -343,8 +344,7 @@ Session::Session(const BenchOptions& o) : o_(o) {
   } else if (!o.pytorch_roots.empty()) {
     throw UserError("bench --pytorch-root needs --compare-pytorch");
   }
-  threads_ = o.threads > 0 ? o.threads
-                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads_ = o.threads > 0 ? o.threads : dist::usable_cpus().cpus;
   thread_checks_ = threads_ > 1 && !gpu_;
   fs::make_dirs(o.out_dir + "/logs");
   r_ = std::make_unique<Runner>(o, points(), threads_);

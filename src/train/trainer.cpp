@@ -321,10 +321,11 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
     std::vector<MetricsLogger::Note> notes = {
         {false, platform::blas_summary()},
         {false,
-         fmt::format(
-             "run {}: {} {} / {} positions / {} attention, {:.2f}M parameters, {} threads, {}",
-             run_dir, task->name(), arch, position, kernel, static_cast<double>(n_params) / 1e6,
-             threads, dev.str())}};
+         fmt::format("run {}: {} {} / {} positions / {} attention, {:.2f}M parameters, {} threads "
+                     "({}), {}",
+                     run_dir, task->name(), arch, position, kernel,
+                     static_cast<double>(n_params) / 1e6, threads,
+                     dist::choose_threads(c.run.threads).why, dev.str())}};
     if (std::holds_alternative<config::SinusoidalConfig>(c.model.position.opts) &&
         !c.model.scale_embeddings && c.model.init_std < 0.1)
       notes.push_back(

@@ -46,6 +46,15 @@ expect_not_in "step/s"  # no progress bar for a run with nothing left to do
 expect_exit 2 "$ROPELAB" train tiny.yaml model.d_model=64
 expect_in "model.d_model: 32 -> 64"
 
+# run.threads 0 takes the CPUs the process may use: under `taskset -c 0`, one thread, and the
+# run's header says why (not the machine's core count).
+if command -v taskset >/dev/null; then
+  expect_exit 0 taskset -c 0 "$ROPELAB" train tiny.yaml run.name=tiny-1cpu run.threads=0 train.max_steps=2
+  expect_in "1 threads (1 CPU of the affinity mask / 1 local rank)"
+else
+  echo "SKIP taskset: util-linux's taskset is not installed"
+fi
+
 # A second run with learned positions (table of 32): eval beyond it is n/a, not a crash.
 expect_exit 0 "$ROPELAB" train tiny.yaml run.name=tiny-learned model.position.type=learned model.position.max_len=32
 expect_exit 0 "$ROPELAB" eval runs/tiny-learned --split valid --lengths 16,32,64 --max-tokens 512
