@@ -96,14 +96,29 @@ void register_training(CLI::App& app) {
       "--no_python ropelab train ...` would. Each rank takes train.batch_size examples of every\n"
       "step (the global batch is N x batch_size x grad_accum); rank 0 prepares the data, logs and\n"
       "saves checkpoints. SIGINT/SIGTERM stop all ranks at the same step with one checkpoint; a\n"
-      "rank that dies makes the others exit within --timeout, naming it. Several machines:\n"
-      "torchrun or SLURM (docs/distributed.md).\n"
-      "Example: ropelab launch --nproc 2 -- train configs/clm-small.yaml",
+      "rank that dies makes the others exit within --timeout, naming it. Several machines: run\n"
+      "it on each with --nnodes, --node-rank, --master-addr and --master-port (torchrun's static\n"
+      "rendezvous), or under SLURM's srun (docs/distributed.md).\n"
+      "Example: ropelab launch --nproc 2 -- train configs/clm-small.yaml\n"
+      "Two machines: ropelab launch --nproc 2 --nnodes 2 --node-rank R --master-addr 10.0.0.1\n"
+      "  --master-port 29500 -- train configs/clm-small.yaml   (R = 0 on 10.0.0.1, 1 on the other)",
       [](CLI::App& sub) {
         sub.add_option("--nproc", g.launch.nproc, "ranks to start (default 2)")
             ->check(CLI::Range(1, 1024));
-        sub.add_option("--port", g.launch.port, "MASTER_PORT (default: a free port)")
+        sub.add_option("--port,--master-port", g.launch.port,
+                       "MASTER_PORT, the store's port on the master (default on one machine: a "
+                       "free port; required with --nnodes > 1)")
             ->check(CLI::Range(1, 65535));
+        sub.add_option("--nnodes", g.launch.nnodes,
+                       "machines, each running this command with its --node-rank (default 1)")
+            ->check(CLI::Range(1, 65536));
+        sub.add_option("--node-rank", g.launch.node_rank,
+                       "this machine's number, 0 to nnodes-1; its ranks are node_rank*nproc + "
+                       "0..nproc-1 (default 0)")
+            ->check(CLI::Range(0, 65535));
+        sub.add_option("--master-addr", g.launch.master_addr,
+                       "the address of node 0, where rank 0 serves the store (default 127.0.0.1; "
+                       "required with --nnodes > 1)");
         sub.add_option("--timeout", g.launch.timeout_s,
                        "seconds a rank waits for the others in a collective before it reports "
                        "the one that is gone or hung (default 300)")

@@ -54,9 +54,19 @@ int launch(const LaunchOptions& o) {
     throw UserError("launch: give the command the ranks run, e.g. -- train CONFIG");
   if (o.args[0] != "train")
     throw UserError("launch: only `train` runs data-parallel (got '" + o.args[0] + "')");
+  if (o.node_rank >= o.nnodes)
+    throw UserError(
+        fmt::format("launch: --node-rank {} is not below --nnodes {}", o.node_rank, o.nnodes));
+  if (o.nnodes > 1 && (o.port == 0 || o.master_addr.empty()))
+    throw UserError(
+        "launch: --nnodes > 1 needs --master-addr (node 0's address, which every machine "
+        "reaches) and --master-port (the same on every machine)");
   const int port = o.port > 0 ? o.port : free_port();
-  spdlog::info("launch: {} ranks on 127.0.0.1:{}, timeout {} s: ropelab {}", o.nproc, port,
-               o.timeout_s, fmt::join(o.args, " "));
+  const std::string addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  const int first = o.node_rank * o.nproc, world = o.nnodes * o.nproc;
+  spdlog::info("launch: ranks {}..{} of {} (node {} of {}), store {}:{}, timeout {} s: ropelab {}",
+               first, first + o.nproc - 1, world, o.node_rank, o.nnodes, addr, port, o.timeout_s,
+               fmt::join(o.args, " "));
   std::vector<pid_t> pids(static_cast<size_t>(o.nproc), -1);
   std::vector<std::string> argv_s = {"ropelab"};
   argv_s.insert(argv_s.end(), o.args.begin(), o.args.end());
@@ -68,22 +78,22 @@ int launch(const LaunchOptions& o) {
     if (pid < 0) throw UserError(std::string("launch: fork failed: ") + std::strerror(errno));
     if (pid == 0) {
       auto set = [](const char* k, const std::string& v) { setenv(k, v.c_str(), 1); };
-      set("RANK", std::to_string(r));
+      set("RANK", std::to_string(first + r));
       set("LOCAL_RANK", std::to_string(r));
-      set("WORLD_SIZE", std::to_string(o.nproc));
+      set("WORLD_SIZE", std::to_string(world));
       set("LOCAL_WORLD_SIZE", std::to_string(o.nproc));
-      set("MASTER_ADDR", "127.0.0.1");
+      set("MASTER_ADDR", addr);
       set("MASTER_PORT", std::to_string(port));
       set("ROPELAB_DIST_TIMEOUT", fmt::format("{}", o.timeout_s));
       // One rank still forms a process group: the data-parallel path (NCCL on a GPU) runs.
-      set("ROPELAB_ONE_RANK_GROUP", o.nproc == 1 ? "1" : "0");
+      set("ROPELAB_ONE_RANK_GROUP", world == 1 ? "1" : "0");
       unsetenv("TORCHELASTIC_USE_AGENT_STORE");
       execv("/proc/self/exe", argv.data());
       std::fprintf(stderr, "error: launch: cannot run rank %d: %s\n", r, std::strerror(errno));
       std::_Exit(127);
     }
     pids[static_cast<size_t>(r)] = pid;
-    spdlog::info("launch: rank {} is pid {}", r, pid);
+    spdlog::info("launch: rank {} is pid {}", first + r, pid);
   }
 
   int alive = o.nproc, first_failure = 0, stopped_by_signal = 0;
@@ -124,9 +134,9 @@ int launch(const LaunchOptions& o) {
         if (first_failure == 0) {
           first_failure = code;
           failed_at = Clock::now();
-          spdlog::error("launch: rank {} {}", r, describe(status));
+          spdlog::error("launch: rank {} {}", first + r, describe(status));
         } else {
-          spdlog::warn("launch: rank {} {}", r, describe(status));
+          spdlog::warn("launch: rank {} {}", first + r, describe(status));
         }
       }
     }

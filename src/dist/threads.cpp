@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -79,6 +80,15 @@ ThreadChoice choose_threads(int64_t requested) {
   if (requested > 0)
     return {static_cast<int>(requested), "run.threads = " + std::to_string(requested)};
   const CpuBudget b = usable_cpus();
+  // An srun task has CPUs of its own (--cpus-per-task): not shared with the node's other tasks.
+  const char* step = std::getenv("SLURM_STEP_ID");
+  const char* per_task = std::getenv("SLURM_CPUS_PER_TASK");
+  if (step != nullptr && per_task != nullptr && std::getenv("WORLD_SIZE") == nullptr) {
+    const int n = std::atoi(per_task);
+    if (n > 0)
+      return {std::min(n, b.cpus), fmt::format("SLURM_CPUS_PER_TASK = {}, {} CPU{} of {}", n,
+                                               b.cpus, b.cpus == 1 ? "" : "s", b.source)};
+  }
   const int ranks = world().local_size();
   return {std::max(1, b.cpus / ranks),
           fmt::format("{} CPU{} of {} / {} local rank{}", b.cpus, b.cpus == 1 ? "" : "s", b.source,

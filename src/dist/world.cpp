@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "compat/c10d.h"
@@ -47,16 +48,72 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
 
+// Under an srun job step (SLURM_STEP_ID set) and without torchrun's variables: the ranks from
+// SLURM_PROCID, SLURM_NTASKS (the step's SLURM_STEP_NUM_TASKS where srun ran fewer),
+// SLURM_LOCALID and this node's count of SLURM_STEP_TASKS_PER_NODE (else
+// SLURM_TASKS_PER_NODE); the store on the first host of SLURM_JOB_NODELIST, port MASTER_PORT
+// or 29500 + SLURM_JOB_ID mod 10000. A batch script or salloc shell (no step) is one process.
+bool slurm_env(Env& e) {
+  if (getenv_or("WORLD_SIZE", nullptr) != nullptr ||
+      getenv_or("SLURM_PROCID", nullptr) == nullptr ||
+      getenv_or("SLURM_STEP_ID", nullptr) == nullptr)
+    return false;
+  e.size = env_int("SLURM_STEP_NUM_TASKS", env_int("SLURM_NTASKS", 1, 1, 1 << 20), 1, 1 << 20);
+  e.rank = env_int("SLURM_PROCID", 0, 0, e.size - 1);
+  const char* per_node =
+      getenv_or("SLURM_STEP_TASKS_PER_NODE", getenv_or("SLURM_TASKS_PER_NODE", nullptr));
+  const int node = env_int("SLURM_NODEID", 0, 0, 1 << 20);
+  e.local_size = per_node != nullptr ? slurm_tasks_on_node(per_node, node) : 0;
+  if (e.local_size < 1 || e.local_size > e.size)
+    throw UserError(fmt::format("environment: SLURM_TASKS_PER_NODE='{}' gives node {} no tasks",
+                                per_node == nullptr ? "" : per_node, node));
+  e.local_rank = env_int("SLURM_LOCALID", 0, 0, e.local_size - 1);
+  if (e.size > 1) {
+    const char* nodes = getenv_or("SLURM_JOB_NODELIST", getenv_or("SLURM_NODELIST", nullptr));
+    e.master_addr = getenv_or("MASTER_ADDR", nullptr) != nullptr ? getenv_or("MASTER_ADDR", "")
+                    : nodes != nullptr                           ? first_slurm_host(nodes)
+                                                                 : "127.0.0.1";
+    e.master_port =
+        env_int("MASTER_PORT", 29500 + env_int("SLURM_JOB_ID", 0, 0, 1 << 30) % 10000, 1, 65535);
+  }
+  return true;
+}
+
 }  // namespace
+
+std::string first_slurm_host(const std::string& list) {
+  const size_t stop = list.find_first_of(",[");
+  if (stop == std::string::npos || list[stop] == ',') return list.substr(0, stop);
+  const size_t end = list.find_first_of("-,]", stop + 1);
+  return list.substr(0, stop) + list.substr(stop + 1, end - stop - 1);
+}
+
+int slurm_tasks_on_node(const std::string& spec, int node) {
+  // "2(x3),1": 2 tasks on each of 3 nodes, then 1.
+  std::stringstream in(spec);
+  for (std::string part; std::getline(in, part, ',');) {
+    char* end = nullptr;
+    const long n = std::strtol(part.c_str(), &end, 10);
+    long repeat = 1;
+    if (*end == '(') repeat = std::strtol(end + 2, &end, 10);
+    if (n < 1 || repeat < 1) return 0;
+    if (node < repeat) return static_cast<int>(n);
+    node -= static_cast<int>(repeat);
+  }
+  return 0;
+}
 
 Env env_from_environment() {
   Env e;
-  e.size = env_int("WORLD_SIZE", 1, 1, 1 << 20);
-  e.rank = env_int("RANK", 0, 0, e.size - 1);
-  e.local_size = env_int("LOCAL_WORLD_SIZE", 1, 1, e.size);
-  e.local_rank = env_int("LOCAL_RANK", 0, 0, e.local_size - 1);
+  const bool slurm = slurm_env(e);
+  if (!slurm) {
+    e.size = env_int("WORLD_SIZE", 1, 1, 1 << 20);
+    e.rank = env_int("RANK", 0, 0, e.size - 1);
+    e.local_size = env_int("LOCAL_WORLD_SIZE", 1, 1, e.size);
+    e.local_rank = env_int("LOCAL_RANK", 0, 0, e.local_size - 1);
+  }
   e.one_rank_group = e.size == 1 && std::string(getenv_or("ROPELAB_ONE_RANK_GROUP", "")) == "1";
-  if (e.grouped()) {
+  if (e.grouped() && !slurm) {
     for (const char* v : {"MASTER_ADDR", "MASTER_PORT"})
       if (getenv_or(v, nullptr) == nullptr)
         throw UserError(fmt::format(

@@ -47,7 +47,14 @@ struct Env {
   bool grouped() const { return size > 1 || one_rank_group; }
 };
 // The launch variables of this process, validated: a malformed one is a UserError naming it.
+// torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), else,
+// inside an srun job step, SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the first host
+// of SLURM_JOB_NODELIST).
 Env env_from_environment();
+// The first host of a SLURM node list: "node[01-04,07],gpu5" -> "node01".
+std::string first_slurm_host(const std::string& list);
+// The tasks on node `node` (0-based) of a SLURM tasks-per-node spec, "2(x3),1"; 0 if none.
+int slurm_tasks_on_node(const std::string& spec, int node);
 
 class World {
  public:

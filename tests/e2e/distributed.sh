@@ -1,4 +1,5 @@
 # Data-parallel training through the real CLI: 2 ranks on 127.0.0.1 (c10d Gloo).
+#   - launch --nnodes 2 (one rank per "node", both here) trains bit for bit as --nproc 2;
 #   - 2 ranks x batch b train like 1 process x batch 2b: the parameters after 12 steps match
 #     (causal LM, MLM; translation against 1 process with grad_accum 2), and a sharded GLUE
 #     evaluation (predictions gathered for MCC) reports the 1-process numbers;
@@ -90,6 +91,23 @@ PY
 expect_exit 0 "$ROPELAB" launch --nproc 1 --timeout 30 -- train lm.yaml run.name=solo
 expect_in "info distributed: rank 0 of 1 (gloo"
 expect_close one solo 12 1e-6
+
+# ---- two "machines" on this one: launch --nnodes 2, one rank each, node 0 serving the store at
+# --master-addr. The same two ranks as --nproc 2 above, so the same parameters bit for bit.
+expect_exit 2 "$ROPELAB" launch --nnodes 2 --nproc 1 -- train lm.yaml
+expect_in "needs --master-addr"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+node() {
+  "$ROPELAB" launch --nnodes 2 --node-rank "$1" --nproc 1 --master-addr 127.0.0.1 \
+    --master-port "$port" --timeout 30 -- train lm.yaml run.name=nodes train.batch_size=4
+}
+node 1 >node1.log 2>&1 &
+node1=$!
+expect_exit 0 node 0
+expect_in "ranks 0..0 of 2 (node 0 of 2)"
+wait "$node1" || fail "node 1 failed: $(tail -5 node1.log)"
+grep -q "ranks 1..1 of 2 (node 1 of 2)" node1.log || fail "node 1 did not start rank 1: $(head -3 node1.log)"
+expect_close two nodes 12 0
 
 expect_exit 0 "$ROPELAB" train lm.yaml run.name=mlm1 task.type=mlm model.arch=encoder
 expect_exit 0 launch lm.yaml run.name=mlm2 task.type=mlm model.arch=encoder train.batch_size=4

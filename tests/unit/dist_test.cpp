@@ -162,5 +162,66 @@ TEST(Distributed, LaunchEnvironmentIsValidated) {
   with({});
 }
 
+TEST(Distributed, SlurmStepsGiveTheRanksWithoutTorchrunVariables) {
+  const char* slurm[] = {"SLURM_PROCID",
+                         "SLURM_NTASKS",
+                         "SLURM_LOCALID",
+                         "SLURM_STEP_ID",
+                         "SLURM_STEP_NUM_TASKS",
+                         "SLURM_TASKS_PER_NODE",
+                         "SLURM_STEP_TASKS_PER_NODE",
+                         "SLURM_NODEID",
+                         "SLURM_JOB_NODELIST",
+                         "SLURM_NODELIST",
+                         "SLURM_JOB_ID",
+                         "WORLD_SIZE",
+                         "MASTER_ADDR",
+                         "MASTER_PORT"};
+  auto with = [&](std::vector<std::pair<const char*, const char*>> vars) {
+    for (const char* k : slurm) unsetenv(k);
+    for (const auto& [k, v] : vars) setenv(k, v, 1);
+  };
+  EXPECT_EQ(dist::first_slurm_host("node[01-04,07],gpu5"), "node01");
+  EXPECT_EQ(dist::first_slurm_host("gpu-a[3,5]"), "gpu-a3");
+  EXPECT_EQ(dist::first_slurm_host("n1,n2"), "n1");
+  EXPECT_EQ(dist::first_slurm_host("solo"), "solo");
+  EXPECT_EQ(dist::slurm_tasks_on_node("2(x3),1", 0), 2);
+  EXPECT_EQ(dist::slurm_tasks_on_node("2(x3),1", 2), 2);
+  EXPECT_EQ(dist::slurm_tasks_on_node("2(x3),1", 3), 1);
+  EXPECT_EQ(dist::slurm_tasks_on_node("2(x3),1", 4), 0);
+  EXPECT_EQ(dist::slurm_tasks_on_node("4", 0), 4);
+  // srun -N 2 --ntasks-per-node 2: the second node's second task.
+  const std::vector<std::pair<const char*, const char*>> step = {
+      {"SLURM_STEP_ID", "0"},
+      {"SLURM_PROCID", "3"},
+      {"SLURM_NTASKS", "4"},
+      {"SLURM_LOCALID", "1"},
+      {"SLURM_NODEID", "1"},
+      {"SLURM_TASKS_PER_NODE", "2(x2)"},
+      {"SLURM_JOB_NODELIST", "cn[07-08]"},
+      {"SLURM_JOB_ID", "123456"}};
+  with(step);
+  auto e = dist::env_from_environment();
+  EXPECT_EQ(e.size, 4);
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_size, 2);
+  EXPECT_EQ(e.master_addr, "cn07");
+  EXPECT_EQ(e.master_port, 29500 + 123456 % 10000);
+  // MASTER_ADDR and MASTER_PORT, where set, win; torchrun's WORLD_SIZE makes SLURM's unread.
+  auto more = step;
+  more.insert(more.end(), {{"MASTER_ADDR", "10.0.0.9"}, {"MASTER_PORT", "29400"}});
+  with(more);
+  e = dist::env_from_environment();
+  EXPECT_EQ(e.master_addr, "10.0.0.9");
+  EXPECT_EQ(e.master_port, 29400);
+  // A batch script or salloc shell (no job step) is one process, whatever SLURM_NTASKS says.
+  auto batch = step;
+  batch.erase(batch.begin());
+  with(batch);
+  EXPECT_EQ(dist::env_from_environment().size, 1);
+  with({});
+}
+
 }  // namespace
 }  // namespace ropelab

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <cstdlib>
+
 #include "dist/threads.h"
 
 namespace ropelab::dist {
@@ -41,6 +43,17 @@ TEST(Threads, TheDefaultFollowsTheAffinityMask) {
   EXPECT_EQ(given.threads, 3);
   EXPECT_EQ(given.why, "run.threads = 3");
   EXPECT_EQ(usable_cpus().cpus <= allowed, true);
+}
+
+TEST(Threads, AnSrunTaskKeepsItsCpusPerTask) {
+  // Each srun task has a cpuset of its own: SLURM_CPUS_PER_TASK, not divided by the node's tasks.
+  setenv("SLURM_STEP_ID", "0", 1);
+  setenv("SLURM_CPUS_PER_TASK", "1", 1);
+  const ThreadChoice c = choose_threads(0);
+  unsetenv("SLURM_STEP_ID");
+  unsetenv("SLURM_CPUS_PER_TASK");
+  EXPECT_EQ(c.threads, 1);
+  EXPECT_NE(c.why.find("SLURM_CPUS_PER_TASK = 1"), std::string::npos) << c.why;
 }
 
 }  // namespace
