@@ -2,6 +2,8 @@
 // trained run (train/, dist/launch.h).
 #include "cli/command.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,7 +55,25 @@ int cmd_launch() {
     std::vector<std::string> overrides;
     for (size_t i = 2; i < a.size(); ++i)
       if (a[i].rfind("--", 0) != 0) overrides.push_back(a[i]);
-    config::load_config(a[1], config::overrides_from_args(overrides));
+    try {
+      config::load_config(a[1], config::overrides_from_args(overrides));
+    } catch (const UserError& e) {
+      // The other machines' ranks would wait for this one's until the timeout: tell them.
+      const auto& l = g.launch;
+      if (l.nnodes > 1 && l.port > 0 && !l.master_addr.empty()) {
+        spdlog::info(
+            "launch: the command is refused; telling the other nodes through the store "
+            "at {}:{} (waiting up to {} s for it)",
+            l.master_addr, l.port, l.timeout_s);
+        dist::report_failure(
+            l.master_addr, l.port,
+            fmt::format("node {} (ranks {}..{}): its launcher refused the command ({})",
+                        l.node_rank, l.node_rank * l.nproc, (l.node_rank + 1) * l.nproc - 1,
+                        std::string(e.what()).substr(0, 200)),
+            l.timeout_s);
+      }
+      throw;
+    }
   }
   return dist::launch(g.launch);
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "dist/world.h"
 #include "util/error.h"
 #include "util/signals.h"
 
@@ -135,6 +136,10 @@ int launch(const LaunchOptions& o) {
           first_failure = code;
           failed_at = Clock::now();
           spdlog::error("launch: rank {} {}", first + r, describe(status));
+          // Rank 0 serves the store: with it gone there is nobody to tell.
+          if (first + r != 0)
+            report_failure(addr, port, fmt::format("rank {} {}", first + r, describe(status)),
+                           o.timeout_s);
         } else {
           spdlog::warn("launch: rank {} {}", first + r, describe(status));
         }

@@ -1,13 +1,20 @@
 #include "dist/world.h"
 
+#include <netdb.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -25,6 +32,7 @@ namespace {
 constexpr milliseconds kBeat{500};                  // heartbeat period
 constexpr milliseconds kSilence{2500};              // a heartbeat unchanged this long: gone
 constexpr int64_t kBucketBytes = 25 * 1024 * 1024;  // DDP's default bucket size
+constexpr const char* kFailedKey = "failed";        // what a launcher reports of a rank that ended
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -81,6 +89,51 @@ bool slurm_env(Env& e) {
 
 }  // namespace
 
+namespace {
+// Whether something listens at ADDR:PORT (a TCP connect within 1 s): the store client would
+// otherwise retry, and log, for its whole timeout.
+bool listening(const std::string& addr, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return false;
+  bool ok = false;
+  for (addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof err;
+      ok = poll(&p, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+           err == 0;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return ok;
+}
+}  // namespace
+
+void report_failure(const std::string& addr, int port, const std::string& what, double wait_s) {
+  // The store may not be up yet (node 0 starting later): wait for it, up to wait_s.
+  const auto until = Clock::now() + milliseconds(static_cast<int64_t>(wait_s * 1000));
+  while (!listening(addr, port)) {
+    if (Clock::now() >= until) return;
+    std::this_thread::sleep_for(milliseconds(250));
+  }
+  try {
+    auto s = c10::make_intrusive<c10d::PrefixStore>(
+        "ropelab",
+        compat::make_tcp_store(addr, static_cast<uint16_t>(port), false, milliseconds(2000)));
+    compat::store_set(*s, kFailedKey, what);
+  } catch (const std::exception&) {
+    // No store (rank 0 is the one that ended, or never started): the others' timeout is the bound.
+  }
+}
+
 std::string first_slurm_host(const std::string& list) {
   const size_t stop = list.find_first_of(",[");
   if (stop == std::string::npos || list[stop] == ',') return list.substr(0, stop);
@@ -136,6 +189,18 @@ Env env_from_environment() {
   return e;
 }
 
+namespace {
+// A store client (or, for rank 0, the server) under ropelab's prefix, and torchrun's agent's.
+c10::intrusive_ptr<c10d::Store> connect_store(const Env& env, bool server, milliseconds timeout) {
+  auto s = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), server,
+                                  timeout);
+  if (env.agent_store)
+    s = c10::make_intrusive<c10d::PrefixStore>(
+        "/worker/attempt_" + std::to_string(env.restart_count), s);
+  return c10::make_intrusive<c10d::PrefixStore>("ropelab", s);
+}
+}  // namespace
+
 struct World::Impl {
   Env env;
   c10::intrusive_ptr<c10d::Store> store;  // the main thread's client (prefixed)
@@ -148,12 +213,7 @@ struct World::Impl {
 
   // A store client of its own (the TCPStore client is not shared between threads).
   c10::intrusive_ptr<c10d::Store> connect(bool server, milliseconds timeout) const {
-    auto s = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), server,
-                                    timeout);
-    if (env.agent_store)
-      s = c10::make_intrusive<c10d::PrefixStore>(
-          "/worker/attempt_" + std::to_string(env.restart_count), s);
-    return c10::make_intrusive<c10d::PrefixStore>("ropelab", s);
+    return connect_store(env, server, timeout);
   }
 
   static std::string key_of(int rank) { return "beat/" + std::to_string(rank); }
@@ -261,15 +321,19 @@ namespace {
 // store or Gloo read may wait with no deadline (seen under load: rank 1 waited until `launch`
 // stopped it 20 s later). The watchdog ends the rank as a failed join would (exit 3, one line)
 // if joining has not finished `limit` after it began.
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(3);
+}
+
 class JoinWatchdog {
  public:
   JoinWatchdog(std::string message, milliseconds limit)
       : thread_([this, message = std::move(message), limit] {
           std::unique_lock<std::mutex> lock(mutex_);
           if (cv_.wait_for(lock, limit, [this] { return done_; })) return;
-          std::fprintf(stderr, "error: %s\n", message.c_str());
-          std::fflush(stderr);
-          std::_Exit(3);
+          die(message);
         }) {}
   JoinWatchdog(const JoinWatchdog&) = delete;
   JoinWatchdog& operator=(const JoinWatchdog&) = delete;
@@ -288,6 +352,31 @@ class JoinWatchdog {
   bool done_ = false;
   std::thread thread_;  // last: starts once the members above exist
 };
+
+// A rank that ends before the group forms is reported by its launcher into the store
+// (report_failure): a detached thread polls for that every 500 ms while this rank joins, and
+// ends this rank naming it. Detached, since a store that accepted and went silent blocks its
+// client with no deadline (the watchdog above is the bound then); it stops at `joined`.
+void watch_for_failures(const Env& e, std::shared_ptr<std::atomic<bool>> joined) {
+  std::thread([e, joined] {
+    c10::intrusive_ptr<c10d::Store> probe;
+    while (!*joined) {
+      std::this_thread::sleep_for(milliseconds(500));
+      try {
+        if (!probe) probe = connect_store(e, false, milliseconds(1000));
+        if (*joined || !probe->check({kFailedKey})) continue;
+        auto b = probe->get(kFailedKey);
+        if (*joined) return;
+        die(
+            fmt::format("distributed run, rank {} of {}: the group cannot form: {} (its launcher "
+                        "reported it); stopping. See that rank's log for why it ended",
+                        e.rank, e.size, std::string(b.begin(), b.end())));
+      } catch (const std::exception&) {
+        probe.reset();  // no store yet (rank 0 starting), or gone: the watchdog is the bound
+      }
+    }
+  }).detach();
+}
 }  // namespace
 
 World::World() : impl_(std::make_unique<Impl>()) {}
@@ -304,6 +393,12 @@ World::World(const Env& e) : impl_(std::make_unique<Impl>()) {
                   e.rank, e.size, joining, e.master_addr, e.master_port,
                   e.timeout.count() / 1000.0 + 5),
       e.timeout + milliseconds(5000));
+  auto joined = std::make_shared<std::atomic<bool>>(false);
+  struct Joined {  // the failure watch ends with the join, however it ends
+    std::shared_ptr<std::atomic<bool>> flag;
+    ~Joined() { *flag = true; }
+  } joined_guard{joined};
+  watch_for_failures(e, joined);
   const bool nccl = compat::kHaveNccl && e.cuda;
   if (!nccl && !compat::kHaveGloo)
     throw UserError(

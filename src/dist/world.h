@@ -51,6 +51,10 @@ struct Env {
 // inside an srun job step, SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the first host
 // of SLURM_JOB_NODELIST).
 Env env_from_environment();
+// What a launcher tells the other ranks of one that ended (`what`, e.g. "rank 3 exited with code
+// 2"): the store at ADDR:PORT gets it, and a rank still joining the group stops within a second
+// naming it. Best effort: it waits up to `wait_s` for the store to listen, then gives up.
+void report_failure(const std::string& addr, int port, const std::string& what, double wait_s);
 // The first host of a SLURM node list: "node[01-04,07],gpu5" -> "node01".
 std::string first_slurm_host(const std::string& list);
 // The tasks on node `node` (0-based) of a SLURM tasks-per-node spec, "2(x3),1"; 0 if none.

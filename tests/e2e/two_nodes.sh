@@ -66,7 +66,7 @@ same_params() {  # same_params RUN_A RUN_B STEP
 # node N ARGS...: node N's launcher inside its namespace, port 29517 on node 0's address.
 node() {
   local n=$1 ifname=$v0 ns=$ns0; shift
-  [[ $n -eq 1 ]] && ifname=$v1 ns=$ns1
+  [[ $n -eq 1 ]] && ifname=${NODE1_IFNAME:-$v1} ns=$ns1
   ip netns exec "$ns" env GLOO_SOCKET_IFNAME="$ifname" "$ROPELAB" launch --nnodes 2 \
     --node-rank "$n" --nproc 1 --master-addr 10.213.77.1 --master-port 29517 --timeout 15 \
     -- train lm.yaml "$@"
@@ -80,6 +80,29 @@ expect_exit 0 node 0 run.name=there
 wait "$n1" || fail "node 1 failed: $(tail -5 there-1.log)"
 expect_in "distributed: rank 0 of 2 (gloo"
 same_params here there 12
+
+# ---- a start-up death, before the group forms: node 1's rank fails at once (a malformed
+# variable), or node 1's launcher refuses the command. Node 0's rank would wait for it until
+# the timeout (15 s); its launcher's report ends it within seconds, naming what happened.
+startup_death() {  # startup_death NODE1-COMMAND...: runs node 0 while node 1 fails
+  local t0 took
+  t0=$(date +%s)
+  "$@" >start-1.log 2>&1 &
+  local pid=$!
+  expect_exit 3 node 0 run.name=start
+  took=$(($(date +%s) - t0))
+  wait "$pid" || true
+  expect_in "the group cannot form:"
+  (( took < 10 )) || fail "node 0 took $took s to notice node 1's start-up death"
+  echo "start-up death noticed by node 0 in $took s: $(grep -o 'cannot form: .*(its' <<<"$OUT")"
+}
+NODE1_IFNAME=nosuch0  # node 1's rank cannot open its (mistyped) interface: exits 3 joining
+startup_death node 1 run.name=start
+NODE1_IFNAME=
+grep -q "nosuch0" start-1.log || fail "node 1's rank did not fail as meant: $(cat start-1.log)"
+expect_in "rank 1 exited with code 3"
+startup_death node 1 run.name=start model.d_model=abc
+expect_in "node 1 (ranks 1..1): its launcher refused the command"
 
 # ---- node 1 dies mid-run; node 0 notices, names it, exits; both resume exactly
 long=(train.max_steps=2000 train.checkpoint_every=100 train.eval_every=0 train.log_every=50)
