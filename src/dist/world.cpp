@@ -357,7 +357,7 @@ class JoinWatchdog {
 // (report_failure): a detached thread polls for that every 500 ms while this rank joins, and
 // ends this rank naming it. Detached, since a store that accepted and went silent blocks its
 // client with no deadline (the watchdog above is the bound then); it stops at `joined`.
-void watch_for_failures(const Env& e, std::shared_ptr<std::atomic<bool>> joined) {
+void watch_for_failures(const Env& e, const std::shared_ptr<std::atomic<bool>>& joined) {
   std::thread([e, joined] {
     c10::intrusive_ptr<c10d::Store> probe;
     while (!*joined) {

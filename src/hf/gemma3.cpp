@@ -219,12 +219,11 @@ struct Gemma3Layout {
 bool same_as_model_position(const std::map<std::string, std::string>& flat,
                             const std::string& name) {
   const std::string model_pos = "model.position.", K = "model.layout.kinds." + name + ".position.";
-  for (const auto& [key, value] : flat)
-    if (key.rfind(model_pos, 0) == 0) {
-      auto it = flat.find(K + key.substr(model_pos.size()));
-      if (it == flat.end() || it->second != value) return false;
-    }
-  return true;
+  return std::all_of(flat.begin(), flat.end(), [&](const auto& kv) {
+    if (kv.first.rfind(model_pos, 0) != 0) return true;
+    auto it = flat.find(K + kv.first.substr(model_pos.size()));
+    return it != flat.end() && it->second == kv.second;
+  });
 }
 
 std::string gemma3_layout_of(const config::Config& c, Gemma3Layout& g) {
@@ -295,8 +294,8 @@ Exported export_gemma3(const ExportSource& s) {
   gemma3_layout_of(c, g);
   const int64_t H = config::head_dim_of(m);
   const nlohmann::json& o = s.origin;
-  auto kept = [&](const char* key, nlohmann::json fallback) {
-    return o.is_object() && o.contains(key) ? o[key] : std::move(fallback);
+  auto kept = [&](const char* key, const nlohmann::json& fallback) {
+    return o.is_object() && o.contains(key) ? o[key] : fallback;
   };
   Exported e;
   auto& j = e.config;
