@@ -82,8 +82,9 @@ std::vector<std::string> gemma3_layout(Source& s, int64_t L, int64_t P) {
   auto local =
       layer_type_rope_overrides(s, P, {"sliding_attention", "rope_local_base_freq", false, 1e4});
   std::vector<std::string> o = std::move(global);
-  if (std::find(types.begin(), types.end(), "sliding_attention") == types.end()) return o;
+  // Read (and so accounted for) even where no layer slides and it is unused.
   const nlohmann::json* w = s.use("sliding_window");  // absent: transformers' default, 4096
+  if (std::find(types.begin(), types.end(), "sliding_attention") == types.end()) return o;
   const int64_t window = !s.config().contains("sliding_window")   ? 4096
                          : w != nullptr && w->is_number_integer() ? w->get<int64_t>()
                                                                   : 0;

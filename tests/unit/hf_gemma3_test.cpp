@@ -109,6 +109,24 @@ TEST(HfGemma3, ExportGivesTheCheckpointBackKeyForKey) {
   }
 }
 
+TEST(HfGemma3, EveryLayerGlobalIsPlainRope) {
+  // sliding_window_pattern 1: every layer global. No layout; sliding_window and
+  // rope_local_base_freq are read (not refused as unknown) though no layer uses them.
+  test::TempDir d;
+  auto dir =
+      test::damaged_copy(d, "gemma3", [](nlohmann::json& j) { j["sliding_window_pattern"] = 1; });
+  import_hf(dir, d.file("run"));
+  auto c = weights::load_run_model(d.file("run")).config;
+  EXPECT_TRUE(c.model.layout.kinds.empty());
+  EXPECT_EQ(config::position_summary(c.model), "rope");
+  export_hf(d.file("run"), d.file("out"), HfConfigForm::kV4);
+  auto ours = nlohmann::json::parse(fs::read_file(d.file("out/config.json")));
+  EXPECT_EQ(ours["sliding_window_pattern"], 1);
+  EXPECT_FALSE(ours.contains("layer_types")) << ours.dump();
+  EXPECT_EQ(ours["rope_local_base_freq"], 10000.0);
+  test::expect_same_tensors("gemma3", d.file("out"));
+}
+
 TEST(HfGemma3, RefusalsNameTheKey) {
   struct Case {
     const char* fixture;
