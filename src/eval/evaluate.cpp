@@ -87,16 +87,15 @@ std::vector<std::string> rope_scaling_overrides(const std::string& spec,
                       m.position.type() + ")");
     return rope_scaling_overrides(spec);
   }
-  std::vector<std::string> targets = s.kinds;
   // By default the global RoPE kinds (no window or chunk: a local layer never sees a distance
   // beyond its span; Gemma 3 scales only its global layers), else every RoPE kind.
-  for (const bool global_only : {true, false}) {
-    for (const auto& [name, k] : kinds)
-      if (s.kinds.empty() && rotates(k.position) &&
-          (!global_only || (!k.window.has && !k.chunk.has)))
-        targets.push_back(name);
-    if (!targets.empty()) break;
+  std::vector<std::string> targets = s.kinds, global, every;
+  for (const auto& [name, k] : kinds) {
+    if (!rotates(k.position)) continue;
+    every.push_back(name);
+    if (!k.window.has && !k.chunk.has) global.push_back(name);
   }
+  if (targets.empty()) targets = global.empty() ? every : global;
   if (targets.empty())
     throw UserError("--rope-scaling needs a RoPE model: none of its layout kinds rotates");
   std::vector<std::string> out;
