@@ -50,13 +50,16 @@ int main(int argc, char** argv) try {
 
   CLI::App app{
       "ropelab: train and compare transformers with swappable position encodings\n"
-      "(sinusoidal, learned, T5 bias, RoPE, RoPE + linear attention, ALiBi, xPos).\n\n"
-      "Typical session:\n"
-      "  ropelab prepare configs/clm-small.yaml          # corpus + tokenizer + HDF5 datasets\n"
-      "  ropelab train configs/clm-small.yaml model.position.type=rope\n"
-      "  ropelab ablate experiments/quickstart.yaml      # train variants, then compare\n\n"
-      "Every config key can be overridden as key.path=value; `ropelab config --schema` lists\n"
-      "them all with their defaults.",
+      "(model.position.type: " +
+          ropelab::config::joined(
+              ropelab::config::variant_names<ropelab::config::PositionVariant>()) +
+          ";\nRoPE also with linear attention, hybrid NoPE and context extension).\n\n"
+          "Typical session:\n"
+          "  ropelab prepare configs/clm-small.yaml          # corpus + tokenizer + HDF5 datasets\n"
+          "  ropelab train configs/clm-small.yaml model.position.type=rope\n"
+          "  ropelab ablate experiments/quickstart.yaml      # train variants, then compare\n\n"
+          "Every config key can be overridden as key.path=value; `ropelab config --schema` lists\n"
+          "them all with their defaults.",
       "ropelab"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ropelab ") + ROPELAB_VERSION);

@@ -3,6 +3,7 @@
 #include "cli/command.h"
 
 #include <iostream>
+#include <sstream>
 
 #include "cli/sysinfo.h"
 #include "config/loader.h"
@@ -15,6 +16,23 @@
 namespace ropelab::cli {
 
 namespace {
+
+// `text` broken into lines of at most `width` characters at spaces (the first line `first`
+// characters shorter, for a paragraph that starts mid-line).
+std::string wrapped(const std::string& text, size_t width, size_t first = 4) {
+  std::string out, line;
+  size_t room = width - first;
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    if (!line.empty() && line.size() + 1 + w.size() > room) {
+      out += line + "\n";
+      line.clear();
+      room = width;
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  return out + line;
+}
 
 int cmd_export() {
   std::cout << (g.format == "hf"
@@ -55,9 +73,9 @@ void register_models(CLI::App& app) {
       app, "export",
       "Export a trained model's weights to HDF5 (--format h5: every tensor under its module\n"
       "path, the config as attributes, for Python/h5py), or as a Hugging Face checkpoint\n"
-      "directory (--format hf: config.json, model.safetensors, the tokenizer's files) for\n"
-      "BertForMaskedLM / BertForSequenceClassification, the RoFormer ones, LlamaForCausalLM and\n"
-      "Qwen2ForCausalLM. A model no such class computes exactly is refused, naming the difference.",
+      "directory (--format hf: config.json, model.safetensors, the tokenizer's files) in the\n"
+      "first class that computes exactly the run's model (the classes `import-hf --help` lists).\n"
+      "A model no such class computes is refused, naming the difference for each.",
       [](CLI::App& sub) {
         sub.add_option("source", g.file,
                        "run directory (hf: its best checkpoint) or checkpoint "
@@ -78,16 +96,19 @@ void register_models(CLI::App& app) {
       app, "import-hf",
       "Import a Hugging Face checkpoint directory (config.json, model.safetensors or its shards,\n"
       "the tokenizer's files) as a new run directory (config.yaml, a model-only checkpoint,\n"
-      "hf/). Classes: BertModel, BertForMaskedLM, RoFormerModel, RoFormerForMaskedLM (an MLM\n"
-      "run; a bare model gets a new MLM head); Bert/RoFormerForSequenceClassification (a GLUE\n"
-      "run: name its data with overrides, e.g. data.source=glue data.glue_task=SST-2\n"
-      "data.train=DIR); LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (a CLM run, with\n"
-      "RoPE scaling, from transformers 4's rope_theta/rope_scaling or 5's rope_parameters). The "
-      "run tokenizes with the checkpoint's tokenizer (vocab.txt: wordpiece;\n"
-      "a byte-level tokenizer.json: bpe; tokenizer.model: spm), re-numbered so its specials sit\n"
-      "at ropelab's special ids (RUN/hf/vocab_order.json). A class, config value or tensor\n"
-      "ropelab cannot represent exactly is refused, naming it, and so is a config.json key it\n"
-      "does not know (--allow-unknown-keys to import anyway). `export --format hf` goes back.",
+      "hf/). " +
+          wrapped("Classes: " + hf::supported_classes() + ".", 90) +
+          "\n"
+          "A ...Model or ...ForMaskedLM encoder becomes an MLM run (a bare model gets a new MLM\n"
+          "head); a ...ForSequenceClassification a GLUE run (name its data with overrides, e.g.\n"
+          "data.source=glue data.glue_task=SST-2 data.train=DIR); a ...ForCausalLM a CLM run,\n"
+          "with RoPE scaling from transformers 4's rope_theta/rope_scaling or 5's\n"
+          "rope_parameters. The run tokenizes with the checkpoint's tokenizer (vocab.txt:\n"
+          "wordpiece; a byte-level tokenizer.json: bpe; tokenizer.model: spm), re-numbered so its\n"
+          "specials sit at ropelab's special ids (RUN/hf/vocab_order.json). A class, config value\n"
+          "or tensor ropelab cannot represent exactly is refused, naming it, and so is a\n"
+          "config.json key it does not know (--allow-unknown-keys to import anyway).\n"
+          "`export --format hf` goes back.",
       [](CLI::App& sub) {
         sub.add_option("dir", g.file, "checkpoint directory (what save_pretrained writes)")
             ->required();

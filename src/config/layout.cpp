@@ -21,14 +21,6 @@ std::vector<std::string> distinct_kinds(const std::vector<std::string>& kinds) {
   return out;
 }
 
-namespace {
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-}  // namespace
-
 std::string position_summary(const ModelConfig& m) {
   const LayoutConfig& l = m.layout;
   if (l.kinds.empty()) return m.position.type();

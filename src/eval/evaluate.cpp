@@ -12,6 +12,7 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "model/span.h"
 #include "run/run.h"
 #include "tasks/task.h"
 #include "util/device.h"
@@ -93,7 +94,7 @@ std::vector<std::string> rope_scaling_overrides(const std::string& spec,
   for (const auto& [name, k] : kinds) {
     if (!rotates(k.position)) continue;
     every.push_back(name);
-    if (!k.window.has && !k.chunk.has) global.push_back(name);
+    if (model::Span::of(k, true).global()) global.push_back(name);
   }
   if (targets.empty()) targets = global.empty() ? every : global;
   if (targets.empty())
@@ -126,6 +127,19 @@ std::string rope_scaling_tag(const std::string& spec) {
   return t;
 }
 
+std::vector<std::string> run_rope_scaling_overrides(const std::string& run_dir,
+                                                    const std::string& spec) {
+  if (spec.empty()) return {};
+  if (!stdfs::is_regular_file(stdfs::path(run_dir) / "config.yaml"))
+    throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
+  auto trained = config::load_config((stdfs::path(run_dir) / "config.yaml").string());
+  try {
+    return rope_scaling_overrides(spec, trained.model);
+  } catch (const UserError& e) {
+    throw UserError(run_dir + ": " + e.what());
+  }
+}
+
 EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
                         const std::vector<int64_t>& lengths, int64_t max_tokens, bool use_best,
                         const std::string& rope_scaling, bool save) {
@@ -135,16 +149,8 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   if (save)
     lock = fs::DirLock::acquire(run_dir, "eval", fs::DirLock::Wait::kNo,
                                 "`eval --no-save` only prints, and needs no lock");
-  std::vector<std::string> overrides;
-  if (!rope_scaling.empty()) {
-    auto trained = config::load_config((stdfs::path(run_dir) / "config.yaml").string());
-    try {
-      overrides = rope_scaling_overrides(rope_scaling, trained.model);
-    } catch (const UserError& e) {
-      throw UserError(run_dir + ": " + e.what());
-    }
-  }
-  auto rm = run::open_trained(run_dir, run::DataUse::kOpen, use_best, overrides);
+  auto rm = run::open_trained(run_dir, run::DataUse::kOpen, use_best,
+                              run_rope_scaling_overrides(run_dir, rope_scaling));
   const config::Config& c = rm.config;
   const torch::Device dev = rm.device;
   if (!rm.data->has_split(split))

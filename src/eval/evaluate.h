@@ -48,6 +48,10 @@ std::vector<std::string> rope_scaling_overrides(const std::string& spec);
 // UserError where a target does not rotate.
 std::vector<std::string> rope_scaling_overrides(const std::string& spec,
                                                 const config::ModelConfig& m);
+// The overrides of `spec` for the trained run RUN_DIR (its config.yaml's model); none for an
+// empty spec. UserError "RUN_DIR: ..." for a spec the run cannot take.
+std::vector<std::string> run_rope_scaling_overrides(const std::string& run_dir,
+                                                    const std::string& spec);
 // Whether a model has RoPE somewhere (model.position, or a layout kind).
 bool has_rope(const config::ModelConfig& m);
 // The file name part of a spec: "yarn:4" -> "rope-yarn-4", "linear:8@global" ->

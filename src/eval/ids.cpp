@@ -13,6 +13,7 @@
 #include "config/loader.h"
 #include "eval/evaluate.h"
 #include "model/transformer.h"
+#include "run/run.h"
 #include "tokenizers/vocab_order.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -125,23 +126,16 @@ IdsReport eval_ids(const std::string& run_dir, const std::string& ids_file,
                    const std::string& logits_out, bool use_best, const std::string& rope_scaling) {
   if (!logits_out.empty() && stdfs::exists(logits_out))
     throw UserError(logits_out + ": already exists; choose another --logits");
-  std::vector<std::string> overrides;
-  if (!rope_scaling.empty()) {
-    if (!stdfs::is_regular_file(stdfs::path(run_dir) / "config.yaml"))
-      throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
-    auto trained = config::load_config((stdfs::path(run_dir) / "config.yaml").string());
-    try {
-      overrides = rope_scaling_overrides(rope_scaling, trained.model);
-    } catch (const UserError& e) {
-      throw UserError(run_dir + ": " + e.what());
-    }
-  }
-  auto rm = weights::load_run_model(run_dir, use_best, overrides);
-  if (rm.config.model.arch != config::Arch::kDecoder)
-    throw UserError(run_dir +
-                    ": --ids gives next-token losses, which need a decoder; this run's "
-                    "model.arch is " +
-                    config::to_string(rm.config.model.arch));
+  // Through the run layer: the run's threads and device (run.threads, run.device).
+  auto rm = run::open_trained(run_dir, run::DataUse::kNone, use_best,
+                              run_rope_scaling_overrides(run_dir, rope_scaling),
+                              [&](const config::Config& c) {
+                                if (c.model.arch != config::Arch::kDecoder)
+                                  throw UserError(run_dir +
+                                                  ": --ids gives next-token losses, which need a "
+                                                  "decoder; this run's model.arch is " +
+                                                  config::to_string(c.model.arch));
+                              });
   const auto order = tokenizers::run_vocab_order(rm.config.data.tokenizer, rm.vocab, rm.run_dir);
   const auto inverse = tokenizers::invert_order(order);
   const auto seqs = read_ids(ids_file, rm.vocab);
@@ -167,8 +161,10 @@ IdsReport eval_ids(const std::string& run_dir, const std::string& ids_file,
                       ids_file, i, T, max_len));
     std::vector<int64_t> mine;
     for (int64_t id : ids) mine.push_back(inverse[static_cast<size_t>(id)]);
-    auto tokens_1T = torch::tensor(mine, torch::kLong).unsqueeze(0);
-    auto logits_TV = rm.model->logits(rm.model->backbone->decode(tokens_1T))[0].to(torch::kFloat32);
+    auto tokens_1T = torch::tensor(mine, torch::kLong).unsqueeze(0).to(rm.device);
+    auto logits_TV =
+        rm.model->logits(rm.model->backbone->decode(tokens_1T))[0].to(torch::kCPU, torch::kFloat32);
+    tokens_1T = tokens_1T.cpu();
     double nll = std::numeric_limits<double>::quiet_NaN();
     if (T > 1) {
       auto logp_TV = torch::log_softmax(logits_TV.to(torch::kFloat64), -1);

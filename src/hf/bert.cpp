@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "hf/family.h"
 #include "hf/mapping.h"
 #include "tokenizers/tokenizer.h"
 #include "tokenizers/wordpiece.h"
@@ -72,10 +73,6 @@ std::vector<std::string> wordpiece_overrides(const std::string& dir, const std::
 }
 
 }  // namespace
-
-bool is_bert(const std::string& a) {
-  return a == "BertModel" || a == "BertForMaskedLM" || a == "BertForSequenceClassification";
-}
 
 BertShape read_bert_shape(Source& s) {
   BertShape b;
@@ -222,7 +219,7 @@ std::vector<std::string> read_labels(Source& s) {
   return names;
 }
 
-Mapped map_bert(Source& s) {
+static Mapped map_bert(Source& s) {
   BertShape b = read_bert_shape(s);
   if (s.get_string("position_embedding_type", "absolute") != "absolute")
     s.unsupported("position_embedding_type", "only BERT's absolute positions map onto ropelab");
@@ -274,7 +271,7 @@ std::string encoder_mismatch(const config::Config& c) {
   return "";
 }
 
-std::string bert_mismatch(const config::Config& c) {
+static std::string bert_mismatch(const config::Config& c) {
   std::string why = encoder_mismatch(c);
   if (!why.empty()) return why;
   if (!std::holds_alternative<config::LearnedConfig>(c.model.position.opts))
@@ -350,7 +347,7 @@ void export_bert_encoder(const ExportSource& s, const std::string& p, Exported& 
   }
 }
 
-Exported export_bert(const ExportSource& s) {
+static Exported export_bert(const ExportSource& s) {
   Exported e;
   const bool glue = std::holds_alternative<config::GlueTaskConfig>(s.config->task.opts);
   e.config["architectures"] = {glue ? "BertForSequenceClassification" : "BertForMaskedLM"};
@@ -369,6 +366,24 @@ Exported export_bert(const ExportSource& s) {
     }
   }
   return e;
+}
+
+const Family& bert_family() {
+  static const Family f{
+      "BERT",
+      config::Arch::kEncoder,
+      {
+          "BertModel",
+          "BertForMaskedLM",
+          "BertForSequenceClassification",
+      },
+      "BertModel",
+      map_bert,
+      bert_mismatch,
+      export_bert,
+      nullptr,
+  };
+  return f;
 }
 
 }  // namespace ropelab::hf

@@ -7,6 +7,7 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "hf/family.h"
 #include "hf/mapping.h"
 #include "hf/safetensors.h"
 #include "run/run.h"
@@ -105,8 +106,20 @@ std::string export_hf(const std::string& run, const std::string& out, HfConfigFo
     throw UserError(run + ": no Hugging Face class here computes this model: it has " + why +
                     ", which the exported classes lack");
   // The class: the first family that computes exactly what the run's model computes.
-  std::string why_bert = bert_mismatch(c), why_roformer = roformer_mismatch(c),
-              why_llama = llama_mismatch(c), why_gemma3 = gemma3_mismatch(c);
+  const Family* family = nullptr;
+  std::string why_not;  // each family of the run's architecture: "Class: what differs"
+  for (const Family* f : families()) {
+    const std::string why = f->mismatch(c);
+    if (why.empty()) {
+      family = f;
+      break;
+    }
+    if (f->arch == c.model.arch)
+      why_not += (why_not.empty() ? "" : "; ") + f->export_class + ": " + why;
+  }
+  if (family == nullptr)
+    throw UserError(run + ": no Hugging Face class computes this model: " +
+                    (why_not.empty() ? std::string("an encoder-decoder has none here") : why_not));
   ExportSource src;
   src.config = &c;
   src.form = form;
@@ -128,22 +141,8 @@ std::string export_hf(const std::string& run, const std::string& out, HfConfigFo
     const auto& g = plan.glue;
     src.labels = g.regression ? std::vector<std::string>{} : g.label_names;
   }
-  Exported e;
-  if (why_bert.empty() || why_roformer.empty() || why_llama.empty() || why_gemma3.empty()) {
-    src.order = tokenizers::run_vocab_order(c.data.tokenizer, rm.vocab, rm.run_dir);
-    e = why_bert.empty()       ? export_bert(src)
-        : why_roformer.empty() ? export_roformer(src)
-        : why_llama.empty()    ? export_llama(src)
-                               : export_gemma3(src);
-  } else {
-    const std::string arch = config::to_string(c.model.arch);
-    throw UserError(run + ": no Hugging Face class computes this model: " +
-                    (arch == "encoder"
-                         ? "BertModel: " + why_bert + "; RoFormerModel: " + why_roformer
-                     : arch == "decoder"
-                         ? "LlamaForCausalLM: " + why_llama + "; Gemma3ForCausalLM: " + why_gemma3
-                         : "an encoder-decoder has none here"));
-  }
+  src.order = tokenizers::run_vocab_order(c.data.tokenizer, rm.vocab, rm.run_dir);
+  const Exported e = family->write(src);
   const std::string cls = e.config["architectures"][0].get<std::string>();
   std::string note;
   auto tok = tokenizer_files(c, plan, rm.run_dir, cls, note);

@@ -26,6 +26,7 @@
 
 #include "config/layout.h"
 #include "config/loader.h"
+#include "hf/family.h"
 #include "hf/mapping.h"
 #include "tokenizers/tokenizer.h"
 #include "tokenizers/vocab_order.h"
@@ -137,9 +138,7 @@ void take_gemma3_layer(Source& s, int64_t i, int64_t D, int64_t N, int64_t Nkv, 
 
 }  // namespace
 
-bool is_gemma3(const std::string& a) { return a == "Gemma3ForCausalLM"; }
-
-Mapped map_gemma3(Source& s) {
+static Mapped map_gemma3(Source& s) {
   const int64_t V = s.get_int("vocab_size", 262208), D = s.get_int("hidden_size", 2304),
                 L = s.get_int("num_hidden_layers", 26), N = s.get_int("num_attention_heads", 8),
                 F = s.get_int("intermediate_size", 9216),
@@ -262,7 +261,7 @@ std::string gemma3_layout_of(const config::Config& c, Gemma3Layout& g) {
 
 }  // namespace
 
-std::string gemma3_mismatch(const config::Config& c) {
+static std::string gemma3_mismatch(const config::Config& c) {
   const auto& m = c.model;
   using namespace config;
   if (m.arch != Arch::kDecoder) return "the model is not a decoder";
@@ -287,7 +286,7 @@ std::string gemma3_mismatch(const config::Config& c) {
   return gemma3_layout_of(c, g);
 }
 
-Exported export_gemma3(const ExportSource& s) {
+static Exported export_gemma3(const ExportSource& s) {
   const auto& c = *s.config;
   const auto& m = c.model;
   const auto& global = std::get<config::RopeConfig>(m.position.opts);
@@ -360,6 +359,32 @@ Exported export_gemma3(const ExportSource& s) {
   put("model.norm.weight", s.at("backbone.decoder.final_norm.weight"));
   if (!m.tie_embeddings) put("lm_head.weight", s.rows(s.at("head.proj.weight")));
   return e;
+}
+
+// Gemma 3's multimodal model: its vision tower is not imported (the text model is).
+static void refuse_gemma3(const Source& s) {
+  const std::string& a = s.architecture();
+  if (a == "Gemma3ForConditionalGeneration" || s.present("vision_config"))
+    s.unsupported(s.present("vision_config") ? "vision_config" : "architectures",
+                  a + " has a vision tower, which ropelab does not import; a text-only "
+                      "Gemma3ForCausalLM checkpoint (text_config's keys, language_model's "
+                      "tensors) imports");
+}
+
+const Family& gemma3_family() {
+  static const Family f{
+      "Gemma 3",
+      config::Arch::kDecoder,
+      {
+          "Gemma3ForCausalLM",
+      },
+      "Gemma3ForCausalLM",
+      map_gemma3,
+      gemma3_mismatch,
+      export_gemma3,
+      refuse_gemma3,
+  };
+  return f;
 }
 
 }  // namespace ropelab::hf

@@ -11,6 +11,7 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "hf/family.h"
 #include "hf/mapping.h"
 #include "run/run.h"
 #include "tasks/task.h"
@@ -230,23 +231,16 @@ std::string align_labels(Imported& imp, const std::vector<std::string>& labels,
 }  // namespace
 
 namespace {
-// A class no mapping takes: what it has that ropelab lacks, where known, else the list.
+// A class no family takes: what it has that ropelab lacks, where known, else the list.
 [[noreturn]] void refuse_architecture(const Source& s) {
+  for (const Family* f : families())
+    if (f->refuse != nullptr) f->refuse(s);
   const std::string& a = s.architecture();
-  if (a == "Gemma3ForConditionalGeneration" || s.present("vision_config"))
-    s.unsupported(s.present("vision_config") ? "vision_config" : "architectures",
-                  a + " has a vision tower, which ropelab does not import; a text-only "
-                      "Gemma3ForCausalLM checkpoint (text_config's keys, language_model's "
-                      "tensors) imports");
   for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"})
     if (s.present(key))
       s.unsupported(key, a + " has mixture-of-experts layers, which ropelab does not have");
   throw UserError(s.config_path() + ": architectures: " + a +
-                  " is not supported (supported: BertModel, BertForMaskedLM, "
-                  "BertForSequenceClassification, RoFormerModel, RoFormerForMaskedLM, "
-                  "RoFormerForSequenceClassification, LlamaForCausalLM, MistralForCausalLM, "
-                  "Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, "
-                  "Gemma3ForCausalLM)");
+                  " is not supported (supported: " + supported_classes() + ")");
 }
 }  // namespace
 
@@ -257,17 +251,9 @@ Imported read_hf(const std::string& dir, const std::vector<std::string>& overrid
                     ": no such directory (a Hugging Face checkpoint: config.json, "
                     "model.safetensors and the tokenizer's files)");
   Source s(dir);
-  Mapped m;
-  if (is_bert(s.architecture()))
-    m = map_bert(s);
-  else if (is_roformer(s.architecture()))
-    m = map_roformer(s);
-  else if (is_llama(s.architecture()))
-    m = map_llama(s);
-  else if (is_gemma3(s.architecture()))
-    m = map_gemma3(s);
-  else
-    refuse_architecture(s);
+  const Family* family = family_of(s.architecture());
+  if (family == nullptr) refuse_architecture(s);
+  Mapped m = family->map(s);
   auto ignored = check_config_keys(s, allow_unknown_keys);
   auto left = s.left_over();
   if (!left.empty())

@@ -2,8 +2,8 @@
 //
 // DIR is what `save_pretrained` writes: config.json, model.safetensors (or the shards that
 // model.safetensors.index.json lists) and the tokenizer's files. config.json's
-// `architectures[0]` picks the class's mapping (one file per family: hf/bert.cpp,
-// hf/roformer.cpp, hf/llama.cpp). The
+// `architectures[0]` picks the class's mapping (one file per family, listed in
+// hf/families.cpp: hf/bert.cpp, hf/roformer.cpp, hf/llama.cpp, hf/gemma3.cpp). The
 // mapping turns config.json into the run's config (as `key=value` overrides, so every config
 // check applies and an error names config.json) and renames every tensor onto ropelab's
 // modules. A class, config value or tensor that ropelab cannot represent exactly is a UserError
@@ -53,6 +53,10 @@ struct Imported {
 // (hf/config_keys.cpp) unless `allow_unknown_keys`.
 Imported read_hf(const std::string& dir, const std::vector<std::string>& overrides = {},
                  bool allow_unknown_keys = false);
+
+// Every class import-hf reads, comma-separated in the families' order (hf/families.cpp):
+// "BertModel, BertForMaskedLM, ...".
+std::string supported_classes();
 
 // read_hf(), then the run directory `out`: config.yaml, one model-only checkpoint (loaded as
 // any run's: weights::load_run_model) and hf/ (config.json, the tokenizer's files and

@@ -48,7 +48,9 @@
 
 #include "config/layout.h"
 #include "config/loader.h"
+#include "hf/family.h"
 #include "hf/mapping.h"
+#include "model/span.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/tokenizer.h"
 #include "tokenizers/vocab_order.h"
@@ -56,127 +58,6 @@
 #include "util/fs.h"
 
 namespace ropelab::hf {
-
-namespace {
-
-// The first id of a config.json token id entry (an int, or a list of them as Llama 3.1's
-// eos_token_id), or -1.
-int64_t token_id(const Source& s, const char* key) {
-  const nlohmann::json* v = s.use(key);
-  if (v == nullptr) return -1;
-  if (v->is_array() && !v->empty() && (*v)[0].is_number_integer()) return (*v)[0].get<int64_t>();
-  if (!v->is_number_integer()) throw UserError(s.config_path() + ": " + key + ": not an id");
-  return v->get<int64_t>();
-}
-
-}  // namespace
-
-// The checkpoint's tokenizer: a byte-level BPE tokenizer.json (Llama 3, Qwen2), else a
-// SentencePiece tokenizer.model (Llama 2, Mistral); the ids its specials have, and the ids that
-// can stand for the specials it lacks (rows past the tokenizer's end, then its unused special
-// tokens).
-LlamaTokenizer tokenizer_of(const Source& s, int64_t V) {
-  LlamaTokenizer t;
-  const std::string json_file = s.dir() + "/tokenizer.json", spm = s.dir() + "/tokenizer.model";
-  bool byte_level = false;
-  if (std::filesystem::is_regular_file(json_file)) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(fs::read_file(json_file));
-    } catch (const nlohmann::json::exception& e) {
-      throw UserError(json_file + ": not valid JSON (" + e.what() + ")");
-    }
-    const nlohmann::json model = j.is_object() ? j.value("model", nlohmann::json()) : nullptr;
-    byte_level = model.is_object() && model.value("type", std::string()) == "BPE" &&
-                 !model.value("byte_fallback", false);
-  }
-  const std::string order = s.dir() + "/vocab_order.json";  // written by the import
-  if (byte_level) {
-    tokenizers::BpeTokenizer bpe(json_file);  // refuses what it cannot run, naming the key
-    if (bpe.size() > V)
-      throw UserError(fmt::format("{}: {} ids, more than config.json's vocab_size {}", json_file,
-                                  bpe.size(), V));
-    for (int64_t i = bpe.size(); i < V; ++i) t.fillers.push_back(i);
-    std::vector<int64_t> unused;
-    for (const auto& a : bpe.added_tokens())
-      if (a.special) unused.push_back(a.id);
-    std::sort(unused.begin(), unused.end());
-    t.fillers.insert(t.fillers.end(), unused.begin(), unused.end());
-    t.overrides = {"data.tokenizer.type=bpe", "data.tokenizer.model=" + json_file,
-                   "data.tokenizer.vocab_order=" + order};
-  } else if (std::filesystem::is_regular_file(spm)) {
-    std::vector<int64_t> identity(static_cast<size_t>(V));
-    for (int64_t i = 0; i < V; ++i) identity[static_cast<size_t>(i)] = i;
-    tokenizers::SpmTokenizer sp(spm, identity);  // refuses a damaged model, naming it
-    for (int32_t i = 0; i < std::min<int64_t>(V, 16); ++i)
-      if (sp.piece(i) == "<unk>") t.unk = i;
-    t.overrides = {"data.tokenizer.type=spm", "data.tokenizer.model=" + spm,
-                   "data.tokenizer.vocab_order=" + order};
-  } else {
-    t.note =
-        "no tokenizer.json (byte-level BPE) or tokenizer.model: the run cannot tokenize "
-        "text until data.tokenizer names one";
-  }
-  return t;
-}
-
-// The checkpoint's ids for ropelab's specials (pad, unk, bos, eos, cls, sep, mask), from
-// config.json and the tokenizer's unknown token. config.json may give one id to several of them
-// (Qwen2.5's bos = eos, a pad = eos): the first of eos, bos, pad keeps it (ropelab's LM data
-// ends each document with eos), and a later one takes an id no text produces, which `shared`
-// reports. bos or eos on the tokenizer's unknown token is refused naming both.
-std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk, std::string& shared,
-                                      const std::map<std::string, int64_t>& defaults) {
-  std::array<int64_t, 7> ids = {-1, unk, -1, -1, -1, -1, -1};
-  std::map<int64_t, std::string> owner;
-  if (unk >= 0) owner[unk] = "the tokenizer's unknown token";
-  const std::pair<const char*, int32_t> keys[] = {{"eos_token_id", tokenizers::Special::kEos},
-                                                  {"bos_token_id", tokenizers::Special::kBos},
-                                                  {"pad_token_id", tokenizers::Special::kPad}};
-  for (const auto& [key, slot] : keys) {
-    int64_t id = token_id(s, key);
-    if (id < 0 && !s.present(key) && defaults.count(key) != 0) id = defaults.at(key);
-    if (id < 0) continue;
-    if (id >= V)
-      throw UserError(fmt::format("{}: {} = {} is outside the vocabulary (vocab_size {})",
-                                  s.config_path(), key, id, V));
-    if (id == unk && slot != tokenizers::Special::kPad)
-      throw UserError(
-          fmt::format("{}: {} = {} is tokenizer.model's unknown token <unk>: a "
-                      "sequence boundary cannot be an unknown character",
-                      s.config_path(), key, id));
-    auto it = owner.find(id);
-    if (it == owner.end()) {
-      owner[id] = key;
-      ids[static_cast<size_t>(slot)] = id;
-      continue;
-    }
-    shared += fmt::format(
-        "{}{} shares id {} with {}, as the checkpoint defines them (ropelab's own {} slot takes "
-        "an id no text produces)",
-        shared.empty() ? "" : "; ", key, id, it->second,
-        slot == tokenizers::Special::kBos ? "bos" : "pad");
-  }
-  return ids;
-}
-
-std::vector<std::string> decoder_overrides(int64_t P, int64_t D, int64_t L, int64_t N, int64_t Nkv,
-                                           int64_t H) {
-  return {
-      "task.type=clm",
-      // The trained context (what --rope-scaling extends); one sequence a batch at that length.
-      "task.seq_len=" + std::to_string(P),
-      "train.batch_size=1",
-      "model.arch=decoder",
-      "model.d_model=" + std::to_string(D),
-      "model.n_layers=" + std::to_string(L),
-      "model.n_heads=" + std::to_string(N),
-      "model.n_kv_heads=" + std::to_string(Nkv),
-      // 0: d_model / n_heads, the model of a checkpoint without its own head width
-      "model.head_dim=" + std::to_string(H * N == D ? 0 : H),
-      "model.dropout=0",
-  };
-}
 
 namespace {
 
@@ -370,12 +251,7 @@ void take_layer(Source& s, const LayerShape& l, int64_t i, std::map<std::string,
 
 }  // namespace
 
-bool is_llama(const std::string& a) {
-  return a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM" ||
-         a == "Qwen3ForCausalLM" || a == "SmolLM3ForCausalLM" || a == "Olmo2ForCausalLM";
-}
-
-Mapped map_llama(Source& s) {
+static Mapped map_llama(Source& s) {
   const int64_t V = s.get_int("vocab_size"), D = s.get_int("hidden_size"),
                 L = s.get_int("num_hidden_layers"), N = s.get_int("num_attention_heads"),
                 F = s.get_int("intermediate_size"), P = s.get_int("max_position_embeddings");
@@ -469,11 +345,12 @@ Spans spans_of(const config::Config& c, std::string& why) {
   const std::string model_pos = "model.position.";
   for (const auto& [name, kind] : m.layout.kinds) {
     const std::string K = "model.layout.kinds." + name;
-    if (kind.chunk.has) why = "chunked attention (" + K + ".chunk)";
+    const model::Span span = model::Span::of(kind, true);
+    if (span.chunk > 0) why = "chunked attention (" + K + ".chunk)";
     if (kind.temperature.scale != 0) why = "a query temperature (" + K + ".temperature)";
-    if (kind.window.has && sp.window != 0 && kind.window.value != sp.window)
+    if (span.window > 0 && sp.window != 0 && span.window != sp.window)
       why = "sliding windows of two sizes (" + K + ".window)";
-    if (kind.window.has) sp.window = kind.window.value;
+    if (span.window > 0) sp.window = span.window;
     for (const auto& [key, value] : flat)
       if (key.rfind(model_pos, 0) == 0) {
         auto it = flat.find(K + ".position." + key.substr(model_pos.size()));
@@ -483,7 +360,9 @@ Spans spans_of(const config::Config& c, std::string& why) {
     if (!why.empty()) return sp;
   }
   for (const auto& kind : config::layer_kinds(m.layout, m.n_layers))
-    sp.types.push_back(m.layout.kinds.at(kind).window.has ? "sliding_attention" : "full_attention");
+    sp.types.push_back(model::Span::of(m.layout.kinds.at(kind), true).window > 0
+                           ? "sliding_attention"
+                           : "full_attention");
   return sp;
 }
 
@@ -544,35 +423,7 @@ void put_smollm3_layers(const ExportSource& s, const config::RopeConfig& r, int6
 
 }  // namespace
 
-void put_decoder_keys(const ExportSource& s, nlohmann::json& j) {
-  const auto& c = *s.config;
-  const auto& m = c.model;
-  j["vocab_size"] = s.order.size();
-  j["hidden_size"] = m.d_model;
-  j["intermediate_size"] = m.d_ff;
-  j["num_hidden_layers"] = m.n_layers;
-  j["num_attention_heads"] = m.n_heads;
-  j["num_key_value_heads"] = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
-  j["head_dim"] = config::head_dim_of(m);
-  j["max_position_embeddings"] = c.task.seq_len;
-  j["rms_norm_eps"] = m.norm_eps;
-  j["tie_word_embeddings"] = m.tie_embeddings;
-  j["attention_dropout"] = m.attention.dropout;
-  j["initializer_range"] = m.init_std;
-  put_special_ids(s, j);
-  j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
-}
-
-void put_special_ids(const ExportSource& s, nlohmann::json& j) {
-  const std::pair<const char*, int32_t> specials[] = {{"bos_token_id", tokenizers::Special::kBos},
-                                                      {"eos_token_id", tokenizers::Special::kEos},
-                                                      {"pad_token_id", tokenizers::Special::kPad}};
-  for (const auto& [key, slot] : specials)
-    j[key] = s.origin.is_object() && s.origin.contains(key) ? s.origin[key]
-                                                            : nlohmann::json(s.order[slot]);
-}
-
-std::string llama_mismatch(const config::Config& c) {
+static std::string llama_mismatch(const config::Config& c) {
   const auto& m = c.model;
   using namespace config;
   if (m.arch != Arch::kDecoder) return "the model is not a decoder";
@@ -619,7 +470,7 @@ std::string llama_mismatch(const config::Config& c) {
   return "";
 }
 
-Exported export_llama(const ExportSource& s) {
+static Exported export_llama(const ExportSource& s) {
   const auto& c = *s.config;
   const auto& m = c.model;
   const auto& r = std::get<config::RopeConfig>(m.position.opts);
@@ -689,6 +540,27 @@ Exported export_llama(const ExportSource& s) {
   put("model.norm.weight", s.at("backbone.decoder.final_norm.weight"));
   if (!m.tie_embeddings) put("lm_head.weight", s.rows(s.at("head.proj.weight")));
   return e;
+}
+
+const Family& llama_family() {
+  static const Family f{
+      "Llama-layout decoders",
+      config::Arch::kDecoder,
+      {
+          "LlamaForCausalLM",
+          "MistralForCausalLM",
+          "Qwen2ForCausalLM",
+          "Qwen3ForCausalLM",
+          "SmolLM3ForCausalLM",
+          "Olmo2ForCausalLM",
+      },
+      "LlamaForCausalLM",
+      map_llama,
+      llama_mismatch,
+      export_llama,
+      nullptr,
+  };
+  return f;
 }
 
 }  // namespace ropelab::hf

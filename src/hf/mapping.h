@@ -109,19 +109,13 @@ void put_rope(const config::RopeConfig& r, HfConfigForm form, nlohmann::json& j)
 // or with `allow_unknown` returned ("key = value") for the summary to list.
 std::vector<std::string> check_config_keys(const Source& s, bool allow_unknown);
 
-// One family per file; each throws UserError for what it cannot map.
-bool is_bert(const std::string& architecture);
-Mapped map_bert(Source& s);
-bool is_roformer(const std::string& architecture);
-Mapped map_roformer(Source& s);
-bool is_llama(const std::string& architecture);
-Mapped map_llama(Source& s);
-bool is_gemma3(const std::string& architecture);
-Mapped map_gemma3(Source& s);
+// One family per file, each with its record (hf/family.h); what several families share is
+// declared here.
 
-// What the decoders share (hf/llama.cpp; Gemma 3 reuses it). The checkpoint's tokenizer: a
-// byte-level BPE tokenizer.json, else a SentencePiece tokenizer.model; the overrides that make
-// the run use it, its unknown token, and the ids that can stand for the specials it lacks.
+// What the decoders share (hf/decoder.cpp: the Llama layout and Gemma 3). The checkpoint's
+// tokenizer: a byte-level BPE tokenizer.json, else a SentencePiece tokenizer.model; the overrides
+// that make the run use it, its unknown token, and the ids that can stand for the specials it
+// lacks.
 struct LlamaTokenizer {
   std::vector<std::string> overrides;
   int64_t unk = -1;
@@ -177,18 +171,11 @@ struct Exported {  // NOLINT(bugprone-exception-escape): json's move is noexcept
   nlohmann::json config;
   std::vector<std::pair<std::string, at::Tensor>> tensors;
 };
-// Empty when the family's class computes exactly what the run's model computes; else why not.
-std::string bert_mismatch(const config::Config& c);
-std::string roformer_mismatch(const config::Config& c);
-std::string llama_mismatch(const config::Config& c);
-Exported export_bert(const ExportSource& s);
 // BERT's embeddings (but positions), layers and MLM head, and the config.json keys BERT and
 // RoFormer share, under `prefix` ("bert." or "roformer.").
 void export_bert_encoder(const ExportSource& s, const std::string& prefix, Exported& e);
 // What an encoder must be for BERT's and RoFormer's classes ("" if it is).
 std::string encoder_mismatch(const config::Config& c);
-Exported export_roformer(const ExportSource& s);
-Exported export_llama(const ExportSource& s);
 // A decoder checkpoint as a CLM run: its sizes (P the trained context, D wide, L layers, N heads,
 // Nkv key/value heads H wide) as the run's first overrides, dropout off.
 std::vector<std::string> decoder_overrides(int64_t P, int64_t D, int64_t L, int64_t N, int64_t Nkv,
@@ -198,7 +185,5 @@ void put_decoder_keys(const ExportSource& s, nlohmann::json& j);
 // bos_token_id, eos_token_id and pad_token_id: the checkpoint's own where the run was imported
 // (two may share an id, and eos may be a list), else the tokens at ropelab's.
 void put_special_ids(const ExportSource& s, nlohmann::json& j);
-std::string gemma3_mismatch(const config::Config& c);
-Exported export_gemma3(const ExportSource& s);
 
 }  // namespace ropelab::hf

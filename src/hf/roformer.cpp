@@ -19,17 +19,13 @@
 
 #include <cmath>
 
+#include "hf/family.h"
 #include "hf/mapping.h"
 #include "util/error.h"
 
 namespace ropelab::hf {
 
-bool is_roformer(const std::string& a) {
-  return a == "RoFormerModel" || a == "RoFormerForMaskedLM" ||
-         a == "RoFormerForSequenceClassification";
-}
-
-Mapped map_roformer(Source& s) {
+static Mapped map_roformer(Source& s) {
   BertShape b = read_bert_shape(s);
   b.E = s.get_int("embedding_size", b.D);
   if (b.E <= 0) s.unsupported("embedding_size", "must be positive");
@@ -75,7 +71,7 @@ Mapped map_roformer(Source& s) {
 
 // ---- export
 
-std::string roformer_mismatch(const config::Config& c) {
+static std::string roformer_mismatch(const config::Config& c) {
   std::string why = encoder_mismatch(c);
   if (!why.empty()) return why;
   const auto* r = std::get_if<config::RopeConfig>(&c.model.position.opts);
@@ -97,7 +93,7 @@ std::string roformer_mismatch(const config::Config& c) {
   return "";
 }
 
-Exported export_roformer(const ExportSource& s) {
+static Exported export_roformer(const ExportSource& s) {
   Exported e;
   const auto& c = *s.config;
   const bool glue = std::holds_alternative<config::GlueTaskConfig>(c.task.opts);
@@ -124,6 +120,24 @@ Exported export_roformer(const ExportSource& s) {
     }
   }
   return e;
+}
+
+const Family& roformer_family() {
+  static const Family f{
+      "RoFormer",
+      config::Arch::kEncoder,
+      {
+          "RoFormerModel",
+          "RoFormerForMaskedLM",
+          "RoFormerForSequenceClassification",
+      },
+      "RoFormerModel",
+      map_roformer,
+      roformer_mismatch,
+      export_roformer,
+      nullptr,
+  };
+  return f;
 }
 
 }  // namespace ropelab::hf

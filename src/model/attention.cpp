@@ -11,6 +11,7 @@
 #include "compat/torch_compat.h"
 #include "model/dropout.h"
 #include "model/linear.h"
+#include "model/span.h"
 #include "model/tiled_attention.h"
 #include "util/device.h"
 #include "util/float_rows.h"
@@ -22,29 +23,17 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-// [B, 1, T, S] bool, true where query t and key s are in the same document (self-attention
-// without a cache: queries and keys are the same tokens).
-torch::Tensor same_document(const torch::Tensor& doc_BT, int64_t T, int64_t S) {
-  TORCH_CHECK(doc_BT.size(1) == T && T == S,
-              "document masks are for self-attention without a "
-              "cache (",
-              doc_BT.size(1), " documents ids, ", T, " queries, ", S, " keys)");
-  return doc_BT.unsqueeze(2).eq(doc_BT.unsqueeze(1)).unsqueeze(1);
-}
-
-// [T, S] bool, true where query (at q_offset + t) may see key s under the mask's causal,
-// window and chunk rules.
-torch::Tensor allowed_TS(int64_t T, int64_t S, int64_t q_offset, const AttnMask& m,
-                         torch::Device dev) {
-  auto opts = torch::TensorOptions().dtype(torch::kInt64).device(dev);
-  if (!m.causal && m.window <= 0 && m.chunk <= 0)
-    return torch::ones({T, S}, opts.dtype(torch::kBool));
-  auto q = torch::arange(q_offset, q_offset + T, opts).unsqueeze(1);
-  auto k = torch::arange(m.k_offset, m.k_offset + S, opts).unsqueeze(0);
-  auto ok = m.causal ? k <= q : torch::ones({T, S}, opts.dtype(torch::kBool));
-  if (m.window > 0) ok = ok & ((q - k).abs() < m.window);
-  if (m.chunk > 0) ok = ok & (q.div(m.chunk, "floor") == k.div(m.chunk, "floor"));
-  return ok;
+// [1 or B, 1, T, S] bool, true where query (at q_offset + t) may see key s under the mask's span
+// (model/span.h), padding and documents (self-attention without a cache: queries and keys are
+// the same tokens); undefined where every pair is allowed.
+torch::Tensor allowed_B1TS(const AttnMask& m, int64_t T, int64_t S, int64_t q_offset,
+                           torch::Device dev) {
+  TORCH_CHECK(!m.doc_BT.defined() || (m.doc_BT.size(1) == T && T == S),
+              "document masks are for self-attention without a cache (", m.doc_BT.size(1),
+              " documents ids, ", T, " queries, ", S, " keys)");
+  auto span = m.span().allowed_TS(q_offset, T, m.k_offset, S, dev);
+  return restrict_to_tokens(span.defined() ? span.view({1, 1, T, S}) : span, m.key_pad_BS, m.doc_BT,
+                            m.doc_BT);
 }
 
 constexpr int64_t kChunk = 64;
@@ -201,11 +190,12 @@ torch::Tensor masked_softmax(const torch::Tensor& scores_BNTS, const torch::Tens
 AttnMask AttnMask::with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const {
   AttnMask m = *this;
   if (!restricted()) return m;
-  auto allowed = allowed_TS(T, S, q_offset, *this, dev).view({1, 1, T, S});
-  if (key_pad_BS.defined()) allowed = allowed & key_pad_BS.view({-1, 1, 1, S});
-  if (doc_BT.defined()) allowed = allowed & same_document(doc_BT, T, S);
+  auto allowed = allowed_B1TS(*this, T, S, q_offset, dev);
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
-  m.bias_B1TS = torch::zeros(allowed.sizes(), opts).masked_fill_(allowed.logical_not(), kMasked);
+  m.bias_B1TS =
+      allowed.defined()
+          ? torch::zeros(allowed.sizes(), opts).masked_fill_(allowed.logical_not(), kMasked)
+          : torch::zeros({1, 1, T, S}, opts);
   return m;
 }
 
@@ -213,8 +203,8 @@ bool uses_kernel_causal(const AttnMask& mask, bool has_bias, int64_t q_offset, i
                         int64_t S) {
   // The kernels' own causal mask is aligned at the top left: it is this mask only when queries
   // and keys start together and nothing else is added. (bias_B1TS is only this mask again.)
-  return mask.causal && !mask.key_pad_BS.defined() && mask.window <= 0 && mask.chunk <= 0 &&
-         mask.k_offset == 0 && !mask.doc_BT.defined() && !has_bias && q_offset == 0 && T == S;
+  return mask.causal && !mask.key_pad_BS.defined() && mask.span().global() && mask.k_offset == 0 &&
+         !mask.doc_BT.defined() && !has_bias && q_offset == 0 && T == S;
 }
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -243,9 +233,7 @@ namespace {
 // The tiled kernel's form of a mask.
 TileMask tile_mask_of(const AttnMask& mask, int64_t q_offset) {
   TileMask tm;
-  tm.causal = mask.causal;
-  tm.window = mask.window;
-  tm.chunk = mask.chunk;
+  static_cast<Span&>(tm) = mask.span();
   tm.q_offset = q_offset;
   tm.key_pad_BS = mask.key_pad_BS;
   tm.doc_q_BT = tm.doc_k_BS = mask.doc_BT;
@@ -261,23 +249,17 @@ bool uses_tiled_attention(torch::Device dev, bool has_dense_bias, bool has_dropo
 torch::Tensor log_visible_keys(const AttnMask& m, int64_t T, int64_t S, int64_t q_offset,
                                torch::Device dev) {
   if (m.doc_BT.defined()) {  // count the allowed keys of each row
-    auto allowed =
-        allowed_TS(T, S, q_offset, m, dev).view({1, 1, T, S}) & same_document(m.doc_BT, T, S);
+    auto allowed = allowed_B1TS(AttnMask{{}, m.causal, {}, m.window, m.chunk, m.k_offset, m.doc_BT},
+                                T, S, q_offset, dev);
     return allowed.sum(-1, true).clamp_min(1).to(torch::kFloat32).log();
   }
-  auto p = torch::arange(q_offset, q_offset + T, torch::TensorOptions().dtype(torch::kInt64));
-  auto lo = torch::full_like(p, m.k_offset), hi = torch::full_like(p, m.k_offset + S);
-  if (m.causal) hi = torch::minimum(hi, p + 1);
-  if (m.window > 0) {
-    lo = torch::maximum(lo, p - m.window + 1);
-    if (!m.causal) hi = torch::minimum(hi, p + m.window);
-  }
-  if (m.chunk > 0) {
-    auto start = p.div(m.chunk, "floor") * m.chunk;
-    lo = torch::maximum(lo, start);
-    hi = torch::minimum(hi, start + m.chunk);
-  }
-  return (hi - lo).clamp_min(1).to(torch::kFloat32).log().to(dev).view({1, 1, T, 1});
+  return m.span()
+      .visible_T(q_offset, T, m.k_offset, S)
+      .clamp_min(1)
+      .to(torch::kFloat32)
+      .log()
+      .to(dev)
+      .view({1, 1, T, 1});
 }
 
 torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -334,10 +316,9 @@ torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::T
                                          const torch::Tensor& v, const AttnMask& mask,
                                          int64_t q_offset) {
   int64_t T = qn.size(2), S = kn.size(2);
-  auto allowed = allowed_TS(T, S, q_offset, mask, qn.device()).view({1, 1, T, S});
-  if (mask.key_pad_BS.defined()) allowed = allowed & mask.key_pad_BS.view({-1, 1, 1, S});
-  if (mask.doc_BT.defined()) allowed = allowed & same_document(mask.doc_BT, T, S);
-  auto a = allowed.to(qn.scalar_type());
+  auto allowed = allowed_B1TS(mask, T, S, q_offset, qn.device());
+  auto a =
+      allowed.defined() ? allowed.to(qn.scalar_type()) : torch::ones({1, 1, T, S}, qn.options());
   auto num = torch::matmul(torch::matmul(qn, kn.transpose(-2, -1)) * a, v);
   auto den = (torch::matmul(qd, kd.transpose(-2, -1)) * a).sum(-1, true);
   return num / (den + kEps);

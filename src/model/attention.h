@@ -24,6 +24,7 @@
 #include "model/init.h"
 #include "model/norm.h"
 #include "model/position/position.h"
+#include "model/span.h"
 
 namespace ropelab::model {
 
@@ -45,8 +46,10 @@ struct AttnMask {
   // Document ids [B, T] of self-attention's queries and keys (task.packing documents): a token
   // sees only its own document. Undefined = one document.
   torch::Tensor doc_BT = torch::Tensor();
+  // The causal, window and chunk rules (model/span.h).
+  Span span() const { return Span{causal, window, chunk}; }
   bool restricted() const {
-    return causal || key_pad_BS.defined() || window > 0 || chunk > 0 || doc_BT.defined();
+    return span().restricted() || key_pad_BS.defined() || doc_BT.defined();
   }
   // This mask with bias_B1TS set for T queries starting at q_offset and S keys.
   AttnMask with_bias(int64_t T, int64_t S, int64_t q_offset, torch::Device dev) const;

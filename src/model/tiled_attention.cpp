@@ -38,56 +38,17 @@ class NoAutocast {
   bool was_;
 };
 
-// The key range [lo, hi) that queries [q0, q1) may see under the causal, window and chunk rules
-// (positions, not yet clipped to the keys there are).
-std::pair<int64_t, int64_t> key_range(const TileMask& m, int64_t q0, int64_t q1) {
-  const int64_t i0 = m.q_offset + q0, i1 = m.q_offset + q1 - 1;  // first and last query position
-  int64_t lo = std::numeric_limits<int64_t>::min() / 2,
-          hi = std::numeric_limits<int64_t>::max() / 2;
-  if (m.causal) hi = std::min(hi, i1 + 1);
-  if (m.window > 0) {
-    lo = std::max(lo, i0 - m.window + 1);
-    if (!m.causal) hi = std::min(hi, i1 + m.window);
-  }
-  if (m.chunk > 0) {
-    lo = std::max(lo, (i0 / m.chunk) * m.chunk);
-    hi = std::min(hi, (i1 / m.chunk + 1) * m.chunk);
-  }
-  return {lo, hi};
-}
-
 // The allowed pairs of one tile, [1 or B, 1, tq, tk] bool; undefined when every pair is allowed.
 torch::Tensor tile_allowed(const TileMask& m, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
                            torch::Device dev) {
-  const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(dev);
   const int64_t tq = q1 - q0, tk = k1 - k0;
-  auto i = torch::arange(m.q_offset + q0, m.q_offset + q1, opts).view({tq, 1});
-  auto j = torch::arange(k0, k1, opts).view({1, tk});
-  torch::Tensor ok;
-  auto both = [&ok](const torch::Tensor& x) { ok = ok.defined() ? ok & x : x; };
-  const int64_t i_first = m.q_offset + q0, i_last = m.q_offset + q1 - 1;
-  if (m.causal && k1 - 1 > i_first) both(j <= i);
-  if (m.window > 0) {
-    const bool near =
-        m.causal ? i_last - k0 < m.window : std::max(i_last - k0, k1 - 1 - i_first) < m.window;
-    if (!near) both(m.causal ? (i - j) < m.window : (i - j).abs() < m.window);
-  }
-  if (m.chunk > 0 && !(i_first / m.chunk == i_last / m.chunk &&
-                       k0 / m.chunk == (k1 - 1) / m.chunk && k0 / m.chunk == i_first / m.chunk))
-    both(i.div(m.chunk, "floor") == j.div(m.chunk, "floor"));
-  if (ok.defined()) ok = ok.view({1, 1, tq, tk});
-  if (m.key_pad_BS.defined()) {
-    auto pad = m.key_pad_BS.narrow(1, k0, tk).view({-1, 1, 1, tk});
-    ok = ok.defined() ? ok & pad : pad;
-  }
-  if (m.doc_q_BT.defined()) {
-    auto same = m.doc_q_BT.narrow(1, q0, tq)
-                    .unsqueeze(-1)
-                    .eq(m.doc_k_BS.narrow(1, k0, tk).unsqueeze(1))
-                    .unsqueeze(1);
-    ok = ok.defined() ? ok & same : same;
-  }
-  return ok;
+  auto span = m.allowed_TS(m.q_offset + q0, tq, k0, tk, dev);
+  auto narrow = [](const torch::Tensor& t, int64_t from, int64_t n) {
+    return t.defined() ? t.narrow(1, from, n) : t;
+  };
+  return restrict_to_tokens(span.defined() ? span.view({1, 1, tq, tk}) : span,
+                            narrow(m.key_pad_BS, k0, tk), narrow(m.doc_q_BT, q0, tq),
+                            narrow(m.doc_k_BS, k0, tk));
 }
 
 // exp(x) in place, with exp(x) = 0 where x < -60. Far-away keys under a steep bias (ALiBi's
@@ -188,7 +149,7 @@ struct Tiling {
   void each(F&& f) const {
     for (int64_t q0 = 0; q0 < T; q0 += sizes.q) {
       const int64_t q1 = std::min(T, q0 + sizes.q);
-      auto [lo, hi] = key_range(m, q0, q1);
+      auto [lo, hi] = m.keys(m.q_offset + q0, m.q_offset + q1 - 1);
       const int64_t first = std::max<int64_t>(0, lo) / sizes.k * sizes.k;
       for (int64_t k0 = first; k0 < std::min(S, hi); k0 += sizes.k) {
         const int64_t k1 = std::min(S, k0 + sizes.k);
@@ -332,20 +293,7 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
 }  // namespace
 
 bool tile_may_attend(const TileMask& m, int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
-  auto [lo, hi] = key_range(m, q0, q1);
-  if (k1 <= lo || k0 >= hi) return false;
-  // A window is a band: the tile's nearest pair must be inside it.
-  const int64_t i_first = m.q_offset + q0, i_last = m.q_offset + q1 - 1;
-  if (m.window > 0) {
-    // The smallest |i - j| (causal: i - j >= 0) over the tile.
-    int64_t nearest = 0;
-    if (k0 > i_last)
-      nearest = k0 - i_last;
-    else if (k1 - 1 < i_first)
-      nearest = i_first - (k1 - 1);
-    if (nearest >= m.window) return false;
-  }
-  return true;
+  return m.block(m.q_offset + q0, m.q_offset + q1 - 1, k0, k1 - 1) != Span::Block::kEmpty;
 }
 
 torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,

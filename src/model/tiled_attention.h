@@ -23,14 +23,13 @@
 #include <cstdint>
 
 #include "model/score_bias.h"
+#include "model/span.h"
 
 namespace ropelab::model {
 
-// Which keys each query sees. Positions are absolute: query t is at q_offset + t, key s at s.
-struct TileMask {
-  bool causal = false;       // key position <= query position
-  int64_t window = 0;        // > 0: |query - key| < window (causal: query - key < window)
-  int64_t chunk = 0;         // > 0: query and key in the same chunk of `chunk` positions
+// Which keys each query sees: the span (causal, window, chunk: model/span.h), then padding and
+// documents. Positions are absolute: query t is at q_offset + t, key s at s.
+struct TileMask : Span {
   int64_t q_offset = 0;      // the first query's position (incremental decoding)
   torch::Tensor key_pad_BS;  // bool, true = a real key; undefined = no padding
   // Document ids (int64): a query sees only keys of its own document; undefined = one document.

@@ -213,11 +213,9 @@ StackImpl::KindTables StackImpl::kind_tables(Kind& k, const torch::Tensor& pad_B
   // Cached decoding: a sliding-window or chunked kind's caches keep only the keys from the
   // first one its queries can see (a data-dependent family's state covers every key: it keeps
   // them all).
-  int64_t k_start = 0;
-  if (cached && causal_ && !k.module->uses_content()) {
-    if (k.window > 0) k_start = std::max<int64_t>(0, offset - k.window + 1);
-    if (k.chunk > 0) k_start = offset / k.chunk * k.chunk;
-  }
+  const Span span{causal_, k.window, k.chunk};
+  const int64_t k_start =
+      cached && causal_ && !k.module->uses_content() ? span.first_key(offset) : 0;
   const int64_t S = offset + T - k_start;
   KindTables out{AttnMask{pad_BT, causal_, {}, k.window, k.chunk, k_start, doc_BT}, {}, {}};
   if (doc_BT.defined() && k.chunk > 0) {

@@ -1,12 +1,15 @@
 // The one place that maps a position config to its module. Adding a variant: its own file
-// (with a make_position overload), its config struct in config/schema.h, its #include here.
+// (with a make_position overload), its config struct (config/positions/), its entry in
+// config/position.h's PositionVariant, and its #include here.
 #include "config/schema.h"
 #include "model/position/absolute.h"
 #include "model/position/alibi.h"
+#include "model/position/binary.h"
 #include "model/position/comrope.h"
 #include "model/position/cope.h"
 #include "model/position/fire.h"
 #include "model/position/fox.h"
+#include "model/position/integer.h"
 #include "model/position/kerple.h"
 #include "model/position/mrope.h"
 #include "model/position/path.h"
