@@ -22,6 +22,23 @@ void add(CLI::App& app, const std::string& name, const std::string& help,
   g_actions[sub] = std::move(action);
 }
 
+// `text` broken into lines of at most `width` characters at spaces (the first line `first`
+// characters shorter, for a paragraph that starts mid-line).
+std::string wrapped(const std::string& text, size_t width, size_t first) {
+  std::string out, line;
+  size_t room = width - first;
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    if (!line.empty() && line.size() + 1 + w.size() > room) {
+      out += line + "\n";
+      line.clear();
+      room = width;
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  return out + line;
+}
+
 void add_config_and_overrides(CLI::App& sub) {
   sub.add_option("config", g.file, "YAML config file")->required();
   sub.add_option("overrides", g.overrides,

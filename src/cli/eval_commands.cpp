@@ -17,29 +17,46 @@ namespace ropelab::cli {
 
 namespace {
 
+// This file's commands' options (the shared ones are cli::g's: command.h).
+struct EvalOpts {
+  std::vector<std::string> runs;
+  std::string split = "test";
+  std::string lengths, rope_scaling;
+  std::string ids, logits;  // eval --ids, --logits
+  int64_t max_tokens = 65536;
+  double target_loss = 0;
+  double smooth = 0.6;
+  bool no_plots = false;
+  int seeds = 0;
+  std::string multipliers;
+  int64_t probe_examples = 128;
+  bool no_save = false;
+} eval_opts;
+
 int cmd_eval() {
-  if (!g.logits.empty() && g.ids.empty())
+  if (!eval_opts.logits.empty() && eval_opts.ids.empty())
     throw UserError("--logits writes the logits of the --ids sequences: give --ids FILE too");
-  if (!g.ids.empty()) {
-    if (!g.lengths.empty())
+  if (!eval_opts.ids.empty()) {
+    if (!eval_opts.lengths.empty())
       throw UserError(
           "--ids evaluates the given sequences at their own lengths: leave out "
           "--lengths");
-    std::cout << eval::format_ids(
-        eval::eval_ids(g.file, g.ids, g.logits, !g.use_latest, g.rope_scaling));
+    std::cout << eval::format_ids(eval::eval_ids(g.file, eval_opts.ids, eval_opts.logits,
+                                                 !g.use_latest, eval_opts.rope_scaling));
     return 0;
   }
-  auto report = eval::evaluate_run(g.file, g.split, parse_lengths(g.lengths), g.max_tokens,
-                                   !g.use_latest, g.rope_scaling, !g.no_save);
+  auto report = eval::evaluate_run(g.file, eval_opts.split, parse_lengths(eval_opts.lengths),
+                                   eval_opts.max_tokens, !g.use_latest, eval_opts.rope_scaling,
+                                   !eval_opts.no_save);
   std::cout << eval::format_eval(report);
   return 0;
 }
 
 int cmd_probe() {
   lab::ProbeOptions o;
-  if (!g.multipliers.empty()) {
+  if (!eval_opts.multipliers.empty()) {
     o.multipliers.clear();
-    std::stringstream ss(g.multipliers);
+    std::stringstream ss(eval_opts.multipliers);
     for (std::string item; std::getline(ss, item, ',');) {
       size_t used = 0;
       long long v = 0;
@@ -54,10 +71,10 @@ int cmd_probe() {
       o.multipliers.push_back(v);
     }
   }
-  o.examples = g.probe_examples;
-  o.eval_tokens = g.max_tokens;
-  o.plot = !g.no_plots;
-  for (const auto& run : g.runs) {
+  o.examples = eval_opts.probe_examples;
+  o.eval_tokens = eval_opts.max_tokens;
+  o.plot = !eval_opts.no_plots;
+  for (const auto& run : eval_opts.runs) {
     auto r = lab::probe_run(run, o);
     std::cout << lab::probe_markdown(r) << "wrote " << run << "/probe.md\n\n";
   }
@@ -67,15 +84,15 @@ int cmd_probe() {
 int cmd_compare() {
   lab::CompareOptions o;
   o.out_dir = g.out.empty() ? "." : g.out;
-  o.target_loss = g.target_loss;
-  o.smoothing = g.smooth;
-  o.plots = !g.no_plots;
-  lab::compare_runs(g.runs, o);
+  o.target_loss = eval_opts.target_loss;
+  o.smoothing = eval_opts.smooth;
+  o.plots = !eval_opts.no_plots;
+  lab::compare_runs(eval_opts.runs, o);
   return 0;
 }
 
 int cmd_ablate() {
-  lab::ablate(g.file, !g.no_plots, g.seeds);
+  lab::ablate(g.file, !eval_opts.no_plots, eval_opts.seeds);
   return signals::stop_requested() ? 143 : 0;
 }
 
@@ -93,29 +110,29 @@ void register_evaluation(CLI::App& app) {
       "with transformers on exactly the same input (docs/huggingface.md).",
       [](CLI::App& sub) {
         sub.add_option("run", g.file, "run directory")->required();
-        sub.add_option("--split", g.split,
+        sub.add_option("--split", eval_opts.split,
                        "valid or test (MNLI also valid_mismatched and test_mismatched)")
             ->capture_default_str();
-        sub.add_option("--lengths", g.lengths,
+        sub.add_option("--lengths", eval_opts.lengths,
                        "comma-separated context lengths, e.g. 128,256,512,1024");
-        sub.add_option("--max-tokens", g.max_tokens, "tokens evaluated per length")
+        sub.add_option("--max-tokens", eval_opts.max_tokens, "tokens evaluated per length")
             ->capture_default_str();
         sub.add_flag("--latest", g.use_latest, "use the newest checkpoint instead of the best one");
-        sub.add_option("--rope-scaling", g.rope_scaling,
+        sub.add_option("--rope-scaling", eval_opts.rope_scaling,
                        "METHOD:FACTOR[@KIND,...]: evaluate a RoPE model with a "
                        "context-extension method it was not trained with (linear, ntk, dynamic, "
                        "yarn, llama3; e.g. yarn:4); with a layout, only the kinds named after @ "
                        "(linear:8@global), else every RoPE kind; writes "
                        "eval-SPLIT-rope-METHOD-FACTOR[-KIND].json");
-        sub.add_flag("--no-save", g.no_save,
+        sub.add_flag("--no-save", eval_opts.no_save,
                      "print the report only: write nothing into the run (no lock needed)");
-        sub.add_option("--ids", g.ids,
+        sub.add_option("--ids", eval_opts.ids,
                        "token ids to evaluate instead of a split: JSON lines (a list of ids, or "
                        "{\"input_ids\": [...]}, per line) or an HDF5 file with a dataset "
                        "input_ids (1-D, or 2-D: one sequence per row); an imported run takes the "
                        "checkpoint's ids. Prints the mean next-token NLL per sequence and overall; "
                        "writes nothing into the run");
-        sub.add_option("--logits", g.logits,
+        sub.add_option("--logits", eval_opts.logits,
                        "with --ids: write the logits to this new HDF5 file (logits/I: [T, V] "
                        "float32 in the checkpoint's vocabulary order, input_ids/I, nll)");
       },
@@ -130,16 +147,17 @@ void register_evaluation(CLI::App& app) {
       "probe.json and probe.png; `ropelab compare` and experiments with `probe: true` set the\n"
       "cards of several runs side by side.",
       [](CLI::App& sub) {
-        sub.add_option("runs", g.runs, "run directories")->required();
-        sub.add_option("--multipliers", g.multipliers,
+        sub.add_option("runs", eval_opts.runs, "run directories")->required();
+        sub.add_option("--multipliers", eval_opts.multipliers,
                        "comma-separated multiples of the training size (default 1,2,4,8)");
-        sub.add_option("--examples", g.probe_examples,
+        sub.add_option("--examples", eval_opts.probe_examples,
                        "synthetic runs: examples per column (passkey: per column and depth)")
             ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
             ->capture_default_str();
-        sub.add_option("--max-tokens", g.max_tokens, "text runs: tokens evaluated per length")
+        sub.add_option("--max-tokens", eval_opts.max_tokens,
+                       "text runs: tokens evaluated per length")
             ->capture_default_str();
-        sub.add_flag("--no-plots", g.no_plots, "no probe.png");
+        sub.add_flag("--no-plots", eval_opts.no_plots, "no probe.png");
       },
       cmd_probe);
   add(
@@ -153,14 +171,14 @@ void register_evaluation(CLI::App& app) {
       "test` keeps the translations) get sacreBLEU's paired bootstrap and approximate\n"
       "randomization tests against the first run.",
       [](CLI::App& sub) {
-        sub.add_option("runs", g.runs, "run directories")->required();
+        sub.add_option("runs", eval_opts.runs, "run directories")->required();
         sub.add_option("--out", g.out, "output directory (default: current directory)");
-        sub.add_option("--target-loss", g.target_loss,
+        sub.add_option("--target-loss", eval_opts.target_loss,
                        "report steps/tokens to reach this validation loss");
-        sub.add_option("--smooth", g.smooth, "EMA smoothing of the train curves (0 = none)")
+        sub.add_option("--smooth", eval_opts.smooth, "EMA smoothing of the train curves (0 = none)")
             ->check(CLI::Range(0.0, 0.99))
             ->capture_default_str();
-        sub.add_flag("--no-plots", g.no_plots, "tables only");
+        sub.add_flag("--no-plots", eval_opts.no_plots, "tables only");
       },
       cmd_compare);
   add(
@@ -179,8 +197,8 @@ void register_evaluation(CLI::App& app) {
       "(scripts/reproduce_summary.py).",
       [](CLI::App& sub) {
         sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
-        sub.add_flag("--no-plots", g.no_plots, "tables only");
-        sub.add_option("--seeds", g.seeds,
+        sub.add_flag("--no-plots", eval_opts.no_plots, "tables only");
+        sub.add_option("--seeds", eval_opts.seeds,
                        "train every variant (x setting) with seeds 1..N, replacing the "
                        "experiment's `seeds:`; sweep.md then adds 95% intervals and paired "
                        "t-tests against `baseline:` (default: the first variant)")

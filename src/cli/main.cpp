@@ -51,8 +51,10 @@ int main(int argc, char** argv) try {
   CLI::App app{
       "ropelab: train and compare transformers with swappable position encodings\n"
       "(model.position.type: " +
-          ropelab::config::joined(
-              ropelab::config::variant_names<ropelab::config::PositionVariant>()) +
+          ropelab::cli::wrapped(
+              ropelab::config::joined(
+                  ropelab::config::variant_names<ropelab::config::PositionVariant>()),
+              80, 22) +
           ";\nRoPE also with linear attention, hybrid NoPE and context extension).\n\n"
           "Typical session:\n"
           "  ropelab prepare configs/clm-small.yaml          # corpus + tokenizer + HDF5 datasets\n"

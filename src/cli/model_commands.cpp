@@ -1,6 +1,7 @@
 // The `ropelab` subcommands `export`, `import-hf`, `config` and `info`: weights in and out
 // (eval/export.h, hf/), a config read back, the machine.
 #include "cli/command.h"
+#include "cli/commands.h"
 
 #include <iostream>
 #include <sstream>
@@ -17,39 +18,30 @@ namespace ropelab::cli {
 
 namespace {
 
-// `text` broken into lines of at most `width` characters at spaces (the first line `first`
-// characters shorter, for a paragraph that starts mid-line).
-std::string wrapped(const std::string& text, size_t width, size_t first = 4) {
-  std::string out, line;
-  size_t room = width - first;
-  std::istringstream words(text);
-  for (std::string w; words >> w;) {
-    if (!line.empty() && line.size() + 1 + w.size() > room) {
-      out += line + "\n";
-      line.clear();
-      room = width;
-    }
-    line += (line.empty() ? "" : " ") + w;
-  }
-  return out + line;
-}
+// This file's commands' options (the shared ones are cli::g's: command.h).
+struct ModelOpts {
+  bool schema = false;
+  std::string format = "h5";
+  bool allow_unknown_keys = false;  // import-hf
+  bool hf_v4 = false;               // export --format hf
+} model_opts;
 
 int cmd_export() {
-  std::cout << (g.format == "hf"
-                    ? hf::export_hf(g.file, g.out,
-                                    g.hf_v4 ? hf::HfConfigForm::kV4 : hf::HfConfigForm::kV5)
-                    : eval::export_weights(g.file, g.out))
+  std::cout << (model_opts.format == "hf" ? hf::export_hf(g.file, g.out,
+                                                          model_opts.hf_v4 ? hf::HfConfigForm::kV4
+                                                                           : hf::HfConfigForm::kV5)
+                                          : eval::export_weights(g.file, g.out))
             << "\n";
   return 0;
 }
 
 int cmd_import_hf() {
-  std::cout << hf::import_hf(g.file, g.out, g.overrides, g.allow_unknown_keys) << "\n";
+  std::cout << hf::import_hf(g.file, g.out, g.overrides, model_opts.allow_unknown_keys) << "\n";
   return 0;
 }
 
 int cmd_config() {
-  if (g.schema) {
+  if (model_opts.schema) {
     std::cout << config::schema();
     return 0;
   }
@@ -83,10 +75,10 @@ void register_models(CLI::App& app) {
             ->required();
         sub.add_option("--out", g.out, "output .h5 file, or new directory for --format hf")
             ->required();
-        sub.add_option("--format", g.format, "h5 or hf")
+        sub.add_option("--format", model_opts.format, "h5 or hf")
             ->check(CLI::IsMember({"h5", "hf"}))
             ->capture_default_str();
-        sub.add_flag("--hf-v4", g.hf_v4,
+        sub.add_flag("--hf-v4", model_opts.hf_v4,
                      "hf: write config.json's RoPE settings as transformers 4 did (rope_theta, "
                      "rope_scaling), which 4.x and 5 read; the default is transformers 5's "
                      "rope_parameters, which 4.x ignores");
@@ -113,7 +105,7 @@ void register_models(CLI::App& app) {
         sub.add_option("dir", g.file, "checkpoint directory (what save_pretrained writes)")
             ->required();
         sub.add_option("--out", g.out, "new run directory (must not exist)")->required();
-        sub.add_flag("--allow-unknown-keys", g.allow_unknown_keys,
+        sub.add_flag("--allow-unknown-keys", model_opts.allow_unknown_keys,
                      "import even when config.json has keys ropelab does not know (refused by "
                      "default: they may change the model's function); the summary lists them");
         sub.add_option("overrides", g.overrides,
@@ -129,7 +121,8 @@ void register_models(CLI::App& app) {
       [](CLI::App& sub) {
         sub.add_option("config", g.file, "YAML config file");
         sub.add_option("overrides", g.overrides, "key.path=value overrides");
-        sub.add_flag("--schema", g.schema, "print every config key with its default and help");
+        sub.add_flag("--schema", model_opts.schema,
+                     "print every config key with its default and help");
       },
       cmd_config);
   add(

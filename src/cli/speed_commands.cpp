@@ -20,6 +20,22 @@ namespace ropelab::cli {
 
 namespace {
 
+// This file's commands' options (the shared ones are cli::g's: command.h).
+struct SpeedOpts {
+  int size = 1024;
+  int repeats = 10;
+  int threads = 0;
+  bool compare_generic = false;
+  int64_t batches = 500;
+  int64_t steps = 5;
+  lab::BenchOptions bench;
+  std::string point, sections, bench_lengths, decode_lengths, long_lengths, layout_lengths;
+  std::vector<std::string> bench_models{"lm", "mlm", "translation"};
+  std::vector<std::string> bench_precisions{"fp32", "bf16"};
+  int64_t length = 0;
+  int64_t window = 0;  // bench --point kernel: the sliding window
+} speed_opts;
+
 // The enumerators a list option names; an unknown name is a UserError listing the choices.
 template <class E>
 std::vector<E> enums_of(const std::vector<std::string>& names, const std::string& what) {
@@ -37,58 +53,61 @@ std::vector<E> enums_of(const std::vector<std::string>& names, const std::string
 }
 
 int cmd_bench_blas() {
-  platform::set_threads(g.threads);
-  auto r = lab::measure_matmul(g.size, g.repeats);
+  platform::set_threads(speed_opts.threads);
+  auto r = lab::measure_matmul(speed_opts.size, speed_opts.repeats);
   std::printf("matmul %dx%d, %d threads, BLAS core %s: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
-              g.size, g.size, at::get_num_threads(), platform::blas_core().c_str(), r.fp32_gflops,
-              r.bf16_gflops);
+              speed_opts.size, speed_opts.size, at::get_num_threads(),
+              platform::blas_core().c_str(), r.fp32_gflops, r.bf16_gflops);
   std::fflush(stdout);
-  if (g.compare_generic) {
+  if (speed_opts.compare_generic) {
     // The same measurement in a child forced onto OpenBLAS's generic kernel, for the ratio.
-    std::string cmd = "OPENBLAS_CORETYPE=Prescott ROPELAB_KEEP_BLAS_CORE=1 '" +
-                      platform::executable_dir() + "/ropelab' bench-blas --size " +
-                      std::to_string(g.size) + " --repeats " + std::to_string(g.repeats) +
-                      " --threads " + std::to_string(g.threads);
+    std::string cmd =
+        "OPENBLAS_CORETYPE=Prescott ROPELAB_KEEP_BLAS_CORE=1 '" + platform::executable_dir() +
+        "/ropelab' bench-blas --size " + std::to_string(speed_opts.size) + " --repeats " +
+        std::to_string(speed_opts.repeats) + " --threads " + std::to_string(speed_opts.threads);
     if (std::system(cmd.c_str()) != 0) throw UserError("bench-blas: the comparison run failed");
   }
   return 0;
 }
 
 int cmd_bench() {
-  if (!g.point.empty()) {  // one measurement, in a child of the parent below
+  if (!speed_opts.point.empty()) {  // one measurement, in a child of the parent below
     lab::BenchPoint point;
     try {
-      point = config::enum_from<lab::BenchPoint>(g.point);
+      point = config::enum_from<lab::BenchPoint>(speed_opts.point);
     } catch (const std::invalid_argument&) {
-      throw UserError("bench: unknown --point " + g.point +
+      throw UserError("bench: unknown --point " + speed_opts.point +
                       " (matmul, train, decode, data, kernel)");
     }
-    std::cout << lab::bench_point(point, g.file, g.overrides, g.bench.steps, g.length, g.window)
+    std::cout << lab::bench_point(point, g.file, g.overrides, speed_opts.bench.steps,
+                                  speed_opts.length, speed_opts.window)
               << std::endl;
     return 0;
   }
-  auto& o = g.bench;
+  auto& o = speed_opts.bench;
   o.overrides = g.overrides;
   std::vector<std::string> sections;
-  std::stringstream ss(g.sections);
+  std::stringstream ss(speed_opts.sections);
   for (std::string s; std::getline(ss, s, ',');)
     if (!s.empty()) sections.push_back(s);
   o.sections = enums_of<lab::BenchSection>(sections, "section");
-  o.models = enums_of<lab::BenchModel>(g.bench_models, "--models entry");
-  o.precisions = enums_of<config::Precision>(g.bench_precisions, "--precisions entry");
-  if (!g.bench_lengths.empty()) o.lengths = parse_lengths(g.bench_lengths, "--lengths");
-  if (!g.decode_lengths.empty())
-    o.decode_lengths = parse_lengths(g.decode_lengths, "--decode-lengths");
-  if (!g.long_lengths.empty()) o.long_lengths = parse_lengths(g.long_lengths, "--long-lengths");
-  if (!g.layout_lengths.empty())
-    o.layout_lengths = parse_lengths(g.layout_lengths, "--layout-lengths");
+  o.models = enums_of<lab::BenchModel>(speed_opts.bench_models, "--models entry");
+  o.precisions = enums_of<config::Precision>(speed_opts.bench_precisions, "--precisions entry");
+  if (!speed_opts.bench_lengths.empty())
+    o.lengths = parse_lengths(speed_opts.bench_lengths, "--lengths");
+  if (!speed_opts.decode_lengths.empty())
+    o.decode_lengths = parse_lengths(speed_opts.decode_lengths, "--decode-lengths");
+  if (!speed_opts.long_lengths.empty())
+    o.long_lengths = parse_lengths(speed_opts.long_lengths, "--long-lengths");
+  if (!speed_opts.layout_lengths.empty())
+    o.layout_lengths = parse_lengths(speed_opts.layout_lengths, "--layout-lengths");
   lab::run_bench(o);
   return 0;
 }
 
 int cmd_bench_data() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
-  std::cout << lab::bench_data(c, g.batches, g.steps);
+  std::cout << lab::bench_data(c, speed_opts.batches, speed_opts.steps);
   return 0;
 }
 
@@ -101,11 +120,13 @@ void register_speed(CLI::App& app) {
       "Measure fp32 and bf16 matmul throughput in this process (GFLOP/s). With\n"
       "--compare-generic, also in a child forced onto OpenBLAS's generic kernel, for the ratio.",
       [](CLI::App& sub) {
-        sub.add_option("--size", g.size, "matrix size n (n x n)")->check(CLI::Range(16, 16384));
-        sub.add_option("--repeats", g.repeats, "timed repetitions")->check(CLI::Range(1, 10000));
-        sub.add_option("--threads", g.threads, "intra-op threads (0 = default)")
+        sub.add_option("--size", speed_opts.size, "matrix size n (n x n)")
+            ->check(CLI::Range(16, 16384));
+        sub.add_option("--repeats", speed_opts.repeats, "timed repetitions")
+            ->check(CLI::Range(1, 10000));
+        sub.add_option("--threads", speed_opts.threads, "intra-op threads (0 = default)")
             ->check(CLI::Range(0, 1024));
-        sub.add_flag("--compare-generic", g.compare_generic,
+        sub.add_flag("--compare-generic", speed_opts.compare_generic,
                      "also run OpenBLAS's generic kernel (what you get without ropelab's fix)");
       },
       cmd_bench_blas);
@@ -115,9 +136,9 @@ void register_speed(CLI::App& app) {
       "(tokens/s, side by side in one process): data must never be the bottleneck.",
       [](CLI::App& sub) {
         add_config_and_overrides(sub);
-        sub.add_option("--batches", g.batches, "batches drawn from the stream")
+        sub.add_option("--batches", speed_opts.batches, "batches drawn from the stream")
             ->capture_default_str();
-        sub.add_option("--steps", g.steps, "training steps timed")->capture_default_str();
+        sub.add_option("--steps", speed_opts.steps, "training steps timed")->capture_default_str();
       },
       cmd_bench_data);
   add(
@@ -142,80 +163,84 @@ void register_speed(CLI::App& app) {
         sub.add_option("overrides", g.overrides,
                        "key.path=value overrides applied to every bench config");
         sub.add_option(
-            "--sections", g.sections,
+            "--sections", speed_opts.sections,
             "comma-separated: machine,train,positions,attention,long,layouts,decode,data "
             "(default all but long)");
-        sub.add_flag("--compare-pytorch", g.bench.compare_pytorch,
+        sub.add_flag("--compare-pytorch", speed_opts.bench.compare_pytorch,
                      "run the PyTorch reference (scripts/bench_pytorch.py) next to each training "
                      "measurement: /usr/bin/python3's PyTorch, and each --pytorch-root's, in every "
                      "variant it has; the ratio is against the best of them");
-        sub.add_option("--pytorch-root", g.bench.pytorch_roots,
+        sub.add_option("--pytorch-root", speed_opts.bench.pytorch_roots,
                        "a Debian root with another PyTorch, run with chroot (repeatable; "
                        "scripts/pytorch_root.sh builds Debian 13's PyTorch 2.6)");
-        sub.add_option("--pytorch-variants", g.bench.pytorch_variants,
+        sub.add_option("--pytorch-variants", speed_opts.bench.pytorch_variants,
                        "the reference's variants: eager (any PyTorch), sdpa (SDPA + fused AdamW), "
                        "compile (torch.compile of the eager model) and compile-sdpa "
                        "(torch.compile of the sdpa one), the last three on PyTorch >= 2")
             ->delimiter(',')
             ->check(CLI::IsMember({"eager", "sdpa", "compile", "compile-sdpa"}))
             ->capture_default_str();
-        sub.add_option("--steps", g.bench.steps, "timed steps per measurement (after one warm-up)")
+        sub.add_option("--steps", speed_opts.bench.steps,
+                       "timed steps per measurement (after one warm-up)")
             ->capture_default_str()
             ->check(CLI::Range(1, 1000));
-        sub.add_option("--rounds", g.bench.rounds,
+        sub.add_option("--rounds", speed_opts.bench.rounds,
                        "interleaved rounds of the training section (the best is reported)")
             ->capture_default_str()
             ->check(CLI::Range(1, 100));
-        sub.add_option("--threads", g.bench.threads, "threads per measurement (0 = all cores)")
+        sub.add_option("--threads", speed_opts.bench.threads,
+                       "threads per measurement (0 = all cores)")
             ->capture_default_str()
             ->check(CLI::Range(0, 1024));
-        sub.add_option("--lengths", g.bench_lengths,
+        sub.add_option("--lengths", speed_opts.bench_lengths,
                        "attention section: sequence lengths (default 256,512,1024,2048,4096,8192)");
-        sub.add_option("--attention-tokens", g.bench.attention_tokens,
+        sub.add_option("--attention-tokens", speed_opts.bench.attention_tokens,
                        "attention section: tokens per step (batch = tokens / length)")
             ->capture_default_str()
             ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-        sub.add_option("--long-lengths", g.long_lengths,
+        sub.add_option("--long-lengths", speed_opts.long_lengths,
                        "long section: sequence lengths (default 2048,4096,8192,16384,32768)");
-        sub.add_option("--long-steps", g.bench.long_steps,
+        sub.add_option("--long-steps", speed_opts.bench.long_steps,
                        "long section: timed steps per point (after one warm-up)")
             ->capture_default_str()
             ->check(CLI::Range(1, 1000));
-        sub.add_option("--long-window", g.bench.long_window,
+        sub.add_option("--long-window", speed_opts.bench.long_window,
                        "long section: the sliding window of the kernel comparison")
             ->capture_default_str()
             ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-        sub.add_option("--layout-lengths", g.layout_lengths,
+        sub.add_option("--layout-lengths", speed_opts.layout_lengths,
                        "layouts section: sequence lengths (default 512,1024,2048,4096,8192)");
-        sub.add_option("--layout-window", g.bench.layout_window,
+        sub.add_option("--layout-window", speed_opts.bench.layout_window,
                        "layouts section: the local layers' sliding window")
             ->capture_default_str()
             ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-        sub.add_option("--decode-lengths", g.decode_lengths,
+        sub.add_option("--decode-lengths", speed_opts.decode_lengths,
                        "decode section: output lengths (default 64,256,1024,2048)");
-        sub.add_option("--models", g.bench_models,
+        sub.add_option("--models", speed_opts.bench_models,
                        "train section: which bench configs to train (lm, mlm, translation; "
                        "lm-large is the GPU shape: d=1024, 12 layers, seq 2048)")
             ->delimiter(',')
             ->check(CLI::IsMember(config::enum_names<lab::BenchModel>()))
             ->capture_default_str();
-        sub.add_option("--precisions", g.bench_precisions, "train section: fp32, bf16 or both")
+        sub.add_option("--precisions", speed_opts.bench_precisions,
+                       "train section: fp32, bf16 or both")
             ->delimiter(',')
             ->check(CLI::IsMember(config::enum_names<config::Precision>()))
             ->capture_default_str();
-        sub.add_option("--python", g.bench.python,
+        sub.add_option("--python", speed_opts.bench.python,
                        "the python whose PyTorch is the --compare-pytorch reference (on a GPU "
                        "machine usually the venv's python3)")
             ->capture_default_str();
-        sub.add_option("--configs", g.bench.configs_dir,
+        sub.add_option("--configs", speed_opts.bench.configs_dir,
                        "directory of lm.yaml, mlm.yaml, translation.yaml, lm-large.yaml")
             ->capture_default_str();
-        sub.add_option("--out", g.bench.out_dir, "output directory")->capture_default_str();
+        sub.add_option("--out", speed_opts.bench.out_dir, "output directory")
+            ->capture_default_str();
         // The child side of one measurement (not for users).
-        sub.add_option("--point", g.point)->group("");
+        sub.add_option("--point", speed_opts.point)->group("");
         sub.add_option("--config", g.file)->group("");
-        sub.add_option("--length", g.length)->group("");
-        sub.add_option("--window", g.window)->group("");
+        sub.add_option("--length", speed_opts.length)->group("");
+        sub.add_option("--window", speed_opts.window)->group("");
       },
       cmd_bench);
 }

@@ -21,6 +21,13 @@ namespace ropelab::cli {
 
 namespace {
 
+// This file's commands' options (the shared ones are cli::g's: command.h).
+struct TrainOpts {
+  bool restart = false;
+  bool allow_config_change = false;
+  dist::LaunchOptions launch;
+} train_opts;
+
 int cmd_prepare() {
   auto c = config::load_config(g.file, config::overrides_from_args(g.overrides));
   auto p = run::prepare(c);
@@ -40,8 +47,8 @@ int cmd_train() {
     dist::init(env);
   }
   train::TrainOptions o;
-  o.restart = g.restart;
-  o.allow_config_change = g.allow_config_change;
+  o.restart = train_opts.restart;
+  o.allow_config_change = train_opts.allow_config_change;
   auto r = train::train(c, o);
   if (dist::world().is_main())
     std::printf("run: %s (%ld steps)\n", r.run_dir.c_str(), static_cast<long>(r.steps));
@@ -50,7 +57,7 @@ int cmd_train() {
 
 int cmd_launch() {
   // A bad config is reported once, before any rank starts (each rank would report it).
-  const auto& a = g.launch.args;
+  const auto& a = train_opts.launch.args;
   if (a.size() >= 2 && a[0] == "train") {
     std::vector<std::string> overrides;
     for (size_t i = 2; i < a.size(); ++i)
@@ -59,7 +66,7 @@ int cmd_launch() {
       config::load_config(a[1], config::overrides_from_args(overrides));
     } catch (const UserError& e) {
       // The other machines' ranks would wait for this one's until the timeout: tell them.
-      const auto& l = g.launch;
+      const auto& l = train_opts.launch;
       if (l.nnodes > 1 && l.port > 0 && !l.master_addr.empty()) {
         spdlog::info(
             "launch: the command is refused; telling the other nodes through the store "
@@ -75,7 +82,7 @@ int cmd_launch() {
       throw;
     }
   }
-  return dist::launch(g.launch);
+  return dist::launch(train_opts.launch);
 }
 
 }  // namespace
@@ -100,11 +107,11 @@ void register_training(CLI::App& app) {
       "Ctrl-C, SIGTERM or SIGHUP saves a checkpoint and exits with code 143.",
       [](CLI::App& sub) {
         add_config_and_overrides(sub);
-        sub.add_flag("--restart", g.restart,
+        sub.add_flag("--restart", train_opts.restart,
                      "start over in a run directory whose checkpoints are all damaged (or that "
                      "has metrics but no checkpoint), keeping its metrics and checkpoints "
                      "renamed .restart-N");
-        sub.add_flag("--allow-config-change", g.allow_config_change,
+        sub.add_flag("--allow-config-change", train_opts.allow_config_change,
                      "resume under a config that differs in any key, recording each change in "
                      "RUN/config_history.yaml and train.log");
       },
@@ -123,27 +130,27 @@ void register_training(CLI::App& app) {
       "Two machines: ropelab launch --nproc 2 --nnodes 2 --node-rank R --master-addr 10.0.0.1\n"
       "  --master-port 29500 -- train configs/clm-small.yaml   (R = 0 on 10.0.0.1, 1 on the other)",
       [](CLI::App& sub) {
-        sub.add_option("--nproc", g.launch.nproc, "ranks to start (default 2)")
+        sub.add_option("--nproc", train_opts.launch.nproc, "ranks to start (default 2)")
             ->check(CLI::Range(1, 1024));
-        sub.add_option("--port,--master-port", g.launch.port,
+        sub.add_option("--port,--master-port", train_opts.launch.port,
                        "MASTER_PORT, the store's port on the master (default on one machine: a "
                        "free port; required with --nnodes > 1)")
             ->check(CLI::Range(1, 65535));
-        sub.add_option("--nnodes", g.launch.nnodes,
+        sub.add_option("--nnodes", train_opts.launch.nnodes,
                        "machines, each running this command with its --node-rank (default 1)")
             ->check(CLI::Range(1, 65536));
-        sub.add_option("--node-rank", g.launch.node_rank,
+        sub.add_option("--node-rank", train_opts.launch.node_rank,
                        "this machine's number, 0 to nnodes-1; its ranks are node_rank*nproc + "
                        "0..nproc-1 (default 0)")
             ->check(CLI::Range(0, 65535));
-        sub.add_option("--master-addr", g.launch.master_addr,
+        sub.add_option("--master-addr", train_opts.launch.master_addr,
                        "the address of node 0, where rank 0 serves the store (default 127.0.0.1; "
                        "required with --nnodes > 1)");
-        sub.add_option("--timeout", g.launch.timeout_s,
+        sub.add_option("--timeout", train_opts.launch.timeout_s,
                        "seconds a rank waits for the others in a collective before it reports "
                        "the one that is gone or hung (default 300)")
             ->check(CLI::Range(1.0, 1e6));
-        sub.add_option("command", g.launch.args,
+        sub.add_option("command", train_opts.launch.args,
                        "after --: the command each rank runs, e.g. -- "
                        "train CONFIG key=value ...")
             ->required();

@@ -2,6 +2,7 @@
 // seeds, each combination resolved into a run config and checked before any training starts.
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "config/loader.h"
@@ -75,20 +76,61 @@ std::vector<ExperimentRun> experiment_runs(const Experiment& exp) {
   return out;
 }
 
+namespace {
+
+// The names of an experiment's variants, settings or tasks (`section`: "variants", ...; `noun`:
+// "variant", ...): distinct, non-empty, without the characters of `forbidden` ("/" or "/.").
+void check_names(Ctx& ctx, const std::vector<Variant>& items, const std::string& section,
+                 const std::string& noun, const char* forbidden) {
+  std::set<std::string> names;
+  const std::string chars = std::string(forbidden) == "/" ? "'/'" : "'/' or '.'";
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& v = items[i];
+    std::string key = section + "[" + std::to_string(i) + "].name";
+    if (!names.insert(v.name).second)
+      ctx.add(where(ctx, key), key, "duplicate " + noun + " name '" + v.name + "'");
+    if (v.name.empty() || v.name.find_first_of(forbidden) != std::string::npos)
+      ctx.add(where(ctx, key), key, noun + " names must be non-empty and contain no " + chars);
+  }
+}
+
+// `make()` (one resolved run config) for item i of `section`: its problems under KEY[i], named
+// by the item ("variant 'rope': ..."), except those that only make the run not applicable.
+void check_config(Ctx& ctx, const std::string& section, size_t i, const std::string& label,
+                  const std::function<void()>& make) {
+  try {
+    make();
+  } catch (const ConfigError& err) {
+    std::string key = section + "[" + std::to_string(i) + "]";
+    for (const auto& p : err.problems())
+      if (!p.not_applicable) ctx.add(where(ctx, key), key, label + ": " + p.str());
+  }
+}
+
+// Each variant, task and setting resolves on its own (with the first variant and task).
+void check_each_part(const Experiment& e, Ctx& ctx) {
+  for (size_t i = 0; i < e.variants.size(); ++i)
+    check_config(ctx, "variants", i, "variant '" + e.variants[i].name + "'",
+                 [&] { experiment_variant_config(e, e.variants[i]); });
+  for (size_t i = 1; i < e.tasks.size() && ctx.problems.empty(); ++i)
+    check_config(ctx, "tasks", i, "task '" + e.tasks[i].name + "'", [&] {
+      run_config(e, e.variants[0], &e.tasks[i], nullptr, 0, e.variants[0].name);
+    });
+  const Variant* task0 = e.tasks.empty() ? nullptr : &e.tasks[0];
+  for (size_t i = 0; i < e.settings.size() && ctx.problems.empty(); ++i)
+    check_config(ctx, "settings", i, "setting '" + e.settings[i].name + "'", [&] {
+      run_config(e, e.variants[0], task0, &e.settings[i], 0, e.variants[0].name);
+    });
+}
+
+}  // namespace
+
 Experiment load_experiment(const std::string& path) {
   Ctx ctx;
   Experiment e = io::read_experiment(path, ctx);
   if (!ctx.problems.empty()) throw ConfigError(ctx.problems);
   e.base = resolve_relative(path, e.base);
-  std::set<std::string> names;
-  for (size_t i = 0; i < e.variants.size(); ++i) {
-    const auto& v = e.variants[i];
-    std::string key = "variants[" + std::to_string(i) + "].name";
-    if (!names.insert(v.name).second)
-      ctx.add(where(ctx, key), key, "duplicate variant name '" + v.name + "'");
-    if (v.name.empty() || v.name.find('/') != std::string::npos)
-      ctx.add(where(ctx, key), key, "variant names must be non-empty and contain no '/'");
-  }
+  check_names(ctx, e.variants, "variants", "variant", "/");
   if (e.variants.empty()) ctx.add(where(ctx, "variants"), "variants", "needs at least one variant");
   std::vector<std::string> variant_names;
   for (const auto& v : e.variants) variant_names.push_back(v.name);
@@ -97,61 +139,13 @@ Experiment load_experiment(const std::string& path) {
     ctx.add(where(ctx, "baseline"), "baseline",
             "'" + e.baseline + "' is not one of the variants; " +
                 did_you_mean(e.baseline, variant_names));
-  std::set<std::string> setting_names;
-  for (size_t i = 0; i < e.settings.size(); ++i) {
-    const auto& s = e.settings[i];
-    std::string key = "settings[" + std::to_string(i) + "].name";
-    if (!setting_names.insert(s.name).second)
-      ctx.add(where(ctx, key), key, "duplicate setting name '" + s.name + "'");
-    if (s.name.empty() || s.name.find_first_of("/.") != std::string::npos)
-      ctx.add(where(ctx, key), key, "setting names must be non-empty and contain no '/' or '.'");
-  }
-  std::set<std::string> task_names;
-  for (size_t i = 0; i < e.tasks.size(); ++i) {
-    const auto& t = e.tasks[i];
-    std::string key = "tasks[" + std::to_string(i) + "].name";
-    if (!task_names.insert(t.name).second)
-      ctx.add(where(ctx, key), key, "duplicate task name '" + t.name + "'");
-    if (t.name.empty() || t.name.find_first_of("/.") != std::string::npos)
-      ctx.add(where(ctx, key), key, "task names must be non-empty and contain no '/' or '.'");
-  }
+  check_names(ctx, e.settings, "settings", "setting", "/.");
+  check_names(ctx, e.tasks, "tasks", "task", "/.");
   std::set<int64_t> seed_set;
   for (int64_t s : e.seeds)
     if (s <= 0 || !seed_set.insert(s).second)
       ctx.add(where(ctx, "seeds"), "seeds", "seeds must be positive and distinct");
-  if (ctx.problems.empty()) {
-    for (size_t i = 0; i < e.variants.size(); ++i) {
-      try {
-        experiment_variant_config(e, e.variants[i]);
-      } catch (const ConfigError& err) {
-        std::string key = "variants[" + std::to_string(i) + "]";
-        for (const auto& p : err.problems())
-          if (!p.not_applicable)
-            ctx.add(where(ctx, key), key, "variant '" + e.variants[i].name + "': " + p.str());
-      }
-    }
-    for (size_t i = 1; i < e.tasks.size() && ctx.problems.empty(); ++i) {
-      try {
-        run_config(e, e.variants[0], &e.tasks[i], nullptr, 0, e.variants[0].name);
-      } catch (const ConfigError& err) {
-        std::string key = "tasks[" + std::to_string(i) + "]";
-        for (const auto& p : err.problems())
-          if (!p.not_applicable)
-            ctx.add(where(ctx, key), key, "task '" + e.tasks[i].name + "': " + p.str());
-      }
-    }
-    const Variant* task0 = e.tasks.empty() ? nullptr : &e.tasks[0];
-    for (size_t i = 0; i < e.settings.size() && ctx.problems.empty(); ++i) {
-      try {
-        run_config(e, e.variants[0], task0, &e.settings[i], 0, e.variants[0].name);
-      } catch (const ConfigError& err) {
-        std::string key = "settings[" + std::to_string(i) + "]";
-        for (const auto& p : err.problems())
-          if (!p.not_applicable)
-            ctx.add(where(ctx, key), key, "setting '" + e.settings[i].name + "': " + p.str());
-      }
-    }
-  }
+  if (ctx.problems.empty()) check_each_part(e, ctx);
   if (ctx.problems.empty()) {
     // Every combination, so a task x variant x setting that only fails together is caught
     // before any training starts too; not-applicable ones become n/a cells.

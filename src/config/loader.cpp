@@ -21,6 +21,12 @@
 namespace ropelab::config {
 
 namespace stdfs = std::filesystem;
+using io::Ctx;
+using io::did_you_mean;
+using io::is_vector;
+using io::is_visitable;
+using io::join;
+using io::where;
 
 // ---------------------------------------------------------------------------------------------
 
@@ -111,12 +117,6 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 }
 
 }  // namespace io
-
-using io::Ctx;
-using io::is_vector;
-using io::is_visitable;
-using io::join;
-using io::where;
 
 namespace {
 
@@ -561,9 +561,9 @@ void fill_in_layout(Config& c, const Ctx& ctx) {
       kind.position = c.model.position;
 }
 
-Config load_config(const std::string& path, const std::vector<Override>& overrides) {
-  Ctx ctx;
-  Config c = io::read_config(path, overrides, ctx);
+namespace {
+// What every load does after reading: the defaults that follow from other keys, then validation.
+Config finish_load(Config c, Ctx& ctx) {
   if (ctx.unreadable) throw ConfigError(ctx.problems);
   fill_in_layout(c, ctx);
   fill_in_lengths(c);
@@ -573,6 +573,25 @@ Config load_config(const std::string& path, const std::vector<Override>& overrid
   }
   if (!ctx.problems.empty()) throw ConfigError(ctx.problems);
   return c;
+}
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<Override>& overrides) {
+  Ctx ctx;
+  Config c = io::read_config(path, overrides, ctx);
+  return finish_load(std::move(c), ctx);
+}
+
+Config load_overrides(const std::vector<Override>& overrides) {
+  Ctx ctx;
+  Config c;
+  RequiredCollector rc(ctx.required, "");
+  c.visit(rc);
+  apply_overrides(overrides, c, ctx);
+  for (const auto& r : ctx.required)
+    if (!ctx.unreadable && ctx.set_at.count(r) == 0)
+      ctx.add(where(ctx, r), r, "required key is missing");
+  return finish_load(std::move(c), ctx);
 }
 
 }  // namespace ropelab::config

@@ -53,6 +53,10 @@ std::vector<Override> overrides_from_args(const std::vector<std::string>& args);
 
 // Loads, layers, overrides and validates a run config. Throws ConfigError listing every problem.
 Config load_config(const std::string& path, const std::vector<Override>& overrides = {});
+// The same with no file: ropelab's defaults under `overrides` (an imported checkpoint's mapping,
+// the bench's run.threads and run.device), every check applied.
+Config load_overrides(const std::vector<Override>& overrides);
+
 // Loads an ablation experiment file (paths in it are made relative to the file's directory)
 // and checks every variant's resolved config, so a typo fails before any training starts.
 Experiment load_experiment(const std::string& path);

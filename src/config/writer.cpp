@@ -26,22 +26,20 @@ std::map<std::string, std::string> flat_keys(const Config& c) {
   return out;
 }
 
-std::string dump(const Config& c) {
+namespace {
+template <class T>
+std::string dump_any(const T& x) {
   YAML::Emitter out;
   Writer w(out);
   out << YAML::BeginMap;
-  const_cast<Config&>(c).visit(w);  // NOLINT: the writer only reads
+  const_cast<T&>(x).visit(w);  // NOLINT: the writer only reads
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
+}  // namespace
 
-std::string dump(const Experiment& e) {
-  YAML::Emitter out;
-  Writer w(out);
-  out << YAML::BeginMap;
-  const_cast<Experiment&>(e).visit(w);  // NOLINT: the writer only reads
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
-}
+std::string dump(const Config& c) { return dump_any(c); }
+
+std::string dump(const Experiment& e) { return dump_any(e); }
 
 }  // namespace ropelab::config

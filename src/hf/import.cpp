@@ -2,7 +2,6 @@
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -278,15 +277,7 @@ Imported read_hf(const std::string& dir, const std::vector<std::string>& overrid
   std::vector<config::Override> ov;
   for (const auto& o : m.overrides) ov.push_back(config::Override{o, s.config_path()});
   for (const auto& o : config::overrides_from_args(overrides)) ov.push_back(o);
-  auto base = stdfs::temp_directory_path() / fmt::format("ropelab-{}-import.yaml", ::getpid());
-  fs::write_file_atomic(base.string(), "{}\n");
-  try {
-    imp.config = config::load_config(base.string(), ov);
-  } catch (...) {
-    stdfs::remove(base);
-    throw;
-  }
-  stdfs::remove(base);
+  imp.config = config::load_overrides(ov);
   imp.note = m.note;
   if (m.classifier) imp.note = align_labels(imp, m.labels, s.config_path());
   return imp;

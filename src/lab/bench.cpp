@@ -329,12 +329,15 @@ std::string bench_point(BenchPoint point, const std::string& config_file,
                         const std::vector<std::string>& overrides, int steps, int64_t length,
                         int64_t window) {
   if (point == BenchPoint::kMatmul) {  // no config: only run.threads and run.device apply
-    std::string device = "cpu";
-    for (const auto& ov : overrides) {
-      if (ov.rfind("run.threads=", 0) == 0) platform::set_threads(std::stoi(ov.substr(12)));
-      if (ov.rfind("run.device=", 0) == 0) device = ov.substr(11);
-    }
-    const torch::Device dev = device::resolve(device);
+    // The run section as any config reads it (checked by the schema: run.device=gpu is refused,
+    // naming the key); the other sections have nothing here to set and are left out.
+    // (task.type is the one key every config must give.)
+    std::vector<config::Override> run_only{{"task.type=clm", "bench --point matmul"}};
+    for (const auto& ov : overrides)
+      if (ov.rfind("run.", 0) == 0) run_only.push_back(config::Override{ov, "command line"});
+    const config::RunConfig run = config::load_overrides(run_only).run;
+    if (run.threads > 0) platform::set_threads(run.threads);
+    const torch::Device dev = device::resolve(run.device == "auto" ? "cpu" : run.device);
     if (dev.is_cuda()) {  // 8192^3 products; fp32 with libtorch's default (no TF32)
       double bf16 = 1e3 * cuda_info::bf16_matmul_tflops(dev, 8192, 20);
       torch::NoGradGuard ng;

@@ -65,7 +65,8 @@ torch::Tensor Span::visible_T(int64_t q_first, int64_t T, int64_t k_first, int64
   std::vector<int64_t> n(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
     const KeyInterval r = keys(q_first + t);
-    n[static_cast<size_t>(t)] = std::min(r.hi, k_first + S) - std::max(r.lo, k_first);
+    n[static_cast<size_t>(t)] =
+        std::max<int64_t>(0, std::min(r.hi, k_first + S) - std::max(r.lo, k_first));
   }
   return torch::tensor(n, torch::TensorOptions().dtype(torch::kInt64));
 }

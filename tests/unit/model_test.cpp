@@ -92,7 +92,7 @@ TEST(Rope, PreservesNormAndPartialRotaryKeepsTheRest) {
 
 TEST(Rope, LinearScalingInterpolatesPositions) {
   config::RopeConfig c;
-  c.scaling.opts = config::LinearScaling{4.0};
+  c.scaling.opts = config::LinearScaling{{}, 4.0};
   RotaryImpl scaled(c, PositionDims{8, 1, 8, false});
   auto plain = rope(8);
   auto x = torch::randn({1, 1, 1, 8});

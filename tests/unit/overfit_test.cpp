@@ -127,24 +127,29 @@ TEST_P(Overfit, OneBatch) {
   }
 }
 
+// Whether the family is for decoders only (its trait: config/positions/traits.h).
+bool causal_only(const std::string& name) {
+  const auto p = test::position(name);
+  return std::visit([](const auto& a) { return std::decay_t<decltype(a)>::kCausalOnly; }, p.opts);
+}
+
 std::vector<Case> cases() {
   std::vector<Case> out;
+  // Every position family (a new one is covered as it is added), in both architectures.
   for (const char* task : {"clm", "mlm"}) {
-    for (const char* pos :
-         {"none", "sinusoidal", "learned", "t5", "rope", "alibi", "xpos", "fire", "kerple"}) {
+    for (const auto& pos : config::variant_names<config::PositionVariant>()) {
       // Without positions a bidirectional encoder is permutation-equivariant: every [MASK]
       // gets the same output, so MLM cannot fit distinct targets. (Causal attention still
       // gives a decoder positional information.)
-      if (std::string(task) == "mlm" && std::string(pos) == "none") continue;
+      if (std::string(task) == "mlm" && (pos == "none" || causal_only(pos))) continue;
+      // Integer positions are the failure they are kept to show: in a post-LN encoder the
+      // index (up to 31 here) swamps the embeddings, and one batch does not fit in 200 steps
+      // (3.72 -> 0.77, against < 0.37 for every other family). The decoder case still runs.
+      if (std::string(task) == "mlm" && pos == "integer") continue;
       out.push_back({task, pos, "softmax"});
     }
     out.push_back({task, "rope", "linear"});
-    out.push_back({task, "pope", "softmax"});
-    out.push_back({task, "comrope", "softmax"});
-    out.push_back({task, "mrope", "softmax"});
   }
-  for (const char* pos : {"fox", "cope", "path"})  // causal only
-    out.push_back({"clm", pos, "softmax"});
   for (const char* pos :
        {"none", "learned", "t5", "rope", "alibi", "fox", "cope", "pope", "comrope", "path"})
     out.push_back({"answer", pos, "softmax"});

@@ -35,11 +35,11 @@ const std::vector<double> kTheta = {1.0, 0.1, 0.01, 0.001};
 
 TEST(RopeFrequencies, PlainLinearAndNtk) {
   expect_theta(rope_frequencies(scaling(config::NoScaling{}), 1e4, 8, 100), kTheta);
-  expect_theta(rope_frequencies(scaling(config::LinearScaling{4.0}), 1e4, 8, 100),
+  expect_theta(rope_frequencies(scaling(config::LinearScaling{{}, 4.0}), 1e4, 8, 100),
                {0.25, 0.025, 0.0025, 0.00025});
   // base' = 1e4 * 4^(8/6); theta_1 = base'^(-1/4).
   double b = 1e4 * std::pow(4.0, 8.0 / 6.0);
-  auto ntk = rope_frequencies(scaling(config::NtkScaling{4.0}), 1e4, 8, 100);
+  auto ntk = rope_frequencies(scaling(config::NtkScaling{{}, 4.0}), 1e4, 8, 100);
   EXPECT_NEAR(ntk.theta[1], std::pow(b, -0.25), 1e-12);
   EXPECT_DOUBLE_EQ(ntk.theta[0], 1.0);  // the fastest pair is unchanged by a base change
 }

@@ -9,11 +9,11 @@ namespace ropelab::config {
 struct BinaryConfig : PositionTraits {  // the second failed attempt before sinusoids
   static constexpr bool kAddsToInput = true;
   static constexpr const char* kName = "binary";
-  double scale = 1.0;
+  double gain = 1.0;
   template <class V>
   void visit(V& v) {
-    v("scale", scale,
-      "channel i gets scale * (bit i of the position): 0 or scale, changing in discrete jumps "
+    v("gain", gain,
+      "channel i gets gain * (bit i of the position): 0 or gain, changing in discrete jumps "
       "(channels past the 62nd stay 0)",
       at_least(0));
   }

@@ -9,11 +9,11 @@ namespace ropelab::config {
 struct IntegerConfig : PositionTraits {  // the first failed attempt before sinusoids
   static constexpr bool kAddsToInput = true;
   static constexpr const char* kName = "integer";
-  double scale = 1.0;
+  double gain = 1.0;
   template <class V>
   void visit(V& v) {
-    v("scale", scale,
-      "each channel gets scale * position (1: the raw index, which soon swamps the token "
+    v("gain", gain,
+      "each channel gets gain * position (1: the raw index, which soon swamps the token "
       "embedding's entries of about 0.02)",
       at_least(0));
   }
