@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/enums.h"
+#include "config/experiment.h"
 #include "config/position.h"
 #include "config/visit.h"
 
@@ -556,78 +557,6 @@ struct Config {
     v("model", model, "architecture and position module");
     v("task", task, "training objective");
     v("train", train, "optimisation");
-  }
-};
-
-// One variant of an ablation: a name and the overrides that make it.
-struct Variant {
-  std::string name;
-  std::vector<std::string> set;
-  template <class V>
-  void visit(V& v) {
-    v("name", name, "variant name (the run directory's name)", required());
-    v("set", set, "dotted key=value overrides applied to the base config");
-  }
-};
-
-// An ablation: one base config, several variants, same data order and seed.
-struct Experiment {
-  std::string name;
-  std::string base;
-  std::string out_dir = "runs";
-  std::vector<std::string> set;
-  std::vector<Variant> variants;
-  std::vector<Variant> tasks;
-  std::vector<Variant> settings;
-  std::vector<int64_t> seeds;
-  std::string baseline;
-  double target_loss = 0.0;
-  bool test = false;
-  std::vector<int64_t> eval_lengths;
-  std::vector<std::string> eval_rope_scaling;
-  int64_t eval_tokens = 16384;
-  bool probe = false;
-  int64_t probe_examples = 128;
-  template <class V>
-  void visit(V& v) {
-    v("name", name, "experiment name; runs go to out_dir/name/<variant>", required());
-    v("base", base, "base run config (path relative to this file)", required());
-    v("out_dir", out_dir, "parent directory of the experiment");
-    v("set", set, "overrides applied to every variant");
-    v("variants", variants, "the variants to train and compare", required());
-    v("tasks", tasks,
-      "tasks (name + set), e.g. GLUE tasks: every variant x setting x seed is trained on each, "
-      "and the sweep is reported per variant with one row per task");
-    v("settings", settings,
-      "sweep: hyperparameter settings (name + set), each tried with every variant; the best "
-      "per variant is chosen on the validation split by the task's selection metric");
-    v("seeds", seeds,
-      "sweep: run.seed values; every variant x setting is trained once per seed and reported "
-      "as mean +- std over them");
-    v("baseline", baseline,
-      "with seeds: the variant the others are tested against (paired t-test over seeds); "
-      "default: the first variant");
-    v("target_loss", target_loss,
-      "compare: report steps/tokens to reach this validation loss (0 = off)", at_least(0));
-    v("test", test,
-      "after training, evaluate every variant on the test split (like `ropelab eval --split "
-      "test`; translation decodes it with beam search) and show those metrics too");
-    v("eval_lengths", eval_lengths,
-      "length generalisation: after training, evaluate every run's validation loss at these "
-      "context lengths (the same token budget at each), into lengths.md and "
-      "loss_by_length.png",
-      at_least(2));
-    v("eval_rope_scaling", eval_rope_scaling,
-      "with eval_lengths: also evaluate each RoPE run with these evaluation-time methods "
-      "(METHOD:FACTOR, as `ropelab eval --rope-scaling`, e.g. yarn:4)");
-    v("eval_tokens", eval_tokens, "with eval_lengths: tokens evaluated per length",
-      between(1, 1e12));
-    v("probe", probe,
-      "after training, run `ropelab probe` on every run (the length-generalisation card: "
-      "exact match at 1x-8x the training size, perplexity at 1x-8x the training length) and "
-      "report the card, mean +- std over seeds, in card.md and card.png");
-    v("probe_examples", probe_examples, "with probe: examples per size band (and passkey depth)",
-      between(1, 1e6));
   }
 };
 
