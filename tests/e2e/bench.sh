@@ -53,10 +53,10 @@ for L in ("32", "64"):
         assert r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["window"] == w, r
 assert not any("error" in p for p in j["points"]), [p for p in j["points"] if "error" in p]
 # Every point ran in its own process and kept its log: the matmul; per model, ropelab's fp32
-# and bf16, PyTorch's fp32 (PASSIVE) and bf16 (PASSIVE and libgomp's default spin); 15
-# positions; 4 attention points; 2 long lengths x 3 families (no SDPA peer: this PyTorch's is
+# and bf16, PyTorch's fp32 (PASSIVE) and bf16 (PASSIVE and libgomp's default spin); one per
+# position family; 4 attention points; 2 long lengths x 3 families (no SDPA peer: this PyTorch's is
 # 1.x or the eager variant only) and 2 kernel points; 2 layout lengths x 2; 2 decode lengths.
-assert len(j["points"]) == 1 + 3 * (2 + 1 + 2) + 15 + 4 + 2 * 3 + 2 + 4 + 2, len(j["points"])
+assert len(j["points"]) == 1 + 3 * (2 + 1 + 2) + len(families) + 4 + 2 * 3 + 2 + 4 + 2, len(j["points"])
 PY
 [[ -s b/logs/000.log.json ]] || fail "no per-point output kept"
 
