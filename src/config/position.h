@@ -88,8 +88,8 @@ struct T5Config : PositionTraits {  // Raffel et al. 2020, relative position buc
 // Each method's checks: key is "SECTION.scaling.", rotated the rotated width (pairs: half).
 struct ScalingTraits {
   // The factor the method multiplies q and k by (a softmax temperature); 1 = none.
-  double attention_scale() const { return 1.0; }
-  void check(const std::string& /*key*/, int64_t /*rotated*/, const PositionCheck& /*c*/) const {}
+  static double attention_scale() { return 1.0; }
+  static void check(const std::string& /*key*/, int64_t /*rotated*/, const PositionCheck& /*c*/) {}
 };
 struct NoScaling : ScalingTraits {
   static constexpr const char* kName = "none";
@@ -290,7 +290,8 @@ struct RopeConfig : PositionTraits {  // RoFormer Eq. 14-16 (Su et al. 2021)
             "nope_every 1 leaves every layer without positions; use " + c.sec + ".type=none");
     const int64_t rd = rotary_dim == 0 ? c.head_dim : rotary_dim;
     const int64_t rotated = c.feature_width > 0 ? c.feature_width : rd;
-    if (fraction < 1.0 && std::llround(fraction * static_cast<double>(rotated / 2)) == 0)
+    const int64_t pairs = rotated / 2;  // whole pairs rotate
+    if (fraction < 1.0 && std::llround(fraction * static_cast<double>(pairs)) == 0)
       c.bad(c.sec + ".fraction", "fraction " + format_double(fraction) + " of " +
                                      std::to_string(rotated / 2) +
                                      " rotated pairs rotates none; use " + c.sec + ".type=none");
@@ -324,7 +325,7 @@ struct XposConfig : PositionTraits {  // Sun et al. 2023, RoPE with exponential 
     v("base", base, "rotation base as in RoPE", at_least(2));
     v("scale_base", scale_base, "length scale of the decay (gamma)", at_least(1));
   }
-  void check(const PositionCheck& c) const {
+  static void check(const PositionCheck& c) {
     if (c.head_dim % 2 != 0)
       c.bad("model.n_heads", "xPos rotates pairs of channels: the head dimension (" +
                                  std::to_string(c.head_dim) + ") must be even");
@@ -349,7 +350,7 @@ struct FireConfig : PositionTraits {  // Li et al. 2024 (ICLR), arXiv:2310.04418
   void fill_in(int64_t seq_len) {
     if (threshold == 0) threshold = static_cast<double>(seq_len);
   }
-  bool reads_absolute_positions() const { return true; }
+  static bool reads_absolute_positions() { return true; }
 };
 
 struct KerpleConfig : PositionTraits {  // Chi et al. 2022 (NeurIPS), arXiv:2205.09921
@@ -429,7 +430,7 @@ struct MropeConfig : PositionTraits {
       "both over the whole frequency range) or contiguous (the fast half rows, the slow half "
       "columns, as Qwen2-VL's sections)");
   }
-  void check(const PositionCheck& c) const {
+  static void check(const PositionCheck& c) {
     if (c.head_dim % 4 != 0)
       c.bad("model.n_heads",
             "mrope gives each of its two coordinates whole pairs of "

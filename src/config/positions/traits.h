@@ -39,12 +39,12 @@ struct PositionTraits {
   static constexpr bool kAddsToInput = false;
   // Reads each query's absolute position inside attention (FIRE, M-RoPE on a grid), which
   // per-document positions (task.packing documents) would change.
-  bool reads_absolute_positions() const { return false; }
+  static bool reads_absolute_positions() { return false; }
   // The family's own checks (none by default).
-  void check(const PositionCheck& /*c*/) const {}
+  static void check(const PositionCheck& /*c*/) {}
   // Defaults that depend on the task: `0 = task.seq_len` keys, resolved when loading so that the
   // run's saved config.yaml states the value (none by default).
-  void fill_in(int64_t /*seq_len*/) {}
+  static void fill_in(int64_t /*seq_len*/) {}
 };
 
 // A double as the config writer prints it (shortest round-trip form, with a ".0" where it has
