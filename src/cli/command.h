@@ -39,5 +39,6 @@ void register_evaluation(CLI::App& app);   // eval_commands.cpp
 void register_translation(CLI::App& app);  // translation_commands.cpp
 void register_models(CLI::App& app);       // model_commands.cpp
 void register_speed(CLI::App& app);        // speed_commands.cpp
+void register_long_context(CLI::App& app);  // long_context_commands.cpp
 
 }  // namespace ropelab::cli

@@ -67,6 +67,7 @@ void register_all(CLI::App& app) {
   register_translation(app);
   register_models(app);
   register_speed(app);
+  register_long_context(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -95,13 +95,15 @@ enum class DataSource {
   kSyntheticNiah,
   kSyntheticNiahMultikey,
   kSyntheticVt,
-  kSyntheticGrid
+  kSyntheticGrid,
+  kBibleEnBooks
 };
 ROPELAB_ENUM_NAMES(DataSource, "bible-en", "bible-en-es", "bible-mrpc", "bible-sst2", "bible-cola",
                    "bible-rank", "text", "bytes", "parallel", "glue", "synthetic-passkey",
                    "synthetic-mqar", "synthetic-copy", "synthetic-reverse", "synthetic-addition",
                    "synthetic-selective-copy", "synthetic-counting", "synthetic-flipflop",
-                   "synthetic-niah", "synthetic-niah-multikey", "synthetic-vt", "synthetic-grid");
+                   "synthetic-niah", "synthetic-niah-multikey", "synthetic-vt", "synthetic-grid",
+                   "bible-en-books");
 // What a data source gives: monolingual token streams, sentence pairs, labelled examples, or
 // synthetic token sequences with their answer positions marked (data/synthetic.h).
 enum class DataKind { kLm, kParallel, kGlue, kSynthetic };
@@ -118,6 +120,7 @@ ROPELAB_ENUM_NAMES(Packing, "joined", "documents");
 constexpr DataKind kind_of(DataSource s) {
   switch (s) {
     case DataSource::kBibleEn:
+    case DataSource::kBibleEnBooks:
     case DataSource::kText:
     case DataSource::kBytes:
       return DataKind::kLm;
@@ -148,7 +151,8 @@ constexpr DataKind kind_of(DataSource s) {
 }
 constexpr bool is_builtin(DataSource s) {
   return s == DataSource::kBibleEn || s == DataSource::kBibleEnEs || s == DataSource::kBibleMrpc ||
-         s == DataSource::kBibleSst2 || s == DataSource::kBibleCola || s == DataSource::kBibleRank;
+         s == DataSource::kBibleSst2 || s == DataSource::kBibleCola || s == DataSource::kBibleRank ||
+         s == DataSource::kBibleEnBooks;
 }
 
 }  // namespace ropelab::config

@@ -9,14 +9,20 @@
 
 namespace ropelab::config {
 
-// One variant of an ablation: a name and the overrides that make it.
+// One variant of an ablation: a name and the overrides that make it; a stage names the
+// variant whose finished run it starts from (variants only).
 struct Variant {
   std::string name;
   std::vector<std::string> set;
+  std::string from;
   template <class V>
   void visit(V& v) {
     v("name", name, "variant name (the run directory's name)", required());
     v("set", set, "dotted key=value overrides applied to the base config");
+    v("from", from,
+      "variants: a stage that starts from this other variant's finished run of the same task, "
+      "setting and seed (task.init_from; its positions may change, e.g. a longer task.seq_len "
+      "and a RoPE scaling); ablate trains the stages in order and reuses finished ones");
   }
 };
 

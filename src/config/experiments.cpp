@@ -17,6 +17,13 @@ using io::resolve_relative;
 using io::where;
 
 namespace {
+// The run directory's name of a variant x task x setting x seed.
+std::string run_name(const Variant* task, const std::string& variant, const Variant* setting,
+                     int64_t seed) {
+  return (task ? task->name + "." : "") + variant + (setting ? "." + setting->name : "") +
+         (seed != 0 ? ".seed" + std::to_string(seed) : "");
+}
+
 Config run_config(const Experiment& exp, const Variant& variant, const Variant* task,
                   const Variant* setting, int64_t seed, const std::string& name) {
   std::vector<Override> ov;
@@ -29,12 +36,33 @@ Config run_config(const Experiment& exp, const Variant& variant, const Variant* 
     for (const auto& s : setting->set)
       ov.push_back(Override{s, exp.name + ": setting " + setting->name});
   if (seed != 0) ov.push_back(Override{"run.seed=" + std::to_string(seed), "experiment"});
+  if (!variant.from.empty())  // a stage: the source variant's run of this task, setting, seed
+    ov.push_back(Override{"task.init_from=" + (stdfs::path(exp.out_dir) / exp.name /
+                                               run_name(task, variant.from, setting, seed))
+                                                  .string(),
+                          exp.name + ": variant " + variant.name + " from"});
   ov.push_back(Override{"run.name=" + name, "experiment"});
   ov.push_back(
       Override{"run.out_dir=" + (stdfs::path(exp.out_dir) / exp.name).string(), "experiment"});
   return load_config(exp.base, ov);
 }
 }  // namespace
+
+std::vector<const Variant*> stage_order(const std::vector<Variant>& variants) {
+  // Kahn's algorithm, stable: a variant as soon as its source is placed, in file order.
+  std::vector<const Variant*> out;
+  std::set<std::string> placed;
+  while (out.size() < variants.size()) {
+    const size_t before = out.size();
+    for (const auto& v : variants)
+      if (placed.count(v.name) == 0 && (v.from.empty() || placed.count(v.from) != 0)) {
+        out.push_back(&v);
+        placed.insert(v.name);
+      }
+    if (out.size() == before) break;  // a cycle or an unknown source: load_experiment names it
+  }
+  return out;
+}
 
 Config experiment_variant_config(const Experiment& exp, const Variant& variant) {
   const Variant* task = exp.tasks.empty() ? nullptr : &exp.tasks[0];
@@ -51,11 +79,11 @@ std::vector<ExperimentRun> experiment_runs(const Experiment& exp) {
   if (tasks.empty()) tasks.push_back(nullptr);
   std::vector<int64_t> seeds = exp.seeds.empty() ? std::vector<int64_t>{0} : exp.seeds;
   for (const Variant* t : tasks)
-    for (const auto& v : exp.variants)
+    for (const Variant* vp : stage_order(exp.variants))
       for (const Variant* s : settings)
         for (int64_t seed : seeds) {
-          std::string name = (t ? t->name + "." : "") + v.name + (s ? "." + s->name : "") +
-                             (seed != 0 ? ".seed" + std::to_string(seed) : "");
+          const Variant& v = *vp;
+          std::string name = run_name(t, v.name, s, seed);
           ExperimentRun r{t ? t->name : "", v.name, s ? s->name : "", seed, name, "", {}};
           try {
             r.config = run_config(exp, v, t, s, seed, name);
@@ -107,6 +135,31 @@ void check_config(Ctx& ctx, const std::string& section, size_t i, const std::str
   }
 }
 
+// Stages: `from` names another variant, never itself through a chain; tasks and settings have
+// no `from`.
+void check_stages(Ctx& ctx, const Experiment& e) {
+  std::vector<std::string> names;
+  for (const auto& v : e.variants) names.push_back(v.name);
+  for (size_t i = 0; i < e.variants.size(); ++i) {
+    const auto& from = e.variants[i].from;
+    const std::string key = "variants[" + std::to_string(i) + "].from";
+    if (!from.empty() && std::find(names.begin(), names.end(), from) == names.end())
+      ctx.add(where(ctx, key), key,
+              "'" + from + "' is not one of the variants; " + did_you_mean(from, names));
+  }
+  if (ctx.problems.empty() && stage_order(e.variants).size() < e.variants.size())
+    ctx.add(where(ctx, "variants"), "variants",
+            "the stages' `from` form a cycle: each stage must start from a variant that does not "
+            "start from it");
+  for (const auto* items : {&e.tasks, &e.settings})
+    for (size_t i = 0; i < items->size(); ++i)
+      if (!(*items)[i].from.empty()) {
+        const std::string key =
+            (items == &e.tasks ? "tasks[" : "settings[") + std::to_string(i) + "].from";
+        ctx.add(where(ctx, key), key, "only variants start from another run");
+      }
+}
+
 // Each variant, task and setting resolves on its own (with the first variant and task).
 void check_each_part(const Experiment& e, Ctx& ctx) {
   for (size_t i = 0; i < e.variants.size(); ++i)
@@ -139,6 +192,7 @@ Experiment load_experiment(const std::string& path) {
     ctx.add(where(ctx, "baseline"), "baseline",
             "'" + e.baseline + "' is not one of the variants; " +
                 did_you_mean(e.baseline, variant_names));
+  check_stages(ctx, e);
   check_names(ctx, e.settings, "settings", "setting", "/.");
   check_names(ctx, e.tasks, "tasks", "task", "/.");
   std::set<int64_t> seed_set;

@@ -76,6 +76,9 @@ struct ExperimentRun {
   Config config;
 };
 std::vector<ExperimentRun> experiment_runs(const Experiment& exp);
+// The variants in training order: each stage after the variant it starts from (`from`), else in
+// file order. Shorter than `variants` where the stages form a cycle or name an unknown variant.
+std::vector<const Variant*> stage_order(const std::vector<Variant>& variants);
 
 // Fully resolved YAML (every key, defaults included). Loading it gives the same Config.
 std::string dump(const Config& c);

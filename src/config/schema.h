@@ -305,11 +305,13 @@ struct DataConfig {
   TsvLayoutConfig tsv;
   SyntheticConfig synthetic;
   std::string prepared_dir = "data/prepared";
+  std::string document_separator;
   TokenizerConfig tokenizer;
   template <class V>
   void visit(V& v) {
     v("source", source,
-      "built-in corpus (bible-en: KJV+WEB, one chapter per document; bible-en-es: WEB/RV1909 "
+      "built-in corpus (bible-en: KJV+WEB, one chapter per document; bible-en-books: the same "
+      "text, one book per document (long documents); bible-en-es: WEB/RV1909 "
       "verse pairs; bible-mrpc, bible-sst2, bible-cola: GLUE-style tasks; bible-rank: long-text "
       "ranking) or your data: text (one document per line), bytes (raw files, enwik8-style), "
       "parallel (two aligned files), glue (a GLUE task directory, or a TSV layout data.tsv "
@@ -331,6 +333,9 @@ struct DataConfig {
     v("tsv", tsv, "glue: a TSV layout of your own (columns by header name)");
     v("synthetic", synthetic, "synthetic-* sources: instance sizes, example counts, seed");
     v("prepared_dir", prepared_dir, "where prepared HDF5 datasets and tokenizers are cached");
+    v("document_separator", document_separator,
+      "text: a line equal to this ends a document, whose lines are joined by newlines (long "
+      "documents, e.g. '<|endoftext|>' or '---'); empty = one document per line");
     v("tokenizer", tokenizer, "tokenizer");
   }
 };
@@ -452,8 +457,11 @@ struct TaskConfig {
     v("label_smoothing", label_smoothing, "label smoothing of the cross-entropy", between(0, 0.99));
     v("init_from", init_from,
       "start from a pretrained backbone: a run directory (its best checkpoint, else its newest) "
-      "or an exported weights.h5. Loaded strictly by name; the model section must match it. "
-      "Its tokenizer is used unless data.tokenizer.model is set. Empty: from scratch");
+      "or an exported weights.h5. Loaded strictly by name; the model section must match it, "
+      "except model.position and model.layout changes that add no parameters (the base, the "
+      "scaling, the rotary width, NoPE layers, layout kinds and spans, no positions: recorded in "
+      "RUN/init_from.json). Its tokenizer is used unless data.tokenizer.model is set. Empty: "
+      "from scratch");
   }
 };
 

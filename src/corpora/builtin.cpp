@@ -36,12 +36,15 @@ void write_lines(const std::string& path, const std::vector<std::string>& lines)
 
 using VerseMap = std::map<std::string, Verse>;  // key -> verse
 
-std::vector<std::string> chapters_of(const std::vector<Verse>& verses, const std::string& split) {
+// The verses of `split` joined into one document per chapter (bible-en) or per book
+// (bible-en-books: the long documents of sliding-window perplexity and passkey filler).
+std::vector<std::string> documents_of(const std::vector<Verse>& verses, const std::string& split,
+                                      bool books) {
   std::vector<std::string> docs;
   std::string cur, cur_key;
   for (const auto& v : verses) {
     if (split_of_book(v.book) != split) continue;
-    std::string key = v.book + " " + std::to_string(v.chapter);
+    std::string key = books ? v.book : v.book + " " + std::to_string(v.chapter);
     if (key != cur_key && !cur.empty()) docs.push_back(cur), cur.clear();
     cur_key = key;
     cur += (cur.empty() ? "" : " ") + v.text;
@@ -196,7 +199,7 @@ void export_builtin_text(config::DataSource src, const std::string& dir) {
   std::vector<std::string> modules;
   if (src == config::DataSource::kBibleEn || src == config::DataSource::kBibleMrpc ||
       src == config::DataSource::kBibleSst2 || src == config::DataSource::kBibleCola ||
-      src == config::DataSource::kBibleRank)
+      src == config::DataSource::kBibleRank || src == config::DataSource::kBibleEnBooks)
     modules = {kKJV, kWEB};
   else
     modules = {kWEB, kRV};
@@ -210,11 +213,11 @@ void export_builtin_text(config::DataSource src, const std::string& dir) {
   for (size_t i = 0; i < modules.size(); ++i)
     spdlog::info("{}: {} verses", modules[i], bibles[i].size());
 
-  if (src == config::DataSource::kBibleEn) {
+  if (config::kind_of(src) == config::DataKind::kLm) {
     for (const char* split : kSplits) {
       std::vector<std::string> docs;
       for (const auto& b : bibles) {
-        auto d = chapters_of(b, split);
+        auto d = documents_of(b, split, src == config::DataSource::kBibleEnBooks);
         docs.insert(docs.end(), d.begin(), d.end());
       }
       write_lines(join_path(dir, std::string(split) + ".txt"), docs);

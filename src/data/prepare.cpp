@@ -285,12 +285,30 @@ void check_synthetic(const config::DataConfig& d, int64_t max_len) {
 }
 }  // namespace
 
+std::vector<std::string> read_documents(const std::string& path, const std::string& separator) {
+  std::vector<std::string> docs;
+  std::string cur;
+  for (auto& l : read_lines(path)) {
+    if (separator.empty()) {
+      if (!l.empty()) docs.push_back(std::move(l));
+    } else if (l == separator) {
+      if (!cur.empty()) docs.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur += (cur.empty() ? "" : "\n") + l;
+    }
+  }
+  if (!cur.empty()) docs.push_back(std::move(cur));
+  return docs;
+}
+
 Plan plan(const config::DataConfig& d, int64_t max_len) {
   Plan p;
   p.source = d.source;
   p.kind = config::kind_of(d.source);
   p.builtin = config::is_builtin(d.source);
   p.whole_file = d.source == config::DataSource::kBytes;
+  p.document_separator = d.document_separator;
   if (p.kind == config::DataKind::kSynthetic) check_synthetic(d, max_len);
   if (p.builtin)
     p.text_dir = join_path(join_path(d.prepared_dir, "text"), config::to_string(d.source));
@@ -445,6 +463,8 @@ Prepared prepare(const Plan& plan, int threads) {
     std::string out = join_path(dir, si.split + ".h5");
     std::string source_hash;
     for (const auto& f : si.files) source_hash += fs::hex64(fs::hash_file(f));
+    if (!plan.document_separator.empty())  // another separator: other documents
+      source_hash += "-sep:" + plan.document_separator;
     auto attrs = read_token_attrs(out);
     if (!attrs.empty() && attrs["source_hash"] == source_hash && attrs["tokenizer"] == fp &&
         attrs["format_version"] == std::to_string(kTokensFormatVersion)) {
@@ -463,8 +483,7 @@ Prepared prepare(const Plan& plan, int threads) {
       if (plan.whole_file) {
         docs.push_back(fs::read_file(si.files[0]));  // one raw byte stream
       } else {
-        for (auto& l : read_lines(si.files[0]))
-          if (!l.empty()) docs.push_back(std::move(l));
+        docs = read_documents(si.files[0], plan.document_separator);
       }
       if (docs.empty()) throw UserError(si.files[0] + ": no text (the file is empty)");
       Progress bar("encode " + si.split, static_cast<int64_t>(docs.size()), "doc");

@@ -36,6 +36,7 @@ struct Plan {
   config::DataKind kind = config::DataKind::kLm;
   bool builtin = false;             // a built-in corpus, exported to text_dir by prepare
   bool whole_file = false;          // `bytes`: each file is one document, not one per line
+  std::string document_separator;   // `text`: a line equal to it ends a document ("": each line)
   std::string text_dir;             // built-in: where its text is exported; else ""
   std::vector<SplitSource> inputs;  // not for synthetic sources
   corpora::GlueTask glue;           // glue data: the layout of its TSV files
@@ -49,6 +50,10 @@ struct Plan {
 // `max_len`: the longest sequence the model reads (task.seq_len); synthetic examples must fit
 // it. UserError naming the key when data.synthetic is out of the generator's bounds.
 Plan plan(const config::DataConfig& d, int64_t max_len);
+
+// The documents of a text file: one per non-empty line, or with `separator` the lines between
+// separator lines joined by newlines (empty documents dropped).
+std::vector<std::string> read_documents(const std::string& path, const std::string& separator);
 
 // What a prepared plan holds.
 struct Prepared {

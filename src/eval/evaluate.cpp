@@ -12,6 +12,7 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "model/position/rope_frequencies.h"
 #include "model/span.h"
 #include "run/run.h"
 #include "tasks/task.h"
@@ -29,10 +30,14 @@ namespace stdfs = std::filesystem;
 // ---- evaluation of a finished run
 
 namespace {
+// METHOD:VALUE[@KIND,...]: a scaling method and its factor, or `base:B` (a base change, after Liu
+// et al. 2023), for the layout kinds named after @ (empty = the default targets).
 struct ScalingSpec {
-  std::string method, factor;
-  std::vector<std::string> kinds;  // @KIND,KIND: the layout kinds it applies to; empty = all
+  std::string method, value;
+  std::vector<std::string> kinds;
 };
+const std::vector<std::string> kScalingMethods = {"linear", "ntk",      "dynamic", "yarn",
+                                                  "llama3", "longrope", "base"};
 
 ScalingSpec parse_scaling(const std::string& spec) {
   const auto at = spec.find('@');
@@ -40,23 +45,22 @@ ScalingSpec parse_scaling(const std::string& spec) {
   auto colon = body.find(':');
   ScalingSpec out;
   out.method = body.substr(0, colon);
-  const std::vector<std::string> methods = {"linear", "ntk", "dynamic", "yarn", "llama3"};
-  const std::string usage = "--rope-scaling '" + spec +
-                            "': expected METHOD:FACTOR[@KIND,...], METHOD one of linear, ntk, "
-                            "dynamic, yarn, llama3 (e.g. yarn:4, or linear:8@global for the "
-                            "layout kind 'global' only)";
-  if (out.method == "longrope")
-    throw UserError(
-        "--rope-scaling: longrope needs per-pair factors; set "
-        "model.position.scaling in the run's config instead");
+  const std::string usage =
+      "--rope-scaling '" + spec +
+      "': expected METHOD:FACTOR[@KIND,...], METHOD one of linear, ntk, dynamic, yarn, llama3, "
+      "longrope, or base:BASE for a base change (e.g. yarn:4, base:500000, or linear:8@global "
+      "for the layout kind 'global' only)";
   if (colon == std::string::npos ||
-      std::find(methods.begin(), methods.end(), out.method) == methods.end())
+      std::find(kScalingMethods.begin(), kScalingMethods.end(), out.method) ==
+          kScalingMethods.end())
     throw UserError(usage);
-  out.factor = body.substr(colon + 1);
+  out.value = body.substr(colon + 1);
   char* end = nullptr;
-  double f = std::strtod(out.factor.c_str(), &end);
-  if (out.factor.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f))
-    throw UserError(usage + "; the factor must be a number >= 1");
+  double f = std::strtod(out.value.c_str(), &end);
+  const double least = out.method == "base" ? 2.0 : 1.0;
+  if (out.value.empty() || *end != '\0' || !(f >= least) || !std::isfinite(f))
+    throw UserError(usage + (out.method == "base" ? "; the base must be a number >= 2"
+                                                  : "; the factor must be a number >= 1"));
   if (at != std::string::npos) {
     std::stringstream ss(spec.substr(at + 1));
     for (std::string k; std::getline(ss, k, ',');) out.kinds.push_back(k);
@@ -69,24 +73,57 @@ ScalingSpec parse_scaling(const std::string& spec) {
 bool rotates(const config::PositionConfig& p) {
   return std::holds_alternative<config::RopeConfig>(p.opts);
 }
-}  // namespace
 
-std::vector<std::string> rope_scaling_overrides(const std::string& spec) {
-  auto s = parse_scaling(spec);
-  return {"model.position.scaling.type=" + s.method, "model.position.scaling.factor=" + s.factor};
+std::string yaml_list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + fmt::format("{:.17g}", v[i]);
+  return s + "]";
 }
 
+// The overrides of `s` for the position section at `key` ("model.position." or a layout kind's).
+// longrope without a search: per-pair factors seeded as LongRoPE's search seeds them, from YaRN's
+// frequencies at the same factor (theta_i / yarn_i), and short factors of 1 (the model as
+// trained up to original_len).
+std::vector<std::string> method_overrides(const ScalingSpec& s, const std::string& key,
+                                          const config::PositionConfig& pos, int64_t head_dim,
+                                          int64_t original_len) {
+  if (s.method == "base") return {key + "base=" + s.value};
+  std::vector<std::string> out = {key + "scaling.type=" + s.method,
+                                  key + "scaling.factor=" + s.value};
+  if (s.method != "longrope") return out;
+  const auto& rope = std::get<config::RopeConfig>(pos.opts);
+  const int64_t d = rope.rotary_dim > 0 ? rope.rotary_dim : head_dim;
+  config::RopeScalingConfig yarn;
+  config::YarnScaling y;
+  y.factor = std::strtod(s.value.c_str(), nullptr);
+  y.original_len = original_len;
+  yarn.opts = y;
+  auto theta = model::rope_theta(rope.base, d);
+  auto scaled = model::rope_frequencies(yarn, rope.base, d, original_len).theta;
+  std::vector<double> long_factor(theta.size()), short_factor(theta.size(), 1.0);
+  for (size_t i = 0; i < theta.size(); ++i) long_factor[i] = theta[i] / scaled[i];
+  out.push_back(key + "scaling.long_factor=" + yaml_list(long_factor));
+  out.push_back(key + "scaling.short_factor=" + yaml_list(short_factor));
+  out.push_back(key + "scaling.original_len=" + std::to_string(original_len));
+  return out;
+}
+}  // namespace
+
+void check_rope_scaling_spec(const std::string& spec) { parse_scaling(spec); }
+
 std::vector<std::string> rope_scaling_overrides(const std::string& spec,
-                                                const config::ModelConfig& m) {
+                                                const config::ModelConfig& m,
+                                                int64_t original_len) {
   auto s = parse_scaling(spec);
   const auto& kinds = m.layout.kinds;
+  const int64_t head_dim = config::head_dim_of(m);
   if (kinds.empty()) {
     if (!s.kinds.empty())
       throw UserError("--rope-scaling '" + spec + "': the model has no layout kinds to name");
     if (!rotates(m.position))
       throw UserError(std::string("--rope-scaling needs a RoPE model (its position module is ") +
                       m.position.type() + ")");
-    return rope_scaling_overrides(spec);
+    return method_overrides(s, "model.position.", m.position, head_dim, original_len);
   }
   // By default the global RoPE kinds (no window or chunk: a local layer never sees a distance
   // beyond its span; Gemma 3 scales only its global layers), else every RoPE kind.
@@ -107,9 +144,9 @@ std::vector<std::string> rope_scaling_overrides(const std::string& spec,
     if (!rotates(it->second.position))
       throw UserError("--rope-scaling '" + spec + "': layout kind '" + name + "' has position " +
                       it->second.position.type() + ", not rope");
-    const std::string key = "model.layout.kinds." + name + ".position.scaling.";
-    out.push_back(key + "type=" + s.method);
-    out.push_back(key + "factor=" + s.factor);
+    auto more = method_overrides(s, "model.layout.kinds." + name + ".position.", it->second.position,
+                                 head_dim, original_len);
+    out.insert(out.end(), more.begin(), more.end());
   }
   return out;
 }
@@ -134,7 +171,7 @@ std::vector<std::string> run_rope_scaling_overrides(const std::string& run_dir,
     throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
   auto trained = config::load_config((stdfs::path(run_dir) / "config.yaml").string());
   try {
-    return rope_scaling_overrides(spec, trained.model);
+    return rope_scaling_overrides(spec, trained.model, trained.task.seq_len);
   } catch (const UserError& e) {
     throw UserError(run_dir + ": " + e.what());
   }

@@ -42,6 +42,9 @@ RunSummary summarize_run(const std::string& run_dir, double target_loss) {
   auto& attrs = m.attrs;
   r.name = attrs.count("name") != 0 ? attrs["name"] : stdfs::path(run_dir).filename().string();
   r.position = attrs["position"];
+  // A run whose positions changed from its task.init_from: "rope; yarn x4 from runs/ref (step 400)"
+  if (attrs.count("origin") != 0 && !attrs["origin"].empty())
+    r.position += "; " + attrs["origin"];
   r.attention = attrs["attention"];
   r.task = attrs["task"];
   r.params = attrs.count("params") != 0 ? std::stod(attrs["params"]) : NAN;
@@ -618,7 +621,7 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
     for (int s = 1; s <= seeds; ++s) exp.seeds.push_back(s);
   }
   for (const auto& spec : exp.eval_rope_scaling)
-    eval::rope_scaling_overrides(spec);  // before training
+    eval::check_rope_scaling_spec(spec);  // before training
   auto runs = config::experiment_runs(exp);
   std::vector<std::string> dirs;
   std::vector<CardEntry> card;  // with probe: the variant and seed of each trained run

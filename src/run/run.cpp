@@ -63,7 +63,9 @@ Run open_new(const config::Config& c, DataUse data, const std::function<void()>&
   std::optional<weights::Pretrained> pretrained;
   if (!c.task.init_from.empty()) {
     pretrained = weights::read_pretrained(c.task.init_from);
-    weights::check_pretrained_architecture(r.config, *pretrained);
+    r.position_changes = weights::check_pretrained_architecture(r.config, *pretrained);
+    r.pretrained_checkpoint = pretrained->checkpoint;
+    r.pretrained_step = pretrained->step;
     weights::use_pretrained_tokenizer(r.config, *pretrained);
   }
   open_common(r);

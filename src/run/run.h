@@ -21,6 +21,7 @@
 #include "data/prepare.h"
 #include "model/model.h"
 #include "tasks/task.h"
+#include "weights/weights.h"
 
 namespace ropelab::run {
 
@@ -46,6 +47,11 @@ struct Run {
   int64_t step = 0;
   // A new run with task.init_from: what loading the pretrained backbone did (for the log).
   std::string pretrained;
+  // ... and what it changed of the pretrained positions (weights/weights.h), with the
+  // checkpoint and step it started from.
+  std::vector<weights::PositionChange> position_changes;
+  std::string pretrained_checkpoint;
+  int64_t pretrained_step = -1;
 };
 
 // The data plan of a config: its data section resolved against task.seq_len (UserError naming

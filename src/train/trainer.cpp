@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "config/loader.h"
@@ -276,6 +277,30 @@ TrainResult Trainer::run() {
 
 // ---- `ropelab train`
 
+namespace {
+// A run that starts from task.init_from: init_from.json in the run (the source, its checkpoint
+// and step, each position change) and the line that logs and tables show ("yarn x4 from
+// runs/ref (step 400)"); "" without init_from.
+std::string record_origin(const std::string& run_dir, const config::Config& c, const run::Run& r) {
+  if (c.task.init_from.empty()) return "";
+  nlohmann::json changes = nlohmann::json::array();
+  for (const auto& ch : r.position_changes)
+    changes.push_back({{"key", ch.key}, {"before", ch.before}, {"after", ch.after}});
+  const std::string what = weights::describe_changes(r.position_changes);
+  const std::string step =
+      r.pretrained_step >= 0 ? fmt::format(" (step {})", r.pretrained_step) : std::string();
+  std::string line = (what.empty() ? "from " : what + " from ") + c.task.init_from + step;
+  nlohmann::json j = {{"source", c.task.init_from},
+                      {"checkpoint", r.pretrained_checkpoint},
+                      {"step", r.pretrained_step},
+                      {"position_changes", changes},
+                      {"summary", line}};
+  if (dist::world().is_main())
+    fs::write_file_atomic((stdfs::path(run_dir) / "init_from.json").string(), j.dump(2) + "\n");
+  return line;
+}
+}  // namespace
+
 TrainResult train(const config::Config& config, const TrainOptions& o) {
   const auto& world = dist::world();
   const std::string run_dir = (stdfs::path(config.run.out_dir) / config.run.name).string();
@@ -289,6 +314,8 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
   });
   if (!r.pretrained.empty())
     spdlog::info("backbone from {}: {}", config.task.init_from, r.pretrained);
+  const std::string origin = record_origin(run_dir, config, r);
+  if (!r.position_changes.empty()) spdlog::info("positions changed: {}", origin);
   const config::Config& c = r.config;
   const int threads = r.threads;
   const torch::Device dev = r.device;
@@ -342,7 +369,8 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
                                            {"arch", arch},
                                            {"attention", kernel},
                                            {"name", c.run.name},
-                                           {"params", std::to_string(n_params)}},
+                                           {"params", std::to_string(n_params)},
+                                           {"origin", r.position_changes.empty() ? "" : origin}},
         [&task_ref](const tasks::HostSums& s) { return task_ref.metrics(s); }, c.train.log_every,
         c.train.max_steps, std::move(notes));
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "config/loader.h"
@@ -128,6 +129,8 @@ Pretrained read_pretrained(const std::string& source) {
   auto r = load_run_model(source, /*best=*/true);
   p.config = r.config;
   p.vocab = r.vocab;
+  p.checkpoint = r.checkpoint;
+  p.step = r.step;
   p.weights = state_dict(*r.model);
   return p;
 }
@@ -158,28 +161,120 @@ void use_pretrained_tokenizer(config::Config& c, const Pretrained& p) {
                     "data.tokenizer.model");
 }
 
-void check_pretrained_architecture(const config::Config& c, const Pretrained& p) {
+bool is_position_key(const std::string& key) {
+  return key.rfind("model.position.", 0) == 0 || key.rfind("model.layout.", 0) == 0;
+}
+
+namespace {
+// The backbone tensors a model of `c` has that `p` lacks or holds in another shape, as
+// "name [shape]" (a throwaway model on the CPU; only built when the positions changed).
+std::vector<std::string> new_backbone_tensors(const config::Config& c, const Pretrained& p) {
+  torch::NoGradGuard ng;
+  auto m = tasks::make_task(c, p.vocab)->build_model();
+  std::vector<std::string> out;
+  for (const auto& [name, t] : state_dict(*m)) {
+    if (name.rfind("backbone.", 0) != 0) continue;
+    auto it = p.weights.find(name);
+    if (it == p.weights.end() || !it->second.sizes().equals(t.sizes()))
+      out.push_back(name + " " + shape_str(t));
+  }
+  return out;
+}
+
+std::string joined_changes(const std::vector<PositionChange>& changes) {
+  std::string s;
+  for (const auto& ch : changes)
+    s += fmt::format("{}{}: {} (pretrained) vs {}", s.empty() ? "" : "; ", ch.key, ch.before,
+                     ch.after);
+  return s;
+}
+}  // namespace
+
+std::vector<PositionChange> check_pretrained_architecture(const config::Config& c,
+                                                          const Pretrained& p) {
   auto ours = config::flat_keys(c), theirs = config::flat_keys(p.config);
-  std::string diffs;
-  auto differ = [&](const std::string& k, const std::string& a, const std::string& b) {
-    diffs += fmt::format("{}{}: {} (pretrained) vs {}", diffs.empty() ? "" : "; ", k, a, b);
+  auto compared = [](const std::string& k) {
+    return k.rfind("model.", 0) == 0 && k.find("dropout") == std::string::npos &&
+           k != "model.init_std";
   };
+  std::vector<PositionChange> others, changes;
   for (const auto& [k, v] : ours) {
-    if (k.rfind("model.", 0) != 0 || k.find("dropout") != std::string::npos ||
-        k == "model.init_std")
-      continue;
+    if (!compared(k)) continue;
     auto it = theirs.find(k);
     std::string before = it == theirs.end() ? "(absent)" : it->second;
-    if (before != v) differ(k, before, v);
+    if (before != v) (is_position_key(k) ? changes : others).push_back({k, before, v});
   }
-  if (!diffs.empty())
-    throw UserError(c.task.init_from + ": the pretrained model differs from this config (" + diffs +
-                    "); HINT: use the pretraining config's model section");
+  for (const auto& [k, v] : theirs)  // keys that only the pretrained run has (DroPE: its base)
+    if (compared(k) && is_position_key(k) && ours.count(k) == 0)
+      changes.push_back({k, v, "(absent)"});
+  std::sort(changes.begin(), changes.end(),
+            [](const auto& a, const auto& b) { return a.key < b.key; });
+  if (!others.empty())
+    throw UserError(c.task.init_from + ": the pretrained model differs from this config (" +
+                    joined_changes(others) +
+                    "); HINT: use the pretraining config's model section (a change of "
+                    "model.position or model.layout alone is allowed)");
+  if (changes.empty()) return changes;
+  auto added = new_backbone_tensors(c, p);
+  if (!added.empty()) {
+    std::string list;
+    for (const auto& a : added) list += (list.empty() ? "" : ", ") + a;
+    throw UserError(c.task.init_from + ": the position change (" + joined_changes(changes) +
+                    ") adds parameters the pretrained model lacks (" + list +
+                    "); only changes that add none may start from a trained model (the base, "
+                    "the scaling, the rotary width, NoPE layers, layout kinds, windows, chunks, "
+                    "temperatures, no positions)");
+  }
+  return changes;
+}
+
+namespace {
+// "model.position.scaling.factor" -> "scaling.factor"; layout keys keep "layout.".
+std::string short_key(const std::string& k) {
+  const std::string pos = "model.position.";
+  if (k.rfind(pos, 0) == 0) return k.substr(pos.size());
+  return k.substr(std::string("model.").size());
+}
+}  // namespace
+
+std::string describe_changes(const std::vector<PositionChange>& changes) {
+  // A scaling method in its usual words ("yarn x4"), the rest as "key before -> after".
+  std::map<std::string, const PositionChange*> by_key;
+  for (const auto& ch : changes) by_key[ch.key] = &ch;
+  std::vector<std::string> parts;
+  std::set<std::string> done;
+  for (const auto& ch : changes) {
+    const auto pos = ch.key.rfind(".scaling.type");
+    if (pos == std::string::npos || pos + 13 != ch.key.size()) continue;
+    const std::string base = ch.key.substr(0, pos + 9);  // "...scaling."
+    std::string words = ch.after == "none" || ch.after == "(absent)" ? "no scaling" : ch.after;
+    auto f = by_key.find(base + "factor");
+    if (f != by_key.end() && f->second->after != "(absent)") {
+      words += " x" + f->second->after;
+      done.insert(f->first);
+    }
+    const std::string prefix = short_key(base);
+    if (prefix != "scaling.") words = prefix.substr(0, prefix.size() - 1) + " " + words;
+    parts.push_back(words);
+    done.insert(ch.key);
+  }
+  for (const auto& ch : changes) {
+    if (done.count(ch.key) || ch.after == "(absent)") continue;
+    // A new method's own keys left at their defaults say nothing ("attention_factor 0").
+    if (ch.before == "(absent)" && ch.key.find(".scaling.") != std::string::npos &&
+        (ch.after == "0" || ch.after == "0.0"))
+      continue;
+    parts.push_back(ch.before == "(absent)"
+                        ? fmt::format("{} {}", short_key(ch.key), ch.after)
+                        : fmt::format("{} {} -> {}", short_key(ch.key), ch.before, ch.after));
+  }
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : ", ") + p;
+  return s;
 }
 
 KeyReport init_from_pretrained(model::ModelImpl& m, const config::Config& c, int64_t vocab,
                                const Pretrained& p) {
-  check_pretrained_architecture(c, p);
   if (p.vocab != vocab)
     throw UserError(fmt::format(
         "{}: the pretrained vocabulary has {} entries but this run's tokenizer has {}; HINT: "

@@ -52,17 +52,35 @@ struct Pretrained {
   config::Config config;  // the pretrained run's resolved config
   StateDict weights;      // its weights (a run directory: its best checkpoint, else its newest)
   int64_t vocab = 0;
+  std::string checkpoint;  // the checkpoint read ("" for a weights.h5)
+  int64_t step = -1;       // its step (-1: unknown, a weights.h5)
 };
 Pretrained read_pretrained(const std::string& source);
 // With task.init_from set and no tokenizer chosen (data.tokenizer.model empty), the pretrained
 // run's tokenizer: the fine-tuning data is then tokenized with the vocabulary the backbone
 // learned. Called before the data is prepared.
 void use_pretrained_tokenizer(config::Config& c, const Pretrained& p);
-// A different architecture than `p` (any model key but the dropouts and init_std) is a UserError
-// naming every difference (checked before any data is prepared).
-void check_pretrained_architecture(const config::Config& c, const Pretrained& p);
-// Loads the backbone of `p` into `m` by name, after the architecture check and a check of the
-// vocabulary size.
+// A position change on task.init_from: a key of model.position or model.layout (the base, the
+// scaling method, the rotary width, NoPE layers, layout kinds, windows, chunks, query
+// temperatures, or no positions at all: DroPE) whose value differs from the pretrained run's.
+// `before`/`after` are flow YAML, "(absent)" where the key does not exist on that side.
+struct PositionChange {
+  std::string key, before, after;
+};
+// Whether a model key is a position key (may change on task.init_from).
+bool is_position_key(const std::string& key);
+// The position changes of `c` against `p`, in key order. Any other model key that differs (the
+// dropouts and init_std aside) is a UserError naming every such key. A position change that adds
+// a backbone tensor the pretrained model lacks (or changes one's shape) is a UserError naming
+// the change and the tensor: such a change has no stated initialisation. Checked before any
+// data is prepared.
+std::vector<PositionChange> check_pretrained_architecture(const config::Config& c,
+                                                          const Pretrained& p);
+// The changes in a few words for logs and tables: "yarn x4 (original_len 64)", "base 10000 ->
+// 500000", "type rope -> none"; "" for none.
+std::string describe_changes(const std::vector<PositionChange>& changes);
+// Loads the backbone of `p` into `m` by name, after a check of the vocabulary size (call
+// check_pretrained_architecture first).
 KeyReport init_from_pretrained(model::ModelImpl& m, const config::Config& c, int64_t vocab,
                                const Pretrained& p);
 

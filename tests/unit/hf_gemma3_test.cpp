@@ -74,7 +74,7 @@ TEST(HfGemma3, ImportsGiveTheReferenceLogits) {
     }
     // eval --rope-scaling extends the global layers only, as Gemma 3's own scaling does.
     EXPECT_EQ(
-        eval::rope_scaling_overrides("yarn:2", mc),
+        eval::rope_scaling_overrides("yarn:2", mc, 64),
         (std::vector<std::string>{"model.layout.kinds.full_attention.position.scaling.type=yarn",
                                   "model.layout.kinds.full_attention.position.scaling.factor=2"}));
   }

@@ -75,13 +75,13 @@ TEST(LayoutConfig, SummaryAndRopeScalingPerKind) {
   auto c = config::load_config(write(d.file("a.yaml"), std::string(kBase) + kRnopeSwa));
   EXPECT_EQ(config::position_summary(c.model), "3x local (rope, window 64) + global (none)");
   // Context extension at evaluation: the kinds named after @, or every RoPE kind.
-  EXPECT_EQ(eval::rope_scaling_overrides("yarn:4", c.model),
+  EXPECT_EQ(eval::rope_scaling_overrides("yarn:4", c.model, c.task.seq_len),
             (std::vector<std::string>{"model.layout.kinds.local.position.scaling.type=yarn",
                                       "model.layout.kinds.local.position.scaling.factor=4"}));
-  EXPECT_EQ(eval::rope_scaling_overrides("linear:8@local", c.model).size(), 2u);
+  EXPECT_EQ(eval::rope_scaling_overrides("linear:8@local", c.model, c.task.seq_len).size(), 2u);
   auto refused = [&](const std::string& spec, const std::string& words) {
     try {
-      eval::rope_scaling_overrides(spec, c.model);
+      eval::rope_scaling_overrides(spec, c.model, c.task.seq_len);
       ADD_FAILURE() << spec << " was accepted";
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
@@ -93,7 +93,7 @@ TEST(LayoutConfig, SummaryAndRopeScalingPerKind) {
   EXPECT_EQ(eval::rope_scaling_tag("linear:8@local"), "rope-linear-8-local");
   // The overrides load: the named kind scales, the others stay as trained.
   std::vector<config::Override> ov;
-  for (const auto& o : eval::rope_scaling_overrides("linear:8@local", c.model)) ov.push_back({o});
+  for (const auto& o : eval::rope_scaling_overrides("linear:8@local", c.model, c.task.seq_len)) ov.push_back({o});
   auto scaled = config::load_config(d.file("a.yaml"), ov);
   const auto& rope =
       std::get<config::RopeConfig>(scaled.model.layout.kinds.at("local").position.opts);
