@@ -219,7 +219,12 @@ std::vector<PositionChange> check_pretrained_architecture(const config::Config& 
   if (!added.empty()) {
     std::string list;
     for (const auto& a : added) list += (list.empty() ? "" : ", ") + a;
-    throw UserError(c.task.init_from + ": the position change (" + joined_changes(changes) +
+    // The keys both sides have say what changed (a new family's own keys are noise).
+    std::vector<PositionChange> shown;
+    for (const auto& ch : changes)
+      if (ch.before != "(absent)" && ch.after != "(absent)") shown.push_back(ch);
+    throw UserError(c.task.init_from + ": the position change (" +
+                    joined_changes(shown.empty() ? changes : shown) +
                     ") adds parameters the pretrained model lacks (" + list +
                     "); only changes that add none may start from a trained model (the base, "
                     "the scaling, the rotary width, NoPE layers, layout kinds, windows, chunks, "
@@ -247,6 +252,8 @@ std::string describe_changes(const std::vector<PositionChange>& changes) {
     const auto pos = ch.key.rfind(".scaling.type");
     if (pos == std::string::npos || pos + 13 != ch.key.size()) continue;
     const std::string base = ch.key.substr(0, pos + 9);  // "...scaling."
+    done.insert(ch.key);
+    if (ch.after == "(absent)") continue;  // the family no longer rotates (DroPE)
     std::string words = ch.after == "none" || ch.after == "(absent)" ? "no scaling" : ch.after;
     auto f = by_key.find(base + "factor");
     if (f != by_key.end() && f->second->after != "(absent)") {
@@ -256,13 +263,13 @@ std::string describe_changes(const std::vector<PositionChange>& changes) {
     const std::string prefix = short_key(base);
     if (prefix != "scaling.") words = prefix.substr(0, prefix.size() - 1) + " " + words;
     parts.push_back(words);
-    done.insert(ch.key);
   }
   for (const auto& ch : changes) {
     if (done.count(ch.key) || ch.after == "(absent)") continue;
-    // A new method's own keys left at their defaults say nothing ("attention_factor 0").
-    if (ch.before == "(absent)" && ch.key.find(".scaling.") != std::string::npos &&
-        (ch.after == "0" || ch.after == "0.0"))
+    // A new family's own keys say nothing; a new scaling method's do, unless left at 0
+    // ("original_len 64" does, "attention_factor 0" does not).
+    if (ch.before == "(absent)" && (ch.key.find(".scaling.") == std::string::npos ||
+                                    ch.after == "0" || ch.after == "0.0"))
       continue;
     parts.push_back(ch.before == "(absent)"
                         ? fmt::format("{} {}", short_key(ch.key), ch.after)
