@@ -34,11 +34,11 @@ void add_config_and_overrides(CLI::App& sub);
 std::vector<int64_t> parse_lengths(const std::string& s, const std::string& what = "--lengths");
 
 // The groups of subcommands, one file each.
-void register_training(CLI::App& app);     // train_commands.cpp
-void register_evaluation(CLI::App& app);   // eval_commands.cpp
-void register_translation(CLI::App& app);  // translation_commands.cpp
-void register_models(CLI::App& app);       // model_commands.cpp
-void register_speed(CLI::App& app);        // speed_commands.cpp
+void register_training(CLI::App& app);      // train_commands.cpp
+void register_evaluation(CLI::App& app);    // eval_commands.cpp
+void register_translation(CLI::App& app);   // translation_commands.cpp
+void register_models(CLI::App& app);        // model_commands.cpp
+void register_speed(CLI::App& app);         // speed_commands.cpp
 void register_long_context(CLI::App& app);  // long_context_commands.cpp
 
 }  // namespace ropelab::cli

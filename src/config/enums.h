@@ -151,8 +151,8 @@ constexpr DataKind kind_of(DataSource s) {
 }
 constexpr bool is_builtin(DataSource s) {
   return s == DataSource::kBibleEn || s == DataSource::kBibleEnEs || s == DataSource::kBibleMrpc ||
-         s == DataSource::kBibleSst2 || s == DataSource::kBibleCola || s == DataSource::kBibleRank ||
-         s == DataSource::kBibleEnBooks;
+         s == DataSource::kBibleSst2 || s == DataSource::kBibleCola ||
+         s == DataSource::kBibleRank || s == DataSource::kBibleEnBooks;
 }
 
 }  // namespace ropelab::config

@@ -168,8 +168,8 @@ void check_tokenizer_and_run(const Config& c, ProblemList& bad) {
     bad("data.tokenizer.type", "the synthetic vocabulary is for the synthetic-* sources");
   }
   if (!c.data.document_separator.empty() && src != DataSource::kText)
-    bad("data.document_separator", std::string("separates documents of data.source text, not '") +
-                                       to_string(src) + "'");
+    bad("data.document_separator",
+        std::string("separates documents of data.source text, not '") + to_string(src) + "'");
   if (!is_builtin(src) && kind_of(src) != DataKind::kSynthetic && c.data.train.empty())
     bad("data.train", std::string("data.source '") + to_string(src) + "' needs data.train");
   if (!valid_device(c.run.device))

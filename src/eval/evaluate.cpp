@@ -50,9 +50,8 @@ ScalingSpec parse_scaling(const std::string& spec) {
       "': expected METHOD:FACTOR[@KIND,...], METHOD one of linear, ntk, dynamic, yarn, llama3, "
       "longrope, or base:BASE for a base change (e.g. yarn:4, base:500000, or linear:8@global "
       "for the layout kind 'global' only)";
-  if (colon == std::string::npos ||
-      std::find(kScalingMethods.begin(), kScalingMethods.end(), out.method) ==
-          kScalingMethods.end())
+  if (colon == std::string::npos || std::find(kScalingMethods.begin(), kScalingMethods.end(),
+                                              out.method) == kScalingMethods.end())
     throw UserError(usage);
   out.value = body.substr(colon + 1);
   char* end = nullptr;
@@ -144,8 +143,8 @@ std::vector<std::string> rope_scaling_overrides(const std::string& spec,
     if (!rotates(it->second.position))
       throw UserError("--rope-scaling '" + spec + "': layout kind '" + name + "' has position " +
                       it->second.position.type() + ", not rope");
-    auto more = method_overrides(s, "model.layout.kinds." + name + ".position.", it->second.position,
-                                 head_dim, original_len);
+    auto more = method_overrides(s, "model.layout.kinds." + name + ".position.",
+                                 it->second.position, head_dim, original_len);
     out.insert(out.end(), more.begin(), more.end());
   }
   return out;

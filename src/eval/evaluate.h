@@ -43,14 +43,13 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
 // (linear, ntk, dynamic, yarn, llama3, longrope) or base:BASE (a base change, after Liu et al.
 // 2023, arXiv:2310.05209), with @KIND,... for layout kinds.
 void check_rope_scaling_spec(const std::string& spec);
-// The config overrides of a spec for model `m` trained at `original_len` tokens: with a layout (model.layout), for the
-// kinds the spec names after @ ("linear:8@global"), else the RoPE kinds without a window or
-// chunk (as Gemma 3 scales only its global layers), else every RoPE kind. longrope:FACTOR gets
-// per-pair long factors seeded from YaRN at FACTOR (theta_i / yarn(theta_i), the seed of
-// LongRoPE's search) and short factors of 1. UserError where a target does not rotate.
+// The config overrides of a spec for model `m` trained at `original_len` tokens: with a layout
+// (model.layout), for the kinds the spec names after @ ("linear:8@global"), else the RoPE kinds
+// without a window or chunk (as Gemma 3 scales only its global layers), else every RoPE kind.
+// longrope:FACTOR gets per-pair long factors seeded from YaRN at FACTOR (theta_i / yarn(theta_i),
+// the seed of LongRoPE's search) and short factors of 1. UserError where a target does not rotate.
 std::vector<std::string> rope_scaling_overrides(const std::string& spec,
-                                                const config::ModelConfig& m,
-                                                int64_t original_len);
+                                                const config::ModelConfig& m, int64_t original_len);
 // The overrides of `spec` for the trained run RUN_DIR (its config.yaml's model); none for an
 // empty spec. UserError "RUN_DIR: ..." for a spec the run cannot take.
 std::vector<std::string> run_rope_scaling_overrides(const std::string& run_dir,

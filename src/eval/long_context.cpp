@@ -60,15 +60,15 @@ OpenLm open_lm(const std::string& run_dir, bool use_best, const std::string& rop
   if (save)
     o.lock = fs::DirLock::acquire(run_dir, what, fs::DirLock::Wait::kNo,
                                   "--no-save only prints, and needs no lock");
-  o.run = run::open_trained(run_dir, data, use_best,
-                            run_rope_scaling_overrides(run_dir, rope_scaling),
-                            [&](const config::Config& c) {
-                              if (c.model.arch != config::Arch::kDecoder)
-                                throw UserError(run_dir + ": " + what +
-                                                " needs a causal LM (a decoder); this run's "
-                                                "model.arch is " +
-                                                config::to_string(c.model.arch));
-                            });
+  o.run =
+      run::open_trained(run_dir, data, use_best, run_rope_scaling_overrides(run_dir, rope_scaling),
+                        [&](const config::Config& c) {
+                          if (c.model.arch != config::Arch::kDecoder)
+                            throw UserError(run_dir + ": " + what +
+                                            " needs a causal LM (a decoder); this run's "
+                                            "model.arch is " +
+                                            config::to_string(c.model.arch));
+                        });
   o.run.model->eval();
   return o;
 }
@@ -122,8 +122,7 @@ void save_perplexity(const PerplexityReport& r) {
 }  // namespace
 
 PerplexityReport sliding_perplexity(const std::string& run_dir, const PerplexityOptions& o) {
-  auto lm = open_lm(run_dir, o.use_best, o.rope_scaling, o.save, run::DataUse::kOpen,
-                    "perplexity");
+  auto lm = open_lm(run_dir, o.use_best, o.rope_scaling, o.save, run::DataUse::kOpen, "perplexity");
   auto& rm = lm.run;
   PerplexityReport r;
   r.run_dir = run_dir;
@@ -137,8 +136,8 @@ PerplexityReport sliding_perplexity(const std::string& run_dir, const Perplexity
   r.stride = o.stride > 0 ? o.stride : std::max<int64_t>(1, smallest / 2);
   r.doc_tokens = o.doc_tokens > 0 ? o.doc_tokens : largest;
   if (r.stride >= smallest)
-    throw UserError(fmt::format("--stride {} must be less than the smallest window ({})",
-                                r.stride, smallest));
+    throw UserError(
+        fmt::format("--stride {} must be less than the smallest window ({})", r.stride, smallest));
   if (!rm.data->has_split(o.split))
     throw UserError(run_dir + ": its data has no '" + o.split + "' split");
   auto ds = rm.data->split(o.split);
@@ -319,16 +318,14 @@ PasskeyReport passkey_retrieval(const std::string& run_dir, const PasskeyOptions
     for (double depth : o.depths) {
       PasskeyCell cell{L, depth, max_len <= 0 || L + 8 <= max_len, 0, 0};
       for (int64_t t = 0; cell.applicable && t < o.trials; ++t) {
-        const uint64_t h = util::mix64(static_cast<uint64_t>(o.seed) * 1000003ull +
-                                       static_cast<uint64_t>(L) * 131ull +
-                                       static_cast<uint64_t>(std::llround(depth * 1000)) * 7ull +
-                                       static_cast<uint64_t>(t));
+        const uint64_t h = util::mix64(
+            static_cast<uint64_t>(o.seed) * 1000003ull + static_cast<uint64_t>(L) * 131ull +
+            static_cast<uint64_t>(std::llround(depth * 1000)) * 7ull + static_cast<uint64_t>(t));
         const std::string key = std::to_string(10000 + h % 90000);
         parts.key_sentence = encode_checked(
             *tok, " The pass key is " + key + ". Remember it. " + key + " is the pass key.");
         auto prompt = passkey_prompt(parts, L, depth);
-        const std::string answer =
-            tok->decode(greedy(*rm.model, prompt.ids, 8, rm.device));
+        const std::string answer = tok->decode(greedy(*rm.model, prompt.ids, 8, rm.device));
         if (r.example_answer.empty()) r.example_answer = answer;
         cell.correct += first_number(answer) == key ? 1 : 0;
         ++cell.trials;
@@ -348,8 +345,7 @@ std::string format_passkey(const PasskeyReport& r) {
   for (const auto& c : r.cells) {
     if (std::find(lengths.begin(), lengths.end(), c.length) == lengths.end())
       lengths.push_back(c.length);
-    if (std::find(depths.begin(), depths.end(), c.depth) == depths.end())
-      depths.push_back(c.depth);
+    if (std::find(depths.begin(), depths.end(), c.depth) == depths.end()) depths.push_back(c.depth);
   }
   std::string s = fmt::format(
       "{} ({}){}: zero-shot passkey accuracy (correct / trials), by prompt length (columns) and "

@@ -43,8 +43,7 @@ RunSummary summarize_run(const std::string& run_dir, double target_loss) {
   r.name = attrs.count("name") != 0 ? attrs["name"] : stdfs::path(run_dir).filename().string();
   r.position = attrs["position"];
   // A run whose positions changed from its task.init_from: "rope; yarn x4 from runs/ref (step 400)"
-  if (attrs.count("origin") != 0 && !attrs["origin"].empty())
-    r.position += "; " + attrs["origin"];
+  if (attrs.count("origin") != 0 && !attrs["origin"].empty()) r.position += "; " + attrs["origin"];
   r.attention = attrs["attention"];
   r.task = attrs["task"];
   r.params = attrs.count("params") != 0 ? std::stod(attrs["params"]) : NAN;

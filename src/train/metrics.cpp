@@ -188,7 +188,8 @@ std::map<std::string, std::vector<double>> read_metrics(const std::string& path,
 std::map<std::string, std::string> read_metric_attrs(const std::string& path) {
   auto f = h5::open_file(path, false);
   std::map<std::string, std::string> out;
-  for (const char* k : {"position", "task", "arch", "attention", "params", "config", "name", "origin"})
+  for (const char* k :
+       {"position", "task", "arch", "attention", "params", "config", "name", "origin"})
     if (h5::has_attr(f.id(), k)) out[k] = h5::get_attr_str(f.id(), k, path);
   return out;
 }

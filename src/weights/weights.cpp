@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "config/loader.h"
 #include "data/prepare.h"
@@ -266,14 +266,9 @@ std::string describe_changes(const std::vector<PositionChange>& changes) {
   }
   for (const auto& ch : changes) {
     if (done.count(ch.key) || ch.after == "(absent)") continue;
-    // A new family's own keys say nothing; a new scaling method's do, unless left at 0
-    // ("original_len 64" does, "attention_factor 0" does not).
-    if (ch.before == "(absent)" && (ch.key.find(".scaling.") == std::string::npos ||
-                                    ch.after == "0" || ch.after == "0.0"))
-      continue;
-    parts.push_back(ch.before == "(absent)"
-                        ? fmt::format("{} {}", short_key(ch.key), ch.after)
-                        : fmt::format("{} {} -> {}", short_key(ch.key), ch.before, ch.after));
+    // A new family's or method's own keys (its defaults among them) are in init_from.json.
+    if (ch.before == "(absent)") continue;
+    parts.push_back(fmt::format("{} {} -> {}", short_key(ch.key), ch.before, ch.after));
   }
   std::string s;
   for (const auto& p : parts) s += (s.empty() ? "" : ", ") + p;

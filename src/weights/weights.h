@@ -76,8 +76,9 @@ bool is_position_key(const std::string& key);
 // data is prepared.
 std::vector<PositionChange> check_pretrained_architecture(const config::Config& c,
                                                           const Pretrained& p);
-// The changes in a few words for logs and tables: "yarn x4 (original_len 64)", "base 10000 ->
-// 500000", "type rope -> none"; "" for none.
+// The changes in a few words for logs and tables: "yarn x4.0", "base 10000.0 -> 500000.0",
+// "type rope -> none" (a new family's or method's own keys are left to init_from.json); "" for
+// none.
 std::string describe_changes(const std::vector<PositionChange>& changes);
 // Loads the backbone of `p` into `m` by name, after a check of the vocabulary size (call
 // check_pretrained_architecture first).

@@ -44,18 +44,18 @@ TEST(InitFrom, ScalingChangeTrainsAndIsRecorded) {
   test::TempDir d;
   train::train(test::tiny_clm_run(d, 1, "ref", kTrain));
   const std::string ref = d.file("runs/ref");
-  auto ext = test::tiny_clm_run(
-      d, 1, "ext", kTrain, "",
-      {"task.init_from=" + ref, "task.seq_len=32",
-       "model.position.scaling={type: yarn, factor: 4, original_len: 16}"});
+  auto ext =
+      test::tiny_clm_run(d, 1, "ext", kTrain, "",
+                         {"task.init_from=" + ref, "task.seq_len=32",
+                          "model.position.scaling={type: yarn, factor: 4, original_len: 16}"});
   train::train(ext);
   auto j = nlohmann::json::parse(fs::read_file(d.file("runs/ext/init_from.json")));
   EXPECT_EQ(j["source"], ref);
   EXPECT_EQ(j["step"], 6);
   std::map<std::string, std::pair<std::string, std::string>> changes;
   for (const auto& c : j["position_changes"]) changes[c["key"]] = {c["before"], c["after"]};
-  EXPECT_EQ(changes.at("model.position.scaling.type"), std::make_pair(std::string("none"),
-                                                                       std::string("yarn")));
+  EXPECT_EQ(changes.at("model.position.scaling.type"),
+            std::make_pair(std::string("none"), std::string("yarn")));
   EXPECT_EQ(changes.at("model.position.scaling.factor").second, "4.0");
   EXPECT_EQ(changes.count("task.seq_len"), 0u);  // not a model key
   const std::string summary = j["summary"];
@@ -71,11 +71,10 @@ TEST(InitFrom, BaseNopeLayersAndDropeAreAllowed) {
   train::train(test::tiny_clm_run(d, 1, "ref", kTrain, "", {"model.n_layers=2"}));
   const std::string from = "task.init_from=" + d.file("runs/ref");
   for (const auto& [name, change] :
-       std::vector<std::pair<std::string, std::string>>{
-           {"base", "model.position.base=500000"},
-           {"nope", "model.position.nope_layers=[1]"},
-           {"fraction", "model.position.fraction=0.5"},
-           {"drope", "model.position.type=none"}}) {
+       std::vector<std::pair<std::string, std::string>>{{"base", "model.position.base=500000"},
+                                                        {"nope", "model.position.nope_layers=[1]"},
+                                                        {"fraction", "model.position.fraction=0.5"},
+                                                        {"drope", "model.position.type=none"}}) {
     train::train(test::tiny_clm_run(d, 1, name, kTrain, "", {"model.n_layers=2", from, change}));
     auto j = nlohmann::json::parse(fs::read_file(d.file("runs/" + name + "/init_from.json")));
     EXPECT_FALSE(j["position_changes"].empty()) << name;
@@ -94,8 +93,8 @@ TEST(InitFrom, OtherChangesAndNewParametersAreRefused) {
   EXPECT_NE(msg.find("model.d_ff: 32 (pretrained) vs 64"), std::string::npos) << msg;
   EXPECT_NE(msg.find("model.position or model.layout alone"), std::string::npos) << msg;
   // A position family with parameters of its own has no stated initialisation.
-  msg = expect_refused(
-      test::tiny_clm_run(d, 1, "t5", kTrain, "", {from, "model.position.type=t5"}));
+  msg =
+      expect_refused(test::tiny_clm_run(d, 1, "t5", kTrain, "", {from, "model.position.type=t5"}));
   EXPECT_NE(msg.find("model.position.type: rope (pretrained) vs t5"), std::string::npos) << msg;
   EXPECT_NE(msg.find("adds parameters the pretrained model lacks"), std::string::npos) << msg;
   EXPECT_NE(msg.find("backbone.decoder.position.table"), std::string::npos) << msg;
@@ -108,12 +107,12 @@ TEST(InitFrom, OtherChangesAndNewParametersAreRefused) {
 TEST(InitFrom, DescribeChanges) {
   using weights::PositionChange;
   EXPECT_EQ(weights::describe_changes({}), "");
-  EXPECT_EQ(weights::describe_changes(
-                {{"model.position.scaling.attention_factor", "(absent)", "0.0"},
-                 {"model.position.scaling.factor", "(absent)", "4.0"},
-                 {"model.position.scaling.original_len", "(absent)", "64"},
-                 {"model.position.scaling.type", "none", "yarn"}}),
-            "yarn x4.0, scaling.original_len 64");
+  EXPECT_EQ(
+      weights::describe_changes({{"model.position.scaling.attention_factor", "(absent)", "0.0"},
+                                 {"model.position.scaling.factor", "(absent)", "4.0"},
+                                 {"model.position.scaling.original_len", "(absent)", "64"},
+                                 {"model.position.scaling.type", "none", "yarn"}}),
+      "yarn x4.0");
   EXPECT_EQ(weights::describe_changes({{"model.position.base", "10000.0", "500000.0"}}),
             "base 10000.0 -> 500000.0");
   EXPECT_EQ(weights::describe_changes(
@@ -133,10 +132,10 @@ TEST(Stages, OrderedAfterTheirSourceAndChecked) {
     return test::write(d.file("e.yaml"), "name: e\nbase: c.yaml\nout_dir: " + d.file("runs") +
                                              "\nseeds: [1, 2]\nvariants:\n" + variants);
   };
-  auto e = config::load_experiment(write_exp(
-      "  - {name: s3, from: s2, set: [task.seq_len=64]}\n"
-      "  - {name: s1}\n"
-      "  - {name: s2, from: s1, set: [task.seq_len=32]}\n"));
+  auto e =
+      config::load_experiment(write_exp("  - {name: s3, from: s2, set: [task.seq_len=64]}\n"
+                                        "  - {name: s1}\n"
+                                        "  - {name: s2, from: s1, set: [task.seq_len=32]}\n"));
   auto runs = config::experiment_runs(e);
   ASSERT_EQ(runs.size(), 6u);
   EXPECT_EQ(runs[0].name, "s1.seed1");

@@ -93,7 +93,8 @@ TEST(LayoutConfig, SummaryAndRopeScalingPerKind) {
   EXPECT_EQ(eval::rope_scaling_tag("linear:8@local"), "rope-linear-8-local");
   // The overrides load: the named kind scales, the others stay as trained.
   std::vector<config::Override> ov;
-  for (const auto& o : eval::rope_scaling_overrides("linear:8@local", c.model, c.task.seq_len)) ov.push_back({o});
+  for (const auto& o : eval::rope_scaling_overrides("linear:8@local", c.model, c.task.seq_len))
+    ov.push_back({o});
   auto scaled = config::load_config(d.file("a.yaml"), ov);
   const auto& rope =
       std::get<config::RopeConfig>(scaled.model.layout.kinds.at("local").position.opts);
