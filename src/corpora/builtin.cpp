@@ -221,6 +221,13 @@ void export_builtin_text(config::DataSource src, const std::string& dir) {
         docs.insert(docs.end(), d.begin(), d.end());
       }
       write_lines(join_path(dir, std::string(split) + ".txt"), docs);
+      if (src != config::DataSource::kBibleEnBooks || std::string(split) != "train") continue;
+      std::vector<std::string> chapters;
+      for (const auto& b : bibles) {
+        auto d = documents_of(b, split, /*books=*/false);
+        chapters.insert(chapters.end(), d.begin(), d.end());
+      }
+      write_lines(join_path(dir, kChapterText), chapters);
     }
   } else {
     // Align the two translations by verse key.

@@ -30,6 +30,10 @@
 
 namespace ropelab::corpora {
 
+// bible-en-books also writes its train split one chapter per line under this name: the text its
+// SentencePiece model learns from, so that it gets bible-en's vocabulary.
+inline constexpr const char* kChapterText = "train-chapters.txt";
+
 // Exports a built-in corpus as text files under `dir` (skipped when up to date): train/valid/
 // test .txt (bible-en), .en/.es (bible-en-es), or a GLUE task directory (bible-mrpc/-sst2).
 void export_builtin_text(config::DataSource src, const std::string& dir);

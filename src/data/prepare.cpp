@@ -161,6 +161,7 @@ std::vector<SplitSource> present_inputs(const Plan& p) {
 std::string tokenizer_training_text(const std::vector<SplitSource>& inputs, const Plan& p,
                                     Side side) {
   std::string all;
+  if (!p.tokenizer_text.empty()) return fs::read_file(p.tokenizer_text);
   for (const auto& si : inputs) {
     if (si.split != "train") continue;
     if (p.kind == config::DataKind::kGlue) {
@@ -312,6 +313,8 @@ Plan plan(const config::DataConfig& d, int64_t max_len) {
   if (p.kind == config::DataKind::kSynthetic) check_synthetic(d, max_len);
   if (p.builtin)
     p.text_dir = join_path(join_path(d.prepared_dir, "text"), config::to_string(d.source));
+  if (d.source == config::DataSource::kBibleEnBooks)  // bible-en's text: its tokenizer
+    p.tokenizer_text = join_path(p.text_dir, corpora::kChapterText);
   if (p.kind == config::DataKind::kGlue) p.glue = corpora::glue_task_of(d);
   p.inputs = split_sources(d, p);
   p.tokenizer = d.tokenizer;

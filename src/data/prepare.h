@@ -37,6 +37,9 @@ struct Plan {
   bool builtin = false;             // a built-in corpus, exported to text_dir by prepare
   bool whole_file = false;          // `bytes`: each file is one document, not one per line
   std::string document_separator;   // `text`: a line equal to it ends a document ("": each line)
+  // The text SentencePiece learns from when not the train split's lines (bible-en-books: its
+  // chapters, since SentencePiece drops lines over 4192 bytes and a book is one line); "" = them.
+  std::string tokenizer_text;
   std::string text_dir;             // built-in: where its text is exported; else ""
   std::vector<SplitSource> inputs;  // not for synthetic sources
   corpora::GlueTask glue;           // glue data: the layout of its TSV files

@@ -169,6 +169,15 @@ expect_exit 0 "$ROPELAB" import-hf qwen3-hf --out "$WORK/runs/qwen3-again" data.
 expect_exit 0 "$ROPELAB" prepare runs/qwen3-again/config.yaml
 expect_exit 0 "$ROPELAB" eval runs/qwen3-again --no-save
 [[ $(grep -E '^ +acc .* loss ' <<<"$OUT") == "$tuned" ]] || fail "the round trip changed the model: $tuned vs $OUT"
+# The imported model's long-context evaluation, and its context extended through init_from.
+expect_exit 0 "$ROPELAB" perplexity runs/qwen3-again --split valid --windows 16,32 --stride 8 \
+  --doc-tokens 32 --documents 4 --no-save
+expect_in "the first 32 tokens of 4 of"
+expect_exit 0 "$ROPELAB" passkey runs/qwen3 --lengths 256 --depths 0.5 --trials 2 --no-save
+expect_in "zero-shot passkey accuracy"
+expect_exit 0 "$ROPELAB" train qwen3-ft.yaml run.name=qwen3-yarn task.seq_len=32 \
+  'model.position.scaling={type: yarn, factor: 2, original_len: 16}'
+expect_in "positions changed: yarn x2.0 from $WORK/runs/qwen3"
 printf '[5, 17, 42, 9, 300]\n{"input_ids": [7, 8, 9]}\n' >ids.jsonl
 expect_exit 0 "$ROPELAB" eval runs/qwen3 --ids ids.jsonl --logits "$WORK/qwen3-logits.h5"
 expect_in "mean NLL"
