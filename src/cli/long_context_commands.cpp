@@ -14,7 +14,7 @@ namespace {
 
 struct LongOpts {
   std::string split = "test";
-  std::string lengths, depths = "0,0.25,0.5,0.75,1", rope_scaling;
+  std::string lengths, depths = "0,0.25,0.5,0.75,1", rope_scaling, key = "auto";
   int64_t stride = 0, doc_tokens = 0, documents = 0, trials = 5, seed = 1;
   bool no_save = false;
 } long_opts;
@@ -38,6 +38,8 @@ std::vector<double> parse_depths(const std::string& s) {
   return out;
 }
 
+eval::LmSource source() { return {!g.use_latest, long_opts.rope_scaling, !long_opts.no_save}; }
+
 int cmd_perplexity() {
   eval::PerplexityOptions o;
   o.split = long_opts.split;
@@ -45,9 +47,7 @@ int cmd_perplexity() {
   o.stride = long_opts.stride;
   o.doc_tokens = long_opts.doc_tokens;
   o.max_documents = long_opts.documents;
-  o.use_best = !g.use_latest;
-  o.rope_scaling = long_opts.rope_scaling;
-  o.save = !long_opts.no_save;
+  o.source = source();
   std::cout << eval::format_perplexity(eval::sliding_perplexity(g.file, o));
   return 0;
 }
@@ -58,9 +58,10 @@ int cmd_passkey() {
   o.depths = parse_depths(long_opts.depths);
   o.trials = long_opts.trials;
   o.seed = long_opts.seed;
-  o.use_best = !g.use_latest;
-  o.rope_scaling = long_opts.rope_scaling;
-  o.save = !long_opts.no_save;
+  o.key = long_opts.key == "digits"  ? eval::PasskeyKey::kDigits
+          : long_opts.key == "words" ? eval::PasskeyKey::kWords
+                                     : eval::PasskeyKey::kAuto;
+  o.source = source();
   std::cout << eval::format_passkey(eval::passkey_retrieval(g.file, o));
   return 0;
 }
@@ -104,9 +105,9 @@ void register_long_context(CLI::App& app) {
       cmd_perplexity);
   add(
       app, "passkey",
-      "Zero-shot passkey retrieval (the prompt of LongLoRA and YaRN): a 5-digit key hidden at\n"
-      "a depth of repeated filler text, asked for at the end, answered greedily (8 tokens at\n"
-      "most) by a causal LM never trained on the task. Prints accuracy by prompt length and\n"
+      "Zero-shot passkey retrieval (the prompt of LongLoRA and YaRN): a 5-digit key (or five\n"
+      "number words) hidden at a depth of repeated filler text, asked for at the end, answered\n"
+      "greedily by a causal LM never trained on the task. Prints accuracy by prompt length and\n"
       "depth; writes RUN/passkey[-rope-...].json.",
       [](CLI::App& sub) {
         add_common(sub);
@@ -119,6 +120,12 @@ void register_long_context(CLI::App& app) {
         sub.add_option("--trials", long_opts.trials, "keys per length and depth")
             ->capture_default_str();
         sub.add_option("--seed", long_opts.seed, "seed of the keys")->capture_default_str();
+        sub.add_option("--key", long_opts.key,
+                       "the key's form: digits (12345), words (five number words, 'seven four "
+                       "one nine two'), or auto: digits where the tokenizer can write them (a "
+                       "tokenizer that learned only the Bible cannot)")
+            ->check(CLI::IsMember({"auto", "digits", "words"}))
+            ->capture_default_str();
       },
       cmd_passkey);
 }

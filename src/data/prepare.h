@@ -34,9 +34,9 @@ struct SplitSource {
 struct Plan {
   config::DataSource source = config::DataSource::kBibleEn;
   config::DataKind kind = config::DataKind::kLm;
-  bool builtin = false;             // a built-in corpus, exported to text_dir by prepare
-  bool whole_file = false;          // `bytes`: each file is one document, not one per line
-  std::string document_separator;   // `text`: a line equal to it ends a document ("": each line)
+  bool builtin = false;            // a built-in corpus, exported to text_dir by prepare
+  bool whole_file = false;         // `bytes`: each file is one document, not one per line
+  std::string document_separator;  // `text`: a line equal to it ends a document ("": each line)
   // The text SentencePiece learns from when not the train split's lines (bible-en-books: its
   // chapters, since SentencePiece drops lines over 4192 bytes and a book is one line); "" = them.
   std::string tokenizer_text;

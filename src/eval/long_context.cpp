@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -52,23 +53,23 @@ struct OpenLm {
   fs::DirLock lock;
   run::Run run;
 };
-OpenLm open_lm(const std::string& run_dir, bool use_best, const std::string& rope_scaling,
-               bool save, run::DataUse data, const char* what) {
+OpenLm open_lm(const std::string& run_dir, const LmSource& src, run::DataUse data,
+               const char* what) {
   if (!fs::exists((stdfs::path(run_dir) / "config.yaml").string()))
     throw UserError(run_dir + ": not a ropelab run (no config.yaml)");
   OpenLm o;
-  if (save)
+  if (src.save)
     o.lock = fs::DirLock::acquire(run_dir, what, fs::DirLock::Wait::kNo,
                                   "--no-save only prints, and needs no lock");
-  o.run =
-      run::open_trained(run_dir, data, use_best, run_rope_scaling_overrides(run_dir, rope_scaling),
-                        [&](const config::Config& c) {
-                          if (c.model.arch != config::Arch::kDecoder)
-                            throw UserError(run_dir + ": " + what +
-                                            " needs a causal LM (a decoder); this run's "
-                                            "model.arch is " +
-                                            config::to_string(c.model.arch));
-                        });
+  o.run = run::open_trained(run_dir, data, src.use_best,
+                            run_rope_scaling_overrides(run_dir, src.rope_scaling),
+                            [&](const config::Config& c) {
+                              if (c.model.arch != config::Arch::kDecoder)
+                                throw UserError(run_dir + ": " + what +
+                                                " needs a causal LM (a decoder); this run's "
+                                                "model.arch is " +
+                                                config::to_string(c.model.arch));
+                            });
   o.run.model->eval();
   return o;
 }
@@ -122,13 +123,13 @@ void save_perplexity(const PerplexityReport& r) {
 }  // namespace
 
 PerplexityReport sliding_perplexity(const std::string& run_dir, const PerplexityOptions& o) {
-  auto lm = open_lm(run_dir, o.use_best, o.rope_scaling, o.save, run::DataUse::kOpen, "perplexity");
+  auto lm = open_lm(run_dir, o.source, run::DataUse::kOpen, "perplexity");
   auto& rm = lm.run;
   PerplexityReport r;
   r.run_dir = run_dir;
   r.checkpoint = rm.checkpoint;
   r.split = o.split;
-  r.rope_scaling = o.rope_scaling;
+  r.rope_scaling = o.source.rope_scaling;
   r.train_seq_len = rm.config.task.seq_len;
   const auto windows = default_lengths(o.windows, r.train_seq_len);
   const int64_t largest = *std::max_element(windows.begin(), windows.end());
@@ -185,7 +186,7 @@ PerplexityReport sliding_perplexity(const std::string& run_dir, const Perplexity
     spdlog::info("window {}: ppl {:.3f} over {} tokens", W, std::exp(row.nll), row.targets);
     r.rows.push_back(row);
   }
-  if (o.save) save_perplexity(r);
+  if (o.source.save) save_perplexity(r);
   return r;
 }
 
@@ -236,6 +237,35 @@ std::string first_number(const std::string& text) {
   return {b, e};
 }
 
+std::string passkey_key(uint64_t h, bool words) {
+  if (!words) return std::to_string(10000 + h % 90000);
+  static const char* kWords[] = {"one", "two",   "three", "four", "five",
+                                 "six", "seven", "eight", "nine"};
+  std::string key;
+  for (int i = 0; i < 5; ++i, h /= 9) key += std::string(i ? " " : "") + kWords[h % 9];
+  return key;
+}
+
+bool answer_matches(const std::string& answer, const std::string& key, bool words) {
+  if (!words) return first_number(answer) == key;
+  std::string got;
+  int n = 0;
+  std::string word;
+  auto flush = [&] {
+    if (word.empty() || n == 5) return;
+    got += (n++ ? " " : "") + word;
+    word.clear();
+  };
+  for (char ch : answer) {
+    if (std::isalpha(static_cast<unsigned char>(ch)))
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    else
+      flush();
+  }
+  flush();
+  return got == key;
+}
+
 namespace {
 
 const char* kIntro =
@@ -275,6 +305,7 @@ void save_passkey(const PasskeyReport& r, const PasskeyOptions& o) {
   nlohmann::json j = {{"checkpoint", r.checkpoint},
                       {"train_seq_len", r.train_seq_len},
                       {"trials", o.trials},
+                      {"key", r.words ? "words" : "digits"},
                       {"seed", o.seed}};
   if (!r.rope_scaling.empty()) j["rope_scaling"] = r.rope_scaling;
   for (const auto& c : r.cells)
@@ -293,14 +324,17 @@ PasskeyReport passkey_retrieval(const std::string& run_dir, const PasskeyOptions
   if (o.trials < 1) throw UserError("--trials must be at least 1");
   for (double d : o.depths)
     if (!(d >= 0 && d <= 1)) throw UserError(fmt::format("--depths: {} is not in [0, 1]", d));
-  auto lm = open_lm(run_dir, o.use_best, o.rope_scaling, o.save, run::DataUse::kNone, "passkey");
+  auto lm = open_lm(run_dir, o.source, run::DataUse::kNone, "passkey");
   auto& rm = lm.run;
   const auto tok = data::load_tokenizer(rm.plan);
-  if (tok->decode(tok->encode("0123456789")).find("0123456789") == std::string::npos)
+  const std::string digits = tok->decode(tok->encode("0123456789"));
+  const bool can_write_digits = digits.find("0123456789") != std::string::npos;
+  if (o.key == PasskeyKey::kDigits && !can_write_digits)
     throw UserError(run_dir +
                     ": its tokenizer cannot write digits (\"0123456789\" comes back as \"" +
-                    tok->decode(tok->encode("0123456789")) +
-                    "\"), so it cannot state a pass key; train on text with digits");
+                    digits + "\"), so it cannot state a digit key; HINT: --key words");
+  const bool words =
+      o.key == PasskeyKey::kWords || (o.key == PasskeyKey::kAuto && !can_write_digits);
   PasskeyParts parts;
   parts.start = tokenizers::Special::kEos;
   parts.intro = encode_checked(*tok, kIntro);
@@ -309,25 +343,28 @@ PasskeyReport passkey_retrieval(const std::string& run_dir, const PasskeyOptions
   PasskeyReport r;
   r.run_dir = run_dir;
   r.checkpoint = rm.checkpoint;
-  r.rope_scaling = o.rope_scaling;
+  r.rope_scaling = o.source.rope_scaling;
   r.train_seq_len = rm.config.task.seq_len;
+  r.words = words;
   const int64_t max_len = rm.model->backbone->position().max_len();
   const auto lengths = default_lengths(o.lengths, r.train_seq_len);
   torch::NoGradGuard ng;
   for (int64_t L : lengths) {
     for (double depth : o.depths) {
-      PasskeyCell cell{L, depth, max_len <= 0 || L + 8 <= max_len, 0, 0};
+      PasskeyCell cell{L, depth, max_len <= 0 || L + 16 <= max_len, 0, 0};
       for (int64_t t = 0; cell.applicable && t < o.trials; ++t) {
         const uint64_t h = util::mix64(
             static_cast<uint64_t>(o.seed) * 1000003ull + static_cast<uint64_t>(L) * 131ull +
             static_cast<uint64_t>(std::llround(depth * 1000)) * 7ull + static_cast<uint64_t>(t));
-        const std::string key = std::to_string(10000 + h % 90000);
+        const std::string key = passkey_key(h, words);
         parts.key_sentence = encode_checked(
             *tok, " The pass key is " + key + ". Remember it. " + key + " is the pass key.");
         auto prompt = passkey_prompt(parts, L, depth);
-        const std::string answer = tok->decode(greedy(*rm.model, prompt.ids, 8, rm.device));
+        const auto new_tokens = static_cast<int64_t>(tok->encode(" " + key).size()) + 3;
+        const std::string answer =
+            tok->decode(greedy(*rm.model, prompt.ids, new_tokens, rm.device));
         if (r.example_answer.empty()) r.example_answer = answer;
-        cell.correct += first_number(answer) == key ? 1 : 0;
+        cell.correct += answer_matches(answer, key, words) ? 1 : 0;
         ++cell.trials;
         signals::throw_if_stopped("passkey of " + run_dir, "nothing written");
       }
@@ -335,7 +372,7 @@ PasskeyReport passkey_retrieval(const std::string& run_dir, const PasskeyOptions
     }
     spdlog::info("passkey at {} tokens done", L);
   }
-  if (o.save) save_passkey(r, o);
+  if (o.source.save) save_passkey(r, o);
   return r;
 }
 
@@ -348,10 +385,10 @@ std::string format_passkey(const PasskeyReport& r) {
     if (std::find(depths.begin(), depths.end(), c.depth) == depths.end()) depths.push_back(c.depth);
   }
   std::string s = fmt::format(
-      "{} ({}){}: zero-shot passkey accuracy (correct / trials), by prompt length (columns) and "
-      "depth (rows); trained at {} tokens\n{:>6}",
+      "{} ({}){}: zero-shot passkey accuracy (correct / trials; {} keys), by prompt length "
+      "(columns) and depth (rows); trained at {} tokens\n{:>6}",
       r.run_dir, r.checkpoint, r.rope_scaling.empty() ? "" : ", --rope-scaling " + r.rope_scaling,
-      r.train_seq_len, "depth");
+      r.words ? "number-word" : "5-digit", r.train_seq_len, "depth");
   for (int64_t L : lengths) s += fmt::format("  {:>8}", L);
   s += "\n";
   for (double d : depths) {

@@ -34,15 +34,22 @@ struct SlidingWindow {
 // unscored, as transformers' recipe does).
 std::vector<SlidingWindow> sliding_windows(int64_t n, int64_t window, int64_t stride);
 
+// How both evaluations open the run: its best checkpoint (else the newest), a scaling switched
+// on as `eval --rope-scaling` does, and whether the report is written into the run (holding its
+// lock; without it, a run can be evaluated while it trains).
+struct LmSource {
+  bool use_best = true;
+  std::string rope_scaling;
+  bool save = true;
+};
+
 struct PerplexityOptions {
   std::string split = "test";
   std::vector<int64_t> windows;  // empty: 1, 2, 4, 8, 16 x task.seq_len
   int64_t stride = 0;            // 0: half the smallest window
   int64_t doc_tokens = 0;        // tokens read of each document; 0: the largest window
   int64_t max_documents = 0;     // 0: every document with doc_tokens tokens
-  bool use_best = true;
-  std::string rope_scaling;  // as `eval --rope-scaling`
-  bool save = true;          // write RUN/perplexity-SPLIT[-rope-...].json (holding the lock)
+  LmSource source;               // saves RUN/perplexity-SPLIT[-rope-...].json
 };
 struct PerplexityRow {
   int64_t window = 0;
@@ -77,15 +84,24 @@ struct PasskeyParts {  // each part already tokenized
 PasskeyPrompt passkey_prompt(const PasskeyParts& parts, int64_t length, double depth);
 // The first run of digits in `text` ("" if none): the model's answer.
 std::string first_number(const std::string& text);
+// The key of a trial's hash `h`: five digits (10000-99999), or five number words ("seven four
+// one nine two", each of one to nine) for a tokenizer without digits (one that learned only the
+// Bible's text, where numbers are words).
+std::string passkey_key(uint64_t h, bool words);
+// Whether `answer` states `key`: its first number equals a digit key; its first five words
+// (lowercased, without punctuation) equal a word key.
+bool answer_matches(const std::string& answer, const std::string& key, bool words);
+
+// The key's form: digits where the tokenizer can write them, else words (auto); or as chosen.
+enum class PasskeyKey { kAuto, kDigits, kWords };
 
 struct PasskeyOptions {
   std::vector<int64_t> lengths;  // empty: 1, 2, 4, 8, 16 x task.seq_len
   std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};
   int64_t trials = 5;  // keys per (length, depth)
   int64_t seed = 1;
-  bool use_best = true;
-  std::string rope_scaling;
-  bool save = true;  // write RUN/passkey[-rope-...].json (holding the lock)
+  PasskeyKey key = PasskeyKey::kAuto;
+  LmSource source;  // saves RUN/passkey[-rope-...].json
 };
 struct PasskeyCell {
   int64_t length = 0;
@@ -96,11 +112,13 @@ struct PasskeyCell {
 struct PasskeyReport {
   std::string run_dir, checkpoint, rope_scaling;
   int64_t train_seq_len = 0;
+  bool words = false;              // the keys were number words
   std::vector<PasskeyCell> cells;  // by length, then depth
   std::string example_answer;      // the model's answer to the first prompt (for the log)
 };
-// `ropelab passkey`: greedy decoding through the key/value cache, 8 new tokens at most.
-// UserError for a run that is not a causal LM, or a tokenizer that cannot write digits.
+// `ropelab passkey`: greedy decoding through the key/value cache, up to the key's length in
+// tokens plus 3. UserError for a run that is not a causal LM, or for digit keys with a
+// tokenizer that cannot write digits.
 PasskeyReport passkey_retrieval(const std::string& run_dir, const PasskeyOptions& o);
 std::string format_passkey(const PasskeyReport& r);
 

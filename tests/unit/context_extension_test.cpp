@@ -276,6 +276,15 @@ TEST(Passkey, PromptHandComputed) {
   EXPECT_EQ(eval::first_number(" 12345. Remember"), "12345");
   EXPECT_EQ(eval::first_number("the key is 7 or 8"), "7");
   EXPECT_EQ(eval::first_number("no digits"), "");
+  // Word keys: five number words from the hash, base 9; the answer's first five words.
+  EXPECT_EQ(eval::passkey_key(0, true), "one one one one one");
+  EXPECT_EQ(eval::passkey_key(1 + 2 * 9 + 8 * 81, true), "two three nine one one");
+  EXPECT_EQ(eval::passkey_key(5, false), "10005");
+  EXPECT_TRUE(
+      eval::answer_matches(" Seven four one, nine two. And", "seven four one nine two", true));
+  EXPECT_FALSE(eval::answer_matches(" seven four one nine", "seven four one nine two", true));
+  EXPECT_TRUE(eval::answer_matches(" 12345.", "12345", false));
+  EXPECT_FALSE(eval::answer_matches(" 1234", "12345", false));
 }
 
 TEST(Passkey, RunsOnATrainedRun) {
