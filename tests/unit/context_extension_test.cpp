@@ -70,11 +70,12 @@ TEST(InitFrom, BaseNopeLayersAndDropeAreAllowed) {
   test::TempDir d;
   train::train(test::tiny_clm_run(d, 1, "ref", kTrain, "", {"model.n_layers=2"}));
   const std::string from = "task.init_from=" + d.file("runs/ref");
-  for (const auto& [name, change] :
-       std::vector<std::pair<std::string, std::string>>{{"base", "model.position.base=500000"},
-                                                        {"nope", "model.position.nope_layers=[1]"},
-                                                        {"fraction", "model.position.fraction=0.5"},
-                                                        {"drope", "model.position.type=none"}}) {
+  for (const auto& [name, change] : std::vector<std::pair<std::string, std::string>>{
+           {"base", "model.position.base=500000"},
+           {"nope", "model.position.nope_layers=[1]"},
+           {"fraction", "model.position.fraction=0.5"},
+           {"drope", "model.position.type=none"},
+           {"sliding", "model.layout.kinds.all={window: 8}"}}) {
     train::train(test::tiny_clm_run(d, 1, name, kTrain, "", {"model.n_layers=2", from, change}));
     auto j = nlohmann::json::parse(fs::read_file(d.file("runs/" + name + "/init_from.json")));
     EXPECT_FALSE(j["position_changes"].empty()) << name;
