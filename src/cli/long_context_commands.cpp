@@ -15,6 +15,7 @@ namespace {
 struct LongOpts {
   std::string split = "test";
   std::string lengths, depths = "0,0.25,0.5,0.75,1", rope_scaling, key = "auto";
+  std::string text, separator;
   int64_t stride = 0, doc_tokens = 0, documents = 0, trials = 5, seed = 1;
   bool no_save = false;
 } long_opts;
@@ -41,8 +42,12 @@ std::vector<double> parse_depths(const std::string& s) {
 eval::LmSource source() { return {!g.use_latest, long_opts.rope_scaling, !long_opts.no_save}; }
 
 int cmd_perplexity() {
+  if (!long_opts.separator.empty() && long_opts.text.empty())
+    throw UserError("--separator divides the documents of --text FILE: give --text too");
   eval::PerplexityOptions o;
   o.split = long_opts.split;
+  o.text = long_opts.text;
+  o.separator = long_opts.separator;
   o.windows = parse_lengths(long_opts.lengths, "--windows");
   o.stride = long_opts.stride;
   o.doc_tokens = long_opts.doc_tokens;
@@ -91,6 +96,12 @@ void register_long_context(CLI::App& app) {
       [](CLI::App& sub) {
         add_common(sub);
         sub.add_option("--split", long_opts.split, "valid or test")->capture_default_str();
+        sub.add_option("--text", long_opts.text,
+                       "a text file to read instead of a split, tokenized with the run's "
+                       "tokenizer (an imported checkpoint's too): a document per line, or see "
+                       "--separator");
+        sub.add_option("--separator", long_opts.separator,
+                       "with --text: a line equal to this ends a document (e.g. ---)");
         sub.add_option("--windows", long_opts.lengths,
                        "comma-separated window sizes; default 1,2,4,8,16 x task.seq_len");
         sub.add_option("--stride", long_opts.stride,

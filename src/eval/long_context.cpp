@@ -120,15 +120,36 @@ void save_perplexity(const PerplexityReport& r) {
       j.dump(2) + "\n");
 }
 
+// The documents to read: a prepared split of the run's data, or a text file tokenized with the
+// run's tokenizer (a document per line, or as the separator divides it).
+data::Ragged source_documents(const run::Run& rm, const std::string& run_dir,
+                              const PerplexityOptions& o) {
+  if (!o.text.empty()) {
+    if (!fs::exists(o.text)) throw UserError(o.text + ": no such file (--text)");
+    const auto tok = data::load_tokenizer(rm.plan);
+    data::Ragged out;
+    for (const auto& doc : data::read_documents(o.text, o.separator)) out.push(tok->encode(doc));
+    if (out.size() == 0) throw UserError(o.text + ": no text (--text)");
+    return out;
+  }
+  if (!rm.data->has_split(o.split))
+    throw UserError(run_dir + ": its data has no '" + o.split + "' split");
+  auto ds = rm.data->split(o.split);
+  if (ds.kind() != config::DataKind::kLm)
+    throw UserError(run_dir + ": split '" + o.split + "' is not language-model text");
+  return std::move(ds.lm().text);
+}
+
 }  // namespace
 
 PerplexityReport sliding_perplexity(const std::string& run_dir, const PerplexityOptions& o) {
-  auto lm = open_lm(run_dir, o.source, run::DataUse::kOpen, "perplexity");
+  auto lm = open_lm(run_dir, o.source, o.text.empty() ? run::DataUse::kOpen : run::DataUse::kNone,
+                    "perplexity");
   auto& rm = lm.run;
   PerplexityReport r;
   r.run_dir = run_dir;
   r.checkpoint = rm.checkpoint;
-  r.split = o.split;
+  r.split = o.text.empty() ? o.split : "text-" + stdfs::path(o.text).stem().string();
   r.rope_scaling = o.source.rope_scaling;
   r.train_seq_len = rm.config.task.seq_len;
   const auto windows = default_lengths(o.windows, r.train_seq_len);
@@ -139,12 +160,7 @@ PerplexityReport sliding_perplexity(const std::string& run_dir, const Perplexity
   if (r.stride >= smallest)
     throw UserError(
         fmt::format("--stride {} must be less than the smallest window ({})", r.stride, smallest));
-  if (!rm.data->has_split(o.split))
-    throw UserError(run_dir + ": its data has no '" + o.split + "' split");
-  auto ds = rm.data->split(o.split);
-  if (ds.kind() != config::DataKind::kLm)
-    throw UserError(run_dir + ": split '" + o.split + "' is not language-model text");
-  const auto& text = ds.lm().text;
+  const data::Ragged text = source_documents(rm, run_dir, o);
   // Each document as the clm task reads it: EOS opens it; its first doc_tokens tokens.
   std::vector<std::vector<int32_t>> docs;
   int64_t longest = 0;
@@ -160,9 +176,9 @@ PerplexityReport sliding_perplexity(const std::string& run_dir, const Perplexity
   r.documents_in_split = text.size();
   if (docs.empty())
     throw UserError(fmt::format(
-        "{}: no document of split '{}' has {} tokens (its longest has {}); HINT: a long-document "
-        "source (data.source=bible-en-books), or a smaller --doc-tokens",
-        run_dir, o.split, r.doc_tokens, longest));
+        "{}: no document of {} has {} tokens (its longest has {}); HINT: a long-document source "
+        "(data.source=bible-en-books, --text with --separator), or a smaller --doc-tokens",
+        run_dir, o.text.empty() ? "split '" + o.split + "'" : o.text, r.doc_tokens, longest));
   const int64_t max_len = rm.model->backbone->position().max_len();
   const bool bf16 = rm.config.train.precision == config::Precision::kBf16;
   torch::NoGradGuard ng;

@@ -45,6 +45,9 @@ struct LmSource {
 
 struct PerplexityOptions {
   std::string split = "test";
+  // Instead of a split: a text file, tokenized with the run's tokenizer, a document per line or,
+  // with `separator`, the lines between separator lines (data.document_separator's rule).
+  std::string text, separator;
   std::vector<int64_t> windows;  // empty: 1, 2, 4, 8, 16 x task.seq_len
   int64_t stride = 0;            // 0: half the smallest window
   int64_t doc_tokens = 0;        // tokens read of each document; 0: the largest window
@@ -65,7 +68,8 @@ struct PerplexityReport {
 };
 // `ropelab perplexity`: every window size over the same documents and the same target tokens
 // (each document's first doc_tokens tokens; shorter ones are left out), so the rows pair.
-// UserError for a run that is not a causal LM, or a split without a document that long.
+// UserError for a run that is not a causal LM, or a split (or text) without a document that
+// long. The report is RUN/perplexity-SPLIT[-rope-...].json (a text file: SPLIT = text-STEM).
 PerplexityReport sliding_perplexity(const std::string& run_dir, const PerplexityOptions& o);
 std::string format_perplexity(const PerplexityReport& r);
 

@@ -46,6 +46,15 @@ expect_exit 0 "$ROPELAB" perplexity runs/ref --split valid --windows 32,64,128 -
   --doc-tokens 128
 expect_in "sliding-window perplexity, stride 16, the first 128 tokens of"
 [[ -s runs/ref/perplexity-valid.json ]] || fail "no perplexity-valid.json"
+table=$(grep -E '^ +(32|64|128) ' <<<"$OUT")
+# The same documents from the text file, tokenized by the run's tokenizer: the same table.
+expect_exit 0 "$ROPELAB" perplexity runs/ref --text valid.txt --separator=--- --windows 32,64,128 \
+  --stride 16 --doc-tokens 128
+[[ "$(grep -E '^ +(32|64|128) ' <<<"$OUT")" == "$table" ]] ||
+  fail "--text read other documents than the split: $table vs $OUT"
+[[ -s runs/ref/perplexity-text-valid.json ]] || fail "no perplexity-text-valid.json"
+expect_exit 2 "$ROPELAB" perplexity runs/ref --separator=--- --no-save
+expect_in "give --text too"
 expect_exit 0 "$ROPELAB" perplexity runs/ref --split valid --windows 32,128 --stride 16 \
   --doc-tokens 128 --rope-scaling longrope:4 --no-save
 expect_exit 0 "$ROPELAB" perplexity runs/ref --split valid --windows 32,128 --stride 16 \
