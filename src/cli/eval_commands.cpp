@@ -119,11 +119,12 @@ void register_evaluation(CLI::App& app) {
             ->capture_default_str();
         sub.add_flag("--latest", g.use_latest, "use the newest checkpoint instead of the best one");
         sub.add_option("--rope-scaling", eval_opts.rope_scaling,
-                       "METHOD:FACTOR[@KIND,...]: evaluate a RoPE model with a "
+                       "METHOD:FACTOR[@KIND,...] or base:BASE: evaluate a RoPE model with a "
                        "context-extension method it was not trained with (linear, ntk, dynamic, "
-                       "yarn, llama3; e.g. yarn:4); with a layout, only the kinds named after @ "
-                       "(linear:8@global), else every RoPE kind; writes "
-                       "eval-SPLIT-rope-METHOD-FACTOR[-KIND].json");
+                       "yarn, llama3, longrope: per-pair factors seeded from YaRN; e.g. yarn:4) "
+                       "or another base (base:500000); with a layout, only the kinds named "
+                       "after @ (linear:8@global), else the global RoPE kinds, else every RoPE "
+                       "kind; writes eval-SPLIT-rope-METHOD-FACTOR[-KIND].json");
         sub.add_flag("--no-save", eval_opts.no_save,
                      "print the report only: write nothing into the run (no lock needed)");
         sub.add_option("--ids", eval_opts.ids,
