@@ -42,6 +42,9 @@ struct Experiment {
   std::vector<int64_t> eval_lengths;
   std::vector<std::string> eval_rope_scaling;
   int64_t eval_tokens = 16384;
+  std::vector<int64_t> eval_windows;
+  int64_t eval_stride = 0;
+  int64_t eval_doc_tokens = 0;
   bool probe = false;
   int64_t probe_examples = 128;
   template <class V>
@@ -78,6 +81,18 @@ struct Experiment {
       "(METHOD:FACTOR, as `ropelab eval --rope-scaling`, e.g. yarn:4)");
     v("eval_tokens", eval_tokens, "with eval_lengths: tokens evaluated per length",
       between(1, 1e12));
+    v("eval_windows", eval_windows,
+      "long documents: after training, every causal LM's sliding-window perplexity on the test "
+      "split (the validation split of your text without a test file) at these window sizes "
+      "(`ropelab perplexity`; RoPE runs also with each "
+      "eval_rope_scaling), into perplexity.md",
+      at_least(2));
+    v("eval_stride", eval_stride,
+      "with eval_windows: tokens between window starts; 0 = half the smallest window", at_least(0));
+    v("eval_doc_tokens", eval_doc_tokens,
+      "with eval_windows: tokens read of each document (shorter ones are left out); 0 = the "
+      "largest window",
+      at_least(0));
     v("probe", probe,
       "after training, run `ropelab probe` on every run (the length-generalisation card: "
       "exact match at 1x-8x the training size, perplexity at 1x-8x the training length) and "

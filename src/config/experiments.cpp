@@ -199,6 +199,11 @@ Experiment load_experiment(const std::string& path) {
   for (int64_t s : e.seeds)
     if (s <= 0 || !seed_set.insert(s).second)
       ctx.add(where(ctx, "seeds"), "seeds", "seeds must be positive and distinct");
+  if (!e.eval_windows.empty() && e.eval_stride > 0 &&
+      e.eval_stride >= *std::min_element(e.eval_windows.begin(), e.eval_windows.end()))
+    ctx.add(where(ctx, "eval_stride"), "eval_stride",
+            "must be less than the smallest of eval_windows (each window overlaps the one before "
+            "it, so that every token is scored)");
   if (ctx.problems.empty()) check_each_part(e, ctx);
   if (ctx.problems.empty()) {
     // Every combination, so a task x variant x setting that only fails together is caught

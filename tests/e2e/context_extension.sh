@@ -76,6 +76,9 @@ name: stages
 base: tiny.yaml
 out_dir: $WORK/runs
 set: [train.max_steps=400, train.checkpoint_every=50, train.eval_every=100]
+eval_windows: [32, 64, 128]
+eval_stride: 16
+eval_doc_tokens: 128
 variants:
   - {name: s128, from: s64, set: [task.seq_len=128,
      "model.position.scaling={type: yarn, factor: 4, original_len: 32}"]}
@@ -93,4 +96,12 @@ grep -q '"source": ".*runs/stages/s64"' runs/stages/s128/init_from.json ||
 grep -q '"source": ".*runs/stages/s32"' runs/stages/s64/init_from.json ||
   fail "stage 2 did not start from stage 1"
 expect_in "scaling.factor 2.0 -> 4.0 from"
+# The stages' sliding-window perplexity, one row each, in perplexity.md and compare.md.
+for v in s32 s64 s128; do
+  grep -q "^| $v |" runs/stages/perplexity.md || fail "perplexity.md lacks $v: $(cat runs/stages/perplexity.md)"
+done
+grep -q "Sliding-window perplexity" runs/stages/compare.md || fail "compare.md lacks the perplexity"
+sed 's/eval_stride: 16/eval_stride: 32/' stages.yaml >bad-stride.yaml
+expect_exit 2 "$ROPELAB" ablate bad-stride.yaml --no-plots
+expect_in "eval_stride: must be less than the smallest of eval_windows"
 echo "context extension: ok"
