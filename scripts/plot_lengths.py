@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Draws validation loss against evaluation length (called by `ropelab ablate` for an
-experiment with eval_lengths).
+experiment with eval_lengths), or with `perplexity` the sliding-window NLL against the window
+(an experiment with eval_windows; the rows are means over seeds).
 
 Reads OUT/lengths.json ({"train_len", "lengths", "rows": [{"label", "loss": [.. or null]}]})
-and writes OUT/loss_by_length.png: one line per run (and per evaluation-time RoPE scaling,
-dashed), a log2 length axis, and the training length marked.
-Usage: plot_lengths.py OUT_DIR
+and writes OUT/loss_by_length.png (or perplexity.json into perplexity_by_window.png): one line
+per run (and per evaluation-time RoPE scaling, dashed), a log2 length axis, and the training
+length marked.
+Usage: plot_lengths.py OUT_DIR [perplexity]
 """
 import json
 import os
@@ -19,7 +21,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main():
     out = sys.argv[1]
-    with open(os.path.join(out, "lengths.json")) as f:
+    sliding = len(sys.argv) > 2 and sys.argv[2] == "perplexity"
+    name = "perplexity" if sliding else "lengths"
+    with open(os.path.join(out, name + ".json")) as f:
         data = json.load(f)
     fig, ax = plt.subplots(figsize=(9, 5.5))
     bases, methods = [], []
@@ -45,13 +49,19 @@ def main():
     ax.set_xscale("log", base=2)
     ax.set_xticks(data["lengths"])
     ax.set_xticklabels([str(L) for L in data["lengths"]])
-    ax.set_xlabel(f"evaluation length (tokens; trained at {data['train_len']})")
-    ax.set_ylabel("validation loss (nats/token)")
-    ax.set_title("Length generalisation")
+    if sliding:
+        ax.set_xlabel(f"window (tokens; stride {data['stride']}; trained at {data['train_len']})")
+        ax.set_ylabel(f"{data['split']} NLL (nats/token)")
+        ax.set_title("Sliding-window perplexity on long documents")
+    else:
+        ax.set_xlabel(f"evaluation length (tokens; trained at {data['train_len']})")
+        ax.set_ylabel("validation loss (nats/token)")
+        ax.set_title("Length generalisation")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "loss_by_length.png"), dpi=120)
+    png = "perplexity_by_window.png" if sliding else "loss_by_length.png"
+    fig.savefig(os.path.join(out, png), dpi=120)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ struct Experiment {
   std::vector<int64_t> eval_windows;
   int64_t eval_stride = 0;
   int64_t eval_doc_tokens = 0;
+  int64_t eval_passkey = 0;
   bool probe = false;
   int64_t probe_examples = 128;
   template <class V>
@@ -84,14 +85,19 @@ struct Experiment {
     v("eval_windows", eval_windows,
       "long documents: after training, every causal LM's sliding-window perplexity on the test "
       "split (the validation split of your text without a test file) at these window sizes "
-      "(`ropelab perplexity`; RoPE runs also with each "
-      "eval_rope_scaling), into perplexity.md",
+      "(`ropelab perplexity`; RoPE runs trained without a scaling and not started from another "
+      "run also with each eval_rope_scaling), into perplexity.md and perplexity_by_window.png; "
+      "with seeds, means and paired t-tests over them",
       at_least(2));
     v("eval_stride", eval_stride,
       "with eval_windows: tokens between window starts; 0 = half the smallest window", at_least(0));
     v("eval_doc_tokens", eval_doc_tokens,
       "with eval_windows: tokens read of each document (shorter ones are left out); 0 = the "
       "largest window",
+      at_least(0));
+    v("eval_passkey", eval_passkey,
+      "with eval_windows: zero-shot passkey retrieval (`ropelab passkey`) of the same runs at "
+      "each window size that holds the prompt, this many keys per length and depth (0 = off)",
       at_least(0));
     v("probe", probe,
       "after training, run `ropelab probe` on every run (the length-generalisation card: "

@@ -204,6 +204,9 @@ Experiment load_experiment(const std::string& path) {
     ctx.add(where(ctx, "eval_stride"), "eval_stride",
             "must be less than the smallest of eval_windows (each window overlaps the one before "
             "it, so that every token is scored)");
+  if (e.eval_passkey > 0 && e.eval_windows.empty())
+    ctx.add(where(ctx, "eval_passkey"), "eval_passkey",
+            "needs eval_windows (the prompt lengths of the passkey test)");
   if (ctx.problems.empty()) check_each_part(e, ctx);
   if (ctx.problems.empty()) {
     // Every combination, so a task x variant x setting that only fails together is caught

@@ -375,7 +375,14 @@ PasskeyReport passkey_retrieval(const std::string& run_dir, const PasskeyOptions
         const std::string key = passkey_key(h, words);
         parts.key_sentence = encode_checked(
             *tok, " The pass key is " + key + ". Remember it. " + key + " is the pass key.");
-        auto prompt = passkey_prompt(parts, L, depth);
+        PasskeyPrompt prompt;
+        try {
+          prompt = passkey_prompt(parts, L, depth);
+        } catch (const UserError&) {
+          if (!o.short_na) throw;
+          cell.applicable = false;
+          break;
+        }
         const auto new_tokens = static_cast<int64_t>(tok->encode(" " + key).size()) + 3;
         const std::string answer =
             tok->decode(greedy(*rm.model, prompt.ids, new_tokens, rm.device));

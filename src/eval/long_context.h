@@ -105,7 +105,8 @@ struct PasskeyOptions {
   int64_t trials = 5;  // keys per (length, depth)
   int64_t seed = 1;
   PasskeyKey key = PasskeyKey::kAuto;
-  LmSource source;  // saves RUN/passkey[-rope-...].json
+  bool short_na = false;  // a length that cannot hold the prompt: an n/a cell, not an error
+  LmSource source;        // saves RUN/passkey[-rope-...].json
 };
 struct PasskeyCell {
   int64_t length = 0;

@@ -689,7 +689,7 @@ void ablate(const std::string& experiment_path, bool plots, int seeds) {
   o.out_dir = (stdfs::path(exp.out_dir) / exp.name).string();
   o.extra_md = sweep_md;
   if (!exp.eval_lengths.empty()) o.extra_md += evaluate_lengths(exp, dirs, o.out_dir, plots);
-  if (!exp.eval_windows.empty()) o.extra_md += evaluate_sliding(exp, dirs, o.out_dir);
+  if (!exp.eval_windows.empty()) o.extra_md += evaluate_sliding(exp, dirs, o.out_dir, plots);
   if (exp.probe) {
     ProbeOptions po;
     po.examples = exp.probe_examples;

@@ -12,6 +12,7 @@
 #include "eval/ids.h"
 #include "eval/long_context.h"
 #include "helpers.h"
+#include "lab/long_eval.h"
 #include "text/lines.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -309,6 +310,44 @@ TEST(Passkey, RunsOnATrainedRun) {
   r = eval::passkey_retrieval(d.file("runs/learned"), o);
   EXPECT_TRUE(r.cells[0].applicable);
   EXPECT_FALSE(r.cells[2].applicable);
+}
+
+}  // namespace
+}  // namespace ropelab
+
+namespace ropelab {
+namespace {
+
+// The seeds' tables of an experiment's perplexity, against hand-computed paired t-tests: at
+// window 64 yarn - rope = 0.1, 0.2, 0.3 (mean 0.2, sd 0.1, t = 2*sqrt(3) = 3.464 with 2 degrees
+// of freedom: p = 1 - t / sqrt(2 + t^2) = 0.0742); at 256 -0.2, -0.3, -0.3 (t = -8, p = 1 -
+// 8 / sqrt(66) = 0.0153).
+TEST(SlidingSeeds, MeansAndPairedTestsHandComputed) {
+  std::vector<lab::SlidingResult> rs = {
+      {"rope.seed1", "rope", 1, {4.0, 4.5}, {}}, {"rope.seed2", "rope", 2, {4.1, 4.6}, {}},
+      {"rope.seed3", "rope", 3, {4.2, 4.7}, {}}, {"yarn.seed1", "yarn", 1, {4.1, 4.3}, {}},
+      {"yarn.seed2", "yarn", 2, {4.3, 4.3}, {}}, {"yarn.seed3", "yarn", 3, {4.5, 4.4}, {}},
+      {"solo.seed1", "solo", 1, {4.0, NAN}, {}},
+  };
+  const std::string md = lab::sliding_seed_tables(rs, {64, 256}, "rope", 64);
+  const auto section = [&](const std::string& title) {
+    auto at = md.find(title);
+    EXPECT_NE(at, std::string::npos) << title << " missing in\n" << md;
+    return md.substr(at, md.find("###", at + 4) - at);
+  };
+  const std::string mean = section("### Means over seeds");
+  EXPECT_NE(mean.find("| rope | 4.100 | 4.600 |"), std::string::npos) << mean;
+  EXPECT_NE(mean.find("| yarn | 4.300 | **4.333** |"), std::string::npos) << mean;
+  EXPECT_NE(mean.find("| solo | **4.000** | n/a |"), std::string::npos) << mean;
+  const std::string base = section("### Paired tests against `rope`");
+  EXPECT_NE(base.find("| rope | (reference) | (reference) |"), std::string::npos) << base;
+  EXPECT_NE(base.find("| yarn | +0.200 (p 0.074) | -0.267 (p 0.015) * |"), std::string::npos)
+      << base;
+  EXPECT_NE(base.find("| solo | - | - |"), std::string::npos) << base;  // one seed: no test
+  // The best row: solo at 64 (one seed, nothing pairs with it), yarn at 256.
+  const std::string best = section("### Paired tests against the best row");
+  EXPECT_NE(best.find("| rope | - | +0.267 (p 0.015) * |"), std::string::npos) << best;
+  EXPECT_NE(best.find("| yarn | - | (reference) |"), std::string::npos) << best;
 }
 
 }  // namespace
