@@ -327,6 +327,7 @@ def main():
     v5_fixtures(out, g)
     swa_fixtures(out)
     gemma3_fixtures(out)
+    phi3_fixtures(out)
 
     if "--check-with-transformers" in sys.argv:
         check_with_transformers(out)
@@ -438,7 +439,10 @@ def rope_of(cfg):
     rp = cfg.get("rope_parameters")
     default = 2000000.0 if cfg["architectures"][0] == "SmolLM3ForCausalLM" else 10000.0
     if rp is None:
-        return cfg.get("rope_theta", default), cfg.get("rope_scaling") or {"rope_type": "default"}
+        rs = dict(cfg.get("rope_scaling") or {"rope_type": "default"})
+        if "type" in rs:  # the older name (Phi-3's configs)
+            rs.setdefault("rope_type", rs.pop("type"))
+        return cfg.get("rope_theta", default), rs
     if set(rp) <= set(cfg.get("layer_types") or []):
         rp = rp[cfg["layer_types"][0]]
     rs = {k: v for k, v in rp.items() if k != "rope_theta"}
@@ -446,9 +450,18 @@ def rope_of(cfg):
     return rp.get("rope_theta", default), rs
 
 
+def rotary_width(cfg):
+    """The channels of each head that turn: Phi-3's partial_rotary_factor of head_dim (floored),
+    else all of them."""
+    if cfg["architectures"][0] == "Phi3ForCausalLM":
+        return int(head_dim(cfg) * cfg.get("partial_rotary_factor", 1.0))
+    return head_dim(cfg)
+
+
 def llama_inv_freq(cfg, T):
-    """inv_freq [H/2] and the attention factor for a forward pass over T tokens (float64)."""
-    H = head_dim(cfg)
+    """inv_freq [R/2] and the attention factor for a forward pass over T tokens (float64), R the
+    rotary width."""
+    H = rotary_width(cfg)
     base, rs = rope_of(cfg)
     inv = base ** (-torch.arange(0, H, 2, dtype=torch.float64) / H)
     kind = rs["rope_type"]
@@ -504,11 +517,13 @@ def rotate_half(x):
 def layer_windows(cfg):
     """Each layer's sliding window (None: full attention), as the classes read config.json:
     Mistral slides every layer when sliding_window is set (default 4096) and ignores
-    layer_types; Qwen2 and Qwen3 slide only with use_sliding_window, the layers layer_types names, else
+    layer_types; Phi-3 likewise, without a default; Qwen2 and Qwen3 slide only with use_sliding_window, the layers layer_types names, else
     those from max_window_layers (default 28) on; Llama never."""
     L, arch = cfg["num_hidden_layers"], cfg["architectures"][0]
     if arch == "MistralForCausalLM":
         return [cfg.get("sliding_window", 4096)] * L
+    if arch == "Phi3ForCausalLM":  # as Mistral, without a default window
+        return [cfg.get("sliding_window")] * L
     if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM"):
         w = cfg.get("sliding_window") if cfg.get("use_sliding_window", False) else None
         if arch == "SmolLM3ForCausalLM":  # SmolLM3's window falls on its NoPE layers
@@ -539,7 +554,9 @@ def llama_logits(sd, cfg, ids):
     B, T = ids.shape
     D, N, Nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     olmo2 = cfg["architectures"][0] == "Olmo2ForCausalLM"
-    H, eps = head_dim(cfg), cfg.get("rms_norm_eps", 1e-5 if olmo2 else 1e-6)
+    phi3 = cfg["architectures"][0] == "Phi3ForCausalLM"
+    H, R = head_dim(cfg), rotary_width(cfg)
+    eps = cfg.get("rms_norm_eps", 1e-5 if olmo2 or phi3 else 1e-6)
     inv, att = llama_inv_freq(cfg, T)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
     ang = torch.cat([ang, ang], -1)
@@ -570,9 +587,9 @@ def llama_logits(sd, cfg, ids):
         if not olmo2 and p + "self_attn.q_norm.weight" in sd:  # QK-norm per head (Qwen3)
             q = rms_norm(q, sd[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, sd[p + "self_attn.k_norm.weight"], eps)
-        if rotates[i]:
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
+        if rotates[i]:  # the first R channels turn (Phi-3's partial rotary), the rest pass
+            q = torch.cat([q[..., :R] * cos + rotate_half(q[..., :R]) * sin, q[..., R:]], -1)
+            k = torch.cat([k[..., :R] * cos + rotate_half(k[..., :R]) * sin, k[..., R:]], -1)
         k, v = k.repeat_interleave(N // Nkv, 1), v.repeat_interleave(N // Nkv, 1)
         a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(H) + masks[i], -1) @ v
         a = lin(a.transpose(1, 2).reshape(B, T, N * H), p + "self_attn.o_proj")
@@ -821,6 +838,63 @@ def swa_fixtures(out):
     qwen3_fixtures(out, g, ids)
     smollm3_fixtures(out, g, ids)
     olmo2_fixtures(out, g, ids)
+
+
+# ---- Phi-3 (arXiv:2404.14219): the Llama layout with q, k, v fused in qkv_proj (rows q, k, v)
+# and gate, up in gate_up_proj (rows gate, up); LongRoPE's factors with the original length at
+# the top level; partial_rotary_factor (the first R = floor(H * factor) channels of each head
+# turn, inv_freq over R); sliding_window on every layer (none by default); rms_norm_eps 1e-5.
+# The reference is llama_logits on the unfused weights.
+#   phi3              transformers 4's layout: longrope (short factors up to 16 tokens, long
+#                     beyond), rope_scaling's older key "type", untied, grouped-query
+#   phi3-v5-partial   transformers 5's: partial_rotary_factor 0.5 (4 of 8 channels), window 7
+
+PHI3_FIXTURES = ("phi3",)
+PHI3_V5_FIXTURES = ("phi3-v5-partial",)
+
+
+def phi3_config(**kw):
+    cfg = llama_config(architectures=["Phi3ForCausalLM"], model_type="phi3", rms_norm_eps=1e-5,
+                       resid_pdrop=0.0, embd_pdrop=0.0, pad_token_id=2, sliding_window=None,
+                       **kw)
+    del cfg["attention_bias"], cfg["mlp_bias"], cfg["pretraining_tp"]
+    return cfg
+
+
+def fuse_phi3(sd, cfg):
+    """Phi-3's names for init_llama's weights: qkv_proj and gate_up_proj."""
+    out = {}
+    for k, v in sd.items():
+        if ".self_attn.q_proj." in k:
+            p = k.replace("q_proj", "{}")
+            out[k.replace("q_proj", "qkv_proj")] = torch.cat(
+                [sd[p.format(n)] for n in ("q_proj", "k_proj", "v_proj")])
+        elif ".mlp.gate_proj." in k:
+            out[k.replace("gate_proj", "gate_up_proj")] = torch.cat(
+                [v, sd[k.replace("gate_proj", "up_proj")]])
+        elif not any(n in k for n in (".k_proj.", ".v_proj.", ".up_proj.")):
+            out[k] = v
+    return out
+
+
+def phi3_fixtures(out):
+    g = torch.Generator().manual_seed(20261203)
+    V = LLAMA_VOCAB
+    ids = (("", torch.randint(3, V, (2, 40), generator=g)),
+           ("_short", torch.randint(3, V, (2, 12), generator=g)))
+    cfg = phi3_config(rope_scaling={"type": "longrope", "short_factor": [1.0, 1.3, 2.0, 3.0],
+                                    "long_factor": [1.0, 2.5, 5.0, 9.0]},
+                      max_position_embeddings=64, original_max_position_embeddings=16)
+    sd = init_llama(cfg, g)
+    save_decoder(out, "phi3", cfg, fuse_phi3(sd, cfg), ids,
+                 logits_of=lambda _, c, x, sd=sd: llama_logits(sd, c, x))
+    cfg = phi3_config(transformers_version="5.0.0", dtype="float32", partial_rotary_factor=0.5,
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    del cfg["rope_theta"], cfg["rope_scaling"], cfg["torch_dtype"]
+    cfg["sliding_window"] = 7
+    sd = init_llama(cfg, g)
+    save_decoder(out, "phi3-v5-partial", cfg, fuse_phi3(sd, cfg), ids,
+                 logits_of=lambda _, c, x, sd=sd: llama_logits(sd, c, x))
 
 
 # ---- OLMo 2 (arXiv:2501.00656): QK-norm over the whole q and k projections (one gain per
@@ -1118,7 +1192,7 @@ def check_with_transformers(out, exports=None):
     # bert-mlm-untied is an untied MLM head in transformers 5's layout (the decoder's bias in
     # use, cls.predictions.bias as initialised), which transformers 4 reads the other way round;
     # ropelab's export of it writes both names, so its export is checked with either.
-    v5_only = V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES + (
+    v5_only = V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES + PHI3_V5_FIXTURES + (
         "bert-mlm-v5", "roformer-mlm-v5") + (() if exports else ("bert-mlm-untied",))
     if not v5:
         print(f"transformers {transformers.__version__}: the {len(v5_only)} fixtures in "
@@ -1168,8 +1242,9 @@ def check_with_transformers(out, exports=None):
         older["llama-longrope"] = ("this transformers: long factors at every length",
                                    lambda c: c["rope_scaling"].update(
                                        short_factor=c["rope_scaling"]["long_factor"]))
-    for name in (LLAMA_FIXTURES + SWA_FIXTURES + GEMMA3_FIXTURES +
-                 (V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES if v5 else ())):
+    for name in (LLAMA_FIXTURES + SWA_FIXTURES + GEMMA3_FIXTURES + PHI3_FIXTURES +
+                 (V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES + PHI3_V5_FIXTURES
+                  if v5 else ())):
         d = os.path.join(out, name)
         model, _ = load(name)
         if model is None:

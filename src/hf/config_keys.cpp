@@ -50,6 +50,8 @@ constexpr KnownKey kKnownKeys[] = {
     {"attention_probs_dropout_prob", "dropout: off in evaluation"},
     {"attention_dropout", "dropout: off in evaluation"},
     {"classifier_dropout", "dropout: off in evaluation"},
+    {"resid_pdrop", "dropout: off in evaluation"},
+    {"embd_pdrop", "dropout: off in evaluation"},
     {"initializer_range", "initialisation of new weights"},
     {"chunk_size_feed_forward", "the feed-forward in chunks: same outputs"},
     {"pretraining_tp", "tensor-parallel slices of the projections: same outputs"},

@@ -8,6 +8,12 @@
 // al. 2025, arXiv:2505.09388) adds QK-norm (model.attention.qk_norm: an RMSNorm over each head's q
 // and k, one gain of head_dim shared by the heads, before the rotation) and an explicit head_dim
 // (model.head_dim; transformers' default 128), which any of these classes may give.
+// Phi3ForCausalLM (Abdin et al. 2024, arXiv:2404.14219) is the Llama layout with q, k and v in
+// one fused qkv_proj and gate and up in one gate_up_proj (split on import, fused on export),
+// LongRoPE's short and long factors (model.position.scaling longrope, original_len from the
+// top-level original_max_position_embeddings), partial_rotary_factor (model.position.rotary_dim:
+// the first rotary_dim channels of each head turn, theta over that width) and Mistral's
+// sliding_window on every layer.
 //
 // A pre-norm decoder: RMSNorm (model.norm_type rmsnorm, eps rms_norm_eps) before attention and
 // before the FFN, a final RMSNorm; grouped-query attention (model.n_kv_heads from
@@ -25,6 +31,8 @@
 //   model.layers.i.mlp.gate_proj / up_proj / down_proj   ...gate / fc1 / fc2
 //   model.norm                                backbone.decoder.final_norm
 //   lm_head                                   head.proj (untied; rows re-numbered)
+//   Phi-3: ...self_attn.qkv_proj (rows q, k, v)  ...self_attn.q/k/v_proj
+//          ...mlp.gate_up_proj (rows gate, up)   ...gate / fc1
 //
 // The tokenizer: tokenizer.json when it is a byte-level BPE (tokenizers/bpe.h), else
 // tokenizer.model (SentencePiece), both re-numbered through RUN/hf/vocab_order.json. Specials the
@@ -77,6 +85,7 @@ int64_t head_width(const Source& s, int64_t D, int64_t N) {
 // rotate (SmolLM3's NoPE layers do not).
 //   Mistral: every layer slides when sliding_window is set (absent: transformers' default 4096),
 //            none when it is null; it ignores layer_types, which must then agree.
+//   Phi-3:   as Mistral, but absent is none.
 //   Qwen2, Qwen3: a window only with use_sliding_window; layer_types where given, else the
 //            layers from max_window_layers on (default 28) slide.
 //   SmolLM3: no_rope_layers (1: RoPE, 0: NoPE), else a NoPE layer every
@@ -134,8 +143,10 @@ Spans spans_of(Source& s, int64_t L) {
   const std::string arch = s.architecture();
   const bool any_sliding =
       std::find(sp.types.begin(), sp.types.end(), "sliding_attention") != sp.types.end();
-  if (arch == "MistralForCausalLM") {
-    if (!s.config().contains("sliding_window")) {
+  if (arch == "MistralForCausalLM" || arch == "Phi3ForCausalLM") {
+    if (arch == "Phi3ForCausalLM") {  // Phi3Config's default: none
+      if (const nlohmann::json* w = s.use("sliding_window")) sp.window = window_of(*w);
+    } else if (!s.config().contains("sliding_window")) {
       s.use("sliding_window");
       sp.window = 4096;
       sp.note = "sliding_window absent: read as transformers' default for Mistral, 4096";
@@ -146,8 +157,9 @@ Spans spans_of(Source& s, int64_t L) {
                                        sp.window > 0 ? "sliding_attention" : "full_attention");
     if (given != nullptr && sp.types != all)
       s.unsupported("layer_types",
-                    "MistralForCausalLM ignores layer_types and slides every layer when "
-                    "sliding_window is set (none when it is null); these disagree with it");
+                    arch +
+                        " ignores layer_types and slides every layer when sliding_window is "
+                        "set (none when it is null); these disagree with it");
     sp.types = all;
   } else if (arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM" ||
              arch == "SmolLM3ForCausalLM") {
@@ -215,6 +227,7 @@ struct LayerShape {
   int64_t D, N, Nkv, H, F;
   std::string bias;   // model.bias: none, qkv or all
   bool qwen3, olmo2;  // QK-norm over each head (Qwen3) or the projections (OLMo 2)
+  bool fused;         // Phi-3's qkv_proj and gate_up_proj
 };
 
 // Layer i's tensors under ropelab's names. OLMo 2 normalises each sublayer's output
@@ -230,16 +243,26 @@ void take_layer(Source& s, const LayerShape& l, int64_t i, std::map<std::string,
   };
   const bool qkv_b = l.bias != "none", all_b = l.bias == "all";
   const int64_t Dq = l.N * l.H, Dkv = l.Nkv * l.H;
-  proj(f + "self_attn.q_proj", t + "self_attn.q_proj", l.D, Dq, qkv_b);
-  proj(f + "self_attn.k_proj", t + "self_attn.k_proj", l.D, Dkv, qkv_b);
-  proj(f + "self_attn.v_proj", t + "self_attn.v_proj", l.D, Dkv, qkv_b);
+  if (l.fused) {  // Phi-3 (no biases)
+    auto qkv = s.take(f + "self_attn.qkv_proj.weight", {Dq + 2 * Dkv, l.D});
+    w[t + "self_attn.q_proj.weight"] = qkv.narrow(0, 0, Dq).clone();
+    w[t + "self_attn.k_proj.weight"] = qkv.narrow(0, Dq, Dkv).clone();
+    w[t + "self_attn.v_proj.weight"] = qkv.narrow(0, Dq + Dkv, Dkv).clone();
+    auto gate_up = s.take(f + "mlp.gate_up_proj.weight", {2 * l.F, l.D});
+    w[t + "gate.weight"] = gate_up.narrow(0, 0, l.F).clone();
+    w[t + "fc1.weight"] = gate_up.narrow(0, l.F, l.F).clone();
+  } else {
+    proj(f + "self_attn.q_proj", t + "self_attn.q_proj", l.D, Dq, qkv_b);
+    proj(f + "self_attn.k_proj", t + "self_attn.k_proj", l.D, Dkv, qkv_b);
+    proj(f + "self_attn.v_proj", t + "self_attn.v_proj", l.D, Dkv, qkv_b);
+    proj(f + "mlp.gate_proj", t + "gate", l.D, l.F, all_b);
+    proj(f + "mlp.up_proj", t + "fc1", l.D, l.F, all_b);
+  }
   proj(f + "self_attn.o_proj", t + "self_attn.o_proj", Dq, l.D, all_b);
   if (l.qwen3 || l.olmo2) {
     w[t + "self_attn.q_norm.weight"] = s.take(f + "self_attn.q_norm.weight", {l.olmo2 ? Dq : l.H});
     w[t + "self_attn.k_norm.weight"] = s.take(f + "self_attn.k_norm.weight", {l.olmo2 ? Dkv : l.H});
   }
-  proj(f + "mlp.gate_proj", t + "gate", l.D, l.F, all_b);
-  proj(f + "mlp.up_proj", t + "fc1", l.D, l.F, all_b);
   proj(f + "mlp.down_proj", t + "fc2", l.F, l.D, all_b);
   w[t + "norm1.weight"] =
       s.take(f + (l.olmo2 ? "post_attention_layernorm.weight" : "input_layernorm.weight"), {l.D});
@@ -260,16 +283,18 @@ static Mapped map_llama(Source& s) {
   if (Nkv <= 0 || N <= 0 || N % Nkv != 0)
     s.unsupported("num_key_value_heads", "it does not divide num_attention_heads");
   const std::string arch = s.architecture();
-  const bool qwen3 = arch == "Qwen3ForCausalLM", olmo2 = arch == "Olmo2ForCausalLM";
+  const bool qwen3 = arch == "Qwen3ForCausalLM", olmo2 = arch == "Olmo2ForCausalLM",
+             phi3 = arch == "Phi3ForCausalLM";
   const int64_t H = head_width(s, D, N);
   if (s.get_string("hidden_act", "silu") != "silu")
     s.unsupported("hidden_act", "the Llama layout's SwiGLU uses silu");
   const Spans spans = spans_of(s, L);
   if (s.get_int("pretraining_tp", 1) < 1) s.unsupported("pretraining_tp", "must be at least 1");
-  // Biases: Llama's attention_bias (q, k, v and o) and mlp_bias; Qwen2 always has q, k, v.
+  // Biases: Llama's attention_bias (q, k, v and o) and mlp_bias; Qwen2 always has q, k, v;
+  // Phi-3 none (it has neither key).
   std::string bias;
-  const bool attn_bias = s.get_bool("attention_bias", false),
-             mlp_bias = s.get_bool("mlp_bias", false);
+  const bool attn_bias = !phi3 && s.get_bool("attention_bias", false),
+             mlp_bias = !phi3 && s.get_bool("mlp_bias", false);
   if (arch == "Qwen2ForCausalLM")
     bias = "qkv";  // Qwen3's attention_bias (q, k, v and o, not the MLP) reads as Llama's
   else if (attn_bias && mlp_bias)
@@ -298,7 +323,8 @@ static Mapped map_llama(Source& s) {
           "model.d_ff=" + std::to_string(F),
           std::string("model.norm=") + (olmo2 ? "reordered" : "pre"),
           "model.norm_type=rmsnorm",
-          "model.norm_eps=" + exact_number(s.get_double("rms_norm_eps", olmo2 ? 1e-5 : 1e-6)),
+          "model.norm_eps=" +
+              exact_number(s.get_double("rms_norm_eps", olmo2 || phi3 ? 1e-5 : 1e-6)),
           "model.activation=swiglu",
           "model.bias=" + bias,
           "model.attention.dropout=" + exact_number(s.get_double("attention_dropout", 0.0)),
@@ -308,6 +334,13 @@ static Mapped map_llama(Source& s) {
           "model.position.type=rope",
           "model.position.pairing=half",
       });
+  if (phi3) {  // partial rotary: the first H * factor channels of each head
+    const double frac = s.get_double("partial_rotary_factor", 1.0);
+    const auto R = static_cast<int64_t>(static_cast<double>(H) * frac);
+    if (!(frac > 0 && frac <= 1) || R < 2 || R % 2 != 0)
+      s.unsupported("partial_rotary_factor", "expected a fraction of head_dim that is even");
+    if (R != H) m.overrides.push_back("model.position.rotary_dim=" + std::to_string(R));
+  }
   for (auto& o : rope_overrides(s, P, smol ? 2e6 : 1e4)) m.overrides.push_back(std::move(o));
   for (auto& o : layout_overrides(spans)) m.overrides.push_back(std::move(o));
   for (auto& o : tok.overrides) m.overrides.push_back(std::move(o));
@@ -318,7 +351,7 @@ static Mapped map_llama(Source& s) {
   auto order = torch::tensor(m.vocab_order, torch::kLong);
   auto& w = m.weights;
   w["backbone.tok_emb.weight"] = s.take("model.embed_tokens.weight", {V, D}).index_select(0, order);
-  const LayerShape shape{D, N, Nkv, H, F, bias, qwen3, olmo2};
+  const LayerShape shape{D, N, Nkv, H, F, bias, qwen3, olmo2, phi3};
   for (int64_t i = 0; i < L; ++i) take_layer(s, shape, i, w);
   w["backbone.decoder.final_norm.weight"] = s.take("model.norm.weight", {D});
   if (tied)
@@ -453,8 +486,16 @@ static std::string llama_mismatch(const config::Config& c) {
   const auto* r = std::get_if<RopeConfig>(&m.position.opts);
   if (r == nullptr) return std::string("position ") + m.position.type() + " (Llama's is rope)";
   if (r->pairing != RopePairing::kHalf) return "RoPE on interleaved pairs (Llama's are half-split)";
-  if (r->rotary_dim != 0 || r->fraction != 1.0) return "partial RoPE";
+  if (r->fraction != 1.0) return "p-RoPE (the fastest pairs only; transformers has no such class)";
   const bool nope = r->nope_every != 0 || !r->nope_layers.empty();
+  if (r->rotary_dim != 0) {  // Phi-3's partial_rotary_factor
+    const int64_t H = head_dim_of(m);
+    if (m.bias != LinearBias::kNone || m.attention.qk_norm || olmo2 || nope)
+      return "partial RoPE with biases, QK-norm or NoPE layers (Phi-3's class has none)";
+    if (static_cast<int64_t>(static_cast<double>(H) * (static_cast<double>(r->rotary_dim) /
+                                                       static_cast<double>(H))) != r->rotary_dim)
+      return "a rotary width that partial_rotary_factor cannot say";
+  }
   if (nope && (m.bias != LinearBias::kNone || m.attention.qk_norm))
     return "layers without positions (SmolLM3's, which has no q/k/v biases or QK-norm)";
   if (nope && !m.layout.kinds.empty()) return "layers without positions in a hybrid layout";
@@ -481,20 +522,27 @@ static Exported export_llama(const ExportSource& s) {
   std::string why;
   const Spans spans = spans_of(c, why);
   const bool slides = spans.window > 0;
-  // Mistral where every layer slides, and for a Mistral checkpoint's run (its class again).
-  const bool mistral = !olmo2 && !qwen && !qwen3 && !smol &&
-                       (slides || (s.origin.is_object() &&
-                                   s.origin.value("architectures", nlohmann::json::array()) ==
-                                       nlohmann::json::array({"MistralForCausalLM"})));
+  auto origin_is = [&](const char* cls) {
+    return s.origin.is_object() &&
+           s.origin.value("architectures", nlohmann::json::array()) == nlohmann::json::array({cls});
+  };
+  // Phi-3 for partial RoPE and for a Phi-3 checkpoint's run; Mistral where every layer slides,
+  // and for a Mistral checkpoint's run (each its class again).
+  const bool phi3 =
+      !olmo2 && !qwen && !qwen3 && !smol && (r.rotary_dim != 0 || origin_is("Phi3ForCausalLM"));
+  const bool mistral =
+      !olmo2 && !qwen && !qwen3 && !smol && !phi3 && (slides || origin_is("MistralForCausalLM"));
   Exported e;
   auto& j = e.config;
   j["architectures"] = {olmo2     ? "Olmo2ForCausalLM"
+                        : phi3    ? "Phi3ForCausalLM"
                         : qwen3   ? "Qwen3ForCausalLM"
                         : qwen    ? "Qwen2ForCausalLM"
                         : smol    ? "SmolLM3ForCausalLM"
                         : mistral ? "MistralForCausalLM"
                                   : "LlamaForCausalLM"};
   j["model_type"] = olmo2     ? "olmo2"
+                    : phi3    ? "phi3"
                     : qwen3   ? "qwen3"
                     : qwen    ? "qwen2"
                     : smol    ? "smollm3"
@@ -505,8 +553,17 @@ static Exported export_llama(const ExportSource& s) {
   if (qwen || qwen3) {
     put_qwen_spans(s, spans, j);
     if (qwen3) j["attention_bias"] = false;
-  } else if (mistral) {
+  } else if (mistral || phi3) {
     j["sliding_window"] = slides ? nlohmann::json(spans.window) : nlohmann::json();
+    if (phi3) {
+      j["partial_rotary_factor"] =
+          r.rotary_dim == 0
+              ? 1.0
+              : static_cast<double>(r.rotary_dim) / static_cast<double>(config::head_dim_of(m));
+      // Phi-3 reads LongRoPE's original length at the top level in either form.
+      if (const auto* lr = std::get_if<config::LongRopeScaling>(&r.scaling.opts))
+        j["original_max_position_embeddings"] = lr->original_len;
+    }
   } else if (olmo2) {
     j["attention_bias"] = false;
   } else {
@@ -521,16 +578,25 @@ static Exported export_llama(const ExportSource& s) {
   for (int64_t i = 0; i < m.n_layers; ++i) {
     const std::string t = fmt::format("model.layers.{}.", i);
     const std::string f = fmt::format("backbone.decoder.layers.{}.", i);
-    for (const char* p : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
-      put(t + "self_attn." + p + ".weight", s.at(f + "self_attn." + p + ".weight"));
-      if (qwen && std::string(p) != "o_proj")
-        put(t + "self_attn." + p + ".bias", s.at(f + "self_attn." + p + ".bias"));
+    if (phi3) {
+      put(t + "self_attn.qkv_proj.weight",
+          torch::cat({s.at(f + "self_attn.q_proj.weight"), s.at(f + "self_attn.k_proj.weight"),
+                      s.at(f + "self_attn.v_proj.weight")}));
+      put(t + "self_attn.o_proj.weight", s.at(f + "self_attn.o_proj.weight"));
+      put(t + "mlp.gate_up_proj.weight",
+          torch::cat({s.at(f + "gate.weight"), s.at(f + "fc1.weight")}));
+    } else {
+      for (const char* p : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+        put(t + "self_attn." + p + ".weight", s.at(f + "self_attn." + p + ".weight"));
+        if (qwen && std::string(p) != "o_proj")
+          put(t + "self_attn." + p + ".bias", s.at(f + "self_attn." + p + ".bias"));
+      }
+      put(t + "mlp.gate_proj.weight", s.at(f + "gate.weight"));
+      put(t + "mlp.up_proj.weight", s.at(f + "fc1.weight"));
     }
     if (qwen3 || olmo2)
       for (const char* p : {"q_norm", "k_norm"})
         put(t + "self_attn." + p + ".weight", s.at(f + "self_attn." + p + ".weight"));
-    put(t + "mlp.gate_proj.weight", s.at(f + "gate.weight"));
-    put(t + "mlp.up_proj.weight", s.at(f + "fc1.weight"));
     put(t + "mlp.down_proj.weight", s.at(f + "fc2.weight"));
     put(t + (olmo2 ? "post_attention_layernorm.weight" : "input_layernorm.weight"),
         s.at(f + "norm1.weight"));
@@ -553,6 +619,7 @@ const Family& llama_family() {
           "Qwen3ForCausalLM",
           "SmolLM3ForCausalLM",
           "Olmo2ForCausalLM",
+          "Phi3ForCausalLM",
       },
       "LlamaForCausalLM",
       map_llama,

@@ -270,6 +270,46 @@ TEST(HfImport, LlamaLayoutDecodersGiveTheReferenceLogits) {
   }
 }
 
+TEST(HfImport, Phi3SplitsItsFusedProjectionsAndGivesTheReferenceLogits) {
+  // qkv_proj and gate_up_proj split; LongRoPE with the original length at the top level (short
+  // factors for the 12 tokens, long ones for the 40); partial rotary (4 of 8 channels) with a
+  // window of 7 on every layer, in transformers 5's layout.
+  struct Case {
+    const char* fixture;
+    std::string summary;
+    int64_t rotary_dim;
+  };
+  for (const auto& c : {Case{"phi3", "rope", 0},
+                        Case{"phi3-v5-partial", "sliding_attention (rope, window 7)", 4}}) {
+    SCOPED_TRACE(c.fixture);
+    test::TempDir d;
+    auto expected = Checkpoint::open(kHfDir + "/" + c.fixture + "/expected.safetensors");
+    import_hf(kHfDir + "/" + c.fixture, d.file("run"));
+    auto order = vocab_order(d.file("run"));
+    auto m = weights::load_run_model(d.file("run"));
+    EXPECT_EQ(config::position_summary(m.config.model), c.summary);
+    const auto& rope = std::get<config::RopeConfig>(m.config.model.position.opts);
+    EXPECT_EQ(rope.rotary_dim, c.rotary_dim);
+    EXPECT_DOUBLE_EQ(m.config.model.norm_eps, 1e-5);
+    if (c.rotary_dim == 0) {
+      const auto& lr = std::get<config::LongRopeScaling>(rope.scaling.opts);
+      EXPECT_EQ(lr.original_len, 16);
+      EXPECT_DOUBLE_EQ(lr.factor, 4.0);
+      EXPECT_EQ(lr.long_factor, (std::vector<double>{1.0, 2.5, 5.0, 9.0}));
+    }
+    m.model->eval();
+    torch::NoGradGuard ng;
+    auto cols = torch::tensor(order, torch::kLong);
+    for (const std::string tag : {"", "_short"}) {
+      auto ids = to_ropelab_ids(order, tensor(expected, "input_ids" + tag));
+      auto logits = m.model->logits(m.model->backbone->decode(ids));
+      auto want = tensor(expected, "logits" + tag).index_select(2, cols);
+      EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
+      EXPECT_GT(want.abs().max().item<double>(), 1.0);
+    }
+  }
+}
+
 TEST(HfImport, LlamaConfigMapsOntoTheDecoder) {
   test::TempDir d;
   import_hf(kHfDir + "/llama", d.file("run"));
@@ -504,7 +544,7 @@ TEST(HfImport, The2025DecodersDecodeWithTheCacheAsTheFullForward) {
   // projections (OLMo 2), NoPE layers (SmolLM3), sliding windows of 5 and 6 over 20 tokens (the
   // ring buffer drops keys), and Gemma 3's sliding layers with RoPE of their own.
   for (const char* fixture : {"qwen3", "olmo2", "smollm3", "mistral-swa", "qwen2-swa",
-                              "smollm3-v5-swa", "gemma3", "gemma3-v5"}) {
+                              "smollm3-v5-swa", "gemma3", "gemma3-v5", "phi3-v5-partial"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
     import_hf(kHfDir + "/" + fixture, d.file("run"));
@@ -716,6 +756,8 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
         Case{"smollm3-v5", {}, {}, "SmolLM3ForCausalLM"},
         Case{"olmo2", {}, {}, "Olmo2ForCausalLM"},
         Case{"olmo2-v5", {}, {}, "Olmo2ForCausalLM"},
+        Case{"phi3", {}, {}, "Phi3ForCausalLM"},
+        Case{"phi3-v5-partial", {}, {}, "Phi3ForCausalLM"},
         Case{"qwen2", {}, {}, "Qwen2ForCausalLM"},
         Case{"llama-yarn", {}, {}, "LlamaForCausalLM"},
         Case{"llama-longrope", {}, {}, "LlamaForCausalLM"},
@@ -757,8 +799,13 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
     export_hf(d.file("run"), d.file("out4"), HfConfigForm::kV4);
     auto ours4 = nlohmann::json::parse(fs::read_file(d.file("out4/config.json")));
     EXPECT_FALSE(ours4.contains("rope_parameters") || ours4.contains("dtype")) << ours4.dump();
+    if (theirs.contains("rope_scaling") && theirs["rope_scaling"].contains("type")) {
+      auto& rs = theirs["rope_scaling"];  // the older key (Phi-3's): read as rope_type
+      rs["rope_type"] = rs["type"];
+      rs.erase("type");
+    }
     for (const char* k : {"rope_theta", "rope_scaling", "original_max_position_embeddings",
-                          "max_position_embeddings"})
+                          "max_position_embeddings", "partial_rotary_factor"})
       if (theirs.contains(k) && !theirs.contains("rope_parameters")) {
         EXPECT_EQ(ours4[k], theirs[k]) << k;
       }
