@@ -328,6 +328,7 @@ def main():
     swa_fixtures(out)
     gemma3_fixtures(out)
     phi3_fixtures(out)
+    olmo3_fixtures(out)
 
     if "--check-with-transformers" in sys.argv:
         check_with_transformers(out)
@@ -421,7 +422,7 @@ def init_llama(cfg, g, qkv_bias=False, qk_norm=False):
         sd[p + "mlp.gate_proj.weight"] = rnd(F, D, std=1 / math.sqrt(D))
         sd[p + "mlp.up_proj.weight"] = rnd(F, D, std=1 / math.sqrt(D))
         sd[p + "mlp.down_proj.weight"] = rnd(D, F, std=1 / math.sqrt(F))
-        olmo2 = cfg["architectures"][0] == "Olmo2ForCausalLM"  # norms after the sublayers
+        olmo2 = cfg["architectures"][0] in OLMO  # norms after the sublayers
         sd[p + ("post_attention_layernorm" if olmo2 else "input_layernorm") + ".weight"] = \
             1 + rnd(D, std=0.1)
         sd[p + ("post_feedforward_layernorm" if olmo2 else "post_attention_layernorm") +
@@ -524,6 +525,9 @@ def layer_windows(cfg):
         return [cfg.get("sliding_window", 4096)] * L
     if arch == "Phi3ForCausalLM":  # as Mistral, without a default window
         return [cfg.get("sliding_window")] * L
+    if arch == "Olmo3ForCausalLM":
+        return [cfg.get("sliding_window", 4096) if t == "sliding_attention" else None
+                for t in olmo3_types(cfg)]
     if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM"):
         w = cfg.get("sliding_window") if cfg.get("use_sliding_window", False) else None
         if arch == "SmolLM3ForCausalLM":  # SmolLM3's window falls on its NoPE layers
@@ -535,6 +539,34 @@ def layer_windows(cfg):
             for i in range(L)]
         return [w if t == "sliding_attention" else None for t in types]
     return [None] * L
+
+
+OLMO = ("Olmo2ForCausalLM", "Olmo3ForCausalLM")
+
+
+def olmo3_types(cfg):
+    """OLMo 3's layer_types, else every 4th layer (1-based) full_attention, the rest sliding."""
+    L = cfg["num_hidden_layers"]
+    return cfg.get("layer_types") or [
+        "sliding_attention" if (i + 1) % 4 != 0 else "full_attention" for i in range(L)]
+
+
+def layer_rope_cfgs(cfg):
+    """The config each layer's RoPE is read from: OLMo 3's by layer type (transformers 5's
+    rope_parameters[type]; in 4's layout rope_scaling is the full_attention layers' only, both
+    with rope_theta), every other class's whole."""
+    L = cfg["num_hidden_layers"]
+    if cfg["architectures"][0] != "Olmo3ForCausalLM":
+        return [cfg] * L
+    out = []
+    for t in olmo3_types(cfg):
+        c = dict(cfg)
+        if "rope_parameters" in cfg:
+            c["rope_parameters"] = cfg["rope_parameters"][t]
+        elif t == "sliding_attention":
+            c["rope_scaling"] = None
+        out.append(c)
+    return out
 
 
 def layer_rope(cfg):
@@ -553,14 +585,18 @@ def llama_logits(sd, cfg, ids):
     sd = {k: v.double() for k, v in sd.items()}
     B, T = ids.shape
     D, N, Nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    olmo2 = cfg["architectures"][0] == "Olmo2ForCausalLM"
+    olmo2 = cfg["architectures"][0] in OLMO
     phi3 = cfg["architectures"][0] == "Phi3ForCausalLM"
     H, R = head_dim(cfg), rotary_width(cfg)
     eps = cfg.get("rms_norm_eps", 1e-5 if olmo2 or phi3 else 1e-6)
-    inv, att = llama_inv_freq(cfg, T)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    ang = torch.cat([ang, ang], -1)
-    cos, sin = ang.cos() * att, ang.sin() * att
+
+    def cos_sin(c):
+        inv, att = llama_inv_freq(c, T)
+        ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+        ang = torch.cat([ang, ang], -1)
+        return ang.cos() * att, ang.sin() * att
+
+    tables = [cos_sin(c) for c in layer_rope_cfgs(cfg)]
     causal = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
     # A sliding layer's query q sees the keys k with q - window < k <= q.
     offset = torch.arange(T)[:, None] - torch.arange(T)[None, :]
@@ -587,6 +623,7 @@ def llama_logits(sd, cfg, ids):
         if not olmo2 and p + "self_attn.q_norm.weight" in sd:  # QK-norm per head (Qwen3)
             q = rms_norm(q, sd[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, sd[p + "self_attn.k_norm.weight"], eps)
+        cos, sin = tables[i]
         if rotates[i]:  # the first R channels turn (Phi-3's partial rotary), the rest pass
             q = torch.cat([q[..., :R] * cos + rotate_half(q[..., :R]) * sin, q[..., R:]], -1)
             k = torch.cat([k[..., :R] * cos + rotate_half(k[..., :R]) * sin, k[..., R:]], -1)
@@ -897,6 +934,43 @@ def phi3_fixtures(out):
                  logits_of=lambda _, c, x, sd=sd: llama_logits(sd, c, x))
 
 
+# ---- OLMo 3 (Ai2 2025): OLMo 2's layers (QK-norm over the projections, norms after the
+# sublayers) with sliding-window layers (layer_types; by default every 4th layer global, window
+# 4096) and RoPE by layer type: transformers 4's rope_scaling applies to the full_attention
+# layers only, 5's rope_parameters are nested per type.
+#   olmo3      transformers 4's layout, 4 layers, no layer_types (sliding, sliding, sliding,
+#              full), window 5, YaRN x4 from 16 tokens on the global layer
+#   olmo3-v5   transformers 5's: layer_types [sliding, full], window 6, rope_parameters with
+#              YaRN x4 on full_attention and the plain base (500000) on both, tied
+
+OLMO3_FIXTURES = ("olmo3",)
+OLMO3_V5_FIXTURES = ("olmo3-v5",)
+
+
+def olmo3_fixtures(out):
+    g = torch.Generator().manual_seed(20261204)
+    V = LLAMA_VOCAB
+    ids = (("", torch.randint(3, V, (2, 40), generator=g)),
+           ("_short", torch.randint(3, V, (2, 12), generator=g)))
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+            "beta_fast": 32.0, "beta_slow": 1.0}
+    cfg = llama_config(architectures=["Olmo3ForCausalLM"], model_type="olmo3", rms_norm_eps=1e-6,
+                       num_hidden_layers=4, sliding_window=5, pad_token_id=1, rope_scaling=yarn,
+                       max_position_embeddings=64, transformers_version="4.57.0")
+    del cfg["mlp_bias"], cfg["pretraining_tp"]
+    save_decoder(out, "olmo3", cfg, init_llama(cfg, g, qk_norm="projection"), ids)
+    cfg = llama_config(architectures=["Olmo3ForCausalLM"], model_type="olmo3",
+                       transformers_version="5.0.0", dtype="float32", tie_word_embeddings=True,
+                       layer_types=["sliding_attention", "full_attention"], sliding_window=6,
+                       max_position_embeddings=64,
+                       rope_parameters={"full_attention": dict(yarn, rope_theta=500000.0),
+                                        "sliding_attention": {"rope_type": "default",
+                                                              "rope_theta": 500000.0}})
+    del cfg["mlp_bias"], cfg["pretraining_tp"], cfg["rope_theta"], cfg["rope_scaling"]
+    del cfg["torch_dtype"], cfg["rms_norm_eps"]
+    save_decoder(out, "olmo3-v5", cfg, init_llama(cfg, g, qk_norm="projection"), ids)
+
+
 # ---- OLMo 2 (arXiv:2501.00656): QK-norm over the whole q and k projections (one gain per
 # channel), each sublayer's output normalised before the residual add (post_attention_layernorm,
 # post_feedforward_layernorm), no input norms; rms_norm_eps 1e-5 by default.
@@ -1192,7 +1266,8 @@ def check_with_transformers(out, exports=None):
     # bert-mlm-untied is an untied MLM head in transformers 5's layout (the decoder's bias in
     # use, cls.predictions.bias as initialised), which transformers 4 reads the other way round;
     # ropelab's export of it writes both names, so its export is checked with either.
-    v5_only = V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES + PHI3_V5_FIXTURES + (
+    v5_only = V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES + PHI3_V5_FIXTURES + \
+        OLMO3_V5_FIXTURES + (
         "bert-mlm-v5", "roformer-mlm-v5") + (() if exports else ("bert-mlm-untied",))
     if not v5:
         print(f"transformers {transformers.__version__}: the {len(v5_only)} fixtures in "
@@ -1243,8 +1318,9 @@ def check_with_transformers(out, exports=None):
                                    lambda c: c["rope_scaling"].update(
                                        short_factor=c["rope_scaling"]["long_factor"]))
     for name in (LLAMA_FIXTURES + SWA_FIXTURES + GEMMA3_FIXTURES + PHI3_FIXTURES +
-                 (V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES + PHI3_V5_FIXTURES
-                  if v5 else ())):
+                 OLMO3_FIXTURES +
+                 (V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES + PHI3_V5_FIXTURES +
+                  OLMO3_V5_FIXTURES if v5 else ())):
         d = os.path.join(out, name)
         model, _ = load(name)
         if model is None:

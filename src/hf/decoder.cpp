@@ -171,4 +171,11 @@ void put_special_ids(const ExportSource& s, nlohmann::json& j) {
                                                             : nlohmann::json(s.order[slot]);
 }
 
+std::vector<std::string> under_kind(const std::vector<std::string>& rope, const std::string& kind) {
+  const std::string from = "model.position.", to = "model.layout.kinds." + kind + ".position.";
+  std::vector<std::string> out = {to + "type=rope", to + "pairing=half"};
+  for (const auto& o : rope) out.push_back(to + o.substr(from.size()));
+  return out;
+}
+
 }  // namespace ropelab::hf

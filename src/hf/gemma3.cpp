@@ -67,14 +67,6 @@ std::vector<std::string> shortest_period(const std::vector<std::string>& kinds) 
   return kinds;
 }
 
-// The model.position overrides of `rope` moved under model.layout.kinds.KIND.position.
-std::vector<std::string> under_kind(const std::vector<std::string>& rope, const std::string& kind) {
-  const std::string from = "model.position.", to = "model.layout.kinds." + kind + ".position.";
-  std::vector<std::string> out = {to + "type=rope", to + "pairing=half"};
-  for (const auto& o : rope) out.push_back(to + o.substr(from.size()));
-  return out;
-}
-
 // The layers' kinds and RoPE as overrides: model.position is the global layers' RoPE; a
 // sliding layer is the kind sliding_attention with its window and its own RoPE.
 std::vector<std::string> gemma3_layout(Source& s, int64_t L, int64_t P) {

@@ -13,7 +13,11 @@
 // LongRoPE's short and long factors (model.position.scaling longrope, original_len from the
 // top-level original_max_position_embeddings), partial_rotary_factor (model.position.rotary_dim:
 // the first rotary_dim channels of each head turn, theta over that width) and Mistral's
-// sliding_window on every layer.
+// sliding_window on every layer. Olmo3ForCausalLM (OLMo 3, Ai2 2025) is OLMo 2's layers in a
+// layout of sliding-window and global layers (layer_types; by default every 4th layer global,
+// window 4096) whose RoPE differs by layer type: the context extension (transformers 4's
+// rope_scaling, 5's rope_parameters.full_attention) on the global layers only, the sliding ones
+// with the plain base (model.layout.kinds.sliding_attention.position).
 //
 // A pre-norm decoder: RMSNorm (model.norm_type rmsnorm, eps rms_norm_eps) before attention and
 // before the FFN, a final RMSNorm; grouped-query attention (model.n_kv_heads from
@@ -91,6 +95,8 @@ int64_t head_width(const Source& s, int64_t D, int64_t N) {
 //   SmolLM3: no_rope_layers (1: RoPE, 0: NoPE), else a NoPE layer every
 //            no_rope_layer_interval (4); a window only with use_sliding_window, on layer_types'
 //            sliding layers, else on the NoPE layers.
+//   OLMo 3:  layer_types, else every 4th layer (1-based) full_attention, the others sliding;
+//            sliding_window's default 4096.
 //   Llama:   no window; layer_types, where given, must be all full_attention.
 // The mask is masking_utils' (current transformers, every attention implementation): query q
 // sees key k when q - window < k <= q, the window's W keys including itself.
@@ -161,6 +167,20 @@ Spans spans_of(Source& s, int64_t L) {
                         " ignores layer_types and slides every layer when sliding_window is "
                         "set (none when it is null); these disagree with it");
     sp.types = all;
+  } else if (arch == "Olmo3ForCausalLM") {
+    if (given == nullptr)  // Olmo3Config's default: every 4th layer global
+      for (int64_t i = 0; i < L; ++i)
+        sp.types.push_back((i + 1) % 4 != 0 ? "sliding_attention" : "full_attention");
+    const bool slides =
+        std::find(sp.types.begin(), sp.types.end(), "sliding_attention") != sp.types.end();
+    if (!s.config().contains("sliding_window")) {
+      s.use("sliding_window");
+      if (slides) sp.window = 4096, sp.note = "sliding_window absent: OLMo 3's default, 4096";
+    } else if (const nlohmann::json* w = s.use("sliding_window")) {
+      sp.window = window_of(*w);
+    } else if (slides) {
+      s.unsupported("sliding_window", "the sliding_attention layers need a window");
+    }
   } else if (arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM" ||
              arch == "SmolLM3ForCausalLM") {
     const bool smol = arch == "SmolLM3ForCausalLM";
@@ -220,6 +240,18 @@ std::vector<std::string> layout_overrides(const Spans& sp) {
   for (const auto& k : kinds) pattern += (pattern.empty() ? "" : ", ") + k;
   o.push_back("model.layout.pattern=[" + pattern + "]");
   return o;
+}
+
+// OLMo 3's RoPE: the global layers' (with the context extension) as model.position; where a
+// layer slides and its RoPE differs (no extension), the sliding kind's own.
+std::vector<std::string> olmo3_rope(const Source& s, int64_t P, const Spans& sp) {
+  auto global = layer_type_rope_overrides(s, P, {"full_attention", "rope_theta", true, 1e4});
+  if (sp.window == 0) return global;
+  const auto local =
+      layer_type_rope_overrides(s, P, {"sliding_attention", "rope_theta", false, 1e4});
+  if (local != global)
+    for (auto& o : under_kind(local, "sliding_attention")) global.push_back(std::move(o));
+  return global;
 }
 
 // What each decoder layer of a checkpoint holds.
@@ -283,8 +315,8 @@ static Mapped map_llama(Source& s) {
   if (Nkv <= 0 || N <= 0 || N % Nkv != 0)
     s.unsupported("num_key_value_heads", "it does not divide num_attention_heads");
   const std::string arch = s.architecture();
-  const bool qwen3 = arch == "Qwen3ForCausalLM", olmo2 = arch == "Olmo2ForCausalLM",
-             phi3 = arch == "Phi3ForCausalLM";
+  const bool qwen3 = arch == "Qwen3ForCausalLM", olmo3 = arch == "Olmo3ForCausalLM",
+             olmo2 = arch == "Olmo2ForCausalLM" || olmo3, phi3 = arch == "Phi3ForCausalLM";
   const int64_t H = head_width(s, D, N);
   if (s.get_string("hidden_act", "silu") != "silu")
     s.unsupported("hidden_act", "the Llama layout's SwiGLU uses silu");
@@ -341,7 +373,8 @@ static Mapped map_llama(Source& s) {
       s.unsupported("partial_rotary_factor", "expected a fraction of head_dim that is even");
     if (R != H) m.overrides.push_back("model.position.rotary_dim=" + std::to_string(R));
   }
-  for (auto& o : rope_overrides(s, P, smol ? 2e6 : 1e4)) m.overrides.push_back(std::move(o));
+  for (auto& o : olmo3 ? olmo3_rope(s, P, spans) : rope_overrides(s, P, smol ? 2e6 : 1e4))
+    m.overrides.push_back(std::move(o));
   for (auto& o : layout_overrides(spans)) m.overrides.push_back(std::move(o));
   for (auto& o : tok.overrides) m.overrides.push_back(std::move(o));
   m.note = tok.note;
@@ -366,8 +399,10 @@ static Mapped map_llama(Source& s) {
 namespace {
 
 // A run's layout as the spans of transformers' layer_types; `why` says what no Llama-layout
-// class has (a chunk, a temperature, a kind's own positions, two windows).
-Spans spans_of(const config::Config& c, std::string& why) {
+// class has (a chunk, a temperature, a kind's own positions, two windows). With
+// `unscaled_sliding` (OLMo 3), a sliding kind's positions may be model.position's without its
+// context extension.
+Spans spans_of(const config::Config& c, std::string& why, bool unscaled_sliding = false) {
   const auto& m = c.model;
   Spans sp;
   if (m.layout.kinds.empty()) {
@@ -384,12 +419,22 @@ Spans spans_of(const config::Config& c, std::string& why) {
     if (span.window > 0 && sp.window != 0 && span.window != sp.window)
       why = "sliding windows of two sizes (" + K + ".window)";
     if (span.window > 0) sp.window = span.window;
+    const bool unscaled = unscaled_sliding && span.window > 0;
     for (const auto& [key, value] : flat)
       if (key.rfind(model_pos, 0) == 0) {
-        auto it = flat.find(K + ".position." + key.substr(model_pos.size()));
+        const std::string rest = key.substr(model_pos.size());
+        if (unscaled && rest.rfind("scaling.", 0) == 0) continue;
+        auto it = flat.find(K + ".position." + rest);
         if (it == flat.end() || it->second != value)
           why = "positions of its own in layer kind " + name + " (" + K + ".position)";
       }
+    auto scaled = [&](const std::string& prefix) {
+      auto it = flat.find(prefix + "scaling.type");
+      return it != flat.end() && it->second != "none";
+    };
+    if (unscaled && scaled(K + ".position.") && scaled(model_pos))
+      why = "a context extension on the sliding layers (" + K +
+            ".position.scaling: OLMo 3 extends the global layers only)";
     if (!why.empty()) return sp;
   }
   for (const auto& kind : config::layer_kinds(m.layout, m.n_layers))
@@ -473,8 +518,7 @@ static std::string llama_mismatch(const config::Config& c) {
                    "has both)"
                  : "QK-norm over the whole projections without OLMo 2's norms after the "
                    "sublayers";
-  if (olmo2 && (m.bias != LinearBias::kNone || !m.layout.kinds.empty()))
-    return "OLMo 2's layers with biases or a layout (it has neither)";
+  if (olmo2 && m.bias != LinearBias::kNone) return "OLMo's layers with biases (it has none)";
   if (m.norm_type == NormType::kLayerNorm) return "LayerNorm (Llama's norm is RMSNorm)";
   if (m.norm_type == NormType::kRmsNormOffset) return "RMSNorm with (1 + gain) (Gemma's)";
   if (m.activation != Activation::kSwiglu) return "a feed-forward other than SwiGLU";
@@ -502,7 +546,7 @@ static std::string llama_mismatch(const config::Config& c) {
   if (std::holds_alternative<NtkScaling>(r->scaling.opts))
     return "static NTK scaling (transformers has no such rope_type)";
   std::string why;
-  const auto spans = spans_of(c, why);
+  const auto spans = spans_of(c, why, olmo2);
   if (!why.empty()) return why;
   const auto sliding = std::count(spans.types.begin(), spans.types.end(), "sliding_attention");
   if (m.bias != LinearBias::kQkv && !m.attention.qk_norm && sliding != 0 && sliding != m.n_layers)
@@ -520,12 +564,14 @@ static Exported export_llama(const ExportSource& s) {
              qwen = !olmo2 && !qwen3 && m.bias == config::LinearBias::kQkv;
   const bool smol = !olmo2 && !qwen3 && !qwen && (r.nope_every != 0 || !r.nope_layers.empty());
   std::string why;
-  const Spans spans = spans_of(c, why);
+  const Spans spans = spans_of(c, why, olmo2);
   const bool slides = spans.window > 0;
   auto origin_is = [&](const char* cls) {
     return s.origin.is_object() &&
            s.origin.value("architectures", nlohmann::json::array()) == nlohmann::json::array({cls});
   };
+  // OLMo 3 where layers slide, and for an OLMo 3 checkpoint's run.
+  const bool olmo3 = olmo2 && (slides || origin_is("Olmo3ForCausalLM"));
   // Phi-3 for partial RoPE and for a Phi-3 checkpoint's run; Mistral where every layer slides,
   // and for a Mistral checkpoint's run (each its class again).
   const bool phi3 =
@@ -534,14 +580,16 @@ static Exported export_llama(const ExportSource& s) {
       !olmo2 && !qwen && !qwen3 && !smol && !phi3 && (slides || origin_is("MistralForCausalLM"));
   Exported e;
   auto& j = e.config;
-  j["architectures"] = {olmo2     ? "Olmo2ForCausalLM"
+  j["architectures"] = {olmo3     ? "Olmo3ForCausalLM"
+                        : olmo2   ? "Olmo2ForCausalLM"
                         : phi3    ? "Phi3ForCausalLM"
                         : qwen3   ? "Qwen3ForCausalLM"
                         : qwen    ? "Qwen2ForCausalLM"
                         : smol    ? "SmolLM3ForCausalLM"
                         : mistral ? "MistralForCausalLM"
                                   : "LlamaForCausalLM"};
-  j["model_type"] = olmo2     ? "olmo2"
+  j["model_type"] = olmo3     ? "olmo3"
+                    : olmo2   ? "olmo2"
                     : phi3    ? "phi3"
                     : qwen3   ? "qwen3"
                     : qwen    ? "qwen2"
@@ -566,12 +614,23 @@ static Exported export_llama(const ExportSource& s) {
     }
   } else if (olmo2) {
     j["attention_bias"] = false;
+    if (olmo3) {
+      j["layer_types"] = spans.types;
+      j["sliding_window"] = slides ? nlohmann::json(spans.window)
+                                   : s.origin.value("sliding_window", nlohmann::json(4096));
+    }
   } else {
     if (smol) put_smollm3_layers(s, r, m.n_layers, j);
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }
   put_rope(r, s.form, j);
+  if (olmo3 && s.form == HfConfigForm::kV5) {  // per layer type: the extension on full only
+    const nlohmann::json full = j["rope_parameters"];
+    j["rope_parameters"] = {
+        {"full_attention", full},
+        {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", r.base}}}};
+  }
 
   auto put = [&](const std::string& name, const at::Tensor& t) { e.tensors.emplace_back(name, t); };
   put("model.embed_tokens.weight", s.rows(s.at("backbone.tok_emb.weight")));
@@ -619,6 +678,7 @@ const Family& llama_family() {
           "Qwen3ForCausalLM",
           "SmolLM3ForCausalLM",
           "Olmo2ForCausalLM",
+          "Olmo3ForCausalLM",
           "Phi3ForCausalLM",
       },
       "LlamaForCausalLM",

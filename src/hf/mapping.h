@@ -180,6 +180,9 @@ std::string encoder_mismatch(const config::Config& c);
 // Nkv key/value heads H wide) as the run's first overrides, dropout off.
 std::vector<std::string> decoder_overrides(int64_t P, int64_t D, int64_t L, int64_t N, int64_t Nkv,
                                            int64_t H);
+// The model.position overrides of half-split `rope` (rope_overrides') moved under
+// model.layout.kinds.KIND.position: a layer type's RoPE of its own (Gemma 3, OLMo 3).
+std::vector<std::string> under_kind(const std::vector<std::string>& rope, const std::string& kind);
 // An exported decoder's sizes, norm epsilon, tying, dropout, initialiser, special ids and dtype.
 void put_decoder_keys(const ExportSource& s, nlohmann::json& j);
 // bos_token_id, eos_token_id and pad_token_id: the checkpoint's own where the run was imported

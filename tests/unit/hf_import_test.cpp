@@ -460,7 +460,8 @@ TEST(HfImport, The2025DecodersGiveTheReferenceLogits) {
   // from max_window_layers on, or where layer_types says (here the first layer, not the last).
   // Qwen3's QK-norm, and heads 16 wide in a model 32 wide (4 heads: q has 64 channels).
   // SmolLM3's NoPE layer (the second), as no_rope_layers or no_rope_layer_interval, and with a
-  // window on it. OLMo 2's QK-norm over the whole projections and norms after the sublayers.
+  // window on it. OLMo 2's QK-norm over the whole projections and norms after the sublayers;
+  // OLMo 3's sliding layers, the global ones with YaRN, the sliding ones without.
   struct Case {
     const char* fixture;
     std::string summary;
@@ -475,6 +476,8 @@ TEST(HfImport, The2025DecodersGiveTheReferenceLogits) {
         Case{"qwen2-v5-swa", "sliding_attention (rope, window 7) + full_attention (rope)", 8},
         Case{"smollm3", "rope", 8}, Case{"smollm3-v5", "rope", 8}, Case{"olmo2", "rope", 8},
         Case{"olmo2-v5", "rope", 8},
+        Case{"olmo3", "3x sliding_attention (rope, window 5) + full_attention (rope)", 8},
+        Case{"olmo3-v5", "sliding_attention (rope, window 6) + full_attention (rope)", 8},
         Case{"smollm3-v5-swa", "full_attention (rope) + sliding_attention_nope (none, window 5)",
              8}}) {
     SCOPED_TRACE(c.fixture);
@@ -485,7 +488,7 @@ TEST(HfImport, The2025DecodersGiveTheReferenceLogits) {
     auto m = weights::load_run_model(d.file("run"));
     EXPECT_EQ(config::position_summary(m.config.model), c.summary);
     const bool qwen3 = std::string(c.fixture).rfind("qwen3", 0) == 0,
-               olmo2 = std::string(c.fixture).rfind("olmo2", 0) == 0;
+               olmo2 = std::string(c.fixture).rfind("olmo", 0) == 0;  // OLMo 2 and 3
     EXPECT_EQ(m.config.model.attention.qk_norm, qwen3 || olmo2);
     EXPECT_EQ(m.config.model.attention.qk_norm_over,
               olmo2 ? config::QkNormOver::kProjection : config::QkNormOver::kHead);
@@ -543,8 +546,9 @@ TEST(HfImport, The2025DecodersDecodeWithTheCacheAsTheFullForward) {
   // A prompt, then one token at a time: wide heads with QK-norm per head (Qwen3) or over the
   // projections (OLMo 2), NoPE layers (SmolLM3), sliding windows of 5 and 6 over 20 tokens (the
   // ring buffer drops keys), and Gemma 3's sliding layers with RoPE of their own.
-  for (const char* fixture : {"qwen3", "olmo2", "smollm3", "mistral-swa", "qwen2-swa",
-                              "smollm3-v5-swa", "gemma3", "gemma3-v5", "phi3-v5-partial"}) {
+  for (const char* fixture :
+       {"qwen3", "olmo2", "smollm3", "mistral-swa", "qwen2-swa", "smollm3-v5-swa", "gemma3",
+        "gemma3-v5", "phi3-v5-partial", "olmo3"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
     import_hf(kHfDir + "/" + fixture, d.file("run"));
@@ -757,6 +761,8 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
         Case{"olmo2", {}, {}, "Olmo2ForCausalLM"},
         Case{"olmo2-v5", {}, {}, "Olmo2ForCausalLM"},
         Case{"phi3", {}, {}, "Phi3ForCausalLM"},
+        Case{"olmo3", {}, {}, "Olmo3ForCausalLM"},
+        Case{"olmo3-v5", {}, {}, "Olmo3ForCausalLM"},
         Case{"phi3-v5-partial", {}, {}, "Phi3ForCausalLM"},
         Case{"qwen2", {}, {}, "Qwen2ForCausalLM"},
         Case{"llama-yarn", {}, {}, "LlamaForCausalLM"},
@@ -792,8 +798,11 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
                  ours.contains("torch_dtype"))
         << ours.dump();
     EXPECT_EQ(ours["dtype"], "float32");
-    if (theirs.contains("rope_theta")) {
-      EXPECT_EQ(ours["rope_parameters"]["rope_theta"], theirs["rope_theta"]);
+    if (theirs.contains("rope_theta")) {  // OLMo 3's are per layer type
+      const auto& rp = ours["rope_parameters"];
+      EXPECT_EQ(
+          rp.contains("full_attention") ? rp["full_attention"]["rope_theta"] : rp["rope_theta"],
+          theirs["rope_theta"]);
     }
     // --hf-v4: transformers 4's keys, as the v4 fixtures have them.
     export_hf(d.file("run"), d.file("out4"), HfConfigForm::kV4);
