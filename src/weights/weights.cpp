@@ -254,7 +254,7 @@ std::string describe_changes(const std::vector<PositionChange>& changes) {
     const std::string base = ch.key.substr(0, pos + 9);  // "...scaling."
     done.insert(ch.key);
     if (ch.after == "(absent)") continue;  // the family no longer rotates (DroPE)
-    std::string words = ch.after == "none" || ch.after == "(absent)" ? "no scaling" : ch.after;
+    std::string words = ch.after == "none" ? "no scaling" : ch.after;
     auto f = by_key.find(base + "factor");
     if (f != by_key.end() && f->second->after != "(absent)") {
       words += " x" + f->second->after;

@@ -79,6 +79,7 @@ set: [train.max_steps=400, train.checkpoint_every=50, train.eval_every=100]
 eval_windows: [32, 64, 128]
 eval_stride: 16
 eval_doc_tokens: 128
+eval_passkey: 1
 variants:
   - {name: s128, from: s64, set: [task.seq_len=128,
      "model.position.scaling={type: yarn, factor: 4, original_len: 32}"]}
@@ -101,6 +102,12 @@ for v in s32 s64 s128; do
   grep -q "^| $v |" runs/stages/perplexity.md || fail "perplexity.md lacks $v: $(cat runs/stages/perplexity.md)"
 done
 grep -q "Sliding-window perplexity" runs/stages/compare.md || fail "compare.md lacks the perplexity"
+# The passkey prompt needs more than 128 of these tokens: every cell n/a, the section there.
+grep -q "^| s128 | n/a | n/a | n/a |" runs/stages/perplexity.md ||
+  fail "perplexity.md lacks the passkey rows: $(cat runs/stages/perplexity.md)"
+grep -v eval_windows stages.yaml | sed 's/^eval_stride: 16$/eval_stride: 0/' >bad-passkey.yaml
+expect_exit 2 "$ROPELAB" ablate bad-passkey.yaml --no-plots
+expect_in "eval_passkey: needs eval_windows"
 sed 's/eval_stride: 16/eval_stride: 32/' stages.yaml >bad-stride.yaml
 expect_exit 2 "$ROPELAB" ablate bad-stride.yaml --no-plots
 expect_in "eval_stride: must be less than the smallest of eval_windows"
