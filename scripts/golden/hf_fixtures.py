@@ -939,7 +939,9 @@ def phi3_fixtures(out):
 # 4096) and RoPE by layer type: transformers 4's rope_scaling applies to the full_attention
 # layers only, 5's rope_parameters are nested per type.
 #   olmo3      transformers 4's layout, 4 layers, no layer_types (sliding, sliding, sliding,
-#              full), window 5, YaRN x4 from 16 tokens on the global layer
+#              full), window 5, YaRN x4 from 16 tokens on the global layer, base 500000 (in
+#              this layout transformers 5 gives the sliding layers 500000 whatever rope_theta
+#              says, 4.x gives them rope_theta: only this base reads alike)
 #   olmo3-v5   transformers 5's: layer_types [sliding, full], window 6, rope_parameters with
 #              YaRN x4 on full_attention and the plain base (500000) on both, tied
 
@@ -956,7 +958,8 @@ def olmo3_fixtures(out):
             "beta_fast": 32.0, "beta_slow": 1.0}
     cfg = llama_config(architectures=["Olmo3ForCausalLM"], model_type="olmo3", rms_norm_eps=1e-6,
                        num_hidden_layers=4, sliding_window=5, pad_token_id=1, rope_scaling=yarn,
-                       max_position_embeddings=64, transformers_version="4.57.0")
+                       max_position_embeddings=64, transformers_version="4.57.0",
+                       rope_theta=500000.0)
     del cfg["mlp_bias"], cfg["pretraining_tp"]
     save_decoder(out, "olmo3", cfg, init_llama(cfg, g, qk_norm="projection"), ids)
     cfg = llama_config(architectures=["Olmo3ForCausalLM"], model_type="olmo3",

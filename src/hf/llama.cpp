@@ -244,7 +244,23 @@ std::vector<std::string> layout_overrides(const Spans& sp) {
 
 // OLMo 3's RoPE: the global layers' (with the context extension) as model.position; where a
 // layer slides and its RoPE differs (no extension), the sliding kind's own.
+// In transformers 4's layout (rope_theta, rope_scaling) the versions disagree on OLMo 3's
+// bases: 4.x gives every layer rope_theta (default 10000), 5.x reads it for the global layers and
+// gives the sliding ones 500000, the default (it takes rope_theta out of the config once). Only
+// where they agree is imported: rope_theta given, and 500000 where layers slide.
 std::vector<std::string> olmo3_rope(const Source& s, int64_t P, const Spans& sp) {
+  if (!s.present("rope_parameters")) {
+    const nlohmann::json* theta = s.use("rope_theta");
+    if (theta == nullptr || !theta->is_number())
+      s.unsupported("rope_theta",
+                    "OLMo 3's default base is 10000 in transformers 4 and 500000 in "
+                    "5; give rope_theta (or rope_parameters per layer type)");
+    if (sp.window > 0 && theta->get<double>() != 500000.0)
+      s.unsupported("rope_theta",
+                    "transformers 5 gives OLMo 3's sliding layers the base 500000 whatever "
+                    "rope_theta says in transformers 4's layout, 4.x gives them rope_theta; "
+                    "rope_parameters per layer type (transformers 5's layout) says it for both");
+  }
   auto global = layer_type_rope_overrides(s, P, {"full_attention", "rope_theta", true, 1e4});
   if (sp.window == 0) return global;
   const auto local =

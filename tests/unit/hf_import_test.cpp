@@ -416,6 +416,10 @@ TEST(HfImport, LlamaRefusalsNameTheKey) {
       {"llama-longrope", [](nlohmann::json& j) { j["rope_scaling"].erase("long_factor"); },
        "long_factor"},
       {"mistral", [](nlohmann::json& j) { j["sliding_window"] = 0; }, "sliding_window"},
+      // OLMo 3 in transformers 4's layout: a base transformers 4 and 5 read differently.
+      {"olmo3", [](nlohmann::json& j) { j["rope_theta"] = 10000.0; },
+       "rope_theta = 10000.0 is not supported: transformers 5 gives OLMo 3's sliding layers"},
+      {"olmo3", [](nlohmann::json& j) { j.erase("rope_theta"); }, "rope_theta = null"},
       {"mistral", [](nlohmann::json& j) { j["sliding_window"] = "4k"; }, "sliding_window"},
       {"mistral",
        [](nlohmann::json& j) {
