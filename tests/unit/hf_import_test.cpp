@@ -245,6 +245,24 @@ TEST(HfImport, TheRunTokenizesWithTheCheckpointVocabulary) {
   EXPECT_THROW(import_hf(e.file("cased"), e.file("run2")), UserError);
 }
 
+// A decoder fixture's imported run against its expected.safetensors: the logits of the long
+// (40-token) and short (12-token) inputs within 1e-4, in the checkpoint's vocabulary order.
+void expect_reference_logits(const std::string& fixture, const std::string& run) {
+  auto expected = Checkpoint::open(kHfDir + "/" + fixture + "/expected.safetensors");
+  auto order = vocab_order(run);
+  auto m = weights::load_run_model(run);
+  m.model->eval();
+  torch::NoGradGuard ng;
+  auto cols = torch::tensor(order, torch::kLong);
+  for (const std::string tag : {"", "_short"}) {
+    auto ids = to_ropelab_ids(order, tensor(expected, "input_ids" + tag));
+    auto logits = m.model->logits(m.model->backbone->decode(ids));
+    auto want = tensor(expected, "logits" + tag).index_select(2, cols);
+    EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
+    EXPECT_GT(want.abs().max().item<double>(), 1.0);
+  }
+}
+
 TEST(HfImport, LlamaLayoutDecodersGiveTheReferenceLogits) {
   // Grouped-query (4 heads, 2 kv) untied; multi-query tied; Qwen2's q/k/v biases; Mistral; and
   // every rope_scaling type, each on a short input (12 tokens) and a long one (40).
@@ -253,20 +271,8 @@ TEST(HfImport, LlamaLayoutDecodersGiveTheReferenceLogits) {
         "llama-yarn", "llama-llama3", "llama-longrope", "llama-bpe", "llama-spm"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
-    auto expected = Checkpoint::open(kHfDir + "/" + fixture + "/expected.safetensors");
     import_hf(kHfDir + "/" + fixture, d.file("run"));
-    auto order = vocab_order(d.file("run"));
-    auto m = weights::load_run_model(d.file("run"));
-    m.model->eval();
-    torch::NoGradGuard ng;
-    auto cols = torch::tensor(order, torch::kLong);
-    for (const std::string tag : {"", "_short"}) {
-      auto ids = to_ropelab_ids(order, tensor(expected, "input_ids" + tag));
-      auto logits = m.model->logits(m.model->backbone->decode(ids));
-      auto want = tensor(expected, "logits" + tag).index_select(2, cols);
-      EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
-      EXPECT_GT(want.abs().max().item<double>(), 1.0);
-    }
+    expect_reference_logits(fixture, d.file("run"));
   }
 }
 
@@ -283,9 +289,8 @@ TEST(HfImport, Phi3SplitsItsFusedProjectionsAndGivesTheReferenceLogits) {
                         Case{"phi3-v5-partial", "sliding_attention (rope, window 7)", 4}}) {
     SCOPED_TRACE(c.fixture);
     test::TempDir d;
-    auto expected = Checkpoint::open(kHfDir + "/" + c.fixture + "/expected.safetensors");
     import_hf(kHfDir + "/" + c.fixture, d.file("run"));
-    auto order = vocab_order(d.file("run"));
+    expect_reference_logits(c.fixture, d.file("run"));
     auto m = weights::load_run_model(d.file("run"));
     EXPECT_EQ(config::position_summary(m.config.model), c.summary);
     const auto& rope = std::get<config::RopeConfig>(m.config.model.position.opts);
@@ -296,16 +301,6 @@ TEST(HfImport, Phi3SplitsItsFusedProjectionsAndGivesTheReferenceLogits) {
       EXPECT_EQ(lr.original_len, 16);
       EXPECT_DOUBLE_EQ(lr.factor, 4.0);
       EXPECT_EQ(lr.long_factor, (std::vector<double>{1.0, 2.5, 5.0, 9.0}));
-    }
-    m.model->eval();
-    torch::NoGradGuard ng;
-    auto cols = torch::tensor(order, torch::kLong);
-    for (const std::string tag : {"", "_short"}) {
-      auto ids = to_ropelab_ids(order, tensor(expected, "input_ids" + tag));
-      auto logits = m.model->logits(m.model->backbone->decode(ids));
-      auto want = tensor(expected, "logits" + tag).index_select(2, cols);
-      EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
-      EXPECT_GT(want.abs().max().item<double>(), 1.0);
     }
   }
 }
@@ -486,9 +481,8 @@ TEST(HfImport, The2025DecodersGiveTheReferenceLogits) {
              8}}) {
     SCOPED_TRACE(c.fixture);
     test::TempDir d;
-    auto expected = Checkpoint::open(kHfDir + "/" + c.fixture + "/expected.safetensors");
     import_hf(kHfDir + "/" + c.fixture, d.file("run"));
-    auto order = vocab_order(d.file("run"));
+    expect_reference_logits(c.fixture, d.file("run"));
     auto m = weights::load_run_model(d.file("run"));
     EXPECT_EQ(config::position_summary(m.config.model), c.summary);
     const bool qwen3 = std::string(c.fixture).rfind("qwen3", 0) == 0,
@@ -502,15 +496,6 @@ TEST(HfImport, The2025DecodersGiveTheReferenceLogits) {
       EXPECT_EQ(std::get<config::RopeConfig>(m.config.model.position.opts).nope_layers,
                 std::vector<int64_t>{1});
       EXPECT_DOUBLE_EQ(std::get<config::RopeConfig>(m.config.model.position.opts).base, 2e6);
-    }
-    m.model->eval();
-    torch::NoGradGuard ng;
-    auto cols = torch::tensor(order, torch::kLong);
-    for (const std::string tag : {"", "_short"}) {
-      auto ids = to_ropelab_ids(order, tensor(expected, "input_ids" + tag));
-      auto logits = m.model->logits(m.model->backbone->decode(ids));
-      auto want = tensor(expected, "logits" + tag).index_select(2, cols);
-      EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
     }
   }
   // Mistral without sliding_window: transformers' default of 4096, said in the summary.
