@@ -278,6 +278,7 @@ std::string evaluate_sliding(const config::Experiment& exp, const std::vector<st
     return "";
   }
   std::vector<LengthResult> runs;
+  runs.reserve(ms.size());
   for (const auto& m : ms) runs.push_back({m.label, m.nll});
   const auto nll_rows = by_row(ms, &Measured::nll, exp.eval_windows.size());
   const bool seeds = nll_rows.size() < ms.size();
