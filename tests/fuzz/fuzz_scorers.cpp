@@ -8,6 +8,7 @@
 #include "fuzz_util.h"
 #include "scoring/metrics.h"
 #include "text/lines.h"
+#include "text/pystr.h"
 
 using namespace ropelab::text;
 using namespace ropelab::scoring;
@@ -45,7 +46,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o.normalized = (flags & 1) != 0;
     o.no_punct = (flags & 2) != 0;
     o.asian_support = size % 3 == 0;
-    auto words = [&](const std::string& s) { return py_split(tercom_tokenize(s, o)).size(); };
+    // The hypothesis's words as ter_stats counts them: right-stripped first, as sacreBLEU does
+    // (the normalisation's possessive rule splits a final "'s" only at the end of the text).
+    auto words = [&](const std::string& s) {
+      return py_split(tercom_tokenize(py_rstrip(s), o)).size();
+    };
     auto t = ter_stats(hyp, {ref}, o);
     // Any alignment path costs at most one edit per word of either side (the reference is
     // tokenized twice, as sacreBLEU does, so t[1] is its length); more means the beam lost
