@@ -72,7 +72,7 @@ tf="$(cd "$1" && pwd)" hub="$(cd "$2" && pwd)"
 cd "$(dirname "$0")/../.."
 py=/usr/bin/python3
 missing=()
-for m in torch regex filelock tqdm fsspec yaml requests packaging numpy; do
+for m in torch regex filelock tqdm fsspec yaml requests packaging numpy httpx sentencepiece; do
   "$py" -c "import $m" 2>/dev/null || missing+=("python3-$m")
 done
 if ((${#missing[@]})); then
