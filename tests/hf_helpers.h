@@ -18,6 +18,7 @@
 #include "helpers.h"
 #include "hf/safetensors.h"
 #include "util/fs.h"
+#include "weights/weights.h"
 
 namespace ropelab::test {
 
@@ -75,6 +76,9 @@ inline void expect_same_tensors(const std::string& fixture, const std::string& e
           modern.compare(modern.size() - std::strlen(from), std::strlen(from), from) == 0)
         modern = modern.substr(0, modern.size() - std::strlen(from)) + to;
     if (dropped.count(modern) != 0) continue;
+    // A bare model's names (the hub's first GPT-2) come back under the class's prefix.
+    for (const char* prefix : {"transformer.", "gpt_neox."})
+      if (!b.has(modern) && b.has(prefix + modern)) modern = prefix + modern;
     SCOPED_TRACE(name);
     ASSERT_TRUE(b.has(modern)) << "not exported";
     // The MLM head's bias goes out under both names, the one in use (hf/bert.cpp): a
@@ -93,6 +97,24 @@ inline void expect_same_tensors(const std::string& fixture, const std::string& e
   }
   EXPECT_EQ(compared + dropped.size() >= b.names().size(), true);
   EXPECT_GT(compared, 10u);
+}
+
+// A decoder fixture's imported run against its expected.safetensors: the logits of the long
+// (40-token) and short (12-token) inputs within 1e-4, in the checkpoint's vocabulary order.
+inline void expect_reference_logits(const std::string& fixture, const std::string& run) {
+  auto expected = hf::Checkpoint::open(kHfDir + "/" + fixture + "/expected.safetensors");
+  auto order = vocab_order(run);
+  auto m = weights::load_run_model(run);
+  m.model->eval();
+  torch::NoGradGuard ng;
+  auto cols = torch::tensor(order, torch::kLong);
+  for (const std::string tag : {"", "_short"}) {
+    auto ids = to_ropelab_ids(order, tensor(expected, "input_ids" + tag));
+    auto logits = m.model->logits(m.model->backbone->decode(ids));
+    auto want = tensor(expected, "logits" + tag).index_select(2, cols);
+    EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
+    EXPECT_GT(want.abs().max().item<double>(), 1.0);
+  }
 }
 
 // The model section of a config as YAML (what must survive an export and an import).

@@ -329,6 +329,8 @@ def main():
     gemma3_fixtures(out)
     phi3_fixtures(out)
     olmo3_fixtures(out)
+    gpt2_fixtures(out)
+    neox_fixtures(out)
 
     if "--check-with-transformers" in sys.argv:
         check_with_transformers(out)
@@ -1232,6 +1234,245 @@ def train_llama_spm():
     return model.getvalue()
 
 
+# ---- GPT-2 (Radford et al. 2019) and GPT-NeoX (Black et al. 2022; Pythia), the classic
+# learned-position baseline and the suite of the encoding-swap studies. Both: LayerNorm with a
+# shift, biases on every projection, a non-gated feed-forward, causal softmax(q k^T / sqrt(H)).
+#
+#   GPT-2   x = wte[ids] + wpe[t]; per layer x += attn(ln_1(x)); x += mlp(ln_2(x)); ln_f;
+#           Conv1D weights are [in, out] (y = x W + b); c_attn's columns are q, k, v;
+#           activation_function gelu_new (GELU's tanh form) or gelu (erf); scale_attn_weights
+#           false: no 1/sqrt(H); tied to wte unless tie_word_embeddings is false (lm_head)
+#   NeoX    x = embed_in[ids]; per layer a = dense(attn(input_layernorm(x))), then
+#           parallel (use_parallel_residual): x + a + mlp(post_attention_layernorm(x)),
+#           else x' = x + a, x' + mlp(post_attention_layernorm(x')); final_layer_norm; embed_out
+#           (untied by default). query_key_value's rows are [head, (q, k, v), H]. RoPE on the
+#           first R = int(H * rotary_pct) channels (rope_parameters.partial_rotary_factor in
+#           transformers 5), pairs (i, i + R/2), theta_i = base^(-2i/R), base rotary_emb_base
+#   gpt2             the hub's layout (no transformer. prefix, attn.bias / masked_bias buffers,
+#                    n_ctx and the summary_* keys), gelu_new, tied, V = the tokenizer's size
+#   gpt2-untied-v5   transformers 5's: transformer. prefix, lm_head, gelu (erf), no score
+#                    scale, n_inner 40
+#   gpt-neox         transformers 4's (Pythia's keys): rotary_pct 0.25 (4 of 16 channels),
+#                    parallel residual, untied, embeddings padded past the tokenizer, buffers
+#   gpt-neox-v5      transformers 5's: rope_parameters with partial_rotary_factor 0.5 and
+#                    linear scaling x2, sequential residual, gelu_new, tied
+
+GPT2_FIXTURES = ("gpt2", "gpt-neox")
+GPT2_V5_FIXTURES = ("gpt2-untied-v5", "gpt-neox-v5")
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def act_of(name):
+    return {"gelu": gelu, "gelu_new": gelu_tanh, "relu": torch.relu}[name]
+
+
+def causal_attention(q, k, v, scale):
+    """[B, N, T, H] each: causal softmax(q k^T * scale) v, back as [B, T, N * H]."""
+    B, N, T, H = q.shape
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    a = torch.softmax(q @ k.transpose(-1, -2) * scale + mask, -1) @ v
+    return a.transpose(1, 2).reshape(B, T, N * H)
+
+
+def gpt2_logits(sd, cfg, ids):
+    sd = {k: v.double() for k, v in sd.items()}
+    p = "transformer." if "transformer.wte.weight" in sd else ""
+    B, T = ids.shape
+    D, N = cfg["n_embd"], cfg["n_head"]
+    H, eps = D // N, cfg["layer_norm_epsilon"]
+    act = act_of(cfg["activation_function"])
+    scale = 1 / math.sqrt(H) if cfg.get("scale_attn_weights", True) else 1.0
+
+    def conv1d(x, name):  # transformers' Conv1D: weight [in, out]
+        return x @ sd[name + ".weight"] + sd[name + ".bias"]
+
+    x = sd[p + "wte.weight"][ids] + sd[p + "wpe.weight"][:T]
+    for i in range(cfg["n_layer"]):
+        h = layer_norm(x, sd, f"{p}h.{i}.ln_1", eps)
+        q, k, v = conv1d(h, f"{p}h.{i}.attn.c_attn").split(D, -1)
+        q, k, v = (t.view(B, T, N, H).transpose(1, 2) for t in (q, k, v))
+        x = x + conv1d(causal_attention(q, k, v, scale), f"{p}h.{i}.attn.c_proj")
+        h = layer_norm(x, sd, f"{p}h.{i}.ln_2", eps)
+        x = x + conv1d(act(conv1d(h, f"{p}h.{i}.mlp.c_fc")), f"{p}h.{i}.mlp.c_proj")
+    x = layer_norm(x, sd, p + "ln_f", eps)
+    return x @ sd.get("lm_head.weight", sd[p + "wte.weight"]).t()
+
+
+def neox_rope(cfg):
+    """(base, rotating fraction, linear factor) from either layout."""
+    rp = cfg.get("rope_parameters")
+    if rp is not None:
+        assert rp["rope_type"] in ("default", "linear"), rp
+        return rp["rope_theta"], rp.get("partial_rotary_factor", 1.0), rp.get("factor", 1.0)
+    rs = cfg.get("rope_scaling") or {"rope_type": "default"}
+    assert rs.get("rope_type", rs.get("type")) in ("default", "linear"), rs
+    return cfg.get("rotary_emb_base", 10000.0), cfg.get("rotary_pct", 0.25), rs.get("factor", 1.0)
+
+
+def neox_logits(sd, cfg, ids):
+    sd = {k: v.double() for k, v in sd.items()}
+    p = "gpt_neox." if "gpt_neox.embed_in.weight" in sd else ""
+    B, T = ids.shape
+    D, N = cfg["hidden_size"], cfg["num_attention_heads"]
+    H, eps = D // N, cfg["layer_norm_eps"]
+    act = act_of(cfg["hidden_act"])
+    base, frac, factor = neox_rope(cfg)
+    R = int(H * frac)
+    inv = 1.0 / base ** (torch.arange(0, R, 2, dtype=torch.float64) / R) / factor
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+
+    def turn(x):
+        return torch.cat([x[..., :R] * cos + rotate_half(x[..., :R]) * sin, x[..., R:]], -1)
+
+    def mlp(h, lp):
+        return linear(act(linear(h, sd, lp + "mlp.dense_h_to_4h")), sd, lp + "mlp.dense_4h_to_h")
+
+    x = sd[p + "embed_in.weight"][ids]
+    for i in range(cfg["num_hidden_layers"]):
+        lp = f"{p}layers.{i}."
+        h = layer_norm(x, sd, lp + "input_layernorm", eps)
+        qkv = linear(h, sd, lp + "attention.query_key_value").view(B, T, N, 3 * H).transpose(1, 2)
+        q, k, v = qkv.chunk(3, -1)
+        a = linear(causal_attention(turn(q), turn(k), v, 1 / math.sqrt(H)), sd,
+                   lp + "attention.dense")
+        if cfg.get("use_parallel_residual", True):
+            x = x + a + mlp(layer_norm(x, sd, lp + "post_attention_layernorm", eps), lp)
+        else:
+            x = x + a
+            x = x + mlp(layer_norm(x, sd, lp + "post_attention_layernorm", eps), lp)
+    x = layer_norm(x, sd, p + "final_layer_norm", eps)
+    return x @ sd.get("embed_out.weight", sd[p + "embed_in.weight"]).t()
+
+
+def gpt_tokenizer():
+    """A byte-level BPE tokenizer.json in GPT-2's layout (ByteLevel with its regex): the 256
+    byte symbols in GPT-2's order (the printable bytes first, so "!" is id 0 and the control
+    bytes come from 188 on), the merges, then its one added token <|endoftext|>; (tokenizer.json
+    text, its size, that id)."""
+    import bpe_reference as bpe
+    merges = bpe.train(bpe.TRAIN)
+    vocab = {}
+    for symbol in list(bpe.BYTES.values()) + [a + b for a, b in merges]:
+        vocab.setdefault(symbol, len(vocab))
+    eot = len(vocab)
+    added = [{"id": eot, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+              "rstrip": False, "normalized": True, "special": True}]
+    return json.dumps(bpe.tokenizer_json(vocab, merges, added, "gpt2")), eot + 1, eot
+
+
+def gpt2_fixtures(out):
+    g = torch.Generator().manual_seed(20261205)
+    tok, V, eot = gpt_tokenizer()
+    D, L, N, P = 32, 2, 4, 48
+
+    def rnd(*shape, std=0.3):
+        return (torch.randn(*shape, generator=g) * std).float()
+
+    def init(prefix, F, tied):
+        sd = {prefix + "wte.weight": rnd(V, D), prefix + "wpe.weight": rnd(P, D, std=0.2)}
+        for name, width in (("ln_f", D),) + tuple((f"h.{i}.ln_{j}", D) for i in range(L)
+                                                  for j in (1, 2)):
+            sd[prefix + name + ".weight"] = 1 + rnd(width, std=0.1)
+            sd[prefix + name + ".bias"] = rnd(width, std=0.1)
+        for i in range(L):
+            for name, fan_in, fan_out in (("attn.c_attn", D, 3 * D), ("attn.c_proj", D, D),
+                                          ("mlp.c_fc", D, F), ("mlp.c_proj", F, D)):
+                sd[f"{prefix}h.{i}.{name}.weight"] = rnd(fan_in, fan_out, std=1 / math.sqrt(fan_in))
+                sd[f"{prefix}h.{i}.{name}.bias"] = rnd(fan_out, std=0.1)
+        if not tied:
+            sd["lm_head.weight"] = rnd(V, D)
+        return sd
+
+    ids = (("", torch.randint(0, V, (2, 40), generator=g)),
+           ("_short", torch.randint(0, V, (2, 12), generator=g)))
+    cfg = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": V,
+           "n_embd": D, "n_layer": L, "n_head": N, "n_positions": P, "n_ctx": P,
+           "activation_function": "gelu_new", "resid_pdrop": 0.1, "embd_pdrop": 0.1,
+           "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
+           "summary_type": "cls_index", "summary_use_proj": True, "summary_activation": None,
+           "summary_proj_to_labels": True, "summary_first_dropout": 0.1,
+           "bos_token_id": eot, "eos_token_id": eot,
+           "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}}}
+    sd = init("", 4 * D, True)
+    # The hub's GPT-2 saved the causal mask and the masked score as buffers.
+    for i in range(L):
+        sd[f"h.{i}.attn.bias"] = torch.ones(P, P).tril().view(1, 1, P, P)
+        sd[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    save_decoder(out, "gpt2", cfg, sd, ids, logits_of=gpt2_logits)
+    cfg = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": V,
+           "n_embd": D, "n_layer": L, "n_head": N, "n_positions": P, "n_inner": 40,
+           "activation_function": "gelu", "layer_norm_epsilon": 1e-5, "scale_attn_weights": False,
+           "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
+           "tie_word_embeddings": False, "bos_token_id": eot, "eos_token_id": eot,
+           "dtype": "float32", "transformers_version": "5.0.0"}
+    save_decoder(out, "gpt2-untied-v5", cfg, init("transformer.", 40, False), ids,
+                 logits_of=gpt2_logits)
+    for name in ("gpt2", "gpt2-untied-v5"):
+        with open(os.path.join(out, name, "tokenizer.json"), "w") as f:
+            f.write(tok)
+
+
+def neox_fixtures(out):
+    g = torch.Generator().manual_seed(20261206)
+    tok, n, eot = gpt_tokenizer()
+    V, D, L, N, F, P = n + 7, 32, 2, 2, 64, 48
+
+    def rnd(*shape, std=0.3):
+        return (torch.randn(*shape, generator=g) * std).float()
+
+    def init(tied):
+        p = "gpt_neox."
+        sd = {p + "embed_in.weight": rnd(V, D)}
+        names = ["final_layer_norm"] + [f"layers.{i}.{n}" for i in range(L)
+                                        for n in ("input_layernorm", "post_attention_layernorm")]
+        for name in names:
+            sd[p + name + ".weight"] = 1 + rnd(D, std=0.1)
+            sd[p + name + ".bias"] = rnd(D, std=0.1)
+        for i in range(L):
+            for name, fan_in, fan_out in (("attention.query_key_value", D, 3 * D),
+                                          ("attention.dense", D, D),
+                                          ("mlp.dense_h_to_4h", D, F),
+                                          ("mlp.dense_4h_to_h", F, D)):
+                sd[f"{p}layers.{i}.{name}.weight"] = rnd(fan_out, fan_in, std=1 / math.sqrt(fan_in))
+                sd[f"{p}layers.{i}.{name}.bias"] = rnd(fan_out, std=0.1)
+        if not tied:
+            sd["embed_out.weight"] = rnd(V, D)
+        return sd
+
+    ids = (("", torch.randint(0, V, (2, 40), generator=g)),
+           ("_short", torch.randint(0, V, (2, 12), generator=g)))
+    common = {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "vocab_size": V,
+              "hidden_size": D, "num_hidden_layers": L, "num_attention_heads": N,
+              "intermediate_size": F, "max_position_embeddings": P, "layer_norm_eps": 1e-5,
+              "initializer_range": 0.02, "bos_token_id": eot, "eos_token_id": eot,
+              "attention_dropout": 0.0, "hidden_dropout": 0.0, "classifier_dropout": 0.1,
+              "use_cache": True}
+    cfg = dict(common, hidden_act="gelu", rotary_pct=0.25, rotary_emb_base=10000,
+               use_parallel_residual=True, tie_word_embeddings=False, rope_scaling=None,
+               torch_dtype="float32", transformers_version="4.40.0")
+    sd = init(False)
+    H, R = D // N, int(D // N * 0.25)
+    for i in range(L):  # the buffers older versions saved
+        sd[f"gpt_neox.layers.{i}.attention.bias"] = torch.ones(P, P).tril().view(1, 1, P, P)
+        sd[f"gpt_neox.layers.{i}.attention.masked_bias"] = torch.tensor(-1e9)
+        sd[f"gpt_neox.layers.{i}.attention.rotary_emb.inv_freq"] = \
+            (1.0 / 10000 ** (torch.arange(0, R, 2).float() / R))
+    save_decoder(out, "gpt-neox", cfg, sd, ids, logits_of=neox_logits)
+    cfg = dict(common, hidden_act="gelu_new", use_parallel_residual=False,
+               tie_word_embeddings=True, attention_bias=True, dtype="float32",
+               transformers_version="5.0.0",
+               rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0,
+                                "partial_rotary_factor": 0.5})
+    save_decoder(out, "gpt-neox-v5", cfg, init(True), ids, logits_of=neox_logits)
+    for name in ("gpt-neox", "gpt-neox-v5"):
+        with open(os.path.join(out, name, "tokenizer.json"), "w") as f:
+            f.write(tok)
+
+
 def save_llama_tok(name, cfg, sd, g, out, save_llama, files, sp=None):
     save_llama(name, cfg, sd)
     d = os.path.join(out, name)
@@ -1270,7 +1511,7 @@ def check_with_transformers(out, exports=None):
     # use, cls.predictions.bias as initialised), which transformers 4 reads the other way round;
     # ropelab's export of it writes both names, so its export is checked with either.
     v5_only = V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES + PHI3_V5_FIXTURES + \
-        OLMO3_V5_FIXTURES + (
+        OLMO3_V5_FIXTURES + GPT2_V5_FIXTURES + (
         "bert-mlm-v5", "roformer-mlm-v5") + (() if exports else ("bert-mlm-untied",))
     if not v5:
         print(f"transformers {transformers.__version__}: the {len(v5_only)} fixtures in "
@@ -1321,9 +1562,9 @@ def check_with_transformers(out, exports=None):
                                    lambda c: c["rope_scaling"].update(
                                        short_factor=c["rope_scaling"]["long_factor"]))
     for name in (LLAMA_FIXTURES + SWA_FIXTURES + GEMMA3_FIXTURES + PHI3_FIXTURES +
-                 OLMO3_FIXTURES +
+                 OLMO3_FIXTURES + GPT2_FIXTURES +
                  (V5_FIXTURES + SWA_V5_FIXTURES + GEMMA3_V5_FIXTURES + PHI3_V5_FIXTURES +
-                  OLMO3_V5_FIXTURES if v5 else ())):
+                  OLMO3_V5_FIXTURES + GPT2_V5_FIXTURES if v5 else ())):
         d = os.path.join(out, name)
         model, _ = load(name)
         if model is None:

@@ -41,8 +41,8 @@ enum class Arch { kEncoder, kDecoder, kEncDec };
 ROPELAB_ENUM_NAMES(Arch, "encoder", "decoder", "encdec");
 enum class Norm { kAuto, kPost, kPre, kReordered, kSandwich };
 ROPELAB_ENUM_NAMES(Norm, "auto", "post", "pre", "reordered", "sandwich");
-enum class Activation { kGelu, kRelu, kSwiglu, kGeglu, kGegluTanh };
-ROPELAB_ENUM_NAMES(Activation, "gelu", "relu", "swiglu", "geglu", "geglu_tanh");
+enum class Activation { kGelu, kRelu, kSwiglu, kGeglu, kGegluTanh, kGeluTanh };
+ROPELAB_ENUM_NAMES(Activation, "gelu", "relu", "swiglu", "geglu", "geglu_tanh", "gelu_tanh");
 // The gated feed-forwards: fc2(act(gate(x)) * fc1(x)).
 constexpr bool is_gated(Activation a) {
   return a == Activation::kSwiglu || a == Activation::kGeglu || a == Activation::kGegluTanh;

@@ -135,6 +135,7 @@ struct ModelConfig {
   LinearBias bias = LinearBias::kAll;
   bool tie_embeddings = true;
   bool scale_embeddings = false;
+  bool parallel_residual = false;
   double init_std = 0.02;
   PoolerActivation pooler_activation = PoolerActivation::kTanh;
   PositionConfig position;
@@ -177,14 +178,19 @@ struct ModelConfig {
       "epsilon of every norm (1e-5 as PyTorch; imported BERT checkpoints bring 1e-12)",
       between(0, 1));
     v("activation", activation,
-      "feed-forward activation: gelu (with erf), relu, or a gated one (Shazeer 2020): swiglu "
-      "(fc2(silu(gate(x)) * fc1(x)), as Llama), geglu (gelu with erf in place of silu) or "
-      "geglu_tanh (gelu's tanh approximation: Gemma)");
+      "feed-forward activation: gelu (with erf), gelu_tanh (gelu's tanh approximation: GPT-2's "
+      "gelu_new), relu, or a gated one (Shazeer 2020): swiglu (fc2(silu(gate(x)) * fc1(x)), as "
+      "Llama), geglu (gelu with erf in place of silu) or geglu_tanh (the tanh approximation: "
+      "Gemma)");
     v("bias", bias,
       "biases of the attention and feed-forward projections: all, none (Llama), or qkv (only "
       "the query, key and value projections: Qwen2)");
     v("tie_embeddings", tie_embeddings, "share input embeddings with the output projection");
     v("scale_embeddings", scale_embeddings, "multiply embeddings by sqrt(d_model)");
+    v("parallel_residual", parallel_residual,
+      "pre-norm layers whose attention and feed-forward both read the layer's input, "
+      "x + attn(norm1(x)) + ffn(norm2(x)) (GPT-J, GPT-NeoX and Pythia), instead of one after the "
+      "other");
     v("init_std", init_std, "std of the normal initialiser", between(0, 10));
     v("pooler_activation", pooler_activation,
       "classification head: the activation of its dense layer on [CLS] (tanh: BERT's pooler; "

@@ -225,6 +225,16 @@ std::vector<Problem> validate(const Config& c) {
   if (m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads != 0)
     bad("model.n_kv_heads", "n_kv_heads (" + std::to_string(m.n_kv_heads) +
                                 ") must divide n_heads (" + std::to_string(m.n_heads) + ")");
+  if (m.parallel_residual) {
+    if (m.arch == Arch::kEncDec)
+      bad("model.parallel_residual",
+          "a parallel residual is for decoders and encoders (an encdec decoder's cross-attention "
+          "has no place in it)");
+    else if (!(m.norm == Norm::kPre || (m.norm == Norm::kAuto && m.arch == Arch::kDecoder)))
+      bad("model.parallel_residual",
+          std::string("a parallel residual is a pre-norm layout (model.norm pre), not ") +
+              (m.norm == Norm::kAuto ? "post (auto for an encoder)" : to_string(m.norm)));
+  }
   const int64_t head_dim = head_dim_of(m);
   check_positions(c, m.position, "model.position", head_dim, bad);
   check_packing(c, bad);

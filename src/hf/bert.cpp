@@ -255,6 +255,8 @@ std::string encoder_mismatch(const config::Config& c) {
   if (m.norm_type != NormType::kLayerNorm) return "model.norm_type is not layernorm";
   if (is_gated(m.activation))
     return std::string("a gated feed-forward (") + to_string(m.activation) + ")";
+  if (m.activation == Activation::kGeluTanh)
+    return "GELU's tanh form (model.activation gelu_tanh; BERT's is gelu with erf)";
   if (m.attention.scale_dim > 0 && m.attention.scale_dim != static_cast<double>(head_dim_of(m)))
     return "a score scale of its own (model.attention.scale_dim)";
   if (m.bias != LinearBias::kAll) return "projections without biases (model.bias)";

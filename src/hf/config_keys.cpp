@@ -101,6 +101,13 @@ constexpr KnownKey kKnownKeys[] = {
     {"exponential_decay_length_penalty", "a generation setting"},
     {"suppress_tokens", "a generation setting"},
     {"begin_suppress_tokens", "a generation setting"},
+    // GPT-2's older keys and its multiple-choice head (GPT2DoubleHeadsModel's, not the LM's).
+    {"n_ctx", "an older copy of n_positions, unread by transformers"},
+    {"summary_type", "GPT2DoubleHeadsModel's multiple-choice head"},
+    {"summary_use_proj", "GPT2DoubleHeadsModel's multiple-choice head"},
+    {"summary_activation", "GPT2DoubleHeadsModel's multiple-choice head"},
+    {"summary_proj_to_labels", "GPT2DoubleHeadsModel's multiple-choice head"},
+    {"summary_first_dropout", "GPT2DoubleHeadsModel's multiple-choice head"},
     // TF BERT's pooler description, which transformers never reads (bert-base-chinese, ...).
     {"directionality", "a TF BERT note, unread by transformers"},
     {"pooler_fc_size", "a TF BERT note, unread by transformers"},

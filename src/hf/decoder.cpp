@@ -1,9 +1,11 @@
-// What the decoder families share (hf/llama.cpp: the Llama layout; hf/gemma3.cpp): the
+// What the decoder families share (hf/llama.cpp: the Llama layout; hf/gemma3.cpp, hf/gpt2.cpp,
+// hf/gpt_neox.cpp): the
 // checkpoint's tokenizer and special ids on the way in, the run's sizes as overrides, and on the
 // way out the sizes, norms, tying and special ids of config.json. The tokenizer: a byte-level BPE
 // tokenizer.json (Llama 3, Qwen2), else a SentencePiece tokenizer.model (Llama 2, Mistral), both
 // re-numbered through RUN/hf/vocab_order.json; specials the checkpoint lacks take rows past the
-// tokenizer's end, then unused special tokens, then the lowest free ids.
+// tokenizer's end, then unused special tokens, then (byte-level BPE) the tokens of control bytes
+// ordinary text does not contain, then the lowest free ids.
 #include <spdlog/fmt/fmt.h>
 #include <torch/torch.h>
 
@@ -67,6 +69,15 @@ LlamaTokenizer tokenizer_of(const Source& s, int64_t V) {
       if (a.special) unused.push_back(a.id);
     std::sort(unused.begin(), unused.end());
     t.fillers.insert(t.fillers.end(), unused.begin(), unused.end());
+    // Then the tokens of control bytes ordinary text does not contain: U+0000-U+0008 and
+    // U+000E-U+001F (not tab, line feed, vertical tab, form feed, carriage return), in GPT-2's byte
+    // alphabet the characters U+0100 + byte. GPT-2's vocabulary has no rows to spare: without these
+    // its specials would take the lowest ids, "!", "\"", "#" and the like.
+    for (int b = 0; b < 32; ++b) {
+      if (b >= 9 && b <= 13) continue;
+      const std::string piece = {static_cast<char>(0xC4), static_cast<char>(0x80 + b)};
+      if (const int32_t id = bpe.id_of(piece); id >= 0) t.fillers.push_back(id);
+    }
     t.overrides = {"data.tokenizer.type=bpe", "data.tokenizer.model=" + json_file,
                    "data.tokenizer.vocab_order=" + order};
   } else if (std::filesystem::is_regular_file(spm)) {
@@ -125,8 +136,50 @@ std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk, s
   return ids;
 }
 
+Mapped decoder_vocabulary(const Source& s, int64_t V,
+                          const std::map<std::string, int64_t>& defaults) {
+  Mapped m;
+  m.vocab = V;
+  auto tok = tokenizer_of(s, V);
+  std::string shared;
+  m.vocab_order = tokenizers::special_first_order(
+      V, llama_specials(s, V, tok.unk, shared, defaults), tok.fillers);
+  m.overrides = tok.overrides;
+  m.note = tok.note;
+  if (!shared.empty()) m.note += (m.note.empty() ? "" : "; ") + shared;
+  return m;
+}
+
+config::Activation plain_activation(const Source& s, const std::string& key,
+                                    const std::string& fallback) {
+  const std::string name = s.get_string(key, fallback);
+  if (name == "gelu") return config::Activation::kGelu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
+    return config::Activation::kGeluTanh;
+  if (name == "relu") return config::Activation::kRelu;
+  s.unsupported(key,
+                "ropelab has gelu (erf), its tanh form (gelu_new, gelu_pytorch_tanh, "
+                "gelu_fast) and relu");
+}
+
+nlohmann::json hf_activation(config::Activation a, const nlohmann::json& origin,
+                             const std::string& key) {
+  const nlohmann::json own = origin.is_object() ? origin.value(key, nlohmann::json()) : nullptr;
+  if (a == config::Activation::kGeluTanh) {
+    const bool tanh_form = own == "gelu_new" || own == "gelu_pytorch_tanh" || own == "gelu_fast";
+    return tanh_form ? own : nlohmann::json("gelu_new");
+  }
+  return a == config::Activation::kGelu ? "gelu" : "relu";
+}
+
+void take_layer_norm(Source& s, const std::string& from, const std::string& to, int64_t D,
+                     std::map<std::string, at::Tensor>& w) {
+  w[to + ".weight"] = s.take(from + ".weight", {D});
+  w[to + ".bias"] = s.take(from + ".bias", {D});
+}
+
 std::vector<std::string> decoder_overrides(int64_t P, int64_t D, int64_t L, int64_t N, int64_t Nkv,
-                                           int64_t H) {
+                                           int64_t H, double dropout) {
   return {
       "task.type=clm",
       // The trained context (what --rope-scaling extends); one sequence a batch at that length.
@@ -139,7 +192,7 @@ std::vector<std::string> decoder_overrides(int64_t P, int64_t D, int64_t L, int6
       "model.n_kv_heads=" + std::to_string(Nkv),
       // 0: d_model / n_heads, the model of a checkpoint without its own head width
       "model.head_dim=" + std::to_string(H * N == D ? 0 : H),
-      "model.dropout=0",
+      "model.dropout=" + exact_number(dropout),
   };
 }
 
@@ -160,6 +213,11 @@ void put_decoder_keys(const ExportSource& s, nlohmann::json& j) {
   j["initializer_range"] = m.init_std;
   put_special_ids(s, j);
   j[s.form == HfConfigForm::kV4 ? "torch_dtype" : "dtype"] = "float32";
+}
+
+void put_layer_norm(const ExportSource& s, const std::string& from, const std::string& to,
+                    Exported& e) {
+  for (const char* p : {".weight", ".bias"}) e.tensors.emplace_back(to + p, s.at(from + p));
 }
 
 void put_special_ids(const ExportSource& s, nlohmann::json& j) {

@@ -12,13 +12,13 @@ const Family& bert_family();      // hf/bert.cpp
 const Family& roformer_family();  // hf/roformer.cpp
 const Family& llama_family();     // hf/llama.cpp
 const Family& gemma3_family();    // hf/gemma3.cpp
+const Family& gpt2_family();      // hf/gpt2.cpp
+const Family& neox_family();      // hf/gpt_neox.cpp
 
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> list = {
-      &bert_family(),
-      &roformer_family(),
-      &llama_family(),
-      &gemma3_family(),
+      &bert_family(),   &roformer_family(), &llama_family(),
+      &gemma3_family(), &gpt2_family(),     &neox_family(),
   };
   return list;
 }

@@ -1,8 +1,8 @@
 // A Hugging Face family: the classes one mapping file reads and writes (hf/bert.cpp,
-// hf/roformer.cpp, hf/llama.cpp, hf/gemma3.cpp), as one record. Import picks the family that
-// lists config.json's architectures[0]; export takes the first family whose classes compute
-// exactly what the run's model computes. The list is hf/families.cpp: a new family is its own
-// file (with its record) and one line there. Not for use outside src/hf.
+// hf/roformer.cpp, hf/llama.cpp, hf/gemma3.cpp, hf/gpt2.cpp, hf/gpt_neox.cpp), as one record.
+// Import picks the family that lists config.json's architectures[0]; export takes the first family
+// whose classes compute exactly what the run's model computes. The list is hf/families.cpp: a new
+// family is its own file (with its record) and one line there. Not for use outside src/hf.
 #pragma once
 #include <string>
 #include <vector>

@@ -356,13 +356,9 @@ static Mapped map_llama(Source& s) {
   const bool smol = arch == "SmolLM3ForCausalLM";  // its defaults: tied, base 2e6
   const bool tied = s.get_bool("tie_word_embeddings", smol);
 
-  Mapped m;
-  m.vocab = V;
-  auto tok = tokenizer_of(s, V);
-  std::string shared;
-  m.vocab_order =
-      tokenizers::special_first_order(V, llama_specials(s, V, tok.unk, shared), tok.fillers);
-  m.overrides = decoder_overrides(P, D, L, N, Nkv, H);
+  Mapped m = decoder_vocabulary(s, V);
+  const auto sizes = decoder_overrides(P, D, L, N, Nkv, H);
+  m.overrides.insert(m.overrides.end(), sizes.begin(), sizes.end());
   m.overrides.insert(
       m.overrides.end(),
       {
@@ -382,20 +378,17 @@ static Mapped map_llama(Source& s) {
           "model.position.type=rope",
           "model.position.pairing=half",
       });
-  if (phi3) {  // partial rotary: the first H * factor channels of each head
-    const double frac = s.get_double("partial_rotary_factor", 1.0);
-    const auto R = static_cast<int64_t>(static_cast<double>(H) * frac);
-    if (!(frac > 0 && frac <= 1) || R < 2 || R % 2 != 0)
-      s.unsupported("partial_rotary_factor", "expected a fraction of head_dim that is even");
-    if (R != H) m.overrides.push_back("model.position.rotary_dim=" + std::to_string(R));
+  // Phi-3's partial rotary: the first int(H * partial_rotary_factor) channels of each head.
+  RopeClass rope;
+  rope.default_base = smol ? 2e6 : 1e4;
+  if (phi3) {
+    rope.v4_partial_key = "partial_rotary_factor";
+    rope.head_dim = H;
   }
-  for (auto& o : olmo3 ? olmo3_rope(s, P, spans) : rope_overrides(s, P, smol ? 2e6 : 1e4))
+  for (auto& o : olmo3 ? olmo3_rope(s, P, spans) : rope_overrides(s, P, rope))
     m.overrides.push_back(std::move(o));
   for (auto& o : layout_overrides(spans)) m.overrides.push_back(std::move(o));
-  for (auto& o : tok.overrides) m.overrides.push_back(std::move(o));
-  m.note = tok.note;
   if (!spans.note.empty()) m.note += (m.note.empty() ? "" : "; ") + spans.note;
-  if (!shared.empty()) m.note += (m.note.empty() ? "" : "; ") + shared;
 
   auto order = torch::tensor(m.vocab_order, torch::kLong);
   auto& w = m.weights;
@@ -524,6 +517,8 @@ static std::string llama_mismatch(const config::Config& c) {
   if (!std::holds_alternative<ClmTaskConfig>(c.task.opts))
     return std::string("task ") + c.task.type() + " has no such class";
   if (m.norm == Norm::kPost) return "post-norm layers";
+  if (m.parallel_residual)
+    return "a parallel residual (GPT-NeoX's; Llama's sublayers are sequential)";
   if (m.norm == Norm::kSandwich) return "four norms a layer (model.norm sandwich: Gemma 3's)";
   if (m.attention.scale_dim > 0 && m.attention.scale_dim != static_cast<double>(head_dim_of(m)))
     return "a score scale of its own (model.attention.scale_dim: Gemma 3's)";

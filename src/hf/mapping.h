@@ -84,12 +84,23 @@ struct Mapped {
 // A config.json number as a model override that reads back as the same double.
 std::string exact_number(double v);
 
-// The RoPE settings of a Llama-layout config.json (hf/rope_params.cpp) as model.position
-// overrides: the base, then the scaling. Either of transformers' layouts (4: rope_theta and
-// rope_scaling; 5: rope_parameters, flat or nested per layer type), or both where they agree.
-// `default_base`: the class's base where config.json gives none (SmolLM3's is 2e6).
-std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos,
-                                        double default_base = 10000.0);
+// What a class reads of RoPE besides transformers' common keys: its base where config.json gives
+// none (SmolLM3's is 2e6), transformers 4's names for the base and the rotating fraction of each
+// head (GPT-NeoX: rotary_emb_base, rotary_pct; Phi-3: partial_rotary_factor; "": the class has
+// none in 4), that fraction's default (GPT-NeoX: 0.25), and the head width the fraction is of
+// (0: the class turns the whole head, and a fraction is refused).
+struct RopeClass {
+  double default_base = 10000.0;
+  std::string v4_theta_key = "rope_theta";
+  std::string v4_partial_key;
+  double default_partial = 1.0;
+  int64_t head_dim = 0;
+};
+// The RoPE settings of a config.json (hf/rope_params.cpp) as model.position overrides: the base,
+// the scaling, then model.position.rotary_dim where part of each head turns. Either of
+// transformers' layouts (4: rope_theta and rope_scaling; 5: rope_parameters, flat or nested per
+// layer type, with partial_rotary_factor), or both where they agree.
+std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos, const RopeClass& c);
 // The same for one layer type of a class that reads them per type (Gemma 3): transformers 4's
 // base under `v4_theta_key` (and rope_scaling where `v4_scaling`), transformers 5's
 // rope_parameters[layer_type] (the nested form only).
@@ -123,6 +134,22 @@ struct LlamaTokenizer {
   std::string note;
 };
 LlamaTokenizer tokenizer_of(const Source& s, int64_t V);
+// The vocabulary of a decoder checkpoint: its size, the order that puts ropelab's specials
+// first (llama_specials' ids; the tokenizer's fillers for the rest), the tokenizer's overrides,
+// and the notes of both.
+Mapped decoder_vocabulary(const Source& s, int64_t V,
+                          const std::map<std::string, int64_t>& defaults = {});
+// A config.json activation (GPT-2's activation_function, GPT-NeoX's hidden_act; `fallback`
+// where absent) as a non-gated model.activation: gelu (erf), gelu_tanh (gelu_new,
+// gelu_pytorch_tanh, gelu_fast: GELU's tanh form) or relu; another is refused naming `key`.
+config::Activation plain_activation(const Source& s, const std::string& key,
+                                    const std::string& fallback);
+// And back: the name for `key` (the imported checkpoint's own where it names the same function).
+nlohmann::json hf_activation(config::Activation a, const nlohmann::json& origin,
+                             const std::string& key);
+// A LayerNorm's gain and shift, `from`.weight / .bias, as `to`.weight / .bias.
+void take_layer_norm(Source& s, const std::string& from, const std::string& to, int64_t D,
+                     std::map<std::string, at::Tensor>& w);
 // ropelab's special ids (pad, unk, bos, eos, cls, sep, mask) from config.json's eos, bos and pad
 // ids (`defaults`: the class's, where config.json has none); `shared` says which share an id.
 std::array<int64_t, 7> llama_specials(const Source& s, int64_t V, int64_t unk, std::string& shared,
@@ -177,14 +204,18 @@ void export_bert_encoder(const ExportSource& s, const std::string& prefix, Expor
 // What an encoder must be for BERT's and RoFormer's classes ("" if it is).
 std::string encoder_mismatch(const config::Config& c);
 // A decoder checkpoint as a CLM run: its sizes (P the trained context, D wide, L layers, N heads,
-// Nkv key/value heads H wide) as the run's first overrides, dropout off.
+// Nkv key/value heads H wide) as the run's first overrides, and its dropout (off unless the class
+// trains with one: GPT-2's resid_pdrop, GPT-NeoX's hidden_dropout).
 std::vector<std::string> decoder_overrides(int64_t P, int64_t D, int64_t L, int64_t N, int64_t Nkv,
-                                           int64_t H);
+                                           int64_t H, double dropout = 0);
 // The model.position overrides of half-split `rope` (rope_overrides') moved under
 // model.layout.kinds.KIND.position: a layer type's RoPE of its own (Gemma 3, OLMo 3).
 std::vector<std::string> under_kind(const std::vector<std::string>& rope, const std::string& kind);
 // An exported decoder's sizes, norm epsilon, tying, dropout, initialiser, special ids and dtype.
 void put_decoder_keys(const ExportSource& s, nlohmann::json& j);
+// The run's LayerNorm `from` (.weight, .bias) under the checkpoint's name `to`.
+void put_layer_norm(const ExportSource& s, const std::string& from, const std::string& to,
+                    Exported& e);
 // bos_token_id, eos_token_id and pad_token_id: the checkpoint's own where the run was imported
 // (two may share an id, and eos may be a list), else the tokens at ropelab's.
 void put_special_ids(const ExportSource& s, nlohmann::json& j);

@@ -32,6 +32,8 @@ using nlohmann::json;
 struct RopeForm {  // NOLINT(bugprone-exception-escape): json's move is noexcept
   std::optional<double> theta;
   std::string theta_key;
+  std::optional<double> partial;  // the fraction of each head that turns
+  std::string partial_key;
   json scaling;  // null: this layout says nothing about scaling
   std::string scaling_key;
 };
@@ -56,13 +58,19 @@ double theta_of(const Source& s, const json& v, const std::string& key) {
 }
 
 // transformers 4's keys: the base under `theta_key` (rope_theta; Gemma 3's sliding layers:
-// rope_local_base_freq), and rope_scaling where `scaling` (Gemma 3's apply to its global layers).
-RopeForm read_v4(const Source& s, const std::string& theta_key = "rope_theta",
-                 bool scaling = true) {
+// rope_local_base_freq; GPT-NeoX: rotary_emb_base), the rotating fraction under `partial_key`
+// (Phi-3: partial_rotary_factor; GPT-NeoX: rotary_pct; "": none), and rope_scaling where
+// `scaling` (Gemma 3's apply to its global layers).
+RopeForm read_v4(const Source& s, const std::string& theta_key = "rope_theta", bool scaling = true,
+                 const std::string& partial_key = "") {
   RopeForm f;
   if (const json* t = s.use(theta_key)) {
     f.theta = theta_of(s, *t, theta_key);
     f.theta_key = theta_key;
+  }
+  if (const json* p = partial_key.empty() ? nullptr : s.use(partial_key)) {
+    f.partial = theta_of(s, *p, partial_key);
+    f.partial_key = partial_key;
   }
   if (const json* r = scaling ? s.use("rope_scaling") : nullptr) {
     if (!r->is_object()) throw UserError(s.config_path() + ": rope_scaling: not an object");
@@ -126,9 +134,8 @@ RopeForm read_v5(const Source& s, const std::string& layer_type = "") {
     f.theta_key = key + ".rope_theta";
   }
   if (auto it = one.find("partial_rotary_factor"); it != one.end() && !it->is_null()) {
-    if (!it->is_number() || it->get<double>() != 1.0)
-      refuse_rope(s, key + ".partial_rotary_factor", *it,
-                  "this class turns the whole head (a partial rotation is not its computation)");
+    f.partial = theta_of(s, *it, key + ".partial_rotary_factor");
+    f.partial_key = key + ".partial_rotary_factor";
   }
   one.erase("rope_theta");
   one.erase("partial_rotary_factor");
@@ -275,30 +282,57 @@ std::vector<std::string> scaling_of(const Source& s, const RopeForm& f, int64_t 
 }  // namespace
 
 namespace {
+// The rotating fraction as model.position.rotary_dim (nothing for the whole head). transformers
+// turns int(head_dim * fraction) channels of each head; ropelab needs an even width.
+std::vector<std::string> rotary_dim_of(const Source& s, const RopeForm& v4, const RopeForm& v5,
+                                       const RopeClass& c) {
+  if (v4.partial && v5.partial && *v4.partial != *v5.partial)
+    disagree(s, v4.partial_key, json(*v4.partial), v5.partial_key, json(*v5.partial),
+             "transformers 4 reads the first, 5 the second");
+  const RopeForm& given = v5.partial ? v5 : v4;
+  const double frac = given.partial.value_or(c.default_partial);
+  if (frac == 1.0) return {};
+  const std::string key = given.partial ? given.partial_key : c.v4_partial_key;
+  if (c.head_dim == 0)
+    refuse_rope(s, key, json(frac),
+                "this class turns the whole head (a partial rotation is not its computation)");
+  const auto R = static_cast<int64_t>(static_cast<double>(c.head_dim) * frac);
+  if (!(frac > 0 && frac < 1) || R < 2 || R % 2 != 0)
+    refuse_rope(s, key, json(frac),
+                fmt::format("ropelab turns an even number of channels of each head, and "
+                            "int({} * {}) = {}",
+                            c.head_dim, exact_number(frac), R));
+  return {"model.position.rotary_dim=" + std::to_string(R)};
+}
+
 std::vector<std::string> overrides_of(const Source& s, const RopeForm& v4, const RopeForm& v5,
-                                      int64_t max_pos, double default_base) {
+                                      int64_t max_pos, const RopeClass& c) {
   if (v4.theta && v5.theta && *v4.theta != *v5.theta)
     disagree(s, v4.theta_key, json(*v4.theta), v5.theta_key, json(*v5.theta),
              "transformers 4 reads the first, 5 the second");
-  const double theta = v5.theta.value_or(v4.theta.value_or(default_base));
+  const double theta = v5.theta.value_or(v4.theta.value_or(c.default_base));
   const auto a = scaling_of(s, v4, max_pos), b = scaling_of(s, v5, max_pos);
   if (!v4.scaling.is_null() && !v5.scaling.is_null() && a != b)
     disagree(s, v4.scaling_key, v4.scaling, v5.scaling_key, s.config().at("rope_parameters"),
              "transformers 4 reads the first, 5 the second");
   std::vector<std::string> ov = {"model.position.base=" + exact_number(theta)};
   for (const auto& o : v5.scaling.is_null() ? a : b) ov.push_back(o);
+  for (auto& o : rotary_dim_of(s, v4, v5, c)) ov.push_back(std::move(o));
   return ov;
 }
 }  // namespace
 
-std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos, double default_base) {
-  return overrides_of(s, read_v4(s), read_v5(s), max_pos, default_base);
+std::vector<std::string> rope_overrides(const Source& s, int64_t max_pos, const RopeClass& c) {
+  return overrides_of(s, read_v4(s, c.v4_theta_key, true, c.v4_partial_key), read_v5(s), max_pos,
+                      c);
 }
 
 std::vector<std::string> layer_type_rope_overrides(const Source& s, int64_t max_pos,
                                                    const LayerTypeRope& t) {
+  RopeClass c;
+  c.default_base = t.default_base;
   return overrides_of(s, read_v4(s, t.v4_theta_key, t.v4_scaling), read_v5(s, t.layer_type),
-                      max_pos, t.default_base);
+                      max_pos, c);
 }
 
 void put_rope(const config::RopeConfig& r, HfConfigForm form, nlohmann::json& j) {

@@ -180,8 +180,14 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
 };
 
 torch::Tensor activation(const torch::Tensor& h, config::Activation act) {
-  return act == config::Activation::kGelu ? torch::nn::functional::gelu(h)
-                                          : torch::nn::functional::relu(h);
+  switch (act) {
+    case config::Activation::kGelu:
+      return torch::gelu(h);
+    case config::Activation::kGeluTanh:
+      return torch::gelu(h, "tanh");
+    default:
+      return torch::relu(h);
+  }
 }
 
 }  // namespace
@@ -205,7 +211,9 @@ torch::Tensor dropout_add(const torch::Tensor& x, const torch::Tensor& h, double
 }
 
 torch::Tensor act_dropout(const torch::Tensor& h, config::Activation act, double p, bool training) {
-  if (!fused_path(h, p, training)) return model::dropout(activation(h, act), p, training);
+  // The fused kernel has GELU's exact form and ReLU; the tanh form is libtorch's, then dropout.
+  if (!fused_path(h, p, training) || act == config::Activation::kGeluTanh)
+    return model::dropout(activation(h, act), p, training);
   return ActDropout::apply(h, static_cast<int64_t>(act), p);
 }
 

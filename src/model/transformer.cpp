@@ -47,6 +47,7 @@ torch::Tensor drop(const torch::Tensor& x, double p, bool training) {
 LayerImpl::LayerImpl(const config::ModelConfig& c, bool cross)
     : pre_norm_(pre_norm(c)),
       reordered_(reordered(c)),
+      parallel_(c.parallel_residual && !cross),
       dropout_(c.dropout),
       activation_(c.activation) {
   auto norm = [&] { return Norm(c.d_model, c.norm_eps, c.norm_type); };
@@ -96,6 +97,13 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
     if (reordered_) return model::dropout_add(x, norm(fn(x)), dropout_, is_training());
     return norm(model::dropout_add(x, fn(x), dropout_, is_training()));
   };
+  if (parallel_) {  // GPT-NeoX: x + attn(norm1(x)) + ffn(norm2(x))
+    auto h = norm1(x);
+    auto a = self_attn->forward(h, h, self_mask, pos, offset, cache);
+    auto f = ffn(norm2(x));
+    return model::dropout_add(model::dropout_add(x, a, dropout_, is_training()), f, dropout_,
+                              is_training());
+  }
   x = sublayer(norm1, post_norm1, [&](const torch::Tensor& h) {
     return self_attn->forward(h, h, self_mask, pos, offset, cache);
   });

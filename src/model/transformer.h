@@ -1,7 +1,9 @@
 // The backbone: transformer stacks and the three architectures built from them.
 //   encoder (BERT, Devlin et al. 2019): bidirectional self-attention, post-LN by default,
 //     embedding LayerNorm, segment embeddings;
-//   decoder (GPT): causal self-attention, pre-LN by default;
+//   decoder (GPT): causal self-attention, pre-LN by default; with model.parallel_residual
+//     (GPT-J, Wang & Komatsuzaki 2021; GPT-NeoX, Black et al. 2022) each layer adds attention and
+//     feed-forward of the same input, x + attn(norm1(x)) + ffn(norm2(x));
 //   encdec (Transformer-base, Vaswani et al. 2017): encoder + decoder with cross-attention,
 //     one shared embedding, embeddings scaled by sqrt(d) when configured.
 // Heads (LM, MLM, classification) are separate modules (model/heads.h); model/model.h puts a
@@ -39,6 +41,7 @@ class LayerImpl : public torch::nn::Module {
  private:
   torch::Tensor ffn(const torch::Tensor& x);
   bool pre_norm_, reordered_;
+  bool parallel_;  // model.parallel_residual
   double dropout_;
   config::Activation activation_;
   MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};

@@ -34,6 +34,7 @@ namespace {
 
 namespace stdfs = std::filesystem;
 using test::damaged_copy;
+using test::expect_reference_logits;
 using test::expect_same_tensors;
 using test::kHfDir;
 using test::max_diff;
@@ -243,24 +244,6 @@ TEST(HfImport, TheRunTokenizesWithTheCheckpointVocabulary) {
   EXPECT_EQ(cased.strip_accents, config::StripAccents::kAuto);
   test::write(e.file("cased/tokenizer_config.json"), R"({"do_lower_case": "no"})");
   EXPECT_THROW(import_hf(e.file("cased"), e.file("run2")), UserError);
-}
-
-// A decoder fixture's imported run against its expected.safetensors: the logits of the long
-// (40-token) and short (12-token) inputs within 1e-4, in the checkpoint's vocabulary order.
-void expect_reference_logits(const std::string& fixture, const std::string& run) {
-  auto expected = Checkpoint::open(kHfDir + "/" + fixture + "/expected.safetensors");
-  auto order = vocab_order(run);
-  auto m = weights::load_run_model(run);
-  m.model->eval();
-  torch::NoGradGuard ng;
-  auto cols = torch::tensor(order, torch::kLong);
-  for (const std::string tag : {"", "_short"}) {
-    auto ids = to_ropelab_ids(order, tensor(expected, "input_ids" + tag));
-    auto logits = m.model->logits(m.model->backbone->decode(ids));
-    auto want = tensor(expected, "logits" + tag).index_select(2, cols);
-    EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
-    EXPECT_GT(want.abs().max().item<double>(), 1.0);
-  }
 }
 
 TEST(HfImport, LlamaLayoutDecodersGiveTheReferenceLogits) {
@@ -534,10 +517,11 @@ TEST(HfImport, The2025DecodersGiveTheReferenceLogits) {
 TEST(HfImport, The2025DecodersDecodeWithTheCacheAsTheFullForward) {
   // A prompt, then one token at a time: wide heads with QK-norm per head (Qwen3) or over the
   // projections (OLMo 2), NoPE layers (SmolLM3), sliding windows of 5 and 6 over 20 tokens (the
-  // ring buffer drops keys), and Gemma 3's sliding layers with RoPE of their own.
+  // ring buffer drops keys), Gemma 3's sliding layers with RoPE of their own, GPT-2's learned
+  // positions (the table read from the cache's length) and GPT-NeoX's parallel residual.
   for (const char* fixture :
        {"qwen3", "olmo2", "smollm3", "mistral-swa", "qwen2-swa", "smollm3-v5-swa", "gemma3",
-        "gemma3-v5", "phi3-v5-partial", "olmo3"}) {
+        "gemma3-v5", "phi3-v5-partial", "olmo3", "gpt2", "gpt-neox"}) {
     SCOPED_TRACE(fixture);
     test::TempDir d;
     import_hf(kHfDir + "/" + fixture, d.file("run"));
@@ -762,6 +746,19 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
         Case{"llama-v5-longrope", {}, {}, "LlamaForCausalLM"},
         Case{"llama-v5-llama3", {}, {}, "LlamaForCausalLM"},
         Case{"qwen2-v5-dynamic", {}, {}, "Qwen2ForCausalLM"},
+        Case{"gpt2",
+             {},
+             {"h.0.attn.bias", "h.0.attn.masked_bias", "h.1.attn.bias", "h.1.attn.masked_bias"},
+             "GPT2LMHeadModel"},
+        Case{"gpt2-untied-v5", {}, {}, "GPT2LMHeadModel"},
+        Case{"gpt-neox",
+             {},
+             {"gpt_neox.layers.0.attention.bias", "gpt_neox.layers.0.attention.masked_bias",
+              "gpt_neox.layers.0.attention.rotary_emb.inv_freq", "gpt_neox.layers.1.attention.bias",
+              "gpt_neox.layers.1.attention.masked_bias",
+              "gpt_neox.layers.1.attention.rotary_emb.inv_freq"},
+             "GPTNeoXForCausalLM"},
+        Case{"gpt-neox-v5", {}, {}, "GPTNeoXForCausalLM"},
         Case{"bert-mlm-v5",
              {},
              {"bert.pooler.dense.weight", "bert.pooler.dense.bias"},
@@ -774,11 +771,36 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
     expect_same_tensors(c.fixture, d.file("out"), c.dropped);
     auto theirs = nlohmann::json::parse(fs::read_file(kHfDir + "/" + c.fixture + "/config.json"));
     auto ours = nlohmann::json::parse(fs::read_file(d.file("out/config.json")));
-    for (const char* k : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                          "intermediate_size", "max_position_embeddings", "num_key_value_heads",
-                          "tie_word_embeddings", "bos_token_id", "embedding_size", "sliding_window",
-                          "use_sliding_window", "max_window_layers", "layer_types", "architectures",
-                          "head_dim", "attention_bias", "no_rope_layers", "no_rope_layer_interval"})
+    for (const char* k : {"vocab_size",
+                          "hidden_size",
+                          "num_hidden_layers",
+                          "num_attention_heads",
+                          "intermediate_size",
+                          "max_position_embeddings",
+                          "num_key_value_heads",
+                          "tie_word_embeddings",
+                          "bos_token_id",
+                          "embedding_size",
+                          "sliding_window",
+                          "use_sliding_window",
+                          "max_window_layers",
+                          "layer_types",
+                          "architectures",
+                          "head_dim",
+                          "attention_bias",
+                          "no_rope_layers",
+                          "no_rope_layer_interval",
+                          "n_embd",
+                          "n_layer",
+                          "n_head",
+                          "n_positions",
+                          "n_inner",
+                          "activation_function",
+                          "scale_attn_weights",
+                          "layer_norm_epsilon",
+                          "hidden_act",
+                          "use_parallel_residual",
+                          "layer_norm_eps"})
       if (theirs.contains(k)) {
         EXPECT_EQ(ours[k], theirs[k]) << k;
       }
@@ -793,6 +815,11 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
           rp.contains("full_attention") ? rp["full_attention"]["rope_theta"] : rp["rope_theta"],
           theirs["rope_theta"]);
     }
+    if (theirs.contains("rope_parameters") &&
+        theirs["rope_parameters"].contains("partial_rotary_factor")) {
+      EXPECT_EQ(ours["rope_parameters"]["partial_rotary_factor"],
+                theirs["rope_parameters"]["partial_rotary_factor"]);
+    }
     // --hf-v4: transformers 4's keys, as the v4 fixtures have them.
     export_hf(d.file("run"), d.file("out4"), HfConfigForm::kV4);
     auto ours4 = nlohmann::json::parse(fs::read_file(d.file("out4/config.json")));
@@ -802,8 +829,9 @@ TEST(HfExport, ImportThenExportGivesTheCheckpointBack) {
       rs["rope_type"] = rs["type"];
       rs.erase("type");
     }
-    for (const char* k : {"rope_theta", "rope_scaling", "original_max_position_embeddings",
-                          "max_position_embeddings", "partial_rotary_factor"})
+    for (const char* k :
+         {"rope_theta", "rope_scaling", "original_max_position_embeddings",
+          "max_position_embeddings", "partial_rotary_factor", "rotary_pct", "rotary_emb_base"})
       if (theirs.contains(k) && !theirs.contains("rope_parameters")) {
         EXPECT_EQ(ours4[k], theirs[k]) << k;
       }
