@@ -295,7 +295,14 @@ std::string import_hf(const std::string& dir, const std::string& out,
   imp.config.run.name = out_abs.filename().string();
   imp.config.run.out_dir = out_abs.parent_path().string();
   auto& tok = imp.config.data.tokenizer;
-  if (!tok.model.empty()) tok.model = (out_abs / "hf" / stdfs::path(tok.model).filename()).string();
+  // The checkpoint's own tokenizer file is copied into RUN/hf; one the user names elsewhere
+  // (data.tokenizer.model=...) stays where it is.
+  const auto in_checkpoint = [&](const std::string& p) {
+    return stdfs::absolute(p).lexically_normal().parent_path() ==
+           (stdfs::absolute(dir) / "f").lexically_normal().parent_path();  // "dir/" too
+  };
+  if (!tok.model.empty() && in_checkpoint(tok.model))
+    tok.model = (out_abs / "hf" / stdfs::path(tok.model).filename()).string();
   if (!tok.vocab_order.empty()) tok.vocab_order = (out_abs / "hf" / "vocab_order.json").string();
   // Every parameter of the run's model: from the checkpoint, or initialised (listed).
   auto model = tasks::make_task(imp.config, imp.vocab)->build_model();

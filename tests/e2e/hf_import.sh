@@ -79,12 +79,33 @@ expect_exit 0 "$ROPELAB" import-hf llama-hf --out "$WORK/runs/llama-again" data.
 expect_exit 0 "$ROPELAB" prepare runs/llama-again/config.yaml
 expect_exit 0 "$ROPELAB" eval runs/llama-again --no-save
 [[ $(grep -E '^ +acc' <<<"$OUT") == "$trained" ]] || fail "the round trip changed the model: $trained vs $OUT"
-# A GPT-style decoder (LayerNorm, GELU) has no such class: refused, naming why.
+# A GPT-style decoder of ropelab's own (LayerNorm, biases, GELU, RoPE on 4 of 8 channels, a
+# parallel residual) is GPT-NeoX: exported, imported again with the run's SentencePiece model
+# (GPTNeoXForCausalLM has no tokenizer for it), the same loss.
+expect_exit 0 "$ROPELAB" train llama.yaml run.name=neox model.norm_type=layernorm \
+  model.activation=gelu model.bias=all model.n_kv_heads=0 model.parallel_residual=true \
+  model.position.rotary_dim=4
+expect_exit 0 "$ROPELAB" eval runs/neox --no-save
+neox=$(grep -E '^ +acc' <<<"$OUT")
+expect_exit 0 "$ROPELAB" export runs/neox --format hf --out "$WORK/neox-hf"
+expect_in "exported GPTNeoXForCausalLM"
+expect_in "no tokenizer written"
+grep -q '"use_parallel_residual": true' neox-hf/config.json || fail "the export lost the residual"
+spm=$(find "$WORK/prep" -name '*.model' | head -1)
+[[ -n $spm ]] || fail "no SentencePiece model under $WORK/prep"
+expect_exit 0 "$ROPELAB" import-hf neox-hf --out "$WORK/runs/neox-again" data.source=text \
+  data.train="$WORK/lm-train.txt" data.valid="$WORK/lm-valid.txt" data.test="$WORK/lm-test.txt" \
+  data.prepared_dir="$WORK/prep" data.tokenizer.model="$spm"
+expect_exit 0 "$ROPELAB" prepare runs/neox-again/config.yaml
+expect_exit 0 "$ROPELAB" eval runs/neox-again --no-save
+[[ $(grep -E '^ +acc' <<<"$OUT") == "$neox" ]] || fail "the round trip changed the model: $neox vs $OUT"
+# With learned positions a parallel residual has no class: refused, naming why.
 expect_exit 0 "$ROPELAB" train llama.yaml run.name=gpt model.norm_type=layernorm \
-  model.activation=gelu model.bias=all train.max_steps=2
+  model.activation=gelu model.bias=all model.n_kv_heads=0 model.parallel_residual=true \
+  model.position.type=learned train.max_steps=2
 expect_exit 2 "$ROPELAB" export runs/gpt --format hf --out "$WORK/gpt-hf"
 expect_in "no Hugging Face class computes this model"
-expect_in "LayerNorm"
+expect_in "GPT2LMHeadModel: a parallel residual"
 [[ ! -e gpt-hf ]] || fail "a refused export left a directory"
 
 # A classification checkpoint: its data named on the command line; eval on that data.
