@@ -33,21 +33,23 @@ TEST(HfFamilies, EachClassHasOneFamily) {
     }
   }
   EXPECT_EQ(supported_classes(), joined);
-  EXPECT_EQ(family_of("GPT2LMHeadModel"), nullptr);
+  EXPECT_EQ(family_of("T5ForConditionalGeneration"), nullptr);
 }
 
 TEST(HfFamilies, AnUnknownClassIsRefusedNamingTheList) {
   test::TempDir d;
-  auto dir = test::damaged_copy(
-      d, "bert-mlm", [](nlohmann::json& j) { j["architectures"] = {"GPT2LMHeadModel"}; });
+  auto dir = test::damaged_copy(d, "bert-mlm", [](nlohmann::json& j) {
+    j["architectures"] = {"T5ForConditionalGeneration"};
+  });
   try {
     import_hf(dir, d.file("run"));
     FAIL() << "accepted";
   } catch (const UserError& e) {
-    EXPECT_EQ(std::string(e.what()), dir +
-                                         "/config.json: architectures: GPT2LMHeadModel is not "
-                                         "supported (supported: " +
-                                         supported_classes() + ")");
+    EXPECT_EQ(std::string(e.what()),
+              dir +
+                  "/config.json: architectures: T5ForConditionalGeneration is not "
+                  "supported (supported: " +
+                  supported_classes() + ")");
   }
 }
 
