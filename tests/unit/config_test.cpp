@@ -1,4 +1,5 @@
 // Strict config loading: every kind of problem is reported with file:line:col and key path.
+#include <algorithm>
 #include <filesystem>
 
 #include "config/loader.h"
@@ -126,6 +127,25 @@ TEST(Config, OverridesGetTheSameChecks) {
   EXPECT_NE(ps[0].str().find("command line 'model.d_modle=3'"), std::string::npos);
   EXPECT_NE(ps[0].message.find("did you mean 'd_model'"), std::string::npos);
   EXPECT_NE(ps[2].message.find("expected key.path=value"), std::string::npos);
+}
+
+TEST(Config, ParallelResidualIsAPreNormLayoutWithoutCrossAttention) {
+  TempDir d;
+  auto f = write(d.file("a.yaml"), "task: {type: clm}\n");
+  EXPECT_TRUE(problems_of(f, {"model.parallel_residual=true"}).empty());
+  for (const auto& [ov, want] :
+       {std::pair<std::vector<std::string>, std::string>{
+            {"model.parallel_residual=true", "model.norm=reordered"}, "not reordered"},
+        {{"model.parallel_residual=true", "model.arch=encoder", "task.type=mlm"},
+         "not post (auto for an encoder)"},
+        {{"model.parallel_residual=true", "model.arch=encdec", "task.type=translation"},
+         "cross-attention"}}) {
+    auto ps = problems_of(f, ov);  // (a translation task also lacks its data: another line)
+    auto it = std::find_if(ps.begin(), ps.end(),
+                           [](const Problem& p) { return p.key == "model.parallel_residual"; });
+    ASSERT_NE(it, ps.end()) << ConfigError(ps).what();
+    EXPECT_NE(it->message.find(want), std::string::npos) << it->message;
+  }
 }
 
 TEST(Config, InheritCycleAndMissingParent) {

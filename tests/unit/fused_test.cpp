@@ -127,6 +127,17 @@ TEST(Fused, ActDropoutMatchesTheUnfusedOps) {
   auto h = torch::randn({4, 4});
   EXPECT_TRUE(
       torch::equal(model::act_dropout(h, config::Activation::kGelu, 0.1, false), torch::gelu(h)));
+  // GELU's tanh form (GPT-2's gelu_new) takes libtorch's, then the same dropout: the kept
+  // elements are gelu_tanh(h) / (1 - p), the rest 0, about p of them.
+  const auto tanh_form = torch::gelu(h, "tanh");
+  EXPECT_TRUE(
+      torch::equal(model::act_dropout(h, config::Activation::kGeluTanh, 0.1, false), tanh_form));
+  auto big = torch::randn({4, 5000});
+  auto y = model::act_dropout(big, config::Activation::kGeluTanh, 0.25, true);
+  auto kept = y != 0;
+  EXPECT_TRUE(torch::allclose(y.masked_select(kept),
+                              (torch::gelu(big, "tanh") / 0.75).masked_select(kept), 1e-6, 1e-6));
+  EXPECT_NEAR(1.0 - kept.to(torch::kFloat64).mean().item<double>(), 0.25, 0.02);
 }
 
 // The vectorised GELU and its derivative against the exact (erf) GELU in float64.
