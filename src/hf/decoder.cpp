@@ -172,6 +172,27 @@ nlohmann::json hf_activation(config::Activation a, const nlohmann::json& origin,
   return a == config::Activation::kGelu ? "gelu" : "relu";
 }
 
+std::string gpt_style_mismatch(const config::Config& c, const std::string& family) {
+  const auto& m = c.model;
+  using namespace config;
+  if (m.arch != Arch::kDecoder) return "the model is not a decoder";
+  if (!std::holds_alternative<ClmTaskConfig>(c.task.opts))
+    return std::string("task ") + c.task.type() + " has no such class";
+  if (m.norm != Norm::kPre && m.norm != Norm::kAuto)
+    return std::string(to_string(m.norm)) + " layers (" + family + "'s are pre-norm)";
+  if (m.norm_type != NormType::kLayerNorm) return "norms other than LayerNorm";
+  if (is_gated(m.activation)) return "a gated feed-forward";
+  if (m.bias != LinearBias::kAll) return "projections without biases (model.bias)";
+  if (m.n_kv_heads != 0 && m.n_kv_heads != m.n_heads) return "grouped-query attention";
+  if (m.head_dim != 0 && m.head_dim * m.n_heads != m.d_model)
+    return "a head width other than d_model / n_heads (model.head_dim)";
+  if (m.attention.qk_norm) return "QK-norm";
+  if (m.attention.kernel != AttentionKernel::kSoftmax) return "linear attention";
+  if (m.scale_embeddings) return "scaled embeddings";
+  if (!m.layout.kinds.empty()) return "a hybrid layout (model.layout)";
+  return "";
+}
+
 void take_layer_norm(Source& s, const std::string& from, const std::string& to, int64_t D,
                      std::map<std::string, at::Tensor>& w) {
   w[to + ".weight"] = s.take(from + ".weight", {D});

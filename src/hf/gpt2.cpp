@@ -128,27 +128,13 @@ static Mapped map_gpt2(Source& s) {
 static std::string gpt2_mismatch(const config::Config& c) {
   const auto& m = c.model;
   using namespace config;
-  if (m.arch != Arch::kDecoder) return "the model is not a decoder";
-  if (!std::holds_alternative<ClmTaskConfig>(c.task.opts))
-    return std::string("task ") + c.task.type() + " has no such class";
+  if (auto why = gpt_style_mismatch(c, "GPT-2"); !why.empty()) return why;
   if (!std::holds_alternative<LearnedConfig>(m.position.opts))
     return std::string("position ") + m.position.type() + " (GPT-2's are learned)";
-  if (m.norm != Norm::kPre && m.norm != Norm::kAuto)
-    return std::string(to_string(m.norm)) + " layers (GPT-2's are pre-norm)";
   if (m.parallel_residual) return "a parallel residual (GPT-2's sublayers are sequential)";
-  if (m.norm_type != NormType::kLayerNorm) return "norms other than LayerNorm";
-  if (is_gated(m.activation)) return "a gated feed-forward";
-  if (m.bias != LinearBias::kAll) return "projections without biases (model.bias)";
-  if (m.n_kv_heads != 0 && m.n_kv_heads != m.n_heads) return "grouped-query attention";
-  if (m.head_dim != 0 && m.head_dim * m.n_heads != m.d_model)
-    return "a head width other than d_model / n_heads (model.head_dim)";
-  if (m.attention.qk_norm) return "QK-norm";
-  if (m.attention.kernel != AttentionKernel::kSoftmax) return "linear attention";
   const double H = static_cast<double>(head_dim_of(m));
   if (m.attention.scale_dim != 0 && m.attention.scale_dim != H && m.attention.scale_dim != 1)
     return "a score scale other than 1 / sqrt(head) or none (model.attention.scale_dim)";
-  if (m.scale_embeddings) return "scaled embeddings";
-  if (!m.layout.kinds.empty()) return "a hybrid layout (model.layout)";
   return "";
 }
 

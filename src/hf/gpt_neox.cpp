@@ -146,24 +146,10 @@ static Mapped map_neox(Source& s) {
 static std::string neox_mismatch(const config::Config& c) {
   const auto& m = c.model;
   using namespace config;
-  if (m.arch != Arch::kDecoder) return "the model is not a decoder";
-  if (!std::holds_alternative<ClmTaskConfig>(c.task.opts))
-    return std::string("task ") + c.task.type() + " has no such class";
-  if (m.norm != Norm::kPre && m.norm != Norm::kAuto)
-    return std::string(to_string(m.norm)) + " layers (GPT-NeoX's are pre-norm)";
-  if (m.norm_type != NormType::kLayerNorm) return "norms other than LayerNorm";
-  if (is_gated(m.activation)) return "a gated feed-forward";
-  if (m.bias != LinearBias::kAll) return "projections without biases (model.bias)";
-  if (m.n_kv_heads != 0 && m.n_kv_heads != m.n_heads) return "grouped-query attention";
-  if (m.head_dim != 0 && m.head_dim * m.n_heads != m.d_model)
-    return "a head width other than d_model / n_heads (model.head_dim)";
-  if (m.attention.qk_norm) return "QK-norm";
-  if (m.attention.kernel != AttentionKernel::kSoftmax) return "linear attention";
+  if (auto why = gpt_style_mismatch(c, "GPT-NeoX"); !why.empty()) return why;
   const int64_t H = head_dim_of(m);
   if (m.attention.scale_dim != 0 && m.attention.scale_dim != static_cast<double>(H))
     return "a score scale of its own (model.attention.scale_dim)";
-  if (m.scale_embeddings) return "scaled embeddings";
-  if (!m.layout.kinds.empty()) return "a hybrid layout (model.layout)";
   const auto* r = std::get_if<RopeConfig>(&m.position.opts);
   if (r == nullptr) return std::string("position ") + m.position.type() + " (GPT-NeoX's is rope)";
   if (r->pairing != RopePairing::kHalf)
@@ -221,7 +207,7 @@ static Exported export_neox(const ExportSource& s) {
     const std::string t = fmt::format("gpt_neox.layers.{}.", i);
     const std::string f = fmt::format("backbone.decoder.layers.{}.", i);
     const std::string a = f + "self_attn.";
-    auto fused = [&](const char* what, std::vector<int64_t> per_head) {
+    auto fused = [&](const char* what, const std::vector<int64_t>& per_head) {
       std::vector<at::Tensor> parts;
       for (const char* p : {"q_proj.", "k_proj.", "v_proj."})
         parts.push_back(s.at(a + p + what).view(per_head));

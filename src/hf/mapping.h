@@ -147,6 +147,10 @@ config::Activation plain_activation(const Source& s, const std::string& key,
 // And back: the name for `key` (the imported checkpoint's own where it names the same function).
 nlohmann::json hf_activation(config::Activation a, const nlohmann::json& origin,
                              const std::string& key);
+// What a GPT-style class (GPT-2, GPT-NeoX: a pre-norm LayerNorm decoder with biases, a plain
+// feed-forward, multi-head softmax attention, no layout) cannot say of the run's model, "" if
+// nothing; `family` names the class in the reason. Each class adds its positions and scale.
+std::string gpt_style_mismatch(const config::Config& c, const std::string& family);
 // A LayerNorm's gain and shift, `from`.weight / .bias, as `to`.weight / .bias.
 void take_layer_norm(Source& s, const std::string& from, const std::string& to, int64_t D,
                      std::map<std::string, at::Tensor>& w);
