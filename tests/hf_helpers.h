@@ -16,7 +16,9 @@
 
 #include "config/loader.h"
 #include "helpers.h"
+#include "hf/import.h"
 #include "hf/safetensors.h"
+#include "util/error.h"
 #include "util/fs.h"
 #include "weights/weights.h"
 
@@ -115,6 +117,20 @@ inline void expect_reference_logits(const std::string& fixture, const std::strin
     EXPECT_LT(max_diff(logits, want), 1e-4) << tag;
     EXPECT_GT(want.abs().max().item<double>(), 1.0);
   }
+}
+
+// import-hf of `dir` refuses with one line holding `expect`, and leaves no run behind.
+inline void expect_import_refused(const std::string& dir, const std::string& run,
+                                  const std::string& expect) {
+  try {
+    hf::import_hf(dir, run);
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(expect), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(std::filesystem::exists(run));
 }
 
 // The model section of a config as YAML (what must survive an export and an import).
