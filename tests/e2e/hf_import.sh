@@ -7,7 +7,9 @@
 # decoder with its byte-level BPE tokenizer, evaluated at two lengths, with and without YaRN,
 # probed, and trained further; transformers 5's config layout, unknown keys and layouts that
 # disagree; Qwen3 fine-tuned, exported and imported again, and evaluated on given ids; a
-# classification checkpoint without its data, and a damaged config.json, exit 2 with one line.
+# ropelab GPT-style run through GPT-NeoX and back; an imported GPT-NeoX extended with YaRN and
+# fine-tuned; a classification checkpoint without its data, and a damaged config.json, exit 2
+# with one line.
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 FIX=$ROPELAB_SRC/tests/data/hf
@@ -215,6 +217,26 @@ printf '[5, 99999]\n' >bad-ids.jsonl
 expect_exit 2 "$ROPELAB" eval runs/qwen3 --ids bad-ids.jsonl
 expect_in "bad-ids.jsonl:1: id 99999 is outside"
 [[ $(wc -l <<<"$OUT") -eq 1 ]] || fail "more than one line: $OUT"
+
+# GPT-NeoX with Pythia's keys (RoPE on 4 of 16 channels, a parallel residual), imported: its
+# context doubled with YaRN through task.init_from, fine-tuned on bible-en, measured on windows
+# up to the new length.
+expect_exit 0 "$ROPELAB" import-hf "$FIX/gpt-neox" --out "$WORK/runs/neox-hf"
+expect_in "imported GPTNeoXForCausalLM"
+cat >neox-ft.yaml <<YAML
+inherit: $WORK/runs/neox-hf/config.yaml
+run: {name: neox-yarn, out_dir: $WORK/runs, seed: 5, threads: 2}
+data: {source: bible-en, prepared_dir: $WORK/prep}
+task: {type: clm, seq_len: 96, init_from: $WORK/runs/neox-hf}
+model: {position: {scaling: {type: yarn, factor: 2, original_len: 48}}}
+train: {lr: 0.001, max_steps: 6, batch_size: 4, eval_every: 0, log_every: 3,
+        checkpoint_every: 6, schedule: {type: linear, warmup: 1}}
+YAML
+expect_exit 0 "$ROPELAB" train neox-ft.yaml
+expect_in "positions changed: yarn x2.0 from $WORK/runs/neox-hf"
+expect_exit 0 "$ROPELAB" perplexity runs/neox-yarn --split valid --windows 48,96 --stride 24 \
+  --doc-tokens 96 --documents 2 --no-save
+expect_in "the first 96 tokens of 2 of"
 
 # A damaged config.json: one line naming the file.
 mkdir bad && cp "$FIX"/roformer-mlm/* bad/ && echo '{"architectures": ["RoFormerForMaskedLM"],' >bad/config.json
