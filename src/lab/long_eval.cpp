@@ -68,10 +68,10 @@ std::vector<double> passkey_accuracy(const config::Experiment& exp, const std::s
   return acc;
 }
 
-Measured measure(const config::Experiment& exp, const std::string& dir, const std::string& spec,
-                 int64_t seed, Context& ctx) {
+// Run `dir` (its config `c`, already loaded) with `spec`'s scaling switched on (none: "").
+Measured measure(const config::Experiment& exp, const std::string& dir, const config::Config& c,
+                 const std::string& spec, Context& ctx) {
   spdlog::info("=== perplexity: {}{} ===", dir, spec.empty() ? "" : " + " + spec);
-  auto c = config::load_config((stdfs::path(dir) / "config.yaml").string());
   eval::PerplexityOptions o;
   // The test split, or the validation split of your own text without a test file.
   o.split = config::is_builtin(c.data.source) || !c.data.test.empty() ? "test" : "valid";
@@ -87,7 +87,7 @@ Measured measure(const config::Experiment& exp, const std::string& dir, const st
   const std::string suffix = spec.empty() ? "" : " + " + spec;
   m.label = name + suffix;
   m.row = std::regex_replace(name, std::regex(R"(\.seed[0-9]+$)"), "") + suffix;
-  m.seed = seed;
+  m.seed = c.run.seed;
   for (const auto& row : rep.rows) m.nll.push_back(row.applicable ? row.nll : NAN);
   if (exp.eval_passkey > 0) {
     spdlog::info("=== passkey: {}{} ===", dir, suffix);
@@ -270,8 +270,7 @@ std::string evaluate_sliding(const config::Experiment& exp, const std::vector<st
         config::kind_of(c.data.source) != config::DataKind::kLm)
       continue;  // perplexity is a causal LM's
     ctx.train_len = ctx.train_len == 0 ? c.task.seq_len : std::min(ctx.train_len, c.task.seq_len);
-    for (const auto& spec : scaling_specs(exp, c))
-      ms.push_back(measure(exp, d, spec, c.run.seed, ctx));
+    for (const auto& spec : scaling_specs(exp, c)) ms.push_back(measure(exp, d, c, spec, ctx));
   }
   if (ms.empty()) {
     spdlog::warn("eval_windows: no run is a causal LM on language-model text; no perplexity");
