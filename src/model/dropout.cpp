@@ -134,6 +134,18 @@ struct DropoutAdd : public torch::autograd::Function<DropoutAdd> {
   }
 };
 
+// The kernel's activation for config::Activation `act` (relu, gelu or gelu_tanh).
+vec::Act kernel_act(int64_t act) {
+  switch (static_cast<config::Activation>(act)) {
+    case config::Activation::kGelu:
+      return vec::Act::kGelu;
+    case config::Activation::kGeluTanh:
+      return vec::Act::kGeluTanh;
+    default:
+      return vec::Act::kRelu;
+  }
+}
+
 // y = act(h) * mask in one pass per chunk; backward: grad * mask * act'(h), one pass
 // (util/vec_kernels.h: libtorch 1.13's CPU GELU ran at 7-9 ns per element here). The
 // activation runs in float32 whatever h's dtype; the kept scale is 1/(1-p) rounded to h's dtype,
@@ -146,14 +158,14 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     ctx->saved_data["act"] = act;
     auto h = h_in.contiguous();
     ctx->save_for_backward({h});
-    const bool gelu = act == static_cast<int64_t>(config::Activation::kGelu);
+    const vec::Act kind = kernel_act(act);
     auto y = torch::empty_like(h);
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h.scalar_type(), p),
            [&](int64_t c0, int64_t n, const float* mask) {
              std::vector<float> hb, yb(f32 ? 0 : kDropoutChunk);
              float* yp = f32 ? y.data_ptr<float>() + c0 : yb.data();
-             vec::act_mask_forward(util::float_run(h, c0, n, hb), mask, yp, n, gelu);
+             vec::act_mask_forward(util::float_run(h, c0, n, hb), mask, yp, n, kind);
              util::store_float_run(yp, y, c0, n);
            });
     return y;
@@ -163,8 +175,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     auto m = Mask::load(ctx);
     auto h = ctx->get_saved_variables()[0];
     auto g = grad_out[0].contiguous();
-    const bool gelu =
-        ctx->saved_data["act"].toInt() == static_cast<int64_t>(config::Activation::kGelu);
+    const vec::Act kind = kernel_act(ctx->saved_data["act"].toInt());
     auto dh = torch::empty_like(h);
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h.scalar_type(), m.p),
@@ -172,7 +183,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
              std::vector<float> hb, gb, ob(f32 ? 0 : kDropoutChunk);
              float* op = f32 ? dh.data_ptr<float>() + c0 : ob.data();
              vec::act_mask_backward(util::float_run(h, c0, n, hb), util::float_run(g, c0, n, gb),
-                                    mask, op, n, gelu);
+                                    mask, op, n, kind);
              util::store_float_run(op, dh, c0, n);
            });
     return {dh, torch::Tensor(), torch::Tensor()};
@@ -211,9 +222,7 @@ torch::Tensor dropout_add(const torch::Tensor& x, const torch::Tensor& h, double
 }
 
 torch::Tensor act_dropout(const torch::Tensor& h, config::Activation act, double p, bool training) {
-  // The fused kernel has GELU's exact form and ReLU; the tanh form is libtorch's, then dropout.
-  if (!fused_path(h, p, training) || act == config::Activation::kGeluTanh)
-    return model::dropout(activation(h, act), p, training);
+  if (!fused_path(h, p, training)) return model::dropout(activation(h, act), p, training);
   return ActDropout::apply(h, static_cast<int64_t>(act), p);
 }
 

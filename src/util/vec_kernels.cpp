@@ -104,9 +104,11 @@ ROPELAB_CLONES void add_diagonal_sums(const float* __restrict x, int64_t tq, int
 }
 
 ROPELAB_CLONES void act_mask_forward(const float* __restrict h, const float* __restrict m,
-                                     float* __restrict y, int64_t n, bool gelu) {
-  if (gelu) {
+                                     float* __restrict y, int64_t n, Act act) {
+  if (act == Act::kGelu) {
     for (int64_t j = 0; j < n; ++j) y[j] = gelu_approx(h[j]) * m[j];
+  } else if (act == Act::kGeluTanh) {
+    for (int64_t j = 0; j < n; ++j) y[j] = gelu_tanh_approx(h[j]) * m[j];
   } else {
     for (int64_t j = 0; j < n; ++j) y[j] = (h[j] > 0.0F ? h[j] : 0.0F) * m[j];
   }
@@ -114,9 +116,11 @@ ROPELAB_CLONES void act_mask_forward(const float* __restrict h, const float* __r
 
 ROPELAB_CLONES void act_mask_backward(const float* __restrict h, const float* __restrict g,
                                       const float* __restrict m, float* __restrict dh, int64_t n,
-                                      bool gelu) {
-  if (gelu) {
+                                      Act act) {
+  if (act == Act::kGelu) {
     for (int64_t j = 0; j < n; ++j) dh[j] = g[j] * m[j] * gelu_grad_approx(h[j]);
+  } else if (act == Act::kGeluTanh) {
+    for (int64_t j = 0; j < n; ++j) dh[j] = g[j] * m[j] * gelu_tanh_grad_approx(h[j]);
   } else {
     for (int64_t j = 0; j < n; ++j) dh[j] = h[j] > 0.0F ? g[j] * m[j] : 0.0F;
   }

@@ -42,11 +42,12 @@ void logits_row_stats(const float* x, int64_t V, float* max, float* sum_exp, flo
 // g_j = (exp(x_j - lse) - b) w.
 void cross_entropy_row_grad(const float* x, int64_t V, float lse, float b, float w, float* g);
 
-// y = act(h) m and dh = g m act'(h), act = GELU (exact form) or ReLU; m holds each element's
-// dropout factor (0 or 1/(1-p)).
-void act_mask_forward(const float* h, const float* m, float* y, int64_t n, bool gelu);
+// y = act(h) m and dh = g m act'(h), act = ReLU, GELU (exact form) or GELU's tanh form; m holds
+// each element's dropout factor (0 or 1/(1-p)).
+enum class Act { kRelu, kGelu, kGeluTanh };
+void act_mask_forward(const float* h, const float* m, float* y, int64_t n, Act act);
 void act_mask_backward(const float* h, const float* g, const float* m, float* dh, int64_t n,
-                       bool gelu);
+                       Act act);
 
 // bf16 <-> float32 (bf16 = the high 16 bits of a float32; to bf16 rounds to nearest even, NaN
 // stays NaN), as c10::BFloat16 converts, but vectorised.

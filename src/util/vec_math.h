@@ -1,6 +1,7 @@
 // Float math written so that GCC vectorises the loops that call it (no libm calls, no
-// branches): exp (Cephes' expf), erf (Abramowitz & Stegun 7.1.26) and the exact GELU
-// (Hendrycks & Gimpel 2016: x Phi(x)) with its derivative. The fused CPU kernels (attention
+// branches): exp (Cephes' expf), erf (Abramowitz & Stegun 7.1.26), the exact GELU
+// (Hendrycks & Gimpel 2016: x Phi(x)) and its tanh form (their Eq. for the fast approximation,
+// GPT-2's gelu_new), each with its derivative. The fused CPU kernels (attention
 // softmax, cross-entropy, FFN activation) call them from functions compiled with
 // target_clones for AVX-512 and AVX2: libtorch 1.13's own CPU softmax and GELU ran at 7-10 ns
 // per element on this machine, scalar speed.
@@ -54,6 +55,21 @@ inline float gelu_grad_approx(float x) {
   const float cdf = 0.5F * (1.0F + erf_approx(x * 0.70710678118654752F));
   const float pdf = 0.39894228040143268F * exp_approx(-0.5F * x * x);
   return cdf + x * pdf;
+}
+
+// GELU's tanh form: x (1 + tanh(u)) / 2 = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+inline float gelu_tanh_approx(float x) {
+  const float u2 = 1.5957691216057308F * (x + 0.044715F * x * x * x);
+  return x / (1.0F + exp_approx(-u2));
+}
+
+// Its derivative: s + x s (1 - s) 2u', s = sigmoid(2u), 2u' = 2 sqrt(2/pi) (1 + 3 0.044715 x^2);
+// s (1 - s) as e s^2, e = exp(-2u), which does not cancel where s rounds towards 1.
+inline float gelu_tanh_grad_approx(float x) {
+  const float u2 = 1.5957691216057308F * (x + 0.044715F * x * x * x);
+  const float e = exp_approx(-u2);
+  const float s = 1.0F / (1.0F + e);
+  return s + x * (e * s * s) * 1.5957691216057308F * (1.0F + 0.134145F * x * x);
 }
 
 }  // namespace ropelab::vec
