@@ -209,7 +209,8 @@ struct World::Impl {
   torch::Device dev = torch::kCPU;  // where scalar collectives run (NCCL: the GPU)
   std::thread beat;
   std::atomic<bool> stopping{false};
-  mutable int64_t sequence = 0;  // of mark_done / wait_for_main keys
+  mutable int64_t sequence = 0;      // of mark_done / wait_for_main keys
+  mutable int64_t sequence_p2p = 0;  // of exchanges: their tags
 
   // A store client of its own (the TCPStore client is not shared between threads).
   c10::intrusive_ptr<c10d::Store> connect(bool server, milliseconds timeout) const {
@@ -528,6 +529,71 @@ std::vector<std::string> World::gather(const std::string& bytes, const char* wha
     }
   });
   return out;
+}
+
+struct Transfer::Impl {
+  const World::Impl* world = nullptr;
+  std::string what;
+  std::vector<std::function<void()>> waits;  // each half's wait
+  std::vector<at::Tensor> keep;              // alive until the transport is done with them
+};
+
+Transfer::Transfer() = default;
+Transfer::~Transfer() {
+  if (!impl_) return;
+  try {
+    wait();
+  } catch (const std::exception&) {
+    // Already failing elsewhere: the buffers were only kept for the transport.
+  }
+}
+Transfer::Transfer(Transfer&&) noexcept = default;
+Transfer& Transfer::operator=(Transfer&& o) noexcept {
+  if (this != &o) {
+    Transfer old(std::move(*this));
+    impl_ = std::move(o.impl_);
+  }
+  return *this;
+}
+
+void Transfer::wait() {
+  if (!impl_) return;
+  auto im = std::move(impl_);
+  if (im->world == nullptr) return;
+  im->world->guarded(im->what.c_str(), [&] {
+    for (auto& w : im->waits) w();
+  });
+}
+
+Transfer World::exchange(const at::Tensor& send, int to, const at::Tensor& recv, int from,
+                         const char* what) const {
+  Transfer t;
+  if (!grouped_) {
+    TORCH_CHECK(to <= 0 && from <= 0 && (to == -1) == (from == -1),
+                "World::exchange: one process sends only to itself");
+    if (to == 0) recv.copy_(send);
+    return t;
+  }
+  t.impl_ = std::make_unique<Transfer::Impl>();
+  t.impl_->world = impl_.get();
+  t.impl_->what = what;
+  const int tag = static_cast<int>(impl_->sequence_p2p++ % (1 << 24));
+  const auto timeout = impl_->env.timeout;
+  impl_->guarded(what, [&] {
+    if (to >= 0) {
+      std::vector<at::Tensor> io{send};
+      auto work = impl_->pg->send(io, to, tag);
+      t.impl_->waits.emplace_back([work, timeout] { work->wait(timeout); });
+      t.impl_->keep.push_back(send);
+    }
+    if (from >= 0) {
+      std::vector<at::Tensor> io{recv};
+      auto work = impl_->pg->recv(io, from, tag);
+      t.impl_->waits.emplace_back([work, timeout] { work->wait(timeout); });
+      t.impl_->keep.push_back(recv);
+    }
+  });
+  return t;
 }
 
 void World::mark_done(const std::string& key) const {

@@ -60,6 +60,23 @@ std::string first_slurm_host(const std::string& list);
 // The tasks on node `node` (0-based) of a SLURM tasks-per-node spec, "2(x3),1"; 0 if none.
 int slurm_tasks_on_node(const std::string& spec, int node);
 
+// A point-to-point transfer in flight (World::exchange). Destroying one that was not waited for
+// waits for it, quietly: its buffers stay alive until the transport is done with them.
+class Transfer {
+ public:
+  Transfer();
+  ~Transfer();
+  Transfer(Transfer&&) noexcept;
+  Transfer& operator=(Transfer&&) noexcept;
+  // Completes both halves; a lost peer throws PeerLost naming it. Idempotent.
+  void wait();
+
+ private:
+  friend class World;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 class World {
  public:
   World();  // one process
@@ -88,12 +105,23 @@ class World {
   // Every rank's bytes, indexed by rank.
   std::vector<std::string> gather(const std::string& bytes, const char* what) const;
 
+  // Sends `send` to rank `to` and receives into `recv` from rank `from`, both at once and
+  // without waiting (ring attention passes keys around a ring of ranks this way, computing
+  // while they travel). Either half is skipped when its rank is -1. Every rank of the world
+  // calls exchange the same number of times, in the same order: the calls are numbered, and a
+  // send meets the receive of the same number. `send` and `recv` are contiguous; `send` must
+  // not change until the transfer is waited for. In one process, `to` and `from` are 0 or -1
+  // and a send to itself is a copy.
+  Transfer exchange(const at::Tensor& send, int to, const at::Tensor& recv, int from,
+                    const char* what) const;
+
   // Rank 0 marks `key` done; the other ranks wait for it without the collective timeout, for
   // as long as rank 0 is alive (data preparation can take long; a dead rank 0 is an error).
   void mark_done(const std::string& key) const;
   void wait_for_main(const std::string& key, const char* what) const;
 
  private:
+  friend class Transfer;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1, local_size_ = 1;

@@ -1,4 +1,5 @@
 #include "model/tiled_attention.h"
+#include "model/tile_blocks.h"
 
 #include <ATen/Parallel.h>
 
@@ -19,36 +20,24 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Autocast off on the inputs' device while the kernel runs: its tiles are float32 by design
-// (bf16 inputs are converted on the way in), and its matmuls then take the float32 path of
-// batched_matmul.
-class NoAutocast {
- public:
-  explicit NoAutocast(c10::DeviceType type) : type_(type), was_(compat::autocast_enabled(type)) {
-    if (was_) compat::set_bf16_autocast(type_, false);
-  }
-  ~NoAutocast() {
-    if (was_) compat::set_bf16_autocast(type_, true);
-  }
-  NoAutocast(const NoAutocast&) = delete;
-  NoAutocast& operator=(const NoAutocast&) = delete;
-
- private:
-  c10::DeviceType type_;
-  bool was_;
+// One tile of a block: its local rows and columns, and where they are in the other numberings.
+struct Tile {
+  int64_t q0, q1, k0, k1;
+  int64_t q_pos, k_pos, q_at, k_at;
+  int64_t tq() const { return q1 - q0; }
+  int64_t tk() const { return k1 - k0; }
 };
 
 // The allowed pairs of one tile, [1 or B, 1, tq, tk] bool; undefined when every pair is allowed.
-torch::Tensor tile_allowed(const TileMask& m, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
-                           torch::Device dev) {
-  const int64_t tq = q1 - q0, tk = k1 - k0;
-  auto span = m.allowed_TS(m.q_offset + q0, tq, k0, tk, dev);
-  auto narrow = [](const torch::Tensor& t, int64_t from, int64_t n) {
-    return t.defined() ? t.narrow(1, from, n) : t;
+torch::Tensor tile_allowed(const TileMask& m, const Tile& t, torch::Device dev) {
+  const int64_t tq = t.tq(), tk = t.tk();
+  auto span = m.allowed_TS(t.q_pos, tq, t.k_pos, tk, dev);
+  auto narrow = [](const torch::Tensor& x, int64_t from, int64_t n) {
+    return x.defined() ? x.narrow(1, from, n) : x;
   };
   return restrict_to_tokens(span.defined() ? span.view({1, 1, tq, tk}) : span,
-                            narrow(m.key_pad_BS, k0, tk), narrow(m.doc_q_BT, q0, tq),
-                            narrow(m.doc_k_BS, k0, tk));
+                            narrow(m.key_pad_BS, t.k_at, tk), narrow(m.doc_q_BT, t.q_at, tq),
+                            narrow(m.doc_k_BS, t.k_at, tk));
 }
 
 // exp(x) in place, with exp(x) = 0 where x < -60. Far-away keys under a steep bias (ALiBi's
@@ -64,12 +53,13 @@ torch::Tensor& exp_dropping_negligible_(torch::Tensor& x) {
 // plus the tile's bias, with
 // vec::kMaskedScore (finite: the row kernels are built with -ffast-math) where the mask says
 // no. [B, N, tq, tk] float32, contiguous.
-torch::Tensor tile_scores(const torch::Tensor& q, const torch::Tensor& k, const ScoreBias& bias,
-                          const torch::Tensor& allowed, int64_t q0, int64_t q1, int64_t k0,
-                          int64_t k1, bool fused) {
-  auto s = batched_matmul(q.narrow(2, q0, q1 - q0), k.narrow(2, k0, k1 - k0).transpose(-2, -1))
+torch::Tensor tile_scores(const torch::Tensor& q, const torch::Tensor& k, const TilePlan& plan,
+                          const Tile& t) {
+  auto s = batched_matmul(q.narrow(2, t.q0, t.tq()), k.narrow(2, t.k0, t.tk()).transpose(-2, -1))
                .contiguous();
-  if (bias.defined()) bias.add_tile_to(s, q0, q1, k0, k1, fused);
+  if (plan.bias.defined())
+    plan.bias.add_tile_to(s, t.q_at, t.q_at + t.tq(), t.k_at, t.k_at + t.tk(), plan.fused(q));
+  auto allowed = tile_allowed(plan.mask, t, q.device());
   if (allowed.defined()) s.masked_fill_(allowed.logical_not(), vec::kMaskedScore);
   return s;
 }
@@ -140,39 +130,110 @@ void softmax_grad_(torch::Tensor& p, const torch::Tensor& dp, const torch::Tenso
   p.mul_(dp.sub_(D.narrow(2, q0, p.size(2))));
 }
 
-// The query tiles of T rows and, for each, the key tiles it may see.
-struct Tiling {
-  int64_t T, S;
-  TileSizes sizes;
-  const TileMask& m;
-  template <class F>
-  void each(F&& f) const {
-    for (int64_t q0 = 0; q0 < T; q0 += sizes.q) {
-      const int64_t q1 = std::min(T, q0 + sizes.q);
-      auto [lo, hi] = m.keys(m.q_offset + q0, m.q_offset + q1 - 1);
-      const int64_t first = std::max<int64_t>(0, lo) / sizes.k * sizes.k;
-      for (int64_t k0 = first; k0 < std::min(S, hi); k0 += sizes.k) {
-        const int64_t k1 = std::min(S, k0 + sizes.k);
-        if (tile_may_attend(m, q0, q1, k0, k1)) f(q0, q1, k0, k1);
-      }
+// The tiles of a block: query tiles of sizes.q rows and, for each, the key tiles of sizes.k
+// columns it may see (tiles counted from the block's first row and column).
+template <class F>
+void each_tile(const TileMask& m, const TileBlock& b, TileSizes sizes, F&& f) {
+  for (int64_t q0 = b.q0; q0 < b.q1; q0 += sizes.q) {
+    const int64_t q1 = std::min(b.q1, q0 + sizes.q);
+    const int64_t p0 = b.q_pos + (q0 - b.q0), p1 = b.q_pos + (q1 - 1 - b.q0);
+    auto [lo, hi] = m.keys(p0, p1);  // positions, not clipped
+    lo = std::max(lo, b.k_pos) - b.k_pos;
+    hi = std::min(hi, b.k_pos + (b.k1 - b.k0)) - b.k_pos;  // the block's columns [lo, hi)
+    for (int64_t k = lo / sizes.k * sizes.k; k < hi; k += sizes.k) {
+      const int64_t k0 = b.k0 + k, k1 = std::min(b.k1, k0 + sizes.k);
+      const Tile t{q0, q1, k0, k1, p0, b.k_pos + k, b.q_at + (q0 - b.q0), b.k_at + k};
+      if (m.block(p0, p1, t.k_pos, t.k_pos + t.tk() - 1) != Span::Block::kEmpty) f(t);
     }
+  }
+}
+
+// The gradients of one tile's bias parts from dS [B, N, tq, tk], added into grads (one per
+// input of the function).
+void bias_grads(const TilePlan& plan, const torch::Tensor& ds, const Tile& t,
+                variable_list& grads) {
+  const ScoreBias& b = plan.bias;
+  const int64_t q0 = t.q_at, q1 = t.q_at + t.tq(), k0 = t.k_at, k1 = t.k_at + t.tk();
+  if (plan.rel >= 0)
+    relative_tile_grad(grads[plan.rel], ds.size(0) == 1 ? ds.select(0, 0) : ds.sum(0), b.S, q0, k0);
+  if (plan.row >= 0)
+    grads[plan.row]
+        .narrow(2, q0, t.tq())
+        .add_(at::sum_to(ds.sum(-1), b.row_BNT.narrow(2, q0, t.tq()).sizes()));
+  if (plan.col >= 0)
+    grads[plan.col]
+        .narrow(2, k0, t.tk())
+        .add_(at::sum_to(ds.sum(-2), b.col_BNS.narrow(2, k0, t.tk()).sizes()));
+  if (plan.params >= 0) {  // the function part: its tile again, with autograd
+    torch::AutoGradMode grad_on(true);
+    auto tile = b.fn(q0, q1, k0, k1);
+    auto g = torch::autograd::grad(
+        {tile}, b.params, {at::sum_to(ds, tile.sizes()).to(tile.dtype())}, false, false, true);
+    for (size_t i = 0; i < g.size(); ++i)
+      if (g[i].defined()) grads[plan.params + static_cast<int64_t>(i)].add_(g[i]);
+  }
+}
+
+struct TiledAttention : public torch::autograd::Function<TiledAttention> {
+  // inputs: q (already scaled by 1/sqrt(H)), k, v, all float32, then the bias parts of `plan`.
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
+                               const c10::intrusive_ptr<TilePlan>& plan) {
+    const auto &q = inputs[0], &k = inputs[1], &v = inputs[2];
+    OnlineSoftmax state(q, v.size(3), plan->sink_N);
+    forward_block(q, k, v, *plan, whole_pass(plan->mask, q.size(2), k.size(2)), state);
+    auto [out, lse] = state.finish();
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["plan"] = c10::IValue::make_capsule(plan);
+    return {out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    auto plan = c10::static_intrusive_pointer_cast<TilePlan>(ctx->saved_data["plan"].toCapsule());
+    NoAutocast no_autocast(q.device().type());
+    auto dout = grad_out[0].to(torch::kFloat32).contiguous();
+    auto D = (dout * out).sum(-1, true);  // [B, N, T, 1]
+    // The bias parts' gradients are summed in float32 and returned in each part's dtype.
+    variable_list grads{torch::zeros_like(q), torch::zeros_like(k), torch::zeros_like(v)};
+    auto parts = bias_inputs(*plan);
+    for (const auto& x : parts) grads.push_back(torch::zeros(x.sizes(), q.options()));
+    backward_block(q, k, v, dout, lse, D, *plan, whole_pass(plan->mask, q.size(2), k.size(2)),
+                   grads);
+    if (plan->sink >= 0) grads[plan->sink] = sink_grad(*plan, lse, D);
+    for (size_t i = 0; i < parts.size(); ++i) grads[3 + i] = grads[3 + i].to(parts[i].dtype());
+    grads.emplace_back();  // the plan
+    return grads;
   }
 };
 
-// What the backward pass needs besides the saved tensors (kept in a capsule: the bias's
-// function part is C++). The inputs are q, k, v, then the bias parts that take gradients, at
-// the indices below (-1: none).
-struct Plan : torch::CustomClassHolder {
-  TileMask mask;
-  TileSizes sizes;
-  ScoreBias bias;
-  torch::Tensor sink_N;  // undefined = no sinks
-  int64_t rel = -1, row = -1, col = -1, params = -1, sink = -1;
-};
+}  // namespace
 
-// The bias parts that take gradients, in the order of the function's inputs after q, k, v (the
-// indices Plan keeps); fills those indices.
-variable_list bias_inputs(Plan& plan) {
+NoAutocast::NoAutocast(c10::DeviceType type) : type_(type), was_(compat::autocast_enabled(type)) {
+  if (was_) compat::set_bf16_autocast(type_, false);
+}
+
+NoAutocast::~NoAutocast() {
+  if (was_) compat::set_bf16_autocast(type_, true);
+}
+
+TileBlock whole_pass(const TileMask& mask, int64_t T, int64_t S) {
+  return TileBlock{0, T, 0, S, mask.q_offset, 0, 0, 0};
+}
+
+bool block_may_attend(const TileMask& m, const TileBlock& b) {
+  if (b.q1 <= b.q0 || b.k1 <= b.k0) return false;
+  if (m.block(b.q_pos, b.q_pos + (b.q1 - b.q0) - 1, b.k_pos, b.k_pos + (b.k1 - b.k0) - 1) ==
+      Span::Block::kEmpty)
+    return false;
+  if (!m.doc_q_BT.defined()) return true;
+  auto dq = m.doc_q_BT.narrow(1, b.q_at, b.q1 - b.q0),
+       dk = m.doc_k_BS.narrow(1, b.k_at, b.k1 - b.k0);
+  return dq.min().item<int64_t>() <= dk.max().item<int64_t>() &&
+         dk.min().item<int64_t>() <= dq.max().item<int64_t>();
+}
+
+variable_list bias_inputs(TilePlan& plan) {
   variable_list parts;
   auto take = [&parts](const torch::Tensor& x, int64_t& index) {
     if (!x.defined() || !x.requires_grad()) return;
@@ -193,104 +254,61 @@ variable_list bias_inputs(Plan& plan) {
   return parts;
 }
 
-// The gradients of one tile's bias parts from dS [B, N, tq, tk], added into grads (one per
-// input of the function).
-void bias_grads(const Plan& plan, const torch::Tensor& ds, int64_t q0, int64_t q1, int64_t k0,
-                int64_t k1, variable_list& grads) {
-  const ScoreBias& b = plan.bias;
-  const int64_t tq = q1 - q0, tk = k1 - k0;
-  if (plan.rel >= 0)
-    relative_tile_grad(grads[plan.rel], ds.size(0) == 1 ? ds.select(0, 0) : ds.sum(0), b.S, q0, k0);
-  if (plan.row >= 0)
-    grads[plan.row].narrow(2, q0, tq).add_(
-        at::sum_to(ds.sum(-1), b.row_BNT.narrow(2, q0, tq).sizes()));
-  if (plan.col >= 0)
-    grads[plan.col].narrow(2, k0, tk).add_(
-        at::sum_to(ds.sum(-2), b.col_BNS.narrow(2, k0, tk).sizes()));
-  if (plan.params >= 0) {  // the function part: its tile again, with autograd
-    torch::AutoGradMode grad_on(true);
-    auto tile = b.fn(q0, q1, k0, k1);
-    auto g = torch::autograd::grad(
-        {tile}, b.params, {at::sum_to(ds, tile.sizes()).to(tile.dtype())}, false, false, true);
-    for (size_t i = 0; i < g.size(); ++i)
-      if (g[i].defined()) grads[plan.params + static_cast<int64_t>(i)].add_(g[i]);
-  }
+OnlineSoftmax::OnlineSoftmax(const torch::Tensor& q, int64_t Hv, const torch::Tensor& sink_N) {
+  const int64_t B = q.size(0), N = q.size(1), T = q.size(2);
+  auto f32 = q.options().dtype(torch::kFloat32);
+  acc_BNTH = torch::zeros({B, N, T, Hv}, f32);
+  const bool sinks = sink_N.defined();
+  m_BNT1 = sinks ? sink_N.to(f32).view({1, N, 1, 1}).expand({B, N, T, 1}).clone()
+                 : torch::full({B, N, T, 1}, vec::kMaskedScore, f32);
+  l_BNT1 = sinks ? torch::ones({B, N, T, 1}, f32) : torch::zeros({B, N, T, 1}, f32);
 }
 
-struct TiledAttention : public torch::autograd::Function<TiledAttention> {
-  // inputs: q (already scaled by 1/sqrt(H)), k, v, all float32, then the bias parts of `plan`.
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
-                               const c10::intrusive_ptr<Plan>& plan) {
-    const auto &q = inputs[0], &k = inputs[1], &v = inputs[2];
-    const TileMask& mask = plan->mask;
-    const bool fused = plan->sizes.fused_rows && q.is_cpu();
-    const int64_t B = q.size(0), N = q.size(1), T = q.size(2), S = k.size(2), Hv = v.size(3);
-    auto f32 = q.options();
-    auto acc = torch::zeros({B, N, T, Hv}, f32);
-    // A sink is a score every row sees first: the row starts at (m, l) = (sink, 1).
-    const bool sinks = plan->sink_N.defined();
-    auto m_run = sinks ? plan->sink_N.to(f32).view({1, N, 1, 1}).expand({B, N, T, 1}).clone()
-                       : torch::full({B, N, T, 1}, vec::kMaskedScore, f32);
-    auto l_run = sinks ? torch::ones({B, N, T, 1}, f32) : torch::zeros({B, N, T, 1}, f32);
-    Tiling{T, S, plan->sizes, mask}.each([&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
-      auto s = tile_scores(q, k, plan->bias, tile_allowed(mask, q0, q1, k0, k1, q.device()), q0, q1,
-                           k0, k1, fused);
-      auto decay = online_softmax_(s, m_run, l_run, q0, fused);  // s is P now
-      acc.narrow(2, q0, q1 - q0).mul_(decay).add_(batched_matmul(s, v.narrow(2, k0, k1 - k0)));
-    });
-    // Rows that saw no key: output 0, and a log-sum-exp of 1e30 so that the backward pass's
-    // exp(s - L) is 0 for them.
-    auto seen = l_run > 0;
-    auto out = torch::where(seen, acc / l_run.clamp_min(1e-30), torch::zeros_like(acc));
-    auto lse = torch::where(seen, m_run + l_run.clamp_min(1e-30).log(),
-                            torch::full_like(m_run, -vec::kMaskedScore));
-    ctx->save_for_backward({q, k, v, out, lse});
-    ctx->saved_data["plan"] = c10::IValue::make_capsule(plan);
-    return {out};
-  }
+std::pair<torch::Tensor, torch::Tensor> OnlineSoftmax::finish() const {
+  auto seen = l_BNT1 > 0;
+  auto out = torch::where(seen, acc_BNTH / l_BNT1.clamp_min(1e-30), torch::zeros_like(acc_BNTH));
+  auto lse = torch::where(seen, m_BNT1 + l_BNT1.clamp_min(1e-30).log(),
+                          torch::full_like(m_BNT1, -vec::kMaskedScore));
+  return {out, lse};
+}
 
-  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
-    auto plan = c10::static_intrusive_pointer_cast<Plan>(ctx->saved_data["plan"].toCapsule());
-    const TileMask& mask = plan->mask;
-    const bool fused = plan->sizes.fused_rows && q.is_cpu();
-    NoAutocast no_autocast(q.device().type());
-    auto dout = grad_out[0].to(torch::kFloat32).contiguous();
-    auto D = (dout * out).sum(-1, true);  // [B, N, T, 1]
-    const ScoreBias& b = plan->bias;
-    // The bias parts' gradients are summed in float32 and returned in each part's dtype.
-    variable_list grads{torch::zeros_like(q), torch::zeros_like(k), torch::zeros_like(v)};
-    auto parts = bias_inputs(*plan);
-    for (const auto& x : parts) grads.push_back(torch::zeros(x.sizes(), q.options()));
-    auto &dq = grads[0], &dk = grads[1], &dv = grads[2];
-    Tiling{q.size(2), k.size(2), plan->sizes, mask}.each(
-        [&](int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
-          const int64_t tq = q1 - q0, tk = k1 - k0;
-          auto qt = q.narrow(2, q0, tq), kt = k.narrow(2, k0, tk), vt = v.narrow(2, k0, tk);
-          auto s = tile_scores(q, k, b, tile_allowed(mask, q0, q1, k0, k1, q.device()), q0, q1, k0,
-                               k1, fused);
-          exp_shifted_(s, lse, q0, fused);  // s is P now
-          auto dot = dout.narrow(2, q0, tq);
-          dv.narrow(2, k0, tk).add_(batched_matmul(s.transpose(-2, -1), dot));
-          auto dp = batched_matmul(dot, vt.transpose(-2, -1)).contiguous();
-          softmax_grad_(s, dp, D, q0, fused);  // s is dS now
-          const auto& ds = s;
-          dq.narrow(2, q0, tq).add_(batched_matmul(ds, kt));
-          dk.narrow(2, k0, tk).add_(batched_matmul(ds.transpose(-2, -1), qt));
-          bias_grads(*plan, ds, q0, q1, k0, k1, grads);
-        });
-    if (plan->sink >= 0)  // the sink's column: P = exp(sink - L), dP = 0 (no value)
-      grads[plan->sink] =
-          -(torch::exp(plan->sink_N.to(torch::kFloat32).view({1, -1, 1, 1}) - lse) * D)
-               .sum({0, 2, 3});
-    for (size_t i = 0; i < parts.size(); ++i) grads[3 + i] = grads[3 + i].to(parts[i].dtype());
-    grads.emplace_back();  // the plan
-    return grads;
-  }
-};
+void forward_block(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                   const TilePlan& plan, const TileBlock& b, OnlineSoftmax& state) {
+  const bool fused = plan.fused(q);
+  each_tile(plan.mask, b, plan.sizes, [&](const Tile& t) {
+    auto s = tile_scores(q, k, plan, t);
+    auto decay = online_softmax_(s, state.m_BNT1, state.l_BNT1, t.q0, fused);  // s is P now
+    state.acc_BNTH.narrow(2, t.q0, t.tq())
+        .mul_(decay)
+        .add_(batched_matmul(s, v.narrow(2, t.k0, t.tk())));
+  });
+}
 
-}  // namespace
+void backward_block(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                    const torch::Tensor& dout, const torch::Tensor& lse, const torch::Tensor& D,
+                    const TilePlan& plan, const TileBlock& b, variable_list& grads) {
+  const bool fused = plan.fused(q);
+  auto &dq = grads[0], &dk = grads[1], &dv = grads[2];
+  each_tile(plan.mask, b, plan.sizes, [&](const Tile& t) {
+    const int64_t tq = t.tq(), tk = t.tk();
+    auto qt = q.narrow(2, t.q0, tq), kt = k.narrow(2, t.k0, tk), vt = v.narrow(2, t.k0, tk);
+    auto s = tile_scores(q, k, plan, t);
+    exp_shifted_(s, lse, t.q0, fused);  // s is P now
+    auto dot = dout.narrow(2, t.q0, tq);
+    dv.narrow(2, t.k0, tk).add_(batched_matmul(s.transpose(-2, -1), dot));
+    auto dp = batched_matmul(dot, vt.transpose(-2, -1)).contiguous();
+    softmax_grad_(s, dp, D, t.q0, fused);  // s is dS now
+    const auto& ds = s;
+    dq.narrow(2, t.q0, tq).add_(batched_matmul(ds, kt));
+    dk.narrow(2, t.k0, tk).add_(batched_matmul(ds.transpose(-2, -1), qt));
+    bias_grads(plan, ds, t, grads);
+  });
+}
+
+torch::Tensor sink_grad(const TilePlan& plan, const torch::Tensor& lse, const torch::Tensor& D) {
+  return -(torch::exp(plan.sink_N.to(torch::kFloat32).view({1, -1, 1, 1}) - lse) * D)
+              .sum({0, 2, 3});
+}
 
 bool tile_may_attend(const TileMask& m, int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
   return m.block(m.q_offset + q0, m.q_offset + q1 - 1, k0, k1 - 1) != Span::Block::kEmpty;
@@ -309,7 +327,7 @@ torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& 
   NoAutocast no_autocast(q_BNTH.device().type());
   auto q = (q_BNTH.to(torch::kFloat32) * scale).contiguous();
   auto k = k_BNSH.to(torch::kFloat32).contiguous(), v = v_BNSH.to(torch::kFloat32).contiguous();
-  auto plan = c10::make_intrusive<Plan>();
+  auto plan = c10::make_intrusive<TilePlan>();
   plan->mask = mask;
   plan->sizes = tiles;
   plan->bias = bias;
@@ -331,7 +349,7 @@ torch::Tensor tiled_attention_reference(const torch::Tensor& q_BNTH, const torch
   auto q = q_BNTH.to(dt) * scale;
   auto s = torch::matmul(q, k_BNSH.to(dt).transpose(-2, -1));
   if (bias.defined()) s = s + bias.tile(0, T, 0, S).to(dt);
-  auto allowed = tile_allowed(mask, 0, T, 0, S, q.device());
+  auto allowed = tile_allowed(mask, Tile{0, T, 0, S, mask.q_offset, 0, 0, 0}, q.device());
   if (!allowed.defined()) allowed = torch::ones({1, 1, T, S}, s.options().dtype(torch::kBool));
   s = s.masked_fill(allowed.logical_not(), -kInf);
   auto any = allowed.any(-1, true);
