@@ -73,7 +73,8 @@ void register_all(CLI::App& app) {
 int run_selected(CLI::App& app) {
   for (auto& [sub, action] : g_actions) {
     if (!sub->parsed()) continue;
-    if (sub->get_name() != "train" && dist::env_from_environment().size > 1)
+    const bool point = sub->get_name() == "bench" && sub->get_option("--point")->count() > 0;
+    if (sub->get_name() != "train" && !point && dist::env_from_environment().size > 1)
       throw UserError("WORLD_SIZE > 1: only `ropelab train` runs data-parallel, not `" +
                       sub->get_name() +
                       "` (run it once, outside torchrun / launch; train prepares the data on "

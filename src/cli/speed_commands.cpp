@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "config/loader.h"
+#include "dist/world.h"
 #include "lab/bench.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "util/platform.h"
 
 namespace ropelab::cli {
@@ -29,7 +31,8 @@ struct SpeedOpts {
   int64_t batches = 500;
   int64_t steps = 5;
   lab::BenchOptions bench;
-  std::string point, sections, bench_lengths, decode_lengths, long_lengths, layout_lengths;
+  std::string point, sections, bench_lengths, decode_lengths, long_lengths, layout_lengths,
+      context_lengths;
   std::vector<std::string> bench_models{"lm", "mlm", "translation"};
   std::vector<std::string> bench_precisions{"fp32", "bf16"};
   int64_t length = 0;
@@ -79,9 +82,14 @@ int cmd_bench() {
       throw UserError("bench: unknown --point " + speed_opts.point +
                       " (matmul, train, decode, data, kernel)");
     }
-    std::cout << lab::bench_point(point, g.file, g.overrides, speed_opts.bench.steps,
-                                  speed_opts.length, speed_opts.window)
-              << std::endl;
+    auto env = dist::env_from_environment();  // a point run as ranks (`launch -- bench --point`)
+    if (env.grouped()) {
+      log::set_rank(env.rank);
+      dist::init(env);
+    }
+    auto out = lab::bench_point(point, g.file, g.overrides, speed_opts.bench.steps,
+                                speed_opts.length, speed_opts.window);
+    if (dist::world().is_main()) std::cout << out << std::endl;
     return 0;
   }
   auto& o = speed_opts.bench;
@@ -99,6 +107,8 @@ int cmd_bench() {
     o.decode_lengths = parse_lengths(speed_opts.decode_lengths, "--decode-lengths");
   if (!speed_opts.long_lengths.empty())
     o.long_lengths = parse_lengths(speed_opts.long_lengths, "--long-lengths");
+  if (!speed_opts.context_lengths.empty())
+    o.context_lengths = parse_lengths(speed_opts.context_lengths, "--context-lengths");
   if (!speed_opts.layout_lengths.empty())
     o.layout_lengths = parse_lengths(speed_opts.layout_lengths, "--layout-lengths");
   lab::run_bench(o);
@@ -200,6 +210,10 @@ void register_speed(CLI::App& app) {
             ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
         sub.add_option("--long-lengths", speed_opts.long_lengths,
                        "long section: sequence lengths (default 2048,4096,8192,16384,32768)");
+        sub.add_option("--context-lengths", speed_opts.context_lengths,
+                       "long section: lengths of the context-parallel comparison, RoPE on one "
+                       "rank against 2 ranks a sequence with half the threads each (default "
+                       "32768,65536; none: 0)");
         sub.add_option("--long-steps", speed_opts.bench.long_steps,
                        "long section: timed steps per point (after one warm-up)")
             ->capture_default_str()

@@ -387,6 +387,7 @@ struct FoxConfig : PositionTraits {  // Lin et al. 2025 (ICLR), Forgetting Trans
 struct CopeConfig : PositionTraits {  // Golovneva et al. 2024, contextual position encoding
   static constexpr bool kBiasesScores = true;
   static constexpr bool kCausalOnly = true;
+  static constexpr bool kTileable = false;
   static constexpr const char* kName = "cope";
   int64_t npos_max = 0;
   template <class V>
@@ -443,6 +444,7 @@ struct MropeConfig : PositionTraits {
 struct PathConfig : PositionTraits {  // Yang et al. 2025, PaTH attention
   static constexpr bool kBiasesScores = true;
   static constexpr bool kCausalOnly = true;
+  static constexpr bool kTileable = false;
   static constexpr const char* kName = "path";
   template <class V>
   void visit(V&) {}

@@ -506,6 +506,7 @@ struct TrainConfig {
   int64_t keep_last = 2;
   int64_t log_every = 10;
   int64_t max_bad_steps = 5;
+  int64_t context_parallel = 1;
   template <class V>
   void visit(V& v) {
     v("optimizer", optimizer, "adamw (decoupled decay, no decay on norms/biases) or adam");
@@ -530,6 +531,10 @@ struct TrainConfig {
     v("log_every", log_every, "log training metrics every N steps", between(1, 1e9));
     v("max_bad_steps", max_bad_steps, "stop after this many consecutive non-finite steps",
       between(1, 1e6));
+    v("context_parallel", context_parallel,
+      "ranks that split each sequence (ring attention; docs/distributed.md): the world's ranks "
+      "form data-parallel groups of this many consecutive ranks; 1 = off",
+      between(1, 4096));
   }
 };
 

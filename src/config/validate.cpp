@@ -53,6 +53,11 @@ void check_positions(const Config& c, const PositionConfig& position, const std:
                                  "feature maps cannot carry its transform of q and "
                                  "k); use softmax attention or another position "
                                  "module");
+        if (!P::kTileable && c.train.context_parallel > 1)
+          bad(sec + ".type", std::string(P::kName) +
+                                 " builds a stored T x S score bias, which ring attention "
+                                 "cannot split over ranks; use train.context_parallel=1 or "
+                                 "another position module");
         if (P::kCausalOnly && m.arch != Arch::kDecoder)
           bad(sec + ".type",
               std::string(P::kName) +
@@ -67,6 +72,7 @@ void check_positions(const Config& c, const PositionConfig& position, const std:
   pc.layers = std::max(m.n_layers, m.arch == Arch::kEncDec ? m.n_decoder_layers : 0);
   pc.decoder = m.arch == Arch::kDecoder;
   pc.linear = linear;
+  pc.context_parallel = c.train.context_parallel;
   if (linear && m.attention.rope_mode == RopeMode::kEq19)
     pc.feature_width =
         m.attention.feature_map == FeatureMap::kFavor ? m.attention.num_features : head_dim;
@@ -204,6 +210,31 @@ void check_packing(const Config& c, ProblemList& bad) {
   }
 }
 
+// Context parallelism: ring attention splits the sequences of clm and mlm (config/schema.h,
+// train.context_parallel); what it cannot split is refused here (the families: check_positions).
+void check_context_parallel(const Config& c, ProblemList& bad) {
+  const int64_t n = c.train.context_parallel;
+  if (n <= 1) return;
+  const bool lm = std::holds_alternative<ClmTaskConfig>(c.task.opts) ||
+                  std::holds_alternative<MlmTaskConfig>(c.task.opts);
+  const std::string key = "train.context_parallel";
+  if (!lm)
+    bad(key, std::string("context parallelism splits the sequences of clm and mlm, not task ") +
+                 c.task.type());
+  if (c.model.attention.kernel == AttentionKernel::kLinear)
+    bad(key,
+        "linear attention's running sums do not travel the ring (only softmax attention "
+        "splits over ranks); use model.attention.kernel=softmax or context_parallel=1");
+  if (c.model.attention.dropout > 0)
+    bad(key,
+        "ring attention computes each block with the tiled kernel, which has no dropout on "
+        "attention probabilities; set model.attention.dropout=0");
+  if (c.task.seq_len % (2 * n) != 0)
+    bad(key, "a sequence is split into 2 x " + std::to_string(n) + " equal pieces; task.seq_len (" +
+                 std::to_string(c.task.seq_len) + ") must be a multiple of " +
+                 std::to_string(2 * n));
+}
+
 }  // namespace
 
 std::vector<Problem> validate(const Config& c) {
@@ -254,6 +285,7 @@ std::vector<Problem> validate(const Config& c) {
               "softmax (use model.attention.kernel=softmax)");
   }
   check_task(c, bad);
+  check_context_parallel(c, bad);
   check_tsv(c, bad);
   check_tokenizer_and_run(c, bad);
   return bad.list;

@@ -1,7 +1,10 @@
 #include "data/batches.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <algorithm>
 
+#include "dist/context.h"
 #include "tokenizers/tokenizer.h"
 #include "util/error.h"
 
@@ -453,10 +456,50 @@ std::vector<int64_t> permutation(int64_t n, uint64_t key) {
 }
 
 std::unique_ptr<BatchStream> make_lm_stream(const TokenDataset& ds, const StreamOptions& o) {
-  return std::make_unique<LmStream>(ds, o);
+  return context_shares(std::make_unique<LmStream>(ds, o), o.context_parts, o.context_member);
 }
 std::unique_ptr<BatchStream> make_mlm_stream(const TokenDataset& ds, const StreamOptions& o) {
-  return std::make_unique<MlmStream>(ds, o);
+  return context_shares(std::make_unique<MlmStream>(ds, o), o.context_parts, o.context_member);
+}
+
+Batch context_share(const Batch& whole, int parts, int member) {
+  if (parts <= 1) return whole;
+  const int64_t T = whole.input_BT.size(1);
+  if (T % (2 * parts) != 0)
+    throw UserError(fmt::format(
+        "train.context_parallel: {} ranks split a sequence into {} equal pieces, but a batch "
+        "holds sequences of {} tokens; make task.seq_len a multiple of {}",
+        parts, 2 * parts, T, 2 * parts));
+  const dist::ContextSplit split{T, parts};
+  Batch b = whole;
+  b.input_BT = split.shard(whole.input_BT, member, 1);
+  b.target_BT = split.shard(whole.target_BT, member, 1);
+  b.num_tokens = whole.pad_BT.defined() ? split.shard(whole.pad_BT, member, 1).sum().item<int64_t>()
+                                        : b.input_BT.numel();
+  b.num_targets = (b.target_BT != -100).sum().item<int64_t>();
+  if (whole.scored_N.defined()) b.scored_N = scored_positions(b.target_BT);
+  return b;
+}
+
+namespace {
+class ContextShares : public BatchStream {
+ public:
+  ContextShares(std::unique_ptr<BatchStream> s, int parts, int member)
+      : s_(std::move(s)), parts_(parts), member_(member) {}
+  int64_t batches_per_epoch() const override { return s_->batches_per_epoch(); }
+  Batch batch(int64_t epoch, int64_t index) const override {
+    return context_share(s_->batch(epoch, index), parts_, member_);
+  }
+
+ private:
+  std::unique_ptr<BatchStream> s_;
+  int parts_, member_;
+};
+}  // namespace
+
+std::unique_ptr<BatchStream> context_shares(std::unique_ptr<BatchStream> s, int parts, int member) {
+  if (parts <= 1) return s;
+  return std::make_unique<ContextShares>(std::move(s), parts, member);
 }
 std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds,
                                                      const StreamOptions& o) {

@@ -43,8 +43,11 @@ struct Batch {
   torch::Tensor scored_N;    // MLM, answer: int64 flat positions (into B*T) whose target is not
                              // -100, found on the host with the batch, so that the task needs
                              // no nonzero() (a host sync) on the device
-  int64_t num_tokens = 0;    // real input tokens (throughput)
-  int64_t num_targets = 0;   // positions that carry loss
+  // Context parallelism (StreamOptions::context_parts > 1): input_BT, target_BT and scored_N
+  // are this member's share of each sequence (dist::ContextSplit::shard), pad_BT and doc_BT the
+  // whole sequence's (attention masks every key); the counts below are the share's.
+  int64_t num_tokens = 0;   // real input tokens (throughput)
+  int64_t num_targets = 0;  // positions that carry loss
   // Every defined tensor moved to `dev` (the one place a batch changes device).
   Batch to(torch::Device dev) const;
 };
@@ -61,6 +64,10 @@ struct StreamOptions {
   int rank = 0, world = 1;
   double mask_prob = 0.15, mask_token_frac = 0.8, random_token_frac = 0.1;  // MLM
   bool documents = false;  // clm, mlm: each window's document ids (Batch::doc_BT)
+  // clm, mlm: each sequence split over a context-parallel group of this many ranks, of which
+  // this rank is member context_member (dist/context.h). `rank` and `world` count the groups:
+  // every member of a group reads the same batches.
+  int context_parts = 1, context_member = 0;
 };
 
 class BatchStream {
@@ -78,6 +85,12 @@ std::unique_ptr<BatchStream> make_translation_stream(const TokenDataset& ds,
 std::unique_ptr<BatchStream> make_glue_stream(const TokenDataset& ds, const StreamOptions& opt);
 std::unique_ptr<BatchStream> make_synthetic_stream(const TokenDataset& ds,
                                                    const StreamOptions& opt);
+// Member `member` of `parts`'s share of a batch of whole sequences (Batch: context
+// parallelism); UserError when the sequences do not split into 2 x parts equal pieces.
+Batch context_share(const Batch& whole, int parts, int member);
+// Each batch of `s` as context_share gives it.
+std::unique_ptr<BatchStream> context_shares(std::unique_ptr<BatchStream> s, int parts, int member);
+
 // One batch, every time (bench: a training step's compute does not depend on the text).
 std::unique_ptr<BatchStream> make_repeat_stream(Batch b);
 

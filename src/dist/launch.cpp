@@ -1,5 +1,7 @@
 #include "dist/launch.h"
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
@@ -53,8 +55,12 @@ int free_port() {
 int launch(const LaunchOptions& o) {
   if (o.args.empty())
     throw UserError("launch: give the command the ranks run, e.g. -- train CONFIG");
-  if (o.args[0] != "train")
-    throw UserError("launch: only `train` runs data-parallel (got '" + o.args[0] + "')");
+  // A bench point (the bench's context-parallel figures) runs as ranks too.
+  const bool point =
+      o.args[0] == "bench" && std::find(o.args.begin(), o.args.end(), "--point") != o.args.end();
+  if (o.args[0] != "train" && !point)
+    throw UserError("launch: only `train` (and `bench --point`) runs as ranks (got '" + o.args[0] +
+                    "')");
   if (o.node_rank >= o.nnodes)
     throw UserError(
         fmt::format("launch: --node-rank {} is not below --nnodes {}", o.node_rank, o.nnodes));

@@ -20,6 +20,7 @@
 #include "config/loader.h"
 #include "data/prepare.h"
 #include "dist/threads.h"
+#include "dist/world.h"
 #include "model/decode.h"
 #include "model/linear.h"
 #include "model/tiled_attention.h"
@@ -143,7 +144,11 @@ json train_point(const config::Config& c, int steps) {
   int64_t vocab = opened.vocab, B = c.train.batch_size, T = c.task.seq_len;
   model->train();
   auto batch = synthetic_batch(c, vocab, B, T);
-  const int64_t tokens = batch.num_tokens;
+  const int64_t tokens = batch.num_tokens;  // the whole sequences' (a context-parallel group's)
+  const auto& world = dist::world();
+  if (c.train.context_parallel > 1)  // as ranks: this member's share of the sequences
+    batch = data::context_share(batch, static_cast<int>(c.train.context_parallel),
+                                tasks::context_group(tasks::task_setup(c, vocab)).member);
   auto cfg = train::TrainerConfig::of(c);
   cfg.train.grad_accum = 1;
   train::Trainer trainer(cfg, *task, model, data::make_repeat_stream(batch.to(dev)), dev);
@@ -166,14 +171,28 @@ json train_point(const config::Config& c, int steps) {
   }
   profile.reset();
   double step_s = timed / steps;
-  json r{{"tokens_per_s", static_cast<double>(tokens) / step_s},
+  // Every rank's peak (one rank: this process's); the figure is the largest.
+  std::vector<double> peaks(static_cast<size_t>(world.size()), 0.0), added = peaks;
+  peaks[static_cast<size_t>(world.rank())] = proc_status_mb("VmHWM");
+  added[static_cast<size_t>(world.rank())] = peaks[static_cast<size_t>(world.rank())] - rss0;
+  peaks = world.sum(peaks, "gathering the peaks");
+  added = world.sum(added, "gathering the peaks");
+  const double tokens_per_s =  // the data-parallel groups' batches together
+      static_cast<double>(tokens) * static_cast<double>(world.size()) /
+      static_cast<double>(c.train.context_parallel) / step_s;
+  json r{{"tokens_per_s", tokens_per_s},
          {"step_s", step_s},
          {"flops_per_step", train_step_flops(c, B, T)},
          {"params", params},
          {"loss", loss},
-         {"peak_rss_mb", proc_status_mb("VmHWM")},
-         {"peak_train_mb", proc_status_mb("VmHWM") - rss0},
+         {"peak_rss_mb", *std::max_element(peaks.begin(), peaks.end())},
+         {"peak_train_mb", *std::max_element(added.begin(), added.end())},
          {"device", dev.str()}};
+  if (world.size() > 1) {
+    r["ranks"] = world.size();
+    r["context_parallel"] = c.train.context_parallel;
+    r["rank_peak_rss_mb"] = peaks;
+  }
   if (dev.is_cuda())
     r["peak_gpu_mb"] = static_cast<double>(cuda_info::peak_memory_bytes(dev)) / (1 << 20);
   r.update(thread_facts());

@@ -97,6 +97,9 @@ struct BenchOptions {
   std::vector<int64_t> long_lengths{2048, 4096, 8192, 16384, 32768};  // the long section's
   int long_steps = 1;          // timed steps per long-section point (they take minutes at 32k)
   int64_t long_window = 1024;  // the sliding window of the long section's kernel points
+  // The long section's context-parallel figures: RoPE on one rank with every thread against
+  // 2 ranks a sequence (train.context_parallel) with half the threads each, at these lengths.
+  std::vector<int64_t> context_lengths{32768, 65536};
   std::vector<int64_t> layout_lengths{512, 1024, 2048, 4096, 8192};  // the layouts section's
   int64_t layout_window = 256;                                       // its local layers' window
   std::vector<int64_t> decode_lengths{64, 256, 1024, 2048};

@@ -99,17 +99,20 @@ struct Runner {
   }
 
   // steps 0: the options' steps; window > 0: the kernel point's sliding window.
+  // ranks > 1: the point runs as that many ranks on this machine (`launch`), each with its
+  // share of the threads.
   json ropelab(const std::string& label, const std::string& point, const std::string& cfg,
                const std::vector<std::string>& ov, int64_t length, json meta, int steps = 0,
-               int64_t window = 0) {
-    std::string cmd = platform::shell_quote(platform::executable_dir() + "/ropelab") +
-                      " bench --point " + point + " --steps " +
-                      std::to_string(steps > 0 ? steps : o.steps) + " --length " +
-                      std::to_string(length);
+               int64_t window = 0, int ranks = 1) {
+    const std::string exe = platform::shell_quote(platform::executable_dir() + "/ropelab");
+    std::string cmd = exe;
+    if (ranks > 1) cmd += fmt::format(" launch --nproc {} --timeout 900 --", ranks);
+    cmd += " bench --point " + point + " --steps " + std::to_string(steps > 0 ? steps : o.steps) +
+           " --length " + std::to_string(length);
     if (window > 0) cmd += " --window " + std::to_string(window);
     if (!cfg.empty()) cmd += " --config " + platform::shell_quote(cfg);
     std::vector<std::string> all = o.overrides;
-    all.push_back("run.threads=" + std::to_string(threads));
+    all.push_back("run.threads=" + std::to_string(std::max(1, threads / ranks)));
     all.insert(all.end(), ov.begin(), ov.end());
     for (const auto& x : all) cmd += " " + platform::shell_quote(x);
     meta["impl"] = "ropelab";
@@ -302,6 +305,7 @@ class Session {
   void long_goals(const std::map<int64_t, std::map<std::string, json>>& got,
                   const std::vector<Peer>& peers);
   void long_window();
+  void long_context_parallel();
 
   const BenchOptions& o_;
   std::map<BenchModel, std::string> files_;
@@ -378,7 +382,8 @@ int64_t Session::points() const {
     n += static_cast<int64_t>(config::variant_names<config::PositionVariant>().size());
   if (wanted(o_, BenchSection::kAttention)) n += 2 * static_cast<int64_t>(o_.lengths.size());
   if (wanted(o_, BenchSection::kLong))
-    n += static_cast<int64_t>(o_.long_lengths.size() * (3 + sdpa_peers().size())) + 2;
+    n += static_cast<int64_t>(o_.long_lengths.size() * (3 + sdpa_peers().size())) + 2 +
+         2 * static_cast<int64_t>(o_.context_lengths.size());
   if (wanted(o_, BenchSection::kLayouts)) n += 2 * static_cast<int64_t>(o_.layout_lengths.size());
   if (wanted(o_, BenchSection::kDecode)) n += static_cast<int64_t>(o_.decode_lengths.size());
   if (wanted(o_, BenchSection::kData)) n += 1;
@@ -738,6 +743,62 @@ void Session::long_context() {
   }
   long_goals(got, peers);
   long_window();
+  long_context_parallel();
+}
+
+// RoPE at long lengths on one rank with every thread, against 2 ranks a sequence (ring
+// attention, train.context_parallel=2) with half the threads each, interleaved: tokens/s and
+// each rank's peak resident set.
+void Session::long_context_parallel() {
+  if (o_.context_lengths.empty()) return;
+  const int ranks = 2;
+  const int per_rank = std::max(1, r_->threads / ranks);
+  Table t{{"length", fmt::format("1 rank ({} threads) tokens/s", r_->threads), "peak MiB",
+           fmt::format("2 ranks a sequence ({} thread{} each) tokens/s", per_rank,
+                       per_rank == 1 ? "" : "s"),
+           "peak MiB per rank", "speed, 2 ranks / 1", "peak, 2 ranks / 1"},
+          {}};
+  for (size_t li = 0; li < o_.context_lengths.size(); ++li) {
+    const int64_t len = o_.context_lengths[li];
+    json meta{{"section", "long"}, {"length", len}, {"position", "rope"}};
+    const std::vector<std::string> ov{"task.seq_len=" + std::to_string(len), "train.batch_size=1",
+                                      "model.position.type=rope"};
+    json one, two;
+    std::vector<std::function<void()>> runs{
+        [&] {
+          one =
+              r_->ropelab(fmt::format("long rope {} (1 rank)", len), "train", file(BenchModel::kLm),
+                          ov, 0, merged(meta, {{"ranks", 1}}), o_.long_steps);
+        },
+        [&] {
+          auto cp = ov;
+          cp.push_back("train.context_parallel=" + std::to_string(ranks));
+          two = r_->ropelab(fmt::format("long rope {} (2 ranks a sequence)", len), "train",
+                            file(BenchModel::kLm), cp, 0, merged(meta, {{"ranks", ranks}}),
+                            o_.long_steps, 0, ranks);
+        }};
+    if (li % 2 == 1) std::swap(runs[0], runs[1]);
+    for (const auto& run : runs) run();
+    const double speed = num(two, "tokens_per_s") / num(one, "tokens_per_s");
+    const double peak = num(two, "peak_rss_mb") / num(one, "peak_rss_mb");
+    t.rows.push_back({std::to_string(len), cell(one, "tokens_per_s"), cell(one, "peak_rss_mb"),
+                      cell(two, "tokens_per_s"), cell(two, "peak_rss_mb"),
+                      fmt_num(speed, "{:.2f}x"), fmt_num(peak, "{:.2f}")});
+    summary_["long"]["context_parallel"][std::to_string(len)] = {{"one", one}, {"two", two}};
+    goals_.emplace_back(fmt::format("2 ranks a sequence at {} >= 0.8x one rank's tokens/s", len),
+                        fmt_num(speed, "{:.2f}x") + " " + check(speed >= 0.8));
+    if (len >= 65536)
+      goals_.emplace_back(fmt::format("2 ranks a sequence at {}: each rank's peak <= 0.6 of one "
+                                      "rank's",
+                                      len),
+                          fmt_num(peak, "{:.2f}") + " " + check(peak <= 0.6));
+  }
+  md_ +=
+      "\nContext parallelism (docs/distributed.md): the LM bench model with RoPE, batch 1, "
+      "one sequence on one rank against the same sequence split over 2 ranks of this "
+      "machine (ring attention on Gloo over 127.0.0.1), the threads shared out; peak MiB per "
+      "rank is the larger rank's peak resident set.\n\n" +
+      t.md() + "\n";
 }
 
 // The long section's goals: 32k trains within 24 GiB, and the ratio to PyTorch's SDPA at 8k

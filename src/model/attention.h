@@ -21,6 +21,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "config/schema.h"
+#include "dist/context.h"
 #include "model/init.h"
 #include "model/norm.h"
 #include "model/position/position.h"
@@ -46,6 +47,10 @@ struct AttnMask {
   // Document ids [B, T] of self-attention's queries and keys (task.packing documents): a token
   // sees only its own document. Undefined = one document.
   torch::Tensor doc_BT = torch::Tensor();
+  // Context parallelism (model/ring_attention.h): this rank's group; the queries, keys and
+  // values are its share of the sequence, and key_pad_BS and doc_BT are the whole sequence's.
+  // Null: the whole sequence is here.
+  const dist::ContextGroup* context = nullptr;
   // The causal, window and chunk rules (model/span.h).
   Span span() const { return Span{causal, window, chunk}; }
   bool restricted() const {

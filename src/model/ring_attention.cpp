@@ -14,6 +14,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 constexpr const char* kWhat = "ring attention";
+constexpr const char* kGathering = "gathering the sequence (context parallelism)";
 
 struct RingPlan : TilePlan {
   dist::ContextGroup group;
@@ -139,7 +140,60 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
   }
 };
 
+// gather_sequence: step s sends this member's share to member + s and takes member - s's.
+struct GatherSequence : public torch::autograd::Function<GatherSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const dist::ContextGroup& group, const dist::ContextSplit& split,
+                               int64_t dim) {
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["group"] = c10::IValue::make_capsule(c10::make_intrusive<Group>(group, split));
+    auto sizes = x.sizes().vec();
+    sizes[static_cast<size_t>(dim)] = split.length;
+    auto whole = torch::empty(sizes, x.options());
+    auto mine = x.contiguous();
+    auto at = [&](int m) { return split.positions(m).to(x.device()); };
+    whole.index_copy_(dim, at(group.member), mine);
+    for (int s = 1; s < group.size; ++s) {
+      auto theirs = torch::empty_like(mine);
+      const int to = (group.member + s) % group.size,
+                from = (group.member - s + group.size) % group.size;
+      group.world->exchange(mine, group.rank_of(to), theirs, group.rank_of(from), kGathering)
+          .wait();
+      whole.index_copy_(dim, at(from), theirs);
+    }
+    return whole;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const int64_t dim = ctx->saved_data["dim"].toInt();
+    auto g = c10::static_intrusive_pointer_cast<Group>(ctx->saved_data["group"].toCapsule());
+    const auto& group = g->group;
+    auto at = [&](int m) { return g->split.positions(m).to(grad_out[0].device()); };
+    auto mine = grad_out[0].index_select(dim, at(group.member)).contiguous();
+    for (int s = 1; s < group.size; ++s) {
+      const int to = (group.member + s) % group.size,
+                from = (group.member - s + group.size) % group.size;
+      auto theirs = grad_out[0].index_select(dim, at(to)).contiguous();
+      auto back = torch::empty_like(mine);
+      group.world->exchange(theirs, group.rank_of(to), back, group.rank_of(from), kGathering)
+          .wait();
+      mine.add_(back);
+    }
+    return {mine, {}, {}, {}};
+  }
+  struct Group : torch::CustomClassHolder {
+    Group(dist::ContextGroup g, dist::ContextSplit s) : group(g), split(s) {}
+    dist::ContextGroup group;
+    dist::ContextSplit split;
+  };
+};
+
 }  // namespace
+
+torch::Tensor gather_sequence(const torch::Tensor& x, const dist::ContextGroup& group,
+                              const dist::ContextSplit& split, int64_t dim) {
+  if (group.size == 1) return x;
+  return GatherSequence::apply(x, group, split, dim);
+}
 
 bool member_needs(const dist::ContextSplit& split, const TileMask& mask, int qm, int km) {
   return !blocks_of(split, mask, qm, km).empty();

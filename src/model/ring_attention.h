@@ -36,6 +36,13 @@ torch::Tensor ring_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k
                              const ScoreBias& bias = {}, TileSizes tiles = {},
                              const torch::Tensor& sink_N = {});
 
+// The whole sequence's values of a per-token tensor: x holds this member's share along `dim`
+// (split.shard), the result every member's, in sequence order. Differentiable: a member's
+// gradient is the sum over the members of theirs at its tokens. (FoX's forget gates: each
+// rank forms the whole sequence's running sums, B x N x T values, not the keys.)
+torch::Tensor gather_sequence(const torch::Tensor& x, const dist::ContextGroup& group,
+                              const dist::ContextSplit& split, int64_t dim);
+
 // Whether any query of member `qm` may see a key of member `km` under the mask's span and
 // documents (which keys travel where).
 bool member_needs(const dist::ContextSplit& split, const TileMask& mask, int qm, int km);

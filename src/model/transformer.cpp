@@ -173,6 +173,11 @@ torch::Tensor positions_in_documents(const torch::Tensor& doc_BT) {
 torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
                                  const torch::Tensor& memory, const torch::Tensor& mem_pad_BS,
                                  DecodeState* state, const torch::Tensor& doc_BT) {
+  if (context_) {
+    if (memory.defined() || state != nullptr)
+      throw std::invalid_argument("context parallelism splits self-attention stacks in training");
+    return forward_shared(std::move(x), pad_BT, doc_BT);
+  }
   int64_t offset = state != nullptr ? state->offset : 0;
   if (state != nullptr && state->layers.empty()) {
     state->layers.resize(layers->size());
@@ -183,9 +188,7 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
     throw std::invalid_argument("incremental decoding does not take document ids");
   const torch::Tensor pos_BT = doc_BT.defined() ? positions_in_documents(doc_BT) : torch::Tensor();
   x = pos_BT.defined() ? position->add_at(x, pos_BT) : position->add_to_input(x, offset);
-  if (emb_norm) x = emb_norm(x);
-  x = drop(x, dropout_, is_training());
-  if (emb_proj) x = model::linear(emb_proj, x);
+  x = embeddings_in(x);
   if (state != nullptr && pad_BT.defined())
     throw std::invalid_argument("incremental decoding does not take a padding mask");
   // One set of tables and one additive mask per kind of layer, shared by its layers: queries at
@@ -199,6 +202,21 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
   AttnMask mem_mask =
       memory.defined() ? AttnMask{mem_pad_BS, false, {}}.with_bias(T, memory.size(1), 0, x.device())
                        : AttnMask{mem_pad_BS, false, {}};
+  x = through_layers(x, per_kind, offset, memory, mem_mask, state);
+  if (state != nullptr) state->offset += x.size(1);
+  return final_norm ? final_norm(x) : x;
+}
+
+torch::Tensor StackImpl::embeddings_in(torch::Tensor x) {
+  if (emb_norm) x = emb_norm(x);
+  x = drop(x, dropout_, is_training());
+  if (emb_proj) x = model::linear(emb_proj, x);
+  return x;
+}
+
+torch::Tensor StackImpl::through_layers(torch::Tensor x, std::vector<KindTables>& per_kind,
+                                        int64_t offset, const torch::Tensor& memory,
+                                        const AttnMask& mem_mask, DecodeState* state) {
   for (size_t i = 0; i < layers->size(); ++i) {
     auto& kind = kinds_[kind_of_layer_[i]];
     auto& kt = per_kind[kind_of_layer_[i]];
@@ -210,8 +228,44 @@ torch::Tensor StackImpl::forward(torch::Tensor x, const torch::Tensor& pad_BT,
                                         state != nullptr ? &state->layers[i] : nullptr,
                                         state != nullptr ? &state->cross[i] : nullptr);
   }
-  if (state != nullptr) state->offset += x.size(1);
+  return x;
+}
+
+// Context parallelism: x is this member's share of each sequence (dist::ContextSplit), at its
+// positions in the whole; the masks' padding and documents, the position modules' score biases
+// and FoX's gates are the whole sequence's, and attention runs around the ring.
+torch::Tensor StackImpl::forward_shared(torch::Tensor x, const torch::Tensor& pad_BT,
+                                        const torch::Tensor& doc_BT) {
+  const dist::ContextGroup& group = *context_;
+  const dist::ContextSplit split{x.size(1) * group.size, group.size};
+  const auto dev = x.device();
+  auto mine_T = split.positions(group.member).to(dev);
+  const torch::Tensor pos_BT = doc_BT.defined() ? positions_in_documents(doc_BT) : torch::Tensor();
+  x = position->add_at(x, pos_BT.defined() ? pos_BT.index_select(1, mine_T)
+                                           : mine_T.unsqueeze(0).expand({x.size(0), -1}));
+  x = embeddings_in(x);
+  std::vector<KindTables> per_kind;
+  per_kind.reserve(kinds_.size());
+  for (auto& k : kinds_) {
+    KindTables kt = kind_tables(k, pad_BT, doc_BT, pos_BT, split.length, 0, false, dev);
+    kt.mask.context = &group;
+    // The rotations at this member's positions; the score bias stays the whole sequence's.
+    PosCache& c = kt.tables;
+    c.q_pos_T = c.q_pos_T.index_select(0, mine_T);
+    c.k_pos_S = c.k_pos_S.index_select(0, mine_T);
+    c.rot.clear();
+    if (kt.q_scale_T.defined()) kt.q_scale_T = kt.q_scale_T.index_select(-1, mine_T);
+    per_kind.push_back(std::move(kt));
+  }
+  x = through_layers(x, per_kind, 0, {}, AttnMask{}, nullptr);
   return final_norm ? final_norm(x) : x;
+}
+
+void StackImpl::set_context_parallel(const dist::ContextGroup& group) {
+  if (group.size > 1)
+    context_ = group;
+  else
+    context_.reset();
 }
 
 StackImpl::KindTables StackImpl::kind_tables(Kind& k, const torch::Tensor& pad_BT,
@@ -233,7 +287,7 @@ StackImpl::KindTables StackImpl::kind_tables(Kind& k, const torch::Tensor& pad_B
   }
   // (Not where the tiled kernel runs: it masks tile by tile and a T x S mask would be its
   // largest tensor; a layer that cannot tile builds the mask itself.)
-  if (k_start > 0 || !uses_tiled_attention(dev, false, false, T, S))
+  if (!context_ && (k_start > 0 || !uses_tiled_attention(dev, false, false, T, S)))
     out.mask = out.mask.with_bias(T, S, offset, dev);
   out.tables = k.module->prepare(T, S, offset, k_start, dev);
   if (k.temperature.scale > 0) {  // Llama 4: 1 + scale log(floor((p + 1) / floor) + 1)
@@ -275,6 +329,11 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c, int64_t vocab, in
   }
   if (c.arch == Arch::kEncoder)
     seg_emb = register_module("seg_emb", torch::nn::Embedding(2, embedding_width(c)));
+}
+
+void TransformerImpl::set_context_parallel(const dist::ContextGroup& group) {
+  if (encoder) encoder->set_context_parallel(group);
+  if (decoder) decoder->set_context_parallel(group);
 }
 
 PositionModuleImpl& TransformerImpl::position() {

@@ -24,6 +24,9 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include <optional>
+#include <vector>
+
 #include "config/schema.h"
 #include "model/attention.h"
 #include "model/norm.h"
@@ -72,6 +75,10 @@ class StackImpl : public torch::nn::Module {
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& pad_BT, const torch::Tensor& memory,
                         const torch::Tensor& mem_pad_BS, DecodeState* state,
                         const torch::Tensor& doc_BT = {});
+  // Context parallelism (model/ring_attention.h): from now on, forward takes this member's
+  // share of each sequence (dist::ContextSplit::shard of the tokens' embeddings) with the whole
+  // sequence's padding and document ids, and returns the share's outputs. A group of one: off.
+  void set_context_parallel(const dist::ContextGroup& group);
   // The position module of the first layer's kind (the only one without a layout); it alone
   // adds positions to the input embeddings (a layout of several kinds has none that does).
   PositionModule position{nullptr};
@@ -94,6 +101,14 @@ class StackImpl : public torch::nn::Module {
   KindTables kind_tables(Kind& k, const torch::Tensor& pad_BT, const torch::Tensor& doc_BT,
                          const torch::Tensor& pos_BT, int64_t T, int64_t offset, bool cached,
                          torch::Device dev);
+  // forward's parts: the embeddings' norm, dropout and projection; the layers.
+  torch::Tensor embeddings_in(torch::Tensor x);
+  torch::Tensor through_layers(torch::Tensor x, std::vector<KindTables>& per_kind, int64_t offset,
+                               const torch::Tensor& memory, const AttnMask& mem_mask,
+                               DecodeState* state);
+  torch::Tensor forward_shared(torch::Tensor x, const torch::Tensor& pad_BT,
+                               const torch::Tensor& doc_BT);
+  std::optional<dist::ContextGroup> context_;  // context parallelism; none = off
   std::vector<Kind> kinds_;
   std::vector<size_t> kind_of_layer_;
   std::vector<int64_t> index_in_kind_;  // a layer's number among its kind's layers
@@ -124,6 +139,8 @@ class TransformerImpl : public torch::nn::Module {
   const config::ModelConfig& config() const { return cfg_; }
   int64_t vocab() const { return vocab_; }
   int64_t source_vocab() const { return source_vocab_; }
+  // Context parallelism for both stacks (StackImpl::set_context_parallel).
+  void set_context_parallel(const dist::ContextGroup& group);
   // The position module of the stack that sees tokens (decoder, or encoder for BERT).
   PositionModuleImpl& position();
 

@@ -46,6 +46,7 @@ TaskSetup task_setup(const config::Config& c, int64_t vocab, const tokenizers::T
   if (config::kind_of(c.data.source) == config::DataKind::kGlue)
     s.glue = corpora::glue_task_of(c.data);
   s.batch_size = c.train.batch_size;
+  s.context_parallel = c.train.context_parallel;
   return s;
 }
 

@@ -35,6 +35,7 @@ CausalLmTask::CausalLmTask(const TaskSetup& s) : s_(s) {}
 
 model::Model CausalLmTask::build_model() const {
   model::Transformer backbone(s_.model, s_.vocab);  // constructed in this order: backbone, head
+  if (s_.context_parallel > 1) backbone->set_context_parallel(context_group(s_));
   auto head = std::make_shared<model::LmHeadImpl>(s_.model, s_.vocab);
   return model::Model(backbone, head, s_.model.init_std);
 }
@@ -62,6 +63,7 @@ MaskedLmTask::MaskedLmTask(const TaskSetup& s, const config::MlmTaskConfig& t) :
 
 model::Model MaskedLmTask::build_model() const {
   model::Transformer backbone(s_.model, s_.vocab);
+  if (s_.context_parallel > 1) backbone->set_context_parallel(context_group(s_));
   auto head = std::make_shared<model::MlmHeadImpl>(s_.model, s_.vocab);
   return model::Model(backbone, head, s_.model.init_std);
 }

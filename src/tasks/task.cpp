@@ -7,9 +7,22 @@
 #include "dist/world.h"
 #include "tasks/loss.h"
 #include "util/device.h"
+#include "util/error.h"
 #include "util/signals.h"
 
 namespace ropelab::tasks {
+
+dist::ContextGroup context_group(const TaskSetup& s) {
+  const auto& w = dist::world();
+  const int n = static_cast<int>(s.context_parallel);
+  if (w.size() % n != 0)
+    throw UserError(fmt::format(
+        "train.context_parallel: {} ranks share each sequence, but this run has {} rank{} (not "
+        "a multiple of {}); start it with `ropelab launch --nproc {} ...` (or a multiple), or set "
+        "train.context_parallel=1",
+        n, w.size(), w.size() == 1 ? "" : "s", n, n));
+  return dist::ContextGroup::of(w, n);
+}
 
 data::StreamOptions stream_options(const TaskSetup& s, bool train, int64_t seq_len,
                                    int64_t batch_size) {
@@ -20,6 +33,13 @@ data::StreamOptions stream_options(const TaskSetup& s, bool train, int64_t seq_l
   o.shuffle = train;
   o.rank = dist::world().rank();
   o.world = dist::world().size();
+  if (s.context_parallel > 1) {  // the groups share the data; a group's members, each batch
+    const auto g = context_group(s);
+    o.rank /= g.size;
+    o.world /= g.size;
+    o.context_parts = g.size;
+    o.context_member = g.member;
+  }
   std::visit(
       [&](const auto& t) {
         if constexpr (std::is_same_v<std::decay_t<decltype(t)>, config::ClmTaskConfig> ||

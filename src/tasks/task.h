@@ -23,6 +23,7 @@
 #include "config/schema.h"
 #include "corpora/glue.h"
 #include "data/batches.h"
+#include "dist/context.h"
 #include "model/model.h"
 #include "tasks/sums.h"
 #include "tokenizers/tokenizer.h"
@@ -41,9 +42,10 @@ struct TaskSetup {
   int64_t source_vocab = 0;  // > 0: translation with a separate source vocabulary
   // The tokenizer of `vocab` (optional): generation tasks turn ids back into text for BLEU.
   const tokenizers::Tokenizer* tokenizer = nullptr;
-  bool byte_tokens = false;  // the byte tokenizer: clm also reports bits per byte
-  corpora::GlueTask glue;    // glue and rank: the task's layout and metric set
-  int64_t batch_size = 0;    // train.batch_size: translation's decoding budget
+  bool byte_tokens = false;      // the byte tokenizer: clm also reports bits per byte
+  corpora::GlueTask glue;        // glue and rank: the task's layout and metric set
+  int64_t batch_size = 0;        // train.batch_size: translation's decoding budget
+  int64_t context_parallel = 1;  // train.context_parallel (clm, mlm): ranks per sequence
 };
 
 struct Forward {
@@ -133,7 +135,12 @@ Metrics token_metrics(const HostSums& s);
 struct CrossEntropy;
 Forward token_forward(const CrossEntropy& ce, torch::Device dev, int64_t num_tokens);
 
-// The stream options every task starts from: the run's seed, shuffled when training.
+// This rank's context-parallel group of s.context_parallel ranks (dist/context.h); UserError
+// when the world's ranks are not a multiple of it.
+dist::ContextGroup context_group(const TaskSetup& s);
+
+// The stream options every task starts from: the run's seed, shuffled when training, this
+// rank's share of the data (data parallelism over the context-parallel groups).
 data::StreamOptions stream_options(const TaskSetup& s, bool train, int64_t seq_len,
                                    int64_t batch_size);
 

@@ -316,6 +316,12 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
     spdlog::info("backbone from {}: {}", config.task.init_from, r.pretrained);
   const std::string origin = record_origin(run_dir, config, r);
   if (!r.position_changes.empty()) spdlog::info("positions changed: {}", origin);
+  if (config.train.context_parallel > 1 && world.is_main())
+    spdlog::info(
+        "context parallel: {} ranks a sequence ({} tokens each), {} data-parallel "
+        "group(s); attention runs around each group's ring",
+        config.train.context_parallel, config.task.seq_len / config.train.context_parallel,
+        world.size() / config.train.context_parallel);
   const config::Config& c = r.config;
   const int threads = r.threads;
   const torch::Device dev = r.device;

@@ -44,6 +44,8 @@ RunModel load_run_model(const std::string& source, bool best,
   std::vector<config::Override> ov;
   for (const auto& o : overrides) ov.push_back(config::Override{o, "evaluation"});
   r.config = config::load_config((stdfs::path(r.run_dir) / "config.yaml").string(), ov);
+  // A trained run is used whole in each process: context parallelism was training's.
+  r.config.train.context_parallel = 1;
   if (r.checkpoint.empty()) {
     auto latest = weights::latest_checkpoint(r.run_dir);
     if (!latest) throw UserError(r.run_dir + ": the run has no checkpoint");

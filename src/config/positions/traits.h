@@ -12,12 +12,13 @@ namespace ropelab::config {
 
 // What a family's own checks see of the rest of the config, and where they report.
 struct PositionCheck {
-  std::string sec;       // the section's key: "model.position" or a layout kind's position
-  int64_t head_dim = 0;  // each attention head's width
-  int64_t seq_len = 0;   // task.seq_len
-  int64_t layers = 0;    // layers of the deepest stack
-  bool decoder = false;  // model.arch decoder
-  bool linear = false;   // linear attention (model.attention.kernel linear)
+  std::string sec;               // the section's key: "model.position" or a layout kind's position
+  int64_t head_dim = 0;          // each attention head's width
+  int64_t seq_len = 0;           // task.seq_len
+  int64_t layers = 0;            // layers of the deepest stack
+  bool decoder = false;          // model.arch decoder
+  bool linear = false;           // linear attention (model.attention.kernel linear)
+  int64_t context_parallel = 1;  // train.context_parallel
   // Linear attention in Eq. 19 mode rotates the feature maps: their width (FAVOR+'s features,
   // else the head's). 0: a rotation acts on the head (or its rotary_dim).
   int64_t feature_width = 0;
@@ -37,6 +38,9 @@ struct PositionTraits {
   // Adds a d_model-wide vector to the input embeddings (sinusoidal, learned): the embeddings
   // must be d_model wide.
   static constexpr bool kAddsToInput = false;
+  // Its score bias can be computed tile by tile (not CoPE's or PaTH's stored T x S bias): what
+  // ring attention (train.context_parallel) needs.
+  static constexpr bool kTileable = true;
   // Reads each query's absolute position inside attention (FIRE, M-RoPE on a grid), which
   // per-document positions (task.packing documents) would change.
   static bool reads_absolute_positions() { return false; }

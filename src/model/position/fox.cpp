@@ -38,7 +38,11 @@ torch::Tensor FoxImpl::log_forget(const torch::Tensor& x_BTD, int64_t layer) {
 }
 
 ScoreBias FoxImpl::content_bias(const LayerContent& in, const PosCache&) {
-  auto c_BNT = log_forget(in.x_BTD, in.layer).cumsum(-1);
+  auto log_f_BNT = log_forget(in.x_BTD, in.layer);
+  // Context parallelism: the whole sequence's gates, so that each row's running sum starts from
+  // the sequence's first token (the score bias is the whole sequence's: ring attention).
+  if (in.whole_sequence) log_f_BNT = in.whole_sequence(log_f_BNT);
+  auto c_BNT = log_f_BNT.cumsum(-1);
   torch::Tensor c_BNS = c_BNT;
   if (in.state != nullptr) {
     // Decoding: the new steps continue the cached keys' running sum.

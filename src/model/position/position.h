@@ -13,6 +13,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -40,6 +41,10 @@ struct LayerContent {
   const torch::Tensor& mask_B1TS;
   int64_t layer = 0;
   torch::Tensor* state = nullptr;
+  // Context parallelism (model/ring_attention.h): x, q and k are this rank's share of the
+  // sequence, and this gives the whole sequence's values [B, N, T] of a per-token [B, N, T / n]
+  // (differentiable: the gradients go back to the ranks that hold them). Empty otherwise.
+  std::function<torch::Tensor(const torch::Tensor&)> whole_sequence = {};
 };
 
 // Per-forward tables: positions of queries and keys, and whatever the module precomputes. The
