@@ -6,7 +6,10 @@
 #   - SIGKILL of node 1 (its launcher and its rank) mid-run: node 0's rank exits non-zero
 #     within the timeout, naming rank 1 as gone;
 #   - launching both again resumes from the last checkpoint, and ends bit-identical to the
-#     uninterrupted run.
+#     uninterrupted run;
+#   - context parallelism across the two nodes (train.context_parallel=2: one sequence split
+#     over them, ring attention over the veth) trains bit for bit as on one machine, and is
+#     killed and resumed the same way.
 # Needs root (ip netns); skipped with the reason where namespaces cannot be made.
 source "$(dirname "$0")/lib.sh"
 skip() { echo "SKIPPED: $*"; exit 77; }
@@ -134,4 +137,34 @@ expect_exit 0 node 0 run.name=cut "${long[@]}"
 expect_in "resuming $WORK/runs/cut from step $((10#${last#step-}))"
 wait "$n1" || fail "node 1 failed on resuming: $(tail -5 cut-again-1.log)"
 same_params ref cut 2000
+
+# ---- one sequence split over the two nodes: as on one machine; killed and resumed
+cp=(train.context_parallel=2 task.seq_len=64 train.max_steps=400 train.checkpoint_every=50
+    train.eval_every=0 train.log_every=50)
+expect_exit 0 "$ROPELAB" launch --nproc 2 --timeout 30 -- train lm.yaml run.name=cpref "${cp[@]}"
+node 0 run.name=cpcut "${cp[@]}" >cpcut-0.log 2>&1 &
+n0=$!
+node 1 run.name=cpcut "${cp[@]}" >cpcut-1.log 2>&1 &
+n1=$!
+for _ in $(seq 1200); do
+  [[ -d runs/cpcut/checkpoints/step-000000100 ]] && break
+  running "$n0" || fail "node 0 ended early: $(tail -5 cpcut-0.log)"
+  sleep 0.05
+done
+[[ -d runs/cpcut/checkpoints/step-000000100 ]] || fail "no checkpoint at step 100: $(tail -5 cpcut-0.log)"
+grep -q "context parallel: 2 ranks a sequence" cpcut-0.log || fail "no context parallelism: $(head cpcut-0.log)"
+ip netns pids "$ns1" | xargs -r kill -KILL
+set +e; wait "$n0"; CODE=$?; wait "$n1" 2>/dev/null; set -e
+[[ $CODE -ne 0 ]] || fail "node 0 exited 0 after node 1 was killed: $(tail -5 cpcut-0.log)"
+grep -q "error: distributed run, rank 0 of 2: .*rank 1 is gone" cpcut-0.log ||
+  fail "node 0's rank did not name the lost rank: $(tail -5 cpcut-0.log)"
+last=$(ls runs/cpcut/checkpoints | grep step- | sort | tail -1)
+(( 10#${last#step-} < 400 )) || fail "the context-parallel run finished before node 1 was killed"
+node 1 run.name=cpcut "${cp[@]}" >cpcut-again-1.log 2>&1 &
+n1=$!
+expect_exit 0 node 0 run.name=cpcut "${cp[@]}"
+expect_in "resuming $WORK/runs/cpcut from step $((10#${last#step-}))"
+wait "$n1" || fail "node 1 failed on resuming: $(tail -5 cpcut-again-1.log)"
+same_params cpref cpcut 400
+echo "context parallelism across the nodes: killed after $last, resumed identical"
 echo "two_nodes: OK"
