@@ -11,10 +11,11 @@ tiny=(model.d_model=32 model.n_layers=1 model.n_decoder_layers=1 model.n_heads=2
 expect_exit 0 "$ROPELAB" bench --configs "$CFG" --out b --steps 1 --rounds 1 --threads 1 \
   --sections machine,train,positions,attention,long,layouts,decode --compare-pytorch \
   --pytorch-variants eager --lengths 32,64 --attention-tokens 128 --long-lengths 32,64 \
-  --long-window 16 --layout-lengths 32,64 --layout-window 8 \
+  --long-window 16 --context-lengths 32,64 --layout-lengths 32,64 --layout-window 8 \
   --decode-lengths 8,16 "${tiny[@]}"
 for h in "## Machine" "## Training" "## Position modules" "## Attention kernels" "## Decoding" \
-         "## Long context" "| T5 tokens/s |" "sliding window 16" "## Layouts" \
+         "## Long context" "| T5 tokens/s |" "sliding window 16" "2 ranks a sequence" \
+         "## Layouts" \
          "| window 8 tokens/s |" \
          "## Goals" "ropelab / best" "best PyTorch" "the best PyTorch (lm, fp32)" "| xpos |" \
          "- ropelab: BLAS core" "OpenMP wait" "written: b/bench.md"; do
@@ -47,6 +48,11 @@ for L in ("32", "64"):
         assert r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["position"] == pos, r
 assert s["long"]["kernel"]["global"]["window"] == 0 and s["long"]["kernel"]["window"]["window"] == 16
 assert s["long"]["kernel"]["window"]["step_s"] > 0
+for L in ("32", "64"):  # one rank against 2 ranks a sequence (launch: each rank's peak)
+    cp = s["long"]["context_parallel"][L]
+    assert cp["one"]["tokens_per_s"] > 0 and "ranks" not in cp["one"], cp
+    assert cp["two"]["tokens_per_s"] > 0 and cp["two"]["context_parallel"] == 2, cp
+    assert len(cp["two"]["rank_peak_rss_mb"]) == 2 and min(cp["two"]["rank_peak_rss_mb"]) > 0, cp
 for L in ("32", "64"):
     for k, w in (("global", 0), ("local", 8)):
         r = s["layouts"][L][k]
@@ -55,8 +61,9 @@ assert not any("error" in p for p in j["points"]), [p for p in j["points"] if "e
 # Every point ran in its own process and kept its log: the matmul; per model, ropelab's fp32
 # and bf16, PyTorch's fp32 (PASSIVE) and bf16 (PASSIVE and libgomp's default spin); one per
 # position family; 4 attention points; 2 long lengths x 3 families (no SDPA peer: this PyTorch's is
-# 1.x or the eager variant only) and 2 kernel points; 2 layout lengths x 2; 2 decode lengths.
-assert len(j["points"]) == 1 + 3 * (2 + 1 + 2) + len(families) + 4 + 2 * 3 + 2 + 4 + 2, len(j["points"])
+# 1.x or the eager variant only), 2 kernel points and 2 context lengths x 2; 2 layout lengths x 2;
+# 2 decode lengths.
+assert len(j["points"]) == 1 + 3 * (2 + 1 + 2) + len(families) + 4 + 2 * 3 + 2 + 4 + 4 + 2, len(j["points"])
 PY
 [[ -s b/logs/000.log.json ]] || fail "no per-point output kept"
 
