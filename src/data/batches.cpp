@@ -465,7 +465,7 @@ std::unique_ptr<BatchStream> make_mlm_stream(const TokenDataset& ds, const Strea
 Batch context_share(const Batch& whole, int parts, int member) {
   if (parts <= 1) return whole;
   const int64_t T = whole.input_BT.size(1);
-  if (T % (2 * parts) != 0)
+  if (T % (int64_t{2} * parts) != 0)
     throw UserError(fmt::format(
         "train.context_parallel: {} ranks split a sequence into {} equal pieces, but a batch "
         "holds sequences of {} tokens; make task.seq_len a multiple of {}",

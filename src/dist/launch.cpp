@@ -78,6 +78,7 @@ int launch(const LaunchOptions& o) {
   std::vector<std::string> argv_s = {"ropelab"};
   argv_s.insert(argv_s.end(), o.args.begin(), o.args.end());
   std::vector<char*> argv;
+  argv.reserve(argv_s.size() + 1);
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   for (int r = 0; r < o.nproc; ++r) {

@@ -29,10 +29,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr milliseconds kBeat{500};                  // heartbeat period
-constexpr milliseconds kSilence{2500};              // a heartbeat unchanged this long: gone
-constexpr int64_t kBucketBytes = 25 * 1024 * 1024;  // DDP's default bucket size
-constexpr const char* kFailedKey = "failed";        // what a launcher reports of a rank that ended
+constexpr milliseconds kBeat{500};      // heartbeat period
+constexpr milliseconds kSilence{2500};  // a heartbeat unchanged this long: gone
+constexpr int64_t kBucketBytes = int64_t{25} * 1024 * 1024;  // DDP's default bucket size
+constexpr const char* kFailedKey = "failed";  // what a launcher reports of a rank that ended
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -295,6 +295,7 @@ struct World::Impl {
       auto flush = [&] {
         if (bucket.empty()) return;
         std::vector<at::Tensor> flat_parts;
+        flat_parts.reserve(bucket.size());
         for (const auto& t : bucket) flat_parts.push_back(t.reshape(-1));
         std::vector<at::Tensor> io{torch::cat(flat_parts)};
         op(io);

@@ -589,18 +589,18 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     ScoreBias bias = pos != nullptr ? pos->score_bias(pc) : ScoreBias();
     AttnMask m = mask;
     // Context parallelism: q, k and v are this rank's share of a sequence split over its group.
-    const dist::ContextGroup* group = mask.context;
-    const dist::ContextSplit split{group != nullptr ? T * group->size : T,
-                                   group != nullptr ? group->size : 1};
+    const dist::ContextGroup* ring = mask.context;
+    const dist::ContextSplit split{ring != nullptr ? T * ring->size : T,
+                                   ring != nullptr ? ring->size : 1};
     if (pos != nullptr && pos->uses_content()) {
       if (pos->content_reads_mask() && !m.bias_B1TS.defined() && m.restricted())
         m = m.with_bias(T, k.size(2), q_offset, q.device());
       torch::Tensor* state = cache != nullptr ? &cache->pos_state : nullptr;
       const torch::Tensor mask_B1TS = pos->content_reads_mask() ? m.bias_B1TS : torch::Tensor();
       LayerContent in{x, q, k, mask_B1TS, ctx.layer, state};
-      if (group != nullptr)
-        in.whole_sequence = [group, &split](const torch::Tensor& t) {
-          return gather_sequence(t, *group, split, 2);
+      if (ring != nullptr)
+        in.whole_sequence = [ring, &split](const torch::Tensor& t) {
+          return gather_sequence(t, *ring, split, 2);
         };
       bias = bias.plus(pos->content_bias(in, pc));
     }
@@ -612,15 +612,15 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     if (cfg_.scale_dim > 0 && cfg_.scale_dim != static_cast<double>(head_dim_))
       q = q * std::sqrt(static_cast<double>(head_dim_) / cfg_.scale_dim);
     if (ssmax_N_.defined()) {
-      auto log_n = group == nullptr
+      auto log_n = ring == nullptr
                        ? log_visible_keys(m, T, k.size(2), q_offset, q.device())
                        : log_visible_keys(m, split.length, split.length, 0, q.device())
-                             .index_select(2, split.positions(group->member).to(q.device()));
+                             .index_select(2, split.positions(ring->member).to(q.device()));
       q = q * (ssmax_N_.view({1, n_heads_, 1, 1}) * log_n).to(q.dtype());
     }
     out =
-        group != nullptr
-            ? ring_attention(q, k, v, *group, split, tile_mask_of(m, 0), bias, {}, sinks_N_)
+        ring != nullptr
+            ? ring_attention(q, k, v, *ring, split, tile_mask_of(m, 0), bias, {}, sinks_N_)
             : softmax_attention(q, k, v, bias, m, q_offset, cfg_.dropout, is_training(), sinks_N_);
   } else {
     torch::Tensor qn, kn, qd, kd;

@@ -1,7 +1,6 @@
 // Ring attention (model/ring_attention.h).
 #include "model/ring_attention.h"
 
-#include <cmath>
 #include <vector>
 
 #include "dist/world.h"
@@ -205,7 +204,7 @@ torch::Tensor ring_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k
                              const ScoreBias& bias, TileSizes tiles, const torch::Tensor& sink_N) {
   TORCH_CHECK(tiles.q > 0 && tiles.k > 0, "ring_attention: tile sizes must be positive");
   TORCH_CHECK(bias.tileable(), "ring_attention: a stored (dense) score bias cannot be tiled");
-  TORCH_CHECK(split.parts == group.size && split.length % (2 * split.parts) == 0,
+  TORCH_CHECK(split.parts == group.size && split.length % (int64_t{2} * split.parts) == 0,
               "ring_attention: the split does not fit the group");
   TORCH_CHECK(q_BNTH.size(2) == split.local() && k_BNTH.size(2) == split.local(),
               "ring_attention: q and k must hold this member's share of the sequence");
@@ -213,22 +212,12 @@ torch::Tensor ring_attention(const torch::Tensor& q_BNTH, const torch::Tensor& k
               "ring_attention: the score bias must be made for the whole sequence");
   TORCH_CHECK(mask.q_offset == 0, "ring_attention: no query offset (decoding) under a ring");
   if (group.size == 1) return tiled_attention(q_BNTH, k_BNTH, v_BNTH, mask, bias, tiles, sink_N);
-  const auto out_dtype = v_BNTH.scalar_type();
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q_BNTH.size(-1)));
   NoAutocast no_autocast(q_BNTH.device().type());
-  auto q = (q_BNTH.to(torch::kFloat32) * scale).contiguous();
-  auto k = k_BNTH.to(torch::kFloat32).contiguous(), v = v_BNTH.to(torch::kFloat32).contiguous();
   auto plan = c10::make_intrusive<RingPlan>();
-  plan->mask = mask;
-  plan->sizes = tiles;
-  plan->bias = bias;
-  plan->sink_N = sink_N;
   plan->group = group;
   plan->split = split;
-  variable_list inputs{q, k, v};
-  auto parts = bias_inputs(*plan);
-  inputs.insert(inputs.end(), parts.begin(), parts.end());
-  return RingAttention::apply(at::TensorList(inputs), plan)[0].to(out_dtype);
+  auto inputs = kernel_inputs(q_BNTH, k_BNTH, v_BNTH, mask, bias, tiles, sink_N, *plan);
+  return RingAttention::apply(at::TensorList(inputs), plan)[0].to(v_BNTH.scalar_type());
 }
 
 }  // namespace ropelab::model

@@ -48,6 +48,13 @@ struct TilePlan : torch::CustomClassHolder {
 };
 // The bias parts (and sinks) that take gradients, in input order; fills the plan's indices.
 torch::autograd::variable_list bias_inputs(TilePlan& plan);
+// A pass's autograd inputs: q scaled by 1/sqrt(H), k and v, in float32 and contiguous (bf16
+// inputs are converted: scores, softmax and sums in float32), then bias_inputs. Fills the plan
+// with the mask, tile sizes, bias and sinks. Run under NoAutocast.
+torch::autograd::variable_list kernel_inputs(const torch::Tensor& q_BNTH, const torch::Tensor& k,
+                                             const torch::Tensor& v, const TileMask& mask,
+                                             const ScoreBias& bias, TileSizes tiles,
+                                             const torch::Tensor& sink_N, TilePlan& plan);
 
 // The running softmax of T query rows. A sink is a score every row sees first: its rows start
 // at (m, l) = (sink, 1) instead of (-inf, 0).

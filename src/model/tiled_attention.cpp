@@ -254,6 +254,21 @@ variable_list bias_inputs(TilePlan& plan) {
   return parts;
 }
 
+variable_list kernel_inputs(const torch::Tensor& q_BNTH, const torch::Tensor& k,
+                            const torch::Tensor& v, const TileMask& mask, const ScoreBias& bias,
+                            TileSizes tiles, const torch::Tensor& sink_N, TilePlan& plan) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q_BNTH.size(-1)));
+  variable_list inputs{(q_BNTH.to(torch::kFloat32) * scale).contiguous(),
+                       k.to(torch::kFloat32).contiguous(), v.to(torch::kFloat32).contiguous()};
+  plan.mask = mask;
+  plan.sizes = tiles;
+  plan.bias = bias;
+  plan.sink_N = sink_N;
+  auto parts = bias_inputs(plan);
+  inputs.insert(inputs.end(), parts.begin(), parts.end());
+  return inputs;
+}
+
 OnlineSoftmax::OnlineSoftmax(const torch::Tensor& q, int64_t Hv, const torch::Tensor& sink_N) {
   const int64_t B = q.size(0), N = q.size(1), T = q.size(2);
   auto f32 = q.options().dtype(torch::kFloat32);
@@ -321,22 +336,11 @@ torch::Tensor tiled_attention(const torch::Tensor& q_BNTH, const torch::Tensor& 
   TORCH_CHECK(bias.tileable(), "tiled_attention: a stored (dense) score bias cannot be tiled");
   TORCH_CHECK(!bias.defined() || (bias.T == q_BNTH.size(2) && bias.S == k_BNSH.size(2)),
               "tiled_attention: the score bias was made for other lengths");
-  const auto out_dtype = v_BNSH.scalar_type();
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q_BNTH.size(-1)));
-  // bf16 inputs: scores, softmax and sums in float32 (the tiles are converted on the way in).
   NoAutocast no_autocast(q_BNTH.device().type());
-  auto q = (q_BNTH.to(torch::kFloat32) * scale).contiguous();
-  auto k = k_BNSH.to(torch::kFloat32).contiguous(), v = v_BNSH.to(torch::kFloat32).contiguous();
   auto plan = c10::make_intrusive<TilePlan>();
-  plan->mask = mask;
-  plan->sizes = tiles;
-  plan->bias = bias;
-  plan->sink_N = sink_N;
-  variable_list inputs{q, k, v};
-  auto parts = bias_inputs(*plan);
-  inputs.insert(inputs.end(), parts.begin(), parts.end());
+  auto inputs = kernel_inputs(q_BNTH, k_BNSH, v_BNSH, mask, bias, tiles, sink_N, *plan);
   // A TensorList (not a vector) so that autograd sees each tensor as an input.
-  return TiledAttention::apply(at::TensorList(inputs), plan)[0].to(out_dtype);
+  return TiledAttention::apply(at::TensorList(inputs), plan)[0].to(v_BNSH.scalar_type());
 }
 
 torch::Tensor tiled_attention_reference(const torch::Tensor& q_BNTH, const torch::Tensor& k_BNSH,

@@ -24,22 +24,6 @@ train: {max_steps: 12, batch_size: 4, lr: 0.003, eval_every: 6, eval_batches: 4,
         checkpoint_every: 6, log_every: 3, schedule: {type: cosine, warmup: 2}}
 YAML
 
-max_diff() {  # max_diff A B: the largest absolute difference between two checkpoints' parameters
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import sys, torch
-a = dict(torch.jit.load(sys.argv[1]).named_parameters())
-b = dict(torch.jit.load(sys.argv[2]).named_parameters())
-assert a.keys() == b.keys(), "different parameter names"
-print(max((a[k] - b[k]).abs().max().item() for k in a))
-PY
-}
-expect_close() {  # expect_close RUN_A RUN_B STEP TOL
-  local ck=checkpoints/step-$(printf %09d "$3")/model.pt d
-  d=$(max_diff "runs/$1/$ck" "runs/$2/$ck")
-  python3 -c "import sys; sys.exit(0 if $d <= $4 else 1)" ||
-    fail "$1 and $2 differ by $d at step $3 (tolerance $4)"
-  echo "$1 vs $2 at step $3: max |diff| = $d"
-}
 same_valid() {  # same_valid RUN_A RUN_B: the validation losses agree
   python3 - runs/$1/metrics.jsonl runs/$2/metrics.jsonl <<'PY' || fail "valid loss of $2 differs"
 import json, sys
@@ -93,44 +77,8 @@ expect_in "this run has 3 ranks (not a multiple of 2)"
 # ---- SIGTERM to one rank: both stop at one step, one checkpoint; the resume is exact.
 long=(train.context_parallel=2 train.max_steps=600 train.checkpoint_every=0 train.eval_every=300)
 expect_exit 0 launch 2 lm.yaml run.name=ref "${long[@]}"
-rank_pid() {  # rank_pid LOG RANK: the pid launch reported for a rank
-  for _ in $(seq 600); do
-    grep -q "rank $2 is pid" "$1" 2>/dev/null && break
-    sleep 0.05
-  done
-  grep -o "rank $2 is pid [0-9]*" "$1" | awk '{print $5}'
-}
-wait_for() { for _ in $(seq 600); do grep -q -- "$2" "$1" 2>/dev/null && return; sleep 0.05; done; }
-launch 2 lm.yaml run.name=res "${long[@]}" >res.log 2>&1 &
-lpid=$!
-pid1=$(rank_pid res.log 1)
-wait_for res.log "step 0 valid"
-sleep 1
-kill -TERM "$pid1"
-set +e; wait $lpid; CODE=$?; set -e
-[[ $CODE -eq 143 ]] || fail "launch after SIGTERM to rank 1 exited $CODE: $(cat res.log)"
-steps=$(grep -o "stopping on signal at step [0-9]*" res.log | awk '{print $6}' | sort -u)
-[[ $(grep -c "stopping on signal" res.log) -eq 2 && $(wc -w <<<"$steps") -eq 1 ]] ||
-  fail "the ranks did not stop at one step: $(grep stopping res.log)"
-(( steps < 600 )) || fail "the run finished before the signal"
-expect_exit 0 launch 2 lm.yaml run.name=res "${long[@]}"
-expect_in "resuming $WORK/runs/res from step $steps"
-expect_close ref res 600 0
-echo "stopped at step $steps; resumed run identical to the uninterrupted one"
+sigterm_resume lm.yaml res ref 600 "${long[@]}"
 
 # ---- SIGKILL of rank 1 in the middle of the ring: rank 0 names it and exits 3.
-"$ROPELAB" launch --nproc 2 --timeout 20 -- train lm.yaml run.name=kill "${long[@]}" >kill.log 2>&1 &
-lpid=$!
-pid1=$(rank_pid kill.log 1)
-wait_for kill.log "step 0 valid"
-t0=$(date +%s)
-kill -KILL "$pid1"
-set +e; wait $lpid; CODE=$?; set -e
-took=$(($(date +%s) - t0))
-[[ $CODE -ne 0 ]] || fail "launch exited 0 after a rank was killed"
-grep -q "error: distributed run, rank 0 of 2: .* failed: rank 1 is gone" kill.log ||
-  fail "rank 0 did not name the lost rank: $(cat kill.log)"
-grep -q "launch: rank 0 exited with code 3" kill.log || fail "rank 0 exit code: $(cat kill.log)"
-(( took < 20 )) || fail "rank 0 took $took s to notice (timeout 20)"
-echo "rank 0 reported the killed rank after $took s"
+sigkill_named lm.yaml kill "${long[@]}"
 echo "context_parallel: OK"

@@ -110,3 +110,77 @@ for i in range(int(sys.argv[2])):
     print(" ".join(random.choice(words) for _ in range(random.randint(5, 20))) + ".")
 PY
 }
+
+# ---- distributed runs (ropelab launch, 2 ranks on this machine)
+# max_diff A B: the largest absolute difference between two checkpoints' parameters.
+max_diff() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys, torch
+a = dict(torch.jit.load(sys.argv[1]).named_parameters())
+b = dict(torch.jit.load(sys.argv[2]).named_parameters())
+assert a.keys() == b.keys(), "different parameter names"
+print(max((a[k] - b[k]).abs().max().item() for k in a))
+PY
+}
+expect_close() {  # expect_close RUN_A RUN_B STEP TOL: runs/RUN_*'s checkpoints at STEP agree
+  local ck=checkpoints/step-$(printf %09d "$3")/model.pt d
+  d=$(max_diff "runs/$1/$ck" "runs/$2/$ck")
+  python3 -c "import sys; sys.exit(0 if $d <= $4 else 1)" ||
+    fail "$1 and $2 differ by $d at step $3 (tolerance $4)"
+  echo "$1 vs $2 at step $3: max |diff| = $d"
+}
+rank_pid() {  # rank_pid LOG RANK: the pid launch reported for a rank
+  for _ in $(seq 600); do
+    grep -q "rank $2 is pid" "$1" 2>/dev/null && break
+    sleep 0.05
+  done
+  grep -o "rank $2 is pid [0-9]*" "$1" | awk '{print $5}'
+}
+wait_for() { for _ in $(seq 600); do grep -q -- "$2" "$1" 2>/dev/null && return; sleep 0.05; done; }
+# sigterm_resume CONFIG RUN REF STEPS ARGS...: 2 ranks train RUN (CONFIG with ARGS, which set
+# train.max_steps=STEPS and no checkpoints); SIGTERM to rank 1 after the step-0 evaluation stops
+# both ranks at one step with one checkpoint, and the resumed run ends with the parameters of
+# REF, the same run uninterrupted.
+sigterm_resume() {
+  local cfg=$1 run=$2 ref=$3 last=$4 lpid pid1 steps; shift 4
+  "$ROPELAB" launch --nproc 2 --timeout 30 -- train "$cfg" run.name="$run" "$@" >"$run.log" 2>&1 &
+  lpid=$!
+  pid1=$(rank_pid "$run.log" 1)
+  wait_for "$run.log" "step 0 valid"
+  sleep 1
+  kill -TERM "$pid1"
+  set +e; wait $lpid; CODE=$?; set -e
+  [[ $CODE -eq 143 ]] || fail "launch after SIGTERM to rank 1 exited $CODE: $(cat "$run.log")"
+  steps=$(grep -o "stopping on signal at step [0-9]*" "$run.log" | awk '{print $6}' | sort -u)
+  [[ $(grep -c "stopping on signal" "$run.log") -eq 2 && $(wc -w <<<"$steps") -eq 1 ]] ||
+    fail "the ranks did not stop at one step: $(grep stopping "$run.log")"
+  (( steps < last )) || fail "the run finished before the signal"
+  [[ $(ls "runs/$run/checkpoints" | grep -c step-) -eq 1 ]] ||
+    fail "want one checkpoint: $(ls "runs/$run/checkpoints")"
+  expect_exit 0 "$ROPELAB" launch --nproc 2 --timeout 30 -- train "$cfg" run.name="$run" "$@"
+  expect_in "resuming $WORK/runs/$run from step $steps"
+  expect_close "$ref" "$run" "$last" 0
+  echo "stopped at step $steps; resumed run identical to the uninterrupted one"
+}
+# sigkill_named CONFIG RUN ARGS...: SIGKILL of rank 1 after the step-0 evaluation makes rank 0
+# exit 3 within the timeout (20 s), naming rank 1.
+sigkill_named() {
+  local cfg=$1 run=$2 lpid pid1 t0 took; shift 2
+  "$ROPELAB" launch --nproc 2 --timeout 20 -- train "$cfg" run.name="$run" "$@" >"$run.log" 2>&1 &
+  lpid=$!
+  pid1=$(rank_pid "$run.log" 1)
+  wait_for "$run.log" "step 0 valid"
+  t0=$(date +%s)
+  kill -KILL "$pid1"
+  set +e; wait $lpid; CODE=$?; set -e
+  took=$(($(date +%s) - t0))
+  [[ $CODE -ne 0 ]] || fail "launch exited 0 after a rank was killed"
+  grep -q "launch: rank 1 was killed by signal 9" "$run.log" ||
+    fail "launch did not report the kill: $(cat "$run.log")"
+  grep -q "error: distributed run, rank 0 of 2: .* failed: rank 1 is gone" "$run.log" ||
+    fail "rank 0 did not name the lost rank: $(cat "$run.log")"
+  grep -q "launch: rank 0 exited with code 3" "$run.log" ||
+    fail "rank 0 exit code: $(cat "$run.log")"
+  (( took < 20 )) || fail "rank 0 took $took s to notice (timeout 20)"
+  echo "rank 0 reported the killed rank after $took s"
+}

@@ -35,7 +35,6 @@ model: {arch: decoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, dropout: 
 train: {max_steps: 40, batch_size: 4, lr: 0.003, eval_every: 10, eval_batches: 2,
         checkpoint_every: 1, keep_last: 2, log_every: 3, schedule: {warmup: 2}}
 YAML
-wait_for() { for _ in $(seq 600); do grep -q -- "$2" "$1" 2>/dev/null && return; sleep 0.05; done; }
 files_of() { (cd "$1" && find . -type f ! -name .lock -exec md5sum {} + | sort -k2); }
 
 # ---- two concurrent prepares of new data: the tokenizer and each split are built once.

@@ -107,64 +107,55 @@ expect_in "rank 1 exited with code 3"
 startup_death node 1 run.name=start model.d_model=abc
 expect_in "node 1 (ranks 1..1): its launcher refused the command"
 
+# cut_and_resume RUN REF CUT ARGS...: both nodes train RUN (lm.yaml with ARGS, which end at
+# train.max_steps and checkpoint on the way); once the checkpoint at step CUT exists, node 1
+# (its launcher and its rank) is killed: node 0's rank exits non-zero within the timeout,
+# naming rank 1 as gone. Launching both again resumes from the last checkpoint, and the run ends
+# with REF's parameters (the same run uninterrupted on one machine).
+cut_and_resume() {
+  local run=$1 ref=$2 cut=$3 n0 n1 t0 took last steps; shift 3
+  steps=$(grep -o "train.max_steps=[0-9]*" <<<"$*" | cut -d= -f2)
+  local ck=runs/$run/checkpoints/step-$(printf %09d "$cut")
+  node 0 run.name="$run" "$@" >"$run-0.log" 2>&1 &
+  n0=$!
+  node 1 run.name="$run" "$@" >"$run-1.log" 2>&1 &
+  n1=$!
+  for _ in $(seq 1200); do
+    [[ -d $ck ]] && break
+    running "$n0" || fail "node 0 ended early: $(tail -5 "$run-0.log")"
+    sleep 0.05
+  done
+  [[ -d $ck ]] || fail "no checkpoint at step $cut: $(tail -5 "$run-0.log")"
+  t0=$(date +%s)
+  ip netns pids "$ns1" | xargs -r kill -KILL
+  set +e; wait "$n0"; CODE=$?; wait "$n1" 2>/dev/null; set -e
+  took=$(($(date +%s) - t0))
+  [[ $CODE -ne 0 ]] || fail "node 0 exited 0 after node 1 was killed: $(tail -5 "$run-0.log")"
+  grep -q "error: distributed run, rank 0 of 2: .*rank 1 is gone" "$run-0.log" ||
+    fail "node 0's rank did not name the lost rank: $(tail -5 "$run-0.log")"
+  (( took < 15 )) || fail "node 0 took $took s to notice (timeout 15)"
+  last=$(ls "runs/$run/checkpoints" | grep step- | sort | tail -1)
+  (( 10#${last#step-} < steps )) || fail "the run finished before node 1 was killed"
+  echo "node 0 named the lost rank and exited $CODE after $took s; last checkpoint $last"
+  node 1 run.name="$run" "$@" >"$run-again-1.log" 2>&1 &
+  n1=$!
+  expect_exit 0 node 0 run.name="$run" "$@"
+  expect_in "resuming $WORK/runs/$run from step $((10#${last#step-}))"
+  wait "$n1" || fail "node 1 failed on resuming: $(tail -5 "$run-again-1.log")"
+  same_params "$ref" "$run" "$steps"
+}
+
 # ---- node 1 dies mid-run; node 0 notices, names it, exits; both resume exactly
 long=(train.max_steps=2000 train.checkpoint_every=100 train.eval_every=0 train.log_every=50)
 expect_exit 0 "$ROPELAB" launch --nproc 2 --timeout 30 -- train lm.yaml run.name=ref "${long[@]}"
-node 0 run.name=cut "${long[@]}" >cut-0.log 2>&1 &
-n0=$!
-node 1 run.name=cut "${long[@]}" >cut-1.log 2>&1 &
-n1=$!
-for _ in $(seq 1200); do
-  [[ -d runs/cut/checkpoints/step-000000200 ]] && break
-  running "$n0" || fail "node 0 ended early: $(tail -5 cut-0.log)"
-  sleep 0.05
-done
-[[ -d runs/cut/checkpoints/step-000000200 ]] || fail "no checkpoint at step 200: $(tail -5 cut-0.log)"
-t0=$(date +%s)
-ip netns pids "$ns1" | xargs -r kill -KILL
-set +e; wait "$n0"; CODE=$?; wait "$n1" 2>/dev/null; set -e
-took=$(($(date +%s) - t0))
-[[ $CODE -ne 0 ]] || fail "node 0 exited 0 after node 1 was killed: $(tail -5 cut-0.log)"
-grep -q "error: distributed run, rank 0 of 2: .*rank 1 is gone" cut-0.log ||
-  fail "node 0's rank did not name the lost rank: $(tail -5 cut-0.log)"
-(( took < 15 )) || fail "node 0 took $took s to notice (timeout 15)"
-last=$(ls runs/cut/checkpoints | grep step- | sort | tail -1)
-(( 10#${last#step-} < 2000 )) || fail "the run finished before node 1 was killed"
-echo "node 0 named the lost rank and exited $CODE after $took s; last checkpoint $last"
-node 1 run.name=cut "${long[@]}" >cut-again-1.log 2>&1 &
-n1=$!
-expect_exit 0 node 0 run.name=cut "${long[@]}"
-expect_in "resuming $WORK/runs/cut from step $((10#${last#step-}))"
-wait "$n1" || fail "node 1 failed on resuming: $(tail -5 cut-again-1.log)"
-same_params ref cut 2000
+cut_and_resume cut ref 200 "${long[@]}"
 
-# ---- one sequence split over the two nodes: as on one machine; killed and resumed
+# ---- one sequence split over the two nodes (ring attention over the veth): as on one
+# machine; killed and resumed the same way
 cp=(train.context_parallel=2 task.seq_len=64 train.max_steps=400 train.checkpoint_every=50
     train.eval_every=0 train.log_every=50)
 expect_exit 0 "$ROPELAB" launch --nproc 2 --timeout 30 -- train lm.yaml run.name=cpref "${cp[@]}"
-node 0 run.name=cpcut "${cp[@]}" >cpcut-0.log 2>&1 &
-n0=$!
-node 1 run.name=cpcut "${cp[@]}" >cpcut-1.log 2>&1 &
-n1=$!
-for _ in $(seq 1200); do
-  [[ -d runs/cpcut/checkpoints/step-000000100 ]] && break
-  running "$n0" || fail "node 0 ended early: $(tail -5 cpcut-0.log)"
-  sleep 0.05
-done
-[[ -d runs/cpcut/checkpoints/step-000000100 ]] || fail "no checkpoint at step 100: $(tail -5 cpcut-0.log)"
-grep -q "context parallel: 2 ranks a sequence" cpcut-0.log || fail "no context parallelism: $(head cpcut-0.log)"
-ip netns pids "$ns1" | xargs -r kill -KILL
-set +e; wait "$n0"; CODE=$?; wait "$n1" 2>/dev/null; set -e
-[[ $CODE -ne 0 ]] || fail "node 0 exited 0 after node 1 was killed: $(tail -5 cpcut-0.log)"
-grep -q "error: distributed run, rank 0 of 2: .*rank 1 is gone" cpcut-0.log ||
-  fail "node 0's rank did not name the lost rank: $(tail -5 cpcut-0.log)"
-last=$(ls runs/cpcut/checkpoints | grep step- | sort | tail -1)
-(( 10#${last#step-} < 400 )) || fail "the context-parallel run finished before node 1 was killed"
-node 1 run.name=cpcut "${cp[@]}" >cpcut-again-1.log 2>&1 &
-n1=$!
-expect_exit 0 node 0 run.name=cpcut "${cp[@]}"
-expect_in "resuming $WORK/runs/cpcut from step $((10#${last#step-}))"
-wait "$n1" || fail "node 1 failed on resuming: $(tail -5 cpcut-again-1.log)"
-same_params cpref cpcut 400
-echo "context parallelism across the nodes: killed after $last, resumed identical"
+cut_and_resume cpcut cpref 100 "${cp[@]}"
+grep -q "context parallel: 2 ranks a sequence" cpcut-0.log ||
+  fail "no context parallelism: $(head cpcut-0.log)"
 echo "two_nodes: OK"

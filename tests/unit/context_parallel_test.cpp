@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <future>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,8 +15,8 @@
 #include "config/schema.h"
 #include "data/batches.h"
 #include "dist/context.h"
-#include "dist/launch.h"
 #include "dist/world.h"
+#include "dist_helpers.h"
 #include "model/model.h"
 #include "model_helpers.h"
 #include "tasks/lm.h"
@@ -25,31 +24,7 @@
 namespace ropelab {
 namespace {
 
-dist::Env env(int rank, int size, int port) {
-  dist::Env e;
-  e.rank = rank;
-  e.size = size;
-  e.local_size = size;
-  e.local_rank = rank;
-  e.master_addr = "127.0.0.1";
-  e.master_port = port;
-  e.timeout = std::chrono::milliseconds(60000);
-  return e;
-}
-
-template <class F>
-auto on_ranks(int n, F f) {
-  const int port = dist::free_port();
-  auto run = [&](int rank) {
-    dist::World w(env(rank, n, port));
-    return f(w);
-  };
-  std::vector<std::future<decltype(run(0))>> others;
-  for (int r = 1; r < n; ++r) others.push_back(std::async(std::launch::async, run, r));
-  std::vector<decltype(run(0))> out{run(0)};
-  for (auto& o : others) out.push_back(o.get());
-  return out;
-}
+using test::on_ranks;
 
 constexpr int64_t kB = 2, kT = 48, kV = 50;
 

@@ -8,6 +8,7 @@
 
 #include "dist/launch.h"
 #include "dist/world.h"
+#include "dist_helpers.h"
 #include "helpers.h"
 
 namespace ropelab {
@@ -16,15 +17,7 @@ namespace {
 using dist::free_port;
 
 dist::Env env(int rank, int port, int timeout_ms = 20000) {
-  dist::Env e;
-  e.rank = rank;
-  e.size = 2;
-  e.local_size = 2;
-  e.local_rank = rank;
-  e.master_addr = "127.0.0.1";
-  e.master_port = port;
-  e.timeout = std::chrono::milliseconds(timeout_ms);
-  return e;
+  return test::rank_env(rank, 2, port, timeout_ms);
 }
 
 // Runs f(world) on rank 0 and rank 1 at once; returns each rank's result.

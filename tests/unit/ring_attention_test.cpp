@@ -8,14 +8,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <future>
 #include <string>
 #include <vector>
 
 #include "config/schema.h"
 #include "dist/context.h"
-#include "dist/launch.h"
 #include "dist/world.h"
+#include "dist_helpers.h"
 #include "model/position/position.h"
 #include "model/ring_attention.h"
 #include "model/tiled_attention.h"
@@ -23,32 +22,7 @@
 namespace ropelab::model {
 namespace {
 
-dist::Env env(int rank, int size, int port) {
-  dist::Env e;
-  e.rank = rank;
-  e.size = size;
-  e.local_size = size;
-  e.local_rank = rank;
-  e.master_addr = "127.0.0.1";
-  e.master_port = port;
-  e.timeout = std::chrono::milliseconds(60000);
-  return e;
-}
-
-// f(world) on `n` ranks at once; each rank's result, by rank.
-template <class F>
-auto on_ranks(int n, F f) {
-  const int port = dist::free_port();
-  auto run = [&](int rank) {
-    dist::World w(env(rank, n, port));
-    return f(w);
-  };
-  std::vector<std::future<decltype(run(0))>> others;
-  for (int r = 1; r < n; ++r) others.push_back(std::async(std::launch::async, run, r));
-  std::vector<decltype(run(0))> out{run(0)};
-  for (auto& o : others) out.push_back(o.get());
-  return out;
-}
+using test::on_ranks;
 
 struct Case {
   std::string name;
