@@ -86,25 +86,18 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
       coming.wait();
       held = next;
     }
-    auto [out, lse] = state.finish();
-    ctx->save_for_backward({q, k, v, out, lse});
-    ctx->saved_data["plan"] = c10::IValue::make_capsule(plan);
-    return {out};
+    return {save_pass(ctx, q, k, v, state, plan)};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
-    auto plan = c10::static_intrusive_pointer_cast<RingPlan>(ctx->saved_data["plan"].toCapsule());
+    const SavedPass p(ctx, grad_out);
+    const auto &q = p.q, &k = p.k, &v = p.v, &dout = p.dout, &lse = p.lse, &D = p.D;
+    auto plan = c10::static_intrusive_pointer_cast<RingPlan>(p.plan);
     const Schedule sch{*plan};
     NoAutocast no_autocast(q.device().type());
-    auto dout = grad_out[0].to(torch::kFloat32).contiguous();
-    auto D = (dout * out).sum(-1, true);
     KV own(torch::cat({k.reshape(-1), v.reshape(-1)}), k, v);
     KV d_own(torch::zeros_like(own.flat), k, v);
-    variable_list grads{torch::zeros_like(q), d_own.k, d_own.v};
-    auto parts = bias_inputs(*plan);
-    for (const auto& x : parts) grads.push_back(torch::zeros(x.sizes(), q.options()));
+    auto grads = p.zero_grads();
     KV held = own, next;
     dist::Transfer returning;  // the last step's dK and dV on their way to their owner
     KV d_back;                 // what comes back to us with it
@@ -132,10 +125,7 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     returning.wait();
     if (d_back.defined()) d_own.flat.add_(d_back.flat);
     grads[1] = d_own.k, grads[2] = d_own.v;
-    if (plan->sink >= 0) grads[plan->sink] = sink_grad(*plan, lse, D);
-    for (size_t i = 0; i < parts.size(); ++i) grads[3 + i] = grads[3 + i].to(parts[i].dtype());
-    grads.emplace_back();  // the plan
-    return grads;
+    return p.returned(std::move(grads));
   }
 };
 

@@ -45,6 +45,8 @@ struct TilePlan : torch::CustomClassHolder {
   torch::Tensor sink_N;  // undefined = no sinks
   int64_t rel = -1, row = -1, col = -1, params = -1, sink = -1;
   bool fused(const torch::Tensor& q) const { return sizes.fused_rows && q.is_cpu(); }
+  // The parts bias_inputs gave, in the same order (after it filled the indices).
+  torch::autograd::variable_list parts() const;
 };
 // The bias parts (and sinks) that take gradients, in input order; fills the plan's indices.
 torch::autograd::variable_list bias_inputs(TilePlan& plan);
@@ -64,6 +66,24 @@ struct OnlineSoftmax {
   // The output and each row's log-sum-exp. A row that saw no key: output 0 and a log-sum-exp
   // of 1e30, so that the backward pass's exp(s - L) is 0 there.
   std::pair<torch::Tensor, torch::Tensor> finish() const;
+};
+
+// An autograd function of a pass keeps q, k, v, the output, the rows' log-sum-exp and the plan
+// (save_pass, which returns the output), and its backward starts from them (SavedPass).
+torch::Tensor save_pass(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                        const torch::Tensor& k, const torch::Tensor& v, const OnlineSoftmax& state,
+                        const c10::intrusive_ptr<TilePlan>& plan);
+struct SavedPass {
+  SavedPass(torch::autograd::AutogradContext* ctx, const torch::autograd::variable_list& grad_out);
+  torch::Tensor q, k, v, out, lse;
+  torch::Tensor dout, D;  // float32; D = rowsum(dO o O) [B, N, T, 1]
+  c10::intrusive_ptr<TilePlan> plan;
+  // The gradients backward_block adds into: zeros for q, k and v and for each bias part (its
+  // inputs after q, k, v), float32.
+  torch::autograd::variable_list zero_grads() const;
+  // What the function returns: the sinks' gradient set, each bias part's in its dtype, and none
+  // for the plan.
+  torch::autograd::variable_list returned(torch::autograd::variable_list grads) const;
 };
 
 // q (scaled by 1/sqrt(H)), k, v float32 and contiguous. Adds the block's keys into the rows'

@@ -181,29 +181,16 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
     const auto &q = inputs[0], &k = inputs[1], &v = inputs[2];
     OnlineSoftmax state(q, v.size(3), plan->sink_N);
     forward_block(q, k, v, *plan, whole_pass(plan->mask, q.size(2), k.size(2)), state);
-    auto [out, lse] = state.finish();
-    ctx->save_for_backward({q, k, v, out, lse});
-    ctx->saved_data["plan"] = c10::IValue::make_capsule(plan);
-    return {out};
+    return {save_pass(ctx, q, k, v, state, plan)};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
-    auto plan = c10::static_intrusive_pointer_cast<TilePlan>(ctx->saved_data["plan"].toCapsule());
-    NoAutocast no_autocast(q.device().type());
-    auto dout = grad_out[0].to(torch::kFloat32).contiguous();
-    auto D = (dout * out).sum(-1, true);  // [B, N, T, 1]
-    // The bias parts' gradients are summed in float32 and returned in each part's dtype.
-    variable_list grads{torch::zeros_like(q), torch::zeros_like(k), torch::zeros_like(v)};
-    auto parts = bias_inputs(*plan);
-    for (const auto& x : parts) grads.push_back(torch::zeros(x.sizes(), q.options()));
-    backward_block(q, k, v, dout, lse, D, *plan, whole_pass(plan->mask, q.size(2), k.size(2)),
-                   grads);
-    if (plan->sink >= 0) grads[plan->sink] = sink_grad(*plan, lse, D);
-    for (size_t i = 0; i < parts.size(); ++i) grads[3 + i] = grads[3 + i].to(parts[i].dtype());
-    grads.emplace_back();  // the plan
-    return grads;
+    const SavedPass p(ctx, grad_out);
+    NoAutocast no_autocast(p.q.device().type());
+    auto grads = p.zero_grads();
+    backward_block(p.q, p.k, p.v, p.dout, p.lse, p.D, *p.plan,
+                   whole_pass(p.plan->mask, p.q.size(2), p.k.size(2)), grads);
+    return p.returned(std::move(grads));
   }
 };
 
@@ -267,6 +254,51 @@ variable_list kernel_inputs(const torch::Tensor& q_BNTH, const torch::Tensor& k,
   auto parts = bias_inputs(plan);
   inputs.insert(inputs.end(), parts.begin(), parts.end());
   return inputs;
+}
+
+torch::Tensor save_pass(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                        const torch::Tensor& v, const OnlineSoftmax& state,
+                        const c10::intrusive_ptr<TilePlan>& plan) {
+  auto [out, lse] = state.finish();
+  ctx->save_for_backward({q, k, v, out, lse});
+  ctx->saved_data["plan"] = c10::IValue::make_capsule(plan);
+  return out;
+}
+
+SavedPass::SavedPass(AutogradContext* ctx, const variable_list& grad_out) {
+  auto saved = ctx->get_saved_variables();
+  q = saved[0], k = saved[1], v = saved[2], out = saved[3], lse = saved[4];
+  plan = c10::static_intrusive_pointer_cast<TilePlan>(ctx->saved_data["plan"].toCapsule());
+  dout = grad_out[0].to(torch::kFloat32).contiguous();
+  D = (dout * out).sum(-1, true);
+}
+
+variable_list TilePlan::parts() const {
+  std::vector<std::pair<int64_t, torch::Tensor>> at{
+      {rel, bias.rel_NR}, {row, bias.row_BNT}, {col, bias.col_BNS}, {sink, sink_N}};
+  for (size_t i = 0; params >= 0 && i < bias.params.size(); ++i)
+    at.emplace_back(params + static_cast<int64_t>(i), bias.params[i]);
+  variable_list out;
+  for (const auto& [index, x] : at) {
+    if (index < 0) continue;
+    if (static_cast<size_t>(index - 3) >= out.size()) out.resize(static_cast<size_t>(index - 2));
+    out[static_cast<size_t>(index - 3)] = x;
+  }
+  return out;
+}
+
+variable_list SavedPass::zero_grads() const {
+  variable_list grads{torch::zeros_like(q), torch::zeros_like(k), torch::zeros_like(v)};
+  for (const auto& x : plan->parts()) grads.push_back(torch::zeros(x.sizes(), q.options()));
+  return grads;
+}
+
+variable_list SavedPass::returned(variable_list grads) const {
+  if (plan->sink >= 0) grads[plan->sink] = sink_grad(*plan, lse, D);
+  auto parts = plan->parts();
+  for (size_t i = 0; i < parts.size(); ++i) grads[3 + i] = grads[3 + i].to(parts[i].dtype());
+  grads.emplace_back();  // the plan
+  return grads;
 }
 
 OnlineSoftmax::OnlineSoftmax(const torch::Tensor& q, int64_t Hv, const torch::Tensor& sink_N) {
