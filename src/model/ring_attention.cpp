@@ -89,7 +89,7 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     return {save_pass(ctx, q, k, v, state, plan)};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+  static variable_list backward(AutogradContext* ctx, const variable_list& grad_out) {
     const SavedPass p(ctx, grad_out);
     const auto &q = p.q, &k = p.k, &v = p.v, &dout = p.dout, &lse = p.lse, &D = p.D;
     auto plan = c10::static_intrusive_pointer_cast<RingPlan>(p.plan);
@@ -152,7 +152,7 @@ struct GatherSequence : public torch::autograd::Function<GatherSequence> {
     }
     return whole;
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+  static variable_list backward(AutogradContext* ctx, const variable_list& grad_out) {
     const int64_t dim = ctx->saved_data["dim"].toInt();
     auto g = c10::static_intrusive_pointer_cast<Group>(ctx->saved_data["group"].toCapsule());
     const auto& group = g->group;

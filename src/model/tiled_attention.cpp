@@ -184,7 +184,7 @@ struct TiledAttention : public torch::autograd::Function<TiledAttention> {
     return {save_pass(ctx, q, k, v, state, plan)};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+  static variable_list backward(AutogradContext* ctx, const variable_list& grad_out) {
     const SavedPass p(ctx, grad_out);
     NoAutocast no_autocast(p.q.device().type());
     auto grads = p.zero_grads();
