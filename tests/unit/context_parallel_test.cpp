@@ -4,7 +4,8 @@
 // and the loss summed over the ranks and the gradients summed over the ranks equal one rank's
 // on the whole batch: for every tileable family (RoPE, T5, ALiBi, Kerple, FIRE, FoX, learned
 // absolute positions), windows, chunks, documents, bidirectional attention, sinks, QK-norm,
-// SSMax and query temperature. The loss agrees within 1e-5 relative, the gradients within 1e-4.
+// SSMax, query temperature and grouped-query attention. The loss agrees within 1e-5 relative,
+// the gradients within 1e-4.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -72,6 +73,9 @@ std::vector<Case> cases() {
   extras.attention.qk_norm = true;
   extras.attention.ssmax = 0.4;
   out.push_back({"t5, sinks + QK-norm + SSMax", extras});
+  auto gqa = decoder("alibi");
+  gqa.n_kv_heads = 2;  // 2 key-value heads for 4 query heads
+  out.push_back({"alibi, grouped-query attention", gqa});
   for (const char* pos : {"rope", "t5", "learned"}) {
     auto enc = test::tiny_model("encoder", pos);
     enc.n_heads = 4;
