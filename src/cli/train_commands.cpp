@@ -126,7 +126,11 @@ void register_training(CLI::App& app) {
       "rank that dies makes the others exit within --timeout, naming it. Several machines: run\n"
       "it on each with --nnodes, --node-rank, --master-addr and --master-port (torchrun's static\n"
       "rendezvous), or under SLURM's srun (docs/distributed.md).\n"
+      "With train.context_parallel=K, groups of K consecutive ranks share each sequence (ring\n"
+      "attention, for sequences one process cannot hold); the groups are the data-parallel ranks.\n"
       "Example: ropelab launch --nproc 2 -- train configs/clm-small.yaml\n"
+      "One sequence over 2 ranks: ropelab launch --nproc 2 -- train configs/clm-small.yaml\n"
+      "  task.seq_len=65536 train.context_parallel=2\n"
       "Two machines: ropelab launch --nproc 2 --nnodes 2 --node-rank R --master-addr 10.0.0.1\n"
       "  --master-port 29500 -- train configs/clm-small.yaml   (R = 0 on 10.0.0.1, 1 on the other)",
       [](CLI::App& sub) {
