@@ -16,7 +16,7 @@ cd "$dir"
 apt-get download libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libhdf5-cpp-103-1 libhdf5-hl-cpp-100 \
   libaec0 libsz2 libaec-dev libsentencepiece-dev libsentencepiece0 libspdlog-dev libspdlog1.10 \
   libfmt-dev libfmt9 libyaml-cpp-dev libyaml-cpp0.7 libgtest-dev libcli11-dev libxxhash-dev \
-  libxxhash0 nlohmann-json3-dev
+  libxxhash0 nlohmann-json3-dev libzstd-dev zlib1g-dev
 cd fallback
 apt-get download libcurl4 libnghttp2-14 libssh2-1 librtmp1 libpsl5 libbrotli1 libldap-2.5-0 \
   libsasl2-2 libidn2-0 libunistring2 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 \

@@ -56,6 +56,7 @@ PACKAGES=(
   # libraries (docs/platform-notes.md)
   libtorch-dev libgloo-dev libopenblas0-pthread libsentencepiece-dev sentencepiece libhdf5-dev hdf5-tools
   libspdlog-dev libyaml-cpp-dev libgtest-dev libcli11-dev libxxhash-dev nlohmann-json3-dev
+  zlib1g-dev libzstd-dev
   # plots, and the independent Python reference used by the golden tests
   python3-h5py python3-matplotlib python3-torch python3-sentencepiece
   # the built-in corpora: public-domain Bibles exported with diatheke

@@ -116,6 +116,10 @@ enum class Precision { kFp32, kBf16 };
 enum class Packing { kJoined, kDocuments };
 ROPELAB_ENUM_NAMES(Precision, "fp32", "bf16");
 ROPELAB_ENUM_NAMES(Packing, "joined", "documents");
+// How text/bytes files hold their documents: auto (JSON lines when a file, less .gz/.zst, ends
+// .jsonl, .ndjson or .json; else plain text), text, jsonl.
+enum class TextFormat { kAuto, kText, kJsonl };
+ROPELAB_ENUM_NAMES(TextFormat, "auto", "text", "jsonl");
 
 constexpr DataKind kind_of(DataSource s) {
   switch (s) {

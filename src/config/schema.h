@@ -219,6 +219,7 @@ struct TokenizerConfig {
   bool lowercase = true;
   StripAccents strip_accents = StripAccents::kAuto;
   std::string vocab_order;
+  double sample_mb = 64;
   template <class V>
   void visit(V& v) {
     v("type", type,
@@ -246,6 +247,10 @@ struct TokenizerConfig {
       "spm or bpe with a vocabulary ropelab did not make (an imported checkpoint's): a JSON "
       "list, ropelab id r -> the tokenizer's id, that puts its specials at ropelab's ids "
       "(import-hf writes RUN/hf/vocab_order.json); empty: the ids are ropelab's own");
+    v("sample_mb", sample_mb,
+      "spm: SentencePiece learns from the first this many MB of the training text (its memory "
+      "grows with the sample, not the corpus)",
+      between(0.001, 1e6));
   }
 };
 
@@ -312,6 +317,8 @@ struct DataConfig {
   SyntheticConfig synthetic;
   std::string prepared_dir = "data/prepared";
   std::string document_separator;
+  TextFormat format = TextFormat::kAuto;
+  std::string text_field = "text";
   TokenizerConfig tokenizer;
   template <class V>
   void visit(V& v) {
@@ -328,9 +335,11 @@ struct DataConfig {
       "synthetic-grid (a 2-D grid: the cell below a marker)");
     v("train", train,
       "user data: training file (parallel: the path without the language suffix, e.g. "
-      "wmt/train for wmt/train.en + wmt/train.de) or, for glue, the task directory");
-    v("valid", valid, "user data: validation file (unused for glue)");
-    v("test", test, "user data: test file (unused for glue)");
+      "wmt/train for wmt/train.en + wmt/train.de) or, for glue, the task directory; text and "
+      "bytes: also a directory of shards or a glob ('web/train-*.jsonl.zst'), read in name "
+      "order; gzip and zstd files are decompressed as they are read");
+    v("valid", valid, "user data: validation file, directory or glob (unused for glue)");
+    v("test", test, "user data: test file, directory or glob (unused for glue)");
     v("source_suffix", source_suffix, "parallel: suffix of source-side files (e.g. en)");
     v("target_suffix", target_suffix, "parallel: suffix of target-side files (e.g. de)");
     v("glue_task", glue_task,
@@ -342,6 +351,11 @@ struct DataConfig {
     v("document_separator", document_separator,
       "text: a line equal to this ends a document, whose lines are joined by newlines (long "
       "documents, e.g. '<|endoftext|>' or '---'); empty = one document per line");
+    v("format", format,
+      "text: how the files hold documents: text (lines), jsonl (a JSON object per line, the "
+      "document in data.text_field, as Hugging Face datasets export), or auto (jsonl for "
+      ".jsonl/.ndjson/.json files, also when .gz/.zst compressed)");
+    v("text_field", text_field, "jsonl: the field holding each document's text");
     v("tokenizer", tokenizer, "tokenizer");
   }
 };

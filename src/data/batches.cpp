@@ -66,29 +66,52 @@ int64_t num_batches(int64_t items, const StreamOptions& o) {
   return (per_rank + o.batch_size - 1) / o.batch_size;
 }
 
-// The token stream of an LM dataset: documents with `sep` after each.
-std::vector<int32_t> flatten(const Ragged& r, int32_t sep) {
-  std::vector<int32_t> s;
-  s.reserve(r.tokens.size() + r.size());
-  for (int64_t i = 0; i < r.size(); ++i) {
-    s.insert(s.end(), r.begin(i), r.begin(i) + r.length(i));
-    s.push_back(sep);
+// The token stream of an LM dataset, documents with `sep` after each, read window by window
+// (a mapped split is never loaded whole). Document i's tokens are at stream positions
+// [start(i) + i, start(i + 1) + i), its separator right after them; the separator belongs to
+// the next document (a causal LM's EOS starts it, as a BOS would) or to its own (MLM's SEP
+// closes it).
+class JoinedText {
+ public:
+  JoinedText(Documents d, int32_t sep, bool sep_starts_next)
+      : d_(std::move(d)), sep_(sep), sep_starts_next_(sep_starts_next) {}
+  int64_t size() const { return d_.num_tokens() + d_.size(); }
+  // Positions [from, from + n): their tokens, and (if `doc`) their documents.
+  void read(int64_t from, int64_t n, int32_t* tok, int64_t* doc) const {
+    int64_t i = doc_at(from), pos = from;
+    while (n > 0) {
+      const int64_t first = d_.start(i), begin = first + i, end = d_.start(i + 1) + i;
+      if (pos < end) {
+        const int64_t k = std::min(end - pos, n);
+        d_.read(first + (pos - begin), k, tok);
+        if (doc) std::fill_n(doc, k, i);
+        tok += k, pos += k, n -= k;
+        if (doc) doc += k;
+        continue;
+      }
+      *tok++ = sep_;  // pos == end: the separator after document i
+      if (doc) *doc++ = sep_starts_next_ ? i + 1 : i;
+      ++pos, --n, ++i;
+    }
   }
-  return s;
-}
 
-// The document of each token of flatten(r, sep): sequence i's tokens are document i; its
-// separator belongs to the next document (a causal LM's EOS starts it, as a BOS would) or to
-// its own (MLM's SEP closes it).
-std::vector<int32_t> document_ids(const Ragged& r, bool sep_starts_next) {
-  std::vector<int32_t> d;
-  d.reserve(r.tokens.size() + r.size());
-  for (int64_t i = 0; i < r.size(); ++i) {
-    d.insert(d.end(), r.length(i), static_cast<int32_t>(i));
-    d.push_back(static_cast<int32_t>(sep_starts_next ? i + 1 : i));
+ private:
+  // The document at stream position p: the last i with start(i) + i <= p.
+  int64_t doc_at(int64_t p) const {
+    int64_t lo = 0, hi = d_.size() - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (d_.start(mid) + mid <= p)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return lo;
   }
-  return d;
-}
+  Documents d_;
+  int32_t sep_;
+  bool sep_starts_next_;
+};
 
 // The split's sequences of the kind a task reads (UserError naming both otherwise).
 template <class View>
@@ -152,13 +175,13 @@ class ItemStream : public BatchStream {
 
 class LmStream : public ItemStream {
  public:
-  LmStream(const TokenDataset& ds, const StreamOptions& o) : ItemStream(o, 0x11) {
-    const auto& text = split_of<LmSplit>(ds, DataKind::kLm, "clm").text;
-    stream_ = flatten(text, Special::kEos);
-    if (o.documents) docs_ = document_ids(text, /*sep_starts_next=*/true);
-    n_ = (static_cast<int64_t>(stream_.size()) - 1) / o.seq_len;
+  LmStream(const TokenDataset& ds, const StreamOptions& o)
+      : ItemStream(o, 0x11),
+        text_(split_of<LmSplit>(ds, DataKind::kLm, "clm").text, Special::kEos,
+              /*sep_starts_next=*/true) {
+    n_ = (text_.size() - 1) / o.seq_len;
     if (n_ < o.world)
-      throw UserError(ds.split + " split: " + std::to_string(stream_.size()) +
+      throw UserError(ds.split + " split: " + std::to_string(text_.size()) +
                       " tokens are too few for one window of seq_len " + std::to_string(o.seq_len));
   }
 
@@ -168,27 +191,29 @@ class LmStream : public ItemStream {
     int64_t L = o_.seq_len;
     auto input = torch::empty({B, L}, torch::kInt64), target = torch::empty({B, L}, torch::kInt64);
     auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
+    const bool docs = o_.documents;
+    torch::Tensor doc_BT = docs ? torch::empty({B, L}, torch::kInt64) : torch::Tensor();
+    std::vector<int32_t> tok(static_cast<size_t>(L + 1));
+    std::vector<int64_t> doc(docs ? static_cast<size_t>(L + 1) : 0);
     for (int64_t b = 0; b < B; ++b) {
-      int64_t start = windows[b] * L;
+      text_.read(windows[b] * L, L + 1, tok.data(), docs ? doc.data() : nullptr);
       for (int64_t t = 0; t < L; ++t) {
-        in[b][t] = stream_[start + t];
-        tg[b][t] = stream_[start + t + 1];
+        in[b][t] = tok[t];
+        tg[b][t] = tok[t + 1];
+      }
+      if (docs) {
+        auto dc = doc_BT.accessor<int64_t, 2>();
+        for (int64_t t = 0; t < L; ++t) dc[b][t] = doc[t] - doc[0];
       }
     }
     Batch out;
     out.input_BT = input;
     out.target_BT = target;
     out.num_tokens = out.num_targets = B * L;
-    if (!docs_.empty()) {
-      out.doc_BT = torch::empty({B, L}, torch::kInt64);
-      auto dc = out.doc_BT.accessor<int64_t, 2>();
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t < L; ++t)
-          dc[b][t] = docs_[windows[b] * L + t] - docs_[windows[b] * L];
-    }
+    out.doc_BT = doc_BT;
     return out;
   }
-  std::vector<int32_t> stream_, docs_;
+  JoinedText text_;
 };
 
 // ---- masked LM
@@ -196,12 +221,12 @@ class LmStream : public ItemStream {
 class MlmStream : public ItemStream {
  public:
   MlmStream(const TokenDataset& ds, const StreamOptions& o)
-      : ItemStream(o, 0x22), vocab_(ds.vocab_size) {
-    const auto& text = split_of<LmSplit>(ds, DataKind::kLm, "mlm").text;
+      : ItemStream(o, 0x22),
+        vocab_(ds.vocab_size),
+        text_(split_of<LmSplit>(ds, DataKind::kLm, "mlm").text, Special::kSep,
+              /*sep_starts_next=*/false) {
     if (o.seq_len < 3) throw UserError("task mlm needs seq_len >= 3");
-    stream_ = flatten(text, Special::kSep);
-    if (o.documents) docs_ = document_ids(text, /*sep_starts_next=*/false);
-    n_ = static_cast<int64_t>(stream_.size()) / (o.seq_len - 2);
+    n_ = text_.size() / (o.seq_len - 2);
     if (n_ < o.world) throw UserError(ds.split + " split is too small for one MLM window");
   }
 
@@ -213,12 +238,22 @@ class MlmStream : public ItemStream {
     auto target = torch::full({B, L}, -100, torch::kInt64);
     auto in = input.accessor<int64_t, 2>(), tg = target.accessor<int64_t, 2>();
     int64_t selected = 0;
+    const bool docs = o_.documents;
+    torch::Tensor doc_BT = docs ? torch::empty({B, L}, torch::kInt64) : torch::Tensor();
+    std::vector<int32_t> ids(static_cast<size_t>(W));
+    std::vector<int64_t> doc(docs ? static_cast<size_t>(W) : 0);
     for (int64_t b = 0; b < B; ++b) {
       // The masks depend on (epoch, window) only: the same whichever rank or batch takes it.
       Rng rng(key_of(o_.seed, epoch, windows[b], 0x33));
-      int64_t start = windows[b] * W;
+      text_.read(windows[b] * W, W, ids.data(), docs ? doc.data() : nullptr);
+      if (docs) {  // [CLS] with the first token's document, the closing [SEP] the last's
+        auto dc = doc_BT.accessor<int64_t, 2>();
+        for (int64_t t = 0; t < W; ++t) dc[b][t + 1] = doc[t] - doc[0];
+        dc[b][0] = 0;
+        dc[b][L - 1] = dc[b][L - 2];
+      }
       in[b][0] = Special::kCls;
-      for (int64_t t = 0; t < W; ++t) in[b][t + 1] = stream_[start + t];
+      for (int64_t t = 0; t < W; ++t) in[b][t + 1] = ids[t];
       in[b][L - 1] = Special::kSep;
       for (int64_t t = 1; t < L - 1; ++t) {
         int64_t tok = in[b][t];
@@ -239,20 +274,11 @@ class MlmStream : public ItemStream {
     out.num_tokens = B * L;
     out.num_targets = selected;
     out.scored_N = scored_positions(target);
-    if (!docs_.empty()) {  // [CLS] with the first token's document, the closing [SEP] the last's
-      out.doc_BT = torch::empty({B, L}, torch::kInt64);
-      auto dc = out.doc_BT.accessor<int64_t, 2>();
-      for (int64_t b = 0; b < B; ++b) {
-        const int64_t start = windows[b] * W;
-        for (int64_t t = 0; t < W; ++t) dc[b][t + 1] = docs_[start + t] - docs_[start];
-        dc[b][0] = 0;
-        dc[b][L - 1] = dc[b][L - 2];
-      }
-    }
+    out.doc_BT = doc_BT;
     return out;
   }
   int64_t vocab_;
-  std::vector<int32_t> stream_, docs_;
+  JoinedText text_;
 };
 
 // ---- translation

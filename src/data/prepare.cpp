@@ -7,6 +7,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -15,7 +17,9 @@
 #include "corpora/builtin.h"
 #include "corpora/glue.h"
 #include "data/synthetic.h"
+#include "data/token_writer.h"
 #include "data/tokens.h"
+#include "text/documents.h"
 #include "text/lines.h"
 #include "tokenizers/bpe.h"
 #include "tokenizers/vocab_order.h"
@@ -135,7 +139,11 @@ std::string out_dir(const config::DataConfig& d, const Plan& p) {
                (t.regression ? "r" : "");
       for (const auto& l : t.labels) layout += "|" + l;
     }
-    src = src + "-" + stdfs::path(d.train).filename().string() + "-" +
+    std::string name = stdfs::path(d.train).filename().string();
+    if (name.empty()) name = stdfs::path(d.train).parent_path().filename().string();  // "dir/"
+    for (char& c : name)  // a glob's '*' and the like make no folder name
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+    src = src + "-" + name + "-" +
           fs::hex64(fs::hash_bytes(stdfs::absolute(d.train).string() + layout)).substr(0, 8);
   }
   return join_path(join_path(d.prepared_dir, src), tokenizer_tag(d));
@@ -145,6 +153,11 @@ std::string out_dir(const config::DataConfig& d, const Plan& p) {
 // split's config key otherwise), and the optional ones present.
 std::vector<SplitSource> present_inputs(const Plan& p) {
   std::vector<SplitSource> out;
+  if (p.kind == config::DataKind::kLm) {  // a file, a directory of shards or a glob
+    for (const auto& si : p.inputs)
+      out.push_back({si.split, text::expand_shards(si.files[0], "data." + si.split)});
+    return out;
+  }
   for (const auto& si : p.inputs) {
     bool all = true;
     for (const auto& f : si.files) {
@@ -158,10 +171,49 @@ std::vector<SplitSource> present_inputs(const Plan& p) {
 }
 
 // Lines of all training text (for tokenizer training); for parallel data, of `side`.
+text::DocumentOptions document_options(const Plan& p) {
+  text::DocumentOptions o;
+  o.format = p.format == config::TextFormat::kJsonl  ? text::Format::kJsonl
+             : p.format == config::TextFormat::kText ? text::Format::kText
+                                                     : text::Format::kAuto;
+  o.field = p.text_field;
+  o.separator = p.document_separator;
+  o.whole_file = p.whole_file;
+  return o;
+}
+
+// Whether any of `files` is read as JSON lines.
+bool reads_jsonl(const Plan& p, const std::vector<std::string>& files) {
+  if (p.format != config::TextFormat::kAuto) return p.format == config::TextFormat::kJsonl;
+  return std::any_of(files.begin(), files.end(), text::looks_like_jsonl);
+}
+
+// The first data.tokenizer.sample_mb of an lm corpus's training text: its lines, or the
+// documents of JSON lines, each ending in a newline.
+std::string lm_tokenizer_sample(const SplitSource& train, const Plan& p) {
+  const auto limit = static_cast<size_t>(p.tokenizer.sample_mb * 1e6);
+  std::string out;
+  if (reads_jsonl(p, train.files)) {
+    text::DocumentReader docs(train.files, document_options(p));
+    for (text::Document d; out.size() < limit && docs.next(&d);) out += d.text + "\n";
+    return out;
+  }
+  for (const auto& f : train.files) {
+    text::LineReader lines(f);
+    for (std::string l; out.size() < limit && lines.next(&l);) out += l + "\n";
+  }
+  return out;
+}
+
 std::string tokenizer_training_text(const std::vector<SplitSource>& inputs, const Plan& p,
                                     Side side) {
   std::string all;
   if (!p.tokenizer_text.empty()) return fs::read_file(p.tokenizer_text);
+  if (p.kind == config::DataKind::kLm) {
+    for (const auto& si : inputs)
+      if (si.split == "train") return lm_tokenizer_sample(si, p);
+    return all;
+  }
   for (const auto& si : inputs) {
     if (si.split != "train") continue;
     if (p.kind == config::DataKind::kGlue) {
@@ -183,14 +235,13 @@ std::string tokenizer_training_text(const std::vector<SplitSource>& inputs, cons
 void throw_if_stopped() {
   signals::throw_if_stopped("prepare",
                             "the files it finished are complete and kept, and the "
-                            "next prepare reuses them");
+                            "next prepare reuses them and resumes the split it was writing");
 }
 
-// Encodes lines on `threads` threads (SentencePiece's Encode is const and thread-safe).
-std::vector<std::vector<int32_t>> encode_all(const tokenizers::Tokenizer& tok,
-                                             const std::vector<std::string>& lines, int threads,
-                                             Progress* bar, int64_t* done) {
-  std::vector<std::vector<int32_t>> out(lines.size());
+// Runs fn(i) for every i in [0, n) on `threads` threads (at most 8), while the calling thread
+// calls poll(started) every 50 ms: progress, and on a stop request no more work is handed out.
+void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn,
+                  const std::function<void(int64_t)>& poll) {
   threads = std::max(1, std::min<int>(threads, 8));
   std::vector<std::thread> pool;
   pool.reserve(static_cast<size_t>(threads));
@@ -200,28 +251,101 @@ std::vector<std::vector<int32_t>> encode_all(const tokenizers::Tokenizer& tok,
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       try {
-        for (int64_t i; (i = next.fetch_add(1)) < static_cast<int64_t>(lines.size());)
-          out[i] = tok.encode(lines[i]);
+        for (int64_t i; (i = next.fetch_add(1)) < n;) fn(i);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);
-        err = std::current_exception();
+        if (!err) err = std::current_exception();
+        next.store(n);
       }
     });
   }
-  // The calling thread reports progress, and on a stop request makes the workers run out of
-  // lines.
   while (true) {
-    int64_t n = std::min<int64_t>(next.load(), static_cast<int64_t>(lines.size()));
-    bar->update(*done + n);
-    if (n >= static_cast<int64_t>(lines.size())) break;
-    if (signals::stop_requested()) next.store(static_cast<int64_t>(lines.size()));
+    const int64_t k = std::min<int64_t>(next.load(), n);
+    if (poll) poll(k);
+    if (k >= n) break;
+    if (signals::stop_requested()) next.store(n);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (auto& th : pool) th.join();
   if (err) std::rethrow_exception(err);
+}
+
+// Encodes lines on `threads` threads (SentencePiece's Encode is const and thread-safe).
+std::vector<std::vector<int32_t>> encode_all(const tokenizers::Tokenizer& tok,
+                                             const std::vector<std::string>& lines, int threads,
+                                             Progress* bar, int64_t* done) {
+  std::vector<std::vector<int32_t>> out(lines.size());
+  parallel_for(
+      static_cast<int64_t>(lines.size()), threads,
+      [&](int64_t i) { out[static_cast<size_t>(i)] = tok.encode(lines[static_cast<size_t>(i)]); },
+      [&](int64_t k) { bar->update(*done + k); });
   throw_if_stopped();
   *done += static_cast<int64_t>(lines.size());
   return out;
+}
+
+// The next batch of documents: about 8 MB of text (or 1 document at the end of the input).
+std::vector<std::string> read_batch(text::DocumentReader& reader) {
+  constexpr size_t kBatchBytes = 8u << 20;
+  std::vector<std::string> batch;
+  size_t bytes = 0;
+  for (text::Document d; bytes < kBatchBytes && reader.next(&d);) {
+    bytes += d.text.size();
+    batch.push_back(std::move(d.text));
+  }
+  return batch;
+}
+
+// An lm split, streamed: batches are read (the next while this one encodes), encoded on
+// `threads` threads and appended to the split's TokenWriter, which a stopped or killed prepare
+// resumes from.
+void prepare_lm_split(const Plan& plan, const SplitSource& si, const tokenizers::Tokenizer& tok,
+                      const TokenDataset& header, const std::string& out, int threads) {
+  TokenWriter w(out, header);
+  text::DocumentReader reader(si.files, document_options(plan));
+  if (w.documents() > 0) {
+    spdlog::info("{}: resuming after {} documents ({} tokens)", out, w.documents(), w.tokens());
+    text::Document d;
+    for (int64_t i = 0; i < w.documents(); ++i)
+      if (!reader.next(&d))
+        throw UserError(si.files.back() + ": holds fewer documents than the partial " + out +
+                        " records");
+  }
+  const int64_t mb = 1000000;
+  Progress bar("encode " + si.split, (reader.total_bytes() + mb - 1) / mb, "MB",
+               reader.consumed() / mb);
+  const int64_t start_tokens = w.tokens();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto fields = [&] {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return fmt::format("{} docs, {:.1f}M tokens ({:.0f}k tok/s)", w.documents(),
+                       static_cast<double>(w.tokens()) / 1e6,
+                       static_cast<double>(w.tokens() - start_tokens) / std::max(s, 1e-3) / 1e3);
+  };
+  std::vector<std::string> batch = read_batch(reader);
+  while (!batch.empty()) {
+    std::vector<std::vector<int32_t>> ids(batch.size());
+    auto encoded = std::async(std::launch::async, [&] {
+      parallel_for(
+          static_cast<int64_t>(batch.size()), threads,
+          [&](int64_t i) {
+            ids[static_cast<size_t>(i)] = tok.encode(batch[static_cast<size_t>(i)]);
+          },
+          nullptr);
+    });
+    const int64_t read_before = reader.consumed();
+    std::vector<std::string> next = read_batch(reader);  // overlaps the encoding
+    encoded.get();
+    throw_if_stopped();  // a partial batch is not appended: the next prepare redoes it
+    w.append(ids);
+    bar.update(read_before / mb, fields());
+    batch = std::move(next);
+  }
+  if (w.documents() == 0) throw UserError(si.files[0] + ": no text (the file is empty)");
+  bar.update((reader.total_bytes() + mb - 1) / mb, fields());
+  bar.finish(fields());
+  w.finish();
+  spdlog::info("wrote {}: {} documents, {} tokens", out, w.documents(), w.tokens());
 }
 
 // Trains `<dir>/<name>.model` on `text` unless the stamp beside it says it is up to date.
@@ -310,6 +434,8 @@ Plan plan(const config::DataConfig& d, int64_t max_len) {
   p.builtin = config::is_builtin(d.source);
   p.whole_file = d.source == config::DataSource::kBytes;
   p.document_separator = d.document_separator;
+  p.format = d.format;
+  p.text_field = d.text_field;
   if (p.kind == config::DataKind::kSynthetic) check_synthetic(d, max_len);
   if (p.builtin)
     p.text_dir = join_path(join_path(d.prepared_dir, "text"), config::to_string(d.source));
@@ -466,8 +592,16 @@ Prepared prepare(const Plan& plan, int threads) {
     std::string out = join_path(dir, si.split + ".h5");
     std::string source_hash;
     for (const auto& f : si.files) source_hash += fs::hex64(fs::hash_file(f));
+    if (si.files.size() > 2)  // shards: one hash of theirs (and of their names, in order)
+      source_hash = fs::hex64(fs::hash_bytes(source_hash + [&] {
+        std::string names;
+        for (const auto& f : si.files) names += stdfs::path(f).filename().string() + "/";
+        return names;
+      }()));
     if (!plan.document_separator.empty())  // another separator: other documents
       source_hash += "-sep:" + plan.document_separator;
+    if (plan.kind == config::DataKind::kLm && reads_jsonl(plan, si.files))
+      source_hash += "-jsonl:" + plan.text_field;
     auto attrs = read_token_attrs(out);
     if (!attrs.empty() && attrs["source_hash"] == source_hash && attrs["tokenizer"] == fp &&
         attrs["format_version"] == std::to_string(kTokensFormatVersion)) {
@@ -482,18 +616,9 @@ Prepared prepare(const Plan& plan, int threads) {
     ds.vocab_size = std::max(tok->vocab_size(), ttok.vocab_size());
     ds.source_hash = source_hash;
     if (plan.kind == config::DataKind::kLm) {
-      std::vector<std::string> docs;
-      if (plan.whole_file) {
-        docs.push_back(fs::read_file(si.files[0]));  // one raw byte stream
-      } else {
-        docs = read_documents(si.files[0], plan.document_separator);
-      }
-      if (docs.empty()) throw UserError(si.files[0] + ": no text (the file is empty)");
-      Progress bar("encode " + si.split, static_cast<int64_t>(docs.size()), "doc");
-      int64_t done = 0;
-      auto ids = encode_all(*tok, docs, threads, &bar, &done);
-      bar.finish();
-      for (const auto& x : ids) ds.lm().text.push(x);
+      prepare_lm_split(plan, si, *tok, ds, out, threads);
+      p.splits[si.split] = out;
+      continue;
     } else if (plan.kind == config::DataKind::kParallel) {
       auto [src, tgt] = text::read_parallel(si.files[0], si.files[1]);
       Progress bar("encode " + si.split, static_cast<int64_t>(2 * src.size()), "line");

@@ -4,6 +4,10 @@
 //   text/<source>/...                 plain text of each split (built-in corpora are exported
 //                                     here by diatheke; user data is read in place)
 //   <source>/<tokenizer tag>/tokenizer.model  (spm) and <split>.h5
+//   <source>/<tokenizer tag>/.<split>.h5.part/  an lm split being written (data/token_writer.h)
+//
+// lm splits stream: documents are read, encoded on all threads and appended batch by batch, so
+// memory does not grow with the corpus, and an interrupted prepare resumes where it stopped.
 //
 // Idempotent: a stage whose inputs did not change is skipped (the dataset's source_hash and
 // tokenizer attributes are compared with the current ones); a changed input or tokenizer
@@ -28,7 +32,7 @@ namespace ropelab::data {
 // the plan, not the config.
 struct SplitSource {
   std::string split;               // train, valid, test (MNLI: also *_mismatched)
-  std::vector<std::string> files;  // lm: 1; parallel: source, target; glue: 1 TSV
+  std::vector<std::string> files;  // lm: its shards; parallel: source, target; glue: 1 TSV
   bool optional = false;           // GLUE test files: used when present
 };
 struct Plan {
@@ -37,6 +41,8 @@ struct Plan {
   bool builtin = false;            // a built-in corpus, exported to text_dir by prepare
   bool whole_file = false;         // `bytes`: each file is one document, not one per line
   std::string document_separator;  // `text`: a line equal to it ends a document ("": each line)
+  config::TextFormat format = config::TextFormat::kAuto;  // text/bytes files: lines or JSONL
+  std::string text_field = "text";                        // JSONL: the document's field
   // The text SentencePiece learns from when not the train split's lines (bible-en-books: its
   // chapters, since SentencePiece drops lines over 4192 bytes and a book is one line); "" = them.
   std::string tokenizer_text;
@@ -65,6 +71,7 @@ struct Prepared {
 };
 
 // Runs every stage that is out of date. `threads` bounds SentencePiece training/encoding.
+// Stopped (SIGINT/SIGTERM) or killed during an lm split, the next prepare resumes it.
 Prepared prepare(const Plan& p, int threads);
 // The files prepare() would produce, without doing anything (UserError if not prepared yet).
 Prepared prepared_paths(const Plan& p);

@@ -1,35 +1,223 @@
 #include "data/tokens.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/h5.h"
 
 namespace ropelab::data {
 
+// ---- Documents
+
+struct Documents::Mapping {
+  std::string path;
+  const unsigned char* base = nullptr;
+  size_t size = 0;
+  explicit Mapping(const std::string& p) : path(p) {
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw UserError(p + ": cannot open (" + std::strerror(errno) + ")");
+    struct stat st {};
+    ::fstat(fd, &st);
+    size = static_cast<size_t>(st.st_size);
+    void* m = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0) : nullptr;
+    ::close(fd);
+    if (m == MAP_FAILED) throw UserError(p + ": cannot map (" + std::strerror(errno) + ")");
+    base = static_cast<const unsigned char*>(m);
+  }
+  ~Mapping() {
+    if (base) ::munmap(const_cast<unsigned char*>(base), size);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+};
+
+void Documents::push(const std::vector<int32_t>& seq) {
+  if (mapped()) throw std::logic_error("Documents::push on a mapped split");
+  mem_.push(seq);
+}
+
+int64_t Documents::num_tokens() const {
+  return mapped() ? ntok_ : static_cast<int64_t>(mem_.tokens.size());
+}
+
+int64_t Documents::start(int64_t i) const {
+  if (!mapped()) return mem_.offsets[static_cast<size_t>(i)];
+  int64_t at;
+  std::memcpy(&at, offsets_ + i, sizeof at);  // the file's offsets need not be 8-byte aligned
+  if (at < 0 || at > ntok_)
+    throw UserError(map_->path + ": /text/offsets[" + std::to_string(i) +
+                    "] = " + std::to_string(at) + " is outside the tokens");
+  return at;
+}
+
+void Documents::read(int64_t from, int64_t n, int32_t* out) const {
+  if (from < 0 || n < 0 || from + n > num_tokens())
+    throw std::out_of_range("Documents::read past the end");
+  if (!mapped()) {
+    std::copy_n(mem_.tokens.data() + from, n, out);
+    return;
+  }
+  const unsigned char* p = tokens_ + from * width_;
+  for (int64_t i = 0; i < n; ++i) {
+    if (width_ == 2) {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      out[i] = v;
+    } else {
+      std::memcpy(out + i, p + 4 * i, 4);
+    }
+    if (out[i] < 0 || out[i] >= vocab_)
+      throw UserError(map_->path + ": token id " + std::to_string(out[i]) + " at /text/tokens[" +
+                      std::to_string(from + i) + "] is outside the vocabulary (size " +
+                      std::to_string(vocab_) + ")");
+  }
+}
+
+std::vector<int32_t> Documents::sequence(int64_t i) const {
+  const int64_t s = start(i), e = start(i + 1);
+  if (e < s) throw UserError(map_->path + ": /text/offsets decrease at index " + std::to_string(i));
+  std::vector<int32_t> out(static_cast<size_t>(e - s));
+  read(s, e - s, out.data());
+  return out;
+}
+
+Ragged Documents::to_ragged() const {
+  if (!mapped()) return mem_;
+  Ragged r;
+  r.tokens.resize(static_cast<size_t>(ntok_));
+  read(0, ntok_, r.tokens.data());
+  r.offsets.resize(static_cast<size_t>(count_ + 1));
+  for (int64_t i = 0; i <= count_; ++i) r.offsets[static_cast<size_t>(i)] = start(i);
+  return r;
+}
+
+Documents Documents::map(std::shared_ptr<const Mapping> m, int64_t tokens_at, int width,
+                         int64_t offsets_at, int64_t count, int64_t num_tokens, int64_t vocab) {
+  Documents d;
+  d.tokens_ = num_tokens > 0 ? m->base + tokens_at : nullptr;
+  d.offsets_ = reinterpret_cast<const int64_t*>(m->base + offsets_at);
+  d.width_ = width;
+  d.count_ = count;
+  d.ntok_ = num_tokens;
+  d.vocab_ = vocab;
+  d.map_ = std::move(m);
+  return d;
+}
+
+namespace {
+
+// An lm split's /text, mapped where its datasets lie; nullopt when they cannot be (chunked, as
+// format 1 wrote them, or of another type): then they are read whole.
+std::optional<Documents> map_text(const std::string& path, hid_t root, int64_t vocab) {
+  h5::Handle g(H5Gopen2(root, "text", H5P_DEFAULT), H5Gclose);
+  const auto t = h5::raw_layout(g.id(), "tokens", path);
+  const auto o = h5::raw_layout(g.id(), "offsets", path);
+  const bool tok_ok = t.integer && t.little_endian &&
+                      ((t.size == 2 && !t.is_signed) || (t.size == 4 && t.is_signed)) &&
+                      (t.offset >= 0 || t.count == 0);
+  if (!tok_ok || !o.integer || !o.little_endian || o.size != 8 || !o.is_signed || o.offset < 0)
+    return std::nullopt;
+  auto m = std::make_shared<const Documents::Mapping>(path);
+  const auto end = [&](const h5::RawLayout& l) {
+    return static_cast<size_t>(l.offset) + static_cast<size_t>(l.count * l.size);
+  };
+  if ((t.count > 0 && end(t) > m->size) || end(o) > m->size || o.count < 1)
+    throw UserError(path + ": /text/tokens or /text/offsets run past the end of the file");
+  auto d = Documents::map(m, t.offset, t.size, o.offset, o.count - 1, t.count, vocab);
+  if (d.start(0) != 0 || d.start(d.size()) != t.count)
+    throw UserError(path + ": /text/offsets do not match /text/tokens");
+  return d;
+}
+
+// Writes a group's tokens as uint16 when every id fits, else int32.
+void write_ids(hid_t g, const std::vector<int32_t>& ids, int64_t vocab) {
+  const bool narrow = token_width(vocab) == 2;
+  h5::Contiguous ds(g, "tokens", narrow ? H5T_STD_U16LE : H5T_STD_I32LE,
+                    static_cast<int64_t>(ids.size()));
+  ds.write(0, static_cast<int64_t>(ids.size()), H5T_NATIVE_INT32, ids.data());
+}
+
+}  // namespace
+
+namespace {
+void write_attrs(hid_t root, const TokenDataset& ds) {
+  h5::set_attr(root, "format", std::string("ropelab.tokens"));
+  h5::set_attr(root, "format_version", kTokensFormatVersion);
+  h5::set_attr(root, "kind", std::string(config::to_string(ds.kind())));
+  h5::set_attr(root, "split", ds.split);
+  h5::set_attr(root, "tokenizer", ds.tokenizer);
+  h5::set_attr(root, "tokenizer_kind", ds.tokenizer_kind);
+  h5::set_attr(root, "vocab_size", ds.vocab_size);
+  h5::set_attr(root, "source_hash", ds.source_hash);
+  h5::set_attr(root, "ropelab_version", std::string(ROPELAB_VERSION));
+}
+}  // namespace
+
+int token_width(int64_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+
 void write_tokens(const std::string& path, const TokenDataset& ds) {
   fs::commit_atomic(path, [&](const std::string& tmp) {
     auto f = h5::create_file(tmp);
     hid_t root = f.id();
-    h5::set_attr(root, "format", std::string("ropelab.tokens"));
-    h5::set_attr(root, "format_version", kTokensFormatVersion);
-    h5::set_attr(root, "kind", std::string(config::to_string(ds.kind())));
-    h5::set_attr(root, "split", ds.split);
-    h5::set_attr(root, "tokenizer", ds.tokenizer);
-    h5::set_attr(root, "tokenizer_kind", ds.tokenizer_kind);
-    h5::set_attr(root, "vocab_size", ds.vocab_size);
-    h5::set_attr(root, "source_hash", ds.source_hash);
-    h5::set_attr(root, "ropelab_version", std::string(ROPELAB_VERSION));
+    write_attrs(root, ds);
     if (ds.kind() == DataKind::kGlue) {
       h5::set_attr(root, "task", ds.task);
       h5::set_attr(root, "num_labels", ds.num_labels);
       h5::write_f32(root, "labels", ds.labels());
     }
-    for (const auto& [name, r] : ds.groups()) {
+    auto write_group = [&](const char* name, const Ragged& r) {
       auto g = h5::create_group(root, name, path);
-      h5::write_i32(g.id(), "tokens", r->tokens);
-      h5::write_i64(g.id(), "offsets", r->offsets);
-    }
+      write_ids(g.id(), r.tokens, ds.vocab_size);
+      h5::Contiguous off(g.id(), "offsets", H5T_STD_I64LE, static_cast<int64_t>(r.offsets.size()));
+      off.write(0, static_cast<int64_t>(r.offsets.size()), H5T_NATIVE_INT64, r.offsets.data());
+    };
+    if (ds.kind() == DataKind::kLm) write_group("text", ds.lm().text.to_ragged());
+    for (const auto& [name, r] : ds.groups()) write_group(name, *r);
     if (H5Fflush(root, H5F_SCOPE_GLOBAL) < 0) throw UserError(path + ": cannot flush");
+  });
+}
+
+void write_lm_from_files(const std::string& path, const TokenDataset& header,
+                         const std::string& tokens_bin, const std::string& ends_bin,
+                         int64_t documents, int64_t num_tokens) {
+  const int width = token_width(header.vocab_size);
+  fs::commit_atomic(path, [&](const std::string& tmp) {
+    auto f = h5::create_file(tmp);
+    write_attrs(f.id(), header);
+    auto g = h5::create_group(f.id(), "text", path);
+    // Copied in pieces of 8M elements: memory stays bounded whatever the split's size.
+    constexpr int64_t kPiece = 1 << 23;
+    std::vector<char> buf(static_cast<size_t>(kPiece) * 8);
+    auto copy = [&](const std::string& from, h5::Contiguous& to, int64_t at, int64_t n, int size,
+                    hid_t mem_type) {
+      std::FILE* in = std::fopen(from.c_str(), "rb");
+      if (!in) throw UserError(from + ": cannot open (" + std::strerror(errno) + ")");
+      for (int64_t done = 0; done < n;) {
+        const int64_t k = std::min(kPiece, n - done);
+        if (std::fread(buf.data(), static_cast<size_t>(size), static_cast<size_t>(k), in) !=
+            static_cast<size_t>(k)) {
+          std::fclose(in);
+          throw UserError(from + ": shorter than its recorded size");
+        }
+        to.write(at + done, k, mem_type, buf.data());
+        done += k;
+      }
+      std::fclose(in);
+    };
+    h5::Contiguous tok(g.id(), "tokens", width == 2 ? H5T_STD_U16LE : H5T_STD_I32LE, num_tokens);
+    copy(tokens_bin, tok, 0, num_tokens, width, width == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT32);
+    h5::Contiguous off(g.id(), "offsets", H5T_STD_I64LE, documents + 1);
+    const int64_t zero = 0;
+    off.write(0, 1, H5T_NATIVE_INT64, &zero);
+    copy(ends_bin, off, 1, documents, 8, H5T_NATIVE_INT64);
+    if (H5Fflush(f.id(), H5F_SCOPE_GLOBAL) < 0) throw UserError(path + ": cannot flush");
   });
 }
 
@@ -53,7 +241,7 @@ TokenDataset read_tokens(const std::string& path, std::optional<DataKind> expect
   if (!h5::has_attr(root, "format") || h5::get_attr_str(root, "format", path) != "ropelab.tokens")
     throw UserError(path + ": not a ropelab token dataset (no format=ropelab.tokens attribute)");
   int64_t version = h5::get_attr_int(root, "format_version", path);
-  if (version != kTokensFormatVersion)
+  if (version != 1 && version != kTokensFormatVersion)
     throw UserError(path + ": token format version " + std::to_string(version) +
                     ", this ropelab reads version " + std::to_string(kTokensFormatVersion) +
                     "; HINT: run `ropelab prepare` again");
@@ -97,9 +285,17 @@ TokenDataset read_tokens(const std::string& path, std::optional<DataKind> expect
     count = r.size();
   };
   switch (kind) {
-    case DataKind::kLm:
-      read_group("text", ds.lm().text);
+    case DataKind::kLm: {
+      if (!h5::exists(root, "text")) throw UserError(path + ": missing group '/text'");
+      if (auto mapped = map_text(path, root, ds.vocab_size)) {
+        ds.lm().text = std::move(*mapped);
+      } else {
+        Ragged r;
+        read_group("text", r);
+        ds.lm().text = Documents(std::move(r));
+      }
       break;
+    }
     case DataKind::kParallel:
       read_group("src", ds.parallel().src);
       read_group("tgt", ds.parallel().tgt);

@@ -122,12 +122,12 @@ void save_perplexity(const PerplexityReport& r) {
 
 // The documents to read: a prepared split of the run's data, or a text file tokenized with the
 // run's tokenizer (a document per line, or as the separator divides it).
-data::Ragged source_documents(const run::Run& rm, const std::string& run_dir,
-                              const PerplexityOptions& o) {
+data::Documents source_documents(const run::Run& rm, const std::string& run_dir,
+                                 const PerplexityOptions& o) {
   if (!o.text.empty()) {
     if (!fs::exists(o.text)) throw UserError(o.text + ": no such file (--text)");
     const auto tok = data::load_tokenizer(rm.plan);
-    data::Ragged out;
+    data::Documents out;
     for (const auto& doc : data::read_documents(o.text, o.separator)) out.push(tok->encode(doc));
     if (out.size() == 0) throw UserError(o.text + ": no text (--text)");
     return out;
@@ -160,7 +160,7 @@ PerplexityReport sliding_perplexity(const std::string& run_dir, const Perplexity
   if (r.stride >= smallest)
     throw UserError(
         fmt::format("--stride {} must be less than the smallest window ({})", r.stride, smallest));
-  const data::Ragged text = source_documents(rm, run_dir, o);
+  const data::Documents text = source_documents(rm, run_dir, o);
   // Each document as the clm task reads it: EOS opens it; its first doc_tokens tokens.
   std::vector<std::vector<int32_t>> docs;
   int64_t longest = 0;
@@ -168,8 +168,8 @@ PerplexityReport sliding_perplexity(const std::string& run_dir, const Perplexity
     longest = std::max(longest, text.length(i) + 1);
     if (text.length(i) + 1 < r.doc_tokens) continue;
     if (o.max_documents > 0 && static_cast<int64_t>(docs.size()) >= o.max_documents) continue;
-    std::vector<int32_t> d = {tokenizers::Special::kEos};
-    d.insert(d.end(), text.begin(i), text.begin(i) + r.doc_tokens - 1);
+    std::vector<int32_t> d(static_cast<size_t>(r.doc_tokens), tokenizers::Special::kEos);
+    text.read(text.start(i), r.doc_tokens - 1, d.data() + 1);
     docs.push_back(std::move(d));
   }
   r.documents = static_cast<int64_t>(docs.size());

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "util/error.h"
 
@@ -84,7 +85,22 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
 
 uint64_t hash_bytes(const std::string& bytes) { return XXH64(bytes.data(), bytes.size(), 0); }
 
-uint64_t hash_file(const std::string& path) { return hash_bytes(read_file(path)); }
+uint64_t hash_file(const std::string& path) {
+  // Streamed: a corpus file larger than memory hashes in 1 MiB pieces.
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw UserError(path + ": cannot read (" + std::strerror(errno) + ")");
+  XXH64_state_t* st = XXH64_createState();
+  XXH64_reset(st, 0);
+  std::vector<char> buf(1 << 20);
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) XXH64_update(st, buf.data(), n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  const uint64_t h = XXH64_digest(st);
+  XXH64_freeState(st);
+  if (failed) throw UserError(path + ": read error");
+  return h;
+}
 
 std::string hex64(uint64_t v) {
   char buf[17];

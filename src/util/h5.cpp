@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 
 #include "util/error.h"
 
@@ -191,6 +192,54 @@ void write_f32_nd(hid_t parent, const std::string& path, const float* data,
             H5Dclose);
   check(H5Dwrite(ds.id(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
         "HDF5: cannot write dataset " + path);
+}
+
+Contiguous::Contiguous(hid_t parent, const std::string& name, hid_t file_type, int64_t n)
+    : name_(name), n_(n) {
+  quiet();
+  hsize_t dim = static_cast<hsize_t>(n);
+  Handle space(checked(H5Screate_simple(1, &dim, nullptr), "HDF5: dataspace"), H5Sclose);
+  Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_layout(plist.id(), H5D_CONTIGUOUS);
+  H5Pset_alloc_time(plist.id(), H5D_ALLOC_TIME_EARLY);  // the offset exists even when empty
+  ds_ = Handle(checked(H5Dcreate2(parent, name.c_str(), file_type, space.id(), H5P_DEFAULT,
+                                  plist.id(), H5P_DEFAULT),
+                       "HDF5: cannot create dataset " + name),
+               H5Dclose);
+}
+
+void Contiguous::write(int64_t at, int64_t count, hid_t mem_type, const void* data) {
+  if (count <= 0) return;
+  if (at < 0 || at + count > n_) throw std::logic_error("h5::Contiguous::write past the end");
+  hsize_t start = static_cast<hsize_t>(at), cnt = static_cast<hsize_t>(count);
+  Handle fspace(H5Dget_space(ds_.id()), H5Sclose);
+  H5Sselect_hyperslab(fspace.id(), H5S_SELECT_SET, &start, nullptr, &cnt, nullptr);
+  Handle mspace(checked(H5Screate_simple(1, &cnt, nullptr), "HDF5: dataspace"), H5Sclose);
+  check(H5Dwrite(ds_.id(), mem_type, mspace.id(), fspace.id(), H5P_DEFAULT, data),
+        "HDF5: cannot write dataset " + name_);
+}
+
+RawLayout raw_layout(hid_t parent, const std::string& name, const std::string& file) {
+  quiet();
+  RawLayout r;
+  if (!exists(parent, name)) throw UserError(file + ": missing dataset '" + name + "'");
+  Handle ds(checked(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), file + ": cannot open " + name),
+            H5Dclose);
+  Handle space(H5Dget_space(ds.id()), H5Sclose);
+  if (H5Sget_simple_extent_ndims(space.id()) != 1) return r;
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space.id(), &n, nullptr);
+  r.count = static_cast<int64_t>(n);
+  Handle type(H5Dget_type(ds.id()), H5Tclose);
+  r.integer = H5Tget_class(type.id()) == H5T_INTEGER;
+  r.size = static_cast<int>(H5Tget_size(type.id()));
+  r.is_signed = H5Tget_sign(type.id()) == H5T_SGN_2;
+  r.little_endian = H5Tget_order(type.id()) == H5T_ORDER_LE;
+  Handle plist(H5Dget_create_plist(ds.id()), H5Pclose);
+  if (H5Pget_layout(plist.id()) != H5D_CONTIGUOUS || H5Pget_nfilters(plist.id()) > 0) return r;
+  haddr_t at = H5Dget_offset(ds.id());
+  if (at != HADDR_UNDEF) r.offset = static_cast<int64_t>(at);
+  return r;
 }
 
 std::vector<int32_t> read_i32(hid_t p, const std::string& n, const std::string& f) {

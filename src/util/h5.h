@@ -75,6 +75,30 @@ std::vector<int64_t> read_i64_flat(hid_t parent, const std::string& name, const 
 std::vector<std::string> dataset_paths(hid_t file);
 std::vector<int64_t> dataset_shape(hid_t parent, const std::string& name, const std::string& file);
 
+// A contiguous (unchunked, uncompressed) 1-D dataset of n elements, written in pieces, so that
+// a reader can memory-map its elements where they lie in the file (raw_layout).
+class Contiguous {
+ public:
+  Contiguous(hid_t parent, const std::string& name, hid_t file_type, int64_t n);
+  // Elements [at, at + count) from `data`, of memory type `mem_type` (converted as HDF5 does).
+  void write(int64_t at, int64_t count, hid_t mem_type, const void* data);
+
+ private:
+  Handle ds_;
+  std::string name_;
+  int64_t n_;
+};
+
+// Where a 1-D integer dataset's elements lie in its file: offset -1 when they cannot be mapped
+// (chunked, compressed, or never written), else the byte offset of element 0.
+struct RawLayout {
+  int64_t offset = -1;
+  int64_t count = 0;
+  int size = 0;  // bytes an element
+  bool is_signed = false, little_endian = false, integer = false;
+};
+RawLayout raw_layout(hid_t parent, const std::string& name, const std::string& file);
+
 // An extendible, chunked 1-D float64 dataset that grows by appends (metrics series).
 class Series {
  public:

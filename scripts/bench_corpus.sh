@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The scale benchmark of corpus preparation and training (BENCHMARKS.md, "Corpora at scale").
+# Not CI: it writes a few GB and takes tens of minutes on 2 cores.
+#
+#   bash scripts/bench_corpus.sh [--gb 2] [--steps 200] [--dir /var/tmp/ropelab-corpus]
+#
+# 1. Generates a JSONL.zst corpus of at least --gb GB of text (documents of 5-60 verses drawn
+#    at random from the built-in English corpus), in 4 shards.
+# 2. Times `zstdcat | wc -c` on it: the limit for reading it.
+# 3. Prepares it (SentencePiece, vocabulary 8000) under /usr/bin/time: wall time, MB/s of
+#    text, peak memory (maximum resident set).
+# 4. Trains the LM bench shape (configs/bench/lm.yaml) for --steps steps on it and on the
+#    built-in corpus, interleaved (big, built-in, big, built-in): tokens/s and peak memory.
+# Writes the report to runs/bench-corpus/report.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gb=2 steps=200 dir=/var/tmp/ropelab-corpus
+while (($#)); do
+  case $1 in
+    --gb) gb=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
+    *) echo "bench_corpus: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+ropelab=${ROPELAB:-build/bin/ropelab}
+[[ -x $ropelab ]] || { echo "bench_corpus: no $ropelab; run scripts/setup.sh first" >&2; exit 2; }
+command -v zstd >/dev/null || { echo "bench_corpus: needs zstd (apt-get install zstd)" >&2; exit 2; }
+out=runs/bench-corpus
+mkdir -p "$out" "$dir"
+report=$out/report.md
+threads=$(nproc)
+
+# ---- 1. the corpus (the built-in text is exported by a prepare of the built-in corpus)
+"$ropelab" prepare configs/bench/lm.yaml >/dev/null
+if [[ ! -e $dir/done-$gb ]]; then
+  rm -rf "$dir/web"
+  mkdir -p "$dir/web"
+  /usr/bin/python3 - "$dir/web" "$gb" data/prepared/text/bible-en/train.txt <<'PY'
+import json, random, subprocess, sys
+out, gb, src = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+verses = [l.rstrip("\n") for l in open(src, encoding="utf-8") if l.strip()]
+random.seed(1)
+target, shards, written = gb * 1e9, 4, 0
+for s in range(shards):
+    z = subprocess.Popen(["zstd", "-q", "-T2", "-3", "-o", f"{out}/train-{s:05d}.jsonl.zst"],
+                         stdin=subprocess.PIPE)
+    part = 0
+    while part < target / shards:
+        doc = " ".join(random.choice(verses) for _ in range(random.randint(5, 60)))
+        line = (json.dumps({"text": doc, "source": "bible-en", "n": written}) + "\n").encode()
+        z.stdin.write(line)
+        part += len(line)
+        written += 1
+    z.stdin.close()
+    z.wait()
+print(f"{written} documents")
+PY
+  touch "$dir/done-$gb"
+fi
+zbytes=$(du -cb "$dir"/web/*.zst | tail -1 | cut -f1)
+t0=$(date +%s.%N)
+tbytes=$(zstdcat "$dir"/web/*.zst | wc -c)
+t1=$(date +%s.%N)
+zcat_s=$(echo "$t1 - $t0" | bc -l)
+
+# ---- 3. prepare
+cat >"$out/corpus.yaml" <<YAML
+inherit: $(pwd)/configs/bench/lm.yaml
+run: {name: corpus, out_dir: $(pwd)/$out/runs, threads: $threads}
+data: {source: text, train: $dir/web, valid: $dir/web/train-00003.jsonl.zst,
+       prepared_dir: $dir/prepared, tokenizer: {type: spm, vocab_size: 8000, sample_mb: 64}}
+YAML
+rm -rf "$dir/prepared"
+/usr/bin/time -v "$ropelab" prepare "$out/corpus.yaml" 2>"$out/prepare.time" >"$out/prepare.log" || {
+  tail -20 "$out/prepare.time"; exit 1; }
+prep_s=$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$out/prepare.time")
+prep_kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/prepare.time")
+ntok=$(/usr/bin/python3 -c "import h5py,glob; f=h5py.File(glob.glob('$dir/prepared/*/*/train.h5')[0]); print(len(f['text/tokens']))")
+
+# ---- 4. training, interleaved
+train_one() {  # train_one NAME CONFIG ARGS...: prints "tokens_per_s peak_kb"
+  local name=$1 cfg=$2; shift 2
+  rm -rf "$out/runs/$name"
+  /usr/bin/time -v "$ropelab" train "$cfg" run.name="$name" run.out_dir="$(pwd)/$out/runs" \
+    run.threads="$threads" train.max_steps="$steps" train.eval_every=0 train.checkpoint_every=0 \
+    "$@" >"$out/$name.log" 2>"$out/$name.time"
+  local tps kb
+  tps=$(/usr/bin/python3 -c "
+import json
+rows = [json.loads(l) for l in open('$out/runs/$name/metrics.jsonl')]
+v = [r['tokens_per_s'] for r in rows if r.get('split') == 'train' and 'tokens_per_s' in r][1:]
+print(sum(v) / len(v))")
+  kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/$name.time")
+  echo "$tps $kb"
+}
+declare -a big small
+for i in 1 2; do
+  big+=("$(train_one "big-$i" "$out/corpus.yaml")")
+  small+=("$(train_one "builtin-$i" configs/bench/lm.yaml)")
+done
+
+/usr/bin/python3 - "$report" "$gb" "$zbytes" "$tbytes" "$zcat_s" "$prep_s" "$prep_kb" "$ntok" \
+  "$steps" "$threads" "${big[@]}" "${small[@]}" <<'PY'
+import sys, platform
+a = sys.argv[1:]
+report, gb, zb, tb, zs, ps, pkb, ntok, steps, thr = a[:10]
+runs = [tuple(map(float, x.split())) for x in a[10:]]
+big, small = runs[:2], runs[2:]
+mean = lambda xs: sum(xs) / len(xs)
+bt, st = mean([r[0] for r in big]), mean([r[0] for r in small])
+bm, sm = max(r[1] for r in big) / 1024, max(r[1] for r in small) / 1024
+tb, zb, zs, ps = float(tb), float(zb), float(zs), float(ps)
+lines = [
+  "# Corpus scale benchmark", "",
+  f"Machine: {platform.processor() or platform.machine()}, {thr} threads. "
+  f"Corpus: {tb/1e9:.2f} GB of JSON lines in 4 zstd shards ({zb/1e9:.2f} GB compressed), "
+  f"{int(ntok)/1e6:.0f}M tokens (SentencePiece BPE 8000, uint16).", "",
+  "| | |", "|--|--|",
+  f"| `zstdcat \\| wc -c` | {zs:.1f} s, {tb/1e6/zs:.0f} MB/s |",
+  f"| prepare | {ps:.0f} s, {tb/1e6/ps:.1f} MB/s of text, {int(ntok)/ps/1e6:.2f}M tokens/s |",
+  f"| prepare peak memory | {int(pkb)/1024/1024:.2f} GiB |",
+  f"| train on it ({steps} steps, LM bench shape) | {bt:.0f} tokens/s, peak {bm:.0f} MiB |",
+  f"| train on the built-in corpus | {st:.0f} tokens/s, peak {sm:.0f} MiB |",
+  f"| ratio | tokens/s {bt/st:.3f}, peak memory {bm/sm:.3f} |", "",
+  "Training runs interleaved (big, built-in, big, built-in); tokens/s is the mean of the "
+  "logged rows after the first, peak memory the larger of the two runs.",
+]
+open(report, "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
