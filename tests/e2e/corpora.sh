@@ -37,11 +37,11 @@ ls -l web
 cat >corpus.yaml <<YAML
 run: {name: ref, out_dir: $WORK/runs, seed: 3, threads: 2}
 data: {source: text, train: $WORK/web, valid: $WORK/valid.jsonl, prepared_dir: $WORK/prep,
-       tokenizer: {type: spm, vocab_size: 300, sample_mb: 2}}
+       tokenizer: {type: spm, vocab_size: 128, sample_mb: 2}}
 task: {type: clm, seq_len: 64, packing: documents}
 model: {arch: decoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, position: {type: rope}}
-train: {max_steps: 30, batch_size: 4, lr: 0.003, eval_every: 10, eval_batches: 2,
-        checkpoint_every: 1, keep_last: 2, log_every: 5}
+train: {max_steps: 200, batch_size: 4, lr: 0.003, eval_every: 10, eval_batches: 2,
+        checkpoint_every: 1, keep_last: 2, log_every: 5, schedule: {warmup: 2}}
 YAML
 
 # ---- prepare killed mid-split, then resumed
@@ -105,8 +105,15 @@ echo "bad inputs: each named, exit 2, nothing left behind"
 
 # ---- training from the mapped split, killed and resumed: bit-identical
 expect_exit 0 "$ROPELAB" train corpus.yaml
-signal_when KILL killed.log "step 15 " 0 "$ROPELAB" train corpus.yaml run.name=killed
-[[ $CODE -eq 137 ]] || fail "train after SIGKILL exited $CODE"
+"$ROPELAB" train corpus.yaml run.name=killed >killed.log 2>&1 &
+pid=$!
+for _ in $(seq 1200); do  # killed once it has checkpointed step 20 or later
+  compgen -G "runs/killed/checkpoints/step-*[2-9][0-9]*" >/dev/null && break
+  sleep 0.02
+done
+kill -KILL $pid 2>/dev/null || fail "the run finished before the kill"
+set +e; wait $pid; set -e
+grep -q "step 200 valid" killed.log && fail "the run finished before the kill"
 expect_exit 0 "$ROPELAB" train corpus.yaml run.name=killed
 expect_in "resuming"
 same_run runs/ref runs/killed
