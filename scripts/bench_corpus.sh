@@ -85,6 +85,7 @@ train_one() {  # train_one NAME CONFIG ARGS...: prints "tokens_per_s peak_kb"
   rm -rf "$out/runs/$name"
   /usr/bin/time -v "$ropelab" train "$cfg" run.name="$name" run.out_dir="$(pwd)/$out/runs" \
     run.threads="$threads" train.max_steps="$steps" train.eval_every=0 train.checkpoint_every=0 \
+    train.schedule.warmup=10 \
     "$@" >"$out/$name.log" 2>"$out/$name.time"
   local tps kb
   tps=$(/usr/bin/python3 -c "

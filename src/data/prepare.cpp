@@ -188,32 +188,67 @@ bool reads_jsonl(const Plan& p, const std::vector<std::string>& files) {
   return std::any_of(files.begin(), files.end(), text::looks_like_jsonl);
 }
 
+// Appends `text` to a SentencePiece sample, a line at a time. SentencePiece skips lines over
+// 4192 bytes, so `cut` cuts a longer line into pieces at spaces (or, in a run without one, at a
+// character boundary): a web document or a long line of user text is learned from, not dropped.
+using Emit = std::function<void(const std::string&)>;
+// A tokenizer's training text, given piece by piece to `emit` (an lm corpus's sample is never
+// held whole: it is hashed in one pass and, when the tokenizer must be trained, written out in
+// another).
+using TextSource = std::function<void(const Emit&)>;
+
+size_t add_to_sample(const Emit& emit, const std::string& text, bool cut) {
+  constexpr size_t kMax = 4000;
+  size_t at = 0;
+  do {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    size_t b = at;
+    while (cut && nl - b > kMax) {
+      size_t e = text.rfind(' ', b + kMax);
+      if (e == std::string::npos || e <= b) {
+        e = b + kMax;
+        while (e > b && (static_cast<unsigned char>(text[e]) & 0xC0) == 0x80) --e;  // UTF-8
+        if (e == b) e = b + kMax;
+      }
+      emit(text.substr(b, e - b) + "\n");
+      b = text[e] == ' ' ? e + 1 : e;
+    }
+    emit(text.substr(b, nl - b) + "\n");
+    at = nl + 1;
+  } while (at < text.size());
+  return text.size() + 1;
+}
+
 // The first data.tokenizer.sample_mb of an lm corpus's training text: its lines, or the
-// documents of JSON lines, each ending in a newline.
-std::string lm_tokenizer_sample(const SplitSource& train, const Plan& p) {
+// documents of JSON lines. The built-in corpora's lines are kept whole, as their tokenizers
+// have always been trained.
+void lm_tokenizer_sample(const SplitSource& train, const Plan& p, const Emit& emit) {
   const auto limit = static_cast<size_t>(p.tokenizer.sample_mb * 1e6);
-  std::string out;
+  const bool cut = !p.builtin;
+  size_t n = 0;
   if (reads_jsonl(p, train.files)) {
     text::DocumentReader docs(train.files, document_options(p));
-    for (text::Document d; out.size() < limit && docs.next(&d);) out += d.text + "\n";
-    return out;
+    for (text::Document d; n < limit && docs.next(&d);) n += add_to_sample(emit, d.text, cut);
+    return;
   }
   for (const auto& f : train.files) {
     text::LineReader lines(f);
-    for (std::string l; out.size() < limit && lines.next(&l);) out += l + "\n";
+    for (std::string l; n < limit && lines.next(&l);) n += add_to_sample(emit, l, cut);
   }
-  return out;
 }
 
-std::string tokenizer_training_text(const std::vector<SplitSource>& inputs, const Plan& p,
-                                    Side side) {
-  std::string all;
-  if (!p.tokenizer_text.empty()) return fs::read_file(p.tokenizer_text);
+TextSource tokenizer_training_text(const std::vector<SplitSource>& inputs, const Plan& p,
+                                   Side side) {
+  if (!p.tokenizer_text.empty())
+    return [path = p.tokenizer_text](const Emit& emit) { emit(fs::read_file(path)); };
   if (p.kind == config::DataKind::kLm) {
     for (const auto& si : inputs)
-      if (si.split == "train") return lm_tokenizer_sample(si, p);
-    return all;
+      if (si.split == "train")
+        return [si, &p](const Emit& emit) { lm_tokenizer_sample(si, p, emit); };
+    return [](const Emit&) {};
   }
+  std::string all;
   for (const auto& si : inputs) {
     if (si.split != "train") continue;
     if (p.kind == config::DataKind::kGlue) {
@@ -228,7 +263,7 @@ std::string tokenizer_training_text(const std::vector<SplitSource>& inputs, cons
       }
     }
   }
-  return all;
+  return [all = std::move(all)](const Emit& emit) { emit(all); };
 }
 
 // Prepare stops between steps; every file it wrote before is complete (atomic writes).
@@ -316,11 +351,13 @@ void prepare_lm_split(const Plan& plan, const SplitSource& si, const tokenizers:
                reader.consumed() / mb);
   const int64_t start_tokens = w.tokens();
   const auto t0 = std::chrono::steady_clock::now();
+  double text_bytes = 0;  // of the documents this process encoded (decompressed)
   auto fields = [&] {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return fmt::format("{} docs, {:.1f}M tokens ({:.0f}k tok/s)", w.documents(),
-                       static_cast<double>(w.tokens()) / 1e6,
-                       static_cast<double>(w.tokens() - start_tokens) / std::max(s, 1e-3) / 1e3);
+    const double s = std::max(
+        1e-3, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return fmt::format("{} docs, {:.1f}M tokens | text {:.1f} MB/s, {:.0f}k tok/s", w.documents(),
+                       static_cast<double>(w.tokens()) / 1e6, text_bytes / s / 1e6,
+                       static_cast<double>(w.tokens() - start_tokens) / s / 1e3);
   };
   std::vector<std::string> batch = read_batch(reader);
   while (!batch.empty()) {
@@ -338,6 +375,7 @@ void prepare_lm_split(const Plan& plan, const SplitSource& si, const tokenizers:
     encoded.get();
     throw_if_stopped();  // a partial batch is not appended: the next prepare redoes it
     w.append(ids);
+    for (const auto& doc : batch) text_bytes += static_cast<double>(doc.size());
     bar.update(read_before / mb, fields());
     batch = std::move(next);
   }
@@ -348,11 +386,20 @@ void prepare_lm_split(const Plan& plan, const SplitSource& si, const tokenizers:
   spdlog::info("wrote {}: {} documents, {} tokens", out, w.documents(), w.tokens());
 }
 
-// Trains `<dir>/<name>.model` on `text` unless the stamp beside it says it is up to date.
+// Trains `<dir>/<name>.model` on the text of `source` unless the stamp beside it says it is up
+// to date. The text is hashed as it streams by, and written out only when it is to be learned.
 void train_tokenizer(const config::TokenizerConfig& t, const std::string& dir,
-                     const std::string& name, const std::string& text, int threads) {
+                     const std::string& name, const TextSource& source, int threads,
+                     const std::string& empty_name) {
   std::string model = join_path(dir, name + ".model"), stamp_path = join_path(dir, name + ".stamp");
-  std::string stamp = "input " + fs::hex64(fs::hash_bytes(text)) + " vocab " +
+  fs::StreamHash hash;
+  size_t bytes = 0;
+  source([&](const std::string& piece) {
+    hash.update(piece);
+    bytes += piece.size();
+  });
+  if (bytes == 0) throw UserError(empty_name + ": the training text is empty");
+  std::string stamp = "input " + fs::hex64(hash.digest()) + " vocab " +
                       std::to_string(t.vocab_size) + " type " + config::to_string(t.model_type) +
                       " coverage " + std::to_string(t.character_coverage) + "\n";
   if (fs::exists(model) && fs::exists(stamp_path) && fs::read_file(stamp_path) == stamp) {
@@ -360,10 +407,17 @@ void train_tokenizer(const config::TokenizerConfig& t, const std::string& dir,
     return;
   }
   std::string input = join_path(dir, "." + name + "-input.txt");
-  fs::write_file_atomic(input, text);
+  fs::commit_atomic(input, [&](const std::string& tmp) {
+    std::ofstream out(tmp, std::ios::binary);
+    source([&](const std::string& piece) {
+      out.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+    });
+    out.flush();
+    if (!out) throw UserError(input + ": write failed");
+  });
   spdlog::info("training SentencePiece {} tokenizer {} (vocab {}) on {:.1f} MB of text",
                config::to_string(t.model_type), name, t.vocab_size,
-               static_cast<double>(text.size()) / 1e6);
+               static_cast<double>(bytes) / 1e6);
   tokenizers::SpmTrainOptions opt;
   opt.vocab_size = t.vocab_size;
   opt.model_type = config::to_string(t.model_type);
@@ -572,13 +626,10 @@ Prepared prepare(const Plan& plan, int threads) {
         {"tokenizer", joint ? Side::kBoth : Side::kSource}};
     if (!joint) todo.emplace_back("tokenizer-target", Side::kTarget);
     for (const auto& [name, side] : todo) {
-      std::string text = tokenizer_training_text(inputs, plan, side);
       const auto& files = inputs[0].files;
-      if (text.empty())
-        throw UserError((side == Side::kTarget ? files.back() : files[0]) +
-                        ": the training text is empty");
       throw_if_stopped();
-      train_tokenizer(tk, dir, name, text, threads);
+      train_tokenizer(tk, dir, name, tokenizer_training_text(inputs, plan, side), threads,
+                      side == Side::kTarget ? files.back() : files[0]);
       throw_if_stopped();
     }
   }

@@ -85,6 +85,15 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
 
 uint64_t hash_bytes(const std::string& bytes) { return XXH64(bytes.data(), bytes.size(), 0); }
 
+StreamHash::StreamHash() : state_(XXH64_createState()) {
+  XXH64_reset(static_cast<XXH64_state_t*>(state_), 0);
+}
+StreamHash::~StreamHash() { XXH64_freeState(static_cast<XXH64_state_t*>(state_)); }
+void StreamHash::update(const std::string& piece) {
+  XXH64_update(static_cast<XXH64_state_t*>(state_), piece.data(), piece.size());
+}
+uint64_t StreamHash::digest() const { return XXH64_digest(static_cast<XXH64_state_t*>(state_)); }
+
 uint64_t hash_file(const std::string& path) {
   // Streamed: a corpus file larger than memory hashes in 1 MiB pieces.
   FILE* f = std::fopen(path.c_str(), "rb");

@@ -21,6 +21,19 @@ void make_dirs(const std::string& dir);
 bool exists(const std::string& path);
 
 uint64_t hash_bytes(const std::string& bytes);  // xxh64, seed 0
+// hash_bytes of a text given in pieces: the same value, without holding the text.
+class StreamHash {
+ public:
+  StreamHash();
+  ~StreamHash();
+  StreamHash(const StreamHash&) = delete;
+  StreamHash& operator=(const StreamHash&) = delete;
+  void update(const std::string& piece);
+  uint64_t digest() const;
+
+ private:
+  void* state_;
+};
 uint64_t hash_file(const std::string& path);
 std::string hex64(uint64_t v);
 

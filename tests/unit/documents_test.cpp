@@ -338,5 +338,29 @@ TEST(Prepare, JsonlShardsMatchPlainText) {
   EXPECT_EQ(glob.tokens, plain.tokens);
 }
 
+// SentencePiece skips lines over 4192 bytes: documents that long (a web page on one JSON line)
+// are cut into pieces for its sample, so it learns from them rather than from nothing.
+TEST(Prepare, LongDocumentsTrainTheTokenizer) {
+  TempDir d;
+  const char* words[] = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"};
+  std::string lines;
+  for (int i = 0; i < 30; ++i) {
+    std::string doc;
+    for (int w = 0; w < 900; ++w) doc += std::string(words[(i * 31 + w * 7) % 8]) + " ";
+    ASSERT_GT(doc.size(), 4192u);
+    lines += "{\"text\": \"" + doc + "\"}\n";
+  }
+  config::DataConfig c;
+  c.source = config::DataSource::kText;
+  c.train = write(d.file("long.jsonl"), lines);
+  c.prepared_dir = d.file("prep");
+  c.tokenizer.vocab_size = 60;
+  auto p = data::prepare(data::plan(c, 64), 1);
+  auto ds = data::read_tokens(p.splits.at("train"));
+  EXPECT_EQ(ds.lm().text.size(), 30);
+  // Whole words became pieces: far fewer tokens than bytes.
+  EXPECT_LT(ds.lm().text.num_tokens(), 30 * 900 * 3);
+}
+
 }  // namespace
 }  // namespace ropelab
