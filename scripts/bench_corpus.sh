@@ -2,10 +2,14 @@
 # The scale benchmark of corpus preparation and training (BENCHMARKS.md, "Corpora at scale").
 # Not CI: it writes a few GB and takes tens of minutes on 2 cores.
 #
-#   bash scripts/bench_corpus.sh [--gb 2] [--steps 200] [--dir /var/tmp/ropelab-corpus]
+#   bash scripts/bench_corpus.sh [--gb 2] [--steps 200] [--dir /var/tmp/ropelab-corpus] [--reuse]
 #
-# 1. Generates a JSONL.zst corpus of at least --gb GB of text (documents of 5-60 verses drawn
-#    at random from the built-in English corpus), in 4 shards.
+# --reuse keeps the prepared corpus and the preparation's figures of the last run (after a
+# change that affects training only).
+#
+# 1. Generates a JSONL.zst corpus of at least --gb GB of text in 4 shards: documents of 5-60
+#    sentences drawn at random from the built-in English corpus (about 3 KB each, the size of a
+#    web page), and a validation file of 2,000 such documents.
 # 2. Times `zstdcat | wc -c` on it: the limit for reading it.
 # 3. Prepares it (SentencePiece, vocabulary 8000) under /usr/bin/time: wall time, MB/s of
 #    text, peak memory (maximum resident set).
@@ -14,13 +18,14 @@
 # Writes the report to runs/bench-corpus/report.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-gb=2 steps=200 dir=/var/tmp/ropelab-corpus
+gb=2 steps=200 dir=/var/tmp/ropelab-corpus reuse=0
 while (($#)); do
   case $1 in
+    --reuse) reuse=1; shift ;;
     --gb) gb=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
-    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
     *) echo "bench_corpus: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -34,13 +39,13 @@ threads=$(nproc)
 
 # ---- 1. the corpus (the built-in text is exported by a prepare of the built-in corpus)
 "$ropelab" prepare configs/bench/lm.yaml >/dev/null
-if [[ ! -e $dir/done-$gb ]]; then
+if [[ ! -e $dir/done-v2-$gb ]]; then
   rm -rf "$dir/web"
   mkdir -p "$dir/web"
   /usr/bin/python3 - "$dir/web" "$gb" data/prepared/text/bible-en/train.txt <<'PY'
 import json, random, subprocess, sys
 out, gb, src = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-verses = [l.rstrip("\n") for l in open(src, encoding="utf-8") if l.strip()]
+verses = [s.strip() + "." for l in open(src, encoding="utf-8") for s in l.split(". ") if s.strip()]
 random.seed(1)
 target, shards, written = gb * 1e9, 4, 0
 for s in range(shards):
@@ -55,9 +60,12 @@ for s in range(shards):
         written += 1
     z.stdin.close()
     z.wait()
+with open(f"{out}/../valid.jsonl", "w") as f:
+    for i in range(2000):
+        f.write(json.dumps({"text": " ".join(random.choice(verses) for _ in range(random.randint(5, 60)))}) + "\n")
 print(f"{written} documents")
 PY
-  touch "$dir/done-$gb"
+  touch "$dir/done-v2-$gb"
 fi
 zbytes=$(du -cb "$dir"/web/*.zst | tail -1 | cut -f1)
 t0=$(date +%s.%N)
@@ -69,12 +77,14 @@ zcat_s=$(echo "$t1 - $t0" | bc -l)
 cat >"$out/corpus.yaml" <<YAML
 inherit: $(pwd)/configs/bench/lm.yaml
 run: {name: corpus, out_dir: $(pwd)/$out/runs, threads: $threads}
-data: {source: text, train: $dir/web, valid: $dir/web/train-00003.jsonl.zst,
+data: {source: text, train: $dir/web, valid: $dir/valid.jsonl,
        prepared_dir: $dir/prepared, tokenizer: {type: spm, vocab_size: 8000, sample_mb: 64}}
 YAML
-rm -rf "$dir/prepared"
-/usr/bin/time -v "$ropelab" prepare "$out/corpus.yaml" 2>"$out/prepare.time" >"$out/prepare.log" || {
-  tail -20 "$out/prepare.time"; exit 1; }
+if ((!reuse)) || [[ ! -e $out/prepare.time ]]; then
+  rm -rf "$dir/prepared"
+  /usr/bin/time -v "$ropelab" prepare "$out/corpus.yaml" 2>"$out/prepare.time" >"$out/prepare.log" || {
+    tail -20 "$out/prepare.time"; exit 1; }
+fi
 prep_s=$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$out/prepare.time")
 prep_kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/prepare.time")
 ntok=$(/usr/bin/python3 -c "import h5py,glob; f=h5py.File(glob.glob('$dir/prepared/*/*/train.h5')[0]); print(len(f['text/tokens']))")

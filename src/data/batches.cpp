@@ -67,7 +67,7 @@ int64_t num_batches(int64_t items, const StreamOptions& o) {
 }
 
 // The token stream of an LM dataset, documents with `sep` after each, read window by window
-// (a mapped split is never loaded whole). Document i's tokens are at stream positions
+// (a split on disk is never loaded whole). Document i's tokens are at stream positions
 // [start(i) + i, start(i + 1) + i), its separator right after them; the separator belongs to
 // the next document (a causal LM's EOS starts it, as a BOS would) or to its own (MLM's SEP
 // closes it).

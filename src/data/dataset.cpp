@@ -26,7 +26,7 @@ const std::vector<float>& TokenDataset::labels() const {
 std::vector<std::pair<const char*, const Ragged*>> TokenDataset::groups() const {
   switch (kind()) {
     case DataKind::kLm:
-      return {};  // lm().text: Documents, which may be mapped
+      return {};  // lm().text: Documents, which may stay on disk
     case DataKind::kParallel:
       return {{"src", &parallel().src}, {"tgt", &parallel().tgt}};
     case DataKind::kGlue:

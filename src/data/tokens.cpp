@@ -1,12 +1,12 @@
 #include "data/tokens.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "util/error.h"
 #include "util/fs.h"
@@ -16,106 +16,114 @@ namespace ropelab::data {
 
 // ---- Documents
 
-struct Documents::Mapping {
+struct Documents::File {
   std::string path;
-  const unsigned char* base = nullptr;
-  size_t size = 0;
-  explicit Mapping(const std::string& p) : path(p) {
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = -1;
+  explicit File(const std::string& p) : path(p) {
+    fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw UserError(p + ": cannot open (" + std::strerror(errno) + ")");
-    struct stat st {};
-    ::fstat(fd, &st);
-    size = static_cast<size_t>(st.st_size);
-    void* m = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0) : nullptr;
-    ::close(fd);
-    if (m == MAP_FAILED) throw UserError(p + ": cannot map (" + std::strerror(errno) + ")");
-    base = static_cast<const unsigned char*>(m);
   }
-  ~Mapping() {
-    if (base) ::munmap(const_cast<unsigned char*>(base), size);
+  ~File() { ::close(fd); }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  // n bytes at byte `at`; UserError naming the file when it ends first (truncated under us).
+  void read(int64_t at, size_t n, void* buf) const {
+    auto* p = static_cast<char*>(buf);
+    while (n > 0) {
+      const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(at));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0)
+        throw UserError(path + ": cannot read " + std::to_string(n) + " bytes at offset " +
+                        std::to_string(at) +
+                        (got == 0 ? " (the file is shorter: truncated?)" : std::string(" (") +
+                                                                               std::strerror(errno) + ")"));
+      p += got, at += got, n -= static_cast<size_t>(got);
+    }
   }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
 };
 
 void Documents::push(const std::vector<int32_t>& seq) {
-  if (mapped()) throw std::logic_error("Documents::push on a mapped split");
+  if (on_disk()) throw std::logic_error("Documents::push on a split on disk");
   mem_.push(seq);
 }
 
 int64_t Documents::num_tokens() const {
-  return mapped() ? ntok_ : static_cast<int64_t>(mem_.tokens.size());
+  return on_disk() ? ntok_ : static_cast<int64_t>(mem_.tokens.size());
 }
 
 int64_t Documents::start(int64_t i) const {
-  if (!mapped()) return mem_.offsets[static_cast<size_t>(i)];
+  if (!on_disk()) return mem_.offsets[static_cast<size_t>(i)];
   int64_t at;
-  std::memcpy(&at, offsets_ + i, sizeof at);  // the file's offsets need not be 8-byte aligned
+  file_->read(offsets_at_ + 8 * i, sizeof at, &at);
   if (at < 0 || at > ntok_)
-    throw UserError(map_->path + ": /text/offsets[" + std::to_string(i) +
-                    "] = " + std::to_string(at) + " is outside the tokens");
+    throw UserError(file_->path + ": /text/offsets[" + std::to_string(i) + "] = " +
+                    std::to_string(at) + " is outside the tokens");
   return at;
 }
 
 void Documents::read(int64_t from, int64_t n, int32_t* out) const {
   if (from < 0 || n < 0 || from + n > num_tokens())
     throw std::out_of_range("Documents::read past the end");
-  if (!mapped()) {
+  if (!on_disk()) {
     std::copy_n(mem_.tokens.data() + from, n, out);
     return;
   }
-  const unsigned char* p = tokens_ + from * width_;
-  for (int64_t i = 0; i < n; ++i) {
-    if (width_ == 2) {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      out[i] = v;
-    } else {
-      std::memcpy(out + i, p + 4 * i, 4);
-    }
+  if (width_ == 4) {
+    file_->read(tokens_at_ + 4 * from, static_cast<size_t>(4 * n), out);
+  } else {  // uint16 on disk
+    std::vector<uint16_t> narrow(static_cast<size_t>(n));
+    file_->read(tokens_at_ + 2 * from, static_cast<size_t>(2 * n), narrow.data());
+    std::copy(narrow.begin(), narrow.end(), out);
+  }
+  for (int64_t i = 0; i < n; ++i)
     if (out[i] < 0 || out[i] >= vocab_)
-      throw UserError(map_->path + ": token id " + std::to_string(out[i]) + " at /text/tokens[" +
+      throw UserError(file_->path + ": token id " + std::to_string(out[i]) + " at /text/tokens[" +
                       std::to_string(from + i) + "] is outside the vocabulary (size " +
                       std::to_string(vocab_) + ")");
-  }
 }
 
 std::vector<int32_t> Documents::sequence(int64_t i) const {
   const int64_t s = start(i), e = start(i + 1);
-  if (e < s) throw UserError(map_->path + ": /text/offsets decrease at index " + std::to_string(i));
+  if (e < s)
+    throw UserError((file_ ? file_->path : std::string("split")) +
+                    ": /text/offsets decrease at index " + std::to_string(i));
   std::vector<int32_t> out(static_cast<size_t>(e - s));
   read(s, e - s, out.data());
   return out;
 }
 
 Ragged Documents::to_ragged() const {
-  if (!mapped()) return mem_;
+  if (!on_disk()) return mem_;
   Ragged r;
   r.tokens.resize(static_cast<size_t>(ntok_));
   read(0, ntok_, r.tokens.data());
   r.offsets.resize(static_cast<size_t>(count_ + 1));
-  for (int64_t i = 0; i <= count_; ++i) r.offsets[static_cast<size_t>(i)] = start(i);
+  file_->read(offsets_at_, static_cast<size_t>(8 * (count_ + 1)), r.offsets.data());
+  for (size_t i = 1; i < r.offsets.size(); ++i)
+    if (r.offsets[i] < r.offsets[i - 1] || r.offsets[i] > ntok_)
+      throw UserError(file_->path + ": /text/offsets decrease at index " + std::to_string(i));
   return r;
 }
 
-Documents Documents::map(std::shared_ptr<const Mapping> m, int64_t tokens_at, int width,
-                         int64_t offsets_at, int64_t count, int64_t num_tokens, int64_t vocab) {
+Documents Documents::in_file(std::shared_ptr<const File> f, int64_t tokens_at, int width,
+                             int64_t offsets_at, int64_t count, int64_t num_tokens,
+                             int64_t vocab) {
   Documents d;
-  d.tokens_ = num_tokens > 0 ? m->base + tokens_at : nullptr;
-  d.offsets_ = reinterpret_cast<const int64_t*>(m->base + offsets_at);
+  d.tokens_at_ = tokens_at;
+  d.offsets_at_ = offsets_at;
   d.width_ = width;
   d.count_ = count;
   d.ntok_ = num_tokens;
   d.vocab_ = vocab;
-  d.map_ = std::move(m);
+  d.file_ = std::move(f);
   return d;
 }
 
 namespace {
 
-// An lm split's /text, mapped where its datasets lie; nullopt when they cannot be (chunked, as
-// format 1 wrote them, or of another type): then they are read whole.
-std::optional<Documents> map_text(const std::string& path, hid_t root, int64_t vocab) {
+// An lm split's /text, read in place where its datasets lie; nullopt when they cannot be
+// (chunked, as format 1 wrote them, or of another type): then they are read whole.
+std::optional<Documents> text_in_place(const std::string& path, hid_t root, int64_t vocab) {
   h5::Handle g(H5Gopen2(root, "text", H5P_DEFAULT), H5Gclose);
   const auto t = h5::raw_layout(g.id(), "tokens", path);
   const auto o = h5::raw_layout(g.id(), "offsets", path);
@@ -124,13 +132,13 @@ std::optional<Documents> map_text(const std::string& path, hid_t root, int64_t v
                       (t.offset >= 0 || t.count == 0);
   if (!tok_ok || !o.integer || !o.little_endian || o.size != 8 || !o.is_signed || o.offset < 0)
     return std::nullopt;
-  auto m = std::make_shared<const Documents::Mapping>(path);
-  const auto end = [&](const h5::RawLayout& l) {
-    return static_cast<size_t>(l.offset) + static_cast<size_t>(l.count * l.size);
-  };
-  if ((t.count > 0 && end(t) > m->size) || end(o) > m->size || o.count < 1)
+  std::error_code ec;
+  const auto file_size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  const auto end = [](const h5::RawLayout& l) { return l.offset + l.count * l.size; };
+  if ((t.count > 0 && end(t) > file_size) || end(o) > file_size || o.count < 1)
     throw UserError(path + ": /text/tokens or /text/offsets run past the end of the file");
-  auto d = Documents::map(m, t.offset, t.size, o.offset, o.count - 1, t.count, vocab);
+  auto d = Documents::in_file(std::make_shared<const Documents::File>(path), t.offset, t.size,
+                              o.offset, o.count - 1, t.count, vocab);
   if (d.start(0) != 0 || d.start(d.size()) != t.count)
     throw UserError(path + ": /text/offsets do not match /text/tokens");
   return d;
@@ -287,8 +295,8 @@ TokenDataset read_tokens(const std::string& path, std::optional<DataKind> expect
   switch (kind) {
     case DataKind::kLm: {
       if (!h5::exists(root, "text")) throw UserError(path + ": missing group '/text'");
-      if (auto mapped = map_text(path, root, ds.vocab_size)) {
-        ds.lm().text = std::move(*mapped);
+      if (auto in_place = text_in_place(path, root, ds.vocab_size)) {
+        ds.lm().text = std::move(*in_place);
       } else {
         Ragged r;
         read_group("text", r);

@@ -15,8 +15,8 @@
 // answer, else 0; the same offsets).
 //
 // Both datasets are contiguous and uncompressed, so an lm split is not loaded: its tokens and
-// offsets are memory-mapped where they lie in the file, and a reader copies only the windows
-// it uses (Documents). The other kinds, small by nature, are read whole.
+// offsets are read where they lie in the file (pread at the datasets' byte offsets), only the
+// windows a reader uses (Documents). The other kinds, small by nature, are read whole.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -46,8 +46,11 @@ struct Ragged {
   }
 };
 
-// The documents of an lm split: in memory (built by push), or memory-mapped from a token file
-// and read window by window, so that a corpus larger than RAM trains in bounded memory.
+// The documents of an lm split: in memory (built by push), or on disk in a token file and read
+// window by window, so that a corpus larger than RAM trains in bounded memory. Reads are
+// positioned reads (pread), not a memory map: the process holds only the windows it copies
+// (a map's fault-around would count 64 KiB of cached file per random window against it), and a
+// file truncated under a run is an error naming it, not a SIGBUS.
 class Documents {
  public:
   Documents() = default;
@@ -61,21 +64,20 @@ class Documents {
   // below the vocabulary (UserError naming the file otherwise).
   void read(int64_t from, int64_t n, int32_t* out) const;
   std::vector<int32_t> sequence(int64_t i) const;
-  bool mapped() const { return map_ != nullptr; }
-  // All of it in memory (a copy when mapped): for writing and for small splits.
+  bool on_disk() const { return file_ != nullptr; }
+  // All of it in memory (read whole when on disk): for writing and for small splits.
   Ragged to_ragged() const;
 
-  struct Mapping;  // an mmap of a token file (tokens.cpp)
-  // The datasets at byte offsets of a mapped file: `width` 2 (uint16) or 4 (int32) bytes a
-  // token, `count` documents (count + 1 offsets).
-  static Documents map(std::shared_ptr<const Mapping> m, int64_t tokens_at, int width,
-                       int64_t offsets_at, int64_t count, int64_t num_tokens, int64_t vocab);
+  struct File;  // an open token file (tokens.cpp)
+  // The datasets at byte offsets of a file: `width` 2 (uint16) or 4 (int32) bytes a token,
+  // `count` documents (count + 1 offsets).
+  static Documents in_file(std::shared_ptr<const File> f, int64_t tokens_at, int width,
+                           int64_t offsets_at, int64_t count, int64_t num_tokens, int64_t vocab);
 
  private:
   Ragged mem_;
-  std::shared_ptr<const Mapping> map_;
-  const unsigned char* tokens_ = nullptr;
-  const int64_t* offsets_ = nullptr;
+  std::shared_ptr<const File> file_;
+  int64_t tokens_at_ = 0, offsets_at_ = 0;
   int width_ = 4;
   int64_t count_ = -1, ntok_ = 0, vocab_ = 0;
 };
@@ -149,8 +151,8 @@ void write_lm_from_files(const std::string& path, const TokenDataset& header,
                          const std::string& tokens_bin, const std::string& ends_bin,
                          int64_t documents, int64_t num_tokens);
 // Reads and validates (format, version, kind, offsets, ids < vocab_size). UserError naming the
-// file on any problem, including a kind other than `expect` (if given). An lm split is mapped,
-// not loaded: its ids are checked as they are read (Documents::read).
+// file on any problem, including a kind other than `expect` (if given). An lm split stays on
+// disk, not loaded: its ids are checked as they are read (Documents::read).
 TokenDataset read_tokens(const std::string& path, std::optional<DataKind> expect = std::nullopt);
 // Only the root attributes (cheap; used for up-to-date checks). Empty map if unreadable.
 std::map<std::string, std::string> read_token_attrs(const std::string& path);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Corpora as researchers ship them (docs/usage.md, "Your own corpus"): a directory of JSONL
-# shards, zstd- and gzip-compressed, prepared in a stream and trained on from the memory-mapped
-# split:
+# shards, zstd- and gzip-compressed, prepared in a stream and trained on from the split read
+# in place:
 # - prepare killed (SIGKILL) mid-split leaves no split that looks complete; the next prepare
 #   resumes it and the split equals the one an uninterrupted prepare writes;
 # - the tokens are stored as uint16 and the split is the same as the plain-text corpus's;
@@ -103,7 +103,7 @@ rm bad/train-00002.jsonl.gz
 check_bad "bad/train-00003.jsonl: the shard holds no document"
 echo "bad inputs: each named, exit 2, nothing left behind"
 
-# ---- training from the mapped split, killed and resumed: bit-identical
+# ---- training from the split on disk, killed and resumed: bit-identical
 expect_exit 0 "$ROPELAB" train corpus.yaml
 "$ROPELAB" train corpus.yaml run.name=killed >killed.log 2>&1 &
 pid=$!

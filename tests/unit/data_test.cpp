@@ -44,7 +44,7 @@ TEST(Tokens, RoundTripAndValidation) {
   auto ds = tiny_lm(5, 10);
   data::write_tokens(d.file("a.h5"), ds);
   auto back = data::read_tokens(d.file("a.h5"), data::DataKind::kLm);
-  EXPECT_TRUE(back.lm().text.mapped());  // read in place, not loaded
+  EXPECT_TRUE(back.lm().text.on_disk());  // read in place, not loaded
   EXPECT_EQ(back.lm().text.to_ragged().tokens, ds.lm().text.to_ragged().tokens);
   EXPECT_EQ(back.lm().text.to_ragged().offsets, ds.lm().text.to_ragged().offsets);
   for (int64_t i = 0; i < ds.lm().text.size(); ++i)

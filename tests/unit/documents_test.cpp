@@ -253,7 +253,7 @@ TEST(TokenWriter, StreamsResumesAndMatchesTheWholeWrite) {
     EXPECT_FALSE(fs::exists(part));
     auto back = data::read_tokens(out, data::DataKind::kLm);
     auto ref = data::read_tokens(d.file("whole.h5"), data::DataKind::kLm);
-    ASSERT_TRUE(back.lm().text.mapped());
+    ASSERT_TRUE(back.lm().text.on_disk());
     EXPECT_EQ(back.lm().text.to_ragged().tokens, whole.lm().text.to_ragged().tokens);
     EXPECT_EQ(back.lm().text.to_ragged().offsets, whole.lm().text.to_ragged().offsets);
     EXPECT_EQ(ref.lm().text.to_ragged().tokens, whole.lm().text.to_ragged().tokens);
@@ -272,7 +272,32 @@ TEST(TokenWriter, StreamsResumesAndMatchesTheWholeWrite) {
   }
 }
 
-// A mapped split gives the very batches of the same split held in memory: clm and mlm, joined
+// A split of format version 1 (int32 ids in chunked datasets, as earlier versions wrote) is
+// still read, whole; prepare rewrites it as version 2.
+TEST(TokenWriter, FormatOneIsReadWhole) {
+  TempDir d;
+  const std::string path = d.file("v1.h5");
+  {
+    auto f = h5::create_file(path);
+    h5::set_attr(f.id(), "format", std::string("ropelab.tokens"));
+    h5::set_attr(f.id(), "format_version", int64_t{1});
+    h5::set_attr(f.id(), "kind", std::string("lm"));
+    h5::set_attr(f.id(), "split", std::string("train"));
+    h5::set_attr(f.id(), "tokenizer", std::string("t"));
+    h5::set_attr(f.id(), "tokenizer_kind", std::string("byte"));
+    h5::set_attr(f.id(), "vocab_size", int64_t{100});
+    h5::set_attr(f.id(), "source_hash", std::string("h"));
+    auto g = h5::create_group(f.id(), "text", path);
+    h5::write_i32(g.id(), "tokens", {7, 8, 9, 10, 11});
+    h5::write_i64(g.id(), "offsets", {0, 2, 5});
+  }
+  auto ds = data::read_tokens(path, data::DataKind::kLm);
+  EXPECT_FALSE(ds.lm().text.on_disk());
+  EXPECT_EQ(ds.lm().text.sequence(1), (std::vector<int32_t>{9, 10, 11}));
+  EXPECT_EQ(data::read_token_attrs(path).at("format_version"), "1");
+}
+
+// A split read in place gives the very batches of the same split held in memory: clm and mlm, joined
 // and by documents, shuffled and in order.
 TEST(TokenWriter, MappedSplitGivesTheSameBatches) {
   TempDir d;
@@ -280,8 +305,8 @@ TEST(TokenWriter, MappedSplitGivesTheSameBatches) {
   for (const auto& x : some_docs(400, 200, 3)) mem.lm().text.push(x);
   // Ids below the specials are fine for the streams; MLM masks only ids >= Special::kCount.
   data::write_tokens(d.file("t.h5"), mem);
-  auto mapped = data::read_tokens(d.file("t.h5"));
-  ASSERT_TRUE(mapped.lm().text.mapped());
+  auto disk = data::read_tokens(d.file("t.h5"));
+  ASSERT_TRUE(disk.lm().text.on_disk());
   for (bool docs : {false, true})
     for (bool shuffle : {true, false}) {
       data::StreamOptions o;
@@ -291,7 +316,7 @@ TEST(TokenWriter, MappedSplitGivesTheSameBatches) {
       o.documents = docs;
       o.shuffle = shuffle;
       for (auto make : {data::make_lm_stream, data::make_mlm_stream}) {
-        auto a = make(mem, o), b = make(mapped, o);
+        auto a = make(mem, o), b = make(disk, o);
         ASSERT_EQ(a->batches_per_epoch(), b->batches_per_epoch());
         for (int64_t i = 0; i < a->batches_per_epoch(); ++i) {
           auto x = a->batch(1, i), y = b->batch(1, i);
