@@ -2,7 +2,7 @@
 # The scale benchmark of corpus preparation and training (BENCHMARKS.md, "Corpora at scale").
 # Not CI: it writes a few GB and takes tens of minutes on 2 cores.
 #
-#   bash scripts/bench_corpus.sh [--gb 2] [--steps 200] [--dir /var/tmp/ropelab-corpus] [--reuse]
+#   bash scripts/bench_corpus.sh [--gb 2] [--steps 200] [--rounds 3] [--dir DIR] [--reuse]
 #
 # --reuse keeps the prepared corpus and the preparation's figures of the last run (after a
 # change that affects training only).
@@ -14,14 +14,17 @@
 # 3. Prepares it (SentencePiece, vocabulary 8000) under /usr/bin/time: wall time, MB/s of
 #    text, peak memory (maximum resident set).
 # 4. Trains the LM bench shape (configs/bench/lm.yaml) for --steps steps on it and on the
-#    built-in corpus, interleaved (big, built-in, big, built-in): tokens/s and peak memory.
+#    built-in corpus, interleaved (big, built-in, big, built-in, ... --rounds times): tokens/s
+#    and peak memory, the median of each side's runs (a run's peak varies by up to 10% from
+#    one run to the next on either side).
 # Writes the report to runs/bench-corpus/report.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-gb=2 steps=200 dir=/var/tmp/ropelab-corpus reuse=0
+gb=2 steps=200 dir=/var/tmp/ropelab-corpus reuse=0 rounds=3
 while (($#)); do
   case $1 in
     --reuse) reuse=1; shift ;;
+    --rounds) rounds=$2; shift 2 ;;
     --gb) gb=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
@@ -107,7 +110,7 @@ print(sum(v) / len(v))")
   echo "$tps $kb"
 }
 declare -a big small
-for i in 1 2; do
+for ((i = 1; i <= rounds; i++)); do
   big+=("$(train_one "big-$i" "$out/corpus.yaml")")
   small+=("$(train_one "builtin-$i" configs/bench/lm.yaml)")
 done
@@ -118,10 +121,14 @@ import sys, platform
 a = sys.argv[1:]
 report, gb, zb, tb, zs, ps, pkb, ntok, steps, thr = a[:10]
 runs = [tuple(map(float, x.split())) for x in a[10:]]
-big, small = runs[:2], runs[2:]
-mean = lambda xs: sum(xs) / len(xs)
-bt, st = mean([r[0] for r in big]), mean([r[0] for r in small])
-bm, sm = max(r[1] for r in big) / 1024, max(r[1] for r in small) / 1024
+half = len(runs) // 2
+big, small = runs[:half], runs[half:]
+def median(xs):
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+bt, st = median([r[0] for r in big]), median([r[0] for r in small])
+bm, sm = median([r[1] for r in big]) / 1024, median([r[1] for r in small]) / 1024
+each = lambda rs: ", ".join(f"{r[0]:.0f} tok/s {r[1]/1024:.0f} MiB" for r in rs)
 tb, zb, zs, ps = float(tb), float(zb), float(zs), float(ps)
 lines = [
   "# Corpus scale benchmark", "",
@@ -135,8 +142,10 @@ lines = [
   f"| train on it ({steps} steps, LM bench shape) | {bt:.0f} tokens/s, peak {bm:.0f} MiB |",
   f"| train on the built-in corpus | {st:.0f} tokens/s, peak {sm:.0f} MiB |",
   f"| ratio | tokens/s {bt/st:.3f}, peak memory {bm/sm:.3f} |", "",
-  "Training runs interleaved (big, built-in, big, built-in); tokens/s is the mean of the "
-  "logged rows after the first, peak memory the larger of the two runs.",
+  f"Training runs interleaved ({half} rounds of big then built-in); a run's tokens/s is the "
+  "mean of its logged rows after the first, its peak the maximum resident set; the table "
+  "gives each side's median.", "",
+  f"- on it: {each(big)}", f"- built-in: {each(small)}",
 ]
 open(report, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

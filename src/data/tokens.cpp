@@ -35,8 +35,8 @@ struct Documents::File {
       if (got <= 0)
         throw UserError(path + ": cannot read " + std::to_string(n) + " bytes at offset " +
                         std::to_string(at) +
-                        (got == 0 ? " (the file is shorter: truncated?)" : std::string(" (") +
-                                                                               std::strerror(errno) + ")"));
+                        (got == 0 ? " (the file is shorter: truncated?)"
+                                  : std::string(" (") + std::strerror(errno) + ")"));
       p += got, at += got, n -= static_cast<size_t>(got);
     }
   }
@@ -56,8 +56,8 @@ int64_t Documents::start(int64_t i) const {
   int64_t at;
   file_->read(offsets_at_ + 8 * i, sizeof at, &at);
   if (at < 0 || at > ntok_)
-    throw UserError(file_->path + ": /text/offsets[" + std::to_string(i) + "] = " +
-                    std::to_string(at) + " is outside the tokens");
+    throw UserError(file_->path + ": /text/offsets[" + std::to_string(i) +
+                    "] = " + std::to_string(at) + " is outside the tokens");
   return at;
 }
 
@@ -106,8 +106,7 @@ Ragged Documents::to_ragged() const {
 }
 
 Documents Documents::in_file(std::shared_ptr<const File> f, int64_t tokens_at, int width,
-                             int64_t offsets_at, int64_t count, int64_t num_tokens,
-                             int64_t vocab) {
+                             int64_t offsets_at, int64_t count, int64_t num_tokens, int64_t vocab) {
   Documents d;
   d.tokens_at_ = tokens_at;
   d.offsets_at_ = offsets_at;

@@ -297,8 +297,8 @@ TEST(TokenWriter, FormatOneIsReadWhole) {
   EXPECT_EQ(data::read_token_attrs(path).at("format_version"), "1");
 }
 
-// A split read in place gives the very batches of the same split held in memory: clm and mlm, joined
-// and by documents, shuffled and in order.
+// A split read in place gives the very batches of the same split held in memory: clm and mlm,
+// joined and by documents, shuffled and in order.
 TEST(TokenWriter, MappedSplitGivesTheSameBatches) {
   TempDir d;
   auto mem = header(200);
