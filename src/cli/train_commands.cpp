@@ -92,7 +92,10 @@ void register_training(CLI::App& app) {
   add(app, "prepare",
       "Make the data a config needs: export the built-in corpus (or read yours), train the\n"
       "tokenizer, and write HDF5 token datasets per split under data.prepared_dir. Stages that\n"
-      "are up to date are skipped; nothing half-written is ever left in place.",
+      "are up to date are skipped; nothing half-written is ever left in place.\n"
+      "Your text may be plain lines or JSON lines (data.format, data.text_field), gzip- or\n"
+      "zstd-compressed, in one file, a directory of shards or a glob. A language-model split\n"
+      "is streamed in bounded memory, and a stopped or killed prepare resumes where it was.",
       add_config_and_overrides, cmd_prepare);
   add(
       app, "train",
