@@ -670,7 +670,8 @@ Prepared prepare(const Plan& plan, int threads) {
       prepare_lm_split(plan, si, *tok, ds, out, threads);
       p.splits[si.split] = out;
       continue;
-    } else if (plan.kind == config::DataKind::kParallel) {
+    }
+    if (plan.kind == config::DataKind::kParallel) {
       auto [src, tgt] = text::read_parallel(si.files[0], si.files[1]);
       Progress bar("encode " + si.split, static_cast<int64_t>(2 * src.size()), "line");
       int64_t done = 0;
