@@ -465,19 +465,11 @@ void check_synthetic(const config::DataConfig& d, int64_t max_len) {
 }  // namespace
 
 std::vector<std::string> read_documents(const std::string& path, const std::string& separator) {
+  text::DocumentOptions o;
+  o.separator = separator;
+  text::DocumentReader reader({path}, o);
   std::vector<std::string> docs;
-  std::string cur;
-  for (auto& l : read_lines(path)) {
-    if (separator.empty()) {
-      if (!l.empty()) docs.push_back(std::move(l));
-    } else if (l == separator) {
-      if (!cur.empty()) docs.push_back(std::move(cur));
-      cur.clear();
-    } else {
-      cur += (cur.empty() ? "" : "\n") + l;
-    }
-  }
-  if (!cur.empty()) docs.push_back(std::move(cur));
+  for (text::Document d; reader.next(&d);) docs.push_back(std::move(d.text));
   return docs;
 }
 

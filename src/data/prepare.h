@@ -60,8 +60,10 @@ struct Plan {
 // it. UserError naming the key when data.synthetic is out of the generator's bounds.
 Plan plan(const config::DataConfig& d, int64_t max_len);
 
-// The documents of a text file: one per non-empty line, or with `separator` the lines between
-// separator lines joined by newlines (empty documents dropped).
+// The documents of a text file (gzip or zstd too): one per non-empty line, or with `separator`
+// the lines between separator lines joined by newlines (empty documents dropped). The reader
+// prepare streams with (text::DocumentReader), read whole; UserError naming the file if it
+// holds no document.
 std::vector<std::string> read_documents(const std::string& path, const std::string& separator);
 
 // What a prepared plan holds.
