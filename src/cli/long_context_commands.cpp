@@ -97,7 +97,8 @@ void register_long_context(CLI::App& app) {
         add_common(sub);
         sub.add_option("--split", long_opts.split, "valid or test")->capture_default_str();
         sub.add_option("--text", long_opts.text,
-                       "a text file to read instead of a split, tokenized with the run's "
+                       "a text file (plain, gzip or zstd) to read instead of a split, tokenized "
+                       "with the run's "
                        "tokenizer (an imported checkpoint's too): a document per line, or see "
                        "--separator");
         sub.add_option("--separator", long_opts.separator,
