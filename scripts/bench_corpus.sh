@@ -3,9 +3,11 @@
 # Not CI: it writes a few GB and takes tens of minutes on 2 cores.
 #
 #   bash scripts/bench_corpus.sh [--gb 2] [--steps 200] [--rounds 3] [--dir DIR] [--reuse]
+#                                [--memory-only]
 #
 # --reuse keeps the prepared corpus and the preparation's figures of the last run (after a
-# change that affects training only).
+# change that affects training only). --memory-only skips the timed trainings (step 4), for a
+# machine that is busy with something else: peak memory does not depend on the time.
 #
 # 1. Generates a JSONL.zst corpus of at least --gb GB of text in 4 shards: documents of 5-60
 #    sentences drawn at random from the built-in English corpus (about 3 KB each, the size of a
@@ -15,20 +17,25 @@
 #    text, peak memory (maximum resident set).
 # 4. Trains the LM bench shape (configs/bench/lm.yaml) for --steps steps on it and on the
 #    built-in corpus, interleaved (big, built-in, big, built-in, ... --rounds times): tokens/s
-#    and peak memory, the median of each side's runs (a run's peak varies by up to 10% from
-#    one run to the next on either side).
+#    and peak memory, the median of each side's runs.
+# 5. The memory the training holds, without the allocator's noise: the same trainings for 30
+#    steps with glibc's default malloc (ROPELAB_KEEP_MALLOC=1), --rounds times each. ropelab's
+#    default keeps freed memory in its heap (docs/platform-notes.md), and that heap's high-water
+#    mark varies by up to 25% from one run of a config to the next; with glibc's defaults the
+#    large blocks are returned on free and the peak is within a few MiB from run to run.
 # Writes the report to runs/bench-corpus/report.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-gb=2 steps=200 dir=/var/tmp/ropelab-corpus reuse=0 rounds=3
+gb=2 steps=200 dir=/var/tmp/ropelab-corpus reuse=0 rounds=3 speed=1
 while (($#)); do
   case $1 in
     --reuse) reuse=1; shift ;;
+    --memory-only) speed=0; shift ;;
     --rounds) rounds=$2; shift 2 ;;
     --gb) gb=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
-    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,26p "$0"; exit 0 ;;
     *) echo "bench_corpus: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -93,11 +100,11 @@ prep_kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/prepare.time
 ntok=$(/usr/bin/python3 -c "import h5py,glob; f=h5py.File(glob.glob('$dir/prepared/*/*/train.h5')[0]); print(len(f['text/tokens']))")
 
 # ---- 4. training, interleaved
-train_one() {  # train_one NAME CONFIG ARGS...: prints "tokens_per_s peak_kb"
-  local name=$1 cfg=$2; shift 2
+train_one() {  # train_one NAME CONFIG STEPS ARGS...: prints "tokens_per_s peak_kb"
+  local name=$1 cfg=$2 n=$3; shift 3
   rm -rf "$out/runs/$name"
   /usr/bin/time -v "$ropelab" train "$cfg" run.name="$name" run.out_dir="$(pwd)/$out/runs" \
-    run.threads="$threads" train.max_steps="$steps" train.eval_every=0 train.checkpoint_every=0 \
+    run.threads="$threads" train.max_steps="$n" train.eval_every=0 train.checkpoint_every=0 \
     train.schedule.warmup=10 \
     "$@" >"$out/$name.log" 2>"$out/$name.time"
   local tps kb
@@ -109,26 +116,34 @@ print(sum(v) / len(v))")
   kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/$name.time")
   echo "$tps $kb"
 }
-declare -a big small
+declare -a big=() small=() mbig=() msmall=()
+if ((speed)); then
+  for ((i = 1; i <= rounds; i++)); do
+    big+=("$(train_one "big-$i" "$out/corpus.yaml" "$steps")")
+    small+=("$(train_one "builtin-$i" configs/bench/lm.yaml "$steps")")
+  done
+fi
+
+# ---- 5. the memory held, with glibc's default malloc
 for ((i = 1; i <= rounds; i++)); do
-  big+=("$(train_one "big-$i" "$out/corpus.yaml")")
-  small+=("$(train_one "builtin-$i" configs/bench/lm.yaml)")
+  mbig+=("$(ROPELAB_KEEP_MALLOC=1 train_one "mem-big-$i" "$out/corpus.yaml" 30)")
+  msmall+=("$(ROPELAB_KEEP_MALLOC=1 train_one "mem-builtin-$i" configs/bench/lm.yaml 30)")
 done
 
-/usr/bin/python3 - "$report" "$gb" "$zbytes" "$tbytes" "$zcat_s" "$prep_s" "$prep_kb" "$ntok" \
-  "$steps" "$threads" "${big[@]}" "${small[@]}" <<'PY'
+/usr/bin/python3 - "$report" "$zbytes" "$tbytes" "$zcat_s" "$prep_s" "$prep_kb" "$ntok" \
+  "$steps" "$threads" "$rounds" "${big[@]}" "${small[@]}" "${mbig[@]}" "${msmall[@]}" <<'PY'
 import sys, platform
 a = sys.argv[1:]
-report, gb, zb, tb, zs, ps, pkb, ntok, steps, thr = a[:10]
+report, zb, tb, zs, ps, pkb, ntok, steps, thr, rounds = a[:10]
 runs = [tuple(map(float, x.split())) for x in a[10:]]
-half = len(runs) // 2
-big, small = runs[:half], runs[half:]
+r = int(rounds)
+mem_big, mem_small = runs[-2 * r:-r], runs[-r:]
+big, small = runs[:(len(runs) - 2 * r) // 2], runs[(len(runs) - 2 * r) // 2:-2 * r]
 def median(xs):
     xs = sorted(xs)
     return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
-bt, st = median([r[0] for r in big]), median([r[0] for r in small])
-bm, sm = median([r[1] for r in big]) / 1024, median([r[1] for r in small]) / 1024
-each = lambda rs: ", ".join(f"{r[0]:.0f} tok/s {r[1]/1024:.0f} MiB" for r in rs)
+mib = lambda rs: [x[1] / 1024 for x in rs]
+each = lambda rs: ", ".join(f"{x[0]:.0f} tok/s {x[1]/1024:.0f} MiB" for x in rs)
 tb, zb, zs, ps = float(tb), float(zb), float(zs), float(ps)
 lines = [
   "# Corpus scale benchmark", "",
@@ -139,14 +154,31 @@ lines = [
   f"| `zstdcat \\| wc -c` | {zs:.1f} s, {tb/1e6/zs:.0f} MB/s |",
   f"| prepare | {ps:.0f} s, {tb/1e6/ps:.1f} MB/s of text, {int(ntok)/ps/1e6:.2f}M tokens/s |",
   f"| prepare peak memory | {int(pkb)/1024/1024:.2f} GiB |",
-  f"| train on it ({steps} steps, LM bench shape) | {bt:.0f} tokens/s, peak {bm:.0f} MiB |",
-  f"| train on the built-in corpus | {st:.0f} tokens/s, peak {sm:.0f} MiB |",
-  f"| ratio | tokens/s {bt/st:.3f}, peak memory {bm/sm:.3f} |", "",
-  f"Training runs interleaved ({half} rounds of big then built-in); a run's tokens/s is the "
-  "mean of its logged rows after the first, its peak the maximum resident set; the table "
-  "gives each side's median.", "",
-  f"- on it: {each(big)}", f"- built-in: {each(small)}",
 ]
+if big:
+    bt, st = median([x[0] for x in big]), median([x[0] for x in small])
+    bm, sm = median(mib(big)), median(mib(small))
+    lines += [
+      f"| train on it ({steps} steps, LM bench shape) | {bt:.0f} tokens/s, peak {bm:.0f} MiB |",
+      f"| train on the built-in corpus | {st:.0f} tokens/s, peak {sm:.0f} MiB |",
+      f"| ratio | tokens/s {bt/st:.3f}, peak memory {bm/sm:.3f} |"]
+mb, ms = mib(mem_big), mib(mem_small)
+lines += [
+  f"| memory held, glibc malloc (30 steps), on it | {median(mb):.0f} MiB ({min(mb):.0f}-{max(mb):.0f}) |",
+  f"| memory held, glibc malloc (30 steps), built-in | {median(ms):.0f} MiB ({min(ms):.0f}-{max(ms):.0f}) |",
+  f"| ratio | peak memory {median(mb)/median(ms):.3f} |", ""]
+if big:
+    lines += [
+      f"Timed training runs interleaved ({len(big)} rounds of big then built-in); a run's "
+      "tokens/s is the mean of its logged rows after the first, its peak the maximum resident "
+      "set; the table gives each side's median.", "",
+      f"- on it: {each(big)}", f"- built-in: {each(small)}", ""]
+else:
+    lines += ["Timed trainings skipped (--memory-only).", ""]
+lines += [
+  f"Memory runs ({r} rounds of big then built-in, ROPELAB_KEEP_MALLOC=1): maximum resident set.",
+  "", f"- on it: {', '.join(f'{x:.0f}' for x in mb)} MiB",
+  f"- built-in: {', '.join(f'{x:.0f}' for x in ms)} MiB"]
 open(report, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
