@@ -42,7 +42,8 @@ Install these yourself, then run: ROPELAB_SKIP_APT=1 bash scripts/setup.sh
   - libgloo headers (Debian: libgloo-dev; a PyTorch wheel ships its own)
   - SentencePiece (library + spm_train), HDF5 (C library + h5dump), spdlog/fmt, yaml-cpp,
     GoogleTest, CLI11, xxHash, nlohmann-json
-  - python3 with h5py and matplotlib (plots), and torch (the golden tests' reference)
+  - python3 with h5py and matplotlib (plots), torch (the golden tests' reference) and protobuf
+    (the test that reads TensorBoard event files back)
   - the SWORD Bible modules KJV, WEB and SpaRV1909 with diatheke (the built-in corpora)
 See docs/platform-notes.md for the details per platform.
 MSG
@@ -57,8 +58,11 @@ PACKAGES=(
   libtorch-dev libgloo-dev libopenblas0-pthread libsentencepiece-dev sentencepiece libhdf5-dev hdf5-tools
   libspdlog-dev libyaml-cpp-dev libgtest-dev libcli11-dev libxxhash-dev nlohmann-json3-dev
   zlib1g-dev libzstd-dev
-  # plots, and the independent Python reference used by the golden tests
-  python3-h5py python3-matplotlib python3-torch python3-sentencepiece
+  # the zstd command: tests/e2e/corpora.sh and scripts/bench_corpus.sh compress their shards
+  zstd
+  # plots, and the independent Python reference used by the golden tests; python3-protobuf
+  # reads the TensorBoard event files in tests/e2e/tensorboard.sh
+  python3-h5py python3-matplotlib python3-torch python3-sentencepiece python3-protobuf
   # the built-in corpora: public-domain Bibles exported with diatheke
   diatheke sword-text-kjv sword-text-web sword-text-sparv
 )

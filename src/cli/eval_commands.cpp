@@ -10,6 +10,7 @@
 #include "eval/ids.h"
 #include "lab/compare.h"
 #include "lab/probe.h"
+#include "lab/tensorboard_export.h"
 #include "util/error.h"
 #include "util/signals.h"
 
@@ -88,6 +89,17 @@ int cmd_compare() {
   o.smoothing = eval_opts.smooth;
   o.plots = !eval_opts.no_plots;
   lab::compare_runs(eval_opts.runs, o);
+  return 0;
+}
+
+int cmd_export_tensorboard() {
+  for (const auto& run : eval_opts.runs) {
+    auto s = lab::export_tensorboard(run);
+    std::cout << "wrote " << s.dir << ": " << s.scalars << " scalars, " << s.results
+              << " result file(s)" << (s.replaced ? " (the old event files replaced)" : "") << "\n";
+  }
+  std::cout << "view them with: tensorboard --logdir "
+            << (eval_opts.runs.size() == 1 ? eval_opts.runs[0] : std::string("PARENT_DIR")) << "\n";
   return 0;
 }
 
@@ -182,6 +194,16 @@ void register_evaluation(CLI::App& app) {
         sub.add_flag("--no-plots", eval_opts.no_plots, "tables only");
       },
       cmd_compare);
+  add(
+      app, "export-tensorboard",
+      "Write a run's TensorBoard event files (RUN/tensorboard) from its files: every train and\n"
+      "valid series of metrics.h5 at its step, the config as text, its settings as hparams,\n"
+      "and the numbers of eval-*.json and probe.json. Training writes these as it goes\n"
+      "(run.tensorboard, on by default); this is for runs trained without them. Replaces the\n"
+      "run's event files, holding its lock (not while it trains). Then: tensorboard --logdir\n"
+      "RUNS_DIR (docs/tensorboard.md).",
+      [](CLI::App& sub) { sub.add_option("runs", eval_opts.runs, "run directories")->required(); },
+      cmd_export_tensorboard);
   add(
       app, "ablate",
       "Run an experiment: train every variant of a base config (same data order and seed;\n"

@@ -559,6 +559,7 @@ struct RunConfig {
   int64_t threads = 0;
   std::string device = "auto";
   bool deterministic = false;
+  bool tensorboard = true;
   template <class V>
   void visit(V& v) {
     v("name", name, "run name; outputs go to out_dir/name");
@@ -573,6 +574,10 @@ struct RunConfig {
     v("deterministic", deterministic,
       "bit-reproducible GPU runs: libtorch's deterministic algorithms, a fixed cuBLAS workspace "
       "and the unfused attention (slower); the CPU path is deterministic either way");
+    v("tensorboard", tensorboard,
+      "write TensorBoard event files to out_dir/name/tensorboard (metrics, config, hparams, "
+      "evaluation and probe results); `ropelab export-tensorboard` writes them for runs that "
+      "have none");
   }
 };
 

@@ -15,6 +15,7 @@
 #include "model/position/rope_frequencies.h"
 #include "model/span.h"
 #include "run/run.h"
+#include "run/tensorboard.h"
 #include "tasks/task.h"
 #include "util/device.h"
 #include "util/dir_lock.h"
@@ -198,6 +199,7 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   EvalReport r;
   r.run_dir = run_dir;
   r.checkpoint = rm.checkpoint;
+  r.step = rm.step;
   r.split = split;
   r.rope_scaling = rope_scaling;
   r.train_seq_len = c.task.seq_len;
@@ -260,6 +262,7 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   }
   nlohmann::json j;
   j["checkpoint"] = r.checkpoint;
+  j["step"] = r.step;
   j["split"] = split;
   if (!rope_scaling.empty()) j["rope_scaling"] = rope_scaling;
   j["metrics"] = r.metrics;
@@ -272,6 +275,7 @@ EvalReport evaluate_run(const std::string& run_dir, const std::string& split,
   std::string name = "eval-" + split +
                      (rope_scaling.empty() ? "" : "-" + rope_scaling_tag(rope_scaling)) + ".json";
   fs::write_file_atomic((stdfs::path(run_dir) / name).string(), j.dump(2) + "\n");
+  run::append_results(run_dir, "eval/" + stdfs::path(name).stem().string(), j, r.step);
   return r;
 }
 

@@ -22,6 +22,7 @@ struct LengthRow {
 };
 struct EvalReport {
   std::string run_dir, checkpoint, split;
+  int64_t step = 0;          // the checkpoint's
   std::string rope_scaling;  // METHOD:FACTOR applied at evaluation time, or empty
   int64_t train_seq_len = 0;
   std::map<std::string, double> metrics;

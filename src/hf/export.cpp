@@ -66,9 +66,14 @@ std::map<std::string, std::string> tokenizer_files(const config::Config& c, cons
     keep("tokenizer_config.json");
     keep("special_tokens_map.json");
   } else if (t.type == TokenizerType::kSpm && cls.rfind("Llama", 0) == 0 &&
+             stdfs::is_directory(hf)) {
+    // An imported checkpoint that came without a tokenizer: its data section is the default
+    // one, whose prepared model (if the working directory has one) is not this checkpoint's.
+    note = "no tokenizer written: the imported checkpoint came without one";
+  } else if (t.type == TokenizerType::kSpm && cls.rfind("Llama", 0) == 0 &&
              !stdfs::is_regular_file(plan.tokenizer_path)) {
     note = "no tokenizer written: the run's SentencePiece model " + plan.tokenizer_path +
-           " does not exist (an imported checkpoint without one, or data never prepared)";
+           " does not exist (data never prepared)";
   } else if (t.type == TokenizerType::kSpm && cls.rfind("Llama", 0) == 0) {
     // ropelab's own SentencePiece model: LlamaTokenizer reads it (specials from the model).
     files["tokenizer.model"] = fs::read_file(plan.tokenizer_path);

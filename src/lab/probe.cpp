@@ -15,6 +15,7 @@
 #include "eval/evaluate.h"
 #include "lab/stats.h"
 #include "run/run.h"
+#include "run/tensorboard.h"
 #include "tasks/task.h"
 #include "train/trainer.h"
 #include "util/device.h"
@@ -97,6 +98,7 @@ ProbeReport probe_synthetic(const std::string& run_dir, const ProbeOptions& o) {
   const bool needle = data::synthetic::has_depth(src);  // passkey, niah: a depth grid
   ProbeReport r;
   r.run_dir = run_dir;
+  r.step = rm.step;
   r.task = config::to_string(src);
   r.metric = "exact";
   r.higher = true;
@@ -158,6 +160,7 @@ ProbeReport probe_text(const std::string& run_dir, const config::Config& c, cons
   for (auto m : o.multipliers) lengths.push_back(m * c.task.seq_len);
   r.sizes = lengths;
   auto rep = eval::evaluate_run(run_dir, "valid", lengths, o.eval_tokens, /*use_best=*/true);
+  r.step = rep.step;
   for (const auto& row : rep.lengths) {
     auto it = row.metrics.find("ppl");
     r.value.push_back(row.applicable && it != row.metrics.end() ? it->second : NAN);
@@ -201,6 +204,7 @@ ProbeReport probe_run(const std::string& run_dir, const ProbeOptions& o) {
                     c.task.type());
   nlohmann::json j;
   j["task"] = r.task;
+  j["step"] = r.step;
   j["metric"] = r.metric;
   j["higher_is_better"] = r.higher;
   j["train_size"] = r.train_size;
@@ -219,6 +223,7 @@ ProbeReport probe_run(const std::string& run_dir, const ProbeOptions& o) {
   }
   const auto dir = stdfs::path(run_dir);
   fs::write_file_atomic((dir / "probe.json").string(), j.dump(1) + "\n");
+  run::append_results(run_dir, "probe", j, r.step);
   std::string md = probe_markdown(r);
   if (o.plot) {
     if (draw_plot("probe", (dir / "probe.json").string())) md += "\n![probe](probe.png)\n";

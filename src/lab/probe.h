@@ -28,6 +28,7 @@ struct ProbeOptions {
 
 struct ProbeReport {
   std::string run_dir, task;  // task: the data source (synthetic-copy, ..., or bible-en)
+  int64_t step = 0;           // the checkpoint's
   std::string metric;         // "exact" (higher is better) or "ppl" (lower is better)
   bool higher = true;
   int64_t train_size = 0;  // L: instance size or training length in tokens

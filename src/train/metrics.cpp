@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "config/loader.h"
+#include "run/tensorboard.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -100,7 +101,11 @@ void truncate_jsonl(const std::string& path, int64_t max_step) {
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& run_dir, const std::map<std::string, std::string>& attrs,
-                       int64_t resume_step) {
+                       int64_t resume_step, bool tensorboard)
+    : run_dir_(run_dir),
+      resume_step_(std::max<int64_t>(0, resume_step)),
+      tensorboard_(tensorboard) {
+  if (auto it = attrs.find("config"); it != attrs.end()) config_ = it->second;
   std::string path = (stdfs::path(run_dir) / "metrics.h5").string();
   path_ = path;
   bool fresh = resume_step <= 0 || !fs::exists(path);
@@ -135,6 +140,7 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::log(const std::string& group, const std::map<std::string, double>& row) {
+  if (tensorboard_) log_tensorboard(group, row);
   auto& g = groups_[group];
   if (!g.valid()) {
     g = h5::exists(file_.id(), group)
@@ -152,6 +158,23 @@ void MetricsLog::log(const std::string& group, const std::map<std::string, doubl
   }
   std::fprintf(jsonl_, "%s}\n", line.c_str());
   if (++since_flush_ >= 20) flush();
+}
+
+void MetricsLog::log_tensorboard(const std::string& group,
+                                 const std::map<std::string, double>& row) {
+  if (!tb_) {
+    // Opened with the first row: a finished run run again (ablate) logs none and adds no file.
+    tb_ = std::make_unique<tb::EventWriter>(run::tensorboard_dir(run_dir_));
+    run::write_run_header(*tb_, config_, resume_step_ > 0 ? resume_step_ + 1 : 0);
+  }
+  auto step = row.find("step");
+  if (step == row.end()) return;
+  for (const auto& [k, v] : row)
+    if (k != "step") tb_->scalar(group + "/" + k, static_cast<int64_t>(step->second), v);
+}
+
+void MetricsLog::finished() {
+  if (tb_) tb_->session_end(true);
 }
 
 void MetricsLog::flush() {
@@ -256,13 +279,14 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
 
 MetricsLogger::MetricsLogger(std::string run_dir, std::map<std::string, std::string> attrs,
                              RowOf row_of, int64_t log_every, int64_t max_steps,
-                             std::vector<Note> notes)
+                             std::vector<Note> notes, bool tensorboard)
     : run_dir_(std::move(run_dir)),
       attrs_(std::move(attrs)),
       row_of_(std::move(row_of)),
       log_every_(log_every),
       max_steps_(max_steps),
-      notes_(std::move(notes)) {}
+      notes_(std::move(notes)),
+      tensorboard_(tensorboard) {}
 
 MetricsLogger::~MetricsLogger() {
   if (log_) log::drop_log_files();
@@ -271,7 +295,7 @@ MetricsLogger::~MetricsLogger() {
 void MetricsLogger::open(int64_t step, double tokens, const std::vector<double>& window) {
   restored_ = window;
   log::add_log_file((stdfs::path(run_dir_) / "train.log").string());
-  log_ = std::make_unique<MetricsLog>(run_dir_, attrs_, step);
+  log_ = std::make_unique<MetricsLog>(run_dir_, attrs_, step, tensorboard_);
   for (const auto& n : notes_) {
     if (n.warning)
       spdlog::warn("{}", n.text);
@@ -362,9 +386,11 @@ void MetricsLogger::sync() {
   if (log_) log_->sync();
 }
 
-void MetricsLogger::finish() {
+void MetricsLogger::finish(bool completed) {
   if (bar_) bar_->finish();
-  if (log_) log_->flush();
+  if (!log_) return;
+  log_->flush();
+  if (completed) log_->finished();
 }
 
 }  // namespace ropelab::train

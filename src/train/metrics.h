@@ -7,6 +7,8 @@
 //     /train/<series>   float64 [n]  step, tokens, loss, ppl, acc, (bpb), lr, grad_norm,
 //     tokens_per_s /valid/<series>   float64 [n]  step, tokens, loss, ppl, acc, (bpb), lr,
 //     tokens_per_s
+// With run.tensorboard, every row goes to RUN/tensorboard too (run/tensorboard.h): an event file
+// per process that logs a row, starting with a session start at the step it continues from.
 // Every series of a group has the same length. The file is flushed every 20 appends and on
 // close, so a killed run leaves a readable file; before each checkpoint commits, sync() makes
 // every row up to it durable, so a resumed run never has holes. On resume, rows past the
@@ -25,13 +27,16 @@
 #include "util/dir_lock.h"
 #include "util/h5.h"
 #include "util/progress.h"
+#include "util/tfevents.h"
 
 namespace ropelab::train {
 
 class MetricsLog {
  public:
+  // `tensorboard`: also write the rows as TensorBoard scalars (attrs["config"] becomes the
+  // event files' config text and hparams).
   MetricsLog(const std::string& run_dir, const std::map<std::string, std::string>& attrs,
-             int64_t resume_step);
+             int64_t resume_step, bool tensorboard = false);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -40,9 +45,15 @@ class MetricsLog {
   void flush();
   // flush() + fsync of metrics.h5 and metrics.jsonl (UserError naming the file on failure).
   void sync();
+  // The run has finished: TensorBoard's hparams view marks it done (when events were written).
+  void finished();
 
  private:
-  std::string path_, jpath_;
+  void log_tensorboard(const std::string& group, const std::map<std::string, double>& row);
+  std::string path_, jpath_, run_dir_, config_;
+  int64_t resume_step_ = 0;
+  bool tensorboard_ = false;
+  std::unique_ptr<tb::EventWriter> tb_;  // opened with the first row
   h5::Handle file_;
   std::map<std::string, h5::Handle> groups_;
   std::map<std::string, std::map<std::string, std::unique_ptr<h5::Series>>> series_;
@@ -81,8 +92,10 @@ class MetricsLogger {
     std::string text;
   };
   // `attrs`: metrics.h5's root attributes; `row_of`: the task's metrics of a window's sums.
+  // `tensorboard`: the rows go to RUN/tensorboard too (run.tensorboard).
   MetricsLogger(std::string run_dir, std::map<std::string, std::string> attrs, RowOf row_of,
-                int64_t log_every, int64_t max_steps, std::vector<Note> notes = {});
+                int64_t log_every, int64_t max_steps, std::vector<Note> notes = {},
+                bool tensorboard = false);
   ~MetricsLogger();  // closes train.log
   MetricsLogger(const MetricsLogger&) = delete;
   MetricsLogger& operator=(const MetricsLogger&) = delete;
@@ -110,7 +123,8 @@ class MetricsLogger {
   void resume() { t_log_ += clock::now() - paused_at_; }
   // Every row so far durable (before a checkpoint commits).
   void sync();
-  void finish();
+  // The end of the loop; `completed`: the run reached max_steps (not stopped by a signal).
+  void finish(bool completed);
 
  private:
   using clock = std::chrono::steady_clock;
@@ -119,6 +133,7 @@ class MetricsLogger {
   RowOf row_of_;
   int64_t log_every_, max_steps_;
   std::vector<Note> notes_;
+  bool tensorboard_;
   std::unique_ptr<MetricsLog> log_;
   std::unique_ptr<Progress> bar_;
   tasks::StepSums window_;

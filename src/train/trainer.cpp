@@ -254,7 +254,7 @@ TrainResult Trainer::run() {
     if (last || due(cfg_.train.checkpoint_every)) save();
     if (logger_) logger_->resume();
   }
-  if (logger_) logger_->finish();
+  if (logger_) logger_->finish(st_.step >= max_steps);
   if (stop_) {
     spdlog::warn("stopping on signal at step {}: {}", st_.step,
                  world_.is_main() ? "saving a checkpoint" : "rank 0 saves the checkpoint");
@@ -378,7 +378,7 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
                                            {"params", std::to_string(n_params)},
                                            {"origin", r.position_changes.empty() ? "" : origin}},
         [&task_ref](const tasks::HostSums& s) { return task_ref.metrics(s); }, c.train.log_every,
-        c.train.max_steps, std::move(notes));
+        c.train.max_steps, std::move(notes), c.run.tensorboard);
   }
   t.with_run(std::make_unique<Checkpointer>(run_dir, c, c.train.keep_last, o.restart,
                                             o.allow_config_change),
