@@ -7,7 +7,7 @@
 #
 # TENSORBOARD_TREE holds tensorboard/ (e.g. `git archive HEAD tensorboard | tar -x -C DIR` of
 # github.com/tensorflow/tensorboard). Without LOGDIR it makes one with build/bin/ropelab: a
-# small causal-LM run trained whole, the same run killed (SIGKILL) past a checkpoint and
+# small causal-LM run (200 steps) trained whole, the same run killed (SIGKILL) past a checkpoint and
 # resumed, `eval` of the first, and a run exported again with `export-tensorboard`. Then
 # scripts/golden/tensorboard_check.py reads LOGDIR through TensorBoard's EventMultiplexer and
 # the data provider of its scalars dashboard, and compares every scalar with metrics.h5.
@@ -31,24 +31,7 @@ if [[ -z $logdir ]]; then
   ropelab=${ROPELAB:-build/bin/ropelab}
   [[ -x $ropelab ]] || { echo "tensorboard_offline: no $ropelab; run scripts/setup.sh" >&2; exit 2; }
   logdir=$work/runs
-  /usr/bin/python3 - "$work" <<'PY'
-import random, sys
-random.seed(5)
-w = "in the beginning god created heaven and earth light darkness water day night".split()
-for name, n in (("lm.txt", 400), ("lm-valid.txt", 40)):
-    with open(f"{sys.argv[1]}/{name}", "w") as f:
-        for _ in range(n):
-            f.write(" ".join(random.choice(w) for _ in range(random.randint(5, 14))) + ".\n")
-PY
-  cat >"$work/tb.yaml" <<YAML
-run: {out_dir: $logdir, seed: 3, threads: 2}
-data: {source: text, train: $work/lm.txt, valid: $work/lm-valid.txt, prepared_dir: $work/prep,
-       tokenizer: {type: spm, vocab_size: 64}}
-task: {type: clm, seq_len: 24}
-model: {arch: decoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, position: {type: rope}}
-train: {max_steps: 40, batch_size: 4, lr: 0.003, eval_every: 10, eval_batches: 2,
-        checkpoint_every: 10, log_every: 1, schedule: {warmup: 2}}
-YAML
+  /usr/bin/python3 tests/e2e/tensorboard_fixture.py "$work" 200 10  # 200 steps, a checkpoint every 10
   "$ropelab" train "$work/tb.yaml" run.name=whole >"$work/whole.log" 2>&1
   "$ropelab" eval "$logdir/whole" --split valid >/dev/null 2>&1
   "$ropelab" train "$work/tb.yaml" run.name=killed >"$work/killed.log" 2>&1 &

@@ -87,6 +87,13 @@ Proto null_tensor() {
   return t;
 }
 
+// The hparams plugin's summary: HParamsPluginData (version 0) holding `part` in field `field`.
+Proto hparams_summary(const std::string& tag, int field, const Proto& part) {
+  Proto data;
+  data.varint(f::kHpVersion, 0).message(field, part);
+  return summary_of(tag, plugin_metadata("hparams", data.str(), kDataClassTensor), null_tensor());
+}
+
 Proto hparam_value(const HParam& v) {
   Proto p;
   if (const auto* d = std::get_if<double>(&v)) p.float64(f::kNumberValue, *d);
@@ -247,22 +254,16 @@ void EventWriter::hparams(const std::map<std::string, HParam>& values, const std
   }
   if (!group.empty()) start.bytes(f::kStartGroupName, group);
   start.float64(f::kStartTime, std::floor(now()));
-  Proto data;
-  data.varint(f::kHpVersion, 0).message(f::kHpSessionStart, start);
   write_event(0, f::kEventSummary,
-              summary_of("_hparams_/session_start_info",
-                         plugin_metadata("hparams", data.str(), kDataClassTensor), null_tensor()));
+              hparams_summary("_hparams_/session_start_info", f::kHpSessionStart, start));
 }
 
 void EventWriter::session_end(bool success) {
   Proto end;
   end.varint(f::kEndStatus, success ? kStatusSuccess : kStatusFailure);
   end.float64(f::kEndTime, std::floor(now()));
-  Proto data;
-  data.varint(f::kHpVersion, 0).message(f::kHpSessionEnd, end);
   write_event(0, f::kEventSummary,
-              summary_of("_hparams_/session_end_info",
-                         plugin_metadata("hparams", data.str(), kDataClassTensor), null_tensor()));
+              hparams_summary("_hparams_/session_end_info", f::kHpSessionEnd, end));
 }
 
 void EventWriter::session_start(int64_t step) {

@@ -11,28 +11,13 @@
 #   line.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-READ="$PY $(cd "$(dirname "$0")" && pwd)/tfevents_read.py"
+HERE=$(cd "$(dirname "$0")" && pwd)
+READ="$PY $HERE/tfevents_read.py"
 cd "$WORK"
 $PY -c "import google.protobuf" 2>/dev/null || { echo "SKIP: no python3-protobuf"; exit 77; }
 
-$PY - <<'PY'
-import random
-random.seed(5)
-w = "in the beginning god created heaven and earth light darkness water day night".split()
-for name, n in (("lm.txt", 400), ("lm-valid.txt", 40)):
-    with open(name, "w") as f:
-        for _ in range(n):
-            f.write(" ".join(random.choice(w) for _ in range(random.randint(5, 14))) + ".\n")
-PY
-cat >tb.yaml <<YAML
-run: {out_dir: $WORK/runs, seed: 3, threads: 2}
-data: {source: text, train: $WORK/lm.txt, valid: $WORK/lm-valid.txt, prepared_dir: $WORK/prep,
-       tokenizer: {type: spm, vocab_size: 64}}
-task: {type: clm, seq_len: 24}
-model: {arch: decoder, d_model: 32, n_layers: 1, n_heads: 2, d_ff: 64, position: {type: rope}}
-train: {max_steps: 24, batch_size: 4, lr: 0.003, eval_every: 6, eval_batches: 2,
-        checkpoint_every: 8, log_every: 1, schedule: {warmup: 2}}
-YAML
+# 240 steps (long enough for the kill below to land mid-run), validation and a checkpoint every 8.
+$PY "$HERE/tensorboard_fixture.py" "$WORK" 240 8
 
 # same_scalars RUN [EXTRA_PREFIX]: the event files' scalars equal metrics.h5 row for row; the
 # only other tags start with EXTRA_PREFIX.
@@ -59,7 +44,7 @@ for t in want:
 n = sum(len(d) for d in want.values())
 assert "position:" in tb["texts"]["config"]["0"], tb["texts"]["config"]
 hp = tb["hparams"]
-assert hp["model.position.type"] == "rope" and hp["train.max_steps"] == 24, hp
+assert hp["model.position.type"] == "rope" and hp["train.max_steps"] == 240, hp
 assert tb["session_end"] == 1, tb["session_end"]
 print(f"{run}: {n} scalars equal to metrics.h5 ({tb['files']} file(s), {tb['records']} records)")
 PY
