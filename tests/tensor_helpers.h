@@ -27,4 +27,20 @@ inline ::testing::AssertionResult close(const torch::Tensor& got, const torch::T
   return ::testing::AssertionFailure() << os.str();
 }
 
+// ||got - want|| <= rel * ||want|| (2-norms): for sums over thousands of terms in float32, where
+// an element that cancels to near zero carries the rounding of every term.
+inline ::testing::AssertionResult close_in_norm(const torch::Tensor& got, const torch::Tensor& want,
+                                                double rel) {
+  if (got.sizes() != want.sizes()) {
+    std::ostringstream os;
+    os << "shape " << got.sizes() << " != expected " << want.sizes();
+    return ::testing::AssertionFailure() << os.str();
+  }
+  auto g = got.to(torch::kFloat64), w = want.to(torch::kFloat64);
+  double err = (g - w).norm().item<double>(), scale = w.norm().item<double>();
+  if (err <= rel * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "||got - want|| " << err << " > " << rel << " * ||want|| (" << scale << ")";
+}
+
 }  // namespace ropelab::test

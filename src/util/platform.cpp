@@ -1,6 +1,7 @@
 #include "util/platform.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -8,9 +9,11 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -98,13 +101,72 @@ bool huge_pages_to_set() {
   return t == nullptr || std::strstr(t, "glibc.malloc.hugetlb") == nullptr;
 }
 
+std::string stdfs_provider() {
+  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&, std::error_code&);
+  const RemoveAll fn = &std::filesystem::remove_all;  // the definition this process bound to
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(fn), &info) == 0 || info.dli_fname == nullptr) return "";
+  std::string by = info.dli_fname;
+  return by.find(".so") == std::string::npos ? "" : by;  // "": the program's own copy
+}
+
+namespace {
+constexpr const char* kPreloaded = "ROPELAB_STDCXX_PRELOADED";  // set: LD_PRELOAD was unset
+constexpr const char* kPreloadedFrom = "ROPELAB_LD_PRELOAD_BEFORE";
+
+// The path of libstdc++ when std::filesystem is bound to another library's copy (a PyTorch
+// wheel's libtorch exports some whose remove_all calls a null pointer, and the link order that
+// should keep them out did not, on one CUDA image): preloading libstdc++ puts it first. "" when
+// nothing is to be done, or when ROPELAB_KEEP_STDCXX is set.
+std::string stdcxx_to_preload() {
+  if (std::getenv("ROPELAB_KEEP_STDCXX") != nullptr) return "";  // explicit opt-out
+  std::string by = stdfs_provider();
+  if (by.empty() || by.find("libstdc++") != std::string::npos) return "";
+  void* h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) h = dlopen("libstdc++.so.6", RTLD_NOW);
+  link_map* lm = nullptr;
+  if (h == nullptr || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || lm == nullptr) return "";
+  return lm->l_name;
+}
+
+// In the process re-executed with libstdc++ preloaded: LD_PRELOAD goes back to what it was, so
+// that the processes this one starts (Python, tools) get the user's environment. Returns whether
+// this process is that one.
+bool restore_preload() {
+  if (std::getenv(kPreloaded) == nullptr) return false;
+  if (const char* before = std::getenv(kPreloadedFrom))
+    setenv("LD_PRELOAD", before, 1);
+  else
+    unsetenv("LD_PRELOAD");
+  unsetenv(kPreloaded);
+  unsetenv(kPreloadedFrom);
+  std::string by = stdfs_provider();
+  if (!by.empty() && by.find("libstdc++") == std::string::npos)
+    spdlog::warn(
+        "std::filesystem comes from {} even with libstdc++ preloaded: removing a "
+        "directory may crash (docs/platform-notes.md, 'std::filesystem')",
+        by);
+  return true;
+}
+
+void preload_stdcxx(const std::string& lib) {
+  const char* before = std::getenv("LD_PRELOAD");
+  setenv(kPreloaded, "1", 1);
+  if (before != nullptr) setenv(kPreloadedFrom, before, 1);
+  std::string v = before != nullptr && *before != '\0' ? lib + ":" + before : lib;
+  setenv("LD_PRELOAD", v.c_str(), 1);
+}
+}  // namespace
+
 void ensure_fast_blas(int argc, char** argv) {
   (void)argc;
   // These settings are read once, when the libraries load: one re-execution applies them.
+  std::string stdcxx = restore_preload() ? "" : stdcxx_to_preload();
   std::string core = blas_core_to_request();
   bool wait = openmp_wait_policy_to_set();
   bool huge = huge_pages_to_set();
-  if (core.empty() && !wait && !huge) return;
+  if (core.empty() && !wait && !huge && stdcxx.empty()) return;
+  if (!stdcxx.empty()) preload_stdcxx(stdcxx);
   if (huge) {
     const char* t = std::getenv("GLIBC_TUNABLES");
     std::string v = t != nullptr && *t != '\0' ? std::string(t) + ":" + kHugePages : kHugePages;

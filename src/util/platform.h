@@ -22,8 +22,15 @@ namespace ropelab::platform {
 // OPENBLAS_CORETYPE naming one) on a CPU that has AVX-512 (or AVX2), or picked an AVX2 core on
 // a CPU with AVX-512 (AMD Zen 4; also when OPENBLAS_CORETYPE pinned it), re-executes the program
 // with OPENBLAS_CORETYPE set to the fast core; otherwise returns. Set ROPELAB_KEEP_BLAS_CORE=1
-// to keep whatever OpenBLAS chose (e.g. to measure the slow path).
+// to keep whatever OpenBLAS chose (e.g. to measure the slow path);
+//  - LD_PRELOAD=libstdc++ when std::filesystem is bound to another library's copy
+//    (stdfs_provider()): a PyTorch wheel's libtorch exports copies whose remove_all calls a null
+//    pointer. The re-executed process puts LD_PRELOAD back as it was, for the processes it starts.
+//    ROPELAB_KEEP_STDCXX=1 keeps the binding as it is.
 void ensure_fast_blas(int argc, char** argv);
+// The shared library that defines the std::filesystem::remove_all this process calls, or ""
+// when the program carries its own.
+std::string stdfs_provider();
 
 // Call first thing in main(), after ensure_fast_blas(): glibc's malloc then keeps freed memory
 // for reuse instead of returning it to the kernel (M_MMAP_MAX = 0: no block of its own per large

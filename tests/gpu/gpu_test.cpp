@@ -108,16 +108,22 @@ struct Pair {
 };
 
 // The outputs (computed and backpropagated by each side's `run`) and every parameter's gradient
-// of the pair's GPU copy equal its CPU model's.
+// of the pair's GPU copy equal its CPU model's: element by element, or, with `grad_norm_rel`, in
+// norm (||got - want|| <= grad_norm_rel * ||want||) for sequences long enough that a gradient
+// summed over their tokens cancels to values below float32's rounding of the terms.
 template <class Run>
-void expect_same_outputs_and_gradients(Pair& m, const Run& run, const std::string& what) {
+void expect_same_outputs_and_gradients(Pair& m, const Run& run, const std::string& what,
+                                       double grad_norm_rel = 0) {
   auto want = run(m.cpu, torch::Device(torch::kCPU));
   auto got = run(m.gpu, kGpu).cpu();
   EXPECT_TRUE(close(got, want, 1e-4, 1e-5)) << what << ": outputs";
   auto gc = m.cpu->named_parameters();
   for (const auto& p : m.gpu->named_parameters()) {
     if (!p.value().grad().defined()) continue;
-    EXPECT_TRUE(close(p.value().grad().cpu(), gc[p.key()].grad(), 1e-3, 1e-5))
+    auto g = p.value().grad().cpu();
+    const auto& w = gc[p.key()].grad();
+    EXPECT_TRUE(grad_norm_rel > 0 ? test::close_in_norm(g, w, grad_norm_rel)
+                                  : close(g, w, 1e-3, 1e-5))
         << what << ": gradient of " << p.key();
   }
 }
@@ -290,7 +296,10 @@ TEST(Gpu, HybridLayoutsSinksAndPackingMatchTheCpuReference) {
       (out * w).sum().backward();
       return out;
     };
-    expect_same_outputs_and_gradients(m, run, "layouts at " + std::to_string(T));
+    // At 2 x 1064 tokens float32 itself is the limit: the CPU's own gradients differ from a
+    // float64 run of the same model by up to 2.8e-4 element-wise (final_norm, whose weight
+    // gradient reaches 122) and 1.9e-4 in norm, and the H200's differ from the CPU's by as much.
+    expect_same_outputs_and_gradients(m, run, "layouts at " + std::to_string(T), T > 24 ? 1e-3 : 0);
   }
 }
 

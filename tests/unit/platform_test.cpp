@@ -1,5 +1,4 @@
 // The two platform pitfalls (docs/platform-notes.md), checked inside processes that run libtorch.
-#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -65,16 +64,13 @@ TEST(Platform, RopelabHasNoCopyRelocations) {
   EXPECT_EQ(r.out.find("R_X86_64_COPY"), std::string::npos);
 }
 
-// std::filesystem comes from libstdc++, never from a libtorch that exports its own copies (a
-// PyTorch wheel's does, and its remove_all calls a null pointer): CMake links libstdc++ first.
+// std::filesystem comes from libstdc++ (or the program's own copy), never from a libtorch that
+// exports its own copies (a PyTorch wheel's does, and its remove_all calls a null pointer):
+// CMake links libstdc++ first, and start-up preloads it where that did not take.
 TEST(Platform, StdFilesystemComesFromLibstdcxx) {
-  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&, std::error_code&);
-  const RemoveAll fn = &std::filesystem::remove_all;  // the definition this process bound to
-  Dl_info info{};
-  ASSERT_NE(dladdr(reinterpret_cast<void*>(fn), &info), 0);
-  ASSERT_NE(info.dli_fname, nullptr);
-  EXPECT_NE(std::string(info.dli_fname).find("libstdc++"), std::string::npos)
-      << "std::filesystem::remove_all is bound to " << info.dli_fname;
+  std::string by = platform::stdfs_provider();
+  EXPECT_TRUE(by.empty() || by.find("libstdc++") != std::string::npos)
+      << "std::filesystem::remove_all is bound to " << by;
   // And it works: a tree of files and directories goes.
   test::TempDir d;
   std::filesystem::create_directories(d.file("a/b/c"));
@@ -82,6 +78,25 @@ TEST(Platform, StdFilesystemComesFromLibstdcxx) {
   std::error_code ec;
   EXPECT_EQ(std::filesystem::remove_all(d.file("a"), ec), 4u) << ec.message();
   EXPECT_FALSE(std::filesystem::exists(d.file("a")));
+}
+
+// A preloaded library that exports its own remove_all (tests/support/fake_stdfs.cpp, standing in
+// for the wheel's libtorch) is put behind libstdc++ by start-up's re-execution; with that turned
+// off (ROPELAB_KEEP_STDCXX=1) the fake one is called. No other setting re-executes the child.
+TEST(Platform, AForeignStdFilesystemIsOverriddenAtStartup) {
+  std::string fake = std::string(ROPELAB_BINARY_DIR) + "/bin/libropelab_fake_stdfs.so";
+  ASSERT_TRUE(std::filesystem::exists(fake)) << fake;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string cmd =
+      "ROPELAB_KEEP_BLAS_CORE=1 ROPELAB_KEEP_OMP_WAIT=1 ROPELAB_KEEP_MALLOC=1 "
+      "LD_PRELOAD=" +
+      fake + " " + self + " --gtest_filter=Platform.StdFilesystemComesFromLibstdcxx 2>&1";
+  auto fixed = test::run(cmd);
+  EXPECT_EQ(fixed.code, 0) << fixed.out;
+  auto unfixed = test::run("ROPELAB_KEEP_STDCXX=1 " + cmd);
+  EXPECT_NE(unfixed.code, 0) << unfixed.out;
+  EXPECT_NE(unfixed.out.find("bound to " + fake), std::string::npos) << unfixed.out;
+  EXPECT_NE(unfixed.out.find("fake_stdfs: remove_all called"), std::string::npos) << unfixed.out;
 }
 
 // SentencePiece (train, load, encode, decode) in the same process as libtorch.
