@@ -44,6 +44,8 @@ Install these yourself, then run: ROPELAB_SKIP_APT=1 bash scripts/setup.sh
     GoogleTest, CLI11, xxHash, nlohmann-json
   - python3 with h5py and matplotlib (plots), torch (the golden tests' reference) and protobuf
     (the test that reads TensorBoard event files back)
+  - python3-markdown and Chart.js (libjs-chart.js) for report.html, and headless Chromium
+    (chromium-headless-shell) for its test
   - the SWORD Bible modules KJV, WEB and SpaRV1909 with diatheke (the built-in corpora)
 See docs/platform-notes.md for the details per platform.
 MSG
@@ -63,6 +65,9 @@ PACKAGES=(
   # plots, and the independent Python reference used by the golden tests; python3-protobuf
   # reads the TensorBoard event files in tests/e2e/tensorboard.sh
   python3-h5py python3-matplotlib python3-torch python3-sentencepiece python3-protobuf
+  # report.html (scripts/report_html.py): Chart.js inlined, compare.md rendered; its browser
+  # check (tests/e2e/report.sh) runs headless Chromium
+  libjs-chart.js python3-markdown chromium-headless-shell
   # the built-in corpora: public-domain Bibles exported with diatheke
   diatheke sword-text-kjv sword-text-web sword-text-sparv
 )

@@ -178,7 +178,11 @@ void register_evaluation(CLI::App& app) {
       "Compare runs side by side: a table (terminal and OUT/compare.md) of position module,\n"
       "parameters, final/best validation loss, every other validation metric the runs logged\n"
       "(perplexity, accuracy, bits per byte, ...), steps and tokens to a target loss, tokens/s;\n"
-      "and PNG loss curves by step and by tokens (OUT/loss_by_*.png). Runs that were probed\n"
+      "and PNG loss curves by step and by tokens (OUT/loss_by_*.png), and OUT/report.html: one\n"
+      "self-contained page with the tables and interactive curves (toggles, seed means, "
+      "smoothing,\n"
+      "log scale, step or token axis) that opens in a browser with no network. Runs that were "
+      "probed\n"
       "(`ropelab probe`) also get their length-generalisation cards side by side (OUT/card.md,\n"
       "card.png). Translation runs evaluated on their test split (`ropelab eval RUN --split\n"
       "test` keeps the translations) get sacreBLEU's paired bootstrap and approximate\n"
@@ -191,7 +195,7 @@ void register_evaluation(CLI::App& app) {
         sub.add_option("--smooth", eval_opts.smooth, "EMA smoothing of the train curves (0 = none)")
             ->check(CLI::Range(0.0, 0.99))
             ->capture_default_str();
-        sub.add_flag("--no-plots", eval_opts.no_plots, "tables only");
+        sub.add_flag("--no-plots", eval_opts.no_plots, "tables only: no PNGs, no report.html");
       },
       cmd_compare);
   add(
@@ -217,10 +221,10 @@ void register_evaluation(CLI::App& app) {
       "tests. A translation experiment with `test: true` adds sacreBLEU's paired tests of each\n"
       "variant's test translations (seeds pooled) against the baseline. Every run's values\n"
       "(best validation metric, test metrics) also go to OUT_DIR/NAME/results.json for scripts\n"
-      "(scripts/reproduce_summary.py).",
+      "(scripts/reproduce_summary.py), and OUT_DIR/NAME/report.html shows it all in a browser.",
       [](CLI::App& sub) {
         sub.add_option("experiment", g.file, "experiment YAML (see experiments/)")->required();
-        sub.add_flag("--no-plots", eval_opts.no_plots, "tables only");
+        sub.add_flag("--no-plots", eval_opts.no_plots, "tables only: no PNGs, no report.html");
         sub.add_option("--seeds", eval_opts.seeds,
                        "train every variant (x setting) with seeds 1..N, replacing the "
                        "experiment's `seeds:`; sweep.md then adds 95% intervals and paired "

@@ -194,6 +194,39 @@ std::string format_table(const std::vector<RunSummary>& runs, double target_loss
 
 namespace {
 std::string plot_script() { return platform::script_path("plot_runs.py"); }
+
+std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
+
+// The run directories as a script's arguments: runs still being trained (metrics.jsonl only)
+// named by --live first.
+std::string run_args(const std::vector<std::string>& run_dirs,
+                     const std::vector<RunSummary>& runs) {
+  std::string args;
+  for (size_t i = 0; i < run_dirs.size(); ++i)
+    if (!runs[i].live.empty()) args += " --live " + platform::shell_quote(run_dirs[i]);
+  for (const auto& d : run_dirs) args += " " + platform::shell_quote(d);
+  return args;
+}
+
+bool script_ok(int rc) { return rc == 0 || (WIFEXITED(rc) && WEXITSTATUS(rc) == 0); }
+
+// report.html beside compare.md (scripts/report_html.py): the curves, interactive, and compare.md
+// rendered, in one self-contained page. Returns its path, or "" with a warning.
+std::string write_report(const std::vector<std::string>& run_dirs,
+                         const std::vector<RunSummary>& runs, const CompareOptions& o) {
+  const auto md = (stdfs::path(o.out_dir) / "compare.md").string();
+  std::string cmd = python() + " " +
+                    platform::shell_quote(platform::script_path("report_html.py")) + " --out " +
+                    platform::shell_quote(o.out_dir) + " --markdown " + platform::shell_quote(md) +
+                    fmt::format(" --smooth {}", o.smoothing) + run_args(run_dirs, runs);
+  if (!script_ok(std::system((cmd + " 2>&1").c_str()))) {
+    spdlog::warn(
+        "report.html was not written (python3 with h5py and markdown, and Debian's "
+        "libjs-chart.js, are needed: bash scripts/setup.sh installs them)");
+    return "";
+  }
+  return (stdfs::path(o.out_dir) / "report.html").string();
+}
 }  // namespace
 
 void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions& o) {
@@ -207,15 +240,10 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
   std::printf("\n%s\n", text.c_str());
   std::vector<std::string> outputs = {(stdfs::path(o.out_dir) / "compare.md").string()};
   if (o.plots) {
-    std::string py = "/usr/bin/python3";
-    if (!fs::exists(py)) py = "python3";
-    std::string cmd = py + " " + platform::shell_quote(plot_script()) + " --out " +
-                      platform::shell_quote(o.out_dir) + fmt::format(" --smooth {}", o.smoothing);
-    for (size_t i = 0; i < run_dirs.size(); ++i)
-      if (!runs[i].live.empty()) cmd += " --live " + platform::shell_quote(run_dirs[i]);
-    for (const auto& d : run_dirs) cmd += " " + platform::shell_quote(d);
-    int rc = std::system((cmd + " 2>&1").c_str());
-    if (rc != 0 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+    std::string cmd = python() + " " + platform::shell_quote(plot_script()) + " --out " +
+                      platform::shell_quote(o.out_dir) + fmt::format(" --smooth {}", o.smoothing) +
+                      run_args(run_dirs, runs);
+    if (!script_ok(std::system((cmd + " 2>&1").c_str()))) {
       spdlog::warn(
           "plots were not drawn (python3 with matplotlib and h5py is needed: "
           "bash scripts/setup.sh installs them)");
@@ -246,6 +274,8 @@ void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions
     }
   }
   fs::write_file_atomic(outputs[0], md + o.extra_md);
+  if (o.plots)
+    if (auto report = write_report(run_dirs, runs, o); !report.empty()) outputs.push_back(report);
   for (const auto& f : outputs) std::printf("wrote %s\n", f.c_str());
 }
 

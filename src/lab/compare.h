@@ -37,14 +37,14 @@ struct CompareOptions {
   std::string extra_md;    // appended to compare.md (e.g. the length-generalisation table)
   double target_loss = 0;  // 0: no "to target" columns
   double smoothing = 0.0;  // EMA factor for the train curves (0..0.99)
-  bool plots = true;
+  bool plots = true;       // the PNGs and report.html (scripts/report_html.py)
   bool probe_card = true;  // runs with a probe.json: their cards side by side (lab/probe.h)
   // Translation runs with test-split translations: paired tests against the first run
   // (lab/translation_tests.h).
   bool paired_translation = true;
 };
-// Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png (and, for runs
-// that were probed, the length-generalisation card, card.md + card.png).
+// Prints the table and writes compare.md + loss_by_step.png + loss_by_tokens.png + report.html
+// (and, for runs that were probed, the length-generalisation card, card.md + card.png).
 void compare_runs(const std::vector<std::string>& run_dirs, const CompareOptions& o);
 
 // A sweep's result tables (Markdown). Per variant (and task), the setting with the best mean of
