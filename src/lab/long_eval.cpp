@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -98,9 +99,12 @@ Measured measure(const config::Experiment& exp, const std::string& dir, const co
   return m;
 }
 
-// Rows in order of first appearance, each with its seeds' values of `field`.
+// Rows in order of first appearance, each with its seeds' values of `field` (a callable such as
+// std::mem_fn(&Measured::nll): the member-pointer type itself formats differently in
+// clang-format 14 and 19).
 using BySeed = std::vector<std::pair<std::string, std::vector<std::map<int64_t, double>>>>;
-BySeed by_row(const std::vector<Measured>& ms, std::vector<double> Measured::*field, size_t width) {
+template <class Field>
+BySeed by_row(const std::vector<Measured>& ms, Field field, size_t width) {
   BySeed out;
   for (const auto& m : ms) {
     auto it = std::find_if(out.begin(), out.end(), [&](const auto& r) { return r.first == m.row; });
@@ -108,7 +112,7 @@ BySeed by_row(const std::vector<Measured>& ms, std::vector<double> Measured::*fi
       out.push_back({m.row, std::vector<std::map<int64_t, double>>(width)});
       it = std::prev(out.end());
     }
-    const auto& v = m.*field;
+    const std::vector<double>& v = field(m);
     for (size_t i = 0; i < width && i < v.size(); ++i)
       if (std::isfinite(v[i])) it->second[i][m.seed] = v[i];
   }
@@ -256,8 +260,8 @@ std::string plot(const std::string& out_dir) {
 std::string sliding_seed_tables(const std::vector<SlidingResult>& results,
                                 const std::vector<int64_t>& windows, const std::string& baseline,
                                 int64_t train_len) {
-  return seed_tables(by_row(results, &SlidingResult::nll, windows.size()), windows, baseline,
-                     train_len);
+  return seed_tables(by_row(results, std::mem_fn(&SlidingResult::nll), windows.size()), windows,
+                     baseline, train_len);
 }
 
 std::string evaluate_sliding(const config::Experiment& exp, const std::vector<std::string>& dirs,
@@ -279,7 +283,7 @@ std::string evaluate_sliding(const config::Experiment& exp, const std::vector<st
   std::vector<LengthResult> runs;
   runs.reserve(ms.size());
   for (const auto& m : ms) runs.push_back({m.label, m.nll});
-  const auto nll_rows = by_row(ms, &Measured::nll, exp.eval_windows.size());
+  const auto nll_rows = by_row(ms, std::mem_fn(&Measured::nll), exp.eval_windows.size());
   const bool seeds = nll_rows.size() < ms.size();
   std::string md = fmt::format(
       "\n## Sliding-window perplexity on long documents\n\nNLL on the {} split (nats/token, lower "
@@ -299,8 +303,9 @@ std::string evaluate_sliding(const config::Experiment& exp, const std::vector<st
     summary = md;
   }
   if (exp.eval_passkey > 0) {
-    std::string pk = passkey_section(by_row(ms, &Measured::passkey, exp.eval_windows.size()),
-                                     exp.eval_windows, exp.eval_passkey, ctx.train_len);
+    std::string pk =
+        passkey_section(by_row(ms, std::mem_fn(&Measured::passkey), exp.eval_windows.size()),
+                        exp.eval_windows, exp.eval_passkey, ctx.train_len);
     md += pk, summary += pk;
   }
   fs::make_dirs(out_dir);
