@@ -58,18 +58,24 @@ inline float gelu_grad_approx(float x) {
 }
 
 // GELU's tanh form: x (1 + tanh(u)) / 2 = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+// sigmoid through a = exp(-|2u|) <= 1, never exp of a large positive argument (exp_approx does
+// not saturate there: x < -11 overflowed its exponent bits and gave inf gradients).
 inline float gelu_tanh_approx(float x) {
   const float u2 = 1.5957691216057308F * (x + 0.044715F * x * x * x);
-  return x / (1.0F + exp_approx(-u2));
+  const float a = exp_approx(-std::fabs(u2));
+  const float s = u2 >= 0.0F ? 1.0F / (1.0F + a) : a / (1.0F + a);
+  return x * s;
 }
 
 // Its derivative: s + x s (1 - s) 2u', s = sigmoid(2u), 2u' = 2 sqrt(2/pi) (1 + 3 0.044715 x^2);
-// s (1 - s) as e s^2, e = exp(-2u), which does not cancel where s rounds towards 1.
+// s (1 - s) as a / (1 + a)^2, a = exp(-|2u|), which neither cancels where s rounds towards 1 nor
+// overflows where it rounds towards 0.
 inline float gelu_tanh_grad_approx(float x) {
   const float u2 = 1.5957691216057308F * (x + 0.044715F * x * x * x);
-  const float e = exp_approx(-u2);
-  const float s = 1.0F / (1.0F + e);
-  return s + x * (e * s * s) * 1.5957691216057308F * (1.0F + 0.134145F * x * x);
+  const float a = exp_approx(-std::fabs(u2));
+  const float r = 1.0F / (1.0F + a);
+  const float s = u2 >= 0.0F ? r : a * r;
+  return s + x * (a * r * r) * 1.5957691216057308F * (1.0F + 0.134145F * x * x);
 }
 
 }  // namespace ropelab::vec

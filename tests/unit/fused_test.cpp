@@ -162,6 +162,12 @@ TEST(Fused, VectorisedGeluMatchesTheExactGelu) {
   }
   EXPECT_TRUE(test::close(y, y_ref, 1e-6, 3e-7));
   EXPECT_TRUE(test::close(d, d_ref, 1e-6, 3e-7));
+  // Far out, where sigmoid(2u) is 0 or 1 in float32: finite, and 0 or x and 0 or 1 (the
+  // derivative once overflowed to inf below x = -11 on Debian 13's build).
+  for (float v : {-1e4F, -100.0F, -30.0F, -13.0F, 13.0F, 30.0F, 100.0F, 1e4F}) {
+    EXPECT_EQ(vec::gelu_tanh_approx(v), v < 0 ? 0.0F : v) << v;
+    EXPECT_EQ(vec::gelu_tanh_grad_approx(v), v < 0 ? 0.0F : 1.0F) << v;
+  }
   EXPECT_EQ(vec::exp_approx(-1e30F), 0.0F);
   EXPECT_NEAR(vec::exp_approx(1.0F), std::exp(1.0F), 1e-6);
 }
