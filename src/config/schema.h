@@ -560,6 +560,7 @@ struct RunConfig {
   std::string device = "auto";
   bool deterministic = false;
   bool tensorboard = true;
+  bool share_cpus = true;
   template <class V>
   void visit(V& v) {
     v("name", name, "run name; outputs go to out_dir/name");
@@ -578,6 +579,12 @@ struct RunConfig {
       "write TensorBoard event files to out_dir/name/tensorboard (metrics, config, hparams, "
       "evaluation and probe results); `ropelab export-tensorboard` writes them for runs that "
       "have none");
+    v("share_cpus", share_cpus,
+      "while other processes keep some of this process's CPUs busy, train on the CPUs left (fewer "
+      "threads, checked about once a second between steps) and go back to run.threads when they "
+      "are free: two trainings on the same cores then each keep about their share instead of "
+      "collapsing under OpenMP's spinning (BENCHMARKS.md). false keeps the thread count fixed, "
+      "as bit-identical repeats of a run on a busy machine need");
   }
 };
 

@@ -26,7 +26,8 @@ std::string history_path(const std::string& run_dir) {
 const std::vector<std::string>& any_value() {
   static const std::vector<std::string> keys = {
       "train.eval_every", "train.log_every", "train.checkpoint_every",
-      "train.keep_last",  "run.threads",     "run.device"};
+      "train.keep_last",  "run.threads",     "run.share_cpus",
+      "run.device"};
   return keys;
 }
 

@@ -12,6 +12,7 @@
 
 #include "config/loader.h"
 #include "data/prepare.h"
+#include "dist/cpu_share.h"
 #include "dist/threads.h"
 #include "dist/world.h"
 #include "model/init.h"
@@ -214,6 +215,19 @@ void Trainer::save() {
 
 // ---- the loop
 
+void Trainer::follow_cpu_share(dist::CpuShare& share) {
+  const auto change = share.poll();
+  if (!change) return;
+  platform::set_threads(change->threads);
+  if (change->threads < st_.threads)
+    spdlog::info(
+        "step {}: other processes keep {:.1f} of this process's CPUs busy: {} thread{} "
+        "(of {}) until they are free (run.share_cpus)",
+        st_.step, change->others, change->threads, change->threads == 1 ? "" : "s", st_.threads);
+  else
+    spdlog::info("step {}: the CPUs are free again: {} threads", st_.step, change->threads);
+}
+
 TrainResult Trainer::run() {
   if (!ckpt_) throw std::logic_error("Trainer::run needs a checkpointer (with_run)");
   TrainResult res;
@@ -243,7 +257,11 @@ TrainResult Trainer::run() {
     evaluate(st_.step >= max_steps);  // a stopped one, or the untrained baseline
   // tokens/s counts training time only; a finished run has no steps left and draws no bar
   if (logger_ && st_.step < max_steps) logger_->start(st_.step, st_.tokens);
+  const bool share = cfg_.share_cpus && dev_.is_cpu();
+  dist::CpuShare cpus = share ? dist::CpuShare::for_this_process(static_cast<int>(st_.threads))
+                              : dist::CpuShare(1, 0, nullptr, nullptr);
   while (st_.step < max_steps && !stop_) {
+    follow_cpu_share(cpus);
     auto s = train_step();
     if (s.stop) stop_ = true;
     if (!s.applied) continue;

@@ -32,7 +32,8 @@ class AdamW;
 
 namespace ropelab::dist {
 class World;
-}
+class CpuShare;
+}  // namespace ropelab::dist
 namespace ropelab::tasks {
 class Task;
 }
@@ -81,10 +82,11 @@ struct StepResult {
 // The config sections the trainer itself reads.
 struct TrainerConfig {
   config::TrainConfig train;
-  int64_t seed = 0;     // run.seed: ranks > 0 derive their generators from it
-  int64_t d_model = 0;  // the noam schedule's scale
+  int64_t seed = 0;         // run.seed: ranks > 0 derive their generators from it
+  int64_t d_model = 0;      // the noam schedule's scale
+  bool share_cpus = false;  // run.share_cpus: fewer threads while other processes hold CPUs
   static TrainerConfig of(const config::Config& c) {
-    return {c.train, c.run.seed, c.model.d_model};
+    return {c.train, c.run.seed, c.model.d_model, c.run.share_cpus};
   }
 };
 
@@ -118,6 +120,8 @@ class Trainer {
   void save();
   bool due(int64_t every) const { return every > 0 && st_.step % every == 0; }
   double lr_at(int64_t step) const;
+  // run.share_cpus, between steps: the thread count dist::CpuShare calls for, when it changes.
+  void follow_cpu_share(dist::CpuShare& share);
   // Sums every rank's gradients (the ones defined on any rank), so each holds the gradient of
   // the global batch: the loss was divided by the global number of targets.
   void sum_gradients();
