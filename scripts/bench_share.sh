@@ -2,15 +2,17 @@
 # Two trainings sharing one machine (BENCHMARKS.md, "Sharing a machine"). Not CI: it times runs.
 #
 #   bash scripts/bench_share.sh [--steps 30] [--rounds 3] [--precisions "fp32 bf16"]
-#                               [--settings "ropelab spin1000 passive"] [--threads 2]
+#                               [--settings "ropelab fixed spin1000 passive"] [--threads 2]
 #                               [--out runs/bench-share]
 #
 # Trains the LM bench shape (configs/bench/lm.yaml, the built-in corpus, --threads threads each)
-# for --steps steps, alone and then two at once, under OpenMP wait settings (--settings):
-#   ropelab     what `ropelab` sets by itself (nothing in the environment; with oneDNN's sgemm
-#               that is libgomp's default spin);
-#   spinN       a bounded spin, GOMP_SPINCOUNT=N (e.g. spin1000);
-#   passive     OMP_WAIT_POLICY=PASSIVE (workers sleep at once).
+# for --steps steps, alone and then two at once, under these settings (--settings):
+#   ropelab     ropelab's defaults: nothing in the environment (with oneDNN's sgemm that is
+#               libgomp's default spin), and run.share_cpus (fewer threads while the other
+#               process holds CPUs);
+#   fixed       the same without run.share_cpus: the thread count stays at --threads;
+#   spinN       fixed, with a bounded spin, GOMP_SPINCOUNT=N (e.g. spin1000);
+#   passive     fixed, with OMP_WAIT_POLICY=PASSIVE (workers sleep at once).
 # The first setting is the reference of the "alone vs" column.
 # The order is interleaved: each round runs every precision x setting, alone then paired. A
 # figure is a run's mean tokens/s over its logged rows after the first; the report gives each
@@ -19,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=30 rounds=3 precisions="fp32 bf16" threads=2 out=runs/bench-share
-settings="ropelab spin1000 passive"
+settings="ropelab fixed spin1000 passive"
 while (($#)); do
   case $1 in
     --steps) steps=$2; shift 2 ;;
@@ -41,12 +43,12 @@ results="$out/results.tsv"
 printf 'round\tprecision\tsetting\tmode\ttokens_per_s\n' >"$results"
 
 for s in $settings; do
-  [[ $s =~ ^(ropelab|passive|spin[0-9]+)$ ]] ||
-    { echo "bench_share: --settings: '$s' is not ropelab, passive or spinN" >&2; exit 2; }
+  [[ $s =~ ^(ropelab|fixed|passive|spin[0-9]+)$ ]] ||
+    { echo "bench_share: --settings: '$s' is not ropelab, fixed, passive or spinN" >&2; exit 2; }
 done
 env_of() {
   case $1 in
-    ropelab) echo "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u ROPELAB_KEEP_OMP_WAIT" ;;
+    ropelab | fixed) echo "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u ROPELAB_KEEP_OMP_WAIT" ;;
     passive) echo "-u GOMP_SPINCOUNT OMP_WAIT_POLICY=PASSIVE" ;;
     spin*) echo "-u OMP_WAIT_POLICY GOMP_SPINCOUNT=${1#spin}" ;;
   esac
@@ -56,7 +58,8 @@ train() {
   rm -rf "${out:?}/runs/$1"
   # shellcheck disable=SC2046
   env $(env_of "$3") "$ROPELAB" train configs/bench/lm.yaml run.name="$1" run.out_dir="$out/runs" \
-    run.threads="$threads" train.precision="$2" train.max_steps="$steps" train.eval_every=0 \
+    run.threads="$threads" run.share_cpus=$([[ $3 == ropelab ]] && echo true || echo false) \
+    train.precision="$2" train.max_steps="$steps" train.eval_every=0 \
     train.checkpoint_every=0 train.schedule.warmup=2 train.log_every=2 run.tensorboard=false \
     >"$out/$1.log" 2>&1 &
 }
@@ -95,7 +98,7 @@ out = [f"# Two trainings on one machine ({cpus} CPUs)", "",
        f"LM bench shape (configs/bench/lm.yaml), {threads} threads each, {steps} steps, "
        f"{rounds} interleaved rounds; medians over the rounds; a pair's figure is its slower "
        "run's.", "",
-       f"| precision | OpenMP wait | alone tokens/s | alone vs {settings[0]} | pair, each (slower) | pair / alone |",
+       f"| precision | setting | alone tokens/s | alone vs {settings[0]} | pair, each (slower) | pair / alone |",
        "|:--|:--|--:|--:|--:|--:|"]
 for p in dict.fromkeys(r["precision"] for r in rows):
     alone = {s: med([float(r["tokens_per_s"]) for r in rows if r["precision"] == p and

@@ -35,7 +35,7 @@ gzip web/train-00002.jsonl
 ls -l web
 
 cat >corpus.yaml <<YAML
-run: {name: ref, out_dir: $WORK/runs, seed: 3, threads: 2}
+run: {name: ref, out_dir: $WORK/runs, seed: 3, threads: 2, share_cpus: false}
 data: {source: text, train: $WORK/web, valid: $WORK/valid.jsonl, prepared_dir: $WORK/prep,
        tokenizer: {type: spm, vocab_size: 128, sample_mb: 2}}
 task: {type: clm, seq_len: 64, packing: documents}

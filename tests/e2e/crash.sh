@@ -44,7 +44,9 @@ for split, n in (("train", 120), ("dev", 30)):
             f.write(f"{a}\t{a if y == 'B' else o}\t{o if y == 'B' else a}\t{y}\n")
 PY
 
-COMMON="run: {out_dir: $WORK/runs, seed: 3, threads: 2}
+# share_cpus: false: a bit-identical repeat needs a fixed thread count, and ctest runs another
+# test beside this one (run.share_cpus would drop a thread while it is busy).
+COMMON="run: {out_dir: $WORK/runs, seed: 3, threads: 2, share_cpus: false}
 train: {max_steps: 16, batch_size: 4, lr: 0.003, eval_every: 4, eval_batches: 2,
         checkpoint_every: 1, keep_last: 2, log_every: 3, schedule: {warmup: 2}}"
 # cfg NAME DATA TASK MODEL: one config per task, the same run and train sections for all.
