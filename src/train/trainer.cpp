@@ -51,7 +51,7 @@ double seconds_since(clock::time_point t) {
 
 Trainer::Trainer(TrainerConfig cfg, const tasks::Task& task, model::Model model,
                  std::unique_ptr<data::BatchStream> train, torch::Device device)
-    : cfg_(std::move(cfg)),
+    : cfg_(cfg),
       task_(task),
       world_(dist::world()),
       dev_(device),
