@@ -86,7 +86,7 @@ same_params here there 12
 
 # ---- a start-up death, before the group forms: node 1's rank fails at once (a malformed
 # variable), or node 1's launcher refuses the command. Node 0's rank would wait for it until
-# the timeout (15 s); its launcher's report ends it within seconds, naming what happened.
+# the timeout (15 s); its launcher's report ends it first, naming what happened.
 startup_death() {  # startup_death NODE1-COMMAND...: runs node 0 while node 1 fails
   local t0 took
   t0=$(date +%s)
@@ -95,8 +95,10 @@ startup_death() {  # startup_death NODE1-COMMAND...: runs node 0 while node 1 fa
   expect_exit 3 node 0 run.name=start
   took=$(($(date +%s) - t0))
   wait "$pid" || true
+  # Only the launcher's report says "cannot form" (the join's own deadline says "did not finish
+  # within"), so this line shows the report ended node 0; the time is printed, not asserted.
   expect_in "the group cannot form:"
-  (( took < 10 )) || fail "node 0 took $took s to notice node 1's start-up death"
+  expect_not_in "did not finish within"
   echo "start-up death noticed by node 0 in $took s: $(grep -o 'cannot form: .*(its' <<<"$OUT")"
 }
 NODE1_IFNAME=nosuch0  # node 1's rank cannot open its (mistyped) interface: exits 3 joining
