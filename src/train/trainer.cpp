@@ -224,8 +224,13 @@ void Trainer::follow_cpu_share(dist::CpuShare& share) {
         "step {}: other processes keep {:.1f} of this process's CPUs busy: {} thread{} "
         "(of {}) until they are free (run.share_cpus)",
         st_.step, change->others, change->threads, change->threads == 1 ? "" : "s", st_.threads);
-  else
+  else if (change->threads == st_.threads)
     spdlog::info("step {}: the CPUs are free again: {} threads", st_.step, change->threads);
+  else  // fewer busy than before, not none (a large machine)
+    spdlog::info(
+        "step {}: other processes keep {:.1f} of this process's CPUs busy: {} threads "
+        "(of {})",
+        st_.step, change->others, change->threads, st_.threads);
 }
 
 TrainResult Trainer::run() {

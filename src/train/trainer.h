@@ -11,9 +11,10 @@
 //               targets over all ranks, gradients summed over ranks (dist/world.h), clip, step;
 //               its sums stay on the device (tasks/sums.h), read once per logged row.
 // A Trainer without collaborators only steps: bench times train_step() of this very class.
-// Non-finite steps are skipped (and counted) without advancing the schedule; SIGINT/SIGTERM
-// finish the current step, save a checkpoint and return `interrupted`. Data-parallel
-// (docs/distributed.md): rank 0 prepares data, logs and saves; every rank agrees on stops.
+// run.share_cpus: between steps, fewer threads while other processes hold this one's CPUs
+// (dist/cpu_share.h). Non-finite steps are skipped (and counted) without advancing the
+// schedule; SIGINT/SIGTERM finish the current step, save a checkpoint and return
+// `interrupted`. Data-parallel (docs/distributed.md): rank 0 prepares data, logs and saves; every rank agrees on stops.
 #pragma once
 #include <cmath>
 #include <map>
