@@ -14,7 +14,8 @@
 // run.share_cpus: between steps, fewer threads while other processes hold this one's CPUs
 // (dist/cpu_share.h). Non-finite steps are skipped (and counted) without advancing the
 // schedule; SIGINT/SIGTERM finish the current step, save a checkpoint and return
-// `interrupted`. Data-parallel (docs/distributed.md): rank 0 prepares data, logs and saves; every rank agrees on stops.
+// `interrupted`. Data-parallel (docs/distributed.md): rank 0 prepares data, logs and saves; every
+// rank agrees on stops.
 #pragma once
 #include <cmath>
 #include <map>
