@@ -1,14 +1,19 @@
 #include "lab/bench.h"
 
+#include <dlfcn.h>
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -21,6 +26,7 @@
 #include "data/prepare.h"
 #include "dist/threads.h"
 #include "dist/world.h"
+#include "lab/step_split.h"
 #include "model/decode.h"
 #include "model/linear.h"
 #include "model/tiled_attention.h"
@@ -98,6 +104,59 @@ json thread_facts() {
                (platform::malloc_huge_pages() ? ", huge pages" : "")}};
 }
 
+// Whether the CPU has AMX's bf16 tiles (the kernel's flag amx_bf16 in /proc/cpuinfo).
+bool cpu_has_amx() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("flags", 0) == 0) return line.find(" amx_bf16") != std::string::npos;
+  return false;
+}
+
+// Which oneDNN kernel runs a bf16 matmul here ("brg:avx512_core_amx" is AMX's tiles, and
+// "brg:avx512_core_bf16" AVX-512's bf16 dot products), and the ISA oneDNN found, read off its
+// verbose log of one small product. The log goes to stdout, this process's result channel, so it
+// is caught in a temporary file. A libtorch that links oneDNN statically (PyTorch's wheels)
+// hides dnnl_set_verbose: then only the CPU's flag is reported.
+json bf16_matmul_facts() {
+  json j{{"amx", cpu_has_amx()}, {"bf16_matmul_kernel", "unknown"}, {"onednn_isa", "unknown"}};
+  using SetVerbose = int (*)(int);
+  auto set_verbose = reinterpret_cast<SetVerbose>(dlsym(RTLD_DEFAULT, "dnnl_set_verbose"));
+  std::string dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
+  std::string path = dir + "/ropelab-onednn-XXXXXX";
+  int fd = set_verbose != nullptr ? mkstemp(path.data()) : -1;
+  if (fd < 0) return j;
+  std::fflush(stdout);
+  const int saved = dup(1);
+  dup2(fd, 1);
+  set_verbose(1);
+  {
+    torch::NoGradGuard ng;
+    auto a = torch::ones({64, 64}, torch::kBFloat16);
+    auto c = a.mm(a);
+  }
+  set_verbose(0);
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  close(fd);
+  std::ifstream f(path);
+  std::string line;
+  auto field_after = [&](const std::string& key) {  // "...,key,VALUE,..." -> VALUE
+    auto at = line.find(key);
+    if (at == std::string::npos) return std::string();
+    auto start = at + key.size();
+    return line.substr(start, line.find(',', start) - start);
+  };
+  while (std::getline(f, line)) {
+    if (auto isa = field_after(",isa:"); !isa.empty()) j["onednn_isa"] = isa;
+    if (line.find(",exec,") == std::string::npos) continue;
+    if (auto impl = field_after(",matmul,"); !impl.empty()) j["bf16_matmul_kernel"] = impl;
+  }
+  std::remove(path.c_str());
+  return j;
+}
+
 // A chrome trace of the steps run while it lives. On the CPU it is libtorch's legacy profiler
 // (each op's time on the host). On a GPU that would time only the launches, so there it is the
 // Kineto profiler with CUDA activity: the trace holds every kernel's time on the device too
@@ -171,6 +230,14 @@ json train_point(const config::Config& c, int steps) {
   }
   profile.reset();
   double step_s = timed / steps;
+  // One more step, profiled by StepSplit: its matmul time (the step time above is unprofiled).
+  // On a GPU the host sees only launches: no split there.
+  double matmul_s = std::nan("");
+  if (!dev.is_cuda()) {
+    StepSplit split;
+    trainer.train_step();
+    matmul_s = split.matmul_s();
+  }
   // Every rank's peak (one rank: this process's); the figure is the largest.
   std::vector<double> peaks(static_cast<size_t>(world.size()), 0.0), added = peaks;
   peaks[static_cast<size_t>(world.rank())] = proc_status_mb("VmHWM");
@@ -183,6 +250,7 @@ json train_point(const config::Config& c, int steps) {
   json r{{"tokens_per_s", tokens_per_s},
          {"step_s", step_s},
          {"flops_per_step", train_step_flops(c, B, T)},
+         {"matmul_s", matmul_s},
          {"params", params},
          {"loss", loss},
          {"peak_rss_mb", *std::max_element(peaks.begin(), peaks.end())},
@@ -379,6 +447,7 @@ std::string bench_point(BenchPoint point, const std::string& config_file,
            {"fp32_dense_gflops", r.fp32_dense_gflops},
            {"bf16_gflops", r.bf16_gflops}};
     j.update(thread_facts());
+    j.update(bf16_matmul_facts());
     return j.dump();
   }
   auto c = config::load_config(config_file, config::overrides_from_args(overrides));

@@ -418,6 +418,15 @@ void Session::machine() {
                         fmt_num(s16, "{:.2f}x") + " " + check(s16 >= 1.5));
   }
   md_ += "## Machine\n\n" + t.md() + "\nRan on: " + layout_of(m) + ".\n\n";
+  if (!gpu_) {  // which kernel the bf16 matmuls ran on (lab/bench.cpp, bf16_matmul_facts)
+    const bool amx = m.value("amx", false);
+    summary_["machine"]["bf16_matmul_kernel"] = m.value("bf16_matmul_kernel", "unknown");
+    summary_["machine"]["amx"] = amx;
+    md_ +=
+        fmt::format("bf16 matmuls ran on oneDNN's `{}` (ISA: {}); AMX: {}.\n\n",
+                    m.value("bf16_matmul_kernel", "unknown"), m.value("onednn_isa", "unknown"),
+                    amx ? "yes (amx_bf16 in /proc/cpuinfo)" : "no (no amx_bf16 in /proc/cpuinfo)");
+  }
 }
 
 // Every training figure, best over rounds; who goes first rotates from round to round.
@@ -469,10 +478,21 @@ std::vector<std::string> Session::train_row(Best& best, BenchModel m, config::Pr
   double tps = num(a, "tokens_per_s");
   double gflops = num(a, "flops_per_step") / num(a, "step_s") / 1e9;
   double mfu = gflops / (fp32 ? peak32_ : peak16_);
-  std::vector<std::string> row{name, prec, cell(a, "tokens_per_s") + gpu_facts(a),
-                               fmt_num(gflops, "{:.1f}"), fmt_num(100 * mfu, "{:.0f}%")};
+  // The step's split (lab/step_split.h): the matmuls' share of the step, and the rest in ms.
+  const double matmul_s = num(a, "matmul_s"), step_s = num(a, "step_s");
+  std::vector<std::string> row{name,
+                               prec,
+                               cell(a, "tokens_per_s") + gpu_facts(a),
+                               fmt_num(gflops, "{:.1f}"),
+                               fmt_num(100 * mfu, "{:.0f}%"),
+                               fmt_num(100 * matmul_s / step_s, "{:.0f}%"),
+                               fmt_num(1e3 * (step_s - matmul_s), "{:.0f}")};
   json& sum = summary_["train"][name][prec];
   sum = {{"tokens_per_s", tps}, {"gflops", gflops}, {"mfu", mfu}};
+  if (!std::isnan(matmul_s)) {
+    sum["matmul_share"] = matmul_s / step_s;
+    sum["non_matmul_ms"] = 1e3 * (step_s - matmul_s);
+  }
   if (gpu_) sum["peak_gpu_mb"] = num(a, "peak_gpu_mb");
   if (gpu_ && !fp32 && m == BenchModel::kLmLarge)
     goals_.emplace_back("bf16 MFU >= 40% on the GPU (lm-large)",
@@ -516,7 +536,9 @@ std::vector<std::string> Session::train_row(Best& best, BenchModel m, config::Pr
 }
 
 void Session::train_table(Best& best) {
-  Table t{{"config", "precision", "ropelab tokens/s", "model GFLOP/s", "MFU"}, {}};
+  Table t{{"config", "precision", "ropelab tokens/s", "model GFLOP/s", "MFU", "matmul share",
+           "rest ms/step"},
+          {}};
   if (gpu_) t.head[2] = "ropelab tokens/s (step, peak GPU memory)";
   for (const auto& peer : peers_) t.head.push_back(peer.label);
   if (!peers_.empty()) {
@@ -527,7 +549,9 @@ void Session::train_table(Best& best) {
     for (auto p : precisions_) t.rows.push_back(train_row(best, m, p));
   md_ += fmt::format(
              "## Training\n\nBest of {} interleaved rounds. Model FLOP/s by PaLM's accounting; "
-             "MFU against the matmul peak of the same dtype measured above.\n\n",
+             "MFU against the matmul peak of the same dtype measured above. Matmul share: "
+             "the self time of matrix products in one profiled step, against the step's "
+             "unprofiled time; rest: the step's other work, in ms (the CPU only).\n\n",
              o_.rounds) +
          t.md() + "\n";
   // What each side ran on (the first figure of each): the comparison is like for like only if

@@ -1,0 +1,42 @@
+// Where a step's time goes: matmul or everything else. While a StepSplit lives, every op that
+// libtorch records (its RecordFunction hooks: aten ops, autograd nodes, ropelab's own gemm calls)
+// on the constructing thread is timed, and each op's self time (its time less its children's)
+// is added to "matmul" when the op is a matrix product and to "other" otherwise. The profile of
+// issue 81: the bf16 step's non-matmul work is what the matmul peak leaves to win.
+//
+// Matmul ops: aten::mm, addmm, bmm, baddbmm, addbmm and ropelab::gemm (util/gemm.h's oneDNN
+// calls). A matmul's own children (addmm's bias copy, a cast inside) count as "other", so the
+// bias add outside the gemm shows up as what it is. Only ops on this thread are seen: on the CPU
+// the autograd engine runs the backward pass on the calling thread and the OpenMP workers run
+// inside ops, so a training step's ops are all here. Timing an op costs about a microsecond:
+// take the split from a step of its own, and the step time from unprofiled steps.
+#pragma once
+#include <ATen/record_function.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace ropelab::lab {
+
+class StepSplit {
+ public:
+  StepSplit();
+  ~StepSplit();
+  StepSplit(const StepSplit&) = delete;
+  StepSplit& operator=(const StepSplit&) = delete;
+
+  // Seconds of self time in matrix products, and in all recorded ops (outermost ops' times).
+  double matmul_s() const;
+  double recorded_s() const;
+  // Self seconds per op name.
+  const std::map<std::string, double>& self_s() const;
+
+  // Whether `name` is one of the matmul ops above.
+  static bool is_matmul(const char* name);
+
+ private:
+  at::CallbackHandle handle_;
+};
+
+}  // namespace ropelab::lab
