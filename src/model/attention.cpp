@@ -1,6 +1,7 @@
 #include "model/attention.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 #include <torch/nn/functional.h>
 
@@ -71,6 +72,7 @@ struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& scores_in,
                                const torch::Tensor& bias, const torch::Tensor& mask,
                                c10::ScalarType out_dtype) {
+    RECORD_FUNCTION("ropelab::masked_softmax", std::vector<c10::IValue>());
     auto scores = scores_in.contiguous();
     const int64_t B = scores.size(0), N = scores.size(1), T = scores.size(2), S = scores.size(3);
     auto f32 = scores.options().dtype(torch::kFloat32);

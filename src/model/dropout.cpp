@@ -2,6 +2,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/dropout.h>
@@ -106,6 +107,7 @@ torch::Tensor apply_mask(const Mask& m, const torch::Tensor& a_in, c10::ScalarTy
 struct DropoutAdd : public torch::autograd::Function<DropoutAdd> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in,
                                const torch::Tensor& h_in, double p) {
+    RECORD_FUNCTION("ropelab::dropout_add", std::vector<c10::IValue>());
     auto m = Mask::draw(p);
     m.save(ctx);
     ctx->saved_data["x_dtype"] = x_in.scalar_type();
@@ -153,6 +155,7 @@ vec::Act kernel_act(int64_t act) {
 struct ActDropout : public torch::autograd::Function<ActDropout> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h_in, int64_t act,
                                double p) {
+    RECORD_FUNCTION("ropelab::act_dropout", std::vector<c10::IValue>());
     auto m = Mask::draw(p);
     m.save(ctx);
     ctx->saved_data["act"] = act;

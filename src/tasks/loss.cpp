@@ -1,6 +1,7 @@
 #include "tasks/loss.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 
 #include <cmath>
@@ -67,6 +68,7 @@ struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy>
 struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& logits_in,
                                const torch::Tensor& target_in, double a, double b) {
+    RECORD_FUNCTION("ropelab::cross_entropy", std::vector<c10::IValue>());
     auto logits = logits_in.contiguous();
     auto target = target_in.to(torch::kInt64).contiguous();
     const int64_t N = logits.size(0), V = logits.size(1);

@@ -1,11 +1,13 @@
 #include "train/optim.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <ATen/Parallel.h>
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "compat/torch_compat.h"
 #include "model/init.h"
@@ -105,6 +107,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     }
   }
   if (!all_fusable) return torch::optim::AdamW::step(std::move(closure));
+  RECORD_FUNCTION("ropelab::adamw", std::vector<c10::IValue>());
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
   if (closure != nullptr) {

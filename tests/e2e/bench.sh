@@ -62,6 +62,10 @@ for L in ("32", "64"):
         r = s["layouts"][L][k]
         assert r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["window"] == w, r
 assert not any("error" in p for p in j["points"]), [p for p in j["points"] if "error" in p]
+# the training points' profiled step: its largest ops by self time, ropelab's kernels by name
+tops = [dict(p["top_ops_ms"]) for p in j["points"] if p.get("top_ops_ms")]
+assert tops and all(ms >= 0 for t in tops for ms in t.values()), tops[:1]
+assert any("ropelab::masked_softmax" in t or "ropelab::cross_entropy" in t for t in tops), tops[:1]
 # Every point ran in its own process and kept its log: the matmul; per model, ropelab's fp32
 # and bf16, PyTorch's fp32 (PASSIVE) and bf16 (PASSIVE and libgomp's default spin); one per
 # position family; 4 attention points; 2 long lengths x 3 families (no SDPA peer: this PyTorch's is

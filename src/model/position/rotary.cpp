@@ -1,6 +1,7 @@
 #include "model/position/rotary.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 
 #include <vector>
@@ -110,6 +111,7 @@ struct FusedRope : public torch::autograd::Function<FusedRope> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& cos_TF, const torch::Tensor& sin_TF,
                                bool interleaved) {
+    RECORD_FUNCTION("ropelab::rope", std::vector<c10::IValue>());
     auto y = torch::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
     const int64_t W = x.size(3);
     const float* c = cos_TF.data_ptr<float>();
