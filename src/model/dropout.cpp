@@ -163,6 +163,15 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     ctx->save_for_backward({h});
     const vec::Act kind = kernel_act(act);
     auto y = torch::empty_like(h);
+    if (h.scalar_type() == torch::kBFloat16) {  // read and written in bf16, no float32 copies
+      const auto* hp = reinterpret_cast<const uint16_t*>(h.data_ptr());
+      auto* yp = reinterpret_cast<uint16_t*>(y.data_ptr());
+      chunks(m, h.numel(), keep_scale(h.scalar_type(), p),
+             [&](int64_t c0, int64_t n, const float* mask) {
+               vec::act_mask_forward_bf16(hp + c0, mask, yp + c0, n, kind);
+             });
+      return y;
+    }
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h.scalar_type(), p),
            [&](int64_t c0, int64_t n, const float* mask) {
@@ -180,6 +189,16 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     auto g = grad_out[0].contiguous();
     const vec::Act kind = kernel_act(ctx->saved_data["act"].toInt());
     auto dh = torch::empty_like(h);
+    if (h.scalar_type() == torch::kBFloat16 && g.scalar_type() == torch::kBFloat16) {
+      const auto* hp = reinterpret_cast<const uint16_t*>(h.data_ptr());
+      const auto* gp = reinterpret_cast<const uint16_t*>(g.data_ptr());
+      auto* dp = reinterpret_cast<uint16_t*>(dh.data_ptr());
+      chunks(m, h.numel(), keep_scale(h.scalar_type(), m.p),
+             [&](int64_t c0, int64_t n, const float* mask) {
+               vec::act_mask_backward_bf16(hp + c0, gp + c0, mask, dp + c0, n, kind);
+             });
+      return {dh, torch::Tensor(), torch::Tensor()};
+    }
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h.scalar_type(), m.p),
            [&](int64_t c0, int64_t n, const float* mask) {
