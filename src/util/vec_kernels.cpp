@@ -175,6 +175,16 @@ ROPELAB_CLONES void act_mask_backward_bf16(const uint16_t* __restrict h,
   }
 }
 
+ROPELAB_CLONES void dropout_add_bf16(const float* __restrict x, const uint16_t* __restrict h,
+                                     const float* __restrict m, float* __restrict y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = x[j] + bf16_load(bf16_store(bf16_load(h[j]) * m[j]));
+}
+
+ROPELAB_CLONES void mask_to_bf16(const float* __restrict a, const float* __restrict m,
+                                 uint16_t* __restrict y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = bf16_store(bf16_load(bf16_store(a[j])) * m[j]);
+}
+
 ROPELAB_CLONES void bf16_to_float(const uint16_t* __restrict src, float* __restrict dst,
                                   int64_t n) {
   for (int64_t j = 0; j < n; ++j) dst[j] = bf16_load(src[j]);

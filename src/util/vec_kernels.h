@@ -62,6 +62,12 @@ void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, int64
 void act_mask_backward_bf16(const uint16_t* h, const uint16_t* g, const float* m, uint16_t* dh,
                             int64_t n, Act act);
 
+// Dropout on bf16 without float32 copies: y = x + bf16(h m) (float32 x and y, the product
+// rounded to bf16 as h's dtype computes it), and y = bf16(bf16(a) m) (a float32 gradient masked
+// into bf16, as a.to(bf16) * mask).
+void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n);
+void mask_to_bf16(const float* a, const float* m, uint16_t* y, int64_t n);
+
 // bf16 <-> float32 (bf16 = the high 16 bits of a float32; to bf16 rounds to nearest even, NaN
 // stays NaN), as c10::BFloat16 converts, but vectorised.
 void bf16_to_float(const uint16_t* src, float* dst, int64_t n);

@@ -491,6 +491,14 @@ TEST(Fused, Bf16KernelsGiveTheBitsOfTheStagedFloat32Kernels) {
                        vec::act_mask_backward(h, g, mp, out, n, act);
                      })));
   }
+  // Dropout around a bf16 sublayer: x + bf16(h m), and a float32 gradient masked into bf16.
+  auto x32 = torch::randn({n});
+  auto y32 = torch::empty({n});
+  vec::dropout_add_bf16(x32.data_ptr<float>(), bits(h16), mp, y32.data_ptr<float>(), n);
+  EXPECT_TRUE(torch::equal(y32, x32 + (h16 * m.to(torch::kBFloat16)).to(torch::kFloat32)));
+  auto masked = torch::empty({n}, torch::kBFloat16);
+  vec::mask_to_bf16(x32.data_ptr<float>(), mp, bits(masked), n);
+  EXPECT_TRUE(torch::equal(masked, x32.to(torch::kBFloat16) * m.to(torch::kBFloat16)));
   float mx16 = 0, se16 = 0, sx16 = 0, mx = 0, se = 0, sx = 0;
   auto x = h16.to(torch::kFloat32);
   vec::logits_row_stats_bf16(bits(h16), n, &mx16, &se16, &sx16);
