@@ -88,14 +88,6 @@ void chunks(const Mask& m, int64_t numel, float keep, const F& f) {
 torch::Tensor apply_mask(const Mask& m, const torch::Tensor& a_in, c10::ScalarType out_dtype) {
   auto a = a_in.contiguous();
   auto out = torch::empty(a.sizes(), a.options().dtype(out_dtype));
-  if (a.scalar_type() == torch::kFloat32 && out_dtype == torch::kBFloat16) {  // no copies
-    const float* ap = a.data_ptr<float>();
-    auto* op = reinterpret_cast<uint16_t*>(out.data_ptr());
-    chunks(m, a.numel(), keep_scale(out_dtype, m.p), [&](int64_t c0, int64_t n, const float* mask) {
-      vec::mask_to_bf16(ap + c0, mask, op + c0, n);
-    });
-    return out;
-  }
   const bool cast = out_dtype != a.scalar_type();
   chunks(m, a.numel(), keep_scale(out_dtype, m.p), [&](int64_t c0, int64_t n, const float* mask) {
     std::vector<float> ab, yb(static_cast<size_t>(n));
@@ -125,15 +117,6 @@ struct DropoutAdd : public torch::autograd::Function<DropoutAdd> {
     auto h = h_in.contiguous();
     auto out = torch::empty_like(x, at::MemoryFormat::Contiguous);
     const auto h_t = h.scalar_type();
-    if (h_t == torch::kBFloat16 && x.scalar_type() == torch::kFloat32) {  // no float32 copies
-      const float* xp = x.data_ptr<float>();
-      const auto* hp = reinterpret_cast<const uint16_t*>(h.data_ptr());
-      float* op = out.data_ptr<float>();
-      chunks(m, x.numel(), keep_scale(h_t, p), [&](int64_t c0, int64_t n, const float* mask) {
-        vec::dropout_add_bf16(xp + c0, hp + c0, mask, op + c0, n);
-      });
-      return out;
-    }
     chunks(m, x.numel(), keep_scale(h_t, p), [&](int64_t c0, int64_t n, const float* mask) {
       std::vector<float> xb, hb, tb(static_cast<size_t>(n));
       vec::mul_into(util::float_run(h, c0, n, hb), mask, tb.data(), n);
@@ -180,15 +163,6 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     ctx->save_for_backward({h});
     const vec::Act kind = kernel_act(act);
     auto y = torch::empty_like(h);
-    if (h.scalar_type() == torch::kBFloat16) {  // read and written in bf16, no float32 copies
-      const auto* hp = reinterpret_cast<const uint16_t*>(h.data_ptr());
-      auto* yp = reinterpret_cast<uint16_t*>(y.data_ptr());
-      chunks(m, h.numel(), keep_scale(h.scalar_type(), p),
-             [&](int64_t c0, int64_t n, const float* mask) {
-               vec::act_mask_forward_bf16(hp + c0, mask, yp + c0, n, kind);
-             });
-      return y;
-    }
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h.scalar_type(), p),
            [&](int64_t c0, int64_t n, const float* mask) {
@@ -206,16 +180,6 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     auto g = grad_out[0].contiguous();
     const vec::Act kind = kernel_act(ctx->saved_data["act"].toInt());
     auto dh = torch::empty_like(h);
-    if (h.scalar_type() == torch::kBFloat16 && g.scalar_type() == torch::kBFloat16) {
-      const auto* hp = reinterpret_cast<const uint16_t*>(h.data_ptr());
-      const auto* gp = reinterpret_cast<const uint16_t*>(g.data_ptr());
-      auto* dp = reinterpret_cast<uint16_t*>(dh.data_ptr());
-      chunks(m, h.numel(), keep_scale(h.scalar_type(), m.p),
-             [&](int64_t c0, int64_t n, const float* mask) {
-               vec::act_mask_backward_bf16(hp + c0, gp + c0, mask, dp + c0, n, kind);
-             });
-      return {dh, torch::Tensor(), torch::Tensor()};
-    }
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h.scalar_type(), m.p),
            [&](int64_t c0, int64_t n, const float* mask) {

@@ -9,7 +9,6 @@
 
 #include "util/float_rows.h"
 #include "util/vec_kernels.h"
-#include "util/vec_math.h"
 
 namespace ropelab::tasks {
 
@@ -81,29 +80,19 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
     float* nll_p = nll.data_ptr<float>();
     float* loss_p = loss.data_ptr<float>();
     int64_t* arg_p = arg.data_ptr<int64_t>();
-    // bf16 rows are read in place (vec::*_bf16); other dtypes through a float32 copy.
-    const bool bf16 = logits.scalar_type() == torch::kBFloat16;
-    const auto* xb = bf16 ? reinterpret_cast<const uint16_t*>(logits.data_ptr()) : nullptr;
     at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf;
       for (int64_t r = r0; r < r1; ++r) {
+        const float* x = util::float_run(logits, r * V, V, buf);
         float mx = 0, se = 0, sx = 0;
-        const float* x = nullptr;
-        const uint16_t* row = bf16 ? xb + r * V : nullptr;
-        if (bf16) {
-          vec::logits_row_stats_bf16(row, V, &mx, &se, &sx);
-        } else {
-          x = util::float_run(logits, r * V, V, buf);
-          vec::logits_row_stats(x, V, &mx, &se, &sx);
-        }
-        auto at = [&](int64_t j) { return bf16 ? vec::bf16_load(row[j]) : x[j]; };
+        vec::logits_row_stats(x, V, &mx, &se, &sx);
         const float l = mx + std::log(se);
         int64_t am = 0;
-        while (am < V - 1 && at(am) != mx) ++am;
+        while (am < V - 1 && x[am] != mx) ++am;
         arg_p[r] = am;
         lse_p[r] = l;
         const bool valid = t[r] != -100;
-        const float n = valid ? l - at(t[r]) : 0.0F;
+        const float n = valid ? l - x[t[r]] : 0.0F;
         nll_p[r] = n;
         loss_p[r] =
             valid ? static_cast<float>(a * n + b * (static_cast<double>(V) * l - sx)) : 0.0F;
@@ -128,20 +117,6 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
     auto grad = torch::empty_like(logits);
     const int64_t* t = target.data_ptr<int64_t>();
     const float* lse_p = lse.data_ptr<float>();
-    if (logits.scalar_type() == torch::kBFloat16) {  // read and written in bf16, no copies
-      const auto* x = reinterpret_cast<const uint16_t*>(logits.data_ptr());
-      auto* g = reinterpret_cast<uint16_t*>(grad.data_ptr());
-      at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const bool valid = t[r] != -100;
-          vec::cross_entropy_row_grad_bf16(x + r * V, V, lse_p[r], b, valid ? w : 0.0F, g + r * V);
-          if (!valid) continue;  // the target's element: its float32 value less a w, rounded once
-          const float xt = vec::bf16_load(x[r * V + t[r]]);
-          g[r * V + t[r]] = vec::bf16_store((vec::exp_approx(xt - lse_p[r]) - b) * w - a * w);
-        }
-      });
-      return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
-    }
     at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf, gbuf(static_cast<size_t>(V));
       for (int64_t r = r0; r < r1; ++r) {

@@ -56,26 +56,6 @@ ROPELAB_CLONES void cross_entropy_row_grad(const float* __restrict x, int64_t V,
   for (int64_t j = 0; j < V; ++j) g[j] = (exp_approx(x[j] - lse) - b) * w;
 }
 
-ROPELAB_CLONES void logits_row_stats_bf16(const uint16_t* __restrict x, int64_t V, float* max,
-                                          float* sum_exp, float* sum_x) {
-  float mx = bf16_load(x[0]);
-  for (int64_t j = 0; j < V; ++j) mx = std::fmax(mx, bf16_load(x[j]));
-  float se = 0, sx = 0;
-  for (int64_t j = 0; j < V; ++j) {
-    const float v = bf16_load(x[j]);
-    se += exp_approx(v - mx);
-    sx += v;
-  }
-  *max = mx;
-  *sum_exp = se;
-  *sum_x = sx;
-}
-
-ROPELAB_CLONES void cross_entropy_row_grad_bf16(const uint16_t* __restrict x, int64_t V, float lse,
-                                                float b, float w, uint16_t* __restrict g) {
-  for (int64_t j = 0; j < V; ++j) g[j] = bf16_store((exp_approx(bf16_load(x[j]) - lse) - b) * w);
-}
-
 ROPELAB_CLONES void online_softmax_row(float* __restrict s, int64_t n, float* m, float* l,
                                        float* decay) {
   const float m_old = *m;
@@ -146,53 +126,22 @@ ROPELAB_CLONES void act_mask_backward(const float* __restrict h, const float* __
   }
 }
 
-ROPELAB_CLONES void act_mask_forward_bf16(const uint16_t* __restrict h, const float* __restrict m,
-                                          uint16_t* __restrict y, int64_t n, Act act) {
-  if (act == Act::kGelu) {
-    for (int64_t j = 0; j < n; ++j) y[j] = bf16_store(gelu_approx(bf16_load(h[j])) * m[j]);
-  } else if (act == Act::kGeluTanh) {
-    for (int64_t j = 0; j < n; ++j) y[j] = bf16_store(gelu_tanh_approx(bf16_load(h[j])) * m[j]);
-  } else {
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = bf16_load(h[j]);
-      y[j] = bf16_store((v > 0.0F ? v : 0.0F) * m[j]);
-    }
-  }
-}
-
-ROPELAB_CLONES void act_mask_backward_bf16(const uint16_t* __restrict h,
-                                           const uint16_t* __restrict g, const float* __restrict m,
-                                           uint16_t* __restrict dh, int64_t n, Act act) {
-  if (act == Act::kGelu) {
-    for (int64_t j = 0; j < n; ++j)
-      dh[j] = bf16_store(bf16_load(g[j]) * m[j] * gelu_grad_approx(bf16_load(h[j])));
-  } else if (act == Act::kGeluTanh) {
-    for (int64_t j = 0; j < n; ++j)
-      dh[j] = bf16_store(bf16_load(g[j]) * m[j] * gelu_tanh_grad_approx(bf16_load(h[j])));
-  } else {
-    for (int64_t j = 0; j < n; ++j)
-      dh[j] = bf16_store(bf16_load(h[j]) > 0.0F ? bf16_load(g[j]) * m[j] : 0.0F);
-  }
-}
-
-ROPELAB_CLONES void dropout_add_bf16(const float* __restrict x, const uint16_t* __restrict h,
-                                     const float* __restrict m, float* __restrict y, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) y[j] = x[j] + bf16_load(bf16_store(bf16_load(h[j]) * m[j]));
-}
-
-ROPELAB_CLONES void mask_to_bf16(const float* __restrict a, const float* __restrict m,
-                                 uint16_t* __restrict y, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) y[j] = bf16_store(bf16_load(bf16_store(a[j])) * m[j]);
-}
-
 ROPELAB_CLONES void bf16_to_float(const uint16_t* __restrict src, float* __restrict dst,
                                   int64_t n) {
-  for (int64_t j = 0; j < n; ++j) dst[j] = bf16_load(src[j]);
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t u = static_cast<uint32_t>(src[j]) << 16;
+    std::memcpy(&dst[j], &u, sizeof u);
+  }
 }
 
 ROPELAB_CLONES void float_to_bf16(const float* __restrict src, uint16_t* __restrict dst,
                                   int64_t n) {
-  for (int64_t j = 0; j < n; ++j) dst[j] = bf16_store(src[j]);
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t u;
+    std::memcpy(&u, &src[j], sizeof u);
+    const uint32_t rounded = (u + 0x7FFFU + ((u >> 16) & 1U)) >> 16;
+    dst[j] = static_cast<uint16_t>((u & 0x7FFFFFFFU) > 0x7F800000U ? 0x7FC0U : rounded);
+  }
 }
 
 ROPELAB_CLONES void rope_row(const float* __restrict x, const float* __restrict c,

@@ -42,31 +42,12 @@ void logits_row_stats(const float* x, int64_t V, float* max, float* sum_exp, flo
 // g_j = (exp(x_j - lse) - b) w.
 void cross_entropy_row_grad(const float* x, int64_t V, float lse, float b, float w, float* g);
 
-// The same two for bf16 logits, read and (the gradient) written in bf16 with no float32 copy:
-// the same float32 math on the exact values, the gradient rounded once as float_to_bf16 does.
-void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x);
-void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
-                                 uint16_t* g);
-
 // y = act(h) m and dh = g m act'(h), act = ReLU, GELU (exact form) or GELU's tanh form; m holds
 // each element's dropout factor (0 or 1/(1-p)).
 enum class Act { kRelu, kGelu, kGeluTanh };
 void act_mask_forward(const float* h, const float* m, float* y, int64_t n, Act act);
 void act_mask_backward(const float* h, const float* g, const float* m, float* dh, int64_t n,
                        Act act);
-
-// The same on bf16 h, g, y and dh (the factors m stay float32): each value read exactly, the
-// math in float32, each result rounded once to bf16, as the float32 kernels between
-// bf16_to_float and float_to_bf16 give, without those copies.
-void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, int64_t n, Act act);
-void act_mask_backward_bf16(const uint16_t* h, const uint16_t* g, const float* m, uint16_t* dh,
-                            int64_t n, Act act);
-
-// Dropout on bf16 without float32 copies: y = x + bf16(h m) (float32 x and y, the product
-// rounded to bf16 as h's dtype computes it), and y = bf16(bf16(a) m) (a float32 gradient masked
-// into bf16, as a.to(bf16) * mask).
-void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n);
-void mask_to_bf16(const float* a, const float* m, uint16_t* y, int64_t n);
 
 // bf16 <-> float32 (bf16 = the high 16 bits of a float32; to bf16 rounds to nearest even, NaN
 // stays NaN), as c10::BFloat16 converts, but vectorised.

@@ -78,20 +78,4 @@ inline float gelu_tanh_grad_approx(float x) {
   return s + x * (a * r * r) * 1.5957691216057308F * (1.0F + 0.134145F * x * x);
 }
 
-// bf16 (the high 16 bits of a float32) to float32, exactly; and float32 to bf16, rounded to
-// nearest even with NaN kept NaN, as c10::BFloat16 converts.
-inline float bf16_load(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-inline uint16_t bf16_store(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = (u + 0x7FFFU + ((u >> 16) & 1U)) >> 16;
-  return static_cast<uint16_t>((u & 0x7FFFFFFFU) > 0x7F800000U ? 0x7FC0U : rounded);
-}
-
 }  // namespace ropelab::vec

@@ -458,62 +458,6 @@ TEST(Fused, Bf16ConversionsMatchLibtorch) {
                            want.narrow(0, 0, x.numel() - 1).to(torch::kFloat32)));
 }
 
-// The bf16 kernels (read and write bf16 in place) give the values of their float32 twins between
-// bf16_to_float and float_to_bf16: the staging copies they replace changed nothing. Bit for bit
-// but for the odd last bf16 bit: -ffast-math may contract a loop's float32 math differently once
-// its loads are conversions (seen in GELU's tanh form), and a float32 ulp can round either way.
-TEST(Fused, Bf16KernelsGiveTheBitsOfTheStagedFloat32Kernels) {
-  const int64_t n = 4099;  // not a multiple of any vector width
-  auto h16 = (3 * torch::randn({n})).to(torch::kBFloat16);
-  auto g16 = torch::randn({n}).to(torch::kBFloat16);
-  auto m = (torch::rand({n}) > 0.2).to(torch::kFloat32) * 1.25;
-  auto bits = [](const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr()); };
-  auto staged = [&](auto&& f32_kernel) {  // bf16 -> float32 -> kernel -> bf16
-    auto h = h16.to(torch::kFloat32), g = g16.to(torch::kFloat32), y = torch::empty({n});
-    f32_kernel(h.data_ptr<float>(), g.data_ptr<float>(), y.data_ptr<float>());
-    return y.to(torch::kBFloat16);
-  };
-  auto same = [](const torch::Tensor& got, const torch::Tensor& want) {
-    auto g = got.to(torch::kFloat32), w = want.to(torch::kFloat32);
-    const double differ = (g != w).sum().item<double>() / static_cast<double>(g.numel());
-    return differ <= 0.01 && ((g - w).abs() <= w.abs() * (1.0 / 128) + 1e-30).all().item<bool>();
-  };
-  const float* mp = m.data_ptr<float>();
-  for (auto act : {vec::Act::kGelu, vec::Act::kGeluTanh, vec::Act::kRelu}) {
-    SCOPED_TRACE(static_cast<int>(act));  // 0 relu, 1 gelu, 2 gelu_tanh
-    auto y = torch::empty({n}, torch::kBFloat16), dh = torch::empty({n}, torch::kBFloat16);
-    vec::act_mask_forward_bf16(bits(h16), mp, bits(y), n, act);
-    vec::act_mask_backward_bf16(bits(h16), bits(g16), mp, bits(dh), n, act);
-    EXPECT_TRUE(same(y, staged([&](const float* h, const float*, float* out) {
-                       vec::act_mask_forward(h, mp, out, n, act);
-                     })));
-    EXPECT_TRUE(same(dh, staged([&](const float* h, const float* g, float* out) {
-                       vec::act_mask_backward(h, g, mp, out, n, act);
-                     })));
-  }
-  // Dropout around a bf16 sublayer: x + bf16(h m), and a float32 gradient masked into bf16.
-  auto x32 = torch::randn({n});
-  auto y32 = torch::empty({n});
-  vec::dropout_add_bf16(x32.data_ptr<float>(), bits(h16), mp, y32.data_ptr<float>(), n);
-  EXPECT_TRUE(torch::equal(y32, x32 + (h16 * m.to(torch::kBFloat16)).to(torch::kFloat32)));
-  auto masked = torch::empty({n}, torch::kBFloat16);
-  vec::mask_to_bf16(x32.data_ptr<float>(), mp, bits(masked), n);
-  EXPECT_TRUE(torch::equal(masked, x32.to(torch::kBFloat16) * m.to(torch::kBFloat16)));
-  float mx16 = 0, se16 = 0, sx16 = 0, mx = 0, se = 0, sx = 0;
-  auto x = h16.to(torch::kFloat32);
-  vec::logits_row_stats_bf16(bits(h16), n, &mx16, &se16, &sx16);
-  vec::logits_row_stats(x.data_ptr<float>(), n, &mx, &se, &sx);
-  EXPECT_EQ(mx16, mx);
-  EXPECT_FLOAT_EQ(se16, se);
-  EXPECT_FLOAT_EQ(sx16, sx);
-  const float lse = mx + std::log(se);
-  auto g = torch::empty({n}, torch::kBFloat16);
-  vec::cross_entropy_row_grad_bf16(bits(h16), n, lse, 0.001F, 0.5F, bits(g));
-  EXPECT_TRUE(torch::equal(g, staged([&](const float* h, const float*, float* out) {
-                             vec::cross_entropy_row_grad(h, n, lse, 0.001F, 0.5F, out);
-                           })));
-}
-
 // The cross-entropy reads bf16 logits as they are and returns their gradient in bf16: the same
 // loss and gradient as float32 cross-entropy of the same (bf16-valued) logits.
 TEST(Fused, CrossEntropyTakesBf16LogitsAndGivesBf16Gradients) {
