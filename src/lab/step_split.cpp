@@ -1,5 +1,6 @@
 #include "lab/step_split.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -8,41 +9,39 @@
 
 namespace ropelab::lab {
 
-namespace {
-
-using clock = std::chrono::steady_clock;
-
-struct Frame {
-  clock::time_point start;
-  const char* name;
-  double children_s;
-};
-
 // One recorder per thread (the callback is thread-local too).
-struct Tally {
+struct StepSplit::Tally {
+  struct Frame {
+    std::chrono::steady_clock::time_point start;
+    const char* name;
+    double children_s;
+  };
   bool active = false;
   std::vector<Frame> stack;
   double matmul_s = 0, recorded_s = 0;
   std::map<std::string, double> self_s;
 };
 
-Tally& tally() {
-  thread_local Tally t;
+namespace {
+
+StepSplit::Tally& this_threads_tally() {
+  thread_local StepSplit::Tally t;
   return t;
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
-  auto& t = tally();
-  if (t.active) t.stack.push_back({clock::now(), fn.name(), 0.0});
+  auto& t = this_threads_tally();
+  if (t.active) t.stack.push_back({std::chrono::steady_clock::now(), fn.name(), 0.0});
   return nullptr;
 }
 
 void on_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
-  auto& t = tally();
+  auto& t = this_threads_tally();
   if (!t.active || t.stack.empty()) return;
-  const Frame f = t.stack.back();
+  const StepSplit::Tally::Frame f = t.stack.back();
   t.stack.pop_back();
-  const double took = std::chrono::duration<double>(clock::now() - f.start).count();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - f.start).count();
   const double self = took - f.children_s;
   if (StepSplit::is_matmul(f.name)) t.matmul_s += self;
   t.self_s[f.name] += self;
@@ -57,13 +56,12 @@ void on_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
 bool StepSplit::is_matmul(const char* name) {
   static constexpr std::array<const char*, 6> kMatmuls{
       "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "ropelab::gemm"};
-  for (const char* m : kMatmuls)
-    if (std::strcmp(name, m) == 0) return true;
-  return false;
+  return std::any_of(kMatmuls.begin(), kMatmuls.end(),
+                     [&](const char* m) { return std::strcmp(name, m) == 0; });
 }
 
-StepSplit::StepSplit() {
-  auto& t = tally();
+StepSplit::StepSplit() : tally_(&this_threads_tally()) {
+  auto& t = *tally_;
   if (t.active) throw std::logic_error("StepSplit: one at a time per thread");
   t = Tally{};
   t.active = true;
@@ -73,11 +71,11 @@ StepSplit::StepSplit() {
 
 StepSplit::~StepSplit() {
   at::removeCallback(handle_);
-  tally().active = false;
+  tally_->active = false;
 }
 
-double StepSplit::matmul_s() const { return tally().matmul_s; }
-double StepSplit::recorded_s() const { return tally().recorded_s; }
-const std::map<std::string, double>& StepSplit::self_s() const { return tally().self_s; }
+double StepSplit::matmul_s() const { return tally_->matmul_s; }
+double StepSplit::recorded_s() const { return tally_->recorded_s; }
+const std::map<std::string, double>& StepSplit::self_s() const { return tally_->self_s; }
 
 }  // namespace ropelab::lab

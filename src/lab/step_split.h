@@ -37,7 +37,10 @@ class StepSplit {
   // Whether `name` is one of the matmul ops above.
   static bool is_matmul(const char* name);
 
+  struct Tally;  // this thread's running sums (step_split.cpp)
+
  private:
+  Tally* tally_;
   at::CallbackHandle handle_;
 };
 
