@@ -21,15 +21,20 @@ import collections
 import json
 
 CATEGORIES = [  # first match wins
+    # ropelab::gemm: util::sgemm's oneDNN calls, recorded inside SgemmLinear and LoopMatmul
     ("matmul", ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul", "aten::linear",
-                "LoopMatmul", "SgemmLinear", "aten::_mkldnn", "mkldnn")),
-    ("attention", ("MaskedSoftmax", "aten::_softmax_backward_data", "aten::masked_fill")),
-    ("loss", ("CrossEntropy", "aten::_softmax", "aten::log_softmax", "aten::nll")),
-    ("activations", ("ActDropout", "aten::gelu", "aten::relu", "threshold_backward")),
+                "LoopMatmul", "SgemmLinear", "ropelab::gemm", "aten::_mkldnn", "mkldnn")),
+    # ropelab's fused kernels record their forward passes as ropelab::<name>
+    ("attention", ("MaskedSoftmax", "ropelab::masked_softmax", "aten::_softmax_backward_data",
+                   "aten::masked_fill")),
+    ("loss", ("CrossEntropy", "ropelab::cross_entropy", "aten::_softmax", "aten::log_softmax",
+              "aten::nll")),
+    ("activations", ("ActDropout", "ropelab::act_dropout", "aten::gelu", "aten::relu",
+                     "threshold_backward")),
     ("norms", ("layer_norm",)),
     ("dropout", ("DropoutAdd", "dropout", "bernoulli")),
-    ("optimizer", ("addcdiv", "addcmul", "aten::sqrt", "Optimizer", "AdamW", "aten::norm",
-                   "aten::clamp")),
+    ("optimizer", ("addcdiv", "addcmul", "aten::sqrt", "Optimizer", "AdamW", "ropelab::adamw",
+                   "aten::norm", "aten::clamp")),
     ("casts and copies", ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous",
                           "aten::clone", "aten::cat", "ToCopyBackward")),
     ("position", ("aten::flip", "rope", "Rope", "aten::cos", "aten::sin")),
