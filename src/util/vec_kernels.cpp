@@ -6,7 +6,7 @@
 #include "util/random.h"
 #include "util/vec_math.h"
 
-#define ROPELAB_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define ROPELAB_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 namespace ropelab::vec {
 
