@@ -232,12 +232,13 @@ json train_point(const config::Config& c, int steps) {
   double step_s = timed / steps;
   // One more step, profiled by StepSplit: its matmul time (the step time above is unprofiled).
   // On a GPU the host sees only launches: no split there.
-  double matmul_s = std::nan(""), unrecorded_s = std::nan("");
+  double matmul_s = std::nan(""), unrecorded_s = std::nan(""), profiled_s = std::nan("");
   json top_ops = json::array();
   if (!dev.is_cuda()) {
     auto t_split = clock::now();
     StepSplit split;
     trainer.train_step();
+    profiled_s = seconds_since(t_split);
     matmul_s = split.matmul_s();
     // The largest self times of that step, in ms, largest first (ropelab's fused kernels show
     // under their own names: ropelab::masked_softmax, ropelab::cross_entropy, ...).
@@ -246,7 +247,6 @@ json train_point(const config::Config& c, int steps) {
     std::sort(ops.rbegin(), ops.rend());
     ops.resize(std::min<size_t>(ops.size(), 15));
     for (const auto& [s, name] : ops) top_ops.push_back({name, 1e3 * s});
-    const double profiled_s = seconds_since(t_split);
     unrecorded_s = std::max(0.0, profiled_s - split.recorded_s());
     // Timing each op costs about a microsecond: on a tiny model that is the whole step, and the
     // matmuls' profiled time can exceed the unprofiled step. There the share of the profiled
@@ -268,6 +268,7 @@ json train_point(const config::Config& c, int steps) {
          {"matmul_s", matmul_s},
          {"top_ops_ms", top_ops},
          {"unrecorded_s", unrecorded_s},
+         {"profiled_step_s", profiled_s},
          {"params", params},
          {"loss", loss},
          {"peak_rss_mb", *std::max_element(peaks.begin(), peaks.end())},
