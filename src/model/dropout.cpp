@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "util/float_rows.h"
+#include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
 namespace ropelab::model {
@@ -148,10 +149,40 @@ vec::Act kernel_act(int64_t act) {
   }
 }
 
+// The bf16 forms of ActDropout below (util/vec_bf16.h).
+uint16_t* bits(const torch::Tensor& t) {
+  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+}
+
+torch::Tensor act_dropout_bf16_forward(AutogradContext* ctx, const Mask& m,
+                                       const torch::Tensor& h, vec::Act kind) {
+  auto y = torch::empty_like(h), d = torch::empty_like(h);
+  chunks(m, h.numel(), keep_scale(torch::kBFloat16, m.p),
+         [&](int64_t c0, int64_t n, const float* mask) {
+           vec::act_mask_forward_bf16(bits(h) + c0, mask, bits(y) + c0, bits(d) + c0, n, kind);
+         });
+  ctx->save_for_backward({d});
+  ctx->saved_data["derivative"] = true;
+  return y;
+}
+
+torch::Tensor act_dropout_bf16_backward(const torch::Tensor& d, const torch::Tensor& g_in) {
+  auto g = g_in.to(torch::kBFloat16).contiguous();
+  auto dh = torch::empty_like(d);
+  at::parallel_for(0, d.numel(), kDropoutChunk, [&](int64_t b, int64_t e) {
+    vec::mul_bf16(bits(g) + b, bits(d) + b, bits(dh) + b, e - b);
+  });
+  return dh;
+}
+
 // y = act(h) * mask in one pass per chunk; backward: grad * mask * act'(h), one pass
 // (util/vec_kernels.h: libtorch 1.13's CPU GELU ran at 7-9 ns per element here). The
 // activation runs in float32 whatever h's dtype; the kept scale is 1/(1-p) rounded to h's dtype,
 // as dropout() applies it.
+//
+// bf16 on a CPU with the AVX-512 forms (util/vec_bf16.h): the forward reads and writes bf16 in
+// place and keeps d = act'(h) * mask (bf16, the size of h, which it keeps instead); the backward
+// is one product, dh = g d.
 struct ActDropout : public torch::autograd::Function<ActDropout> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h_in, int64_t act,
                                double p) {
@@ -160,8 +191,11 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     m.save(ctx);
     ctx->saved_data["act"] = act;
     auto h = h_in.contiguous();
-    ctx->save_for_backward({h});
     const vec::Act kind = kernel_act(act);
+    if (h.scalar_type() == torch::kBFloat16 && vec::bf16_simd())
+      return act_dropout_bf16_forward(ctx, m, h, kind);
+    ctx->save_for_backward({h});
+    ctx->saved_data["derivative"] = false;
     auto y = torch::empty_like(h);
     const bool f32 = h.scalar_type() == torch::kFloat32;
     chunks(m, h.numel(), keep_scale(h.scalar_type(), p),
@@ -177,6 +211,8 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto m = Mask::load(ctx);
     auto h = ctx->get_saved_variables()[0];
+    if (ctx->saved_data["derivative"].toBool())
+      return {act_dropout_bf16_backward(h, grad_out[0]), torch::Tensor(), torch::Tensor()};
     auto g = grad_out[0].contiguous();
     const vec::Act kind = kernel_act(ctx->saved_data["act"].toInt());
     auto dh = torch::empty_like(h);

@@ -1,11 +1,13 @@
 #include "model/linear.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/autograd.h>
 #include <torch/nn/functional/linear.h>
 
 #include "compat/torch_compat.h"
 #include "util/gemm.h"
+#include "util/vec_bf16.h"
 
 namespace ropelab::model {
 
@@ -86,6 +88,74 @@ struct SgemmLinear : public torch::autograd::Function<SgemmLinear> {
   }
 };
 
+uint16_t* bf16_bits(const torch::Tensor& t) {
+  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+}
+
+// y [M, out] = x [M, in] w^T + b in bf16 under CPU autocast: the matmul in bf16 (oneDNN), then
+// the float32 bias added in place with one rounding to bf16 (util/vec_bf16.h). libtorch's addmm
+// would first copy the bias into every row of the output, a broadcast copy that took longer than
+// the add (about 10 ms of the LM bench's 360 ms bf16 step on 2 cores, BENCHMARKS.md).
+torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
+                                const torch::Tensor& b_O) {
+  auto y_MO = at::mm(x_MI, w_OI.t());
+  auto b = b_O.to(torch::kFloat32).contiguous();
+  const int64_t O = y_MO.size(1);
+  uint16_t* y = bf16_bits(y_MO);
+  const float* bp = b.data_ptr<float>();
+  at::parallel_for(0, y_MO.size(0), 64, [&](int64_t r0, int64_t r1) {
+    vec::add_bias_bf16(y + r0 * O, bp, r1 - r0, O, O);
+  });
+  return y_MO;
+}
+
+// The bias's gradient: dY's column sums in float32, 64 columns to a task.
+torch::Tensor column_sums_bf16(const torch::Tensor& g_MO) {
+  const int64_t M = g_MO.size(0), O = g_MO.size(1);
+  auto sum_O = torch::zeros({O}, g_MO.options().dtype(torch::kFloat32));
+  const uint16_t* g = bf16_bits(g_MO);
+  float* s = sum_O.data_ptr<float>();
+  at::parallel_for(0, (O + 63) / 64, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t j0 = c0 * 64, j1 = std::min(O, c1 * 64);
+    vec::add_column_sums_bf16(g + j0, M, j1 - j0, O, s + j0);
+  });
+  return sum_O;
+}
+
+// The dense layer with a bias under bf16 CPU autocast. Inputs: x [M, in] and w [out, in] in
+// bf16 (contiguous), b [out] in float32; the bias's gradient comes back in float32.
+struct Bf16BiasLinear : public torch::autograd::Function<Bf16BiasLinear> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_MI,
+                               const torch::Tensor& w_OI, const torch::Tensor& b_O) {
+    RECORD_FUNCTION("ropelab::bf16_linear", std::vector<c10::IValue>());
+    ctx->save_for_backward({x_MI, w_OI});
+    return bias_forward_bf16(x_MI, w_OI, b_O);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    auto g_MO = grad_out[0].to(torch::kBFloat16).contiguous();
+    torch::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(0)) gx = at::mm(g_MO, saved[1]);        // dX = dY W
+    if (ctx->needs_input_grad(1)) gw = at::mm(g_MO.t(), saved[0]);    // dW = dY^T X
+    if (ctx->needs_input_grad(2)) gb = column_sums_bf16(g_MO);        // db = 1^T dY
+    return {gx, gw, gb};
+  }
+};
+
+// Whether the bf16 bias layer applies: CPU autocast in bf16, float inputs on the CPU, 2-D
+// weight, a bias, and a CPU with the AVX-512 forms (elsewhere libtorch's addmm is as good).
+bool bf16_bias_path(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  auto cpu_float = [](const torch::Tensor& t) {
+    return t.device().is_cpu() && (t.scalar_type() == torch::kFloat32 ||
+                                   t.scalar_type() == torch::kBFloat16);
+  };
+  return b.defined() && compat::autocast_enabled(c10::DeviceType::CPU) &&
+         compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 && vec::bf16_simd() &&
+         cpu_float(x) && cpu_float(w) && cpu_float(b) && w.dim() == 2 && b.dim() == 1 &&
+         x.dim() >= 1 && x.size(-1) == w.size(1) && b.size(0) == w.size(0) && x.numel() > 0;
+}
+
 bool fast_path(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   auto f32_cpu = [](const torch::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == torch::kFloat32;
@@ -103,9 +173,14 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch
   // addmm. The C++ frontend's torch::nn::functional::linear adds it to a 3-D output in a second,
   // in-place pass, which under bf16 autocast mixes dtypes (bf16 output, float32 bias): 7.8 ms of
   // a 96 ms lm-large step on an H200.
-  if (!fast_path(x, w, b)) return torch::linear(x, w, b);
   auto sizes = x.sizes().vec();
   sizes.back() = w.size(0);
+  if (bf16_bias_path(x, w, b)) {
+    auto x_MI = x.reshape({-1, x.size(-1)}).to(torch::kBFloat16).contiguous();
+    auto y_MO = Bf16BiasLinear::apply(x_MI, w.to(torch::kBFloat16).contiguous(), b);
+    return y_MO.view(sizes);
+  }
+  if (!fast_path(x, w, b)) return torch::linear(x, w, b);
   auto x_MI = x.reshape({-1, x.size(-1)}).contiguous();
   auto w_OI = w.contiguous();
   auto b_O = b.defined() ? b : torch::empty({0}, w.options());

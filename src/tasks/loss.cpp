@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "util/float_rows.h"
+#include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
 namespace ropelab::tasks {
@@ -60,6 +61,14 @@ struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy>
   }
 };
 
+// bf16 logits on a CPU with util/vec_bf16.h's AVX-512 forms are read and written in place.
+bool in_place_bf16(const torch::Tensor& logits) {
+  return logits.scalar_type() == torch::kBFloat16 && vec::bf16_simd();
+}
+uint16_t* bf16_bits(const torch::Tensor& t) {
+  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+}
+
 // Inputs: logits [N, V] (any float dtype, read as float32), target [N]; outputs: loss_sum
 // (differentiable), nll_N and argmax_N (not). The forward reads each row twice while it is in
 // cache (max; exp-sum) and writes nothing of N x V; the backward recomputes the softmax from the
@@ -80,19 +89,27 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
     float* nll_p = nll.data_ptr<float>();
     float* loss_p = loss.data_ptr<float>();
     int64_t* arg_p = arg.data_ptr<int64_t>();
+    const bool bf16 = in_place_bf16(logits);
     at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf;
       for (int64_t r = r0; r < r1; ++r) {
-        const float* x = util::float_run(logits, r * V, V, buf);
-        float mx = 0, se = 0, sx = 0;
-        vec::logits_row_stats(x, V, &mx, &se, &sx);
-        const float l = mx + std::log(se);
+        float mx = 0, se = 0, sx = 0, x_t = 0;
         int64_t am = 0;
-        while (am < V - 1 && x[am] != mx) ++am;
+        const bool valid = t[r] != -100;
+        if (bf16) {
+          const uint16_t* x = bf16_bits(logits) + r * V;
+          vec::logits_row_stats_bf16(x, V, &mx, &se, &sx, &am);
+          if (valid) x_t = static_cast<float>(c10::BFloat16(x[t[r]], c10::BFloat16::from_bits()));
+        } else {
+          const float* x = util::float_run(logits, r * V, V, buf);
+          vec::logits_row_stats(x, V, &mx, &se, &sx);
+          while (am < V - 1 && x[am] != mx) ++am;
+          if (valid) x_t = x[t[r]];
+        }
+        const float l = mx + std::log(se);
         arg_p[r] = am;
         lse_p[r] = l;
-        const bool valid = t[r] != -100;
-        const float n = valid ? l - x[t[r]] : 0.0F;
+        const float n = valid ? l - x_t : 0.0F;
         nll_p[r] = n;
         loss_p[r] =
             valid ? static_cast<float>(a * n + b * (static_cast<double>(V) * l - sx)) : 0.0F;
@@ -117,6 +134,17 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
     auto grad = torch::empty_like(logits);
     const int64_t* t = target.data_ptr<int64_t>();
     const float* lse_p = lse.data_ptr<float>();
+    if (in_place_bf16(logits)) {
+      at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const bool valid = t[r] != -100;
+          vec::cross_entropy_row_grad_bf16(bf16_bits(logits) + r * V, V, lse_p[r], b,
+                                           valid ? w : 0.0F, valid ? t[r] : -1, a * w,
+                                           bf16_bits(grad) + r * V);
+        }
+      });
+      return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
     at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf, gbuf(static_cast<size_t>(V));
       for (int64_t r = r0; r < r1; ++r) {

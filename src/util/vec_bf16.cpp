@@ -1,0 +1,391 @@
+#include "util/vec_bf16.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "util/vec_math.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// GCC 12's AVX-512 headers start some conversions from _mm512_undefined_*(), which its
+// -Wmaybe-uninitialized and -Wuninitialized report at every inlined use (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#define ROPELAB_HAVE_X86 1
+#else
+#define ROPELAB_HAVE_X86 0
+#endif
+
+namespace ropelab::vec {
+
+namespace {
+
+// bf16 bits -> float32 (exact) and float32 -> bf16 bits (nearest even; NaN -> 0x7FC0).
+inline float load1(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline uint16_t store1(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7FFFFFFFU) > 0x7F800000U) return 0x7FC0U;
+  return static_cast<uint16_t>((u + 0x7FFFU + ((u >> 16) & 1U)) >> 16);
+}
+
+#if ROPELAB_HAVE_X86
+#define ROPELAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+
+// 16 bf16 at p (the first n < 16 of them when masked) as float32.
+ROPELAB_AVX512 inline __m512 load16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+ROPELAB_AVX512 inline __m512 load16(const uint16_t* p, __mmask16 k) {
+  const __m256i h = _mm256_maskz_loadu_epi16(k, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+// 16 float32 rounded to bf16 (as store1).
+ROPELAB_AVX512 inline __m256i round16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0)));
+}
+ROPELAB_AVX512 inline void store16(uint16_t* p, __m512 x) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), round16(x));
+}
+ROPELAB_AVX512 inline void store16(uint16_t* p, __m512 x, __mmask16 k) {
+  _mm256_mask_storeu_epi16(p, k, round16(x));
+}
+ROPELAB_AVX512 inline __mmask16 tail_mask(int64_t n) {
+  return static_cast<__mmask16>((1U << static_cast<unsigned>(n)) - 1U);
+}
+
+ROPELAB_AVX512 void add_bias_avx512(uint16_t* y, const float* b, int64_t rows, int64_t cols,
+                                    int64_t ld) {
+  const int64_t full = cols - cols % 16;
+  const __mmask16 k = tail_mask(cols - full);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint16_t* row = y + r * ld;
+    for (int64_t j = 0; j < full; j += 16)
+      store16(row + j, _mm512_add_ps(load16(row + j), _mm512_loadu_ps(b + j)));
+    if (k != 0)
+      store16(row + full, _mm512_add_ps(load16(row + full, k), _mm512_maskz_loadu_ps(k, b + full)),
+              k);
+  }
+}
+
+ROPELAB_AVX512 void add_column_sums_avx512(const uint16_t* g, int64_t rows, int64_t cols,
+                                           int64_t ld, float* acc) {
+  // 64 columns at a time in four registers, every row added in order (the portable order).
+  int64_t j = 0;
+  for (; j + 64 <= cols; j += 64) {
+    __m512 a0 = _mm512_loadu_ps(acc + j), a1 = _mm512_loadu_ps(acc + j + 16);
+    __m512 a2 = _mm512_loadu_ps(acc + j + 32), a3 = _mm512_loadu_ps(acc + j + 48);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint16_t* row = g + r * ld + j;
+      a0 = _mm512_add_ps(a0, load16(row));
+      a1 = _mm512_add_ps(a1, load16(row + 16));
+      a2 = _mm512_add_ps(a2, load16(row + 32));
+      a3 = _mm512_add_ps(a3, load16(row + 48));
+    }
+    _mm512_storeu_ps(acc + j, a0);
+    _mm512_storeu_ps(acc + j + 16, a1);
+    _mm512_storeu_ps(acc + j + 32, a2);
+    _mm512_storeu_ps(acc + j + 48, a3);
+  }
+  for (; j < cols; j += 16) {
+    const __mmask16 k = tail_mask(cols - j < 16 ? cols - j : 16);
+    __m512 a = _mm512_maskz_loadu_ps(k, acc + j);
+    for (int64_t r = 0; r < rows; ++r) a = _mm512_add_ps(a, load16(g + r * ld + j, k));
+    _mm512_mask_storeu_ps(acc + j, k, a);
+  }
+}
+
+ROPELAB_AVX512 inline __m512 set1(float v) { return _mm512_set1_ps(v); }
+
+// exp_approx (util/vec_math.h) on 16 lanes: the same Cephes reduction and polynomial, the
+// power of two applied by vscalefps; 0 below -87.
+ROPELAB_AVX512 inline __m512 exp16(__m512 x) {
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, set1(-87.0F)), set1(88.0F));
+  const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(xc, set1(1.44269504088896341F), set1(0.5F)),
+                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, set1(0.693359375F), xc);
+  r = _mm512_fmadd_ps(n, set1(2.12194440e-4F), r);
+  __m512 p = set1(1.9875691500e-4F);
+  p = _mm512_fmadd_ps(p, r, set1(1.3981999507e-3F));
+  p = _mm512_fmadd_ps(p, r, set1(8.3334519073e-3F));
+  p = _mm512_fmadd_ps(p, r, set1(4.1665795894e-2F));
+  p = _mm512_fmadd_ps(p, r, set1(1.6666665459e-1F));
+  p = _mm512_fmadd_ps(p, r, set1(5.0000001201e-1F));
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), set1(1.0F));
+  const __m512 e = _mm512_scalef_ps(p, n);
+  return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, set1(-87.0F), _CMP_LT_OQ), _mm512_setzero_ps());
+}
+
+// 1 / d, to about float32 precision (vrcp14ps and one Newton step).
+ROPELAB_AVX512 inline __m512 recip16(__m512 d) {
+  const __m512 t = _mm512_rcp14_ps(d);
+  return _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, set1(2.0F)));
+}
+
+// act(h) and act'(h) on 16 lanes (vec_math.h's gelu_approx and gelu_grad_approx, which share
+// exp(-h^2 / 2); gelu_tanh_approx and its gradient; ReLU).
+ROPELAB_AVX512 inline __m512 act16(__m512 h, Act act, __m512* grad) {
+  if (act == Act::kGelu) {
+    const __m512 z = _mm512_mul_ps(h, set1(0.70710678118654752F));
+    const __m512 t = recip16(_mm512_fmadd_ps(_mm512_abs_ps(z), set1(0.3275911F), set1(1.0F)));
+    __m512 y = set1(1.061405429F);
+    y = _mm512_fmadd_ps(y, t, set1(-1.453152027F));
+    y = _mm512_fmadd_ps(y, t, set1(1.421413741F));
+    y = _mm512_fmadd_ps(y, t, set1(-0.284496736F));
+    y = _mm512_fmadd_ps(y, t, set1(0.254829592F));
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(z, z)));
+    const __m512 erf_abs = _mm512_fnmadd_ps(_mm512_mul_ps(y, t), e, set1(1.0F));
+    const __m512 erf = _mm512_or_ps(erf_abs, _mm512_and_ps(z, set1(-0.0F)));
+    const __m512 cdf = _mm512_fmadd_ps(erf, set1(0.5F), set1(0.5F));
+    *grad = _mm512_fmadd_ps(_mm512_mul_ps(h, set1(0.39894228040143268F)), e, cdf);
+    return _mm512_mul_ps(h, cdf);
+  }
+  if (act == Act::kGeluTanh) {
+    const __m512 h2 = _mm512_mul_ps(h, h);
+    const __m512 u2 = _mm512_mul_ps(set1(1.5957691216057308F),
+                                    _mm512_fmadd_ps(_mm512_mul_ps(set1(0.044715F), h2), h, h));
+    const __m512 a = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(u2)));
+    const __m512 r = recip16(_mm512_add_ps(set1(1.0F), a));
+    const __m512 ar = _mm512_mul_ps(a, r);
+    const __m512 s = _mm512_mask_mov_ps(ar, _mm512_cmp_ps_mask(u2, _mm512_setzero_ps(), _CMP_GE_OQ), r);
+    const __m512 du = _mm512_mul_ps(set1(1.5957691216057308F),
+                                    _mm512_fmadd_ps(set1(0.134145F), h2, set1(1.0F)));
+    *grad = _mm512_fmadd_ps(_mm512_mul_ps(h, _mm512_mul_ps(ar, r)), du, s);
+    return _mm512_mul_ps(h, s);
+  }
+  const __mmask16 pos = _mm512_cmp_ps_mask(h, _mm512_setzero_ps(), _CMP_GT_OQ);
+  *grad = _mm512_mask_mov_ps(_mm512_setzero_ps(), pos, set1(1.0F));
+  return _mm512_maskz_mov_ps(pos, h);
+}
+
+ROPELAB_AVX512 void act_mask_forward_avx512(const uint16_t* h, const float* m, uint16_t* y,
+                                            uint16_t* d, int64_t n, Act act) {
+  // Whole vectors unmasked (masked loads and stores in the loop cost half its speed), then
+  // the tail.
+  const int64_t full = n - n % 16;
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 mj = _mm512_loadu_ps(m + j);
+    __m512 grad;
+    const __m512 a = act16(load16(h + j), act, &grad);
+    store16(y + j, _mm512_mul_ps(a, mj));
+    store16(d + j, _mm512_mul_ps(grad, mj));
+  }
+  if (full < n) {
+    const __mmask16 k = tail_mask(n - full);
+    const __m512 mj = _mm512_maskz_loadu_ps(k, m + full);
+    __m512 grad;
+    const __m512 a = act16(load16(h + full, k), act, &grad);
+    store16(y + full, _mm512_mul_ps(a, mj), k);
+    store16(d + full, _mm512_mul_ps(grad, mj), k);
+  }
+}
+
+ROPELAB_AVX512 void mul_avx512(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) store16(out + j, _mm512_mul_ps(load16(a + j), load16(b + j)));
+  if (j < n) {
+    const __mmask16 k = tail_mask(n - j);
+    store16(out + j, _mm512_mul_ps(load16(a + j, k), load16(b + j, k)), k);
+  }
+}
+
+ROPELAB_AVX512 void logits_row_stats_avx512(const uint16_t* x, int64_t V, float* max,
+                                            float* sum_exp, float* sum_x, int64_t* argmax) {
+  const int64_t full = V - V % 16;
+  const __mmask16 k = tail_mask(V - full);
+  __m512 mx = set1(-INFINITY), sx = _mm512_setzero_ps();
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 v = load16(x + j);
+    mx = _mm512_max_ps(mx, v);
+    sx = _mm512_add_ps(sx, v);
+  }
+  if (k != 0) {
+    const __m512 v = load16(x + full, k);  // masked lanes load as 0
+    mx = _mm512_mask_max_ps(mx, k, mx, v);
+    sx = _mm512_add_ps(sx, v);
+  }
+  const float m = _mm512_reduce_max_ps(mx);
+  const __m512 mv = set1(m);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 32 <= full; j += 32) {
+    s0 = _mm512_add_ps(s0, exp16(_mm512_sub_ps(load16(x + j), mv)));
+    s1 = _mm512_add_ps(s1, exp16(_mm512_sub_ps(load16(x + j + 16), mv)));
+  }
+  for (; j < full; j += 16) s0 = _mm512_add_ps(s0, exp16(_mm512_sub_ps(load16(x + j), mv)));
+  if (k != 0) s1 = _mm512_add_ps(s1, _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(load16(x + full, k), mv))));
+  // The first index of the max: the row is in cache.
+  int64_t am = 0;
+  for (int64_t i = 0; i < V; i += 16) {
+    const __mmask16 ki = tail_mask(V - i < 16 ? V - i : 16);
+    const auto eq = static_cast<unsigned>(_mm512_mask_cmp_ps_mask(ki, load16(x + i, ki), mv, _CMP_EQ_OQ));
+    if (eq != 0) {
+      am = i + __builtin_ctz(eq);
+      break;
+    }
+  }
+  *max = m;
+  *sum_exp = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+  *sum_x = _mm512_reduce_add_ps(sx);
+  *argmax = am;
+}
+
+ROPELAB_AVX512 void cross_entropy_row_grad_avx512(const uint16_t* x, int64_t V, float lse, float b,
+                                                  float w, uint16_t* g) {
+  const __m512 l = set1(lse), bv = set1(b), wv = set1(w);
+  const int64_t full = V - V % 16;
+  for (int64_t j = 0; j < full; j += 16)
+    store16(g + j, _mm512_mul_ps(_mm512_sub_ps(exp16(_mm512_sub_ps(load16(x + j), l)), bv), wv));
+  if (full < V) {
+    const __mmask16 k = tail_mask(V - full);
+    const __m512 e = exp16(_mm512_sub_ps(load16(x + full, k), l));
+    store16(g + full, _mm512_mul_ps(_mm512_sub_ps(e, bv), wv), k);
+  }
+}
+
+bool detect_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("fma");
+}
+#else
+bool detect_avx512() { return false; }
+#endif
+
+}  // namespace
+
+bool bf16_simd() {
+  static const bool yes = detect_avx512();
+  return yes;
+}
+
+namespace portable {
+
+void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) y[r * ld + j] = store1(load1(y[r * ld + j]) + b[j]);
+}
+
+void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) acc[j] += load1(g[r * ld + j]);
+}
+
+void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
+                           Act act) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float x = load1(h[j]);
+    float a = 0, grad = 0;
+    if (act == Act::kGelu) {
+      a = gelu_approx(x);
+      grad = gelu_grad_approx(x);
+    } else if (act == Act::kGeluTanh) {
+      a = gelu_tanh_approx(x);
+      grad = gelu_tanh_grad_approx(x);
+    } else {
+      a = x > 0.0F ? x : 0.0F;
+      grad = x > 0.0F ? 1.0F : 0.0F;
+    }
+    y[j] = store1(a * m[j]);
+    d[j] = store1(grad * m[j]);
+  }
+}
+
+void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = store1(load1(a[j]) * load1(b[j]));
+}
+
+void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x,
+                           int64_t* argmax) {
+  float mx = load1(x[0]), sx = 0;
+  int64_t am = 0;
+  for (int64_t j = 0; j < V; ++j) {
+    const float v = load1(x[j]);
+    if (v > mx) {
+      mx = v;
+      am = j;
+    }
+    sx += v;
+  }
+  float se = 0;
+  for (int64_t j = 0; j < V; ++j) se += exp_approx(load1(x[j]) - mx);
+  *max = mx;
+  *sum_exp = se;
+  *sum_x = sx;
+  *argmax = am;
+}
+
+void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
+                                 int64_t target, float a_w, uint16_t* g) {
+  for (int64_t j = 0; j < V; ++j) {
+    const float v = (exp_approx(load1(x[j]) - lse) - b) * w;
+    g[j] = store1(j == target ? v - a_w : v);
+  }
+}
+
+}  // namespace portable
+
+void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return add_bias_avx512(y, b, rows, cols, ld);
+#endif
+  portable::add_bias_bf16(y, b, rows, cols, ld);
+}
+
+void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return add_column_sums_avx512(g, rows, cols, ld, acc);
+#endif
+  portable::add_column_sums_bf16(g, rows, cols, ld, acc);
+}
+
+void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
+                           Act act) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return act_mask_forward_avx512(h, m, y, d, n, act);
+#endif
+  portable::act_mask_forward_bf16(h, m, y, d, n, act);
+}
+
+void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return mul_avx512(a, b, out, n);
+#endif
+  portable::mul_bf16(a, b, out, n);
+}
+
+void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x,
+                           int64_t* argmax) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return logits_row_stats_avx512(x, V, max, sum_exp, sum_x, argmax);
+#endif
+  portable::logits_row_stats_bf16(x, V, max, sum_exp, sum_x, argmax);
+}
+
+void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
+                                 int64_t target, float a_w, uint16_t* g) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) {
+    cross_entropy_row_grad_avx512(x, V, lse, b, w, g);
+    if (target >= 0 && target < V)
+      g[target] = store1((exp_approx(load1(x[target]) - lse) - b) * w - a_w);
+    return;
+  }
+#endif
+  portable::cross_entropy_row_grad_bf16(x, V, lse, b, w, target, a_w, g);
+}
+
+}  // namespace ropelab::vec

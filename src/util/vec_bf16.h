@@ -1,0 +1,57 @@
+// Loops over bf16 data that read and write bf16 in place, with float32 arithmetic in registers:
+// no float32 staging copy of the operands (util/float_rows.h). Each has an AVX-512 form in
+// intrinsics (F, BW, DQ, VL and FMA: x86-64-v4), chosen at run time where the CPU has them, and
+// a portable form that gives the same bits (the same operations in the same order, one rounding
+// to bf16 at the store, round-to-nearest-even as c10::BFloat16 does). GCC's auto-vectoriser
+// turned such mixed-width loops into half-width code with register spills (BENCHMARKS.md), hence
+// the intrinsics.
+//
+// Used under bf16 autocast by the dense layers (model/linear.cpp: the bias added after the
+// matmul, y = x W^T + b, Vaswani et al. 2017, Eq. 2, and the bias's gradient, dY's column sums),
+// the FFN's activation under dropout (model/dropout.cpp: GELU, Hendrycks & Gimpel 2016, with
+// Srivastava et al. 2014's dropout) and the softmax cross-entropy (tasks/loss.cpp).
+#pragma once
+#include <cstdint>
+
+#include "util/vec_kernels.h"
+
+namespace ropelab::vec {
+
+// Whether this CPU runs the AVX-512 forms (else the portable ones run).
+bool bf16_simd();
+
+// y[r, j] = bf16(float(y[r, j]) + b[j]) for r < rows, j < cols; y's rows ld elements apart.
+void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld);
+// acc[j] += float(g[r, j]) over r < rows, in row order, for j < cols; g's rows ld apart.
+void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc);
+
+// y = bf16(act(h) m) and d = bf16(act'(h) m) over n elements, m the dropout factors (0 or the
+// kept scale): the forward of act_dropout, which keeps d for its backward, dh = bf16(g d).
+void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
+                           Act act);
+// out = bf16(a b), element by element (out may be a or b).
+void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n);
+
+// One row of V logits: its max, sum_j exp(x_j - max), sum_j x_j and the first index of the max.
+void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x,
+                           int64_t* argmax);
+// g_j = bf16((exp(x_j - lse) - b) w - [j == target] a_w): the row's softmax cross-entropy
+// gradient (target < 0: none).
+void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
+                                 int64_t target, float a_w, uint16_t* g);
+
+// The portable forms, whatever the CPU (for the tests). Bias and sums: the same bits as the
+// forms above; the math: the same to float32 rounding (the AVX-512 forms fuse multiply-adds).
+namespace portable {
+void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld);
+void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc);
+void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
+                           Act act);
+void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n);
+void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x,
+                           int64_t* argmax);
+void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
+                                 int64_t target, float a_w, uint16_t* g);
+}  // namespace portable
+
+}  // namespace ropelab::vec

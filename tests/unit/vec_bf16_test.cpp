@@ -1,0 +1,135 @@
+// util/vec_bf16.h's loops over bf16 data against libtorch on the same values, and the AVX-512
+// forms (where this CPU has them) against the portable ones: lengths with a tail (not a
+// multiple of 16), NaN and infinity, the rounding of every store as c10::BFloat16 rounds.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "tensor_helpers.h"
+#include "util/vec_bf16.h"
+
+namespace ropelab {
+namespace {
+
+uint16_t* bits(const torch::Tensor& t) {
+  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+}
+
+torch::Tensor bf16(const torch::Tensor& t) { return t.to(torch::kBFloat16).contiguous(); }
+
+// y + b rounded once to bf16, in place, as libtorch's float32 sum converted to bf16; the same
+// bits in both forms, on a strided block (ld > cols), NaN and infinity kept.
+TEST(VecBf16, BiasAddRoundsOnceAsLibtorch) {
+  for (int64_t cols : {1, 15, 16, 17, 64, 70, 129}) {
+    const int64_t rows = 5, ld = cols + 3;
+    auto y0 = bf16(4 * torch::randn({rows, ld}));
+    y0[0][0] = NAN;
+    y0[1][cols - 1] = INFINITY;
+    auto b = torch::randn({cols});
+    auto want = y0.clone();
+    want.narrow(1, 0, cols).copy_((y0.narrow(1, 0, cols).to(torch::kFloat32) + b).to(torch::kBFloat16));
+    auto y1 = y0.clone(), y2 = y0.clone();
+    vec::add_bias_bf16(bits(y1), b.data_ptr<float>(), rows, cols, ld);
+    vec::portable::add_bias_bf16(bits(y2), b.data_ptr<float>(), rows, cols, ld);
+    SCOPED_TRACE(cols);
+    EXPECT_TRUE(torch::equal(y1.isnan(), want.isnan()));
+    auto finite = want.isnan().logical_not();
+    EXPECT_TRUE(torch::equal(y1.masked_fill(finite.logical_not(), 0), want.masked_fill(finite.logical_not(), 0)));
+    EXPECT_TRUE(torch::equal(torch::from_blob(bits(y1), {rows * ld}, torch::kInt16),
+                             torch::from_blob(bits(y2), {rows * ld}, torch::kInt16)));
+  }
+}
+
+// Column sums of a bf16 block added to float32 accumulators: libtorch's float32 sums of the same
+// values to rounding, and both forms bit for bit (the same order).
+TEST(VecBf16, ColumnSumsAddEveryRowInOrder) {
+  for (int64_t cols : {3, 16, 64, 100, 130}) {
+    const int64_t rows = 33, ld = cols + 1;
+    auto g = bf16(torch::randn({rows, ld}));
+    auto acc0 = torch::randn({cols});
+    auto a1 = acc0.clone(), a2 = acc0.clone();
+    vec::add_column_sums_bf16(bits(g), rows, cols, ld, a1.data_ptr<float>());
+    vec::portable::add_column_sums_bf16(bits(g), rows, cols, ld, a2.data_ptr<float>());
+    auto want = acc0 + g.narrow(1, 0, cols).to(torch::kFloat32).sum(0);
+    SCOPED_TRACE(cols);
+    EXPECT_TRUE(test::close(a1, want, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::equal(a1, a2));
+  }
+}
+
+// The activation under dropout writes y = act(h) m and d = act'(h) m in bf16: each within one
+// bf16 rounding (and the formula's 1.5e-7) of libtorch's float64 GELU, its gradient (through
+// autograd) and ReLU; exact zeros where the mask drops; the forms agree to one bf16 step.
+TEST(VecBf16, ActivationAndItsDerivativeUnderTheMask) {
+  const int64_t n = 1000 + 7;
+  auto h = bf16(3 * torch::randn({n}));
+  auto m = (torch::rand({n}) > 0.2).to(torch::kFloat32) * 1.25F;
+  for (auto act : {vec::Act::kGelu, vec::Act::kGeluTanh, vec::Act::kRelu}) {
+    auto y = torch::empty_like(h), d = torch::empty_like(h);
+    auto y2 = torch::empty_like(h), d2 = torch::empty_like(h);
+    vec::act_mask_forward_bf16(bits(h), m.data_ptr<float>(), bits(y), bits(d), n, act);
+    vec::portable::act_mask_forward_bf16(bits(h), m.data_ptr<float>(), bits(y2), bits(d2), n, act);
+    auto h64 = h.to(torch::kFloat64).requires_grad_(true);
+    auto a = act == vec::Act::kGelu       ? torch::gelu(h64)
+             : act == vec::Act::kGeluTanh ? torch::gelu(h64, "tanh")
+                                          : torch::relu(h64);
+    a.sum().backward();
+    auto m64 = m.to(torch::kFloat64);
+    SCOPED_TRACE(static_cast<int>(act));
+    EXPECT_TRUE(test::close(y.to(torch::kFloat64), a.detach() * m64, 1.0 / 256, 1e-6));
+    EXPECT_TRUE(test::close(d.to(torch::kFloat64), h64.grad() * m64, 1.0 / 256, 1e-6));
+    EXPECT_TRUE(torch::equal(y.masked_select(m == 0), torch::zeros({(m == 0).sum().item<int64_t>()},
+                                                                    torch::kBFloat16)));
+    EXPECT_TRUE(test::close(y.to(torch::kFloat32), y2.to(torch::kFloat32), 1.0 / 128, 1e-6));
+    EXPECT_TRUE(test::close(d.to(torch::kFloat32), d2.to(torch::kFloat32), 1.0 / 128, 1e-6));
+  }
+}
+
+// a * b rounded once: libtorch's bf16 product bit for bit, in place too.
+TEST(VecBf16, ProductRoundsOnce) {
+  for (int64_t n : {1, 16, 31, 1000}) {
+    auto a = bf16(torch::randn({n})), b = bf16(torch::randn({n}));
+    auto out = torch::empty_like(a);
+    vec::mul_bf16(bits(a), bits(b), bits(out), n);
+    EXPECT_TRUE(torch::equal(out, bf16(a.to(torch::kFloat32) * b.to(torch::kFloat32))));
+    auto out2 = a.clone();
+    vec::portable::mul_bf16(bits(out2), bits(b), bits(out2), n);
+    EXPECT_TRUE(torch::equal(out2, out));
+  }
+}
+
+// One row of logits: max, sum of exp(x - max), sum, first index of the max, against libtorch in
+// float32; the gradient (softmax - b) w - [target] a w within one bf16 rounding.
+TEST(VecBf16, CrossEntropyRowStatsAndGradient) {
+  for (int64_t V : {5, 16, 67, 8000}) {
+    auto x = bf16(3 * torch::randn({V}));
+    x[V / 2] = 20.0;  // the max, also found again later in a tie
+    if (V > 40) x[V - 3] = 20.0;
+    auto xf = x.to(torch::kFloat32);
+    for (int form = 0; form < 2; ++form) {
+      float mx = 0, se = 0, sx = 0;
+      int64_t am = -1;
+      (form == 0 ? vec::logits_row_stats_bf16 : vec::portable::logits_row_stats_bf16)(
+          bits(x), V, &mx, &se, &sx, &am);
+      SCOPED_TRACE(::testing::Message() << "V " << V << " form " << form);
+      EXPECT_EQ(mx, 20.0F);
+      EXPECT_EQ(am, V / 2);
+      EXPECT_NEAR(se, torch::exp(xf - 20).sum().item<float>(), 1e-5 * se);
+      EXPECT_NEAR(sx, xf.sum().item<float>(), 1e-4 * (1 + xf.abs().sum().item<float>()));
+      const float lse = mx + std::log(se), b = 0.01F, w = 0.5F, aw = 0.45F;
+      const int64_t target = V - 2;
+      auto g = torch::empty_like(x);
+      (form == 0 ? vec::cross_entropy_row_grad_bf16 : vec::portable::cross_entropy_row_grad_bf16)(
+          bits(x), V, lse, b, w, target, aw, bits(g));
+      auto want = (torch::softmax(xf, 0) - b) * w;
+      want[target] -= aw;
+      EXPECT_TRUE(test::close(g.to(torch::kFloat32), want, 1.0 / 256, 1e-6));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ropelab
