@@ -17,6 +17,7 @@
 #include "model/tiled_attention.h"
 #include "util/device.h"
 #include "util/float_rows.h"
+#include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
 namespace ropelab::model {
@@ -63,11 +64,63 @@ struct BiasRows {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The bf16 rows of MaskedSoftmax below (util/vec_bf16.h).
+// out [B, N, T, S] bf16 and each row's max and 1 / sum of exp (stats [rows, 2], for the backward).
+std::pair<torch::Tensor, torch::Tensor> softmax_bf16_forward(const torch::Tensor& scores,
+                                                             const BiasRows& br,
+                                                             const BiasRows& mr) {
+  const int64_t N = scores.size(1), T = scores.size(2), S = scores.size(3);
+  const int64_t rows = scores.numel() / S;
+  auto out = torch::empty_like(scores);
+  auto stats = torch::empty({rows, 2}, scores.options().dtype(torch::kFloat32));
+  std::vector<float> zeros(static_cast<size_t>(S), 0.0F);
+  at::parallel_for(0, rows, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> tmp(static_cast<size_t>(S));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (N * T), n = (r / T) % N, i = r % T;
+      float* st = stats.data_ptr<float>() + 2 * r;
+      vec::softmax_row_bf16(util::bf16_bits(scores) + r * S, br.row(b, n, i, zeros.data()),
+                            mr.row(b, n, i, zeros.data()), util::bf16_bits(out) + r * S, S,
+                            tmp.data(), st, st + 1);
+    }
+  });
+  return {out, stats};
+}
+
+// dx = p (g - sum p g), p recomputed in float32 from the saved scores, bias, mask and stats.
+torch::Tensor softmax_bf16_backward(const torch::Tensor& scores, const torch::Tensor& bias,
+                                    const torch::Tensor& mask, const torch::Tensor& stats,
+                                    const torch::Tensor& g_in) {
+  auto g = g_in.to(torch::kBFloat16).contiguous();
+  auto gs = torch::empty_like(scores);
+  const int64_t B = scores.size(0), N = scores.size(1), T = scores.size(2), S = scores.size(3);
+  BiasRows br(bias, B, N, T, S), mr(mask, B, N, T, S);
+  std::vector<float> zeros(static_cast<size_t>(S), 0.0F);
+  at::parallel_for(0, scores.numel() / S, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> tmp(static_cast<size_t>(S));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (N * T), n = (r / T) % N, i = r % T;
+      const float* st = stats.data_ptr<float>() + 2 * r;
+      vec::softmax_backward_row_bf16(util::bf16_bits(scores) + r * S, br.row(b, n, i, zeros.data()),
+                                     mr.row(b, n, i, zeros.data()), st[0], st[1],
+                                     util::bf16_bits(g) + r * S, util::bf16_bits(gs) + r * S, S,
+                                     tmp.data());
+    }
+  });
+  return gs;
+}
+
 // softmax(scores + bias + mask) over the last dim, in float32, written once as float32 (kept for
 // the backward) and, when out_dtype differs, once more in out_dtype (what the P v matmul reads
 // under bf16 autocast). The unfused ops make the sums and the casts in separate passes.
 // Backward: dx = p (g - sum p g), one vectorised pass per row; the bias gets the sum of dx over
 // its broadcast dims.
+//
+// bf16 scores and output with no bias gradient, on a CPU with util/vec_bf16.h's AVX-512 forms:
+// the rows are read and written as bf16 (float32 in registers). The backward recomputes the
+// float32 p from the saved bf16 scores and each row's max and 1 / sum (FlashAttention's
+// recomputation, Dao et al. 2022): the same p as the float32 copy it replaces, which took twice
+// the scores' memory.
 struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& scores_in,
                                const torch::Tensor& bias, const torch::Tensor& mask,
@@ -75,6 +128,19 @@ struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
     RECORD_FUNCTION("ropelab::masked_softmax", std::vector<c10::IValue>());
     auto scores = scores_in.contiguous();
     const int64_t B = scores.size(0), N = scores.size(1), T = scores.size(2), S = scores.size(3);
+    ctx->saved_data["in_dtype"] = scores_in.scalar_type();
+    ctx->saved_data["bias_sizes"] = bias.sizes().vec();
+    ctx->saved_data["bias_dtype"] = bias.scalar_type();
+    ctx->saved_data["bias_grad"] = bias.numel() > 0 && bias.requires_grad();
+    const bool bf16 = scores.scalar_type() == torch::kBFloat16 && out_dtype == torch::kBFloat16 &&
+                      vec::bf16_simd() && !(bias.numel() > 0 && bias.requires_grad());
+    ctx->saved_data["recompute_bf16"] = bf16;
+    if (bf16) {
+      auto [out, stats] =
+          softmax_bf16_forward(scores, BiasRows(bias, B, N, T, S), BiasRows(mask, B, N, T, S));
+      ctx->save_for_backward({scores, bias, mask, stats});
+      return {out};
+    }
     auto f32 = scores.options().dtype(torch::kFloat32);
     auto p32 = torch::empty({B, N, T, S}, f32);
     const bool cast_out = out_dtype != torch::kFloat32;
@@ -92,15 +158,15 @@ struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
       }
     });
     ctx->save_for_backward({p32});
-    ctx->saved_data["in_dtype"] = scores_in.scalar_type();
-    ctx->saved_data["bias_sizes"] = bias.sizes().vec();
-    ctx->saved_data["bias_dtype"] = bias.scalar_type();
-    ctx->saved_data["bias_grad"] = bias.numel() > 0 && bias.requires_grad();
     return {out};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    auto p32 = ctx->get_saved_variables()[0];
+    auto saved = ctx->get_saved_variables();
+    if (ctx->saved_data["recompute_bf16"].toBool())
+      return {softmax_bf16_backward(saved[0], saved[1], saved[2], saved[3], grad_out[0]),
+              torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    auto p32 = saved[0];
     auto g = grad_out[0].contiguous();
     const auto in_dtype = ctx->saved_data["in_dtype"].toScalarType();
     const bool bias_grad = ctx->saved_data["bias_grad"].toBool();

@@ -150,16 +150,13 @@ vec::Act kernel_act(int64_t act) {
 }
 
 // The bf16 forms of ActDropout below (util/vec_bf16.h).
-uint16_t* bits(const torch::Tensor& t) {
-  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
-}
-
-torch::Tensor act_dropout_bf16_forward(AutogradContext* ctx, const Mask& m,
-                                       const torch::Tensor& h, vec::Act kind) {
+torch::Tensor act_dropout_bf16_forward(AutogradContext* ctx, const Mask& m, const torch::Tensor& h,
+                                       vec::Act kind) {
   auto y = torch::empty_like(h), d = torch::empty_like(h);
   chunks(m, h.numel(), keep_scale(torch::kBFloat16, m.p),
          [&](int64_t c0, int64_t n, const float* mask) {
-           vec::act_mask_forward_bf16(bits(h) + c0, mask, bits(y) + c0, bits(d) + c0, n, kind);
+           vec::act_mask_forward_bf16(util::bf16_bits(h) + c0, mask, util::bf16_bits(y) + c0,
+                                      util::bf16_bits(d) + c0, n, kind);
          });
   ctx->save_for_backward({d});
   ctx->saved_data["derivative"] = true;
@@ -170,7 +167,7 @@ torch::Tensor act_dropout_bf16_backward(const torch::Tensor& d, const torch::Ten
   auto g = g_in.to(torch::kBFloat16).contiguous();
   auto dh = torch::empty_like(d);
   at::parallel_for(0, d.numel(), kDropoutChunk, [&](int64_t b, int64_t e) {
-    vec::mul_bf16(bits(g) + b, bits(d) + b, bits(dh) + b, e - b);
+    vec::mul_bf16(util::bf16_bits(g) + b, util::bf16_bits(d) + b, util::bf16_bits(dh) + b, e - b);
   });
   return dh;
 }

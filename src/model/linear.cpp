@@ -6,6 +6,7 @@
 #include <torch/nn/functional/linear.h>
 
 #include "compat/torch_compat.h"
+#include "util/float_rows.h"
 #include "util/gemm.h"
 #include "util/vec_bf16.h"
 
@@ -88,10 +89,6 @@ struct SgemmLinear : public torch::autograd::Function<SgemmLinear> {
   }
 };
 
-uint16_t* bf16_bits(const torch::Tensor& t) {
-  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
-}
-
 // y [M, out] = x [M, in] w^T + b in bf16 under CPU autocast: the matmul in bf16 (oneDNN), then
 // the float32 bias added in place with one rounding to bf16 (util/vec_bf16.h). libtorch's addmm
 // would first copy the bias into every row of the output, a broadcast copy that took longer than
@@ -101,7 +98,7 @@ torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
   auto y_MO = at::mm(x_MI, w_OI.t());
   auto b = b_O.to(torch::kFloat32).contiguous();
   const int64_t O = y_MO.size(1);
-  uint16_t* y = bf16_bits(y_MO);
+  uint16_t* y = util::bf16_bits(y_MO);
   const float* bp = b.data_ptr<float>();
   at::parallel_for(0, y_MO.size(0), 64, [&](int64_t r0, int64_t r1) {
     vec::add_bias_bf16(y + r0 * O, bp, r1 - r0, O, O);
@@ -113,7 +110,7 @@ torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
 torch::Tensor column_sums_bf16(const torch::Tensor& g_MO) {
   const int64_t M = g_MO.size(0), O = g_MO.size(1);
   auto sum_O = torch::zeros({O}, g_MO.options().dtype(torch::kFloat32));
-  const uint16_t* g = bf16_bits(g_MO);
+  const uint16_t* g = util::bf16_bits(g_MO);
   float* s = sum_O.data_ptr<float>();
   at::parallel_for(0, (O + 63) / 64, 1, [&](int64_t c0, int64_t c1) {
     const int64_t j0 = c0 * 64, j1 = std::min(O, c1 * 64);
@@ -136,9 +133,9 @@ struct Bf16BiasLinear : public torch::autograd::Function<Bf16BiasLinear> {
     auto saved = ctx->get_saved_variables();
     auto g_MO = grad_out[0].to(torch::kBFloat16).contiguous();
     torch::Tensor gx, gw, gb;
-    if (ctx->needs_input_grad(0)) gx = at::mm(g_MO, saved[1]);        // dX = dY W
-    if (ctx->needs_input_grad(1)) gw = at::mm(g_MO.t(), saved[0]);    // dW = dY^T X
-    if (ctx->needs_input_grad(2)) gb = column_sums_bf16(g_MO);        // db = 1^T dY
+    if (ctx->needs_input_grad(0)) gx = at::mm(g_MO, saved[1]);      // dX = dY W
+    if (ctx->needs_input_grad(1)) gw = at::mm(g_MO.t(), saved[0]);  // dW = dY^T X
+    if (ctx->needs_input_grad(2)) gb = column_sums_bf16(g_MO);      // db = 1^T dY
     return {gx, gw, gb};
   }
 };
@@ -147,8 +144,8 @@ struct Bf16BiasLinear : public torch::autograd::Function<Bf16BiasLinear> {
 // weight, a bias, and a CPU with the AVX-512 forms (elsewhere libtorch's addmm is as good).
 bool bf16_bias_path(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   auto cpu_float = [](const torch::Tensor& t) {
-    return t.device().is_cpu() && (t.scalar_type() == torch::kFloat32 ||
-                                   t.scalar_type() == torch::kBFloat16);
+    return t.device().is_cpu() &&
+           (t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kBFloat16);
   };
   return b.defined() && compat::autocast_enabled(c10::DeviceType::CPU) &&
          compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 && vec::bf16_simd() &&

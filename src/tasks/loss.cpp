@@ -65,10 +65,6 @@ struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy>
 bool in_place_bf16(const torch::Tensor& logits) {
   return logits.scalar_type() == torch::kBFloat16 && vec::bf16_simd();
 }
-uint16_t* bf16_bits(const torch::Tensor& t) {
-  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
-}
-
 // Inputs: logits [N, V] (any float dtype, read as float32), target [N]; outputs: loss_sum
 // (differentiable), nll_N and argmax_N (not). The forward reads each row twice while it is in
 // cache (max; exp-sum) and writes nothing of N x V; the backward recomputes the softmax from the
@@ -97,7 +93,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
         int64_t am = 0;
         const bool valid = t[r] != -100;
         if (bf16) {
-          const uint16_t* x = bf16_bits(logits) + r * V;
+          const uint16_t* x = util::bf16_bits(logits) + r * V;
           vec::logits_row_stats_bf16(x, V, &mx, &se, &sx, &am);
           if (valid) x_t = static_cast<float>(c10::BFloat16(x[t[r]], c10::BFloat16::from_bits()));
         } else {
@@ -138,9 +134,9 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
       at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const bool valid = t[r] != -100;
-          vec::cross_entropy_row_grad_bf16(bf16_bits(logits) + r * V, V, lse_p[r], b,
+          vec::cross_entropy_row_grad_bf16(util::bf16_bits(logits) + r * V, V, lse_p[r], b,
                                            valid ? w : 0.0F, valid ? t[r] : -1, a * w,
-                                           bf16_bits(grad) + r * V);
+                                           util::bf16_bits(grad) + r * V);
         }
       });
       return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};

@@ -48,4 +48,8 @@ void round_float_run(float* buf, int64_t n, c10::ScalarType dtype) {
   });
 }
 
+uint16_t* bf16_bits(const torch::Tensor& t) {
+  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+}
+
 }  // namespace ropelab::util

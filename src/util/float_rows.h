@@ -20,4 +20,7 @@ void store_float_run(const float* src, const torch::Tensor& t, int64_t offset, i
 // a store into a tensor of that dtype and a load back would.
 void round_float_run(float* buf, int64_t n, c10::ScalarType dtype);
 
+// A bf16 tensor's data as the bits util/vec_bf16.h's loops read and write.
+uint16_t* bf16_bits(const torch::Tensor& t);
+
 }  // namespace ropelab::util

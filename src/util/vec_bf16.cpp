@@ -52,8 +52,8 @@ ROPELAB_AVX512 inline __m256i round16(__m512 x) {
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   const __m512i r =
       _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000));
   return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0)));
 }
 ROPELAB_AVX512 inline void store16(uint16_t* p, __m512 x) {
@@ -125,7 +125,8 @@ ROPELAB_AVX512 inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, set1(5.0000001201e-1F));
   p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), set1(1.0F));
   const __m512 e = _mm512_scalef_ps(p, n);
-  return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, set1(-87.0F), _CMP_LT_OQ), _mm512_setzero_ps());
+  return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, set1(-87.0F), _CMP_LT_OQ),
+                            _mm512_setzero_ps());
 }
 
 // 1 / d, to about float32 precision (vrcp14ps and one Newton step).
@@ -159,9 +160,10 @@ ROPELAB_AVX512 inline __m512 act16(__m512 h, Act act, __m512* grad) {
     const __m512 a = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(u2)));
     const __m512 r = recip16(_mm512_add_ps(set1(1.0F), a));
     const __m512 ar = _mm512_mul_ps(a, r);
-    const __m512 s = _mm512_mask_mov_ps(ar, _mm512_cmp_ps_mask(u2, _mm512_setzero_ps(), _CMP_GE_OQ), r);
-    const __m512 du = _mm512_mul_ps(set1(1.5957691216057308F),
-                                    _mm512_fmadd_ps(set1(0.134145F), h2, set1(1.0F)));
+    const __m512 s =
+        _mm512_mask_mov_ps(ar, _mm512_cmp_ps_mask(u2, _mm512_setzero_ps(), _CMP_GE_OQ), r);
+    const __m512 du =
+        _mm512_mul_ps(set1(1.5957691216057308F), _mm512_fmadd_ps(set1(0.134145F), h2, set1(1.0F)));
     *grad = _mm512_fmadd_ps(_mm512_mul_ps(h, _mm512_mul_ps(ar, r)), du, s);
     return _mm512_mul_ps(h, s);
   }
@@ -225,12 +227,14 @@ ROPELAB_AVX512 void logits_row_stats_avx512(const uint16_t* x, int64_t V, float*
     s1 = _mm512_add_ps(s1, exp16(_mm512_sub_ps(load16(x + j + 16), mv)));
   }
   for (; j < full; j += 16) s0 = _mm512_add_ps(s0, exp16(_mm512_sub_ps(load16(x + j), mv)));
-  if (k != 0) s1 = _mm512_add_ps(s1, _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(load16(x + full, k), mv))));
+  if (k != 0)
+    s1 = _mm512_add_ps(s1, _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(load16(x + full, k), mv))));
   // The first index of the max: the row is in cache.
   int64_t am = 0;
   for (int64_t i = 0; i < V; i += 16) {
     const __mmask16 ki = tail_mask(V - i < 16 ? V - i : 16);
-    const auto eq = static_cast<unsigned>(_mm512_mask_cmp_ps_mask(ki, load16(x + i, ki), mv, _CMP_EQ_OQ));
+    const auto eq =
+        static_cast<unsigned>(_mm512_mask_cmp_ps_mask(ki, load16(x + i, ki), mv, _CMP_EQ_OQ));
     if (eq != 0) {
       am = i + __builtin_ctz(eq);
       break;
@@ -253,6 +257,93 @@ ROPELAB_AVX512 void cross_entropy_row_grad_avx512(const uint16_t* x, int64_t V, 
     const __m512 e = exp16(_mm512_sub_ps(load16(x + full, k), l));
     store16(g + full, _mm512_mul_ps(_mm512_sub_ps(e, bv), wv), k);
   }
+}
+
+// tmp = x + b1 + b2 over S elements; returns their max.
+ROPELAB_AVX512 float biased_row_avx512(const uint16_t* x, const float* b1, const float* b2,
+                                       int64_t S, float* tmp) {
+  const int64_t full = S - S % 16;
+  __m512 mx = set1(-INFINITY);
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 v = _mm512_add_ps(_mm512_add_ps(load16(x + j), _mm512_loadu_ps(b1 + j)),
+                                   _mm512_loadu_ps(b2 + j));
+    _mm512_storeu_ps(tmp + j, v);
+    mx = _mm512_max_ps(mx, v);
+  }
+  if (full < S) {
+    const __mmask16 k = tail_mask(S - full);
+    const __m512 v =
+        _mm512_add_ps(_mm512_add_ps(load16(x + full, k), _mm512_maskz_loadu_ps(k, b1 + full)),
+                      _mm512_maskz_loadu_ps(k, b2 + full));
+    _mm512_mask_storeu_ps(tmp + full, k, v);
+    mx = _mm512_mask_max_ps(mx, k, mx, v);
+  }
+  return _mm512_reduce_max_ps(mx);
+}
+
+// tmp = exp(tmp - m) over S elements (the tail's unused lanes stay out); returns their sum.
+ROPELAB_AVX512 float exp_row_avx512(float* tmp, int64_t S, float m) {
+  const int64_t full = S - S % 16;
+  const __m512 mv = set1(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(tmp + j), mv));
+    _mm512_storeu_ps(tmp + j, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  if (full < S) {
+    const __mmask16 k = tail_mask(S - full);
+    const __m512 e =
+        _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, tmp + full), mv)));
+    _mm512_mask_storeu_ps(tmp + full, k, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+ROPELAB_AVX512 void softmax_row_avx512(const uint16_t* x, const float* b1, const float* b2,
+                                       uint16_t* p, int64_t S, float* tmp, float* max, float* inv) {
+  const float m = biased_row_avx512(x, b1, b2, S, tmp);
+  const float r = 1.0F / exp_row_avx512(tmp, S, m);
+  const int64_t full = S - S % 16;
+  const __m512 rv = set1(r);
+  for (int64_t j = 0; j < full; j += 16)
+    store16(p + j, _mm512_mul_ps(_mm512_loadu_ps(tmp + j), rv));
+  if (full < S) {
+    const __mmask16 k = tail_mask(S - full);
+    store16(p + full, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full), rv), k);
+  }
+  *max = m;
+  *inv = r;
+}
+
+ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* b1, const float* b2,
+                                                float max, float inv, const uint16_t* g,
+                                                uint16_t* dx, int64_t S, float* tmp) {
+  biased_row_avx512(x, b1, b2, S, tmp);
+  exp_row_avx512(tmp, S, max);
+  const int64_t full = S - S % 16;
+  const __mmask16 k = tail_mask(S - full);
+  const __m512 rv = set1(inv);
+  __m512 dot = _mm512_setzero_ps();
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(tmp + j), rv);
+    _mm512_storeu_ps(tmp + j, p);
+    dot = _mm512_fmadd_ps(p, load16(g + j), dot);
+  }
+  if (k != 0) {
+    const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full), rv);
+    _mm512_mask_storeu_ps(tmp + full, k, p);
+    dot = _mm512_fmadd_ps(p, load16(g + full, k), dot);
+  }
+  const __m512 d = set1(_mm512_reduce_add_ps(dot));
+  for (int64_t j = 0; j < full; j += 16)
+    store16(dx + j, _mm512_mul_ps(_mm512_loadu_ps(tmp + j), _mm512_sub_ps(load16(g + j), d)));
+  if (k != 0)
+    store16(
+        dx + full,
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full), _mm512_sub_ps(load16(g + full, k), d)),
+        k);
 }
 
 bool detect_avx512() {
@@ -336,6 +427,43 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
   }
 }
 
+// tmp = exp(x + b1 + b2 - m) over S elements, m = m_in, or their max where m_in is NaN; returns
+// the sum, and m in *m_out.
+static float exp_biased_row(const uint16_t* x, const float* b1, const float* b2, int64_t S,
+                            float* tmp, float m_in, float* m_out) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < S; ++j) {
+    tmp[j] = load1(x[j]) + b1[j] + b2[j];
+    mx = std::fmax(mx, tmp[j]);
+  }
+  if (!std::isnan(m_in)) mx = m_in;
+  float sum = 0;
+  for (int64_t j = 0; j < S; ++j) {
+    tmp[j] = exp_approx(tmp[j] - mx);
+    sum += tmp[j];
+  }
+  *m_out = mx;
+  return sum;
+}
+
+void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv) {
+  const float r = 1.0F / exp_biased_row(x, b1, b2, S, tmp, NAN, max);
+  for (int64_t j = 0; j < S; ++j) p[j] = store1(tmp[j] * r);
+  *inv = r;
+}
+
+void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
+                               float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp) {
+  float m = max, dot = 0;
+  exp_biased_row(x, b1, b2, S, tmp, max, &m);
+  for (int64_t j = 0; j < S; ++j) {
+    tmp[j] *= inv;
+    dot += tmp[j] * load1(g[j]);
+  }
+  for (int64_t j = 0; j < S; ++j) dx[j] = store1(tmp[j] * (load1(g[j]) - dot));
+}
+
 }  // namespace portable
 
 void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld) {
@@ -373,6 +501,22 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
   if (bf16_simd()) return logits_row_stats_avx512(x, V, max, sum_exp, sum_x, argmax);
 #endif
   portable::logits_row_stats_bf16(x, V, max, sum_exp, sum_x, argmax);
+}
+
+void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return softmax_row_avx512(x, b1, b2, p, S, tmp, max, inv);
+#endif
+  portable::softmax_row_bf16(x, b1, b2, p, S, tmp, max, inv);
+}
+
+void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
+                               float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return softmax_backward_row_avx512(x, b1, b2, max, inv, g, dx, S, tmp);
+#endif
+  portable::softmax_backward_row_bf16(x, b1, b2, max, inv, g, dx, S, tmp);
 }
 
 void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,

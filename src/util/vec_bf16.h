@@ -9,7 +9,8 @@
 // Used under bf16 autocast by the dense layers (model/linear.cpp: the bias added after the
 // matmul, y = x W^T + b, Vaswani et al. 2017, Eq. 2, and the bias's gradient, dY's column sums),
 // the FFN's activation under dropout (model/dropout.cpp: GELU, Hendrycks & Gimpel 2016, with
-// Srivastava et al. 2014's dropout) and the softmax cross-entropy (tasks/loss.cpp).
+// Srivastava et al. 2014's dropout), the softmax cross-entropy (tasks/loss.cpp) and the
+// attention's softmax (Eq. 1).
 #pragma once
 #include <cstdint>
 
@@ -40,6 +41,16 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
 void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
                                  int64_t target, float a_w, uint16_t* g);
 
+// p = bf16(softmax(x + b1 + b2)) over S elements (b1, b2: float32 additive biases, zeros for
+// none; tmp: S floats of scratch), as vec::softmax_row computes it, with the row's max and
+// 1 / sum of exp for the backward; and that backward, dx = bf16(p (g - sum_k p_k g_k)), with p
+// recomputed in float32 from x, b1, b2, max and inv: the same float32 p as the forward's, never
+// its bf16 rounding (the attention's softmax, model/attention.cpp).
+void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv);
+void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
+                               float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp);
+
 // The portable forms, whatever the CPU (for the tests). Bias and sums: the same bits as the
 // forms above; the math: the same to float32 rounding (the AVX-512 forms fuse multiply-adds).
 namespace portable {
@@ -52,6 +63,10 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
                            int64_t* argmax);
 void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
                                  int64_t target, float a_w, uint16_t* g);
+void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv);
+void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
+                               float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp);
 }  // namespace portable
 
 }  // namespace ropelab::vec

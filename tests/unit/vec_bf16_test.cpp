@@ -30,14 +30,16 @@ TEST(VecBf16, BiasAddRoundsOnceAsLibtorch) {
     y0[1][cols - 1] = INFINITY;
     auto b = torch::randn({cols});
     auto want = y0.clone();
-    want.narrow(1, 0, cols).copy_((y0.narrow(1, 0, cols).to(torch::kFloat32) + b).to(torch::kBFloat16));
+    want.narrow(1, 0, cols)
+        .copy_((y0.narrow(1, 0, cols).to(torch::kFloat32) + b).to(torch::kBFloat16));
     auto y1 = y0.clone(), y2 = y0.clone();
     vec::add_bias_bf16(bits(y1), b.data_ptr<float>(), rows, cols, ld);
     vec::portable::add_bias_bf16(bits(y2), b.data_ptr<float>(), rows, cols, ld);
     SCOPED_TRACE(cols);
     EXPECT_TRUE(torch::equal(y1.isnan(), want.isnan()));
     auto finite = want.isnan().logical_not();
-    EXPECT_TRUE(torch::equal(y1.masked_fill(finite.logical_not(), 0), want.masked_fill(finite.logical_not(), 0)));
+    EXPECT_TRUE(torch::equal(y1.masked_fill(finite.logical_not(), 0),
+                             want.masked_fill(finite.logical_not(), 0)));
     EXPECT_TRUE(torch::equal(torch::from_blob(bits(y1), {rows * ld}, torch::kInt16),
                              torch::from_blob(bits(y2), {rows * ld}, torch::kInt16)));
   }
@@ -81,8 +83,8 @@ TEST(VecBf16, ActivationAndItsDerivativeUnderTheMask) {
     SCOPED_TRACE(static_cast<int>(act));
     EXPECT_TRUE(test::close(y.to(torch::kFloat64), a.detach() * m64, 1.0 / 256, 1e-6));
     EXPECT_TRUE(test::close(d.to(torch::kFloat64), h64.grad() * m64, 1.0 / 256, 1e-6));
-    EXPECT_TRUE(torch::equal(y.masked_select(m == 0), torch::zeros({(m == 0).sum().item<int64_t>()},
-                                                                    torch::kBFloat16)));
+    EXPECT_TRUE(torch::equal(y.masked_select(m == 0),
+                             torch::zeros({(m == 0).sum().item<int64_t>()}, torch::kBFloat16)));
     EXPECT_TRUE(test::close(y.to(torch::kFloat32), y2.to(torch::kFloat32), 1.0 / 128, 1e-6));
     EXPECT_TRUE(test::close(d.to(torch::kFloat32), d2.to(torch::kFloat32), 1.0 / 128, 1e-6));
   }
@@ -128,6 +130,44 @@ TEST(VecBf16, CrossEntropyRowStatsAndGradient) {
       want[target] -= aw;
       EXPECT_TRUE(test::close(g.to(torch::kFloat32), want, 1.0 / 256, 1e-6));
     }
+  }
+}
+
+// A softmax row from bf16 scores and two float32 biases, and its backward from the recomputed
+// float32 p: libtorch's float32 softmax and its gradient (from that float32 p) within one bf16
+// rounding; a fully masked row (every score at -1e30) averages; the forms agree to one bf16 step.
+TEST(VecBf16, SoftmaxRowAndItsBackward) {
+  for (int64_t S : {1, 9, 16, 257}) {
+    auto x = bf16(3 * torch::randn({S}));
+    auto b1 = torch::randn({S}), b2 = torch::zeros({S}).masked_fill_(torch::rand({S}) < 0.3, -1e30);
+    auto g = bf16(torch::randn({S}));
+    std::vector<float> tmp(static_cast<size_t>(S));
+    auto want = torch::softmax(x.to(torch::kFloat32) + b1 + b2, 0);
+    auto gf = g.to(torch::kFloat32);
+    auto want_dx = want * (gf - (want * gf).sum());
+    std::vector<torch::Tensor> ps, dxs;
+    for (int form = 0; form < 2; ++form) {
+      auto p = torch::empty_like(x), dx = torch::empty_like(x);
+      float mx = 0, inv = 0;
+      (form == 0 ? vec::softmax_row_bf16 : vec::portable::softmax_row_bf16)(
+          bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), bits(p), S, tmp.data(), &mx, &inv);
+      (form == 0 ? vec::softmax_backward_row_bf16 : vec::portable::softmax_backward_row_bf16)(
+          bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), mx, inv, bits(g), bits(dx), S,
+          tmp.data());
+      SCOPED_TRACE(::testing::Message() << "S " << S << " form " << form);
+      EXPECT_TRUE(test::close(p.to(torch::kFloat32), want, 1.0 / 256, 1e-7));
+      EXPECT_TRUE(test::close(dx.to(torch::kFloat32), want_dx, 1.0 / 256, 1e-6));
+      ps.push_back(p.to(torch::kFloat32));
+      dxs.push_back(dx.to(torch::kFloat32));
+    }
+    EXPECT_TRUE(test::close(ps[0], ps[1], 1.0 / 128, 1e-7));
+    EXPECT_TRUE(test::close(dxs[0], dxs[1], 1.0 / 128, 1e-6));
+    auto all_masked = torch::full({S}, -1e30F), p = torch::empty_like(x);
+    float mx = 0, inv = 0;
+    vec::softmax_row_bf16(bits(x), all_masked.data_ptr<float>(),
+                          torch::zeros({S}).data_ptr<float>(), bits(p), S, tmp.data(), &mx, &inv);
+    EXPECT_TRUE(test::close(p.to(torch::kFloat32), torch::full({S}, 1.0F / static_cast<float>(S)),
+                            1.0 / 256, 1e-7));
   }
 }
 
