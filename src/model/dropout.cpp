@@ -89,6 +89,12 @@ void chunks(const Mask& m, int64_t numel, float keep, const F& f) {
 torch::Tensor apply_mask(const Mask& m, const torch::Tensor& a_in, c10::ScalarType out_dtype) {
   auto a = a_in.contiguous();
   auto out = torch::empty(a.sizes(), a.options().dtype(out_dtype));
+  if (a.scalar_type() == torch::kFloat32 && out_dtype == torch::kBFloat16 && vec::bf16_simd()) {
+    chunks(m, a.numel(), keep_scale(out_dtype, m.p), [&](int64_t c0, int64_t n, const float* mask) {
+      vec::mask_to_bf16(a.data_ptr<float>() + c0, mask, util::bf16_bits(out) + c0, n);
+    });
+    return out;
+  }
   const bool cast = out_dtype != a.scalar_type();
   chunks(m, a.numel(), keep_scale(out_dtype, m.p), [&](int64_t c0, int64_t n, const float* mask) {
     std::vector<float> ab, yb(static_cast<size_t>(n));
@@ -118,6 +124,13 @@ struct DropoutAdd : public torch::autograd::Function<DropoutAdd> {
     auto h = h_in.contiguous();
     auto out = torch::empty_like(x, at::MemoryFormat::Contiguous);
     const auto h_t = h.scalar_type();
+    if (out_t == torch::kFloat32 && h_t == torch::kBFloat16 && vec::bf16_simd()) {
+      chunks(m, x.numel(), keep_scale(h_t, p), [&](int64_t c0, int64_t n, const float* mask) {
+        vec::dropout_add_bf16(x.data_ptr<float>() + c0, util::bf16_bits(h) + c0, mask,
+                              out.data_ptr<float>() + c0, n);
+      });
+      return out;
+    }
     chunks(m, x.numel(), keep_scale(h_t, p), [&](int64_t c0, int64_t n, const float* mask) {
       std::vector<float> xb, hb, tb(static_cast<size_t>(n));
       vec::mul_into(util::float_run(h, c0, n, hb), mask, tb.data(), n);

@@ -203,6 +203,39 @@ ROPELAB_AVX512 void mul_avx512(const uint16_t* a, const uint16_t* b, uint16_t* o
   }
 }
 
+// x rounded to bf16 and back (as store16 then load16).
+ROPELAB_AVX512 inline __m512 round_trip16(__m512 x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(round16(x)), 16));
+}
+
+ROPELAB_AVX512 void dropout_add_avx512(const float* x, const uint16_t* h, const float* m, float* y,
+                                       int64_t n) {
+  const int64_t full = n - n % 16;
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 hm = round_trip16(_mm512_mul_ps(load16(h + j), _mm512_loadu_ps(m + j)));
+    _mm512_storeu_ps(y + j, _mm512_add_ps(_mm512_loadu_ps(x + j), hm));
+  }
+  if (full < n) {
+    const __mmask16 k = tail_mask(n - full);
+    const __m512 hm =
+        round_trip16(_mm512_mul_ps(load16(h + full, k), _mm512_maskz_loadu_ps(k, m + full)));
+    _mm512_mask_storeu_ps(y + full, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + full), hm));
+  }
+}
+
+ROPELAB_AVX512 void mask_to_bf16_avx512(const float* g, const float* m, uint16_t* dh, int64_t n) {
+  const int64_t full = n - n % 16;
+  for (int64_t j = 0; j < full; j += 16)
+    store16(dh + j, _mm512_mul_ps(round_trip16(_mm512_loadu_ps(g + j)), _mm512_loadu_ps(m + j)));
+  if (full < n) {
+    const __mmask16 k = tail_mask(n - full);
+    store16(dh + full,
+            _mm512_mul_ps(round_trip16(_mm512_maskz_loadu_ps(k, g + full)),
+                          _mm512_maskz_loadu_ps(k, m + full)),
+            k);
+  }
+}
+
 ROPELAB_AVX512 void logits_row_stats_avx512(const uint16_t* x, int64_t V, float* max,
                                             float* sum_exp, float* sum_x, int64_t* argmax) {
   const int64_t full = V - V % 16;
@@ -399,6 +432,14 @@ void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = store1(load1(a[j]) * load1(b[j]));
 }
 
+void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = x[j] + load1(store1(load1(h[j]) * m[j]));
+}
+
+void mask_to_bf16(const float* g, const float* m, uint16_t* dh, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dh[j] = store1(load1(store1(g[j])) * m[j]);
+}
+
 void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x,
                            int64_t* argmax) {
   float mx = load1(x[0]), sx = 0;
@@ -493,6 +534,20 @@ void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
   if (bf16_simd()) return mul_avx512(a, b, out, n);
 #endif
   portable::mul_bf16(a, b, out, n);
+}
+
+void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return dropout_add_avx512(x, h, m, y, n);
+#endif
+  portable::dropout_add_bf16(x, h, m, y, n);
+}
+
+void mask_to_bf16(const float* g, const float* m, uint16_t* dh, int64_t n) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return mask_to_bf16_avx512(g, m, dh, n);
+#endif
+  portable::mask_to_bf16(g, m, dh, n);
 }
 
 void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x,

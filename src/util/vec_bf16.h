@@ -33,6 +33,12 @@ void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint1
 // out = bf16(a b), element by element (out may be a or b).
 void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n);
 
+// The residual branch under dropout in mixed precision (model/dropout.cpp): y = x + float(bf16(h
+// m)) (the product rounded to h's bf16, the sum in float32, as the unfused ops), and its backward
+// to h, dh = bf16(float(bf16(g)) m) (g rounded to bf16, then the product).
+void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n);
+void mask_to_bf16(const float* g, const float* m, uint16_t* dh, int64_t n);
+
 // One row of V logits: its max, sum_j exp(x_j - max), sum_j x_j and the first index of the max.
 void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x,
                            int64_t* argmax);
@@ -59,6 +65,8 @@ void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t
 void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
                            Act act);
 void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n);
+void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n);
+void mask_to_bf16(const float* g, const float* m, uint16_t* dh, int64_t n);
 void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x,
                            int64_t* argmax);
 void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,

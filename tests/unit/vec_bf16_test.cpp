@@ -103,6 +103,29 @@ TEST(VecBf16, ProductRoundsOnce) {
   }
 }
 
+// The residual branch under dropout: x + float(bf16(h m)) and bf16(float(bf16(g)) m), the
+// unfused ops' roundings, bit for bit in both forms.
+TEST(VecBf16, DropoutAddRoundsAsTheUnfusedOps) {
+  for (int64_t n : {1, 16, 37, 1000}) {
+    auto x = torch::randn({n}), h = bf16(torch::randn({n})), g = torch::randn({n});
+    auto m = (torch::rand({n}) > 0.3).to(torch::kFloat32) * 1.4296875F;  // 1/0.7 in bf16
+    auto m16 = m.to(torch::kBFloat16);
+    auto want_y = x + (h * m16).to(torch::kFloat32);
+    auto want_dh = g.to(torch::kBFloat16) * m16;
+    for (int form = 0; form < 2; ++form) {
+      auto y = torch::empty_like(x);
+      auto dh = torch::empty_like(h);
+      (form == 0 ? vec::dropout_add_bf16 : vec::portable::dropout_add_bf16)(
+          x.data_ptr<float>(), bits(h), m.data_ptr<float>(), y.data_ptr<float>(), n);
+      (form == 0 ? vec::mask_to_bf16 : vec::portable::mask_to_bf16)(
+          g.data_ptr<float>(), m.data_ptr<float>(), bits(dh), n);
+      SCOPED_TRACE(::testing::Message() << "n " << n << " form " << form);
+      EXPECT_TRUE(torch::equal(y, want_y));
+      EXPECT_TRUE(torch::equal(dh, want_dh));
+    }
+  }
+}
+
 // One row of logits: max, sum of exp(x - max), sum, first index of the max, against libtorch in
 // float32; the gradient (softmax - b) w - [target] a w within one bf16 rounding.
 TEST(VecBf16, CrossEntropyRowStatsAndGradient) {
