@@ -65,18 +65,62 @@ struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy>
 bool in_place_bf16(const torch::Tensor& logits) {
   return logits.scalar_type() == torch::kBFloat16 && vec::bf16_simd();
 }
+// FusedCrossEntropy's forward when it also writes the gradient (bf16 logits, AVX-512): the
+// stats and the gradient of each row in one visit, the gradient kept for the backward.
+variable_list forward_with_gradient(AutogradContext* ctx, const torch::Tensor& logits,
+                                    const torch::Tensor& target, double a, double b,
+                                    double grad_w) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  auto f32 = logits.options().dtype(torch::kFloat32);
+  auto nll = torch::empty({N}, f32), loss = torch::empty({N}, f32);
+  auto arg = torch::empty({N}, logits.options().dtype(torch::kInt64));
+  auto grad = torch::empty_like(logits);
+  const int64_t* t = target.data_ptr<int64_t>();
+  const auto w = static_cast<float>(grad_w);
+  at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
+    std::vector<float> tmp(static_cast<size_t>(V));
+    for (int64_t r = r0; r < r1; ++r) {
+      float mx = 0, se = 0, sx = 0;
+      int64_t am = 0;
+      const bool valid = t[r] != -100;
+      const uint16_t* x = util::bf16_bits(logits) + r * V;
+      vec::cross_entropy_row_fused_bf16(
+          x, V, static_cast<float>(b), valid ? w : 0.0F, valid ? t[r] : -1,
+          static_cast<float>(a) * w, util::bf16_bits(grad) + r * V, tmp.data(), &mx, &se, &sx, &am);
+      const float l = mx + std::log(se);
+      const float x_t =
+          valid ? static_cast<float>(c10::BFloat16(x[t[r]], c10::BFloat16::from_bits())) : 0.0F;
+      const float n = valid ? l - x_t : 0.0F;
+      arg.data_ptr<int64_t>()[r] = am;
+      nll.data_ptr<float>()[r] = n;
+      loss.data_ptr<float>()[r] =
+          valid ? static_cast<float>(a * n + b * (static_cast<double>(V) * l - sx)) : 0.0F;
+    }
+  });
+  auto out = finish_forward(ctx, {grad}, a, b, loss, nll, arg);
+  ctx->saved_data["grad_w"] = grad_w;
+  return out;
+}
+
 // Inputs: logits [N, V] (any float dtype, read as float32), target [N]; outputs: loss_sum
 // (differentiable), nll_N and argmax_N (not). The forward reads each row twice while it is in
 // cache (max; exp-sum) and writes nothing of N x V; the backward recomputes the softmax from the
 // saved logits and writes the gradient straight in the logits' dtype (no float32 copy of the
 // logits either way under bf16 autocast).
+//
+// With an expected gradient scale w (ExpectedGradScale) and bf16 logits that need a gradient,
+// the forward also writes the gradient at scale w, and keeps it instead of the logits; the
+// backward returns it as it is when the scale that arrives is w (else rescaled).
 struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& logits_in,
-                               const torch::Tensor& target_in, double a, double b) {
+                               const torch::Tensor& target_in, double a, double b, double grad_w) {
     RECORD_FUNCTION("ropelab::cross_entropy", std::vector<c10::IValue>());
     auto logits = logits_in.contiguous();
     auto target = target_in.to(torch::kInt64).contiguous();
     const int64_t N = logits.size(0), V = logits.size(1);
+    ctx->saved_data["grad_w"] = 0.0;
+    if (grad_w > 0 && logits_in.requires_grad() && in_place_bf16(logits))
+      return forward_with_gradient(ctx, logits, target, a, b, grad_w);
     auto f32 = logits.options().dtype(torch::kFloat32);
     auto lse = torch::empty({N}, f32), nll = torch::empty({N}, f32), loss = torch::empty({N}, f32);
     auto arg = torch::empty({N}, logits.options().dtype(torch::kInt64));
@@ -116,17 +160,23 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
+    // d loss_sum: one scalar for every row (the loss is a plain sum).
+    // Read from the CPU tensor directly: item() would count as a host sync (util/sync_hook.h).
+    const float w = grad_out[0].defined()
+                        ? *grad_out[0].to(torch::kFloat32).contiguous().data_ptr<float>()
+                        : 0.0F;
+    const auto grad_w = static_cast<float>(ctx->saved_data["grad_w"].toDouble());
+    if (grad_w > 0) {  // the gradient of the forward pass, at scale grad_w
+      const auto& g = saved[0];
+      return {w == grad_w ? g : g.mul(w / grad_w), torch::Tensor(), torch::Tensor(),
+              torch::Tensor(), torch::Tensor()};
+    }
     const auto& logits = saved[0];
     const auto& target = saved[1];
     const auto& lse = saved[2];
     const auto a = static_cast<float>(ctx->saved_data["a"].toDouble());
     const auto b = static_cast<float>(ctx->saved_data["b"].toDouble());
     const int64_t N = logits.size(0), V = logits.size(1);
-    // d loss_sum: one scalar for every row (the loss is a plain sum).
-    // Read from the CPU tensor directly: item() would count as a host sync (util/sync_hook.h).
-    const float w = grad_out[0].defined()
-                        ? *grad_out[0].to(torch::kFloat32).contiguous().data_ptr<float>()
-                        : 0.0F;
     auto grad = torch::empty_like(logits);
     const int64_t* t = target.data_ptr<int64_t>();
     const float* lse_p = lse.data_ptr<float>();
@@ -139,7 +189,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
                                            util::bf16_bits(grad) + r * V);
         }
       });
-      return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+      return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf, gbuf(static_cast<size_t>(V));
@@ -153,7 +203,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
         util::store_float_run(g, grad, r * V, V);
       }
     });
-    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -169,12 +219,21 @@ CrossEntropy sums(const variable_list& out, const torch::Tensor& target_N) {
   return r;
 }
 
+thread_local double t_expected_grad_scale = 0;
+
 }  // namespace
+
+ExpectedGradScale::ExpectedGradScale(double scale) : previous_(t_expected_grad_scale) {
+  t_expected_grad_scale = scale;
+}
+ExpectedGradScale::~ExpectedGradScale() { t_expected_grad_scale = previous_; }
+double ExpectedGradScale::current() { return t_expected_grad_scale; }
 
 CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& target_N, double a,
                            double b) {
   if (!logits_NV.device().is_cpu()) return cross_entropy_tensor_ops(logits_NV, target_N, a, b);
-  return sums(FusedCrossEntropy::apply(logits_NV, target_N, a, b), target_N);
+  return sums(FusedCrossEntropy::apply(logits_NV, target_N, a, b, ExpectedGradScale::current()),
+              target_N);
 }
 
 CrossEntropy cross_entropy_tensor_ops(const torch::Tensor& logits_NV, const torch::Tensor& target_N,

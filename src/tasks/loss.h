@@ -27,6 +27,23 @@ struct CrossEntropy {
 CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& target_N, double a,
                            double b);
 
+// While one lives, cross_entropy on this thread takes `scale` as the d(loss)/d(loss_sum) its
+// caller will backpropagate (the trainer's 1 / the step's targets; 0: unknown). With bf16
+// logits on a CPU with util/vec_bf16.h's AVX-512 forms the forward then writes the logits'
+// gradient at that scale, while each row is in cache, and the backward hands it on (rescaled if
+// another scale arrives): one pass over the logits instead of two.
+class ExpectedGradScale {
+ public:
+  explicit ExpectedGradScale(double scale);
+  ~ExpectedGradScale();
+  ExpectedGradScale(const ExpectedGradScale&) = delete;
+  ExpectedGradScale& operator=(const ExpectedGradScale&) = delete;
+  static double current();
+
+ private:
+  double previous_;
+};
+
 // The path cross_entropy takes on devices other than the CPU (tensor ops: float32 softmax kept
 // for the backward). It runs on any device, so the tests check it on the CPU against the fused
 // kernel.

@@ -17,6 +17,7 @@
 #include "dist/world.h"
 #include "model/init.h"
 #include "run/run.h"
+#include "tasks/loss.h"
 #include "tasks/task.h"
 #include "train/evaluator.h"
 #include "train/metrics.h"
@@ -113,6 +114,7 @@ StepResult Trainer::train_step() {
       tasks::Forward f;
       {
         device::Autocast ac(dev_, bf16);
+        tasks::ExpectedGradScale scale(targets > 0 ? 1.0 / targets : 0.0);
         f = task_.forward(*model_, b.to(dev_));
       }
       if (targets > 0) (f.loss_sum / targets).backward();

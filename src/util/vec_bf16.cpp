@@ -334,6 +334,41 @@ ROPELAB_AVX512 float exp_row_avx512(float* tmp, int64_t S, float m) {
   return _mm512_reduce_add_ps(sum);
 }
 
+// The fused row (the target's correction is the caller's): tmp = exp(x - max), g written.
+ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const uint16_t* x, int64_t V, float b, float w,
+                                                   uint16_t* g, float* tmp, float* max,
+                                                   float* sum_exp, float* sum_x, int64_t* argmax) {
+  const int64_t full = V - V % 16;
+  const __mmask16 k = tail_mask(V - full);
+  __m512 mx = set1(-INFINITY), sx = _mm512_setzero_ps();
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 v = load16(x + j);
+    _mm512_storeu_ps(tmp + j, v);
+    mx = _mm512_max_ps(mx, v);
+    sx = _mm512_add_ps(sx, v);
+  }
+  if (k != 0) {
+    const __m512 v = load16(x + full, k);
+    _mm512_mask_storeu_ps(tmp + full, k, v);
+    mx = _mm512_mask_max_ps(mx, k, mx, v);
+    sx = _mm512_add_ps(sx, v);
+  }
+  const float m = _mm512_reduce_max_ps(mx);
+  int64_t am = 0;
+  while (am < V - 1 && tmp[am] != m) ++am;
+  const float se = exp_row_avx512(tmp, V, m);
+  const __m512 inv = set1(1.0F / se), bv = set1(b), wv = set1(w);
+  for (int64_t j = 0; j < full; j += 16)
+    store16(g + j, _mm512_mul_ps(_mm512_fmsub_ps(_mm512_loadu_ps(tmp + j), inv, bv), wv));
+  if (k != 0)
+    store16(g + full,
+            _mm512_mul_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, tmp + full), inv, bv), wv), k);
+  *max = m;
+  *sum_exp = se;
+  *sum_x = _mm512_reduce_add_ps(sx);
+  *argmax = am;
+}
+
 ROPELAB_AVX512 void softmax_row_avx512(const uint16_t* x, const float* b1, const float* b2,
                                        uint16_t* p, int64_t S, float* tmp, float* max, float* inv) {
   const float m = biased_row_avx512(x, b1, b2, S, tmp);
@@ -430,6 +465,18 @@ void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint1
 
 void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = store1(load1(a[j]) * load1(b[j]));
+}
+
+void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
+                                  float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
+                                  float* sum_x, int64_t* argmax) {
+  logits_row_stats_bf16(x, V, max, sum_exp, sum_x, argmax);
+  const float inv = 1.0F / *sum_exp;
+  for (int64_t j = 0; j < V; ++j) {
+    tmp[j] = exp_approx(load1(x[j]) - *max);
+    const float v = (tmp[j] * inv - b) * w;
+    g[j] = store1(j == target ? v - a_w : v);
+  }
 }
 
 void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n) {
@@ -534,6 +581,21 @@ void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
   if (bf16_simd()) return mul_avx512(a, b, out, n);
 #endif
   portable::mul_bf16(a, b, out, n);
+}
+
+void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
+                                  float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
+                                  float* sum_x, int64_t* argmax) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) {
+    cross_entropy_row_fused_avx512(x, V, b, w, g, tmp, max, sum_exp, sum_x, argmax);
+    if (target >= 0 && target < V)
+      g[target] = store1((tmp[target] * (1.0F / *sum_exp) - b) * w - a_w);
+    return;
+  }
+#endif
+  portable::cross_entropy_row_fused_bf16(x, V, b, w, target, a_w, g, tmp, max, sum_exp, sum_x,
+                                         argmax);
 }
 
 void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n) {

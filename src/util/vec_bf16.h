@@ -57,6 +57,12 @@ void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint1
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp);
 
+// Both at once, while the row is in cache: the row's stats as logits_row_stats_bf16, and its
+// gradient g_j = bf16((exp(x_j - lse) - b) w - [j == target] a_w) (tmp: V floats of scratch).
+void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
+                                  float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
+                                  float* sum_x, int64_t* argmax);
+
 // The portable forms, whatever the CPU (for the tests). Bias and sums: the same bits as the
 // forms above; the math: the same to float32 rounding (the AVX-512 forms fuse multiply-adds).
 namespace portable {
@@ -71,6 +77,9 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
                            int64_t* argmax);
 void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
                                  int64_t target, float a_w, uint16_t* g);
+void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
+                                  float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
+                                  float* sum_x, int64_t* argmax);
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
                       float* tmp, float* max, float* inv);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,

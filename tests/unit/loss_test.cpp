@@ -84,6 +84,38 @@ TEST_P(CrossEntropyPaths, Bf16LogitsGiveTheFloat32LossOfTheirValuesAndABf16Gradi
   EXPECT_TRUE(test::close(x16.grad().to(torch::kFloat32), x32.grad(), 1e-2, 1e-4));
 }
 
+// With the expected gradient scale known in the forward (the trainer's 1 / targets), bf16
+// logits get the same loss and, within one bf16 rounding, the same gradient: when the backward
+// brings that scale, and when it brings another (then the kept gradient is rescaled). Ignored
+// rows get no gradient.
+TEST(CrossEntropy, TheGradientWrittenInTheForwardPassIsTheBackwardsOne) {
+  torch::manual_seed(11);
+  const int64_t N = 23, V = 301;
+  auto target = torch::randint(0, V, {N}, torch::kInt64);
+  target[3] = -100;
+  const double a = 0.9, b = 0.1 / V;
+  auto x0 = (3.0 * torch::randn({N, V})).to(torch::kBFloat16);
+  auto grad = [&](double expected, double actual) {
+    auto x = x0.clone().requires_grad_(true);
+    tasks::CrossEntropy ce;
+    {
+      tasks::ExpectedGradScale scale(expected);
+      ce = tasks::cross_entropy(x, target, a, b);
+    }
+    (ce.loss_sum * actual).backward();
+    return std::make_pair(ce.loss_sum.item<double>(), x.grad().to(torch::kFloat32));
+  };
+  auto [l0, g0] = grad(0.0, 1.0 / 7);      // no expectation: the backward computes it
+  auto [l1, g1] = grad(1.0 / 7, 1.0 / 7);  // the expected scale arrives
+  auto [l2, g2] = grad(1.0 / 7, 2.0 / 7);  // another scale: rescaled
+  EXPECT_DOUBLE_EQ(l1, l0);
+  EXPECT_DOUBLE_EQ(l2, l0);
+  EXPECT_TRUE(test::close(g1, g0, 1.0 / 128, 1e-6));
+  EXPECT_TRUE(test::close(g2, 2 * g0, 1.0 / 64, 1e-6));
+  EXPECT_EQ(g1[3].abs().max().item<float>(), 0.0F);
+  EXPECT_EQ(tasks::ExpectedGradScale::current(), 0.0);  // the scope restored it
+}
+
 // The two paths agree with each other to float32 rounding on the same rows.
 TEST(CrossEntropy, TheGpuPathEqualsTheFusedCpuKernel) {
   torch::manual_seed(9);

@@ -152,6 +152,18 @@ TEST(VecBf16, CrossEntropyRowStatsAndGradient) {
       auto want = (torch::softmax(xf, 0) - b) * w;
       want[target] -= aw;
       EXPECT_TRUE(test::close(g.to(torch::kFloat32), want, 1.0 / 256, 1e-6));
+      // Both in one visit: the same stats, the same gradient.
+      auto g2 = torch::empty_like(x);
+      std::vector<float> tmp(static_cast<size_t>(V));
+      float mx2 = 0, se2 = 0, sx2 = 0;
+      int64_t am2 = -1;
+      (form == 0 ? vec::cross_entropy_row_fused_bf16 : vec::portable::cross_entropy_row_fused_bf16)(
+          bits(x), V, b, w, target, aw, bits(g2), tmp.data(), &mx2, &se2, &sx2, &am2);
+      EXPECT_EQ(mx2, mx);
+      EXPECT_EQ(am2, am);
+      EXPECT_NEAR(se2, se, 1e-6 * se);
+      EXPECT_NEAR(sx2, sx, 1e-5 * (1 + std::abs(sx)));
+      EXPECT_TRUE(test::close(g2.to(torch::kFloat32), want, 1.0 / 256, 1e-6));
     }
   }
 }
