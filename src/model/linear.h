@@ -3,10 +3,14 @@
 //
 // In float32 on the CPU (no autocast) the forward and both gradients run on oneDNN's sgemm
 // (util/gemm.h) where the process has it: one custom autograd node, dX = dY W and
-// dW = dY^T X, the bias's gradient the column sums of dY. Everywhere else (bf16 autocast, which
-// oneDNN's AMX path already serves; CUDA; a libtorch without oneDNN's symbols) it is libtorch's
-// torch::linear, the bias inside the matmul. Both give the same values to float32 rounding
-// (tests/unit/fused_test.cpp).
+// dW = dY^T X, the bias's gradient the column sums of dY. Under bf16 CPU autocast on a CPU with
+// AVX-512, a layer with a bias is another node: the matmul in bf16 (oneDNN, on AMX where the CPU
+// has it), then the float32 bias added in place (util/vec_bf16.h), and the bias's gradient as
+// dY's column sums in float32; libtorch's addmm first copies the bias into every output row, a
+// broadcast copy slower than the add. Everywhere else (CUDA; a libtorch without oneDNN's
+// symbols; bf16 without a bias or without AVX-512) it is libtorch's torch::linear, the bias
+// inside the matmul. Each gives the values of torch::linear to float32 rounding, and in bf16
+// to one more bf16 rounding (tests/unit/fused_test.cpp).
 #pragma once
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>

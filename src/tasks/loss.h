@@ -6,10 +6,12 @@
 // On CPU one kernel reads each row of logits in their own dtype (bf16 under autocast, no float32
 // copy) and keeps only the row's log-sum-exp; the backward recomputes p from the logits and
 // writes the gradient in their dtype, one vectorised pass per row (libtorch 1.13's CPU softmax
-// ran at ~10 ns per element: a tenth of the LM bench step). On other devices the forward keeps
-// the float32 softmax and the backward turns it into the gradient in place. libtorch's
-// log_softmax + nll_loss instead zero-fills an N x V gradient, scatters into it and reads both
-// back. Rows whose target is -100 carry no loss and no gradient.
+// ran at ~10 ns per element: a tenth of the LM bench step). In bf16 with AVX-512, when the
+// trainer says which gradient scale its backward will bring (ExpectedGradScale), the forward
+// writes the gradient too, and the backward has nothing left to compute. On other devices the
+// forward keeps the float32 softmax and the backward turns it into the gradient in place.
+// libtorch's log_softmax + nll_loss instead zero-fills an N x V gradient, scatters into it and
+// reads both back. Rows whose target is -100 carry no loss and no gradient.
 #pragma once
 #include <torch/types.h>
 

@@ -236,22 +236,42 @@ ROPELAB_AVX512 void mask_to_bf16_avx512(const float* g, const float* m, uint16_t
   }
 }
 
-ROPELAB_AVX512 void logits_row_stats_avx512(const uint16_t* x, int64_t V, float* max,
-                                            float* sum_exp, float* sum_x, int64_t* argmax) {
+// The row's max and sum (one pass over the bf16 row).
+ROPELAB_AVX512 void row_max_sum_avx512(const uint16_t* x, int64_t V, float* max, float* sum) {
   const int64_t full = V - V % 16;
-  const __mmask16 k = tail_mask(V - full);
   __m512 mx = set1(-INFINITY), sx = _mm512_setzero_ps();
   for (int64_t j = 0; j < full; j += 16) {
     const __m512 v = load16(x + j);
     mx = _mm512_max_ps(mx, v);
     sx = _mm512_add_ps(sx, v);
   }
-  if (k != 0) {
+  if (full < V) {
+    const __mmask16 k = tail_mask(V - full);
     const __m512 v = load16(x + full, k);  // masked lanes load as 0
     mx = _mm512_mask_max_ps(mx, k, mx, v);
     sx = _mm512_add_ps(sx, v);
   }
-  const float m = _mm512_reduce_max_ps(mx);
+  *max = _mm512_reduce_max_ps(mx);
+  *sum = _mm512_reduce_add_ps(sx);
+}
+
+// The first index of m in the bf16 row (0 if none).
+ROPELAB_AVX512 int64_t first_index_avx512(const uint16_t* x, int64_t V, float m) {
+  const __m512 mv = set1(m);
+  for (int64_t i = 0; i < V; i += 16) {
+    const __mmask16 k = tail_mask(V - i < 16 ? V - i : 16);
+    const auto eq =
+        static_cast<unsigned>(_mm512_mask_cmp_ps_mask(k, load16(x + i, k), mv, _CMP_EQ_OQ));
+    if (eq != 0) return i + __builtin_ctz(eq);
+  }
+  return 0;
+}
+
+ROPELAB_AVX512 void logits_row_stats_avx512(const uint16_t* x, int64_t V, float* max,
+                                            float* sum_exp, float* sum_x, int64_t* argmax) {
+  float m = 0;
+  row_max_sum_avx512(x, V, &m, sum_x);
+  const int64_t full = V - V % 16;
   const __m512 mv = set1(m);
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t j = 0;
@@ -260,23 +280,13 @@ ROPELAB_AVX512 void logits_row_stats_avx512(const uint16_t* x, int64_t V, float*
     s1 = _mm512_add_ps(s1, exp16(_mm512_sub_ps(load16(x + j + 16), mv)));
   }
   for (; j < full; j += 16) s0 = _mm512_add_ps(s0, exp16(_mm512_sub_ps(load16(x + j), mv)));
-  if (k != 0)
+  if (full < V) {
+    const __mmask16 k = tail_mask(V - full);
     s1 = _mm512_add_ps(s1, _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(load16(x + full, k), mv))));
-  // The first index of the max: the row is in cache.
-  int64_t am = 0;
-  for (int64_t i = 0; i < V; i += 16) {
-    const __mmask16 ki = tail_mask(V - i < 16 ? V - i : 16);
-    const auto eq =
-        static_cast<unsigned>(_mm512_mask_cmp_ps_mask(ki, load16(x + i, ki), mv, _CMP_EQ_OQ));
-    if (eq != 0) {
-      am = i + __builtin_ctz(eq);
-      break;
-    }
   }
   *max = m;
   *sum_exp = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-  *sum_x = _mm512_reduce_add_ps(sx);
-  *argmax = am;
+  *argmax = first_index_avx512(x, V, m);
 }
 
 ROPELAB_AVX512 void cross_entropy_row_grad_avx512(const uint16_t* x, int64_t V, float lse, float b,
@@ -335,37 +345,35 @@ ROPELAB_AVX512 float exp_row_avx512(float* tmp, int64_t S, float m) {
 }
 
 // The fused row (the target's correction is the caller's): tmp = exp(x - max), g written.
+// The fused row (the target's correction is the caller's): the stats as
+// logits_row_stats_avx512, tmp = exp(x - max), g written.
 ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const uint16_t* x, int64_t V, float b, float w,
                                                    uint16_t* g, float* tmp, float* max,
                                                    float* sum_exp, float* sum_x, int64_t* argmax) {
+  row_max_sum_avx512(x, V, max, sum_x);
+  const int64_t am = first_index_avx512(x, V, *max);
   const int64_t full = V - V % 16;
   const __mmask16 k = tail_mask(V - full);
-  __m512 mx = set1(-INFINITY), sx = _mm512_setzero_ps();
+  const __m512 mv = set1(*max);
+  __m512 s0 = _mm512_setzero_ps();
   for (int64_t j = 0; j < full; j += 16) {
-    const __m512 v = load16(x + j);
-    _mm512_storeu_ps(tmp + j, v);
-    mx = _mm512_max_ps(mx, v);
-    sx = _mm512_add_ps(sx, v);
+    const __m512 e = exp16(_mm512_sub_ps(load16(x + j), mv));
+    _mm512_storeu_ps(tmp + j, e);
+    s0 = _mm512_add_ps(s0, e);
   }
   if (k != 0) {
-    const __m512 v = load16(x + full, k);
-    _mm512_mask_storeu_ps(tmp + full, k, v);
-    mx = _mm512_mask_max_ps(mx, k, mx, v);
-    sx = _mm512_add_ps(sx, v);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(load16(x + full, k), mv)));
+    _mm512_mask_storeu_ps(tmp + full, k, e);
+    s0 = _mm512_add_ps(s0, e);
   }
-  const float m = _mm512_reduce_max_ps(mx);
-  int64_t am = 0;
-  while (am < V - 1 && tmp[am] != m) ++am;
-  const float se = exp_row_avx512(tmp, V, m);
+  const float se = _mm512_reduce_add_ps(s0);
   const __m512 inv = set1(1.0F / se), bv = set1(b), wv = set1(w);
   for (int64_t j = 0; j < full; j += 16)
     store16(g + j, _mm512_mul_ps(_mm512_fmsub_ps(_mm512_loadu_ps(tmp + j), inv, bv), wv));
   if (k != 0)
     store16(g + full,
             _mm512_mul_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, tmp + full), inv, bv), wv), k);
-  *max = m;
   *sum_exp = se;
-  *sum_x = _mm512_reduce_add_ps(sx);
   *argmax = am;
 }
 

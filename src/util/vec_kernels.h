@@ -1,7 +1,8 @@
 // The inner loops of ropelab's fused CPU kernels, on plain float arrays: no libtorch here, so
 // that this one file is compiled with -O3 -ffast-math (CMakeLists.txt) and its reductions and
-// math (util/vec_math.h) vectorise; each function is also compiled for AVX-512 and AVX2
-// (target_clones) and picked at load time. The callers (model/attention.cpp, model/dropout.cpp,
+// math (util/vec_math.h) vectorise; each function is also compiled for x86-64-v4 (AVX-512 with
+// FMA) and x86-64-v3 (AVX2 with FMA) (target_clones) and picked at load time. bf16 data has its
+// own loops in util/vec_bf16.h. The callers (model/attention.cpp, model/dropout.cpp,
 // tasks/loss.cpp, train/optim.cpp) own the tensors, the threads and autograd.
 //
 // Equations: softmax and its backward (Vaswani et al. 2017, Eq. 1), softmax cross-entropy with
