@@ -23,6 +23,10 @@ class NormImpl : public torch::nn::Module, public OwnsParameters {
   // [..., d] -> [..., d] in the weight's dtype (under CPU autocast a sublayer's output is bf16;
   // the norm reads it in the weight's dtype).
   torch::Tensor forward(const torch::Tensor& x);
+  // The norm of x for a sublayer that only multiplies it by weights (pre-norm): under CPU bf16
+  // autocast a LayerNorm writes bf16 directly (the values autocast's cast of forward(x) would
+  // give, in one pass, on CPUs with util/vec_bf16.h's AVX-512 forms); otherwise forward(x).
+  torch::Tensor matmul_input(const torch::Tensor& x);
   ParamRole role_of(const std::string& local) const override;
 
   torch::Tensor weight, bias;  // bias: layernorm only

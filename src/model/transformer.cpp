@@ -92,15 +92,16 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
                                  const torch::Tensor& memory, const AttnMask& mem_mask,
                                  KVCache* cache, KVCache* cross_cache) {
   auto sublayer = [&](Norm& norm, Norm& post, const auto& fn) {
-    if (post) return model::dropout_add(x, post(fn(norm(x))), dropout_, is_training());
-    if (pre_norm_) return model::dropout_add(x, fn(norm(x)), dropout_, is_training());
+    if (post)
+      return model::dropout_add(x, post(fn(norm->matmul_input(x))), dropout_, is_training());
+    if (pre_norm_) return model::dropout_add(x, fn(norm->matmul_input(x)), dropout_, is_training());
     if (reordered_) return model::dropout_add(x, norm(fn(x)), dropout_, is_training());
     return norm(model::dropout_add(x, fn(x), dropout_, is_training()));
   };
   if (parallel_) {  // GPT-NeoX: x + attn(norm1(x)) + ffn(norm2(x))
-    auto h = norm1(x);
+    auto h = norm1->matmul_input(x);
     auto a = self_attn->forward(h, h, self_mask, pos, offset, cache);
-    auto f = ffn(norm2(x));
+    auto f = ffn(norm2->matmul_input(x));
     return model::dropout_add(model::dropout_add(x, a, dropout_, is_training()), f, dropout_,
                               is_training());
   }

@@ -34,6 +34,21 @@ inline uint16_t store1(float f) {
   return static_cast<uint16_t>((u + 0x7FFFU + ((u >> 16) & 1U)) >> 16);
 }
 
+// A softmax row's length up to its last unmasked element: 1 + the last j with b1[j] + b2[j] above
+// kMaskedBelow, or S when every element is masked (such a row stays whole: its softmax is
+// uniform). Beyond it p is exactly 0 (exp of less than -87 is 0), so the loops stop there: the
+// causal half of each row is never computed.
+constexpr float kMaskedBelow = -1e29F;
+int64_t unmasked_end(const float* b1, const float* b2, int64_t n) {  // 0: none in [0, n)
+  for (int64_t j = n; j > 0; --j)
+    if (b1[j - 1] + b2[j - 1] > kMaskedBelow) return j;
+  return 0;
+}
+int64_t unmasked_length_scalar(const float* b1, const float* b2, int64_t S) {
+  const int64_t e = unmasked_end(b1, b2, S);
+  return e == 0 ? S : e;
+}
+
 #if ROPELAB_HAVE_X86
 #define ROPELAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 
@@ -377,8 +392,23 @@ ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const uint16_t* x, int64_t V,
   *argmax = am;
 }
 
+ROPELAB_AVX512 int64_t unmasked_length_avx512(const float* b1, const float* b2, int64_t S) {
+  int64_t j = S;
+  for (; j >= 16; j -= 16) {
+    const auto keep = static_cast<unsigned>(_mm512_cmp_ps_mask(
+        _mm512_add_ps(_mm512_loadu_ps(b1 + j - 16), _mm512_loadu_ps(b2 + j - 16)),
+        set1(kMaskedBelow), _CMP_GT_OQ));
+    if (keep != 0) return j - 16 + 32 - __builtin_clz(keep);
+  }
+  const int64_t e = unmasked_end(b1, b2, j);
+  return e == 0 ? S : e;
+}
+
 ROPELAB_AVX512 void softmax_row_avx512(const uint16_t* x, const float* b1, const float* b2,
-                                       uint16_t* p, int64_t S, float* tmp, float* max, float* inv) {
+                                       uint16_t* p, int64_t S_all, float* tmp, float* max,
+                                       float* inv) {
+  const int64_t S = unmasked_length_avx512(b1, b2, S_all);
+  std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   const float m = biased_row_avx512(x, b1, b2, S, tmp);
   const float r = 1.0F / exp_row_avx512(tmp, S, m);
   const int64_t full = S - S % 16;
@@ -395,7 +425,9 @@ ROPELAB_AVX512 void softmax_row_avx512(const uint16_t* x, const float* b1, const
 
 ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* b1, const float* b2,
                                                 float max, float inv, const uint16_t* g,
-                                                uint16_t* dx, int64_t S, float* tmp) {
+                                                uint16_t* dx, int64_t S_all, float* tmp) {
+  const int64_t S = unmasked_length_avx512(b1, b2, S_all);
+  std::memset(dx + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   biased_row_avx512(x, b1, b2, S, tmp);
   exp_row_avx512(tmp, S, max);
   const int64_t full = S - S % 16;
@@ -420,6 +452,87 @@ ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* 
         dx + full,
         _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full), _mm512_sub_ps(load16(g + full, k), d)),
         k);
+}
+
+// LayerNorm over one row of D float32 (two passes for the moments, as the row is in cache).
+ROPELAB_AVX512 void layer_norm_row_avx512(const float* x, int64_t D, const float* w, const float* b,
+                                          float eps, uint16_t* y, float* mean, float* rstd) {
+  const int64_t full = D - D % 16;
+  const __mmask16 k = tail_mask(D - full);
+  __m512 s = _mm512_setzero_ps();
+  for (int64_t j = 0; j < full; j += 16) s = _mm512_add_ps(s, _mm512_loadu_ps(x + j));
+  if (k != 0) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(k, x + full));
+  const float m = _mm512_reduce_add_ps(s) / static_cast<float>(D);
+  const __m512 mv = set1(m);
+  __m512 v = _mm512_setzero_ps();
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + j), mv);
+    v = _mm512_fmadd_ps(d, d, v);
+  }
+  if (k != 0) {
+    const __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + full), mv);
+    v = _mm512_fmadd_ps(d, d, v);
+  }
+  const float r = 1.0F / std::sqrt(_mm512_reduce_add_ps(v) / static_cast<float>(D) + eps);
+  const __m512 rv = set1(r);
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), mv), rv);
+    store16(y + j, _mm512_fmadd_ps(xh, _mm512_loadu_ps(w + j), _mm512_loadu_ps(b + j)));
+  }
+  if (k != 0) {
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + full), mv), rv);
+    store16(
+        y + full,
+        _mm512_fmadd_ps(xh, _mm512_maskz_loadu_ps(k, w + full), _mm512_maskz_loadu_ps(k, b + full)),
+        k);
+  }
+  *mean = m;
+  *rstd = r;
+}
+
+ROPELAB_AVX512 void layer_norm_backward_row_avx512(const float* x, int64_t D, const float* w,
+                                                   float mean, float rstd, const uint16_t* g,
+                                                   float* dx, float* dw, float* db) {
+  const int64_t full = D - D % 16;
+  const __mmask16 k = tail_mask(D - full);
+  const __m512 mv = set1(mean), rv = set1(rstd);
+  // First pass: a = sum g w, c = sum g w xhat; the parameters' dw += g xhat, db += g.
+  __m512 a = _mm512_setzero_ps(), c = _mm512_setzero_ps();
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), mv), rv);
+    const __m512 gj = load16(g + j), gw = _mm512_mul_ps(gj, _mm512_loadu_ps(w + j));
+    a = _mm512_add_ps(a, gw);
+    c = _mm512_fmadd_ps(gw, xh, c);
+    _mm512_storeu_ps(dw + j, _mm512_fmadd_ps(gj, xh, _mm512_loadu_ps(dw + j)));
+    _mm512_storeu_ps(db + j, _mm512_add_ps(gj, _mm512_loadu_ps(db + j)));
+  }
+  if (k != 0) {
+    const __m512 xh =
+        _mm512_maskz_mul_ps(k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + full), mv), rv);
+    const __m512 gj = load16(g + full, k),
+                 gw = _mm512_mul_ps(gj, _mm512_maskz_loadu_ps(k, w + full));
+    a = _mm512_add_ps(a, gw);
+    c = _mm512_fmadd_ps(gw, xh, c);
+    _mm512_mask_storeu_ps(dw + full, k,
+                          _mm512_fmadd_ps(gj, xh, _mm512_maskz_loadu_ps(k, dw + full)));
+    _mm512_mask_storeu_ps(db + full, k, _mm512_add_ps(gj, _mm512_maskz_loadu_ps(k, db + full)));
+  }
+  const float inv_d = 1.0F / static_cast<float>(D);
+  const __m512 am = set1(_mm512_reduce_add_ps(a) * inv_d),
+               cm = set1(_mm512_reduce_add_ps(c) * inv_d);
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), mv), rv);
+    const __m512 gw = _mm512_mul_ps(load16(g + j), _mm512_loadu_ps(w + j));
+    _mm512_storeu_ps(
+        dx + j, _mm512_mul_ps(rv, _mm512_sub_ps(_mm512_sub_ps(gw, am), _mm512_mul_ps(xh, cm))));
+  }
+  if (k != 0) {
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + full), mv), rv);
+    const __m512 gw = _mm512_mul_ps(load16(g + full, k), _mm512_maskz_loadu_ps(k, w + full));
+    _mm512_mask_storeu_ps(
+        dx + full, k,
+        _mm512_mul_ps(rv, _mm512_sub_ps(_mm512_sub_ps(gw, am), _mm512_mul_ps(xh, cm))));
+  }
 }
 
 bool detect_avx512() {
@@ -542,15 +655,20 @@ static float exp_biased_row(const uint16_t* x, const float* b1, const float* b2,
   return sum;
 }
 
-void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
-                      float* tmp, float* max, float* inv) {
+void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p,
+                      int64_t S_all, float* tmp, float* max, float* inv) {
+  const int64_t S = unmasked_length_scalar(b1, b2, S_all);
+  std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   const float r = 1.0F / exp_biased_row(x, b1, b2, S, tmp, NAN, max);
   for (int64_t j = 0; j < S; ++j) p[j] = store1(tmp[j] * r);
   *inv = r;
 }
 
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
-                               float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp) {
+                               float inv, const uint16_t* g, uint16_t* dx, int64_t S_all,
+                               float* tmp) {
+  const int64_t S = unmasked_length_scalar(b1, b2, S_all);
+  std::memset(dx + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   float m = max, dot = 0;
   exp_biased_row(x, b1, b2, S, tmp, max, &m);
   for (int64_t j = 0; j < S; ++j) {
@@ -558,6 +676,36 @@ void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* 
     dot += tmp[j] * load1(g[j]);
   }
   for (int64_t j = 0; j < S; ++j) dx[j] = store1(tmp[j] * (load1(g[j]) - dot));
+}
+
+void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
+                         uint16_t* y, float* mean, float* rstd) {
+  float s = 0;
+  for (int64_t j = 0; j < D; ++j) s += x[j];
+  const float m = s / static_cast<float>(D);
+  float v = 0;
+  for (int64_t j = 0; j < D; ++j) v += (x[j] - m) * (x[j] - m);
+  const float r = 1.0F / std::sqrt(v / static_cast<float>(D) + eps);
+  for (int64_t j = 0; j < D; ++j) y[j] = store1((x[j] - m) * r * w[j] + b[j]);
+  *mean = m;
+  *rstd = r;
+}
+
+void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
+                                  const uint16_t* g, float* dx, float* dw, float* db) {
+  float a = 0, c = 0;
+  for (int64_t j = 0; j < D; ++j) {
+    const float xh = (x[j] - mean) * rstd, gj = load1(g[j]), gw = gj * w[j];
+    a += gw;
+    c += gw * xh;
+    dw[j] += gj * xh;
+    db[j] += gj;
+  }
+  const float am = a / static_cast<float>(D), cm = c / static_cast<float>(D);
+  for (int64_t j = 0; j < D; ++j) {
+    const float xh = (x[j] - mean) * rstd;
+    dx[j] = rstd * (load1(g[j]) * w[j] - am - xh * cm);
+  }
 }
 
 }  // namespace portable
@@ -655,6 +803,22 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
   }
 #endif
   portable::cross_entropy_row_grad_bf16(x, V, lse, b, w, target, a_w, g);
+}
+
+void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
+                         uint16_t* y, float* mean, float* rstd) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return layer_norm_row_avx512(x, D, w, b, eps, y, mean, rstd);
+#endif
+  portable::layer_norm_row_bf16(x, D, w, b, eps, y, mean, rstd);
+}
+
+void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
+                                  const uint16_t* g, float* dx, float* dw, float* db) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return layer_norm_backward_row_avx512(x, D, w, mean, rstd, g, dx, dw, db);
+#endif
+  portable::layer_norm_backward_row_bf16(x, D, w, mean, rstd, g, dx, dw, db);
 }
 
 }  // namespace ropelab::vec

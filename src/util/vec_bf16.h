@@ -51,7 +51,9 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
 // none; tmp: S floats of scratch), as vec::softmax_row computes it, with the row's max and
 // 1 / sum of exp for the backward; and that backward, dx = bf16(p (g - sum_k p_k g_k)), with p
 // recomputed in float32 from x, b1, b2, max and inv: the same float32 p as the forward's, never
-// its bf16 rounding (the attention's softmax, model/attention.cpp).
+// its bf16 rounding (the attention's softmax, model/attention.cpp). Both stop at the row's last
+// element with b1 + b2 above -1e29 and write zeros after it (p is exactly 0 there: a causal
+// row's masked half is never computed); a row masked throughout stays whole (uniform p).
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
                       float* tmp, float* max, float* inv);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
@@ -62,6 +64,15 @@ void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* 
 void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
                                   float* sum_x, int64_t* argmax);
+
+// LayerNorm (Ba et al. 2016) of one row of D float32, written as bf16 for the matmul that reads
+// it: y = bf16((x - mean) rstd w + b), rstd = 1 / sqrt(var + eps) (biased var), with mean and
+// rstd for the backward. The backward, from the bf16 gradient g of y: dx = rstd (g w - mean(g w)
+// - xhat mean(g w xhat)) in float32, xhat = (x - mean) rstd, and dw += g xhat, db += g.
+void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
+                         uint16_t* y, float* mean, float* rstd);
+void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
+                                  const uint16_t* g, float* dx, float* dw, float* db);
 
 // The portable forms, whatever the CPU (for the tests). Bias and sums: the same bits as the
 // forms above; the math: the same to float32 rounding (the AVX-512 forms fuse multiply-adds).
@@ -84,6 +95,10 @@ void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint1
                       float* tmp, float* max, float* inv);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp);
+void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
+                         uint16_t* y, float* mean, float* rstd);
+void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
+                                  const uint16_t* g, float* dx, float* dw, float* db);
 }  // namespace portable
 
 }  // namespace ropelab::vec

@@ -15,6 +15,7 @@
 #include "model/attention.h"
 #include "model/dropout.h"
 #include "model/linear.h"
+#include "model/norm.h"
 #include "model/position/rotary.h"
 #include "tasks/loss.h"
 #include "tensor_helpers.h"
@@ -409,6 +410,47 @@ TEST(Fused, DenseLayerUnderBf16Autocast) {
   if (vec::bf16_simd()) {
     EXPECT_TRUE(test::close(gb1, g16.sum(0), 1e-6, 1e-5));
   }
+}
+
+// A pre-norm LayerNorm under bf16 autocast (NormImpl::matmul_input) against the float32 norm
+// that autocast's cast would hand the next matmul: the output is bf16 with those values, and
+// the gradients of x, the gain and the shift, from bf16 gradients (a matmul's dX), match the
+// float32 norm's within float32 sums. Without autocast it is the plain norm.
+TEST(Fused, LayerNormForTheMatmulUnderBf16Autocast) {
+  const int64_t D = 72;
+  model::Norm norm(D, 1e-5, config::NormType::kLayerNorm);
+  {
+    torch::NoGradGuard ng;
+    norm->weight.normal_();
+    norm->bias.normal_();
+  }
+  auto x0 = 3 * torch::randn({4, 67, D}) + 1;
+  auto g = torch::randn({4, 67, D}).to(torch::kBFloat16);
+  auto run = [&](bool ours) {
+    norm->zero_grad();
+    auto x = x0.clone().requires_grad_(true);
+    torch::Tensor y;
+    {
+      device::Autocast ac(torch::kCPU, true);
+      y = ours ? norm->matmul_input(x) : norm(x).to(torch::kBFloat16);
+    }
+    (y.to(torch::kFloat32) * g.to(torch::kFloat32)).sum().backward();
+    return std::make_tuple(y.detach(), x.grad(), norm->weight.grad().clone(),
+                           norm->bias.grad().clone());
+  };
+  auto [y1, gx1, gw1, gb1] = run(true);
+  auto [y0, gx0, gw0, gb0] = run(false);
+  // (elsewhere than AVX-512 the float32 norm, which the matmul's autocast casts). Both round to
+  // bf16 from float32 values that differ in their last bits: one bf16 step apart at most.
+  EXPECT_EQ(y1.scalar_type(), vec::bf16_simd() ? torch::kBFloat16 : torch::kFloat32);
+  EXPECT_TRUE(test::close(y1.to(torch::kFloat32), y0.to(torch::kFloat32), 1.0 / 128, 1e-5));
+  EXPECT_EQ(gx1.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(test::close(gx1, gx0, 1e-4, 1e-4));
+  EXPECT_TRUE(test::close(gw1, gw0, 1e-4, 1e-3));
+  EXPECT_TRUE(test::close(gb1, gb0, 1e-4, 1e-3));
+  auto plain = norm->matmul_input(x0);  // no autocast: the float32 norm
+  EXPECT_EQ(plain.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(test::close(plain, norm(x0), 0, 0));
 }
 
 // The ops a dense layer runs, as libtorch's RecordFunction sees them.

@@ -206,5 +206,73 @@ TEST(VecBf16, SoftmaxRowAndItsBackward) {
   }
 }
 
+// A causal row, masked from `end` on: both forms compute only its first `end` elements (the
+// softmax of those alone) and write exact zeros after them, into outputs that held NaNs; a
+// learned bias of -1e30 masks as the mask does.
+TEST(VecBf16, SoftmaxRowStopsAtItsLastUnmaskedElement) {
+  const int64_t S = 257;
+  std::vector<float> tmp(static_cast<size_t>(S));
+  for (int64_t end : {1, 15, 16, 17, 200, 256}) {
+    auto x = bf16(3 * torch::randn({S})), g = bf16(torch::randn({S}));
+    auto b1 = torch::randn({S}), b2 = torch::zeros({S});
+    b2.narrow(0, end, S - end).fill_(-1e30F);
+    if (end > 1) b1[end - 1] = -1e30F;  // masked by the bias instead: the row ends before it
+    auto bias = b1 + b2;
+    auto want = torch::softmax(x.to(torch::kFloat32) + bias, 0);
+    auto gf = g.to(torch::kFloat32);
+    auto want_dx = want * (gf - (want * gf).sum());
+    for (int form = 0; form < 2; ++form) {
+      SCOPED_TRACE(::testing::Message() << "end " << end << " form " << form);
+      auto p = torch::full({S}, NAN, torch::kBFloat16),
+           dx = torch::full({S}, NAN, torch::kBFloat16);
+      float mx = 0, inv = 0;
+      (form == 0 ? vec::softmax_row_bf16 : vec::portable::softmax_row_bf16)(
+          bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), bits(p), S, tmp.data(), &mx, &inv);
+      (form == 0 ? vec::softmax_backward_row_bf16 : vec::portable::softmax_backward_row_bf16)(
+          bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), mx, inv, bits(g), bits(dx), S,
+          tmp.data());
+      EXPECT_TRUE(test::close(p.to(torch::kFloat32), want, 1.0 / 256, 1e-7));
+      EXPECT_TRUE(test::close(dx.to(torch::kFloat32), want_dx, 1.0 / 256, 1e-6));
+      for (const auto& t : {p, dx}) {
+        auto tail = t.narrow(0, end, S - end).view(torch::kInt16);
+        EXPECT_EQ(tail.ne(0).sum().item<int64_t>(), 0);  // +0 bits, not NaN
+      }
+    }
+  }
+}
+
+// A LayerNorm row written as bf16 and its backward from a bf16 gradient: libtorch's float32
+// layer_norm and its autograd gradients (dx, and the row's share of dw and db, added to what the
+// accumulators held) within one bf16 rounding / float32 sums; both forms agree.
+TEST(VecBf16, LayerNormRowAndItsBackward) {
+  for (int64_t D : {2, 9, 16, 256, 263}) {
+    auto x0 = 2 * torch::randn({D}) + 0.5, w0 = torch::randn({D}), b0 = torch::randn({D});
+    auto g = bf16(torch::randn({D}));
+    auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    auto b = b0.clone().requires_grad_(true);
+    auto want = torch::layer_norm(x.view({1, D}), {D}, w, b, 1e-5).view({D});
+    (want * g.to(torch::kFloat32)).sum().backward();
+    auto prior = torch::randn({2, D});  // what the accumulators hold before the row
+    for (int form = 0; form < 2; ++form) {
+      SCOPED_TRACE(::testing::Message() << "D " << D << " form " << form);
+      auto y = torch::empty({D}, torch::kBFloat16), dx = torch::empty({D});
+      auto acc = prior.clone();
+      float mean = 0, rstd = 0;
+      (form == 0 ? vec::layer_norm_row_bf16 : vec::portable::layer_norm_row_bf16)(
+          x0.data_ptr<float>(), D, w0.data_ptr<float>(), b0.data_ptr<float>(), 1e-5F, bits(y),
+          &mean, &rstd);
+      EXPECT_TRUE(test::close(y.to(torch::kFloat32), want.detach(), 1.0 / 256, 1e-5));
+      EXPECT_NEAR(mean, x0.mean().item<float>(), 1e-5);
+      EXPECT_NEAR(rstd, 1 / std::sqrt(x0.var(false).item<float>() + 1e-5F), 1e-4 * rstd);
+      (form == 0 ? vec::layer_norm_backward_row_bf16 : vec::portable::layer_norm_backward_row_bf16)(
+          x0.data_ptr<float>(), D, w0.data_ptr<float>(), mean, rstd, bits(g), dx.data_ptr<float>(),
+          acc[0].data_ptr<float>(), acc[1].data_ptr<float>());
+      EXPECT_TRUE(test::close(dx, x.grad(), 1e-4, 1e-4));
+      EXPECT_TRUE(test::close(acc[0] - prior[0], w.grad(), 1e-4, 1e-5));
+      EXPECT_TRUE(test::close(acc[1] - prior[1], b.grad(), 1e-4, 1e-5));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ropelab
