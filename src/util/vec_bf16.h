@@ -9,8 +9,8 @@
 // Used under bf16 autocast by the dense layers (model/linear.cpp: the bias added after the
 // matmul, y = x W^T + b, Vaswani et al. 2017, Eq. 2, and the bias's gradient, dY's column sums),
 // the FFN's activation under dropout (model/dropout.cpp: GELU, Hendrycks & Gimpel 2016, with
-// Srivastava et al. 2014's dropout), the softmax cross-entropy (tasks/loss.cpp) and the
-// attention's softmax (Eq. 1).
+// Srivastava et al. 2014's dropout), the softmax cross-entropy (tasks/loss.cpp), the
+// attention's softmax (Eq. 1) and the pre-norm LayerNorm (model/norm.cpp, Ba et al. 2016).
 #pragma once
 #include <cstdint>
 
