@@ -50,7 +50,9 @@ int64_t unmasked_length_scalar(const float* b1, const float* b2, int64_t S) {
 }
 
 #if ROPELAB_HAVE_X86
-#define ROPELAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+// avx512bf16 is in the target only for vcvtneps2bf16 (round16<true>), which runs only where the
+// CPU has it (bf16_convert()); the compiler emits no bf16 instruction of its own from these loops.
+#define ROPELAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,avx512bf16")))
 
 // 16 bf16 at p (the first n < 16 of them when masked) as float32.
 ROPELAB_AVX512 inline __m512 load16(const uint16_t* p) {
@@ -61,26 +63,37 @@ ROPELAB_AVX512 inline __m512 load16(const uint16_t* p, __mmask16 k) {
   const __m256i h = _mm256_maskz_loadu_epi16(k, p);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-// 16 float32 rounded to bf16 (as store1).
+// 16 float32 rounded to bf16: as store1 (kNe false), or by vcvtneps2bf16 (kNe true, on CPUs
+// with AVX512_BF16): the same round-to-nearest-even, one instruction instead of eight, except
+// that float32 denormals become zeros of their sign and a NaN keeps its sign and payload's top
+// bits (store1: 0x7FC0).
+template <bool kNe>
 ROPELAB_AVX512 inline __m256i round16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i r =
-      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                _mm512_set1_epi32(0x7F800000));
-  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0)));
+  if constexpr (kNe) {
+    return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x));
+  } else {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0)));
+  }
 }
+template <bool kNe>
 ROPELAB_AVX512 inline void store16(uint16_t* p, __m512 x) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), round16(x));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), round16<kNe>(x));
 }
+template <bool kNe>
 ROPELAB_AVX512 inline void store16(uint16_t* p, __m512 x, __mmask16 k) {
-  _mm256_mask_storeu_epi16(p, k, round16(x));
+  _mm256_mask_storeu_epi16(p, k, round16<kNe>(x));
 }
 ROPELAB_AVX512 inline __mmask16 tail_mask(int64_t n) {
   return static_cast<__mmask16>((1U << static_cast<unsigned>(n)) - 1U);
 }
 
+template <bool kNe>
 ROPELAB_AVX512 void add_bias_avx512(uint16_t* y, const float* b, int64_t rows, int64_t cols,
                                     int64_t ld) {
   const int64_t full = cols - cols % 16;
@@ -88,10 +101,10 @@ ROPELAB_AVX512 void add_bias_avx512(uint16_t* y, const float* b, int64_t rows, i
   for (int64_t r = 0; r < rows; ++r) {
     uint16_t* row = y + r * ld;
     for (int64_t j = 0; j < full; j += 16)
-      store16(row + j, _mm512_add_ps(load16(row + j), _mm512_loadu_ps(b + j)));
+      store16<kNe>(row + j, _mm512_add_ps(load16(row + j), _mm512_loadu_ps(b + j)));
     if (k != 0)
-      store16(row + full, _mm512_add_ps(load16(row + full, k), _mm512_maskz_loadu_ps(k, b + full)),
-              k);
+      store16<kNe>(row + full,
+                   _mm512_add_ps(load16(row + full, k), _mm512_maskz_loadu_ps(k, b + full)), k);
   }
 }
 
@@ -187,6 +200,7 @@ ROPELAB_AVX512 inline __m512 act16(__m512 h, Act act, __m512* grad) {
   return _mm512_maskz_mov_ps(pos, h);
 }
 
+template <bool kNe>
 ROPELAB_AVX512 void act_mask_forward_avx512(const uint16_t* h, const float* m, uint16_t* y,
                                             uint16_t* d, int64_t n, Act act) {
   // Whole vectors unmasked (masked loads and stores in the loop cost half its speed), then
@@ -196,58 +210,63 @@ ROPELAB_AVX512 void act_mask_forward_avx512(const uint16_t* h, const float* m, u
     const __m512 mj = _mm512_loadu_ps(m + j);
     __m512 grad;
     const __m512 a = act16(load16(h + j), act, &grad);
-    store16(y + j, _mm512_mul_ps(a, mj));
-    store16(d + j, _mm512_mul_ps(grad, mj));
+    store16<kNe>(y + j, _mm512_mul_ps(a, mj));
+    store16<kNe>(d + j, _mm512_mul_ps(grad, mj));
   }
   if (full < n) {
     const __mmask16 k = tail_mask(n - full);
     const __m512 mj = _mm512_maskz_loadu_ps(k, m + full);
     __m512 grad;
     const __m512 a = act16(load16(h + full, k), act, &grad);
-    store16(y + full, _mm512_mul_ps(a, mj), k);
-    store16(d + full, _mm512_mul_ps(grad, mj), k);
+    store16<kNe>(y + full, _mm512_mul_ps(a, mj), k);
+    store16<kNe>(d + full, _mm512_mul_ps(grad, mj), k);
   }
 }
 
+template <bool kNe>
 ROPELAB_AVX512 void mul_avx512(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) store16(out + j, _mm512_mul_ps(load16(a + j), load16(b + j)));
+  for (; j + 16 <= n; j += 16) store16<kNe>(out + j, _mm512_mul_ps(load16(a + j), load16(b + j)));
   if (j < n) {
     const __mmask16 k = tail_mask(n - j);
-    store16(out + j, _mm512_mul_ps(load16(a + j, k), load16(b + j, k)), k);
+    store16<kNe>(out + j, _mm512_mul_ps(load16(a + j, k), load16(b + j, k)), k);
   }
 }
 
 // x rounded to bf16 and back (as store16 then load16).
+template <bool kNe>
 ROPELAB_AVX512 inline __m512 round_trip16(__m512 x) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(round16(x)), 16));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(round16<kNe>(x)), 16));
 }
 
+template <bool kNe>
 ROPELAB_AVX512 void dropout_add_avx512(const float* x, const uint16_t* h, const float* m, float* y,
                                        int64_t n) {
   const int64_t full = n - n % 16;
   for (int64_t j = 0; j < full; j += 16) {
-    const __m512 hm = round_trip16(_mm512_mul_ps(load16(h + j), _mm512_loadu_ps(m + j)));
+    const __m512 hm = round_trip16<kNe>(_mm512_mul_ps(load16(h + j), _mm512_loadu_ps(m + j)));
     _mm512_storeu_ps(y + j, _mm512_add_ps(_mm512_loadu_ps(x + j), hm));
   }
   if (full < n) {
     const __mmask16 k = tail_mask(n - full);
     const __m512 hm =
-        round_trip16(_mm512_mul_ps(load16(h + full, k), _mm512_maskz_loadu_ps(k, m + full)));
+        round_trip16<kNe>(_mm512_mul_ps(load16(h + full, k), _mm512_maskz_loadu_ps(k, m + full)));
     _mm512_mask_storeu_ps(y + full, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + full), hm));
   }
 }
 
+template <bool kNe>
 ROPELAB_AVX512 void mask_to_bf16_avx512(const float* g, const float* m, uint16_t* dh, int64_t n) {
   const int64_t full = n - n % 16;
   for (int64_t j = 0; j < full; j += 16)
-    store16(dh + j, _mm512_mul_ps(round_trip16(_mm512_loadu_ps(g + j)), _mm512_loadu_ps(m + j)));
+    store16<kNe>(dh + j,
+                 _mm512_mul_ps(round_trip16<kNe>(_mm512_loadu_ps(g + j)), _mm512_loadu_ps(m + j)));
   if (full < n) {
     const __mmask16 k = tail_mask(n - full);
-    store16(dh + full,
-            _mm512_mul_ps(round_trip16(_mm512_maskz_loadu_ps(k, g + full)),
-                          _mm512_maskz_loadu_ps(k, m + full)),
-            k);
+    store16<kNe>(dh + full,
+                 _mm512_mul_ps(round_trip16<kNe>(_mm512_maskz_loadu_ps(k, g + full)),
+                               _mm512_maskz_loadu_ps(k, m + full)),
+                 k);
   }
 }
 
@@ -304,16 +323,18 @@ ROPELAB_AVX512 void logits_row_stats_avx512(const uint16_t* x, int64_t V, float*
   *argmax = first_index_avx512(x, V, m);
 }
 
+template <bool kNe>
 ROPELAB_AVX512 void cross_entropy_row_grad_avx512(const uint16_t* x, int64_t V, float lse, float b,
                                                   float w, uint16_t* g) {
   const __m512 l = set1(lse), bv = set1(b), wv = set1(w);
   const int64_t full = V - V % 16;
   for (int64_t j = 0; j < full; j += 16)
-    store16(g + j, _mm512_mul_ps(_mm512_sub_ps(exp16(_mm512_sub_ps(load16(x + j), l)), bv), wv));
+    store16<kNe>(g + j,
+                 _mm512_mul_ps(_mm512_sub_ps(exp16(_mm512_sub_ps(load16(x + j), l)), bv), wv));
   if (full < V) {
     const __mmask16 k = tail_mask(V - full);
     const __m512 e = exp16(_mm512_sub_ps(load16(x + full, k), l));
-    store16(g + full, _mm512_mul_ps(_mm512_sub_ps(e, bv), wv), k);
+    store16<kNe>(g + full, _mm512_mul_ps(_mm512_sub_ps(e, bv), wv), k);
   }
 }
 
@@ -362,6 +383,7 @@ ROPELAB_AVX512 float exp_row_avx512(float* tmp, int64_t S, float m) {
 // The fused row (the target's correction is the caller's): tmp = exp(x - max), g written.
 // The fused row (the target's correction is the caller's): the stats as
 // logits_row_stats_avx512, tmp = exp(x - max), g written.
+template <bool kNe>
 ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const uint16_t* x, int64_t V, float b, float w,
                                                    uint16_t* g, float* tmp, float* max,
                                                    float* sum_exp, float* sum_x, int64_t* argmax) {
@@ -384,10 +406,11 @@ ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const uint16_t* x, int64_t V,
   const float se = _mm512_reduce_add_ps(s0);
   const __m512 inv = set1(1.0F / se), bv = set1(b), wv = set1(w);
   for (int64_t j = 0; j < full; j += 16)
-    store16(g + j, _mm512_mul_ps(_mm512_fmsub_ps(_mm512_loadu_ps(tmp + j), inv, bv), wv));
+    store16<kNe>(g + j, _mm512_mul_ps(_mm512_fmsub_ps(_mm512_loadu_ps(tmp + j), inv, bv), wv));
   if (k != 0)
-    store16(g + full,
-            _mm512_mul_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, tmp + full), inv, bv), wv), k);
+    store16<kNe>(g + full,
+                 _mm512_mul_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, tmp + full), inv, bv), wv),
+                 k);
   *sum_exp = se;
   *argmax = am;
 }
@@ -404,6 +427,7 @@ ROPELAB_AVX512 int64_t unmasked_length_avx512(const float* b1, const float* b2, 
   return e == 0 ? S : e;
 }
 
+template <bool kNe>
 ROPELAB_AVX512 void softmax_row_avx512(const uint16_t* x, const float* b1, const float* b2,
                                        uint16_t* p, int64_t S_all, float* tmp, float* max,
                                        float* inv) {
@@ -414,15 +438,16 @@ ROPELAB_AVX512 void softmax_row_avx512(const uint16_t* x, const float* b1, const
   const int64_t full = S - S % 16;
   const __m512 rv = set1(r);
   for (int64_t j = 0; j < full; j += 16)
-    store16(p + j, _mm512_mul_ps(_mm512_loadu_ps(tmp + j), rv));
+    store16<kNe>(p + j, _mm512_mul_ps(_mm512_loadu_ps(tmp + j), rv));
   if (full < S) {
     const __mmask16 k = tail_mask(S - full);
-    store16(p + full, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full), rv), k);
+    store16<kNe>(p + full, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full), rv), k);
   }
   *max = m;
   *inv = r;
 }
 
+template <bool kNe>
 ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* b1, const float* b2,
                                                 float max, float inv, const uint16_t* g,
                                                 uint16_t* dx, int64_t S_all, float* tmp) {
@@ -446,15 +471,16 @@ ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* 
   }
   const __m512 d = set1(_mm512_reduce_add_ps(dot));
   for (int64_t j = 0; j < full; j += 16)
-    store16(dx + j, _mm512_mul_ps(_mm512_loadu_ps(tmp + j), _mm512_sub_ps(load16(g + j), d)));
+    store16<kNe>(dx + j, _mm512_mul_ps(_mm512_loadu_ps(tmp + j), _mm512_sub_ps(load16(g + j), d)));
   if (k != 0)
-    store16(
+    store16<kNe>(
         dx + full,
         _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full), _mm512_sub_ps(load16(g + full, k), d)),
         k);
 }
 
 // LayerNorm over one row of D float32 (two passes for the moments, as the row is in cache).
+template <bool kNe>
 ROPELAB_AVX512 void layer_norm_row_avx512(const float* x, int64_t D, const float* w, const float* b,
                                           float eps, uint16_t* y, float* mean, float* rstd) {
   const int64_t full = D - D % 16;
@@ -477,11 +503,11 @@ ROPELAB_AVX512 void layer_norm_row_avx512(const float* x, int64_t D, const float
   const __m512 rv = set1(r);
   for (int64_t j = 0; j < full; j += 16) {
     const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), mv), rv);
-    store16(y + j, _mm512_fmadd_ps(xh, _mm512_loadu_ps(w + j), _mm512_loadu_ps(b + j)));
+    store16<kNe>(y + j, _mm512_fmadd_ps(xh, _mm512_loadu_ps(w + j), _mm512_loadu_ps(b + j)));
   }
   if (k != 0) {
     const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + full), mv), rv);
-    store16(
+    store16<kNe>(
         y + full,
         _mm512_fmadd_ps(xh, _mm512_maskz_loadu_ps(k, w + full), _mm512_maskz_loadu_ps(k, b + full)),
         k);
@@ -535,6 +561,11 @@ ROPELAB_AVX512 void layer_norm_backward_row_avx512(const float* x, int64_t D, co
   }
 }
 
+bool detect_avx512_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+}
+
 bool detect_avx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -543,6 +574,7 @@ bool detect_avx512() {
 }
 #else
 bool detect_avx512() { return false; }
+bool detect_avx512_bf16() { return false; }
 #endif
 
 }  // namespace
@@ -551,6 +583,15 @@ bool bf16_simd() {
   static const bool yes = detect_avx512();
   return yes;
 }
+
+bool bf16_convert_instruction() {
+  static const bool yes = bf16_simd() && detect_avx512_bf16();
+  return yes;
+}
+
+// The AVX-512 form F with the given arguments, its stores by vcvtneps2bf16 where the CPU has it.
+#define ROPELAB_AVX512_CALL(F, ...) \
+  (bf16_convert_instruction() ? F<true>(__VA_ARGS__) : F<false>(__VA_ARGS__))
 
 namespace portable {
 
@@ -712,7 +753,7 @@ void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, flo
 
 void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return add_bias_avx512(y, b, rows, cols, ld);
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(add_bias_avx512, y, b, rows, cols, ld);
 #endif
   portable::add_bias_bf16(y, b, rows, cols, ld);
 }
@@ -727,14 +768,14 @@ void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t
 void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
                            Act act) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return act_mask_forward_avx512(h, m, y, d, n, act);
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(act_mask_forward_avx512, h, m, y, d, n, act);
 #endif
   portable::act_mask_forward_bf16(h, m, y, d, n, act);
 }
 
 void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return mul_avx512(a, b, out, n);
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(mul_avx512, a, b, out, n);
 #endif
   portable::mul_bf16(a, b, out, n);
 }
@@ -744,7 +785,8 @@ void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w
                                   float* sum_x, int64_t* argmax) {
 #if ROPELAB_HAVE_X86
   if (bf16_simd()) {
-    cross_entropy_row_fused_avx512(x, V, b, w, g, tmp, max, sum_exp, sum_x, argmax);
+    ROPELAB_AVX512_CALL(cross_entropy_row_fused_avx512, x, V, b, w, g, tmp, max, sum_exp, sum_x,
+                        argmax);
     if (target >= 0 && target < V)
       g[target] = store1((tmp[target] * (1.0F / *sum_exp) - b) * w - a_w);
     return;
@@ -756,14 +798,14 @@ void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w
 
 void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return dropout_add_avx512(x, h, m, y, n);
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(dropout_add_avx512, x, h, m, y, n);
 #endif
   portable::dropout_add_bf16(x, h, m, y, n);
 }
 
 void mask_to_bf16(const float* g, const float* m, uint16_t* dh, int64_t n) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return mask_to_bf16_avx512(g, m, dh, n);
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(mask_to_bf16_avx512, g, m, dh, n);
 #endif
   portable::mask_to_bf16(g, m, dh, n);
 }
@@ -779,7 +821,7 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
                       float* tmp, float* max, float* inv) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return softmax_row_avx512(x, b1, b2, p, S, tmp, max, inv);
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(softmax_row_avx512, x, b1, b2, p, S, tmp, max, inv);
 #endif
   portable::softmax_row_bf16(x, b1, b2, p, S, tmp, max, inv);
 }
@@ -787,7 +829,8 @@ void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint1
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return softmax_backward_row_avx512(x, b1, b2, max, inv, g, dx, S, tmp);
+  if (bf16_simd())
+    return ROPELAB_AVX512_CALL(softmax_backward_row_avx512, x, b1, b2, max, inv, g, dx, S, tmp);
 #endif
   portable::softmax_backward_row_bf16(x, b1, b2, max, inv, g, dx, S, tmp);
 }
@@ -796,7 +839,7 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
                                  int64_t target, float a_w, uint16_t* g) {
 #if ROPELAB_HAVE_X86
   if (bf16_simd()) {
-    cross_entropy_row_grad_avx512(x, V, lse, b, w, g);
+    ROPELAB_AVX512_CALL(cross_entropy_row_grad_avx512, x, V, lse, b, w, g);
     if (target >= 0 && target < V)
       g[target] = store1((exp_approx(load1(x[target]) - lse) - b) * w - a_w);
     return;
@@ -808,7 +851,8 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
                          uint16_t* y, float* mean, float* rstd) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return layer_norm_row_avx512(x, D, w, b, eps, y, mean, rstd);
+  if (bf16_simd())
+    return ROPELAB_AVX512_CALL(layer_norm_row_avx512, x, D, w, b, eps, y, mean, rstd);
 #endif
   portable::layer_norm_row_bf16(x, D, w, b, eps, y, mean, rstd);
 }

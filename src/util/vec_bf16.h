@@ -20,6 +20,11 @@ namespace ropelab::vec {
 
 // Whether this CPU runs the AVX-512 forms (else the portable ones run).
 bool bf16_simd();
+// Whether those forms round their stores with vcvtneps2bf16 (CPUs with AVX512_BF16: AMD Zen 4,
+// Intel Cooper Lake, Sapphire Rapids and later): round to nearest even as c10::BFloat16, one
+// instruction instead of eight, but float32 denormals become zeros of their sign, and a NaN keeps
+// its sign and the top of its payload (c10::BFloat16 and the portable forms: 0x7FC0).
+bool bf16_convert_instruction();
 
 // y[r, j] = bf16(float(y[r, j]) + b[j]) for r < rows, j < cols; y's rows ld elements apart.
 void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "tensor_helpers.h"
@@ -100,6 +101,33 @@ TEST(VecBf16, ProductRoundsOnce) {
     auto out2 = a.clone();
     vec::portable::mul_bf16(bits(out2), bits(b), bits(out2), n);
     EXPECT_TRUE(torch::equal(out2, out));
+  }
+}
+
+// Where the stores round with vcvtneps2bf16 (vec::bf16_convert_instruction), they give
+// c10::BFloat16's bits for every normal product, ties included (bf16 * bf16 products carry up
+// to 16 significant bits, so many land exactly halfway), and zeros of the product's sign where
+// the float32 product is denormal; elsewhere the same bits as c10::BFloat16 throughout.
+TEST(VecBf16, StoresRoundAsLibtorchButForDenormals) {
+  const int64_t n = 4099;
+  // Scales from 2^-75 to 2^5: about a tenth of the products fall below float32's normals.
+  auto scale = [&] { return torch::pow(2.0, torch::randint(-75, 5, {n}).to(torch::kFloat32)); };
+  auto a = bf16(torch::randn({n}) * scale()), b = bf16(torch::randn({n}) * scale());
+  auto out = torch::empty_like(a);
+  vec::mul_bf16(bits(a), bits(b), bits(out), n);
+  auto prod = a.to(torch::kFloat32) * b.to(torch::kFloat32);
+  auto want = bf16(prod);
+  auto denormal = (prod.abs() < std::numeric_limits<float>::min()) & prod.ne(0);
+  ASSERT_GT(denormal.sum().item<int64_t>(), 100);  // the test covers them
+  ASSERT_GT((~denormal).sum().item<int64_t>(), 1000);
+  EXPECT_TRUE(torch::equal(out.masked_select(~denormal), want.masked_select(~denormal)));
+  auto got_denormal = out.masked_select(denormal).to(torch::kFloat32);
+  if (vec::bf16_simd() && vec::bf16_convert_instruction()) {
+    EXPECT_TRUE(torch::equal(got_denormal, torch::zeros_like(got_denormal)));
+    EXPECT_TRUE(
+        torch::equal(torch::signbit(got_denormal), torch::signbit(prod.masked_select(denormal))));
+  } else {
+    EXPECT_TRUE(torch::equal(out.masked_select(denormal), want.masked_select(denormal)));
   }
 }
 
