@@ -196,6 +196,21 @@ TEST(VecBf16, CrossEntropyRowStatsAndGradient) {
   }
 }
 
+// A softmax row and its backward through the SIMD (form 0) or portable (form 1) entry points:
+// p and dx written in place.
+void softmax_row_and_backward(int form, const torch::Tensor& x, const torch::Tensor& b1,
+                              const torch::Tensor& b2, const torch::Tensor& g,
+                              const torch::Tensor& p, const torch::Tensor& dx,
+                              std::vector<float>& tmp) {
+  const int64_t S = x.numel();
+  float mx = 0, inv = 0;
+  (form == 0 ? vec::softmax_row_bf16 : vec::portable::softmax_row_bf16)(
+      bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), bits(p), S, tmp.data(), &mx, &inv);
+  (form == 0 ? vec::softmax_backward_row_bf16 : vec::portable::softmax_backward_row_bf16)(
+      bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), mx, inv, bits(g), bits(dx), S,
+      tmp.data());
+}
+
 // A softmax row from bf16 scores and two float32 biases, and its backward from the recomputed
 // float32 p: libtorch's float32 softmax and its gradient (from that float32 p) within one bf16
 // rounding; a fully masked row (every score at -1e30) averages; the forms agree to one bf16 step.
@@ -211,12 +226,7 @@ TEST(VecBf16, SoftmaxRowAndItsBackward) {
     std::vector<torch::Tensor> ps, dxs;
     for (int form = 0; form < 2; ++form) {
       auto p = torch::empty_like(x), dx = torch::empty_like(x);
-      float mx = 0, inv = 0;
-      (form == 0 ? vec::softmax_row_bf16 : vec::portable::softmax_row_bf16)(
-          bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), bits(p), S, tmp.data(), &mx, &inv);
-      (form == 0 ? vec::softmax_backward_row_bf16 : vec::portable::softmax_backward_row_bf16)(
-          bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), mx, inv, bits(g), bits(dx), S,
-          tmp.data());
+      softmax_row_and_backward(form, x, b1, b2, g, p, dx, tmp);
       SCOPED_TRACE(::testing::Message() << "S " << S << " form " << form);
       EXPECT_TRUE(test::close(p.to(torch::kFloat32), want, 1.0 / 256, 1e-7));
       EXPECT_TRUE(test::close(dx.to(torch::kFloat32), want_dx, 1.0 / 256, 1e-6));
@@ -253,12 +263,7 @@ TEST(VecBf16, SoftmaxRowStopsAtItsLastUnmaskedElement) {
       SCOPED_TRACE(::testing::Message() << "end " << end << " form " << form);
       auto p = torch::full({S}, NAN, torch::kBFloat16),
            dx = torch::full({S}, NAN, torch::kBFloat16);
-      float mx = 0, inv = 0;
-      (form == 0 ? vec::softmax_row_bf16 : vec::portable::softmax_row_bf16)(
-          bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), bits(p), S, tmp.data(), &mx, &inv);
-      (form == 0 ? vec::softmax_backward_row_bf16 : vec::portable::softmax_backward_row_bf16)(
-          bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), mx, inv, bits(g), bits(dx), S,
-          tmp.data());
+      softmax_row_and_backward(form, x, b1, b2, g, p, dx, tmp);
       EXPECT_TRUE(test::close(p.to(torch::kFloat32), want, 1.0 / 256, 1e-7));
       EXPECT_TRUE(test::close(dx.to(torch::kFloat32), want_dx, 1.0 / 256, 1e-6));
       for (const auto& t : {p, dx}) {
