@@ -51,7 +51,8 @@ int64_t unmasked_length_scalar(const float* b1, const float* b2, int64_t S) {
 
 #if ROPELAB_HAVE_X86
 // avx512bf16 is in the target only for vcvtneps2bf16 (round16<true>), which runs only where the
-// CPU has it (bf16_convert()); the compiler emits no bf16 instruction of its own from these loops.
+// CPU has it (bf16_convert_instruction()); the compiler emits no bf16 instruction of its own from
+// these loops.
 #define ROPELAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,avx512bf16")))
 
 // 16 bf16 at p (the first n < 16 of them when masked) as float32.
@@ -380,7 +381,6 @@ ROPELAB_AVX512 float exp_row_avx512(float* tmp, int64_t S, float m) {
   return _mm512_reduce_add_ps(sum);
 }
 
-// The fused row (the target's correction is the caller's): tmp = exp(x - max), g written.
 // The fused row (the target's correction is the caller's): the stats as
 // logits_row_stats_avx512, tmp = exp(x - max), g written.
 template <bool kNe>
