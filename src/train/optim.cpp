@@ -15,8 +15,7 @@
 
 namespace ropelab::train {
 
-std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& model,
-                                                    const config::TrainConfig& t) {
+std::unique_ptr<FusedAdamW> make_optimizer(torch::nn::Module& model, const config::TrainConfig& t) {
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& p : model::param_roles(model))
     (model::decays(p.role) ? decay : no_decay).push_back(p.tensor);
@@ -92,28 +91,45 @@ bool FusedAdamW::step_on_device() {
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
-  if (closure == nullptr && step_on_device()) return {};
-  bool all_fusable = true;
-  for (auto& group : param_groups()) {
-    if (static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad()) all_fusable = false;
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      if (!fp32_cpu_dense(p) || !fp32_cpu_dense(p.grad())) all_fusable = false;
-      auto it = state_.find(compat::optimizer_state_key(state_, p.unsafeGetTensorImpl()));
-      if (it != state_.end()) {
-        auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
-        if (!fp32_cpu_dense(st.exp_avg()) || !fp32_cpu_dense(st.exp_avg_sq())) all_fusable = false;
-      }
-    }
-  }
-  if (!all_fusable) return torch::optim::AdamW::step(std::move(closure));
-  RECORD_FUNCTION("ropelab::adamw", std::vector<c10::IValue>());
-  torch::NoGradGuard no_grad;
   torch::Tensor loss;
   if (closure != nullptr) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
+  step_with({});
+  return loss;
+}
+
+void FusedAdamW::step_scaled(const torch::Tensor& grad_scale) { step_with(grad_scale); }
+
+bool FusedAdamW::fusable_on_cpu() {
+  for (auto& group : param_groups()) {
+    if (static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (!fp32_cpu_dense(p) || !fp32_cpu_dense(p.grad())) return false;
+      auto it = state_.find(compat::optimizer_state_key(state_, p.unsafeGetTensorImpl()));
+      if (it != state_.end()) {
+        auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+        if (!fp32_cpu_dense(st.exp_avg()) || !fp32_cpu_dense(st.exp_avg_sq())) return false;
+      }
+    }
+  }
+  return true;
+}
+
+void FusedAdamW::step_with(const torch::Tensor& grad_scale) {
+  torch::NoGradGuard no_grad;
+  if (!fusable_on_cpu()) {  // the device's fused kernel or libtorch's step: gradients scaled first
+    if (grad_scale.defined())
+      for (auto& group : param_groups())
+        for (auto& p : group.params())
+          if (p.grad().defined()) p.mutable_grad().mul_(grad_scale);
+    if (!step_on_device()) torch::optim::AdamW::step();
+    return;
+  }
+  RECORD_FUNCTION("ropelab::adamw", std::vector<c10::IValue>());
+  const float scale = grad_scale.defined() ? grad_scale.item<float>() : 1.0F;
   for (auto& group : param_groups()) {
     auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
     for (auto& p : group.params()) {
@@ -131,6 +147,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       k.sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
       k.eps = static_cast<float>(o.eps());
       k.neg_step = static_cast<float>(-(o.lr() / bc1));
+      k.grad_scale = scale;
       float* pp = p.data_ptr<float>();
       const float* gp = p.grad().data_ptr<float>();
       float* mp = st.exp_avg().data_ptr<float>();
@@ -140,7 +157,6 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       });
     }
   }
-  return loss;
 }
 
 void zero_grad_to_none(torch::optim::Optimizer& opt) {
@@ -148,20 +164,23 @@ void zero_grad_to_none(torch::optim::Optimizer& opt) {
     for (auto& p : g.params()) p.mutable_grad().reset();
 }
 
-torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+ClipFactor clip_factor(const std::vector<torch::Tensor>& params, double max_norm) {
   torch::NoGradGuard ng;
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return torch::zeros({});
   std::vector<torch::Tensor> norms;
-  norms.reserve(grads.size());
-  for (const auto& g : grads) norms.push_back(g.norm(2));
+  for (const auto& p : params)
+    if (p.grad().defined()) norms.push_back(p.grad().norm(2));
+  if (norms.empty()) return {torch::zeros({}), torch::ones({})};
   auto total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
   double limit = max_norm > 0 ? max_norm : std::numeric_limits<double>::infinity();
-  auto coef = torch::clamp(limit / (total + 1e-6), c10::nullopt, 1.0);
-  for (auto& g : grads) g.mul_(coef);
-  return total;
+  return {total, torch::clamp(limit / (total + 1e-6), c10::nullopt, 1.0)};
+}
+
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  torch::NoGradGuard ng;
+  auto clip = clip_factor(params, max_norm);
+  for (const auto& p : params)
+    if (p.grad().defined()) p.mutable_grad().mul_(clip.factor);
+  return clip.norm;
 }
 
 }  // namespace ropelab::train

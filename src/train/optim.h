@@ -11,8 +11,8 @@
 
 namespace ropelab::train {
 
-std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& model,
-                                                    const config::TrainConfig& t);
+class FusedAdamW;
+std::unique_ptr<FusedAdamW> make_optimizer(torch::nn::Module& model, const config::TrainConfig& t);
 
 // torch::optim::AdamW with the same state (so checkpoints load either way) and the same
 // arithmetic (Loshchilov & Hutter 2019, Algorithm 2; libtorch's order of operations), but on CPU
@@ -25,8 +25,16 @@ class FusedAdamW : public torch::optim::AdamW {
  public:
   using torch::optim::AdamW::AdamW;
   torch::Tensor step(LossClosure closure = nullptr) override;
+  // One step with every gradient scaled by grad_scale (a scalar tensor; the clipping's factor,
+  // clip_factor below) as it is read: the same update as g.mul_(grad_scale) then step(), to the
+  // bit, without that pass over the gradients on the CPU path. The gradients stay unscaled
+  // there; the other paths scale them in place first.
+  void step_scaled(const torch::Tensor& grad_scale);
 
  private:
+  void step_with(const torch::Tensor& grad_scale);  // undefined: no scale
+  // Whether every parameter with a gradient takes the vectorised CPU update.
+  bool fusable_on_cpu();
   // The GPU path: false (nothing done) where it does not apply.
   bool step_on_device();
   // p's state (created at step 0 on first use) with its step count advanced by one.
@@ -42,5 +50,11 @@ void zero_grad_to_none(torch::optim::Optimizer& opt);
 // by min(1, max_norm / (norm + 1e-6))), but the norm is returned as a scalar tensor on the
 // parameters' device instead of being read back to the host. max_norm <= 0: no clipping.
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+// The same without scaling the gradients: the global norm and the factor min(1, max_norm /
+// (norm + 1e-6)) (1 where max_norm <= 0), both scalar tensors, for FusedAdamW::step_scaled.
+struct ClipFactor {
+  torch::Tensor norm, factor;
+};
+ClipFactor clip_factor(const std::vector<torch::Tensor>& params, double max_norm);
 
 }  // namespace ropelab::train

@@ -136,8 +136,9 @@ StepResult Trainer::train_step() {
   tasks::over_ranks(r.sums, dev_, "summing the step's losses");
   // Every rank now holds the same gradients and sums: the skip decision below is the same on
   // all of them. It is the step's one host read: the gradient norm and the loss sum.
-  auto norm = clip_grad_norm(model_->parameters(), cfg_.train.clip);
-  auto check = torch::stack({norm.to(torch::kFloat64),
+  // The clipping's factor is applied by the optimizer as it reads the gradients (one pass fewer).
+  auto clip = clip_factor(model_->parameters(), cfg_.train.clip);
+  auto check = torch::stack({clip.norm.to(torch::kFloat64),
                              r.sums.tensor().select(0, static_cast<int64_t>(tasks::Sum::kNll))})
                    .to(torch::kCPU);
   r.grad_norm = check.data_ptr<double>()[0];
@@ -159,7 +160,7 @@ StepResult Trainer::train_step() {
   ++st_.step;
   const double lr = lr_at(st_.step);
   for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-  opt_->step();
+  opt_->step_scaled(clip.factor);
   st_.tokens += agreed[1];
   r.applied = true;
   return r;

@@ -27,6 +27,7 @@
 #include "model/model.h"
 #include "tasks/sums.h"
 #include "train/checkpointer.h"
+#include "train/optim.h"
 
 namespace torch::optim {
 class AdamW;
@@ -133,7 +134,7 @@ class Trainer {
   const dist::World& world_;
   torch::Device dev_;
   model::Model model_;
-  std::unique_ptr<torch::optim::AdamW> opt_;
+  std::unique_ptr<FusedAdamW> opt_;
   std::unique_ptr<data::BatchStream> train_stream_;
   TrainState st_;
   std::unique_ptr<Checkpointer> ckpt_;

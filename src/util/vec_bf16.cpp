@@ -561,6 +561,40 @@ ROPELAB_AVX512 void layer_norm_backward_row_avx512(const float* x, int64_t D, co
   }
 }
 
+// rope_row_bf16: halves (a, b) of h = W / 2: forward y_a = x_a c_a + x_b s_a, y_b = x_b c_b +
+// x_a s_b; backward the sines swap halves (y_a = x_a c_a + x_b s_b, y_b = x_b c_b + x_a s_a).
+// Pairs: vpermilps swaps each pair of lanes.
+template <bool kNe>
+ROPELAB_AVX512 void rope_halves_avx512(const uint16_t* x, const float* c, const float* s,
+                                       uint16_t* y, int64_t W, bool backward) {
+  const int64_t h = W / 2;
+  const float* s_a = backward ? s + h : s;
+  const float* s_b = backward ? s : s + h;
+  for (int64_t i = 0; i < h; i += 16) {
+    const __mmask16 k = tail_mask(h - i < 16 ? h - i : 16);
+    const __m512 xa = load16(x + i, k), xb = load16(x + h + i, k);
+    const __m512 ya = _mm512_fmadd_ps(xa, _mm512_maskz_loadu_ps(k, c + i),
+                                      _mm512_mul_ps(xb, _mm512_maskz_loadu_ps(k, s_a + i)));
+    const __m512 yb = _mm512_fmadd_ps(xb, _mm512_maskz_loadu_ps(k, c + h + i),
+                                      _mm512_mul_ps(xa, _mm512_maskz_loadu_ps(k, s_b + i)));
+    store16<kNe>(y + i, ya, k);
+    store16<kNe>(y + h + i, yb, k);
+  }
+}
+
+template <bool kNe>
+ROPELAB_AVX512 void rope_pairs_avx512(const uint16_t* x, const float* c, const float* s,
+                                      uint16_t* y, int64_t W, bool backward) {
+  constexpr int kSwapPairs = 0xB1;  // lanes (1, 0, 3, 2) of each four
+  for (int64_t j = 0; j < W; j += 16) {
+    const __mmask16 k = tail_mask(W - j < 16 ? W - j : 16);
+    const __m512 xv = load16(x + j, k), sv = _mm512_maskz_loadu_ps(k, s + j);
+    const __m512 t = backward ? _mm512_permute_ps(_mm512_mul_ps(xv, sv), kSwapPairs)
+                              : _mm512_mul_ps(_mm512_permute_ps(xv, kSwapPairs), sv);
+    store16<kNe>(y + j, _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(k, c + j), t), k);
+  }
+}
+
 bool detect_avx512_bf16() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512bf16");
@@ -749,6 +783,16 @@ void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, flo
   }
 }
 
+void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* y, int64_t W,
+                   bool interleaved, bool backward) {
+  const int64_t h = W / 2;
+  for (int64_t j = 0; j < W; ++j) {
+    const int64_t o = interleaved ? (j ^ 1) : (j < h ? j + h : j - h);  // the swapped partner
+    const float xj = load1(x[j]), xo = load1(x[o]);
+    y[j] = store1(std::fma(xj, c[j], backward ? xo * s[o] : xo * s[j]));
+  }
+}
+
 }  // namespace portable
 
 void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld) {
@@ -863,6 +907,17 @@ void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, flo
   if (bf16_simd()) return layer_norm_backward_row_avx512(x, D, w, mean, rstd, g, dx, dw, db);
 #endif
   portable::layer_norm_backward_row_bf16(x, D, w, mean, rstd, g, dx, dw, db);
+}
+
+void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* y, int64_t W,
+                   bool interleaved, bool backward) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) {
+    if (interleaved) return ROPELAB_AVX512_CALL(rope_pairs_avx512, x, c, s, y, W, backward);
+    return ROPELAB_AVX512_CALL(rope_halves_avx512, x, c, s, y, W, backward);
+  }
+#endif
+  portable::rope_row_bf16(x, c, s, y, W, interleaved, backward);
 }
 
 }  // namespace ropelab::vec

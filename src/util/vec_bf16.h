@@ -79,6 +79,13 @@ void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float*
 void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
                                   const uint16_t* g, float* dx, float* dw, float* db);
 
+// RoPE (RoFormer Eq. 34) on one row of W (even) bf16 values, with float32 tables c and s spread
+// to the row's width (model/position/rotary.cpp: the sine's sign folded in): forward y = bf16(x c
+// + swap(x) s); backward (x the gradient of y) y = bf16(x c + swap(x s)). swap exchanges the
+// halves, or each adjacent pair where interleaved. In float32, rounded once.
+void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* y, int64_t W,
+                   bool interleaved, bool backward);
+
 // The portable forms, whatever the CPU (for the tests). Bias and sums: the same bits as the
 // forms above; the math: the same to float32 rounding (the AVX-512 forms fuse multiply-adds).
 namespace portable {
@@ -104,6 +111,8 @@ void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float*
                          uint16_t* y, float* mean, float* rstd);
 void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
                                   const uint16_t* g, float* dx, float* dw, float* db);
+void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* y, int64_t W,
+                   bool interleaved, bool backward);
 }  // namespace portable
 
 }  // namespace ropelab::vec

@@ -213,7 +213,7 @@ ROPELAB_CLONES void adamw_update(float* __restrict p, const float* __restrict g,
   const AdamWScalars k = k_in;  // a local copy: the loop need not reload it through the pointer
   for (int64_t i = 0; i < n; ++i) {
     float pi = p[i] * k.decay;
-    float gi = g[i];
+    float gi = g[i] * k.grad_scale;
     float mi = m[i] * k.beta1 + gi * k.one_minus_beta1;
     float vi = v[i] * k.beta2 + (gi * gi) * k.one_minus_beta2;
     m[i] = mi;

@@ -75,11 +75,13 @@ void add_into(const float* a, const float* b, float* y, int64_t n);
 void dropout_factors(uint64_t seed, uint64_t threshold, int64_t start, int64_t n, float keep,
                      float* out);
 
-// One AdamW update over n elements, in libtorch's order of operations:
+// One AdamW update over n elements, in libtorch's order of operations, the gradient first scaled
+// (the clipping's factor: g = g grad_scale, as g.mul_(factor) before the step, 1 for none):
 // p *= decay; m = m b1 + g (1 - b1); v = v b2 + g g (1 - b2); p += neg_step m / (sqrt(v) /
 // sqrt_bc2 + eps).
 struct AdamWScalars {
   float decay, beta1, beta2, one_minus_beta1, one_minus_beta2, sqrt_bc2, eps, neg_step;
+  float grad_scale = 1;
 };
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n,
                   const AdamWScalars& k_in);

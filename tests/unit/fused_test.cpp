@@ -226,6 +226,51 @@ TEST(Fused, AdamWMatchesLibtorchAdamW) {
   }
 }
 
+// The clipping folded into the update (FusedAdamW::step_scaled with clip_factor's factor) moves
+// the parameters and moments to the bit as clip_grad_norm (the gradients scaled in place) then
+// step(), with the factor below 1 (clipped) and at 1 (under the limit); the gradients stay as
+// they were.
+TEST(Fused, AdamWTakesTheClippingFactorAsItReads) {
+  for (double max_norm : {0.5, 1e6}) {
+    SCOPED_TRACE(::testing::Message() << "max_norm " << max_norm);
+    torch::manual_seed(1);
+    std::vector<torch::Tensor> init{torch::randn({37, 19}), torch::randn({70001})};
+    auto make = [&] {
+      std::vector<torch::Tensor> ps;
+      for (const auto& t : init) ps.push_back(t.clone().requires_grad_(true));
+      return ps;
+    };
+    auto a = make(), b = make();
+    auto opts = torch::optim::AdamWOptions(3e-3).betas({0.9, 0.98}).eps(1e-8).weight_decay(0.1);
+    train::FusedAdamW folded(a, opts), scaled(b, opts);
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < a.size(); ++i) {
+        auto g = torch::randn(a[i].sizes()) * 0.01 * (step + 1);
+        a[i].mutable_grad() = g.clone();
+        b[i].mutable_grad() = g.clone();
+      }
+      auto clip = train::clip_factor(a, max_norm);
+      auto norm = train::clip_grad_norm(b, max_norm);
+      EXPECT_TRUE(torch::equal(clip.norm, norm));
+      EXPECT_EQ(clip.factor.item<float>() < 1, max_norm < 1);
+      folded.step_scaled(clip.factor);
+      scaled.step();
+      if (max_norm < 1) {  // a's gradients stay unscaled
+        EXPECT_FALSE(torch::equal(a[0].grad(), b[0].grad()));
+      }
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+      auto& sa = static_cast<torch::optim::AdamWParamState&>(*folded.state().at(
+          compat::optimizer_state_key(folded.state(), a[i].unsafeGetTensorImpl())));
+      auto& sb = static_cast<torch::optim::AdamWParamState&>(*scaled.state().at(
+          compat::optimizer_state_key(scaled.state(), b[i].unsafeGetTensorImpl())));
+      EXPECT_TRUE(torch::equal(sa.exp_avg(), sb.exp_avg())) << "exp_avg " << i;
+      EXPECT_TRUE(torch::equal(sa.exp_avg_sq(), sb.exp_avg_sq())) << "exp_avg_sq " << i;
+    }
+  }
+}
+
 // masked_softmax = softmax(scores.float() + bias + mask).to(out): values and the gradients of
 // scores and bias, for fp32 and bf16 scores, broadcast bias and mask, a fully masked row (it
 // averages, as the unfused ops do), and odd lengths (vector tails); with a learned bias and with
@@ -491,37 +536,40 @@ TEST(Fused, DenseLayerFoldsTheBiasIntoTheMatmul) {
 // on a transposed view (as q and k are views of the fused QKV output), both pairings, fp32 and
 // bf16.
 TEST(Fused, RopeMatchesTheUnfusedOps) {
-  const int64_t B = 2, T = 5, N = 3, W = 8;
-  auto cos_TR = torch::randn({T, W / 2}), sin_TR = torch::randn({T, W / 2});
-  for (bool interleaved : {true, false})
-    for (auto dt : {torch::kFloat32, torch::kBFloat16}) {
-      auto cos_TF = model::RotaryImpl::spread(cos_TR, interleaved, false);
-      auto sin_TF = model::RotaryImpl::spread(sin_TR, interleaved, true);
-      auto base = torch::randn({B, T, N, W}).to(dt);
-      auto g = torch::randn({B, N, T, W}).to(dt);
-      // The reference: the unfused ops in float32 on the same values. (In bf16 they round
-      // each term of the gradient's sum to bf16 before adding; the fused pass rounds once.)
-      auto run = [&](bool fused) {
-        auto leaf = (fused ? base : base.to(torch::kFloat32)).clone().requires_grad_(true);
-        auto x = leaf.transpose(1, 2);  // [B, N, T, W], not contiguous
-        auto y = fused ? model::RotaryImpl::rotate_spread(x, cos_TF, sin_TF, interleaved)
-                       : model::RotaryImpl::rotate_spread(x.reshape({B * N, T, W}), cos_TF, sin_TF,
-                                                          interleaved)
-                             .view({B, N, T, W});
-        (y.to(torch::kFloat32) * g.to(torch::kFloat32)).sum().backward();
-        return std::make_pair(y.detach(), leaf.grad());
-      };
-      auto [y1, g1] = run(true);
-      auto [y0, g0] = run(false);
-      SCOPED_TRACE(::testing::Message() << "interleaved " << interleaved << " dtype " << dt);
-      EXPECT_EQ(y1.scalar_type(), dt);
-      EXPECT_EQ(g1.scalar_type(), dt);
-      EXPECT_TRUE(y1.is_contiguous());
-      // float32: to rounding; bf16: one rounding of the exact value (2^-8 relative).
-      const double rtol = dt == torch::kFloat32 ? 1e-6 : 1.0 / 256, atol = 1e-6;
-      EXPECT_TRUE(test::close(y1, y0, rtol, atol));
-      EXPECT_TRUE(test::close(g1, g0, rtol, atol));
-    }
+  const int64_t B = 2, T = 5, N = 3;
+  for (int64_t W : {8, 40, 64})
+    for (bool interleaved : {true, false})
+      for (auto dt : {torch::kFloat32, torch::kBFloat16}) {
+        auto cos_TR = torch::randn({T, W / 2}), sin_TR = torch::randn({T, W / 2});
+        auto cos_TF = model::RotaryImpl::spread(cos_TR, interleaved, false);
+        auto sin_TF = model::RotaryImpl::spread(sin_TR, interleaved, true);
+        auto base = torch::randn({B, T, N, W}).to(dt);
+        // The gradient arrives transposed, as k's does from q k^T: read through its strides.
+        auto g = torch::randn({B, N, W, T}).to(dt).transpose(2, 3);
+        // The reference: the unfused ops in float32 on the same values. (In bf16 they round
+        // each term of the gradient's sum to bf16 before adding; the fused pass rounds once.)
+        auto run = [&](bool fused) {
+          auto leaf = (fused ? base : base.to(torch::kFloat32)).clone().requires_grad_(true);
+          auto x = leaf.transpose(1, 2);  // [B, N, T, W], not contiguous
+          auto y = fused ? model::RotaryImpl::rotate_spread(x, cos_TF, sin_TF, interleaved)
+                         : model::RotaryImpl::rotate_spread(x.reshape({B * N, T, W}), cos_TF,
+                                                            sin_TF, interleaved)
+                               .view({B, N, T, W});
+          y.backward(fused ? g : g.to(torch::kFloat32));
+          return std::make_pair(y.detach(), leaf.grad());
+        };
+        auto [y1, g1] = run(true);
+        auto [y0, g0] = run(false);
+        SCOPED_TRACE(::testing::Message()
+                     << "W " << W << " interleaved " << interleaved << " dtype " << dt);
+        EXPECT_EQ(y1.scalar_type(), dt);
+        EXPECT_EQ(g1.scalar_type(), dt);
+        EXPECT_TRUE(y1.is_contiguous());
+        // float32: to rounding; bf16: one rounding of the exact value (2^-8 relative).
+        const double rtol = dt == torch::kFloat32 ? 1e-6 : 1.0 / 256, atol = 1e-6;
+        EXPECT_TRUE(test::close(y1, y0, rtol, atol));
+        EXPECT_TRUE(test::close(g1, g0, rtol, atol));
+      }
 }
 
 // The vectorised bf16 conversions round as c10::BFloat16 does (nearest even; NaN stays NaN).

@@ -307,5 +307,33 @@ TEST(VecBf16, LayerNormRowAndItsBackward) {
   }
 }
 
+// RoPE on a bf16 row, forward and backward, both pairings, against the float64 formula rounded
+// once to bf16 (W with tails: halves of 1, 4, 15 and 65; pairs past a multiple of 16), and the
+// two forms to the bit (both fuse the same multiply-add).
+TEST(VecBf16, RopeRowAndItsBackward) {
+  for (int64_t W : {2, 8, 30, 32, 40, 64, 130})
+    for (bool interleaved : {false, true})
+      for (bool backward : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "W " << W << " interleaved " << interleaved << " backward " << backward);
+        auto x = bf16(3 * torch::randn({W}));
+        auto c = torch::randn({W}), s = torch::randn({W});
+        auto partner = torch::arange(W);
+        partner = interleaved ? torch::bitwise_xor(partner, 1) : (partner + W / 2) % W;
+        auto xd = x.to(torch::kFloat64), cd = c.to(torch::kFloat64), sd = s.to(torch::kFloat64);
+        auto want = backward ? xd * cd + (xd * sd).index_select(0, partner)
+                             : xd * cd + xd.index_select(0, partner) * sd;
+        std::vector<torch::Tensor> got;
+        for (int form = 0; form < 2; ++form) {
+          auto y = torch::full({W}, NAN).to(torch::kBFloat16);
+          (form == 0 ? vec::rope_row_bf16 : vec::portable::rope_row_bf16)(
+              bits(x), c.data_ptr<float>(), s.data_ptr<float>(), bits(y), W, interleaved, backward);
+          EXPECT_TRUE(test::close(y.to(torch::kFloat64), want, 1.0 / 256, 1e-6)) << "form " << form;
+          got.push_back(y);
+        }
+        EXPECT_TRUE(torch::equal(got[0], got[1]));
+      }
+}
+
 }  // namespace
 }  // namespace ropelab

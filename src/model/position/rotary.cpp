@@ -8,6 +8,7 @@
 
 #include "model/position/rope_frequencies.h"
 #include "util/float_rows.h"
+#include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
 namespace ropelab::model {
@@ -86,56 +87,62 @@ torch::Tensor RotaryImpl::spread(const torch::Tensor& t, bool interleaved, bool 
 
 namespace {
 
-// x * cos + swap_pairs(x) * sin in one pass per row on the CPU (vec::rope_row), forward and
-// backward: x [B, N, T, W] read in place through its strides (q and k are views of the fused QKV
-// projection's output), the result contiguous in x's dtype, computed in float32; tables
-// [T, W] float32 without gradients. The unfused ops (a flip or a cat, two multiplies, an add and
-// the casts) each made a pass and a tensor.
+// x * cos + swap_pairs(x) * sin in one pass per row on the CPU (vec::rope_row, or
+// vec::rope_row_bf16 on bf16 without a float32 staging copy), forward and backward: x [B, N, T, W]
+// read in place through its strides (q and k are views of the fused QKV projection's output), the
+// result contiguous in x's dtype, computed in float32; tables [T, W] float32 without gradients. The
+// unfused ops (a flip or a cat, two multiplies, an add and the casts) each made a pass and a
+// tensor.
 struct FusedRope : public torch::autograd::Function<FusedRope> {
-  template <class Row>
-  static void rows(const torch::Tensor& in, const torch::Tensor& out, const Row& row) {
-    const int64_t N = in.size(1), T = in.size(2), W = in.size(3);
-    const bool f32 = out.scalar_type() == torch::kFloat32;
-    at::parallel_for(0, in.numel() / W, 16, [&](int64_t r0, int64_t r1) {
-      std::vector<float> ib, ob(f32 ? 0 : static_cast<size_t>(W));
+  // y = rope(x) (or its backward) row by row: x [B, N, T, W] through its strides (the last one
+  // 1), y contiguous. bf16 on a CPU with the AVX-512 forms: vec::rope_row_bf16 reads and writes
+  // bf16 directly; otherwise each row is staged in float32 for vec::rope_row(_backward).
+  static torch::Tensor rows(const torch::Tensor& x, const torch::Tensor& cos_TF,
+                            const torch::Tensor& sin_TF, bool interleaved, bool backward) {
+    auto y = torch::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+    const int64_t N = x.size(1), T = x.size(2), W = x.size(3);
+    const float* c = cos_TF.data_ptr<float>();
+    const float* s = sin_TF.data_ptr<float>();
+    const bool bf16 = x.scalar_type() == torch::kBFloat16 && vec::bf16_simd();
+    const bool f32 = y.scalar_type() == torch::kFloat32;
+    const auto* xb = bf16 ? util::bf16_bits(x) : nullptr;
+    auto* yb = bf16 ? util::bf16_bits(y) : nullptr;
+    at::parallel_for(0, x.numel() / W, bf16 ? 64 : 16, [&](int64_t r0, int64_t r1) {
+      std::vector<float> ib, ob(f32 || bf16 ? 0 : static_cast<size_t>(W));
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / (N * T), n = (r / T) % N, t = r % T;
-        const int64_t off = b * in.stride(0) + n * in.stride(1) + t * in.stride(2);
-        float* o = f32 ? out.data_ptr<float>() + r * W : ob.data();
-        row(util::float_run(in, off, W, ib), t, o);
-        util::store_float_run(o, out, r * W, W);
+        const int64_t off = b * x.stride(0) + n * x.stride(1) + t * x.stride(2);
+        if (bf16) {
+          vec::rope_row_bf16(xb + off, c + t * W, s + t * W, yb + r * W, W, interleaved, backward);
+          continue;
+        }
+        float* o = f32 ? y.data_ptr<float>() + r * W : ob.data();
+        const float* xr = util::float_run(x, off, W, ib);
+        if (backward)
+          vec::rope_row_backward(xr, c + t * W, s + t * W, o, W, interleaved);
+        else
+          vec::rope_row(xr, c + t * W, s + t * W, o, W, interleaved);
+        util::store_float_run(o, y, r * W, W);
       }
     });
+    return y;
   }
 
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& cos_TF, const torch::Tensor& sin_TF,
                                bool interleaved) {
     RECORD_FUNCTION("ropelab::rope", std::vector<c10::IValue>());
-    auto y = torch::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
-    const int64_t W = x.size(3);
-    const float* c = cos_TF.data_ptr<float>();
-    const float* s = sin_TF.data_ptr<float>();
-    rows(x, y, [&](const float* xr, int64_t t, float* o) {
-      vec::rope_row(xr, c + t * W, s + t * W, o, W, interleaved);
-    });
     ctx->save_for_backward({cos_TF, sin_TF});
     ctx->saved_data["interleaved"] = interleaved;
-    return y;
+    return rows(x, cos_TF, sin_TF, interleaved, false);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
-    const bool interleaved = ctx->saved_data["interleaved"].toBool();
-    auto g = grad_out[0].contiguous();
-    auto gx = torch::empty_like(g, at::MemoryFormat::Contiguous);
-    const int64_t W = g.size(3);
-    const float* c = saved[0].data_ptr<float>();
-    const float* s = saved[1].data_ptr<float>();
-    rows(g, gx, [&](const float* gr, int64_t t, float* o) {
-      vec::rope_row_backward(gr, c + t * W, s + t * W, o, W, interleaved);
-    });
+    // The gradient as it comes (k's is a transposed view: read through its strides, not copied).
+    auto g = grad_out[0].stride(3) == 1 ? grad_out[0] : grad_out[0].contiguous();
+    auto gx = rows(g, saved[0], saved[1], ctx->saved_data["interleaved"].toBool(), true);
     return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
