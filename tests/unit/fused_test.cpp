@@ -555,6 +555,10 @@ TEST(Fused, RopeMatchesTheUnfusedOps) {
                          : model::RotaryImpl::rotate_spread(x.reshape({B * N, T, W}), cos_TF,
                                                             sin_TF, interleaved)
                                .view({B, N, T, W});
+          if (fused) {  // x's gradient comes in x's layout: [B, T, N, W] in memory
+            auto gx = torch::autograd::grad({y}, {x}, {g}, true)[0];
+            EXPECT_TRUE(gx.transpose(1, 2).is_contiguous());
+          }
           y.backward(fused ? g : g.to(torch::kFloat32));
           return std::make_pair(y.detach(), leaf.grad());
         };

@@ -97,10 +97,14 @@ struct FusedRope : public torch::autograd::Function<FusedRope> {
   // y = rope(x) (or its backward) row by row: x [B, N, T, W] through its strides (the last one
   // 1), y contiguous. bf16 on a CPU with the AVX-512 forms: vec::rope_row_bf16 reads and writes
   // bf16 directly; otherwise each row is staged in float32 for vec::rope_row(_backward).
+  // y_btnw: y's storage laid out [B, T, N, W] (returned as its [B, N, T, W] transposed view).
   static torch::Tensor rows(const torch::Tensor& x, const torch::Tensor& cos_TF,
-                            const torch::Tensor& sin_TF, bool interleaved, bool backward) {
-    auto y = torch::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
-    const int64_t N = x.size(1), T = x.size(2), W = x.size(3);
+                            const torch::Tensor& sin_TF, bool interleaved, bool backward,
+                            bool y_btnw) {
+    const int64_t B = x.size(0), N = x.size(1), T = x.size(2), W = x.size(3);
+    auto y = y_btnw
+                 ? torch::empty({B, T, N, W}, x.options()).transpose(1, 2)
+                 : torch::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
     const float* c = cos_TF.data_ptr<float>();
     const float* s = sin_TF.data_ptr<float>();
     const bool bf16 = x.scalar_type() == torch::kBFloat16 && vec::bf16_simd();
@@ -112,17 +116,18 @@ struct FusedRope : public torch::autograd::Function<FusedRope> {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / (N * T), n = (r / T) % N, t = r % T;
         const int64_t off = b * x.stride(0) + n * x.stride(1) + t * x.stride(2);
+        const int64_t y_off = y_btnw ? ((b * T + t) * N + n) * W : r * W;
         if (bf16) {
-          vec::rope_row_bf16(xb + off, c + t * W, s + t * W, yb + r * W, W, interleaved, backward);
+          vec::rope_row_bf16(xb + off, c + t * W, s + t * W, yb + y_off, W, interleaved, backward);
           continue;
         }
-        float* o = f32 ? y.data_ptr<float>() + r * W : ob.data();
+        float* o = f32 ? y.data_ptr<float>() + y_off : ob.data();
         const float* xr = util::float_run(x, off, W, ib);
         if (backward)
           vec::rope_row_backward(xr, c + t * W, s + t * W, o, W, interleaved);
         else
           vec::rope_row(xr, c + t * W, s + t * W, o, W, interleaved);
-        util::store_float_run(o, y, r * W, W);
+        util::store_float_run(o, y, y_off, W);
       }
     });
     return y;
@@ -134,7 +139,10 @@ struct FusedRope : public torch::autograd::Function<FusedRope> {
     RECORD_FUNCTION("ropelab::rope", std::vector<c10::IValue>());
     ctx->save_for_backward({cos_TF, sin_TF});
     ctx->saved_data["interleaved"] = interleaved;
-    return rows(x, cos_TF, sin_TF, interleaved, false);
+    // q and k are views [B, N, T, W] of a [B, T, N, W] layout (the heads of a projection): their
+    // gradient is written in that layout, so that the heads' merge in the backward is a view.
+    ctx->saved_data["btnw"] = x.stride(2) > x.stride(1);
+    return rows(x, cos_TF, sin_TF, interleaved, false, false);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -142,7 +150,8 @@ struct FusedRope : public torch::autograd::Function<FusedRope> {
     auto saved = ctx->get_saved_variables();
     // The gradient as it comes (k's is a transposed view: read through its strides, not copied).
     auto g = grad_out[0].stride(3) == 1 ? grad_out[0] : grad_out[0].contiguous();
-    auto gx = rows(g, saved[0], saved[1], ctx->saved_data["interleaved"].toBool(), true);
+    auto gx = rows(g, saved[0], saved[1], ctx->saved_data["interleaved"].toBool(), true,
+                   ctx->saved_data["btnw"].toBool());
     return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
