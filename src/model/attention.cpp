@@ -226,19 +226,55 @@ struct LoopMatmul : public torch::autograd::Function<LoopMatmul> {
   }
 };
 
+// a @ b on bf16 inputs under CPU autocast (leading dims equal), as torch::matmul: one bmm on the
+// inputs flattened to 3-D (a copy only where a view cannot flatten, once, kept for the backward),
+// but with b's gradient in b's layout: where b is a transposed view (k^T in q k^T), db = (g^T
+// a)^T, so that k's gradient comes contiguous (libtorch's matmul gave it transposed, and RoPE's
+// backward copied it).
+struct Bf16Matmul : public torch::autograd::Function<Bf16Matmul> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a,
+                               const torch::Tensor& b) {
+    const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+    auto a3 = a.reshape({-1, M, K}), b3 = b.reshape({-1, K, N});
+    ctx->save_for_backward({a3, b3});
+    ctx->saved_data["a_sizes"] = a.sizes();
+    ctx->saved_data["b_sizes"] = b.sizes();
+    auto sizes = a.sizes().vec();
+    sizes.back() = N;
+    return at::bmm(a3, b3).view(sizes);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const auto &a3 = saved[0], &b3 = saved[1];
+    auto g3 = grad_out[0].reshape({-1, a3.size(1), b3.size(2)});
+    torch::Tensor ga, gb;
+    if (ctx->needs_input_grad(0))
+      ga = at::bmm(g3, b3.transpose(1, 2)).view(ctx->saved_data["a_sizes"].toIntVector());
+    if (ctx->needs_input_grad(1))
+      gb = (b3.stride(1) == 1 && b3.stride(2) != 1 ? at::bmm(g3.transpose(1, 2), a3).transpose(1, 2)
+                                                   : at::bmm(a3.transpose(1, 2), g3))
+               .view(ctx->saved_data["b_sizes"].toIntVector());
+    return {ga, gb};
+  }
+};
+
 }  // namespace
 
 torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
-  // Only float32 on CPU without autocast (bf16 runs through oneDNN, which is fast), and only
-  // when the leading dims agree (no broadcasting).
-  if (!a.device().is_cpu() || a.scalar_type() != torch::kFloat32 ||
-      b.scalar_type() != torch::kFloat32 || a.dim() < 3 || a.dim() != b.dim() ||
-      a.sizes().slice(0, a.dim() - 2) != b.sizes().slice(0, b.dim() - 2) ||
-      compat::autocast_enabled(c10::DeviceType::CPU))
+  // The leading dims agree (no broadcasting), on the CPU.
+  const bool batched = a.device().is_cpu() && a.dim() >= 3 && a.dim() == b.dim() &&
+                       a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2);
+  const bool autocast = compat::autocast_enabled(c10::DeviceType::CPU);
+  const bool grad = torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
+  // bf16 under autocast runs through oneDNN (fast); with autograd, b's gradient in b's layout.
+  if (batched && autocast && grad && a.scalar_type() == torch::kBFloat16 &&
+      b.scalar_type() == torch::kBFloat16)
+    return Bf16Matmul::apply(a, b);
+  // One mm per leading index: only float32 without autocast.
+  if (!batched || autocast || a.scalar_type() != torch::kFloat32 ||
+      b.scalar_type() != torch::kFloat32)
     return torch::matmul(a, b);
-  if (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad()))
-    return LoopMatmul::apply(a, b);
-  return mm_loop(a, b);
+  return grad ? LoopMatmul::apply(a, b) : mm_loop(a, b);
 }
 
 torch::Tensor masked_softmax(const torch::Tensor& scores_BNTS, const torch::Tensor& bias,

@@ -343,6 +343,34 @@ TEST(Fused, BatchedMatmulMatchesMatmul) {
   EXPECT_TRUE(test::close(model::batched_matmul(a0, k0.transpose(-2, -1)), y0));
 }
 
+// Under bf16 autocast, batched_matmul = torch::matmul, values and gradients, and k's gradient
+// through q k^T (a transposed view) comes contiguous, in k's layout.
+TEST(Fused, BatchedMatmulUnderBf16AutocastKeepsTheKeysLayout) {
+  auto q0 = torch::randn({2, 3, 17, 8}).to(torch::kBFloat16);
+  auto k0 = torch::randn({2, 3, 19, 8}).to(torch::kBFloat16);
+  auto w = torch::randn({2, 3, 17, 19}).to(torch::kBFloat16);
+  auto go = [&](bool ours) {
+    auto q = q0.clone().requires_grad_(true), k = k0.clone().requires_grad_(true);
+    torch::Tensor y;
+    {
+      device::Autocast ac(torch::kCPU, true);
+      y = ours ? model::batched_matmul(q, k.transpose(-2, -1))
+               : torch::matmul(q, k.transpose(-2, -1));
+    }
+    auto g = torch::autograd::grad({y}, {q, k}, {w});
+    return std::make_tuple(y, g[0], g[1]);
+  };
+  auto [y1, gq1, gk1] = go(true);
+  auto [y0, gq0, gk0] = go(false);
+  EXPECT_EQ(y1.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(y1, y0));
+  EXPECT_TRUE(torch::equal(gq1, gq0));
+  // The same sums, perhaps in another order: to bf16 rounding.
+  EXPECT_TRUE(test::close(gk1.to(torch::kFloat32), gk0.to(torch::kFloat32), 1.0 / 128, 1e-2));
+  EXPECT_TRUE(gk1.is_contiguous());
+  EXPECT_FALSE(gk0.is_contiguous());  // what libtorch's backward gives
+}
+
 // util::sgemm in all four transpositions, on blocks of larger row-major buffers (lda, ldb and
 // ldc wider than the block), with beta 0 and 1, against libtorch's matmul.
 TEST(Fused, SgemmMatchesMatmul) {
