@@ -10,7 +10,8 @@
 // matmul, y = x W^T + b, Vaswani et al. 2017, Eq. 2, and the bias's gradient, dY's column sums),
 // the FFN's activation under dropout (model/dropout.cpp: GELU, Hendrycks & Gimpel 2016, with
 // Srivastava et al. 2014's dropout), the softmax cross-entropy (tasks/loss.cpp), the
-// attention's softmax (Eq. 1) and the pre-norm LayerNorm (model/norm.cpp, Ba et al. 2016).
+// attention's softmax (Eq. 1), the pre-norm LayerNorm (model/norm.cpp, Ba et al. 2016) and RoPE
+// (model/position/rotary.cpp, RoFormer Eq. 34).
 #pragma once
 #include <cstdint>
 
