@@ -64,10 +64,11 @@ int cmd_bench_blas() {
   std::fflush(stdout);
   if (speed_opts.compare_generic) {
     // The same measurement in a child forced onto OpenBLAS's generic kernel, for the ratio.
-    std::string cmd =
-        "OPENBLAS_CORETYPE=Prescott ROPELAB_KEEP_BLAS_CORE=1 '" + platform::executable_dir() +
-        "/ropelab' bench-blas --size " + std::to_string(speed_opts.size) + " --repeats " +
-        std::to_string(speed_opts.repeats) + " --threads " + std::to_string(speed_opts.threads);
+    std::string cmd = "OPENBLAS_CORETYPE=Prescott ROPELAB_KEEP_BLAS_CORE=1 " +
+                      platform::shell_quote(platform::executable_path()) + " bench-blas --size " +
+                      std::to_string(speed_opts.size) + " --repeats " +
+                      std::to_string(speed_opts.repeats) + " --threads " +
+                      std::to_string(speed_opts.threads);
     if (std::system(cmd.c_str()) != 0) throw UserError("bench-blas: the comparison run failed");
   }
   return 0;

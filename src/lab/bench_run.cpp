@@ -104,7 +104,7 @@ struct Runner {
   json ropelab(const std::string& label, const std::string& point, const std::string& cfg,
                const std::vector<std::string>& ov, int64_t length, json meta, int steps = 0,
                int64_t window = 0, int ranks = 1) {
-    const std::string exe = platform::shell_quote(platform::executable_dir() + "/ropelab");
+    const std::string exe = platform::shell_quote(platform::executable_path());
     std::string cmd = exe;
     if (ranks > 1) cmd += fmt::format(" launch --nproc {} --timeout 900 --", ranks);
     cmd += " bench --point " + point + " --steps " + std::to_string(steps > 0 ? steps : o.steps) +

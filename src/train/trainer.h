@@ -29,10 +29,6 @@
 #include "train/checkpointer.h"
 #include "train/optim.h"
 
-namespace torch::optim {
-class AdamW;
-}
-
 namespace ropelab::dist {
 class World;
 class CpuShare;

@@ -255,11 +255,14 @@ std::string openmp_wait_policy() {
   return "default (active spinning)";
 }
 
-std::string executable_dir() {
+std::string executable_path() {
   std::vector<char> buf(PATH_MAX + 1, '\0');
   ssize_t n = readlink("/proc/self/exe", buf.data(), PATH_MAX);
-  if (n <= 0) return ".";
-  std::string p(buf.data(), static_cast<size_t>(n));
+  return n <= 0 ? "ropelab" : std::string(buf.data(), static_cast<size_t>(n));  // else: PATH's
+}
+
+std::string executable_dir() {
+  const std::string p = executable_path();
   auto slash = p.rfind('/');
   return slash == std::string::npos ? "." : p.substr(0, slash);
 }

@@ -76,6 +76,9 @@ std::string openmp_wait_policy();
 
 // Directory of the running executable (to find the SentencePiece module next to it).
 std::string executable_dir();
+// The running executable's own path (for child processes of the same program, whatever its file
+// is named).
+std::string executable_path();
 
 // A file of the project's scripts/ directory (plot_runs.py, bench_pytorch.py):
 // $ROPELAB_SCRIPTS_DIR, else scripts/ of the source tree the binary was built from (found next
