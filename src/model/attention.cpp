@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "compat/torch_compat.h"
+#include "model/bf16_attention.h"
+#include "model/bias_rows.h"
 #include "model/dropout.h"
 #include "model/linear.h"
 #include "model/ring_attention.h"
@@ -42,24 +44,6 @@ torch::Tensor allowed_B1TS(const AttnMask& m, int64_t T, int64_t S, int64_t q_of
 constexpr int64_t kChunk = 64;
 constexpr float kMasked = -1e30F;  // exp(kMasked - max) is 0 in float32
 constexpr double kEps = 1e-6;
-
-// A [*, *, T, S] additive bias seen as [B, N, T, S] rows: a row's start for (b, n, t).
-struct BiasRows {
-  torch::Tensor t;  // keeps the (contiguous-rows) storage alive
-  const float* base = nullptr;
-  int64_t sb = 0, sn = 0, st = 0;
-  BiasRows(const torch::Tensor& bias, int64_t B, int64_t N, int64_t T, int64_t S) {
-    if (bias.numel() == 0) return;  // none
-    t = bias.to(torch::kFloat32);
-    if (t.stride(-1) != 1) t = t.contiguous();
-    auto e = t.expand({B, N, T, S});
-    base = e.data_ptr<float>();
-    sb = e.stride(0), sn = e.stride(1), st = e.stride(2);
-  }
-  const float* row(int64_t b, int64_t n, int64_t i, const float* zeros) const {
-    return base == nullptr ? zeros : base + b * sb + n * sn + i * st;
-  }
-};
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -396,10 +380,15 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
   const torch::Tensor bias = score_bias.defined() ? score_bias.whole() : torch::Tensor();
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,
   // adds the position bias and the mask and normalises in float32 in one pass (masked_softmax).
-  auto scores = batched_matmul(q * (1.0 / std::sqrt(static_cast<double>(H))), k.transpose(-2, -1));
+  auto q_scaled = q * (1.0 / std::sqrt(static_cast<double>(H)));
   torch::Tensor mask_bias = mask.bias_B1TS;
   if (!mask_bias.defined() && mask.restricted())
     mask_bias = mask.with_bias(T, S, q_offset, q.device()).bias_B1TS;
+  // bf16 on the CPU: a few heads at a time, the probabilities kept in cache (bf16_attention.h).
+  if (!sink_N.defined() && !(dropout > 0 && training) &&
+      uses_bf16_attention(q_scaled, k, v, bias, mask_bias))
+    return bf16_attention(q_scaled, k, v, bias, mask_bias);
+  auto scores = batched_matmul(q_scaled, k.transpose(-2, -1));
   if (sink_N.defined()) {  // one more column per row, the sink's, with no value
     auto s = scores.to(torch::kFloat32);
     if (bias.defined()) s = s + bias;

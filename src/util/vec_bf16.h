@@ -59,11 +59,14 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
 // recomputed in float32 from x, b1, b2, max and inv: the same float32 p as the forward's, never
 // its bf16 rounding (the attention's softmax, model/attention.cpp). Both stop at the row's last
 // element with b1 + b2 above -1e29 and write zeros after it (p is exactly 0 there: a causal
-// row's masked half is never computed); a row masked throughout stays whole (uniform p).
+// row's masked half is never computed); a row masked throughout stays whole (uniform p). Where
+// the backward is given p, it also writes bf16(p) there: the forward's p, bit for bit (for the
+// gradient of p v when p was not kept, model/bf16_attention.cpp).
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
                       float* tmp, float* max, float* inv);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
-                               float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp);
+                               float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
+                               uint16_t* p = nullptr);
 
 // Both at once, while the row is in cache: the row's stats as logits_row_stats_bf16, and its
 // gradient g_j = bf16((exp(x_j - lse) - b) w - [j == target] a_w) (tmp: V floats of scratch).
@@ -107,7 +110,8 @@ void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
                       float* tmp, float* max, float* inv);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
-                               float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp);
+                               float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
+                               uint16_t* p = nullptr);
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
                          uint16_t* y, float* mean, float* rstd);
 void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,

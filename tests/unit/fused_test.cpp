@@ -13,6 +13,7 @@
 #include "compat/torch_compat.h"
 #include "helpers.h"
 #include "model/attention.h"
+#include "model/bf16_attention.h"
 #include "model/dropout.h"
 #include "model/linear.h"
 #include "model/norm.h"
@@ -369,6 +370,76 @@ TEST(Fused, BatchedMatmulUnderBf16AutocastKeepsTheKeysLayout) {
   EXPECT_TRUE(test::close(gk1.to(torch::kFloat32), gk0.to(torch::kFloat32), 1.0 / 128, 1e-2));
   EXPECT_TRUE(gk1.is_contiguous());
   EXPECT_FALSE(gk0.is_contiguous());  // what libtorch's backward gives
+}
+
+// bf16_attention = the unfused bf16 path (batched_matmul, masked_softmax, batched_matmul) and a
+// float64 reference: values and the gradients of q, k and v; q, k, v strided as the model's
+// heads (views of [B, T, N, W]); a causal mask, a fixed bias with key padding, q and k wider
+// than v, S != T, a row that sees no key; groups of heads across batch elements and, with long
+// rows, one head a group (several groups a thread).
+TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
+  if (!vec::bf16_simd()) GTEST_SKIP() << "bf16_attention runs on CPUs with the AVX-512 forms";
+  struct Case {
+    int64_t B, N, T, S, W, H;
+    bool causal;
+  };
+  for (const Case c : {Case{2, 3, 17, 17, 8, 8, true}, Case{3, 2, 9, 21, 12, 6, false},
+                       Case{1, 3, 520, 520, 8, 8, true}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "B " << c.B << " N " << c.N << " T " << c.T << " S " << c.S);
+    torch::manual_seed(c.T);
+    auto bf16_heads = [](int64_t B, int64_t L, int64_t N, int64_t D) {  // [B, N, L, D], strided
+      return torch::randn({B, L, N, D}).to(torch::kBFloat16).transpose(1, 2);
+    };
+    auto q0 = bf16_heads(c.B, c.T, c.N, c.W), k0 = bf16_heads(c.B, c.S, c.N, c.W);
+    auto v0 = bf16_heads(c.B, c.S, c.N, c.H);
+    torch::Tensor bias, mask;
+    if (c.causal) {
+      mask = torch::zeros({1, 1, c.T, c.S})
+                 .masked_fill_(torch::ones({c.T, c.S}, torch::kBool).triu(1), -1e30);
+    } else {
+      bias = torch::randn({1, c.N, c.T, c.S});
+      mask =
+          torch::zeros({c.B, 1, c.T, c.S}).masked_fill_(torch::rand({c.B, 1, 1, c.S}) < 0.3, -1e30);
+      mask.select(0, 1).select(1, 2).fill_(-1e30);  // batch 1, query 2 sees no key
+    }
+    auto w = torch::randn({c.B, c.N, c.T, c.H}).to(torch::kBFloat16);
+    ASSERT_TRUE(model::uses_bf16_attention(q0, k0, v0, bias, mask));
+    auto go = [&](int form) {  // 0: bf16_attention, 1: the unfused bf16 path, 2: float64
+      auto q = q0.clone().requires_grad_(true), k = k0.clone().requires_grad_(true);
+      auto v = v0.clone().requires_grad_(true);
+      torch::Tensor y;
+      if (form == 0) {
+        y = model::bf16_attention(q, k, v, bias, mask);
+      } else if (form == 1) {
+        y = model::batched_matmul(
+            model::masked_softmax(model::batched_matmul(q, k.transpose(-2, -1)), bias, mask,
+                                  torch::kBFloat16),
+            v);
+      } else {
+        auto s = torch::matmul(q.to(torch::kFloat64), k.to(torch::kFloat64).transpose(-2, -1));
+        if (bias.defined()) s = s + bias.to(torch::kFloat64);
+        y = torch::matmul(torch::softmax(s + mask.to(torch::kFloat64), -1), v.to(torch::kFloat64));
+      }
+      auto g = torch::autograd::grad({y}, {q, k, v}, {w.to(y.scalar_type())});
+      auto f = [](const torch::Tensor& t) { return t.to(torch::kFloat32); };
+      return std::vector<torch::Tensor>{f(y), f(g[0]), f(g[1]), f(g[2])};
+    };
+    auto ours = go(0), unfused = go(1), exact = go(2);
+    for (size_t i = 0; i < ours.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "output " << i << " (0: y, then dq, dk, dv)");
+      EXPECT_TRUE(test::close(ours[i], unfused[i], 1.0 / 128, 1e-2));
+      // bf16 operands, scores and probabilities: within a few bf16 steps of float64, in norm.
+      EXPECT_TRUE(test::close_in_norm(ours[i], exact[i], 2e-2));
+    }
+    EXPECT_TRUE(ours[0].isfinite().all().item<bool>());
+  }
+  // Where it does not apply: float32, a learned bias, a mask that takes gradients.
+  auto q = torch::randn({1, 2, 3, 4}), qb = q.to(torch::kBFloat16);
+  EXPECT_FALSE(model::uses_bf16_attention(q, q, q, {}, {}));
+  EXPECT_FALSE(
+      model::uses_bf16_attention(qb, qb, qb, torch::zeros({1, 2, 3, 3}).requires_grad_(true), {}));
+  EXPECT_TRUE(model::uses_bf16_attention(qb, qb, qb, {}, {}));
 }
 
 // util::sgemm in all four transpositions, on blocks of larger row-major buffers (lda, ldb and

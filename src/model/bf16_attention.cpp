@@ -1,0 +1,157 @@
+#include "model/bf16_attention.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "model/bias_rows.h"
+#include "util/float_rows.h"
+#include "util/vec_bf16.h"
+
+namespace ropelab::model {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// A group's bf16 scores at most this size (about a core's L2), or one head.
+constexpr int64_t kGroupBytes = int64_t{1} << 20;
+
+// The heads are taken flat (b n), G at a time: q, k, v and the outputs are contiguous here.
+struct Shape {
+  int64_t B, N, T, S, G;  // G: heads per group
+  Shape(const torch::Tensor& q, const torch::Tensor& k)
+      : B(q.size(0)), N(q.size(1)), T(q.size(2)), S(k.size(2)), G(0) {
+    G = std::clamp<int64_t>(kGroupBytes / (T * S * 2), 1, B * N);
+  }
+};
+
+// A group: heads h0..h0+g of the flat B N, with a thread's [count, G, T, S] bf16 scratch and S
+// floats of tmp.
+struct Group {
+  int64_t h0, g;
+  torch::Tensor scratch;
+  float* tmp;
+  // Its heads of a contiguous [B, N, *, *] tensor, as [g, *, *].
+  torch::Tensor of(const torch::Tensor& t) const {
+    return t.view({-1, t.size(2), t.size(3)}).narrow(0, h0, g);
+  }
+  torch::Tensor buffer(int64_t i) const { return scratch[i].narrow(0, 0, g); }
+};
+
+// Runs f(group) over the groups, split among the threads.
+template <class F>
+void for_each_group(const Shape& sh, int64_t count, const F& f) {
+  const int64_t heads = sh.B * sh.N, groups = (heads + sh.G - 1) / sh.G;
+  at::parallel_for(0, groups, 1, [&](int64_t i0, int64_t i1) {
+    // bmm_out takes no input that requires a gradient (and grad mode is per thread).
+    const torch::NoGradGuard no_grad;
+    // Kept by each thread from call to call: no allocation (and no page faults) per call.
+    thread_local std::vector<uint16_t> buf;
+    const int64_t n = count * sh.G * sh.T * sh.S;
+    if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+    std::vector<float> tmp(static_cast<size_t>(sh.S));
+    Group gr{0, 0, torch::from_blob(buf.data(), {count, sh.G, sh.T, sh.S}, torch::kBFloat16),
+             tmp.data()};
+    for (int64_t i = i0; i < i1; ++i) {
+      gr.h0 = i * sh.G;
+      gr.g = std::min(sh.G, heads - gr.h0);
+      f(gr);
+    }
+  });
+}
+
+struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in,
+                               const torch::Tensor& k_in, const torch::Tensor& v_in,
+                               const torch::Tensor& bias, const torch::Tensor& mask) {
+    RECORD_FUNCTION("ropelab::bf16_attention", std::vector<c10::IValue>());
+    // Contiguous once (the groups' bmms would copy strided heads at each call), and kept so.
+    auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+    const Shape sh(q, k);
+    auto scores = torch::empty({sh.B, sh.N, sh.T, sh.S}, q.options());
+    auto stats = torch::empty({sh.B * sh.N * sh.T, 2}, q.options().dtype(torch::kFloat32));
+    auto out = torch::empty({sh.B, sh.N, sh.T, v.size(3)}, q.options());
+    const BiasRows br(bias, sh.B, sh.N, sh.T, sh.S), mr(mask, sh.B, sh.N, sh.T, sh.S);
+    const std::vector<float> zeros(static_cast<size_t>(sh.S), 0.0F);
+    float* st = stats.data_ptr<float>();
+    for_each_group(sh, 1, [&](const Group& gr) {
+      auto s_g = gr.of(scores), p_g = gr.buffer(0);
+      at::bmm_out(s_g, gr.of(q), gr.of(k).transpose(1, 2));  // S = q k^T
+      const uint16_t* s = util::bf16_bits(s_g);
+      uint16_t* p = util::bf16_bits(p_g);
+      for (int64_t j = 0; j < gr.g * sh.T; ++j) {  // P = softmax(S + bias + mask)
+        const int64_t h = gr.h0 + j / sh.T, t = j % sh.T, r = gr.h0 * sh.T + j;
+        vec::softmax_row_bf16(s + j * sh.S, br.row(h / sh.N, h % sh.N, t, zeros.data()),
+                              mr.row(h / sh.N, h % sh.N, t, zeros.data()), p + j * sh.S, sh.S,
+                              gr.tmp, st + 2 * r, st + 2 * r + 1);
+      }
+      auto o_g = gr.of(out);
+      at::bmm_out(o_g, p_g, gr.of(v));  // O = P v
+    });
+    ctx->save_for_backward({q, k, v, scores, stats, bias, mask});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    RECORD_FUNCTION("ropelab::bf16_attention_backward", std::vector<c10::IValue>());
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &scores = saved[3];
+    const Shape sh(q, k);
+    auto go = grad_out[0].to(torch::kBFloat16).contiguous();
+    auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+    const BiasRows br(saved[5], sh.B, sh.N, sh.T, sh.S), mr(saved[6], sh.B, sh.N, sh.T, sh.S);
+    const std::vector<float> zeros(static_cast<size_t>(sh.S), 0.0F);
+    const float* st = saved[4].data_ptr<float>();
+    for_each_group(sh, 3, [&](const Group& gr) {
+      auto dp_g = gr.buffer(0), ds_g = gr.buffer(1), p_g = gr.buffer(2), go_g = gr.of(go);
+      at::bmm_out(dp_g, go_g, gr.of(v).transpose(1, 2));  // dP = dO v^T
+      const uint16_t *s = util::bf16_bits(gr.of(scores)), *dp = util::bf16_bits(dp_g);
+      uint16_t *ds = util::bf16_bits(ds_g), *p = util::bf16_bits(p_g);
+      for (int64_t j = 0; j < gr.g * sh.T; ++j) {  // dS = P (dP - rowsum(P dP)), and P
+        const int64_t h = gr.h0 + j / sh.T, t = j % sh.T, r = gr.h0 * sh.T + j, o = j * sh.S;
+        vec::softmax_backward_row_bf16(s + o, br.row(h / sh.N, h % sh.N, t, zeros.data()),
+                                       mr.row(h / sh.N, h % sh.N, t, zeros.data()), st[2 * r],
+                                       st[2 * r + 1], dp + o, ds + o, sh.S, gr.tmp, p + o);
+      }
+      auto dv_g = gr.of(dv), dq_g = gr.of(dq), dk_g = gr.of(dk);
+      at::bmm_out(dv_g, p_g.transpose(1, 2), go_g);       // dv = P^T dO
+      at::bmm_out(dq_g, ds_g, gr.of(k));                  // dq = dS k
+      at::bmm_out(dk_g, ds_g.transpose(1, 2), gr.of(q));  // dk = dS^T q
+    });
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+bool no_grad_float(const torch::Tensor& t) {
+  return !t.defined() ||
+         (t.device().is_cpu() && !t.requires_grad() &&
+          (t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kBFloat16));
+}
+
+}  // namespace
+
+bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                         const torch::Tensor& bias, const torch::Tensor& mask) {
+  auto bf16_cpu = [](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && t.dim() == 4 &&
+           t.stride(3) == 1;
+  };
+  return vec::bf16_simd() && bf16_cpu(q) && bf16_cpu(k) && bf16_cpu(v) && k.size(0) == q.size(0) &&
+         v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1) &&
+         k.size(3) == q.size(3) && v.size(2) == k.size(2) && q.numel() > 0 && k.numel() > 0 &&
+         no_grad_float(bias) && no_grad_float(mask);
+}
+
+torch::Tensor bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& bias, const torch::Tensor& mask) {
+  // A custom autograd function takes no undefined tensor: an empty one stands for "none".
+  auto none = torch::empty({0}, q.options().dtype(torch::kFloat32));
+  return Bf16Attention::apply(q, k, v, bias.defined() ? bias : none, mask.defined() ? mask : none);
+}
+
+}  // namespace ropelab::model

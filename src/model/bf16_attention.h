@@ -1,0 +1,33 @@
+// softmax(q k^T + bias + mask) v (Vaswani et al. 2017, Eq. 1) on bf16 CPU tensors, a few heads
+// at a time, so that the probabilities never leave the cache.
+//
+// The unfused form (model/attention.cpp: a bmm, the masked softmax, a bmm) writes the [B, N, T,
+// S] scores, reads them, writes the probabilities, reads them; its backward writes and reads the
+// probabilities' gradient and the scores' gradient, each read twice by the gradients' bmms.
+// Here each group of heads of one batch element (as many as keep a group's bf16 scores within
+// about a core's L2) runs all of that in one thread's scratch: the forward writes only the
+// scores (the backward's input, as the unfused form keeps them) and the output; the backward
+// reads the scores back once and recomputes the probabilities in float32 from them and each
+// row's max and 1 / sum (FlashAttention's recomputation, Dao et al. 2022), bit for bit the
+// forward's. The matmuls are libtorch's bmm on each group (oneDNN in bf16), the rows
+// util/vec_bf16.h's softmax kernels: the same operations as the unfused form's bf16 path.
+//
+// Legend: B batch, N heads, T queries, S keys, W q and k width, H v width.
+#pragma once
+#include <torch/torch.h>
+
+namespace ropelab::model {
+
+// Whether bf16_attention applies: q, k, v bf16 CPU tensors of 4 dims with the same batch and
+// heads, the bias and the mask (either undefined) float32 or bf16 without gradients, and a CPU
+// with util/vec_bf16.h's AVX-512 forms.
+bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                         const torch::Tensor& bias, const torch::Tensor& mask);
+
+// q [B, N, T, W] (already scaled), k [B, N, S, W], v [B, N, S, H]; bias and mask additive and
+// broadcast ([1 or B, 1 or N, T, S]) or undefined. Returns [B, N, T, H] bf16, with gradients
+// for q, k and v.
+torch::Tensor bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& bias, const torch::Tensor& mask);
+
+}  // namespace ropelab::model
