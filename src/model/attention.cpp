@@ -380,15 +380,15 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
   const torch::Tensor bias = score_bias.defined() ? score_bias.whole() : torch::Tensor();
   // The scores' matmul ran in the inputs' dtype (bf16 under autocast); the softmax reads them,
   // adds the position bias and the mask and normalises in float32 in one pass (masked_softmax).
-  auto q_scaled = q * (1.0 / std::sqrt(static_cast<double>(H)));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(H));
   torch::Tensor mask_bias = mask.bias_B1TS;
   if (!mask_bias.defined() && mask.restricted())
     mask_bias = mask.with_bias(T, S, q_offset, q.device()).bias_B1TS;
   // bf16 on the CPU: a few heads at a time, the probabilities kept in cache (bf16_attention.h).
   if (!sink_N.defined() && !(dropout > 0 && training) &&
-      uses_bf16_attention(q_scaled, k, v, bias, mask_bias))
-    return bf16_attention(q_scaled, k, v, bias, mask_bias);
-  auto scores = batched_matmul(q_scaled, k.transpose(-2, -1));
+      uses_bf16_attention(q, k, v, bias, mask_bias))
+    return bf16_attention(q, k, v, bias, mask_bias, scale);
+  auto scores = batched_matmul(q * scale, k.transpose(-2, -1));
   if (sink_N.defined()) {  // one more column per row, the sink's, with no value
     auto s = scores.to(torch::kFloat32);
     if (bias.defined()) s = s + bias;

@@ -68,8 +68,10 @@ void for_each_group(const Shape& sh, int64_t count, const F& f) {
 struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in,
                                const torch::Tensor& k_in, const torch::Tensor& v_in,
-                               const torch::Tensor& bias, const torch::Tensor& mask) {
+                               const torch::Tensor& bias, const torch::Tensor& mask,
+                               double scale_d) {
     RECORD_FUNCTION("ropelab::bf16_attention", std::vector<c10::IValue>());
+    const auto scale = static_cast<float>(scale_d);
     // Contiguous once (the groups' bmms would copy strided heads at each call), and kept so.
     auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
     const Shape sh(q, k);
@@ -81,19 +83,20 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     float* st = stats.data_ptr<float>();
     for_each_group(sh, 1, [&](const Group& gr) {
       auto s_g = gr.of(scores), p_g = gr.buffer(0);
-      at::bmm_out(s_g, gr.of(q), gr.of(k).transpose(1, 2));  // S = q k^T
+      at::bmm_out(s_g, gr.of(q), gr.of(k).transpose(1, 2));  // S = q k^T (scaled by the rows)
       const uint16_t* s = util::bf16_bits(s_g);
       uint16_t* p = util::bf16_bits(p_g);
-      for (int64_t j = 0; j < gr.g * sh.T; ++j) {  // P = softmax(S + bias + mask)
+      for (int64_t j = 0; j < gr.g * sh.T; ++j) {  // P = softmax(S scale + bias + mask)
         const int64_t h = gr.h0 + j / sh.T, t = j % sh.T, r = gr.h0 * sh.T + j;
         vec::softmax_row_bf16(s + j * sh.S, br.row(h / sh.N, h % sh.N, t, zeros.data()),
                               mr.row(h / sh.N, h % sh.N, t, zeros.data()), p + j * sh.S, sh.S,
-                              gr.tmp, st + 2 * r, st + 2 * r + 1);
+                              gr.tmp, st + 2 * r, st + 2 * r + 1, scale);
       }
       auto o_g = gr.of(out);
       at::bmm_out(o_g, p_g, gr.of(v));  // O = P v
     });
     ctx->save_for_backward({q, k, v, scores, stats, bias, mask});
+    ctx->saved_data["scale"] = scale_d;
     return out;
   }
 
@@ -107,23 +110,25 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     const BiasRows br(saved[5], sh.B, sh.N, sh.T, sh.S), mr(saved[6], sh.B, sh.N, sh.T, sh.S);
     const std::vector<float> zeros(static_cast<size_t>(sh.S), 0.0F);
     const float* st = saved[4].data_ptr<float>();
+    const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     for_each_group(sh, 3, [&](const Group& gr) {
       auto dp_g = gr.buffer(0), ds_g = gr.buffer(1), p_g = gr.buffer(2), go_g = gr.of(go);
       at::bmm_out(dp_g, go_g, gr.of(v).transpose(1, 2));  // dP = dO v^T
       const uint16_t *s = util::bf16_bits(gr.of(scores)), *dp = util::bf16_bits(dp_g);
       uint16_t *ds = util::bf16_bits(ds_g), *p = util::bf16_bits(p_g);
-      for (int64_t j = 0; j < gr.g * sh.T; ++j) {  // dS = P (dP - rowsum(P dP)), and P
+      // dS = P (dP - rowsum(P dP)) scale (the gradient of q k^T), and P
+      for (int64_t j = 0; j < gr.g * sh.T; ++j) {
         const int64_t h = gr.h0 + j / sh.T, t = j % sh.T, r = gr.h0 * sh.T + j, o = j * sh.S;
         vec::softmax_backward_row_bf16(s + o, br.row(h / sh.N, h % sh.N, t, zeros.data()),
                                        mr.row(h / sh.N, h % sh.N, t, zeros.data()), st[2 * r],
-                                       st[2 * r + 1], dp + o, ds + o, sh.S, gr.tmp, p + o);
+                                       st[2 * r + 1], dp + o, ds + o, sh.S, gr.tmp, p + o, scale);
       }
       auto dv_g = gr.of(dv), dq_g = gr.of(dq), dk_g = gr.of(dk);
       at::bmm_out(dv_g, p_g.transpose(1, 2), go_g);       // dv = P^T dO
       at::bmm_out(dq_g, ds_g, gr.of(k));                  // dq = dS k
       at::bmm_out(dk_g, ds_g.transpose(1, 2), gr.of(q));  // dk = dS^T q
     });
-    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -148,10 +153,11 @@ bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const t
 }
 
 torch::Tensor bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                             const torch::Tensor& bias, const torch::Tensor& mask) {
+                             const torch::Tensor& bias, const torch::Tensor& mask, double scale) {
   // A custom autograd function takes no undefined tensor: an empty one stands for "none".
   auto none = torch::empty({0}, q.options().dtype(torch::kFloat32));
-  return Bf16Attention::apply(q, k, v, bias.defined() ? bias : none, mask.defined() ? mask : none);
+  return Bf16Attention::apply(q, k, v, bias.defined() ? bias : none, mask.defined() ? mask : none,
+                              scale);
 }
 
 }  // namespace ropelab::model

@@ -24,10 +24,12 @@ namespace ropelab::model {
 bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                          const torch::Tensor& bias, const torch::Tensor& mask);
 
-// q [B, N, T, W] (already scaled), k [B, N, S, W], v [B, N, S, H]; bias and mask additive and
-// broadcast ([1 or B, 1 or N, T, S]) or undefined. Returns [B, N, T, H] bf16, with gradients
-// for q, k and v.
+// softmax(q k^T scale + bias + mask) v for q [B, N, T, W], k [B, N, S, W], v [B, N, S, H]; bias
+// and mask additive and broadcast ([1 or B, 1 or N, T, S]) or undefined. Returns [B, N, T, H]
+// bf16, with gradients for q, k and v. The scale is applied by the softmax's rows (to the
+// scores in the forward, to their gradient in the backward), not to q: with a power of two
+// (1/8 for 64-wide heads) every bit is as with q scaled first, one pass over q fewer each way.
 torch::Tensor bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                             const torch::Tensor& bias, const torch::Tensor& mask);
+                             const torch::Tensor& bias, const torch::Tensor& mask, double scale);
 
 }  // namespace ropelab::model

@@ -340,21 +340,23 @@ ROPELAB_AVX512 void cross_entropy_row_grad_avx512(const uint16_t* x, int64_t V, 
 }
 
 // tmp = x + b1 + b2 over S elements; returns their max.
-ROPELAB_AVX512 float biased_row_avx512(const uint16_t* x, const float* b1, const float* b2,
-                                       int64_t S, float* tmp) {
+ROPELAB_AVX512 float biased_row_avx512(const uint16_t* x, float scale, const float* b1,
+                                       const float* b2, int64_t S, float* tmp) {
   const int64_t full = S - S % 16;
+  const __m512 sv = set1(scale);
   __m512 mx = set1(-INFINITY);
   for (int64_t j = 0; j < full; j += 16) {
-    const __m512 v = _mm512_add_ps(_mm512_add_ps(load16(x + j), _mm512_loadu_ps(b1 + j)),
-                                   _mm512_loadu_ps(b2 + j));
+    const __m512 v =
+        _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(load16(x + j), sv), _mm512_loadu_ps(b1 + j)),
+                      _mm512_loadu_ps(b2 + j));
     _mm512_storeu_ps(tmp + j, v);
     mx = _mm512_max_ps(mx, v);
   }
   if (full < S) {
     const __mmask16 k = tail_mask(S - full);
-    const __m512 v =
-        _mm512_add_ps(_mm512_add_ps(load16(x + full, k), _mm512_maskz_loadu_ps(k, b1 + full)),
-                      _mm512_maskz_loadu_ps(k, b2 + full));
+    const __m512 v = _mm512_add_ps(
+        _mm512_add_ps(_mm512_mul_ps(load16(x + full, k), sv), _mm512_maskz_loadu_ps(k, b1 + full)),
+        _mm512_maskz_loadu_ps(k, b2 + full));
     _mm512_mask_storeu_ps(tmp + full, k, v);
     mx = _mm512_mask_max_ps(mx, k, mx, v);
   }
@@ -430,10 +432,10 @@ ROPELAB_AVX512 int64_t unmasked_length_avx512(const float* b1, const float* b2, 
 template <bool kNe>
 ROPELAB_AVX512 void softmax_row_avx512(const uint16_t* x, const float* b1, const float* b2,
                                        uint16_t* p, int64_t S_all, float* tmp, float* max,
-                                       float* inv) {
+                                       float* inv, float scale) {
   const int64_t S = unmasked_length_avx512(b1, b2, S_all);
   std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
-  const float m = biased_row_avx512(x, b1, b2, S, tmp);
+  const float m = biased_row_avx512(x, scale, b1, b2, S, tmp);
   const float r = 1.0F / exp_row_avx512(tmp, S, m);
   const int64_t full = S - S % 16;
   const __m512 rv = set1(r);
@@ -451,12 +453,12 @@ template <bool kNe>
 ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* b1, const float* b2,
                                                 float max, float inv, const uint16_t* g,
                                                 uint16_t* dx, int64_t S_all, float* tmp,
-                                                uint16_t* p_out) {
+                                                uint16_t* p_out, float scale) {
   const int64_t S = unmasked_length_avx512(b1, b2, S_all);
   std::memset(dx + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   if (p_out != nullptr)
     std::memset(p_out + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
-  biased_row_avx512(x, b1, b2, S, tmp);
+  biased_row_avx512(x, scale, b1, b2, S, tmp);
   exp_row_avx512(tmp, S, max);
   const int64_t full = S - S % 16;
   const __mmask16 k = tail_mask(S - full);
@@ -474,14 +476,17 @@ ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* 
     if (p_out != nullptr) store16<kNe>(p_out + full, p, k);
     dot = _mm512_fmadd_ps(p, load16(g + full, k), dot);
   }
-  const __m512 d = set1(_mm512_reduce_add_ps(dot));
+  const __m512 d = set1(_mm512_reduce_add_ps(dot)), sv = set1(scale);
   for (int64_t j = 0; j < full; j += 16)
-    store16<kNe>(dx + j, _mm512_mul_ps(_mm512_loadu_ps(tmp + j), _mm512_sub_ps(load16(g + j), d)));
+    store16<kNe>(dx + j,
+                 _mm512_mul_ps(
+                     _mm512_mul_ps(_mm512_loadu_ps(tmp + j), _mm512_sub_ps(load16(g + j), d)), sv));
   if (k != 0)
-    store16<kNe>(
-        dx + full,
-        _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full), _mm512_sub_ps(load16(g + full, k), d)),
-        k);
+    store16<kNe>(dx + full,
+                 _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full),
+                                             _mm512_sub_ps(load16(g + full, k), d)),
+                               sv),
+                 k);
 }
 
 // LayerNorm over one row of D float32 (two passes for the moments, as the row is in cache).
@@ -716,13 +721,13 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
   }
 }
 
-// tmp = exp(x + b1 + b2 - m) over S elements, m = m_in, or their max where m_in is NaN; returns
-// the sum, and m in *m_out.
-static float exp_biased_row(const uint16_t* x, const float* b1, const float* b2, int64_t S,
-                            float* tmp, float m_in, float* m_out) {
+// tmp = exp(x scale + b1 + b2 - m) over S elements, m = m_in, or their max where m_in is NaN;
+// returns the sum, and m in *m_out.
+static float exp_biased_row(const uint16_t* x, float scale, const float* b1, const float* b2,
+                            int64_t S, float* tmp, float m_in, float* m_out) {
   float mx = -INFINITY;
   for (int64_t j = 0; j < S; ++j) {
-    tmp[j] = load1(x[j]) + b1[j] + b2[j];
+    tmp[j] = load1(x[j]) * scale + b1[j] + b2[j];
     mx = std::fmax(mx, tmp[j]);
   }
   if (!std::isnan(m_in)) mx = m_in;
@@ -736,29 +741,29 @@ static float exp_biased_row(const uint16_t* x, const float* b1, const float* b2,
 }
 
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p,
-                      int64_t S_all, float* tmp, float* max, float* inv) {
+                      int64_t S_all, float* tmp, float* max, float* inv, float scale) {
   const int64_t S = unmasked_length_scalar(b1, b2, S_all);
   std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
-  const float r = 1.0F / exp_biased_row(x, b1, b2, S, tmp, NAN, max);
+  const float r = 1.0F / exp_biased_row(x, scale, b1, b2, S, tmp, NAN, max);
   for (int64_t j = 0; j < S; ++j) p[j] = store1(tmp[j] * r);
   *inv = r;
 }
 
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S_all,
-                               float* tmp, uint16_t* p_out) {
+                               float* tmp, uint16_t* p_out, float scale) {
   const int64_t S = unmasked_length_scalar(b1, b2, S_all);
   std::memset(dx + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   if (p_out != nullptr)
     std::memset(p_out + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   float m = max, dot = 0;
-  exp_biased_row(x, b1, b2, S, tmp, max, &m);
+  exp_biased_row(x, scale, b1, b2, S, tmp, max, &m);
   for (int64_t j = 0; j < S; ++j) {
     tmp[j] *= inv;
     if (p_out != nullptr) p_out[j] = store1(tmp[j]);
     dot += tmp[j] * load1(g[j]);
   }
-  for (int64_t j = 0; j < S; ++j) dx[j] = store1(tmp[j] * (load1(g[j]) - dot));
+  for (int64_t j = 0; j < S; ++j) dx[j] = store1(tmp[j] * (load1(g[j]) - dot) * scale);
 }
 
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
@@ -871,21 +876,23 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
 }
 
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
-                      float* tmp, float* max, float* inv) {
+                      float* tmp, float* max, float* inv, float scale) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return ROPELAB_AVX512_CALL(softmax_row_avx512, x, b1, b2, p, S, tmp, max, inv);
+  if (bf16_simd())
+    return ROPELAB_AVX512_CALL(softmax_row_avx512, x, b1, b2, p, S, tmp, max, inv, scale);
 #endif
-  portable::softmax_row_bf16(x, b1, b2, p, S, tmp, max, inv);
+  portable::softmax_row_bf16(x, b1, b2, p, S, tmp, max, inv, scale);
 }
 
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
-                               uint16_t* p) {
+                               uint16_t* p, float scale) {
 #if ROPELAB_HAVE_X86
   if (bf16_simd())
-    return ROPELAB_AVX512_CALL(softmax_backward_row_avx512, x, b1, b2, max, inv, g, dx, S, tmp, p);
+    return ROPELAB_AVX512_CALL(softmax_backward_row_avx512, x, b1, b2, max, inv, g, dx, S, tmp, p,
+                               scale);
 #endif
-  portable::softmax_backward_row_bf16(x, b1, b2, max, inv, g, dx, S, tmp, p);
+  portable::softmax_backward_row_bf16(x, b1, b2, max, inv, g, dx, S, tmp, p, scale);
 }
 
 void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,

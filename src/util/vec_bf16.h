@@ -53,9 +53,10 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
 void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
                                  int64_t target, float a_w, uint16_t* g);
 
-// p = bf16(softmax(x + b1 + b2)) over S elements (b1, b2: float32 additive biases, zeros for
-// none; tmp: S floats of scratch), as vec::softmax_row computes it, with the row's max and
-// 1 / sum of exp for the backward; and that backward, dx = bf16(p (g - sum_k p_k g_k)), with p
+// p = bf16(softmax(x scale + b1 + b2)) over S elements (b1, b2: float32 additive biases, zeros
+// for none; tmp: S floats of scratch), as vec::softmax_row computes it, with the row's max and
+// 1 / sum of exp for the backward; and that backward, dx = bf16(p (g - sum_k p_k g_k) scale)
+// (the gradient of x itself; scale 1 leaves every bit as it was without one), with p
 // recomputed in float32 from x, b1, b2, max and inv: the same float32 p as the forward's, never
 // its bf16 rounding (the attention's softmax, model/attention.cpp). Both stop at the row's last
 // element with b1 + b2 above -1e29 and write zeros after it (p is exactly 0 there: a causal
@@ -63,10 +64,10 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
 // the backward is given p, it also writes bf16(p) there: the forward's p, bit for bit (for the
 // gradient of p v when p was not kept, model/bf16_attention.cpp).
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
-                      float* tmp, float* max, float* inv);
+                      float* tmp, float* max, float* inv, float scale = 1.0F);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
-                               uint16_t* p = nullptr);
+                               uint16_t* p = nullptr, float scale = 1.0F);
 
 // Both at once, while the row is in cache: the row's stats as logits_row_stats_bf16, and its
 // gradient g_j = bf16((exp(x_j - lse) - b) w - [j == target] a_w) (tmp: V floats of scratch).
@@ -108,10 +109,10 @@ void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
                                   float* sum_x, int64_t* argmax);
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
-                      float* tmp, float* max, float* inv);
+                      float* tmp, float* max, float* inv, float scale = 1.0F);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
-                               uint16_t* p = nullptr);
+                               uint16_t* p = nullptr, float scale = 1.0F);
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
                          uint16_t* y, float* mean, float* rstd);
 void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,

@@ -372,21 +372,25 @@ TEST(Fused, BatchedMatmulUnderBf16AutocastKeepsTheKeysLayout) {
   EXPECT_FALSE(gk0.is_contiguous());  // what libtorch's backward gives
 }
 
-// bf16_attention = the unfused bf16 path (batched_matmul, masked_softmax, batched_matmul) and a
-// float64 reference: values and the gradients of q, k and v; q, k, v strided as the model's
-// heads (views of [B, T, N, W]); a causal mask, a fixed bias with key padding, q and k wider
-// than v, S != T, a row that sees no key; groups of heads across batch elements and, with long
-// rows, one head a group (several groups a thread).
+// bf16_attention = the unfused bf16 path (q scaled, batched_matmul, masked_softmax,
+// batched_matmul) and a float64 reference: values and the gradients of q, k and v; q, k, v
+// strided as the model's heads (views of [B, T, N, W]); a causal mask, a fixed bias with key
+// padding, q and k wider than v, S != T, a row that sees no key; groups of heads across batch
+// elements and, with long rows, one head a group (several groups a thread). With a power-of-two
+// scale, bit for bit; with another, the scale meets the scores in float32 instead of q in bf16.
 TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
   if (!vec::bf16_simd()) GTEST_SKIP() << "bf16_attention runs on CPUs with the AVX-512 forms";
   struct Case {
     int64_t B, N, T, S, W, H;
     bool causal;
+    double scale;
   };
-  for (const Case c : {Case{2, 3, 17, 17, 8, 8, true}, Case{3, 2, 9, 21, 12, 6, false},
-                       Case{1, 3, 520, 520, 8, 8, true}}) {
-    SCOPED_TRACE(::testing::Message()
-                 << "B " << c.B << " N " << c.N << " T " << c.T << " S " << c.S);
+  for (const Case c : {Case{2, 3, 17, 17, 8, 8, true, 0.125}, Case{3, 2, 9, 21, 12, 6, false, 0.5},
+                       Case{2, 2, 9, 21, 12, 6, false, 1 / std::sqrt(6.0)},
+                       Case{1, 3, 520, 520, 8, 8, true, 0.25}}) {
+    SCOPED_TRACE(::testing::Message() << "B " << c.B << " N " << c.N << " T " << c.T << " S " << c.S
+                                      << " scale " << c.scale);
+    const bool power_of_two = std::exp2(std::round(std::log2(c.scale))) == c.scale;
     torch::manual_seed(c.T);
     auto bf16_heads = [](int64_t B, int64_t L, int64_t N, int64_t D) {  // [B, N, L, D], strided
       return torch::randn({B, L, N, D}).to(torch::kBFloat16).transpose(1, 2);
@@ -410,14 +414,15 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
       auto v = v0.clone().requires_grad_(true);
       torch::Tensor y;
       if (form == 0) {
-        y = model::bf16_attention(q, k, v, bias, mask);
+        y = model::bf16_attention(q, k, v, bias, mask, c.scale);
       } else if (form == 1) {
         y = model::batched_matmul(
-            model::masked_softmax(model::batched_matmul(q, k.transpose(-2, -1)), bias, mask,
-                                  torch::kBFloat16),
+            model::masked_softmax(model::batched_matmul(q * c.scale, k.transpose(-2, -1)), bias,
+                                  mask, torch::kBFloat16),
             v);
       } else {
-        auto s = torch::matmul(q.to(torch::kFloat64), k.to(torch::kFloat64).transpose(-2, -1));
+        auto s =
+            torch::matmul(q.to(torch::kFloat64), k.to(torch::kFloat64).transpose(-2, -1)) * c.scale;
         if (bias.defined()) s = s + bias.to(torch::kFloat64);
         y = torch::matmul(torch::softmax(s + mask.to(torch::kFloat64), -1), v.to(torch::kFloat64));
       }
@@ -428,7 +433,11 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
     auto ours = go(0), unfused = go(1), exact = go(2);
     for (size_t i = 0; i < ours.size(); ++i) {
       SCOPED_TRACE(::testing::Message() << "output " << i << " (0: y, then dq, dk, dv)");
-      EXPECT_TRUE(test::close(ours[i], unfused[i], 1.0 / 128, 1e-2));
+      if (power_of_two) {
+        EXPECT_TRUE(torch::equal(ours[i], unfused[i]));
+      } else {
+        EXPECT_TRUE(test::close_in_norm(ours[i], unfused[i], 1e-2));
+      }
       // bf16 operands, scores and probabilities: within a few bf16 steps of float64, in norm.
       EXPECT_TRUE(test::close_in_norm(ours[i], exact[i], 2e-2));
     }

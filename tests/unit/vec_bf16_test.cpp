@@ -202,19 +202,20 @@ TEST(VecBf16, CrossEntropyRowStatsAndGradient) {
 void softmax_row_and_backward(int form, const torch::Tensor& x, const torch::Tensor& b1,
                               const torch::Tensor& b2, const torch::Tensor& g,
                               const torch::Tensor& p, const torch::Tensor& dx,
-                              std::vector<float>& tmp) {
+                              std::vector<float>& tmp, float scale = 1.0F) {
   const int64_t S = x.numel();
   float mx = 0, inv = 0;
   (form == 0 ? vec::softmax_row_bf16 : vec::portable::softmax_row_bf16)(
-      bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), bits(p), S, tmp.data(), &mx, &inv);
+      bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), bits(p), S, tmp.data(), &mx, &inv,
+      scale);
   auto p_again = torch::full_like(p, 7.0);  // not a value the backward may leave
   auto dx_again = torch::empty_like(dx);
   (form == 0 ? vec::softmax_backward_row_bf16 : vec::portable::softmax_backward_row_bf16)(
       bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), mx, inv, bits(g), bits(dx), S,
-      tmp.data(), nullptr);
+      tmp.data(), nullptr, scale);
   (form == 0 ? vec::softmax_backward_row_bf16 : vec::portable::softmax_backward_row_bf16)(
       bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), mx, inv, bits(g), bits(dx_again), S,
-      tmp.data(), bits(p_again));
+      tmp.data(), bits(p_again), scale);
   EXPECT_TRUE(torch::equal(p_again, p));
   EXPECT_TRUE(torch::equal(dx_again, dx));
 }
@@ -243,6 +244,16 @@ TEST(VecBf16, SoftmaxRowAndItsBackward) {
     }
     EXPECT_TRUE(test::close(ps[0], ps[1], 1.0 / 128, 1e-7));
     EXPECT_TRUE(test::close(dxs[0], dxs[1], 1.0 / 128, 1e-6));
+    // A scale: softmax(x s + b1 + b2), the gradient of x. With s a power of two, the bits of
+    // the unscaled row of x s (exact in bf16), its gradient times s.
+    for (int form = 0; form < 2; ++form) {
+      auto p = torch::empty_like(x), dx = torch::empty_like(x), p1 = torch::empty_like(x),
+           dx1 = torch::empty_like(x);
+      softmax_row_and_backward(form, x, b1, b2, g, p, dx, tmp, 0.25F);
+      softmax_row_and_backward(form, bf16(x.to(torch::kFloat32) * 0.25), b1, b2, g, p1, dx1, tmp);
+      EXPECT_TRUE(torch::equal(p, p1)) << "form " << form;
+      EXPECT_TRUE(torch::equal(dx, bf16(dx1.to(torch::kFloat32) * 0.25))) << "form " << form;
+    }
     auto all_masked = torch::full({S}, -1e30F), p = torch::empty_like(x);
     float mx = 0, inv = 0;
     vec::softmax_row_bf16(bits(x), all_masked.data_ptr<float>(),
