@@ -148,8 +148,8 @@ bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const t
   };
   return vec::bf16_simd() && bf16_cpu(q) && bf16_cpu(k) && bf16_cpu(v) && k.size(0) == q.size(0) &&
          v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1) &&
-         k.size(3) == q.size(3) && v.size(2) == k.size(2) && q.numel() > 0 && k.numel() > 0 &&
-         no_grad_float(bias) && no_grad_float(mask);
+         k.size(3) == q.size(3) && v.size(2) == k.size(2) && q.size(2) > 1 && q.numel() > 0 &&
+         k.numel() > 0 && no_grad_float(bias) && no_grad_float(mask);
 }
 
 torch::Tensor bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

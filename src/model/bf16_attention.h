@@ -19,8 +19,9 @@
 namespace ropelab::model {
 
 // Whether bf16_attention applies: q, k, v bf16 CPU tensors of 4 dims with the same batch and
-// heads, the bias and the mask (either undefined) float32 or bf16 without gradients, and a CPU
-// with util/vec_bf16.h's AVX-512 forms.
+// heads and more than one query (a decoding step's single query keeps the unfused form, which
+// reads the cache through its strides), the bias and the mask (either undefined) float32 or
+// bf16 without gradients, and a CPU with util/vec_bf16.h's AVX-512 forms.
 bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                          const torch::Tensor& bias, const torch::Tensor& mask);
 

@@ -443,9 +443,10 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
     }
     EXPECT_TRUE(ours[0].isfinite().all().item<bool>());
   }
-  // Where it does not apply: float32, a learned bias, a mask that takes gradients.
+  // Where it does not apply: float32, a learned bias, a mask that takes gradients, one query.
   auto q = torch::randn({1, 2, 3, 4}), qb = q.to(torch::kBFloat16);
   EXPECT_FALSE(model::uses_bf16_attention(q, q, q, {}, {}));
+  EXPECT_FALSE(model::uses_bf16_attention(qb.narrow(2, 0, 1), qb, qb, {}, {}));
   EXPECT_FALSE(
       model::uses_bf16_attention(qb, qb, qb, torch::zeros({1, 2, 3, 3}).requires_grad_(true), {}));
   EXPECT_TRUE(model::uses_bf16_attention(qb, qb, qb, {}, {}));
