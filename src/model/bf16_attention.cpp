@@ -5,6 +5,7 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "model/bias_rows.h"
@@ -21,26 +22,44 @@ using torch::autograd::variable_list;
 // A group's bf16 scores at most this size (about a core's L2), or one head.
 constexpr int64_t kGroupBytes = int64_t{1} << 20;
 
-// The heads are taken flat (b n), G at a time: q, k, v and the outputs are contiguous here.
+// The heads are taken flat (b n), G at a time: q, k, v and their gradients are contiguous here.
 struct Shape {
-  int64_t B, N, T, S, G;  // G: heads per group
-  Shape(const torch::Tensor& q, const torch::Tensor& k)
-      : B(q.size(0)), N(q.size(1)), T(q.size(2)), S(k.size(2)), G(0) {
+  int64_t B, N, T, S, H, G;  // H: v's width; G: heads per group
+  Shape(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v)
+      : B(q.size(0)), N(q.size(1)), T(q.size(2)), S(k.size(2)), H(v.size(3)), G(0) {
     G = std::clamp<int64_t>(kGroupBytes / (T * S * 2), 1, B * N);
   }
 };
 
-// A group: heads h0..h0+g of the flat B N, with a thread's [count, G, T, S] bf16 scratch and S
-// floats of tmp.
+// A group: heads h0..h0+g of the flat B N, with a thread's scratch: `count` [G, T, S] bf16
+// buffers, one [G, T, H] (the output's or its gradient's rows) and S floats of tmp.
 struct Group {
   int64_t h0, g;
-  torch::Tensor scratch;
+  torch::Tensor scratch, rows;
   float* tmp;
   // Its heads of a contiguous [B, N, *, *] tensor, as [g, *, *].
   torch::Tensor of(const torch::Tensor& t) const {
     return t.view({-1, t.size(2), t.size(3)}).narrow(0, h0, g);
   }
   torch::Tensor buffer(int64_t i) const { return scratch[i].narrow(0, 0, g); }
+  torch::Tensor rows_g() const { return rows.narrow(0, 0, g); }
+  // Copies row t of head h0 + i between `rows` and [B, N, T, H] `t4` (any strides, the last 1):
+  // the output goes out in the [B, T, N, H] layout that the heads' merge reads as a view, and
+  // its gradient comes in from that layout, without a pass over memory of their own.
+  template <bool kGather>
+  void copy_rows(const torch::Tensor& t4) const {
+    const int64_t N = t4.size(1), T = t4.size(2), H = t4.size(3);
+    auto* r = static_cast<uint16_t*>(rows.data_ptr());
+    uint16_t* base = util::bf16_bits(t4);  // element [0, 0, 0, 0]
+    for (int64_t i = 0; i < g * T; ++i) {
+      const int64_t h = h0 + i / T, t = i % T;
+      uint16_t* x = base + (h / N) * t4.stride(0) + (h % N) * t4.stride(1) + t * t4.stride(2);
+      if (kGather)
+        std::memcpy(r + i * H, x, sizeof(uint16_t) * static_cast<size_t>(H));
+      else
+        std::memcpy(x, r + i * H, sizeof(uint16_t) * static_cast<size_t>(H));
+    }
+  }
 };
 
 // Runs f(group) over the groups, split among the threads.
@@ -52,11 +71,11 @@ void for_each_group(const Shape& sh, int64_t count, const F& f) {
     const torch::NoGradGuard no_grad;
     // Kept by each thread from call to call: no allocation (and no page faults) per call.
     thread_local std::vector<uint16_t> buf;
-    const int64_t n = count * sh.G * sh.T * sh.S;
-    if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+    const int64_t n = count * sh.G * sh.T * sh.S, n_rows = sh.G * sh.T * sh.H;
+    if (static_cast<int64_t>(buf.size()) < n + n_rows) buf.resize(static_cast<size_t>(n + n_rows));
     std::vector<float> tmp(static_cast<size_t>(sh.S));
     Group gr{0, 0, torch::from_blob(buf.data(), {count, sh.G, sh.T, sh.S}, torch::kBFloat16),
-             tmp.data()};
+             torch::from_blob(buf.data() + n, {sh.G, sh.T, sh.H}, torch::kBFloat16), tmp.data()};
     for (int64_t i = i0; i < i1; ++i) {
       gr.h0 = i * sh.G;
       gr.g = std::min(sh.G, heads - gr.h0);
@@ -74,10 +93,11 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     const auto scale = static_cast<float>(scale_d);
     // Contiguous once (the groups' bmms would copy strided heads at each call), and kept so.
     auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
-    const Shape sh(q, k);
+    const Shape sh(q, k, v);
     auto scores = torch::empty({sh.B, sh.N, sh.T, sh.S}, q.options());
     auto stats = torch::empty({sh.B * sh.N * sh.T, 2}, q.options().dtype(torch::kFloat32));
-    auto out = torch::empty({sh.B, sh.N, sh.T, v.size(3)}, q.options());
+    // [B, N, T, H], laid out [B, T, N, H] (the heads' merge is then a view).
+    auto out = torch::empty({sh.B, sh.T, sh.N, sh.H}, q.options()).transpose(1, 2);
     const BiasRows br(bias, sh.B, sh.N, sh.T, sh.S), mr(mask, sh.B, sh.N, sh.T, sh.S);
     const std::vector<float> zeros(static_cast<size_t>(sh.S), 0.0F);
     float* st = stats.data_ptr<float>();
@@ -92,8 +112,9 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
                               mr.row(h / sh.N, h % sh.N, t, zeros.data()), p + j * sh.S, sh.S,
                               gr.tmp, st + 2 * r, st + 2 * r + 1, scale);
       }
-      auto o_g = gr.of(out);
+      auto o_g = gr.rows_g();
       at::bmm_out(o_g, p_g, gr.of(v));  // O = P v
+      gr.copy_rows<false>(out);
     });
     ctx->save_for_backward({q, k, v, scores, stats, bias, mask});
     ctx->saved_data["scale"] = scale_d;
@@ -104,15 +125,19 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     RECORD_FUNCTION("ropelab::bf16_attention_backward", std::vector<c10::IValue>());
     auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &scores = saved[3];
-    const Shape sh(q, k);
-    auto go = grad_out[0].to(torch::kBFloat16).contiguous();
+    const Shape sh(q, k, v);
+    // dO as it comes (the heads' split of the next layer's gradient: [B, T, N, H] memory), each
+    // group's rows gathered into the cache.
+    auto go = grad_out[0].to(torch::kBFloat16);
+    if (go.stride(3) != 1) go = go.contiguous();
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
     const BiasRows br(saved[5], sh.B, sh.N, sh.T, sh.S), mr(saved[6], sh.B, sh.N, sh.T, sh.S);
     const std::vector<float> zeros(static_cast<size_t>(sh.S), 0.0F);
     const float* st = saved[4].data_ptr<float>();
     const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     for_each_group(sh, 3, [&](const Group& gr) {
-      auto dp_g = gr.buffer(0), ds_g = gr.buffer(1), p_g = gr.buffer(2), go_g = gr.of(go);
+      gr.copy_rows<true>(go);
+      auto dp_g = gr.buffer(0), ds_g = gr.buffer(1), p_g = gr.buffer(2), go_g = gr.rows_g();
       at::bmm_out(dp_g, go_g, gr.of(v).transpose(1, 2));  // dP = dO v^T
       const uint16_t *s = util::bf16_bits(gr.of(scores)), *dp = util::bf16_bits(dp_g);
       uint16_t *ds = util::bf16_bits(ds_g), *p = util::bf16_bits(p_g);

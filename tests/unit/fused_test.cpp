@@ -376,7 +376,8 @@ TEST(Fused, BatchedMatmulUnderBf16AutocastKeepsTheKeysLayout) {
 // batched_matmul) and a float64 reference: values and the gradients of q, k and v; q, k, v
 // strided as the model's heads (views of [B, T, N, W]); a causal mask, a fixed bias with key
 // padding, q and k wider than v, S != T, a row that sees no key; groups of heads across batch
-// elements and, with long rows, one head a group (several groups a thread). With a power-of-two
+// elements and, with long rows, one head a group (several groups a thread); the output in the
+// heads' merge's layout, its gradient taken from that layout. With a power-of-two
 // scale, bit for bit; with another, the scale meets the scores in float32 instead of q in bf16.
 TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
   if (!vec::bf16_simd()) GTEST_SKIP() << "bf16_attention runs on CPUs with the AVX-512 forms";
@@ -407,7 +408,8 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
           torch::zeros({c.B, 1, c.T, c.S}).masked_fill_(torch::rand({c.B, 1, 1, c.S}) < 0.3, -1e30);
       mask.select(0, 1).select(1, 2).fill_(-1e30);  // batch 1, query 2 sees no key
     }
-    auto w = torch::randn({c.B, c.N, c.T, c.H}).to(torch::kBFloat16);
+    // The output's gradient as the heads' merge gives it: [B, N, T, H] in [B, T, N, H] memory.
+    auto w = torch::randn({c.B, c.T, c.N, c.H}).to(torch::kBFloat16).transpose(1, 2);
     ASSERT_TRUE(model::uses_bf16_attention(q0, k0, v0, bias, mask));
     auto go = [&](int form) {  // 0: bf16_attention, 1: the unfused bf16 path, 2: float64
       auto q = q0.clone().requires_grad_(true), k = k0.clone().requires_grad_(true);
@@ -415,6 +417,7 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
       torch::Tensor y;
       if (form == 0) {
         y = model::bf16_attention(q, k, v, bias, mask, c.scale);
+        EXPECT_TRUE(y.transpose(1, 2).is_contiguous());  // the heads' merge: a view
       } else if (form == 1) {
         y = model::batched_matmul(
             model::masked_softmax(model::batched_matmul(q * c.scale, k.transpose(-2, -1)), bias,
