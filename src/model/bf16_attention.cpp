@@ -5,6 +5,7 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -157,6 +158,12 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
   }
 };
 
+// ROPELAB_BF16_ATTENTION=off: the unfused form everywhere (to compare the two).
+bool turned_off() {
+  const char* v = std::getenv("ROPELAB_BF16_ATTENTION");
+  return v != nullptr && std::strcmp(v, "off") == 0;
+}
+
 bool no_grad_float(const torch::Tensor& t) {
   return !t.defined() ||
          (t.device().is_cpu() && !t.requires_grad() &&
@@ -171,10 +178,11 @@ bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const t
     return t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && t.dim() == 4 &&
            t.stride(3) == 1;
   };
-  return vec::bf16_simd() && bf16_cpu(q) && bf16_cpu(k) && bf16_cpu(v) && k.size(0) == q.size(0) &&
-         v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1) &&
-         k.size(3) == q.size(3) && v.size(2) == k.size(2) && q.size(2) > 1 && q.numel() > 0 &&
-         k.numel() > 0 && no_grad_float(bias) && no_grad_float(mask);
+  return !turned_off() && vec::bf16_simd() && bf16_cpu(q) && bf16_cpu(k) && bf16_cpu(v) &&
+         k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) &&
+         v.size(1) == q.size(1) && k.size(3) == q.size(3) && v.size(2) == k.size(2) &&
+         q.size(2) > 1 && q.numel() > 0 && k.numel() > 0 && no_grad_float(bias) &&
+         no_grad_float(mask);
 }
 
 torch::Tensor bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -21,7 +21,8 @@ namespace ropelab::model {
 // Whether bf16_attention applies: q, k, v bf16 CPU tensors of 4 dims with the same batch and
 // heads and more than one query (a decoding step's single query keeps the unfused form, which
 // reads the cache through its strides), the bias and the mask (either undefined) float32 or
-// bf16 without gradients, and a CPU with util/vec_bf16.h's AVX-512 forms.
+// bf16 without gradients, and a CPU with util/vec_bf16.h's AVX-512 forms;
+// ROPELAB_BF16_ATTENTION=off turns it off (the unfused form then runs: to compare the two).
 bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                          const torch::Tensor& bias, const torch::Tensor& mask);
 

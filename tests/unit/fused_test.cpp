@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -453,6 +454,9 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
   EXPECT_FALSE(
       model::uses_bf16_attention(qb, qb, qb, torch::zeros({1, 2, 3, 3}).requires_grad_(true), {}));
   EXPECT_TRUE(model::uses_bf16_attention(qb, qb, qb, {}, {}));
+  setenv("ROPELAB_BF16_ATTENTION", "off", 1);  // the switch to the unfused form
+  EXPECT_FALSE(model::uses_bf16_attention(qb, qb, qb, {}, {}));
+  unsetenv("ROPELAB_BF16_ATTENTION");
 }
 
 // util::sgemm in all four transpositions, on blocks of larger row-major buffers (lda, ldb and
