@@ -22,6 +22,8 @@ using torch::autograd::variable_list;
 
 // A group's bf16 scores at most this size (about a core's L2), or one head.
 constexpr int64_t kGroupBytes = int64_t{1} << 20;
+// A thread keeps its scratch between calls up to this size.
+constexpr int64_t kKeptBytes = int64_t{8} << 20;
 
 // The heads are taken flat (b n), G at a time: q, k, v and their gradients are contiguous here.
 struct Shape {
@@ -70,9 +72,12 @@ void for_each_group(const Shape& sh, int64_t count, const F& f) {
   at::parallel_for(0, groups, 1, [&](int64_t i0, int64_t i1) {
     // bmm_out takes no input that requires a gradient (and grad mode is per thread).
     const torch::NoGradGuard no_grad;
-    // Kept by each thread from call to call: no allocation (and no page faults) per call.
-    thread_local std::vector<uint16_t> buf;
+    // Kept by each thread from call to call where small (no allocation and no page faults per
+    // call); a long sequence's (one head's T x S beyond kGroupBytes) is freed after the call.
+    thread_local std::vector<uint16_t> kept;
+    std::vector<uint16_t> once;
     const int64_t n = count * sh.G * sh.T * sh.S, n_rows = sh.G * sh.T * sh.H;
+    auto& buf = 2 * (n + n_rows) <= kKeptBytes ? kept : once;
     if (static_cast<int64_t>(buf.size()) < n + n_rows) buf.resize(static_cast<size_t>(n + n_rows));
     std::vector<float> tmp(static_cast<size_t>(sh.S));
     Group gr{0, 0, torch::from_blob(buf.data(), {count, sh.G, sh.T, sh.S}, torch::kBFloat16),
