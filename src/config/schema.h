@@ -574,7 +574,8 @@ struct RunConfig {
       "auto (the first CUDA GPU if libtorch has one, else cpu), cpu, cuda, cuda:N");
     v("deterministic", deterministic,
       "bit-reproducible GPU runs: libtorch's deterministic algorithms, a fixed cuBLAS workspace "
-      "and the unfused attention (slower); the CPU path is deterministic either way");
+      "and the unfused attention (slower); the CPU path is deterministic either way at a fixed "
+      "thread count (see share_cpus)");
     v("tensorboard", tensorboard,
       "write TensorBoard event files to out_dir/name/tensorboard (metrics, config, hparams, "
       "evaluation and probe results); `ropelab export-tensorboard` writes them for runs that "
