@@ -599,6 +599,20 @@ torch::Tensor MultiHeadAttentionImpl::features(const torch::Tensor& x, bool is_q
   return (phi + 1e-6).to(x.scalar_type());
 }
 
+std::optional<HeadRotation> MultiHeadAttentionImpl::projection_rotation(
+    PositionModuleImpl* pos, const PosCache& pc, const KVCache* cache) const {
+  // Only where nothing stands between the projection and the rotation (a QK-norm does) and the
+  // rotation is the last thing done to q and k before the softmax kernel: no cache (its keys
+  // are rotated with a step's own tables), no linear kernel (which rotates feature maps).
+  if (pos == nullptr || cache != nullptr || q_norm || k_norm ||
+      cfg_.kernel != config::AttentionKernel::kSoftmax || !pc.q_pos_T.defined())
+    return std::nullopt;
+  auto r = pos->rotation(pc, head_dim_);
+  if (!r) return std::nullopt;
+  return HeadRotation{r->cos_qF, r->sin_qF,   r->cos_kF, r->sin_kF,
+                      n_heads_,  n_kv_heads_, head_dim_, r->interleaved};
+}
+
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& kv,
                                               const AttnMask& mask, const PositionContext& ctx,
                                               int64_t q_offset, KVCache* cache) {
@@ -623,11 +637,18 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     return n && !whole ? n(t).to(t.dtype()) : t;
   };
   bool self = x.is_same(kv);
+  PositionModuleImpl* pos = ctx.module;
+  static const PosCache kNoTables;
+  const PosCache& pc = ctx.tables != nullptr ? *ctx.tables : kNoTables;
   torch::Tensor q, k, v;
+  bool rotated = false;  // q and k rotated by the projection
   if (self) {
     // One matmul for q, k and v: [B, T, D + 2 Dkv] -> three [B, N, T, H] views.
     auto [w, b] = fused(fused_qkv_, {q_proj, k_proj, v_proj});
-    auto qkv = model::linear(x, w, b).split_with_sizes({D, Dkv, Dkv}, -1);  // backward: one cat
+    auto rot = projection_rotation(pos, pc, cache);
+    rotated = rot && fuses_rotation(x, w, b, *rot);
+    auto qkv = (rotated ? model::linear_rotated(x, w, b, *rot) : model::linear(x, w, b))
+                   .split_with_sizes({D, Dkv, Dkv}, -1);  // backward: one cat
     q = heads(norm_whole(q_norm, qkv[0]), T);
     k = norm_head(k_norm, kv_heads(norm_whole(k_norm, qkv[1]), T));
     v = kv_heads(qkv[2], T);
@@ -635,9 +656,6 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     q = heads(norm_whole(q_norm, model::linear(q_proj, x)), T);
   }
   q = norm_head(q_norm, q);
-  PositionModuleImpl* pos = ctx.module;
-  static const PosCache kNoTables;
-  const PosCache& pc = ctx.tables != nullptr ? *ctx.tables : kNoTables;
   // Softmax self-attention with a cache stores keys already rotated: each step rotates only its
   // own queries and keys (tables for those positions), never the whole past again. A rotation
   // that depends on the current length (dynamic NTK, LongRoPE) cannot: its keys are cached
@@ -675,7 +693,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
   }
   torch::Tensor out;
   if (cfg_.kernel == config::AttentionKernel::kSoftmax) {
-    if (pos != nullptr) {
+    if (pos != nullptr && !rotated) {
       q = pos->rotate_q(q, rotate_new ? step_tables : pc);
       if (!rotate_new) k = pos->rotate_k(k, pc);
     }

@@ -20,9 +20,12 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <optional>
+
 #include "config/schema.h"
 #include "dist/context.h"
 #include "model/init.h"
+#include "model/linear.h"
 #include "model/norm.h"
 #include "model/position/position.h"
 #include "model/span.h"
@@ -193,6 +196,10 @@ class MultiHeadAttentionImpl : public torch::nn::Module, public OwnsParameters {
   Fused fused_qkv_, fused_kv_;
   static std::pair<torch::Tensor, torch::Tensor> fused(Fused& f,
                                                        const std::vector<torch::nn::Linear>& ps);
+  // The position module's rotation, to be applied by the fused QKV projection (model/linear.h)
+  // instead of rotate_q and rotate_k; empty where it must not be.
+  std::optional<HeadRotation> projection_rotation(PositionModuleImpl* pos, const PosCache& pc,
+                                                  const KVCache* cache) const;
 };
 TORCH_MODULE(MultiHeadAttention);
 

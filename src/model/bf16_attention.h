@@ -12,6 +12,9 @@
 // forward's. The matmuls are libtorch's bmm on each group (oneDNN in bf16), the rows
 // util/vec_bf16.h's softmax kernels: the same operations as the unfused form's bf16 path.
 //
+// q, k and v may be views with any strides but the last (the heads of the fused QKV projection):
+// each group gathers its heads' rows into its scratch, in cache; no whole copy is made.
+//
 // Legend: B batch, N heads, T queries, S keys, W q and k width, H v width.
 #pragma once
 #include <torch/torch.h>

@@ -5,6 +5,9 @@
 #include <torch/autograd.h>
 #include <torch/nn/functional/linear.h>
 
+#include <cstring>
+#include <vector>
+
 #include "compat/torch_compat.h"
 #include "util/float_rows.h"
 #include "util/gemm.h"
@@ -140,6 +143,79 @@ struct Bf16BiasLinear : public torch::autograd::Function<Bf16BiasLinear> {
   }
 };
 
+// The rotation's rows: row r of y [M, C] (bf16) is position r % T; its q and k heads rotated
+// (backward: rotated back) from the same columns of x, which may be y itself (each head is
+// staged in `buf` first; v's columns are then left alone), v's columns copied where x is not y.
+void rotate_rows(const uint16_t* x, uint16_t* y, int64_t M, int64_t C, int64_t T,
+                 const HeadRotation& r, bool backward) {
+  const int64_t W = r.width, qk = (r.q_heads + r.k_heads) * W;
+  const float *cq = r.cos_q.data_ptr<float>(), *sq = r.sin_q.data_ptr<float>();
+  const float *ck = r.cos_k.data_ptr<float>(), *sk = r.sin_k.data_ptr<float>();
+  at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<uint16_t> buf(static_cast<size_t>(W));
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t t = row % T;
+      const uint16_t* xr = x + row * C;
+      uint16_t* yr = y + row * C;
+      for (int64_t j = 0; j < qk; j += W) {
+        const bool is_q = j < r.q_heads * W;
+        const uint16_t* in = xr + j;
+        if (x == y)
+          in = static_cast<uint16_t*>(
+              std::memcpy(buf.data(), in, sizeof(uint16_t) * static_cast<size_t>(W)));
+        vec::rope_row_bf16(in, (is_q ? cq : ck) + t * W, (is_q ? sq : sk) + t * W, yr + j, W,
+                           r.interleaved, backward);
+      }
+      if (x != y) std::memcpy(yr + qk, xr + qk, sizeof(uint16_t) * static_cast<size_t>(C - qk));
+    }
+  });
+}
+
+// Bf16BiasLinear with a HeadRotation: forward, the rotation in the pass after the bias; backward,
+// the gradient rotated back, then the matmuls and column sums of that.
+struct Bf16RotatedLinear : public torch::autograd::Function<Bf16RotatedLinear> {
+  static HeadRotation rotation(const std::vector<torch::Tensor>& tables, int64_t q_heads,
+                               int64_t k_heads, int64_t width, bool interleaved) {
+    return {tables[0], tables[1], tables[2], tables[3], q_heads, k_heads, width, interleaved};
+  }
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_BTI,
+                               const torch::Tensor& w_OI, const torch::Tensor& b_O,
+                               const torch::Tensor& cos_q, const torch::Tensor& sin_q,
+                               const torch::Tensor& cos_k, const torch::Tensor& sin_k,
+                               int64_t q_heads, int64_t k_heads, int64_t width, bool interleaved) {
+    RECORD_FUNCTION("ropelab::bf16_linear_rope", std::vector<c10::IValue>());
+    const int64_t T = x_BTI.size(1);
+    auto x_MI = x_BTI.reshape({-1, x_BTI.size(2)});
+    ctx->save_for_backward({x_MI, w_OI, cos_q, sin_q, cos_k, sin_k});
+    ctx->saved_data["shape"] = std::vector<int64_t>{q_heads, k_heads, width, T, interleaved};
+    auto y_MO = bias_forward_bf16(x_MI, w_OI, b_O);
+    uint16_t* y = util::bf16_bits(y_MO);
+    rotate_rows(y, y, y_MO.size(0), y_MO.size(1), T,
+                rotation({cos_q, sin_q, cos_k, sin_k}, q_heads, k_heads, width, interleaved),
+                false);
+    return y_MO.view({x_BTI.size(0), T, -1});
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const auto s = ctx->saved_data["shape"].toIntVector();
+    auto g = std::move(grad_out[0]).to(torch::kBFloat16).contiguous();
+    // Rotated back in place where nothing else holds the gradient (the split's backward made
+    // it): a pass over q and k only; else into a new tensor.
+    const bool own = g.use_count() == 1 && g.storage().use_count() == 1;
+    auto g_MO = g.view({-1, g.size(-1)});
+    auto r_MO = own ? g_MO : torch::empty_like(g_MO);
+    rotate_rows(util::bf16_bits(g_MO), util::bf16_bits(r_MO), g_MO.size(0), g_MO.size(1), s[3],
+                rotation({saved[2], saved[3], saved[4], saved[5]}, s[0], s[1], s[2], s[4] != 0),
+                true);
+    torch::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(0)) gx = at::mm(r_MO, saved[1]).view({-1, s[3], saved[1].size(1)});
+    if (ctx->needs_input_grad(1)) gw = at::mm(r_MO.t(), saved[0]);
+    if (ctx->needs_input_grad(2)) gb = column_sums_bf16(r_MO);
+    return {gx, gw, gb, {}, {}, {}, {}, {}, {}, {}, {}};
+  }
+};
+
 // Whether the bf16 bias layer applies: CPU autocast in bf16, float inputs on the CPU, 2-D
 // weight, a bias, and a CPU with the AVX-512 forms (elsewhere libtorch's addmm is as good).
 bool bf16_bias_path(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
@@ -185,6 +261,27 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch
                     (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
   auto y_MO = grad ? SgemmLinear::apply(x_MI, w_OI, b_O) : forward_2d(x_MI, w_OI, b_O);
   return y_MO.view(sizes);
+}
+
+bool fuses_rotation(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                    const HeadRotation& r) {
+  if (!bf16_bias_path(x, w, b) || x.dim() != 3 || r.width <= 0 || r.width % 2 != 0 ||
+      (r.q_heads + r.k_heads) * r.width > w.size(0))
+    return false;
+  auto table_ok = [&](const torch::Tensor& t) {
+    return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat32 &&
+           t.dim() == 2 && t.size(0) == x.size(1) && t.size(1) == r.width && t.is_contiguous() &&
+           !t.requires_grad();
+  };
+  return table_ok(r.cos_q) && table_ok(r.sin_q) && table_ok(r.cos_k) && table_ok(r.sin_k);
+}
+
+torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                             const HeadRotation& r) {
+  TORCH_CHECK(fuses_rotation(x, w, b, r), "linear_rotated: the bf16 path does not apply");
+  return Bf16RotatedLinear::apply(x.to(torch::kBFloat16).contiguous(),
+                                  w.to(torch::kBFloat16).contiguous(), b, r.cos_q, r.sin_q, r.cos_k,
+                                  r.sin_k, r.q_heads, r.k_heads, r.width, r.interleaved);
 }
 
 torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x) {

@@ -22,6 +22,25 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch
 // The same with a Linear module's weight and bias.
 torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x);
 
+// RoPE (RoFormer Eq. 34) on the q and k heads of a fused QKV projection's output [B, T, C]:
+// columns [0, q_heads W) are q's heads, the next k_heads W k's, the rest (v) left as they are.
+// Tables [T, W] float32, spread over the head's width with the sine's sign folded in
+// (model/position/rotary.cpp); row t of a sequence takes row t.
+struct HeadRotation {
+  torch::Tensor cos_q, sin_q, cos_k, sin_k;
+  int64_t q_heads = 0, k_heads = 0, width = 0;
+  bool interleaved = false;
+};
+// Whether linear_rotated applies: the bf16 path with a bias (above) and tables of x's length.
+bool fuses_rotation(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                    const HeadRotation& r);
+// linear(x, w, b) for x [B, T, in] with r applied to the output's q and k heads in the pass that
+// adds the bias (bit for bit linear() then the rotation of model/position/rotary.cpp; its
+// backward rotates the gradient back in the pass before the bias's column sums). One pass over
+// q and k fewer each way, and q and k stay views of the projection's output.
+torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                             const HeadRotation& r);
+
 // out [M, N] = a [M, K] @ b [K, N] for 2-D float32 CPU tensors, out with unit column stride:
 // oneDNN's sgemm where available (a and b read in place when either of their strides is 1, so
 // a transposed view costs no copy), else at::mm_out. No autograd (attention's per-head loop,

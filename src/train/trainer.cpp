@@ -380,10 +380,10 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
     std::vector<MetricsLogger::Note> notes = {
         {false, platform::blas_summary()},
         {false,
-         fmt::format("run {}: {} {} / {} positions / {} attention, {:.2f}M parameters, {} threads "
+         fmt::format("run {}: {} {} / {} positions / {} attention, {:.2f}M parameters, {} thread{} "
                      "({}), {}",
                      run_dir, task->name(), arch, position, kernel,
-                     static_cast<double>(n_params) / 1e6, threads,
+                     static_cast<double>(n_params) / 1e6, threads, threads == 1 ? "" : "s",
                      dist::choose_threads(c.run.threads).why, dev.str())}};
     if (std::holds_alternative<config::SinusoidalConfig>(c.model.position.opts) &&
         !c.model.scale_embeddings && c.model.init_std < 0.1)

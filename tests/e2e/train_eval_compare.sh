@@ -50,7 +50,7 @@ expect_in "model.d_model: 32 -> 64"
 # run's header says why (not the machine's core count).
 if command -v taskset >/dev/null; then
   expect_exit 0 taskset -c 0 "$ROPELAB" train tiny.yaml run.name=tiny-1cpu run.threads=0 train.max_steps=2
-  expect_in "1 threads (1 CPU of the affinity mask / 1 local rank)"
+  expect_in "1 thread (1 CPU of the affinity mask / 1 local rank)"
 else
   echo "SKIP taskset: util-linux's taskset is not installed"
 fi

@@ -449,6 +449,36 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
     }
     EXPECT_TRUE(ours[0].isfinite().all().item<bool>());
   }
+  {  // q, k and v as the heads of one fused projection's output [B, T, N W + N W + N H]: rows
+     // 2 N W + N H apart, gathered by each group; the gradient reaches the projection whole.
+    SCOPED_TRACE("views of a fused projection");
+    const int64_t B = 2, N = 3, T = 40, W = 8, H = 6;
+    torch::manual_seed(7);
+    auto qkv0 = torch::randn({B, T, N * (2 * W + H)}).to(torch::kBFloat16);
+    auto mask =
+        torch::zeros({1, 1, T, T}).masked_fill_(torch::ones({T, T}, torch::kBool).triu(1), -1e30);
+    auto w = torch::randn({B, T, N, H}).to(torch::kBFloat16).transpose(1, 2);
+    auto go = [&](bool fused) {
+      auto qkv = qkv0.clone().requires_grad_(true);
+      auto parts = qkv.split_with_sizes({N * W, N * W, N * H}, -1);
+      auto heads = [&](const torch::Tensor& t, int64_t D) {
+        return t.view({B, T, N, D}).transpose(1, 2);
+      };
+      auto q = heads(parts[0], W), k = heads(parts[1], W), v = heads(parts[2], H);
+      EXPECT_FALSE(q.is_contiguous());
+      auto y = fused
+                   ? model::bf16_attention(q, k, v, {}, mask, 0.25)
+                   : model::batched_matmul(
+                         model::masked_softmax(model::batched_matmul(q * 0.25, k.transpose(-2, -1)),
+                                               {}, mask, torch::kBFloat16),
+                         v);
+      auto g = torch::autograd::grad({y}, {qkv}, {w})[0];
+      return std::vector<torch::Tensor>{y, g};
+    };
+    auto ours = go(true), unfused = go(false);
+    EXPECT_TRUE(torch::equal(ours[0], unfused[0]));
+    EXPECT_TRUE(torch::equal(ours[1], unfused[1]));
+  }
   // Where it does not apply: float32, a learned bias, a mask that takes gradients, one query.
   auto q = torch::randn({1, 2, 3, 4}), qb = q.to(torch::kBFloat16);
   EXPECT_FALSE(model::uses_bf16_attention(q, q, q, {}, {}));
@@ -647,6 +677,92 @@ TEST(Fused, DenseLayerFoldsTheBiasIntoTheMatmul) {
   } else {
     EXPECT_TRUE(has("aten::addmm")) << "ops: " << ::testing::PrintToString(g_ops);
   }
+}
+
+// RoPE in the fused QKV projection's bias pass (model/linear.h's linear_rotated) = the projection
+// then the position module's rotate_q and rotate_k: under bf16 autocast, the attention's output
+// and the gradients of its input and of every parameter, bit for bit; both pairings. With grouped
+// keys and values (2 kv heads of 4) the output bit for bit, the gradients to bf16 rounding. The
+// reference is the same RoPE module without the hook.
+TEST(Fused, RotatedProjectionEqualsTheRotationAfterIt) {
+  if (!vec::bf16_simd()) GTEST_SKIP() << "the bf16 projection runs on CPUs with the AVX-512 forms";
+  struct NoHook : model::RotaryImpl {
+    using RotaryImpl::RotaryImpl;
+    std::optional<Rotation> rotation(const model::PosCache&, int64_t) const override { return {}; }
+  };
+  const int64_t B = 2, T = 19, D = 32, N = 4, H = 8;
+  for (auto pairing : {config::RopePairing::kInterleaved, config::RopePairing::kHalf})
+    for (int64_t kv : {0, 2}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "half " << (pairing == config::RopePairing::kHalf) << " kv heads " << kv);
+      config::RopeConfig rc;
+      rc.pairing = pairing;
+      const model::PositionDims dims{D, N, H, true, 1};
+      auto run = [&](model::PositionModuleImpl& pos) {
+        torch::manual_seed(3);
+        config::AttentionConfig a;
+        model::MultiHeadAttention attn(D, N, a, kv, config::LinearBias::kAll);
+        auto x = torch::randn({B, T, D}).requires_grad_(true);
+        auto w = torch::randn({B, T, D});
+        model::PosCache pc = pos.prepare(T, T, 0, 0, torch::kCPU);
+        model::AttnMask mask{{}, true, {}};
+        g_ops.clear();
+        auto handle = at::addGlobalCallback(at::RecordFunctionCallback(record_op));
+        torch::Tensor y;
+        {
+          device::Autocast ac(torch::kCPU, true);
+          y = attn->forward(x, x, mask.with_bias(T, T, 0, torch::kCPU), {&pos, &pc}, 0, nullptr);
+        }
+        at::removeCallback(handle);
+        const bool in_projection =
+            std::find(g_ops.begin(), g_ops.end(), "ropelab::bf16_linear_rope") != g_ops.end();
+        const bool after = std::find(g_ops.begin(), g_ops.end(), "ropelab::rope") != g_ops.end();
+        EXPECT_NE(in_projection, after) << ::testing::PrintToString(g_ops);
+        EXPECT_EQ(in_projection, pos.rotation(pc, H).has_value());
+        (y.to(torch::kFloat32) * w).sum().backward();
+        std::vector<torch::Tensor> out{y, x.grad()};
+        for (const auto& p : attn->parameters()) out.push_back(p.grad());
+        return out;
+      };
+      model::RotaryImpl fused(rc, dims);
+      NoHook plain(rc, dims);
+      auto pc = fused.prepare(T, T, 0, 0, torch::kCPU);
+      ASSERT_TRUE(fused.rotation(pc, H).has_value());
+      auto a = run(fused), b = run(plain);
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_TRUE(torch::equal(a[0], b[0]));  // the output
+      for (size_t i = 1; i < a.size(); ++i) {
+        // Grouped keys: the rotation's gradient is taken once for a kv head instead of once per
+        // query head before their sum, so the sum is rounded at another point: close in norm.
+        if (kv == 0)
+          EXPECT_TRUE(torch::equal(a[i], b[i])) << "tensor " << i;
+        else
+          EXPECT_TRUE(test::close_in_norm(a[i], b[i], 1e-2)) << "tensor " << i;
+      }
+    }
+  {  // A gradient that someone else holds is rotated back into a copy, never in place.
+    model::RotaryImpl rope(config::RopeConfig{}, {D, N, H, true, 1});
+    auto rot = *rope.rotation(rope.prepare(T, T, 0, 0, torch::kCPU), H);
+    const model::HeadRotation hr{rot.cos_qF, rot.sin_qF, rot.cos_kF, rot.sin_kF, N, N, H, false};
+    auto x = torch::randn({B, T, D}), w = torch::randn({3 * D, D}).requires_grad_(true);
+    auto b = torch::randn({3 * D});
+    torch::Tensor y;
+    {
+      device::Autocast ac(torch::kCPU, true);
+      ASSERT_TRUE(model::fuses_rotation(x, w, b, hr));
+      y = model::linear_rotated(x, w, b, hr);
+    }
+    auto go = torch::randn({B, T, 3 * D}).to(torch::kBFloat16), kept = go.clone();
+    y.backward(go);
+    EXPECT_TRUE(torch::equal(go, kept));
+  }
+  // Where the hook gives nothing: xPos scales, and a rotary_dim narrower than the head.
+  config::RopeConfig part;
+  part.rotary_dim = 4;
+  model::RotaryImpl partial(part, {D, N, H, true, 1});
+  model::RotaryImpl xpos(config::XposConfig{}, {D, N, H, true, 1});
+  EXPECT_FALSE(partial.rotation(partial.prepare(T, T, 0, 0, torch::kCPU), H).has_value());
+  EXPECT_FALSE(xpos.rotation(xpos.prepare(T, T, 0, 0, torch::kCPU), H).has_value());
 }
 
 // RoPE in one pass (model/position/rotary.cpp's FusedRope, taken for 4-D CPU inputs) against

@@ -31,6 +31,11 @@ torch::Tensor FoxImpl::rotate_k(const torch::Tensor& x, const PosCache& c) {
   return rope_ ? RotaryImpl::rotate_k(x, c) : x;
 }
 
+std::optional<PositionModuleImpl::Rotation> FoxImpl::rotation(const PosCache& c,
+                                                              int64_t width) const {
+  return rope_ ? RotaryImpl::rotation(c, width) : std::nullopt;
+}
+
 torch::Tensor FoxImpl::log_forget(const torch::Tensor& x_BTD, int64_t layer) {
   const auto* gate = gates[static_cast<size_t>(layer)]->as<torch::nn::Linear>();
   auto logit_BTN = model::linear(x_BTD, gate->weight, gate->bias);

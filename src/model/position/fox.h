@@ -25,6 +25,7 @@ class FoxImpl : public RotaryImpl {
   FoxImpl(const config::FoxConfig& c, const PositionDims& d);
   torch::Tensor rotate_q(const torch::Tensor& x, const PosCache& c) override;
   torch::Tensor rotate_k(const torch::Tensor& x, const PosCache& c) override;
+  std::optional<Rotation> rotation(const PosCache& c, int64_t width) const override;
   ScoreBias content_bias(const LayerContent& in, const PosCache& c) override;
   bool uses_content() const override { return true; }
   // log f_t [B, N, T] of layer `layer` for its input x_BTD.

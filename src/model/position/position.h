@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "model/score_bias.h"
 
@@ -94,6 +95,19 @@ class PositionModuleImpl : public torch::nn::Module {
   virtual torch::Tensor rotate_k(const torch::Tensor& x_BNSF, const PosCache& c) {
     (void)c;
     return x_BNSF;
+  }
+  // What rotate_q and rotate_k do to `width`-wide heads, as tables that a kernel may apply in a
+  // pass of its own (model/linear.h's rotated projection): given only where they are exactly
+  // x cos + swap(x) sin over the whole width; empty (the default) where the module does more,
+  // less, or nothing.
+  struct Rotation {
+    torch::Tensor cos_qF, sin_qF, cos_kF, sin_kF;  // PosCache::Tables' spread tables
+    bool interleaved = false;
+  };
+  virtual std::optional<Rotation> rotation(const PosCache& c, int64_t width) const {
+    (void)c;
+    (void)width;
+    return std::nullopt;
   }
   // Undefined when the module adds nothing to the scores.
   virtual ScoreBias score_bias(const PosCache& c) { return c.bias; }

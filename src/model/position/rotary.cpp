@@ -222,6 +222,13 @@ torch::Tensor RotaryImpl::rotate_k(const torch::Tensor& x, const PosCache& c) {
   return apply_scale(rotate_spread(x, t.cos_kF, t.sin_kF, interleaved_), t.scale_k, interleaved_);
 }
 
+std::optional<PositionModuleImpl::Rotation> RotaryImpl::rotation(const PosCache& c,
+                                                                 int64_t width) const {
+  const auto& t = tables(c, width);
+  if (xpos_ || t.cos_qF.size(-1) != width) return std::nullopt;
+  return Rotation{t.cos_qF, t.sin_qF, t.cos_kF, t.sin_kF, interleaved_};
+}
+
 PositionModule make_position(const config::RopeConfig& c, const PositionDims& d) {
   return PositionModule(std::shared_ptr<PositionModuleImpl>(std::make_shared<RotaryImpl>(c, d)));
 }

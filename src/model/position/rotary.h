@@ -31,6 +31,8 @@ class RotaryImpl : public PositionModuleImpl {
   RotaryImpl(const config::XposConfig& c, const PositionDims& d);
   torch::Tensor rotate_q(const torch::Tensor& x, const PosCache& c) override;
   torch::Tensor rotate_k(const torch::Tensor& x, const PosCache& c) override;
+  // The tables, where the whole width rotates and xPos scales nothing.
+  std::optional<Rotation> rotation(const PosCache& c, int64_t width) const override;
   bool acts_in_layer(int64_t layer) const override;
   bool depends_on_length() const override;
 
