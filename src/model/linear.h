@@ -10,7 +10,9 @@
 // broadcast copy slower than the add. Everywhere else (CUDA; a libtorch without oneDNN's
 // symbols; bf16 without a bias or without AVX-512) it is libtorch's torch::linear, the bias
 // inside the matmul. Each gives the values of torch::linear to float32 rounding, and in bf16
-// to one more bf16 rounding (tests/unit/fused_test.cpp).
+// to one more bf16 rounding (tests/unit/fused_test.cpp). The bf16 node also comes with RoPE
+// (RoFormer Eq. 34) applied in its bias pass, for the attention's fused QKV projection
+// (linear_rotated below).
 #pragma once
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>

@@ -711,7 +711,10 @@ TEST(Fused, RotatedProjectionEqualsTheRotationAfterIt) {
         torch::Tensor y;
         {
           device::Autocast ac(torch::kCPU, true);
-          y = attn->forward(x, x, mask.with_bias(T, T, 0, torch::kCPU), {&pos, &pc}, 0, nullptr);
+          model::PositionContext ctx;
+          ctx.module = &pos;
+          ctx.tables = &pc;
+          y = attn->forward(x, x, mask.with_bias(T, T, 0, torch::kCPU), ctx, 0, nullptr);
         }
         at::removeCallback(handle);
         const bool in_projection =

@@ -2,6 +2,7 @@
 //   - added to the input embeddings (sinusoidal, learned):     add_to_input
 //   - a bias on attention scores (T5, ALiBi):                  score_bias
 //   - a rotation of queries and keys (RoPE, xPos, PoPE):       rotate_q / rotate_k
+//     (plain RoPE also as tables, `rotation`, for a kernel that rotates in a pass of its own)
 //   - a score term computed from one layer's content (FoX, CoPE): content_bias
 // This base class is a concrete null object: every hook is the identity, so one attention
 // block serves every variant without if-chains. The stack owns one position module and calls
