@@ -1,19 +1,21 @@
-// softmax(q k^T + bias + mask) v (Vaswani et al. 2017, Eq. 1) on bf16 CPU tensors, a few heads
-// at a time, so that the probabilities never leave the cache.
+// softmax(q k^T + bias + mask) v (Vaswani et al. 2017, Eq. 1) on bf16 CPU tensors, one head
+// and 64 query rows at a time, so that the scores and probabilities never leave the cache.
 //
 // The unfused form (model/attention.cpp: a bmm, the masked softmax, a bmm) writes the [B, N, T,
 // S] scores, reads them, writes the probabilities, reads them; its backward writes and reads the
 // probabilities' gradient and the scores' gradient, each read twice by the gradients' bmms.
-// Here each group of heads of one batch element (as many as keep a group's bf16 scores within
-// about a core's L2) runs all of that in one thread's scratch: the forward writes only the
-// scores (the backward's input, as the unfused form keeps them) and the output; the backward
-// reads the scores back once and recomputes the probabilities in float32 from them and each
-// row's max and 1 / sum (FlashAttention's recomputation, Dao et al. 2022), bit for bit the
-// forward's. The matmuls are libtorch's bmm on each group (oneDNN in bf16), the rows
-// util/vec_bf16.h's softmax kernels: the same operations as the unfused form's bf16 path.
+// Here each block of query rows of one head runs all of that in one thread's scratch: the
+// forward writes only the scores (the backward's input, as the unfused form keeps them) and the
+// output; the backward reads the scores back once and recomputes the probabilities in float32
+// from them and each row's max and 1 / sum (FlashAttention's recomputation, Dao et al. 2022),
+// bit for bit the forward's. A block's matmuls stop at the last key that the mask lets any of
+// its rows see (FlashAttention's causal block skipping): with a causal mask, 256 queries in
+// blocks of 64 compute 10 of the 16 blocks of scores. The matmuls are oneDNN's bf16 gemm
+// (util/gemm.h: float32 accumulators, rounded to bf16 where the unfused form's bmm rounds), the
+// rows util/vec_bf16.h's softmax kernels: the same operations as the unfused form's bf16 path.
 //
 // q, k and v may be views with any strides but the last (the heads of the fused QKV projection):
-// each group gathers its heads' rows into its scratch, in cache; no whole copy is made.
+// the gemm reads their rows in place, and the gradients go out in the same layout.
 //
 // Legend: B batch, N heads, T queries, S keys, W q and k width, H v width.
 #pragma once
@@ -24,7 +26,8 @@ namespace ropelab::model {
 // Whether bf16_attention applies: q, k, v bf16 CPU tensors of 4 dims with the same batch and
 // heads and more than one query (a decoding step's single query keeps the unfused form, which
 // reads the cache through its strides), the bias and the mask (either undefined) float32 or
-// bf16 without gradients, and a CPU with util/vec_bf16.h's AVX-512 forms;
+// bf16 without gradients, a CPU with util/vec_bf16.h's AVX-512 forms and oneDNN's bf16 gemm
+// (util/gemm.h: a libtorch that links oneDNN as a shared library, as Debian's does);
 // ROPELAB_BF16_ATTENTION=off turns it off (the unfused form then runs: to compare the two).
 bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                          const torch::Tensor& bias, const torch::Tensor& mask);

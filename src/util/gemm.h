@@ -1,5 +1,6 @@
-// Row-major float32 GEMM, C[M, N] = op(A)[M, K] op(B)[K, N] + beta C, through oneDNN's
-// dnnl_sgemm where the process has it.
+// Row-major GEMM, C[M, N] = op(A)[M, K] op(B)[K, N] + beta C, through oneDNN's C API where the
+// process has it: dnnl_sgemm (float32) and dnnl_gemm_bf16bf16f32 (bf16 operands, float32
+// accumulators and C).
 //
 // Debian's libtorch links oneDNN as a shared library (libdnnl.so.2 on Debian 12, .so.3 on 13),
 // but sends float32 matmuls to the BLAS (OpenBLAS). On the model's shapes oneDNN's JIT sgemm is
@@ -25,6 +26,19 @@ bool fast_sgemm_available();
 // error.
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// Whether gemm_bf16() can run: oneDNN's dnnl_gemm_bf16bf16f32 was found. Its JIT kernels are the
+// ones libtorch's bf16 matmuls reach through oneDNN (vdpbf16ps where the CPU has AVX512_BF16);
+// on the attention's shapes (64-row blocks of 64-wide heads against up to 256 keys) they give
+// the bits of libtorch's bf16 bmm rounded from its float32 result.
+bool bf16_gemm_available();
+
+// C = op(A) op(B) + beta C with A and B bf16 (their bits, as util/vec_bf16.h's loops take them),
+// C float32; row-major, lda, ldb, ldc the row strides as stored. Throws when
+// !bf16_gemm_available() or oneDNN reports an error. The call takes no thread of its own inside
+// a parallel region (one head's block per call: model/bf16_attention.cpp).
+void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+               const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // "oneDNN sgemm" or "BLAS (libtorch)": what float32 matmuls of the model's dense layers run on.
 std::string fp32_gemm_name();

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <mutex>
 #include <vector>
 
 #include "compat/torch_compat.h"
@@ -23,6 +24,7 @@
 #include "tensor_helpers.h"
 #include "train/optim.h"
 #include "util/device.h"
+#include "util/float_rows.h"
 #include "util/gemm.h"
 #include "util/platform.h"
 #include "util/vec_bf16.h"
@@ -376,11 +378,12 @@ TEST(Fused, BatchedMatmulUnderBf16AutocastKeepsTheKeysLayout) {
 // bf16_attention = the unfused bf16 path (q scaled, batched_matmul, masked_softmax,
 // batched_matmul) and a float64 reference: values and the gradients of q, k and v; q, k, v
 // strided as the model's heads (views of [B, T, N, W]); a causal mask, a fixed bias with key
-// padding, q and k wider than v, S != T, a row that sees no key; groups of heads across batch
-// elements and, with long rows, one head a group (several groups a thread; at 1200 tokens a
-// scratch too large to keep between calls); the output in the
-// heads' merge's layout, its gradient taken from that layout. With a power-of-two
-// scale, bit for bit; with another, the scale meets the scores in float32 instead of q in bf16.
+// padding, q and k wider than v, S != T, a row that sees no key; one block of query rows and
+// several (the causal mask's blocks skipping their masked keys; a padded row that sees no key in
+// a later block); 1200 tokens (19 blocks); the output in the
+// heads' merge's layout, its gradient taken from that layout. Within bf16 rounding of the
+// unfused path: oneDNN's gemm may sum in another order than libtorch's bmm, and dk and dv are
+// the sums of the blocks' parts (the unfused values themselves are a bf16 rounding of float64).
 TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
   if (!vec::bf16_simd()) GTEST_SKIP() << "bf16_attention runs on CPUs with the AVX-512 forms";
   struct Case {
@@ -391,9 +394,11 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
   for (const Case c :
        {Case{2, 3, 17, 17, 8, 8, true, 0.125}, Case{3, 2, 9, 21, 12, 6, false, 0.5},
         Case{2, 2, 9, 21, 12, 6, false, 1 / std::sqrt(6.0)}, Case{1, 3, 520, 520, 8, 8, true, 0.25},
-        Case{1, 1, 1200, 1200, 8, 8, true, 0.25}}) {
+        Case{2, 2, 130, 150, 12, 6, false, 0.5}, Case{1, 1, 1200, 1200, 8, 8, true, 0.25}}) {
     SCOPED_TRACE(::testing::Message() << "B " << c.B << " N " << c.N << " T " << c.T << " S " << c.S
                                       << " scale " << c.scale);
+    // The scale meets q in bf16 in the unfused path, the scores in float32 here: bit for bit the
+    // same where it is a power of two, else another rounding of q.
     const bool power_of_two = std::exp2(std::round(std::log2(c.scale))) == c.scale;
     torch::manual_seed(c.T);
     auto bf16_heads = [](int64_t B, int64_t L, int64_t N, int64_t D) {  // [B, N, L, D], strided
@@ -410,6 +415,7 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
       mask =
           torch::zeros({c.B, 1, c.T, c.S}).masked_fill_(torch::rand({c.B, 1, 1, c.S}) < 0.3, -1e30);
       mask.select(0, 1).select(1, 2).fill_(-1e30);  // batch 1, query 2 sees no key
+      if (c.T > 100) mask.select(0, 1).select(1, 100).fill_(-1e30);  // nor query 100
     }
     // The output's gradient as the heads' merge gives it: [B, N, T, H] in [B, T, N, H] memory.
     auto w = torch::randn({c.B, c.T, c.N, c.H}).to(torch::kBFloat16).transpose(1, 2);
@@ -439,34 +445,34 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
     auto ours = go(0), unfused = go(1), exact = go(2);
     for (size_t i = 0; i < ours.size(); ++i) {
       SCOPED_TRACE(::testing::Message() << "output " << i << " (0: y, then dq, dk, dv)");
-      if (power_of_two) {
-        EXPECT_TRUE(torch::equal(ours[i], unfused[i]));
-      } else {
-        EXPECT_TRUE(test::close_in_norm(ours[i], unfused[i], 1e-2));
-      }
+      EXPECT_TRUE(test::close_in_norm(ours[i], unfused[i], power_of_two ? 1e-3 : 1e-2))
+          << "relative distance "
+          << ((ours[i] - unfused[i]).norm() / unfused[i].norm()).item<double>();
       // bf16 operands, scores and probabilities: within a few bf16 steps of float64, in norm.
       EXPECT_TRUE(test::close_in_norm(ours[i], exact[i], 2e-2));
     }
     EXPECT_TRUE(ours[0].isfinite().all().item<bool>());
   }
   {  // q, k and v as the heads of one fused projection's output [B, T, N W + N W + N H]: rows
-     // 2 N W + N H apart, gathered by each group; the gradient reaches the projection whole.
+     // 2 N W + N H apart, read in place; the gradient reaches the projection whole. The same
+     // bits as with contiguous copies of the heads (the gemm reads the same values).
     SCOPED_TRACE("views of a fused projection");
-    const int64_t B = 2, N = 3, T = 40, W = 8, H = 6;
+    const int64_t B = 2, N = 3, T = 90, W = 8, H = 6;
     torch::manual_seed(7);
     auto qkv0 = torch::randn({B, T, N * (2 * W + H)}).to(torch::kBFloat16);
     auto mask =
         torch::zeros({1, 1, T, T}).masked_fill_(torch::ones({T, T}, torch::kBool).triu(1), -1e30);
     auto w = torch::randn({B, T, N, H}).to(torch::kBFloat16).transpose(1, 2);
-    auto go = [&](bool fused) {
+    auto go = [&](int form) {  // 0: the views, 1: contiguous copies, 2: the unfused path
       auto qkv = qkv0.clone().requires_grad_(true);
       auto parts = qkv.split_with_sizes({N * W, N * W, N * H}, -1);
       auto heads = [&](const torch::Tensor& t, int64_t D) {
-        return t.view({B, T, N, D}).transpose(1, 2);
+        auto h = t.view({B, T, N, D}).transpose(1, 2);
+        return form == 1 ? h.contiguous() : h;
       };
       auto q = heads(parts[0], W), k = heads(parts[1], W), v = heads(parts[2], H);
-      EXPECT_FALSE(q.is_contiguous());
-      auto y = fused
+      EXPECT_EQ(q.is_contiguous(), form == 1);
+      auto y = form < 2
                    ? model::bf16_attention(q, k, v, {}, mask, 0.25)
                    : model::batched_matmul(
                          model::masked_softmax(model::batched_matmul(q * 0.25, k.transpose(-2, -1)),
@@ -475,9 +481,13 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
       auto g = torch::autograd::grad({y}, {qkv}, {w})[0];
       return std::vector<torch::Tensor>{y, g};
     };
-    auto ours = go(true), unfused = go(false);
-    EXPECT_TRUE(torch::equal(ours[0], unfused[0]));
-    EXPECT_TRUE(torch::equal(ours[1], unfused[1]));
+    auto views = go(0), copies = go(1), unfused = go(2);
+    for (size_t i = 0; i < views.size(); ++i) {
+      EXPECT_TRUE(torch::equal(views[i], copies[i])) << "tensor " << i;
+      EXPECT_TRUE(test::close_in_norm(views[i].to(torch::kFloat32),
+                                      unfused[i].to(torch::kFloat32), 5e-3))
+          << "tensor " << i;
+    }
   }
   // Where it does not apply: float32, a learned bias, a mask that takes gradients, one query.
   auto q = torch::randn({1, 2, 3, 4}), qb = q.to(torch::kBFloat16);
@@ -512,6 +522,31 @@ TEST(Fused, SgemmMatchesMatmul) {
         EXPECT_TRUE(test::close(c.narrow(1, 0, N), beta == 0 ? want : want + 0.5))
             << "ta " << ta << " tb " << tb << " beta " << beta;
         // The padding columns are left alone.
+        EXPECT_TRUE(torch::equal(c.narrow(1, N, pad), torch::full({M, pad}, 0.5F)));
+      }
+    }
+}
+
+// util::gemm_bf16 likewise: bf16 operands, float32 C; against the float64 product of the same
+// bf16 values (float32 sums of exact bf16 products: within float32 rounding).
+TEST(Fused, GemmBf16MatchesMatmul) {
+  if (!util::bf16_gemm_available()) GTEST_SKIP() << "this libtorch has no oneDNN bf16 gemm symbol";
+  const int64_t M = 13, N = 9, K = 21, pad = 3;
+  auto bf16 = [](std::vector<int64_t> sizes) { return torch::randn(sizes).to(torch::kBFloat16); };
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      auto a = bf16(ta ? std::vector<int64_t>{K, M + pad} : std::vector<int64_t>{M, K + pad});
+      auto b = bf16(tb ? std::vector<int64_t>{N, K + pad} : std::vector<int64_t>{K, N + pad});
+      auto A = ta ? a.narrow(1, 0, M).t() : a.narrow(1, 0, K);  // [M, K]
+      auto B = tb ? b.narrow(1, 0, K).t() : b.narrow(1, 0, N);  // [K, N]
+      auto want = torch::matmul(A.to(torch::kFloat64), B.to(torch::kFloat64));
+      for (float beta : {0.0F, 1.0F}) {
+        auto c = torch::full({M, N + pad}, 0.5F);
+        util::gemm_bf16(ta, tb, M, N, K, util::bf16_bits(a), a.size(1), util::bf16_bits(b),
+                        b.size(1), beta, c.data_ptr<float>(), c.size(1));
+        EXPECT_TRUE(test::close(c.narrow(1, 0, N).to(torch::kFloat64),
+                                beta == 0 ? want : want + 0.5, 1e-5, 1e-5))
+            << "ta " << ta << " tb " << tb << " beta " << beta;
         EXPECT_TRUE(torch::equal(c.narrow(1, N, pad), torch::full({M, pad}, 0.5F)));
       }
     }
@@ -646,9 +681,12 @@ TEST(Fused, LayerNormForTheMatmulUnderBf16Autocast) {
   EXPECT_TRUE(test::close(plain, norm(x0), 0, 0));
 }
 
-// The ops a dense layer runs, as libtorch's RecordFunction sees them.
+// The ops a dense layer runs, as libtorch's RecordFunction sees them (on every thread: the
+// kernels' workers record their gemm calls too, hence the lock).
 std::vector<std::string> g_ops;
+std::mutex g_ops_lock;
 std::unique_ptr<at::ObserverContext> record_op(const at::RecordFunction& fn) {
+  const std::lock_guard<std::mutex> hold(g_ops_lock);
   g_ops.emplace_back(fn.name());
   return nullptr;
 }
