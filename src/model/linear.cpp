@@ -93,12 +93,14 @@ struct SgemmLinear : public torch::autograd::Function<SgemmLinear> {
 };
 
 // y [M, out] = x [M, in] w^T + b in bf16 under CPU autocast: the matmul in bf16 (oneDNN), then
-// the float32 bias added in place with one rounding to bf16 (util/vec_bf16.h). libtorch's addmm
-// would first copy the bias into every row of the output, a broadcast copy that took longer than
-// the add (about 10 ms of the LM bench's 360 ms bf16 step on 2 cores, BENCHMARKS.md).
+// the float32 bias (none where it is empty) added in place with one rounding to bf16
+// (util/vec_bf16.h). libtorch's addmm would first copy the bias into every row of the output, a
+// broadcast copy that took longer than the add (about 10 ms of the LM bench's 360 ms bf16 step
+// on 2 cores, BENCHMARKS.md).
 torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
                                 const torch::Tensor& b_O) {
   auto y_MO = at::mm(x_MI, w_OI.t());
+  if (b_O.numel() == 0) return y_MO;
   auto b = b_O.to(torch::kFloat32).contiguous();
   const int64_t O = y_MO.size(1);
   uint16_t* y = util::bf16_bits(y_MO);
@@ -122,24 +124,59 @@ torch::Tensor column_sums_bf16(const torch::Tensor& g_MO) {
   return sum_O;
 }
 
-// The dense layer with a bias under bf16 CPU autocast. Inputs: x [M, in] and w [out, in] in
-// bf16 (contiguous), b [out] in float32; the bias's gradient comes back in float32.
-struct Bf16BiasLinear : public torch::autograd::Function<Bf16BiasLinear> {
+// dW = dY^T X for x [M, in] and dY [M, out] in bf16 (contiguous). For a float32 weight (the
+// parameter itself, not a bf16 copy) oneDNN's bf16 gemm writes it in float32: the sums are
+// never rounded to bf16 and no cast follows (on the LM bench's shapes also faster than the bf16
+// mm with its cast: the logits' 26.9 against 22.7 ms, BENCHMARKS.md). Else libtorch's bf16 mm
+// (autograd casts it to the weight's dtype).
+torch::Tensor weight_grad_bf16(const torch::Tensor& g_MO, const torch::Tensor& x_MI,
+                               bool float_weight) {
+  const int64_t M = g_MO.size(0), O = g_MO.size(1), I = x_MI.size(1);
+  if (!float_weight || !util::bf16_gemm_available()) return at::mm(g_MO.t(), x_MI);
+  auto gw_OI = torch::empty({O, I}, g_MO.options().dtype(torch::kFloat32));
+  util::gemm_bf16(true, false, O, I, M, util::bf16_bits(g_MO), O, util::bf16_bits(x_MI), I, 0.0F,
+                  gw_OI.data_ptr<float>(), I);
+  return gw_OI;
+}
+
+// The gradients of x, w and b from dY [M, out] (bf16, contiguous), as the bf16 nodes' inputs
+// need them: dX = dY W in bf16, dW as weight_grad_bf16, db = dY's column sums in float32.
+// `saved`: x [M, in] and the bf16 weight the forward used.
+variable_list linear_grads_bf16(AutogradContext* ctx, const torch::Tensor& g_MO,
+                                const torch::Tensor& x_MI, const torch::Tensor& w_OI) {
+  torch::Tensor gx, gw, gb;
+  if (ctx->needs_input_grad(0)) gx = at::mm(g_MO, w_OI);  // dX = dY W
+  if (ctx->needs_input_grad(1))
+    gw = weight_grad_bf16(g_MO, x_MI, ctx->saved_data["float_weight"].toBool());
+  if (ctx->needs_input_grad(2) && ctx->saved_data["bias"].toBool())
+    gb = column_sums_bf16(g_MO);  // db = 1^T dY
+  return {gx, gw, gb};
+}
+
+// The forward's common part: w in bf16 (cast here from a float32 weight, whose gradient then
+// comes back in float32), x and that weight saved, whether there is a bias noted.
+torch::Tensor bf16_weight(AutogradContext* ctx, const torch::Tensor& w_OI, const torch::Tensor& b_O) {
+  ctx->saved_data["float_weight"] = w_OI.scalar_type() == torch::kFloat32;
+  ctx->saved_data["bias"] = b_O.numel() > 0;
+  return w_OI.to(torch::kBFloat16).contiguous();
+}
+
+// The dense layer under bf16 CPU autocast. Inputs: x [M, in] in bf16 (contiguous), w [out, in]
+// in float32 (the parameter: its gradient comes back in float32) or bf16, b [out] in float32 or
+// empty (none); the bias's gradient comes back in float32.
+struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_MI,
                                const torch::Tensor& w_OI, const torch::Tensor& b_O) {
     RECORD_FUNCTION("ropelab::bf16_linear", std::vector<c10::IValue>());
-    ctx->save_for_backward({x_MI, w_OI});
-    return bias_forward_bf16(x_MI, w_OI, b_O);
+    auto w16_OI = bf16_weight(ctx, w_OI, b_O);
+    ctx->save_for_backward({x_MI, w16_OI});
+    return bias_forward_bf16(x_MI, w16_OI, b_O);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
-    auto g_MO = grad_out[0].to(torch::kBFloat16).contiguous();
-    torch::Tensor gx, gw, gb;
-    if (ctx->needs_input_grad(0)) gx = at::mm(g_MO, saved[1]);      // dX = dY W
-    if (ctx->needs_input_grad(1)) gw = at::mm(g_MO.t(), saved[0]);  // dW = dY^T X
-    if (ctx->needs_input_grad(2)) gb = column_sums_bf16(g_MO);      // db = 1^T dY
-    return {gx, gw, gb};
+    return linear_grads_bf16(ctx, grad_out[0].to(torch::kBFloat16).contiguous(), saved[0],
+                             saved[1]);
   }
 };
 
@@ -171,7 +208,7 @@ void rotate_rows(const uint16_t* x, uint16_t* y, int64_t M, int64_t C, int64_t T
   });
 }
 
-// Bf16BiasLinear with a HeadRotation: forward, the rotation in the pass after the bias; backward,
+// Bf16Linear with a HeadRotation: forward, the rotation in the pass after the bias; backward,
 // the gradient rotated back, then the matmuls and column sums of that.
 struct Bf16RotatedLinear : public torch::autograd::Function<Bf16RotatedLinear> {
   static HeadRotation rotation(const std::vector<torch::Tensor>& tables, int64_t q_heads,
@@ -186,9 +223,10 @@ struct Bf16RotatedLinear : public torch::autograd::Function<Bf16RotatedLinear> {
     RECORD_FUNCTION("ropelab::bf16_linear_rope", std::vector<c10::IValue>());
     const int64_t T = x_BTI.size(1);
     auto x_MI = x_BTI.reshape({-1, x_BTI.size(2)});
-    ctx->save_for_backward({x_MI, w_OI, cos_q, sin_q, cos_k, sin_k});
+    auto w16_OI = bf16_weight(ctx, w_OI, b_O);
+    ctx->save_for_backward({x_MI, w16_OI, cos_q, sin_q, cos_k, sin_k});
     ctx->saved_data["shape"] = std::vector<int64_t>{q_heads, k_heads, width, T, interleaved};
-    auto y_MO = bias_forward_bf16(x_MI, w_OI, b_O);
+    auto y_MO = bias_forward_bf16(x_MI, w16_OI, b_O);
     uint16_t* y = util::bf16_bits(y_MO);
     rotate_rows(y, y, y_MO.size(0), y_MO.size(1), T,
                 rotation({cos_q, sin_q, cos_k, sin_k}, q_heads, k_heads, width, interleaved),
@@ -208,25 +246,29 @@ struct Bf16RotatedLinear : public torch::autograd::Function<Bf16RotatedLinear> {
     rotate_rows(util::bf16_bits(g_MO), util::bf16_bits(r_MO), g_MO.size(0), g_MO.size(1), s[3],
                 rotation({saved[2], saved[3], saved[4], saved[5]}, s[0], s[1], s[2], s[4] != 0),
                 true);
-    torch::Tensor gx, gw, gb;
-    if (ctx->needs_input_grad(0)) gx = at::mm(r_MO, saved[1]).view({-1, s[3], saved[1].size(1)});
-    if (ctx->needs_input_grad(1)) gw = at::mm(r_MO.t(), saved[0]);
-    if (ctx->needs_input_grad(2)) gb = column_sums_bf16(r_MO);
-    return {gx, gw, gb, {}, {}, {}, {}, {}, {}, {}, {}};
+    auto g3 = linear_grads_bf16(ctx, r_MO, saved[0], saved[1]);
+    if (g3[0].defined()) g3[0] = g3[0].view({-1, s[3], saved[1].size(1)});
+    return {g3[0], g3[1], g3[2], {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
 
-// Whether the bf16 bias layer applies: CPU autocast in bf16, float inputs on the CPU, 2-D
-// weight, a bias, and a CPU with the AVX-512 forms (elsewhere libtorch's addmm is as good).
-bool bf16_bias_path(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+// Whether the bf16 layer applies: CPU autocast in bf16, float inputs on the CPU, a 2-D weight, a
+// 1-D bias or none, and a CPU with the AVX-512 forms (elsewhere libtorch's addmm is as good).
+bool bf16_path(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   auto cpu_float = [](const torch::Tensor& t) {
     return t.device().is_cpu() &&
            (t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kBFloat16);
   };
-  return b.defined() && compat::autocast_enabled(c10::DeviceType::CPU) &&
+  return compat::autocast_enabled(c10::DeviceType::CPU) &&
          compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 && vec::bf16_simd() &&
-         cpu_float(x) && cpu_float(w) && cpu_float(b) && w.dim() == 2 && b.dim() == 1 &&
-         x.dim() >= 1 && x.size(-1) == w.size(1) && b.size(0) == w.size(0) && x.numel() > 0;
+         cpu_float(x) && cpu_float(w) && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) &&
+         x.numel() > 0 &&
+         (!b.defined() || (cpu_float(b) && b.dim() == 1 && b.size(0) == w.size(0)));
+}
+
+// A custom autograd function takes no undefined tensor: an empty one stands for "no bias".
+torch::Tensor none_if_undefined(const torch::Tensor& b, const torch::Tensor& w) {
+  return b.defined() ? b : torch::empty({0}, w.options().dtype(torch::kFloat32));
 }
 
 bool fast_path(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
@@ -248,9 +290,9 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch
   // a 96 ms lm-large step on an H200.
   auto sizes = x.sizes().vec();
   sizes.back() = w.size(0);
-  if (bf16_bias_path(x, w, b)) {
+  if (bf16_path(x, w, b)) {
     auto x_MI = x.reshape({-1, x.size(-1)}).to(torch::kBFloat16).contiguous();
-    auto y_MO = Bf16BiasLinear::apply(x_MI, w.to(torch::kBFloat16).contiguous(), b);
+    auto y_MO = Bf16Linear::apply(x_MI, w.contiguous(), none_if_undefined(b, w));
     return y_MO.view(sizes);
   }
   if (!fast_path(x, w, b)) return torch::linear(x, w, b);
@@ -265,7 +307,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch
 
 bool fuses_rotation(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                     const HeadRotation& r) {
-  if (!bf16_bias_path(x, w, b) || x.dim() != 3 || r.width <= 0 || r.width % 2 != 0 ||
+  if (!bf16_path(x, w, b) || x.dim() != 3 || r.width <= 0 || r.width % 2 != 0 ||
       (r.q_heads + r.k_heads) * r.width > w.size(0))
     return false;
   auto table_ok = [&](const torch::Tensor& t) {
@@ -279,8 +321,8 @@ bool fuses_rotation(const torch::Tensor& x, const torch::Tensor& w, const torch:
 torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                              const HeadRotation& r) {
   TORCH_CHECK(fuses_rotation(x, w, b, r), "linear_rotated: the bf16 path does not apply");
-  return Bf16RotatedLinear::apply(x.to(torch::kBFloat16).contiguous(),
-                                  w.to(torch::kBFloat16).contiguous(), b, r.cos_q, r.sin_q, r.cos_k,
+  return Bf16RotatedLinear::apply(x.to(torch::kBFloat16).contiguous(), w.contiguous(),
+                                  none_if_undefined(b, w), r.cos_q, r.sin_q, r.cos_k,
                                   r.sin_k, r.q_heads, r.k_heads, r.width, r.interleaved);
 }
 

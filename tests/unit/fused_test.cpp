@@ -606,37 +606,48 @@ TEST(Fused, DenseLayerMatchesLibtorchLinear) {
   EXPECT_TRUE(torch::equal(out.narrow(1, 7, 2), torch::zeros({6, 2})));
 }
 
-// Under bf16 autocast: the output in bf16, within one bf16 rounding of libtorch's linear (which
-// rounds once, where ours rounds the product and then the sum with the bias on AVX-512 CPUs),
-// and the three gradients in their parameters' dtypes, within bf16's precision; the bias's
-// gradient is the float32 sum of dY's bf16 columns.
+// Under bf16 autocast, with a bias and without (the LM head): the output in bf16, within one
+// bf16 rounding of libtorch's linear (which rounds once, where ours rounds the product and then
+// the sum with the bias on AVX-512 CPUs), and the three gradients in their parameters' dtypes,
+// within bf16's precision. On AVX-512 CPUs the bias's gradient is the float32 sum of dY's bf16
+// columns, and the weight's (with oneDNN's bf16 gemm) the float32 sums of the bf16 products
+// dY^T X, never rounded to bf16 (libtorch's is).
 TEST(Fused, DenseLayerUnderBf16Autocast) {
   auto x0 = torch::randn({3, 37, 70}), w0 = torch::randn({45, 70}), b0 = torch::randn({45});
   auto g = torch::randn({3, 37, 45});
-  auto run = [&](bool ours) {
-    auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
-    auto b = b0.clone().requires_grad_(true);
-    torch::Tensor y;
-    {
-      device::Autocast ac(torch::kCPU, true);
-      y = ours ? model::linear(x, w, b) : torch::linear(x, w, b);
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "bias " << bias);
+    auto run = [&](bool ours) {
+      auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+      auto b = bias ? b0.clone().requires_grad_(true) : torch::Tensor();
+      torch::Tensor y;
+      {
+        device::Autocast ac(torch::kCPU, true);
+        y = ours ? model::linear(x, w, b) : torch::linear(x, w, b);
+      }
+      (y.to(torch::kFloat32) * g).sum().backward();
+      return std::make_tuple(y.detach(), x.grad(), w.grad(), bias ? b.grad() : torch::Tensor());
+    };
+    auto [y1, gx1, gw1, gb1] = run(true);
+    auto [y0, gx0, gw0, gb0] = run(false);
+    EXPECT_EQ(y1.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(test::close(y1.to(torch::kFloat32), y0.to(torch::kFloat32), 1.0 / 128, 0.05));
+    EXPECT_EQ(gw1.scalar_type(), torch::kFloat32);
+    EXPECT_TRUE(test::close(gx1, gx0, 1.0 / 64, 0.05));
+    EXPECT_TRUE(test::close(gw1, gw0, 1.0 / 64, 0.1));
+    auto g16 = g.to(torch::kBFloat16).to(torch::kFloat64).reshape({-1, 45});
+    auto x16 = x0.to(torch::kBFloat16).to(torch::kFloat64).reshape({-1, 70});
+    if (vec::bf16_simd() && util::bf16_gemm_available()) {
+      EXPECT_TRUE(test::close(gw1.to(torch::kFloat64), g16.t().matmul(x16), 1e-6, 1e-5));
+      EXPECT_FALSE(torch::equal(gw1, gw0));  // libtorch's, rounded to bf16 first
     }
-    (y.to(torch::kFloat32) * g).sum().backward();
-    return std::make_tuple(y.detach(), x.grad(), w.grad(), b.grad());
-  };
-  auto [y1, gx1, gw1, gb1] = run(true);
-  auto [y0, gx0, gw0, gb0] = run(false);
-  EXPECT_EQ(y1.scalar_type(), torch::kBFloat16);
-  EXPECT_TRUE(test::close(y1.to(torch::kFloat32), y0.to(torch::kFloat32), 1.0 / 128, 0.05));
-  EXPECT_EQ(gw1.scalar_type(), torch::kFloat32);
-  EXPECT_EQ(gb1.scalar_type(), torch::kFloat32);
-  EXPECT_TRUE(test::close(gx1, gx0, 1.0 / 64, 0.05));
-  EXPECT_TRUE(test::close(gw1, gw0, 1.0 / 64, 0.1));
-  EXPECT_TRUE(test::close(gb1, gb0, 1.0 / 64, 0.1));
-  // The bias's gradient: the exact column sums of dY as bf16 (every term is representable).
-  auto g16 = g.to(torch::kBFloat16).to(torch::kFloat32).reshape({-1, 45});
-  if (vec::bf16_simd()) {
-    EXPECT_TRUE(test::close(gb1, g16.sum(0), 1e-6, 1e-5));
+    if (!bias) continue;
+    EXPECT_EQ(gb1.scalar_type(), torch::kFloat32);
+    EXPECT_TRUE(test::close(gb1, gb0, 1.0 / 64, 0.1));
+    // The bias's gradient: the exact column sums of dY as bf16 (every term is representable).
+    if (vec::bf16_simd()) {
+      EXPECT_TRUE(test::close(gb1.to(torch::kFloat64), g16.sum(0), 1e-6, 1e-5));
+    }
   }
 }
 
