@@ -118,10 +118,9 @@ torch::Tensor grad_like(const torch::Tensor& t) {
 }
 
 struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q,
-                               const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& bias, const torch::Tensor& mask,
-                               double scale_d) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& bias,
+                               const torch::Tensor& mask, double scale_d) {
     RECORD_FUNCTION("ropelab::bf16_attention", std::vector<c10::IValue>());
     const auto scale = static_cast<float>(scale_d);
     const Shape sh(q, k, v);
@@ -149,8 +148,8 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
         for (int64_t i = 0; i < rows; ++i) {  // P = softmax(S scale + bias + mask)
           const int64_t t = t0 + i, r = h * sh.T + t;
           vec::softmax_row_bf16(s + i * sh.S, br.row(b, n, t, zeros.data()),
-                                mr.row(b, n, t, zeros.data()), x.p + i * se, se, x.tmp,
-                                st + 2 * r, st + 2 * r + 1, scale);
+                                mr.row(b, n, t, zeros.data()), x.p + i * se, se, x.tmp, st + 2 * r,
+                                st + 2 * r + 1, scale);
         }
         // O = P v
         util::gemm_bf16(false, false, rows, sh.H, se, x.p, se, vr.head(h), vr.ld, 0.0F, x.out,
@@ -232,11 +231,11 @@ bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const t
     return t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && t.dim() == 4 &&
            t.stride(3) == 1;
   };
-  return !turned_off() && vec::bf16_simd() && util::bf16_gemm_available() && bf16_cpu(q) && bf16_cpu(k) && bf16_cpu(v) &&
-         k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) &&
-         v.size(1) == q.size(1) && k.size(3) == q.size(3) && v.size(2) == k.size(2) &&
-         q.size(2) > 1 && q.numel() > 0 && k.numel() > 0 && no_grad_float(bias) &&
-         no_grad_float(mask);
+  return !turned_off() && vec::bf16_simd() && util::bf16_gemm_available() && bf16_cpu(q) &&
+         bf16_cpu(k) && bf16_cpu(v) && k.size(0) == q.size(0) && v.size(0) == q.size(0) &&
+         k.size(1) == q.size(1) && v.size(1) == q.size(1) && k.size(3) == q.size(3) &&
+         v.size(2) == k.size(2) && q.size(2) > 1 && q.numel() > 0 && k.numel() > 0 &&
+         no_grad_float(bias) && no_grad_float(mask);
 }
 
 torch::Tensor bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -155,7 +155,8 @@ variable_list linear_grads_bf16(AutogradContext* ctx, const torch::Tensor& g_MO,
 
 // The forward's common part: w in bf16 (cast here from a float32 weight, whose gradient then
 // comes back in float32), x and that weight saved, whether there is a bias noted.
-torch::Tensor bf16_weight(AutogradContext* ctx, const torch::Tensor& w_OI, const torch::Tensor& b_O) {
+torch::Tensor bf16_weight(AutogradContext* ctx, const torch::Tensor& w_OI,
+                          const torch::Tensor& b_O) {
   ctx->saved_data["float_weight"] = w_OI.scalar_type() == torch::kFloat32;
   ctx->saved_data["bias"] = b_O.numel() > 0;
   return w_OI.to(torch::kBFloat16).contiguous();
@@ -322,8 +323,8 @@ torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, con
                              const HeadRotation& r) {
   TORCH_CHECK(fuses_rotation(x, w, b, r), "linear_rotated: the bf16 path does not apply");
   return Bf16RotatedLinear::apply(x.to(torch::kBFloat16).contiguous(), w.contiguous(),
-                                  none_if_undefined(b, w), r.cos_q, r.sin_q, r.cos_k,
-                                  r.sin_k, r.q_heads, r.k_heads, r.width, r.interleaved);
+                                  none_if_undefined(b, w), r.cos_q, r.sin_q, r.cos_k, r.sin_k,
+                                  r.q_heads, r.k_heads, r.width, r.interleaved);
 }
 
 torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x) {

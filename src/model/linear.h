@@ -39,9 +39,10 @@ struct HeadRotation {
 bool fuses_rotation(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                     const HeadRotation& r);
 // linear(x, w, b) for x [B, T, in] with r applied to the output's q and k heads in the pass after
-// the matmul, which also adds the bias if there is one (bit for bit linear() then the rotation of model/position/rotary.cpp; its
-// backward rotates the gradient back in the pass before the bias's column sums). One pass over
-// q and k fewer each way, and q and k stay views of the projection's output.
+// the matmul, which also adds the bias if there is one (bit for bit linear() then the rotation of
+// model/position/rotary.cpp; its backward rotates the gradient back in the pass before the bias's
+// column sums). One pass over q and k fewer each way, and q and k stay views of the projection's
+// output.
 torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                              const HeadRotation& r);
 

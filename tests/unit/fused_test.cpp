@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
-#include <string>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "compat/torch_compat.h"
@@ -414,7 +414,7 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
       bias = torch::randn({1, c.N, c.T, c.S});
       mask =
           torch::zeros({c.B, 1, c.T, c.S}).masked_fill_(torch::rand({c.B, 1, 1, c.S}) < 0.3, -1e30);
-      mask.select(0, 1).select(1, 2).fill_(-1e30);  // batch 1, query 2 sees no key
+      mask.select(0, 1).select(1, 2).fill_(-1e30);                   // batch 1, query 2 sees no key
       if (c.T > 100) mask.select(0, 1).select(1, 100).fill_(-1e30);  // nor query 100
     }
     // The output's gradient as the heads' merge gives it: [B, N, T, H] in [B, T, N, H] memory.
@@ -484,8 +484,8 @@ TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
     auto views = go(0), copies = go(1), unfused = go(2);
     for (size_t i = 0; i < views.size(); ++i) {
       EXPECT_TRUE(torch::equal(views[i], copies[i])) << "tensor " << i;
-      EXPECT_TRUE(test::close_in_norm(views[i].to(torch::kFloat32),
-                                      unfused[i].to(torch::kFloat32), 5e-3))
+      EXPECT_TRUE(
+          test::close_in_norm(views[i].to(torch::kFloat32), unfused[i].to(torch::kFloat32), 5e-3))
           << "tensor " << i;
     }
   }
