@@ -384,7 +384,7 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
   torch::Tensor mask_bias = mask.bias_B1TS;
   if (!mask_bias.defined() && mask.restricted())
     mask_bias = mask.with_bias(T, S, q_offset, q.device()).bias_B1TS;
-  // bf16 on the CPU: a few heads at a time, the probabilities kept in cache (bf16_attention.h).
+  // bf16 on the CPU: 64 query rows of a head at a time, in cache (bf16_attention.h).
   if (!sink_N.defined() && !(dropout > 0 && training) &&
       uses_bf16_attention(q, k, v, bias, mask_bias))
     return bf16_attention(q, k, v, bias, mask_bias, scale);
