@@ -79,21 +79,21 @@ std::vector<int64_t> key_ends(const BiasRows& mask, const Shape& sh) {
   return ends;
 }
 
-// A thread's scratch: float32 gemm outputs [kBlock, wide], the block's probabilities and the two
-// gradients of its scores in bf16 [kBlock, S] each, dk and dv's float32 sums [S, W] and [S, H],
-// and S floats for the row kernels.
+// A thread's scratch: float32 gemm outputs [kBlock, wide], a block's scores or the gradient of
+// its scores in bf16 [kBlock, S], dk and dv's float32 sums [S, W] and [S, H], and S floats for
+// the row kernels.
 struct Scratch {
   float *out, *dk, *dv, *tmp;
-  uint16_t *p, *dp, *ds;
+  uint16_t* ds;
 };
 
 // Runs f(h, scratch) for every flat head h, split among the threads.
 template <class F>
 void for_each_head(const Shape& sh, const F& f) {
-  const int64_t floats = kBlock * sh.wide() + sh.S * (sh.W + sh.H + 1), halves = 3 * kBlock * sh.S;
+  const int64_t floats = kBlock * sh.wide() + sh.S * (sh.W + sh.H + 1), halves = kBlock * sh.S;
   at::parallel_for(0, sh.B * sh.N, 1, [&](int64_t h0, int64_t h1) {
     // Kept by each thread from call to call (no allocation and no page faults per call): O(S),
-    // 0.7 KiB a key.
+    // 0.6 KiB a key.
     thread_local std::vector<float> fb;
     thread_local std::vector<uint16_t> hb;
     if (static_cast<int64_t>(fb.size()) < floats) fb.resize(static_cast<size_t>(floats));
@@ -103,9 +103,7 @@ void for_each_head(const Shape& sh, const F& f) {
     s.dk = s.out + kBlock * sh.wide();
     s.dv = s.dk + sh.S * sh.W;
     s.tmp = s.dv + sh.S * sh.H;
-    s.p = hb.data();
-    s.dp = s.p + kBlock * sh.S;
-    s.ds = s.dp + kBlock * sh.S;
+    s.ds = hb.data();
     for (int64_t h = h0; h < h1; ++h) f(h, s);
   });
 }
@@ -124,40 +122,39 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     RECORD_FUNCTION("ropelab::bf16_attention", std::vector<c10::IValue>());
     const auto scale = static_cast<float>(scale_d);
     const Shape sh(q, k, v);
-    // The scores, as the backward reads them: row t of head h at (h T + t) S; past a block's
-    // key end, never written nor read.
-    auto scores = torch::empty({sh.B, sh.N, sh.T, sh.S}, q.options());
-    auto stats = torch::empty({sh.B * sh.N * sh.T, 2}, q.options().dtype(torch::kFloat32));
+    // The probabilities in bf16, as the backward reads them (P v's operand, as the unfused
+    // form's): row t of head h at (h T + t) S; past a block's key end, never written nor read.
+    auto probs = torch::empty({sh.B, sh.N, sh.T, sh.S}, q.options());
     // [B, N, T, H], laid out [B, T, N, H] (the heads' merge is then a view).
     auto out = torch::empty({sh.B, sh.T, sh.N, sh.H}, q.options()).transpose(1, 2);
     const BiasRows br(bias, sh.B, sh.N, sh.T, sh.S), mr(mask, sh.B, sh.N, sh.T, sh.S);
     const auto ends = key_ends(mr, sh);
     const std::vector<float> zeros(static_cast<size_t>(sh.S), 0.0F);
     const HeadRows qr(q), kr(k), vr(v), orows(out);
-    uint16_t* s_all = util::bf16_bits(scores);
-    float* st = stats.data_ptr<float>();
+    uint16_t* p_all = util::bf16_bits(probs);
     for_each_head(sh, [&](int64_t h, const Scratch& x) {
       const int64_t b = h / sh.N, n = h % sh.N;
       for (int64_t t0 = 0; t0 < sh.T; t0 += kBlock) {
         const int64_t rows = std::min(kBlock, sh.T - t0), se = ends[t0 / kBlock];
-        uint16_t* s = s_all + (h * sh.T + t0) * sh.S;
+        uint16_t* p = p_all + (h * sh.T + t0) * sh.S;
         // S = q k^T (scaled by the rows), rounded to bf16 as the unfused form's bmm
         util::gemm_bf16(false, true, rows, se, sh.W, qr.head(h) + t0 * qr.ld, qr.ld, kr.head(h),
                         kr.ld, 0.0F, x.out, se);
-        store_rows(x.out, se, s, sh.S, rows, se);
+        store_rows(x.out, se, x.ds, se, rows, se);
         for (int64_t i = 0; i < rows; ++i) {  // P = softmax(S scale + bias + mask)
-          const int64_t t = t0 + i, r = h * sh.T + t;
-          vec::softmax_row_bf16(s + i * sh.S, br.row(b, n, t, zeros.data()),
-                                mr.row(b, n, t, zeros.data()), x.p + i * se, se, x.tmp, st + 2 * r,
-                                st + 2 * r + 1, scale);
+          const int64_t t = t0 + i;
+          float max = 0, inv = 0;
+          vec::softmax_row_bf16(x.ds + i * se, br.row(b, n, t, zeros.data()),
+                                mr.row(b, n, t, zeros.data()), p + i * sh.S, se, x.tmp, &max, &inv,
+                                scale);
         }
         // O = P v
-        util::gemm_bf16(false, false, rows, sh.H, se, x.p, se, vr.head(h), vr.ld, 0.0F, x.out,
+        util::gemm_bf16(false, false, rows, sh.H, se, p, sh.S, vr.head(h), vr.ld, 0.0F, x.out,
                         sh.H);
         store_rows(x.out, sh.H, orows.head(h) + t0 * orows.ld, orows.ld, rows, sh.H);
       }
     });
-    ctx->save_for_backward({q, k, v, scores, stats, bias, mask});
+    ctx->save_for_backward({q, k, v, probs});
     ctx->saved_data["scale"] = scale_d;
     ctx->saved_data["ends"] = ends;
     return out;
@@ -172,31 +169,22 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     auto go = grad_out[0].to(torch::kBFloat16);
     if (go.stride(3) != 1) go = go.contiguous();
     auto dq = grad_like(q), dk = grad_like(k), dv = grad_like(v);
-    const BiasRows br(saved[5], sh.B, sh.N, sh.T, sh.S), mr(saved[6], sh.B, sh.N, sh.T, sh.S);
-    const std::vector<float> zeros(static_cast<size_t>(sh.S), 0.0F);
-    const float* st = saved[4].data_ptr<float>();
-    const uint16_t* s_all = util::bf16_bits(saved[3]);
+    const uint16_t* p_all = util::bf16_bits(saved[3]);
     const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     const auto ends = ctx->saved_data["ends"].toIntVector();
     const HeadRows qr(q), kr(k), vr(v), gr(go), dqr(dq), dkr(dk), dvr(dv);
     for_each_head(sh, [&](int64_t h, const Scratch& x) {
-      const int64_t b = h / sh.N, n = h % sh.N;
       std::fill(x.dk, x.dk + sh.S * (sh.W + sh.H), 0.0F);  // dk's and dv's sums over the blocks
       for (int64_t t0 = 0; t0 < sh.T; t0 += kBlock) {
         const int64_t rows = std::min(kBlock, sh.T - t0), se = ends[t0 / kBlock];
-        const uint16_t *s = s_all + (h * sh.T + t0) * sh.S, *g = gr.head(h) + t0 * gr.ld;
+        const uint16_t *p = p_all + (h * sh.T + t0) * sh.S, *g = gr.head(h) + t0 * gr.ld;
         const uint16_t* qh = qr.head(h) + t0 * qr.ld;
         // dP = dO v^T
         util::gemm_bf16(false, true, rows, se, sh.H, g, gr.ld, vr.head(h), vr.ld, 0.0F, x.out, se);
-        vec::float_to_bf16(x.out, x.dp, rows * se);
-        // dS = P (dP - rowsum(P dP)) scale (the gradient of q k^T), and P
-        for (int64_t i = 0; i < rows; ++i) {
-          const int64_t t = t0 + i, r = h * sh.T + t, o = i * se;
-          vec::softmax_backward_row_bf16(s + i * sh.S, br.row(b, n, t, zeros.data()),
-                                         mr.row(b, n, t, zeros.data()), st[2 * r], st[2 * r + 1],
-                                         x.dp + o, x.ds + o, se, x.tmp, x.p + o, scale);
-        }
-        util::gemm_bf16(true, false, se, sh.H, rows, x.p, se, g, gr.ld, 1.0F, x.dv,
+        // dS = P (dP - rowsum(P dP)) scale (the gradient of q k^T), dP rounded to bf16 in it
+        for (int64_t i = 0; i < rows; ++i)
+          vec::softmax_backward_from_p_bf16(p + i * sh.S, x.out + i * se, x.ds + i * se, se, scale);
+        util::gemm_bf16(true, false, se, sh.H, rows, p, sh.S, g, gr.ld, 1.0F, x.dv,
                         sh.H);  // dv += P^T dO
         util::gemm_bf16(false, false, rows, sh.W, se, x.ds, se, kr.head(h), kr.ld, 0.0F, x.out,
                         sh.W);  // dq = dS k

@@ -5,14 +5,15 @@
 // S] scores, reads them, writes the probabilities, reads them; its backward writes and reads the
 // probabilities' gradient and the scores' gradient, each read twice by the gradients' bmms.
 // Here each block of query rows of one head runs all of that in one thread's scratch: the
-// forward writes only the scores (the backward's input, as the unfused form keeps them) and the
-// output; the backward reads the scores back once and recomputes the probabilities in float32
-// from them and each row's max and 1 / sum (FlashAttention's recomputation, Dao et al. 2022),
-// bit for bit the forward's. A block's matmuls stop at the last key that the mask lets any of
-// its rows see (FlashAttention's causal block skipping): with a causal mask, 256 queries in
-// blocks of 64 compute 10 of the 16 blocks of scores. The matmuls are oneDNN's bf16 gemm
-// (util/gemm.h: float32 accumulators, rounded to bf16 where the unfused form's bmm rounds), the
-// rows util/vec_bf16.h's softmax kernels: the same operations as the unfused form's bf16 path.
+// forward writes only the probabilities in bf16 (the backward's input, as the unfused form's
+// softmax backward reads its bf16 output) and the output; the backward reads the probabilities
+// back once, computes the scores' gradient from them row by row (no exp recomputed) and feeds
+// them to the dv gemm as they are. A block's matmuls stop at the last key that the mask lets any
+// of its rows see (FlashAttention's causal block skipping, Dao et al. 2022): with a causal mask,
+// 256 queries in blocks of 64 compute 10 of the 16 blocks of scores. The matmuls are oneDNN's
+// bf16 gemm (util/gemm.h: float32 accumulators, rounded to bf16 where the unfused form's bmm
+// rounds), the rows util/vec_bf16.h's softmax kernels: the same operations as the unfused form's
+// bf16 path.
 //
 // q, k and v may be views with any strides but the last (the heads of the fused QKV projection):
 // the gemm reads their rows in place, and the gradients go out in the same layout.

@@ -489,6 +489,35 @@ ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* 
                  k);
 }
 
+// 16 float32 as a bf16 matmul's product: rounded to bf16, back in float32.
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 bf16_round16(__m512 x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(round16<kNe>(x)), 16));
+}
+
+template <bool kNe>
+ROPELAB_AVX512 void softmax_backward_from_p_avx512(const uint16_t* p, const float* dp, uint16_t* dx,
+                                                   int64_t S, float scale) {
+  const int64_t full = S - S % 16;
+  const __mmask16 k = tail_mask(S - full);
+  __m512 dot = _mm512_setzero_ps();
+  for (int64_t j = 0; j < full; j += 16)
+    dot = _mm512_fmadd_ps(load16(p + j), bf16_round16<kNe>(_mm512_loadu_ps(dp + j)), dot);
+  if (k != 0)
+    dot = _mm512_fmadd_ps(load16(p + full, k),
+                          bf16_round16<kNe>(_mm512_maskz_loadu_ps(k, dp + full)), dot);
+  const __m512 d = set1(_mm512_reduce_add_ps(dot)), sv = set1(scale);
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 g = bf16_round16<kNe>(_mm512_loadu_ps(dp + j));
+    store16<kNe>(dx + j, _mm512_mul_ps(_mm512_mul_ps(load16(p + j), _mm512_sub_ps(g, d)), sv));
+  }
+  if (k != 0) {
+    const __m512 g = bf16_round16<kNe>(_mm512_maskz_loadu_ps(k, dp + full));
+    store16<kNe>(dx + full,
+                 _mm512_mul_ps(_mm512_mul_ps(load16(p + full, k), _mm512_sub_ps(g, d)), sv), k);
+  }
+}
+
 // LayerNorm over one row of D float32 (two passes for the moments, as the row is in cache).
 template <bool kNe>
 ROPELAB_AVX512 void layer_norm_row_avx512(const float* x, int64_t D, const float* w, const float* b,
@@ -766,6 +795,14 @@ void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* 
   for (int64_t j = 0; j < S; ++j) dx[j] = store1(tmp[j] * (load1(g[j]) - dot) * scale);
 }
 
+void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* dx, int64_t S,
+                                  float scale) {
+  float dot = 0;
+  for (int64_t j = 0; j < S; ++j) dot += load1(p[j]) * load1(store1(dp[j]));
+  for (int64_t j = 0; j < S; ++j)
+    dx[j] = store1(load1(p[j]) * (load1(store1(dp[j])) - dot) * scale);
+}
+
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
                          uint16_t* y, float* mean, float* rstd) {
   float s = 0;
@@ -893,6 +930,14 @@ void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* 
                                scale);
 #endif
   portable::softmax_backward_row_bf16(x, b1, b2, max, inv, g, dx, S, tmp, p, scale);
+}
+
+void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* dx, int64_t S,
+                                  float scale) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(softmax_backward_from_p_avx512, p, dp, dx, S, scale);
+#endif
+  portable::softmax_backward_from_p_bf16(p, dp, dx, S, scale);
 }
 
 void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,

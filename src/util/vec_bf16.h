@@ -69,6 +69,13 @@ void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* 
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
                                uint16_t* p = nullptr, float scale = 1.0F);
 
+// The same backward from the forward's bf16 p itself (nothing recomputed): dx = bf16(p (g -
+// sum_k p_k g_k) scale) with g = bf16(dp), the float32 gradient of p rounded as a bf16 matmul
+// rounds its product; the sums in float32. Where p is 0 (masked, or a causal row's far part),
+// dx is 0 (model/bf16_attention.cpp keeps p and reads it back here).
+void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* dx, int64_t S,
+                                  float scale = 1.0F);
+
 // Both at once, while the row is in cache: the row's stats as logits_row_stats_bf16, and its
 // gradient g_j = bf16((exp(x_j - lse) - b) w - [j == target] a_w) (tmp: V floats of scratch).
 void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
@@ -113,6 +120,8 @@ void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint1
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
                                uint16_t* p = nullptr, float scale = 1.0F);
+void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* dx, int64_t S,
+                                  float scale = 1.0F);
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
                          uint16_t* y, float* mean, float* rstd);
 void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,

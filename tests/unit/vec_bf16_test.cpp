@@ -263,6 +263,37 @@ TEST(VecBf16, SoftmaxRowAndItsBackward) {
   }
 }
 
+// The backward from the forward's bf16 p and a float32 gradient of p: dx = p (g - sum p g)
+// scale with g rounded to bf16 first, from libtorch's ops on the same bf16 values (float64),
+// within one bf16 rounding; zeros where p is 0; both forms agree to one bf16 step.
+TEST(VecBf16, SoftmaxBackwardFromTheProbabilities) {
+  for (int64_t S : {1, 9, 16, 17, 257}) {
+    auto logits = 3 * torch::randn({S});
+    logits.narrow(0, S / 2, S - S / 2).masked_fill_(torch::rand({S - S / 2}) < 0.3, -1e30);
+    auto p = bf16(torch::softmax(logits, 0));
+    auto dp = 2 * torch::randn({S});
+    for (float scale : {1.0F, 0.125F, 0.3F}) {
+      auto pd = p.to(torch::kFloat64), gd = bf16(dp).to(torch::kFloat64);
+      auto want = (pd * (gd - (pd * gd).sum()) * scale).to(torch::kFloat32);
+      std::vector<torch::Tensor> dxs;
+      for (int form = 0; form < 2; ++form) {
+        SCOPED_TRACE(::testing::Message() << "S " << S << " scale " << scale << " form " << form);
+        auto dx = torch::full_like(p, 7.0);
+        (form == 0 ? vec::softmax_backward_from_p_bf16
+                   : vec::portable::softmax_backward_from_p_bf16)(bits(p), dp.data_ptr<float>(),
+                                                                  bits(dx), S, scale);
+        auto got = dx.to(torch::kFloat32);
+        EXPECT_TRUE(test::close(got, want, 1.0 / 256, 1e-6));
+        EXPECT_TRUE(
+            torch::equal(got.masked_select(p.to(torch::kFloat32) == 0),
+                         torch::zeros({(p.to(torch::kFloat32) == 0).sum().item<int64_t>()})));
+        dxs.push_back(got);
+      }
+      EXPECT_TRUE(test::close(dxs[0], dxs[1], 1.0 / 128, 1e-6));
+    }
+  }
+}
+
 // A causal row, masked from `end` on: both forms compute only its first `end` elements (the
 // softmax of those alone) and write exact zeros after them, into outputs that held NaNs; a
 // learned bias of -1e30 masks as the mask does.
