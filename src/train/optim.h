@@ -52,6 +52,8 @@ void zero_grad_to_none(torch::optim::Optimizer& opt);
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 // The same without scaling the gradients: the global norm and the factor min(1, max_norm /
 // (norm + 1e-6)) (1 where max_norm <= 0), both scalar tensors, for FusedAdamW::step_scaled.
+// Float32 CPU gradients are summed in one parallel pass, in double (the norm then within float
+// rounding of libtorch's per-parameter norms).
 struct ClipFactor {
   torch::Tensor norm, factor;
 };

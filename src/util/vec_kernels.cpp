@@ -207,6 +207,12 @@ ROPELAB_CLONES void dropout_factors(uint64_t seed, uint64_t threshold, int64_t s
   }
 }
 
+ROPELAB_CLONES float sum_squares(const float* __restrict x, int64_t n) {
+  float s = 0;
+  for (int64_t j = 0; j < n; ++j) s += x[j] * x[j];
+  return s;
+}
+
 ROPELAB_CLONES void adamw_update(float* __restrict p, const float* __restrict g,
                                  float* __restrict m, float* __restrict v, int64_t n,
                                  const AdamWScalars& k_in) {

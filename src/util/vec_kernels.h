@@ -75,6 +75,10 @@ void add_into(const float* a, const float* b, float* y, int64_t n);
 void dropout_factors(uint64_t seed, uint64_t threshold, int64_t start, int64_t n, float keep,
                      float* out);
 
+// sum_j x_j^2 over n elements, in float32 lanes (for a piece of a gradient: train/optim.cpp sums
+// the pieces in double).
+float sum_squares(const float* x, int64_t n);
+
 // One AdamW update over n elements, in libtorch's order of operations, the gradient first scaled
 // (the clipping's factor: g = g grad_scale, as g.mul_(factor) before the step, 1 for none):
 // p *= decay; m = m b1 + g (1 - b1); v = v b2 + g g (1 - b2); p += neg_step m / (sqrt(v) /

@@ -230,6 +230,39 @@ TEST(Fused, AdamWMatchesLibtorchAdamW) {
   }
 }
 
+// clip_factor's global norm of float32 CPU gradients (one parallel pass, summed in double)
+// against float64 norms: within float32 rounding; the same bits on 1 and 2 threads; gradients
+// that are not contiguous float32 take libtorch's norms (the same value to its float32 sums); the
+// factor is min(1, max_norm / (norm + 1e-6)), 1 without clipping.
+TEST(Fused, ClipFactorIsTheGlobalNorm) {
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> ps;
+  for (auto sizes : {std::vector<int64_t>{37, 19}, {70001}, {300, 700}, {5}}) {
+    ps.push_back(torch::zeros(sizes).requires_grad_(true));
+    ps.back().mutable_grad() = torch::randn(sizes) * 0.01;
+  }
+  ps.push_back(torch::zeros({4}).requires_grad_(true));  // no gradient: left out
+  double want_sq = 0;
+  for (const auto& p : ps)
+    if (p.grad().defined()) want_sq += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
+  const double want = std::sqrt(want_sq);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  auto one = train::clip_factor(ps, 0.5);
+  at::set_num_threads(2);
+  auto two = train::clip_factor(ps, 0.5);
+  at::set_num_threads(threads);
+  EXPECT_EQ(one.norm.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(one.norm, two.norm));
+  EXPECT_NEAR(one.norm.item<double>(), want, 1e-6 * want);
+  EXPECT_NEAR(one.factor.item<double>(), 0.5 / (want + 1e-6), 1e-6);
+  EXPECT_EQ(train::clip_factor(ps, 0).factor.item<float>(), 1.0F);
+  EXPECT_EQ(train::clip_factor(ps, 1e9).factor.item<float>(), 1.0F);
+  ps[2].mutable_grad() = ps[2].grad().t().contiguous().t();  // a transposed layout: libtorch's
+  auto mixed = train::clip_factor(ps, 0.5);  // float32 sums: 1.1e-6 off here
+  EXPECT_NEAR(mixed.norm.item<double>(), want, 1e-5 * want);
+}
+
 // The clipping folded into the update (FusedAdamW::step_scaled with clip_factor's factor) moves
 // the parameters and moments to the bit as clip_grad_norm (the gradients scaled in place) then
 // step(), with the factor below 1 (clipped) and at 1 (under the limit); the gradients stay as
