@@ -8,7 +8,6 @@
 #include <torch/nn/functional/dropout.h>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -177,8 +176,8 @@ void row_pieces(int64_t c0, int64_t n, int64_t C, const F& f) {
 }
 
 // The bf16 forms of ActDropout below (util/vec_bf16.h). With a bias b (float32, h's last dim;
-// empty: none), h + b is rounded to bf16 in y's chunk first (as the bias pass after the matmul
-// rounds it), then the kernel reads it there.
+// empty: none), the kernel adds it to each row's piece of a chunk, rounded to bf16 as the bias
+// pass after the matmul rounds it.
 torch::Tensor act_dropout_bf16_forward(AutogradContext* ctx, const Mask& m, const torch::Tensor& h,
                                        const torch::Tensor& b, vec::Act kind) {
   auto y = torch::empty_like(h), d = torch::empty_like(h);
@@ -186,15 +185,15 @@ torch::Tensor act_dropout_bf16_forward(AutogradContext* ctx, const Mask& m, cons
   chunks(m, h.numel(), keep_scale(torch::kBFloat16, m.p),
          [&](int64_t c0, int64_t n, const float* mask) {
            const uint16_t* in = util::bf16_bits(h) + c0;
-           uint16_t* out = util::bf16_bits(y) + c0;
-           if (b.numel() > 0) {
-             std::memcpy(out, in, sizeof(uint16_t) * static_cast<size_t>(n));
-             row_pieces(c0, n, C, [&](int64_t j, int64_t col, int64_t len) {
-               vec::add_bias_bf16(out + j, b.data_ptr<float>() + col, 1, len, len);
-             });
-             in = out;
+           uint16_t *out = util::bf16_bits(y) + c0, *dd = util::bf16_bits(d) + c0;
+           if (b.numel() == 0) {
+             vec::act_mask_forward_bf16(in, mask, out, dd, n, kind);
+             return;
            }
-           vec::act_mask_forward_bf16(in, mask, out, util::bf16_bits(d) + c0, n, kind);
+           row_pieces(c0, n, C, [&](int64_t j, int64_t col, int64_t len) {
+             vec::act_mask_forward_bf16(in + j, mask + j, out + j, dd + j, len, kind,
+                                        b.data_ptr<float>() + col);
+           });
          });
   ctx->save_for_backward({d});
   ctx->saved_data["derivative"] = true;

@@ -90,6 +90,13 @@ template <bool kNe>
 ROPELAB_AVX512 inline void store16(uint16_t* p, __m512 x, __mmask16 k) {
   _mm256_mask_storeu_epi16(p, k, round16<kNe>(x));
 }
+// 16 float32 as a bf16 matmul's product or a bf16 bias pass rounds them: rounded to bf16, back in
+// float32.
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 bf16_round16(__m512 x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(round16<kNe>(x)), 16));
+}
+
 ROPELAB_AVX512 inline __mmask16 tail_mask(int64_t n) {
   return static_cast<__mmask16>((1U << static_cast<unsigned>(n)) - 1U);
 }
@@ -203,14 +210,17 @@ ROPELAB_AVX512 inline __m512 act16(__m512 h, Act act, __m512* grad) {
 
 template <bool kNe>
 ROPELAB_AVX512 void act_mask_forward_avx512(const uint16_t* h, const float* m, uint16_t* y,
-                                            uint16_t* d, int64_t n, Act act) {
+                                            uint16_t* d, int64_t n, Act act, const float* b) {
   // Whole vectors unmasked (masked loads and stores in the loop cost half its speed), then
   // the tail.
   const int64_t full = n - n % 16;
   for (int64_t j = 0; j < full; j += 16) {
     const __m512 mj = _mm512_loadu_ps(m + j);
     __m512 grad;
-    const __m512 a = act16(load16(h + j), act, &grad);
+    const __m512 x = b == nullptr
+                         ? load16(h + j)
+                         : bf16_round16<kNe>(_mm512_add_ps(load16(h + j), _mm512_loadu_ps(b + j)));
+    const __m512 a = act16(x, act, &grad);
     store16<kNe>(y + j, _mm512_mul_ps(a, mj));
     store16<kNe>(d + j, _mm512_mul_ps(grad, mj));
   }
@@ -218,7 +228,10 @@ ROPELAB_AVX512 void act_mask_forward_avx512(const uint16_t* h, const float* m, u
     const __mmask16 k = tail_mask(n - full);
     const __m512 mj = _mm512_maskz_loadu_ps(k, m + full);
     __m512 grad;
-    const __m512 a = act16(load16(h + full, k), act, &grad);
+    const __m512 x = b == nullptr ? load16(h + full, k)
+                                  : bf16_round16<kNe>(_mm512_add_ps(
+                                        load16(h + full, k), _mm512_maskz_loadu_ps(k, b + full)));
+    const __m512 a = act16(x, act, &grad);
     store16<kNe>(y + full, _mm512_mul_ps(a, mj), k);
     store16<kNe>(d + full, _mm512_mul_ps(grad, mj), k);
   }
@@ -489,12 +502,6 @@ ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* 
                  k);
 }
 
-// 16 float32 as a bf16 matmul's product: rounded to bf16, back in float32.
-template <bool kNe>
-ROPELAB_AVX512 inline __m512 bf16_round16(__m512 x) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(round16<kNe>(x)), 16));
-}
-
 template <bool kNe>
 ROPELAB_AVX512 void softmax_backward_from_p_avx512(const uint16_t* p, const float* dp, uint16_t* dx,
                                                    int64_t S, float scale) {
@@ -679,9 +686,9 @@ void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t
 }
 
 void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
-                           Act act) {
+                           Act act, const float* b) {
   for (int64_t j = 0; j < n; ++j) {
-    const float x = load1(h[j]);
+    const float x = b == nullptr ? load1(h[j]) : load1(store1(load1(h[j]) + b[j]));
     float a = 0, grad = 0;
     if (act == Act::kGelu) {
       a = gelu_approx(x);
@@ -860,11 +867,11 @@ void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t
 }
 
 void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
-                           Act act) {
+                           Act act, const float* b) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return ROPELAB_AVX512_CALL(act_mask_forward_avx512, h, m, y, d, n, act);
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(act_mask_forward_avx512, h, m, y, d, n, act, b);
 #endif
-  portable::act_mask_forward_bf16(h, m, y, d, n, act);
+  portable::act_mask_forward_bf16(h, m, y, d, n, act, b);
 }
 
 void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
