@@ -79,9 +79,9 @@ std::vector<int64_t> key_ends(const BiasRows& mask, const Shape& sh) {
   return ends;
 }
 
-// A thread's scratch: float32 gemm outputs [kBlock, wide], a block's scores or the gradient of
-// its scores in bf16 [kBlock, S], dk and dv's float32 sums [S, W] and [S, H], and S floats for
-// the row kernels.
+// A thread's scratch: float32 gemm outputs [kBlock, wide], the gradient of a block's scores in
+// bf16 [kBlock, S], dk and dv's float32 sums [S, W] and [S, H], and S floats for the row
+// kernels.
 struct Scratch {
   float *out, *dk, *dv, *tmp;
   uint16_t* ds;
@@ -137,14 +137,13 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
       for (int64_t t0 = 0; t0 < sh.T; t0 += kBlock) {
         const int64_t rows = std::min(kBlock, sh.T - t0), se = ends[t0 / kBlock];
         uint16_t* p = p_all + (h * sh.T + t0) * sh.S;
-        // S = q k^T (scaled by the rows), rounded to bf16 as the unfused form's bmm
+        // S = q k^T (scaled by the rows), in float32
         util::gemm_bf16(false, true, rows, se, sh.W, qr.head(h) + t0 * qr.ld, qr.ld, kr.head(h),
                         kr.ld, 0.0F, x.out, se);
-        store_rows(x.out, se, x.ds, se, rows, se);
-        for (int64_t i = 0; i < rows; ++i) {  // P = softmax(S scale + bias + mask)
+        for (int64_t i = 0; i < rows; ++i) {  // P = softmax(bf16(S) scale + bias + mask)
           const int64_t t = t0 + i;
           float max = 0, inv = 0;
-          vec::softmax_row_bf16(x.ds + i * se, br.row(b, n, t, zeros.data()),
+          vec::softmax_row_bf16(x.out + i * se, br.row(b, n, t, zeros.data()),
                                 mr.row(b, n, t, zeros.data()), p + i * sh.S, se, x.tmp, &max, &inv,
                                 scale);
         }

@@ -353,23 +353,43 @@ ROPELAB_AVX512 void cross_entropy_row_grad_avx512(const uint16_t* x, int64_t V, 
 }
 
 // tmp = x + b1 + b2 over S elements; returns their max.
-ROPELAB_AVX512 float biased_row_avx512(const uint16_t* x, float scale, const float* b1,
-                                       const float* b2, int64_t S, float* tmp) {
+// A softmax row's input as float32: bf16 as it is, float32 rounded to bf16 first (the scores
+// as a bf16 matmul rounds its product).
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 in16(const uint16_t* x) {
+  return load16(x);
+}
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 in16(const uint16_t* x, __mmask16 k) {
+  return load16(x, k);
+}
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 in16(const float* x) {
+  return bf16_round16<kNe>(_mm512_loadu_ps(x));
+}
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 in16(const float* x, __mmask16 k) {
+  return bf16_round16<kNe>(_mm512_maskz_loadu_ps(k, x));
+}
+
+template <bool kNe, class In>
+ROPELAB_AVX512 float biased_row_avx512(const In* x, float scale, const float* b1, const float* b2,
+                                       int64_t S, float* tmp) {
   const int64_t full = S - S % 16;
   const __m512 sv = set1(scale);
   __m512 mx = set1(-INFINITY);
   for (int64_t j = 0; j < full; j += 16) {
     const __m512 v =
-        _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(load16(x + j), sv), _mm512_loadu_ps(b1 + j)),
+        _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(in16<kNe>(x + j), sv), _mm512_loadu_ps(b1 + j)),
                       _mm512_loadu_ps(b2 + j));
     _mm512_storeu_ps(tmp + j, v);
     mx = _mm512_max_ps(mx, v);
   }
   if (full < S) {
     const __mmask16 k = tail_mask(S - full);
-    const __m512 v = _mm512_add_ps(
-        _mm512_add_ps(_mm512_mul_ps(load16(x + full, k), sv), _mm512_maskz_loadu_ps(k, b1 + full)),
-        _mm512_maskz_loadu_ps(k, b2 + full));
+    const __m512 v = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(in16<kNe>(x + full, k), sv),
+                                                 _mm512_maskz_loadu_ps(k, b1 + full)),
+                                   _mm512_maskz_loadu_ps(k, b2 + full));
     _mm512_mask_storeu_ps(tmp + full, k, v);
     mx = _mm512_mask_max_ps(mx, k, mx, v);
   }
@@ -442,13 +462,13 @@ ROPELAB_AVX512 int64_t unmasked_length_avx512(const float* b1, const float* b2, 
   return e == 0 ? S : e;
 }
 
-template <bool kNe>
-ROPELAB_AVX512 void softmax_row_avx512(const uint16_t* x, const float* b1, const float* b2,
-                                       uint16_t* p, int64_t S_all, float* tmp, float* max,
-                                       float* inv, float scale) {
+template <bool kNe, class In>
+ROPELAB_AVX512 void softmax_row_avx512(const In* x, const float* b1, const float* b2, uint16_t* p,
+                                       int64_t S_all, float* tmp, float* max, float* inv,
+                                       float scale) {
   const int64_t S = unmasked_length_avx512(b1, b2, S_all);
   std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
-  const float m = biased_row_avx512(x, scale, b1, b2, S, tmp);
+  const float m = biased_row_avx512<kNe>(x, scale, b1, b2, S, tmp);
   const float r = 1.0F / exp_row_avx512(tmp, S, m);
   const int64_t full = S - S % 16;
   const __m512 rv = set1(r);
@@ -471,7 +491,7 @@ ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* 
   std::memset(dx + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   if (p_out != nullptr)
     std::memset(p_out + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
-  biased_row_avx512(x, scale, b1, b2, S, tmp);
+  biased_row_avx512<kNe>(x, scale, b1, b2, S, tmp);
   exp_row_avx512(tmp, S, max);
   const int64_t full = S - S % 16;
   const __mmask16 k = tail_mask(S - full);
@@ -759,11 +779,16 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
 
 // tmp = exp(x scale + b1 + b2 - m) over S elements, m = m_in, or their max where m_in is NaN;
 // returns the sum, and m in *m_out.
-static float exp_biased_row(const uint16_t* x, float scale, const float* b1, const float* b2,
-                            int64_t S, float* tmp, float m_in, float* m_out) {
+// A softmax row's input as float32 (in16 above): bf16 as it is, float32 rounded to bf16 first.
+inline float in1(uint16_t x) { return load1(x); }
+inline float in1(float x) { return load1(store1(x)); }
+
+template <class In>
+static float exp_biased_row(const In* x, float scale, const float* b1, const float* b2, int64_t S,
+                            float* tmp, float m_in, float* m_out) {
   float mx = -INFINITY;
   for (int64_t j = 0; j < S; ++j) {
-    tmp[j] = load1(x[j]) * scale + b1[j] + b2[j];
+    tmp[j] = in1(x[j]) * scale + b1[j] + b2[j];
     mx = std::fmax(mx, tmp[j]);
   }
   if (!std::isnan(m_in)) mx = m_in;
@@ -776,13 +801,24 @@ static float exp_biased_row(const uint16_t* x, float scale, const float* b1, con
   return sum;
 }
 
-void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p,
-                      int64_t S_all, float* tmp, float* max, float* inv, float scale) {
+template <class In>
+static void softmax_row(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S_all,
+                        float* tmp, float* max, float* inv, float scale) {
   const int64_t S = unmasked_length_scalar(b1, b2, S_all);
   std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   const float r = 1.0F / exp_biased_row(x, scale, b1, b2, S, tmp, NAN, max);
   for (int64_t j = 0; j < S; ++j) p[j] = store1(tmp[j] * r);
   *inv = r;
+}
+
+void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv, float scale) {
+  softmax_row(x, b1, b2, p, S, tmp, max, inv, scale);
+}
+
+void softmax_row_bf16(const float* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv, float scale) {
+  softmax_row(x, b1, b2, p, S, tmp, max, inv, scale);
 }
 
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
@@ -920,6 +956,15 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
 }
 
 void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv, float scale) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd())
+    return ROPELAB_AVX512_CALL(softmax_row_avx512, x, b1, b2, p, S, tmp, max, inv, scale);
+#endif
+  portable::softmax_row_bf16(x, b1, b2, p, S, tmp, max, inv, scale);
+}
+
+void softmax_row_bf16(const float* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
                       float* tmp, float* max, float* inv, float scale) {
 #if ROPELAB_HAVE_X86
   if (bf16_simd())

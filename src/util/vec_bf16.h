@@ -70,6 +70,10 @@ void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint1
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
                                uint16_t* p = nullptr, float scale = 1.0F);
+// The same forward from float32 x (a gemm's output), each element rounded to bf16 first, as a
+// bf16 matmul rounds its product: the bits of float_to_bf16 then the row above.
+void softmax_row_bf16(const float* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv, float scale = 1.0F);
 
 // The same backward from the forward's bf16 p itself (nothing recomputed): dx = bf16(p (g -
 // sum_k p_k g_k) scale) with g = bf16(dp), the float32 gradient of p rounded as a bf16 matmul
@@ -122,6 +126,8 @@ void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint1
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
                                uint16_t* p = nullptr, float scale = 1.0F);
+void softmax_row_bf16(const float* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv, float scale = 1.0F);
 void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* dx, int64_t S,
                                   float scale = 1.0F);
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,

@@ -207,6 +207,12 @@ TEST(VecBf16, CrossEntropyRowStatsAndGradient) {
   }
 }
 
+// The softmax row's two entry points: from bf16 scores, and from float32 ones rounded to bf16.
+using SoftmaxRow = void (*)(const uint16_t*, const float*, const float*, uint16_t*, int64_t, float*,
+                            float*, float*, float);
+using SoftmaxRowF32 = void (*)(const float*, const float*, const float*, uint16_t*, int64_t, float*,
+                               float*, float*, float);
+
 // A softmax row and its backward through the SIMD (form 0) or portable (form 1) entry points:
 // p and dx written in place. The backward's own p (it writes one on request) must be the
 // forward's, bit for bit, zeros after the row's last unmasked element included.
@@ -216,7 +222,7 @@ void softmax_row_and_backward(int form, const torch::Tensor& x, const torch::Ten
                               std::vector<float>& tmp, float scale = 1.0F) {
   const int64_t S = x.numel();
   float mx = 0, inv = 0;
-  (form == 0 ? vec::softmax_row_bf16 : vec::portable::softmax_row_bf16)(
+  (form == 0 ? SoftmaxRow(vec::softmax_row_bf16) : SoftmaxRow(vec::portable::softmax_row_bf16))(
       bits(x), b1.data_ptr<float>(), b2.data_ptr<float>(), bits(p), S, tmp.data(), &mx, &inv,
       scale);
   auto p_again = torch::full_like(p, 7.0);  // not a value the backward may leave
@@ -264,6 +270,17 @@ TEST(VecBf16, SoftmaxRowAndItsBackward) {
       softmax_row_and_backward(form, bf16(x.to(torch::kFloat32) * 0.25), b1, b2, g, p1, dx1, tmp);
       EXPECT_TRUE(torch::equal(p, p1)) << "form " << form;
       EXPECT_TRUE(torch::equal(dx, bf16(dx1.to(torch::kFloat32) * 0.25))) << "form " << form;
+    }
+    // From float32 scores: the bits of the bf16 row they round to.
+    for (int form = 0; form < 2; ++form) {
+      auto xf = 3 * torch::randn({S}), p = torch::empty_like(x), p1 = torch::empty_like(x);
+      float mx = 0, inv = 0;
+      (form == 0 ? SoftmaxRowF32(vec::softmax_row_bf16)
+                 : SoftmaxRowF32(vec::portable::softmax_row_bf16))(
+          xf.data_ptr<float>(), b1.data_ptr<float>(), b2.data_ptr<float>(), bits(p), S, tmp.data(),
+          &mx, &inv, 0.125F);
+      softmax_row_and_backward(form, bf16(xf), b1, b2, g, p1, torch::empty_like(x), tmp, 0.125F);
+      EXPECT_TRUE(torch::equal(p, p1)) << "form " << form;
     }
     auto all_masked = torch::full({S}, -1e30F), p = torch::empty_like(x);
     float mx = 0, inv = 0;
