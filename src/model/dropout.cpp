@@ -11,8 +11,6 @@
 #include <limits>
 #include <vector>
 
-#include "compat/torch_compat.h"
-#include "model/linear.h"
 #include "util/float_rows.h"
 #include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
@@ -164,36 +162,14 @@ vec::Act kernel_act(int64_t act) {
   }
 }
 
-// f(j, col, len) for each row's piece of the run [c0, c0 + n) of a row-major [*, C] tensor:
-// run offset j, the piece's first column and its length (the FFN bias's columns of a chunk).
-template <class F>
-void row_pieces(int64_t c0, int64_t n, int64_t C, const F& f) {
-  for (int64_t j = 0; j < n;) {
-    const int64_t col = (c0 + j) % C, len = std::min(n - j, C - col);
-    f(j, col, len);
-    j += len;
-  }
-}
-
-// The bf16 forms of ActDropout below (util/vec_bf16.h). With a bias b (float32, h's last dim;
-// empty: none), the kernel adds it to each row's piece of a chunk, rounded to bf16 as the bias
-// pass after the matmul rounds it.
+// The bf16 forms of ActDropout below (util/vec_bf16.h).
 torch::Tensor act_dropout_bf16_forward(AutogradContext* ctx, const Mask& m, const torch::Tensor& h,
-                                       const torch::Tensor& b, vec::Act kind) {
+                                       vec::Act kind) {
   auto y = torch::empty_like(h), d = torch::empty_like(h);
-  const int64_t C = h.size(-1);
   chunks(m, h.numel(), keep_scale(torch::kBFloat16, m.p),
          [&](int64_t c0, int64_t n, const float* mask) {
-           const uint16_t* in = util::bf16_bits(h) + c0;
-           uint16_t *out = util::bf16_bits(y) + c0, *dd = util::bf16_bits(d) + c0;
-           if (b.numel() == 0) {
-             vec::act_mask_forward_bf16(in, mask, out, dd, n, kind);
-             return;
-           }
-           row_pieces(c0, n, C, [&](int64_t j, int64_t col, int64_t len) {
-             vec::act_mask_forward_bf16(in + j, mask + j, out + j, dd + j, len, kind,
-                                        b.data_ptr<float>() + col);
-           });
+           vec::act_mask_forward_bf16(util::bf16_bits(h) + c0, mask, util::bf16_bits(y) + c0,
+                                      util::bf16_bits(d) + c0, n, kind);
          });
   ctx->save_for_backward({d});
   ctx->saved_data["derivative"] = true;
@@ -209,19 +185,6 @@ torch::Tensor act_dropout_bf16_backward(const torch::Tensor& d, const torch::Ten
   return dh;
 }
 
-// h (+ b) as float32 for the chunk [c0, c0 + n): in place where h is float32 and there is no
-// bias, else in buf.
-const float* biased_run(const torch::Tensor& h, const torch::Tensor& b, int64_t c0, int64_t n,
-                        std::vector<float>& buf) {
-  const float* x = util::float_run(h, c0, n, buf);
-  if (b.numel() == 0) return x;
-  buf.resize(static_cast<size_t>(n));
-  row_pieces(c0, n, h.size(-1), [&](int64_t j, int64_t col, int64_t len) {
-    vec::add_into(x + j, b.data_ptr<float>() + col, buf.data() + j, len);
-  });
-  return buf.data();
-}
-
 // y = act(h) * mask in one pass per chunk; backward: grad * mask * act'(h), one pass
 // (util/vec_kernels.h: libtorch 1.13's CPU GELU ran at 7-9 ns per element here). The
 // activation runs in float32 whatever h's dtype; the kept scale is 1/(1-p) rounded to h's dtype,
@@ -231,18 +194,17 @@ const float* biased_run(const torch::Tensor& h, const torch::Tensor& b, int64_t 
 // place and keeps d = act'(h) * mask (bf16, the size of h, which it keeps instead); the backward
 // is one product, dh = g d.
 struct ActDropout : public torch::autograd::Function<ActDropout> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h_in,
-                               const torch::Tensor& b, int64_t act, double p) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h_in, int64_t act,
+                               double p) {
     RECORD_FUNCTION("ropelab::act_dropout", std::vector<c10::IValue>());
     auto m = Mask::draw(p);
     m.save(ctx);
     ctx->saved_data["act"] = act;
-    ctx->saved_data["bias"] = b.numel() > 0;
     auto h = h_in.contiguous();
     const vec::Act kind = kernel_act(act);
     if (h.scalar_type() == torch::kBFloat16 && vec::bf16_simd())
-      return act_dropout_bf16_forward(ctx, m, h, b, kind);
-    ctx->save_for_backward({h, b});
+      return act_dropout_bf16_forward(ctx, m, h, kind);
+    ctx->save_for_backward({h});
     ctx->saved_data["derivative"] = false;
     auto y = torch::empty_like(h);
     const bool f32 = h.scalar_type() == torch::kFloat32;
@@ -250,7 +212,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
            [&](int64_t c0, int64_t n, const float* mask) {
              std::vector<float> hb, yb(f32 ? 0 : kDropoutChunk);
              float* yp = f32 ? y.data_ptr<float>() + c0 : yb.data();
-             vec::act_mask_forward(biased_run(h, b, c0, n, hb), mask, yp, n, kind);
+             vec::act_mask_forward(util::float_run(h, c0, n, hb), mask, yp, n, kind);
              util::store_float_run(yp, y, c0, n);
            });
     return y;
@@ -258,14 +220,9 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto m = Mask::load(ctx);
-    auto saved = ctx->get_saved_variables();
-    const auto& h = saved[0];
-    const bool bias = ctx->saved_data["bias"].toBool();
-    if (ctx->saved_data["derivative"].toBool()) {
-      auto dh = act_dropout_bf16_backward(h, grad_out[0]);
-      return {dh, bias ? column_sums_bf16(dh.view({-1, dh.size(-1)})) : torch::Tensor(),
-              torch::Tensor(), torch::Tensor()};
-    }
+    auto h = ctx->get_saved_variables()[0];
+    if (ctx->saved_data["derivative"].toBool())
+      return {act_dropout_bf16_backward(h, grad_out[0]), torch::Tensor(), torch::Tensor()};
     auto g = grad_out[0].contiguous();
     const vec::Act kind = kernel_act(ctx->saved_data["act"].toInt());
     auto dh = torch::empty_like(h);
@@ -274,12 +231,11 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
            [&](int64_t c0, int64_t n, const float* mask) {
              std::vector<float> hb, gb, ob(f32 ? 0 : kDropoutChunk);
              float* op = f32 ? dh.data_ptr<float>() + c0 : ob.data();
-             vec::act_mask_backward(biased_run(h, saved[1], c0, n, hb),
-                                    util::float_run(g, c0, n, gb), mask, op, n, kind);
+             vec::act_mask_backward(util::float_run(h, c0, n, hb), util::float_run(g, c0, n, gb),
+                                    mask, op, n, kind);
              util::store_float_run(op, dh, c0, n);
            });
-    return {dh, bias ? dh.view({-1, dh.size(-1)}).sum(0) : torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+    return {dh, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -315,29 +271,8 @@ torch::Tensor dropout_add(const torch::Tensor& x, const torch::Tensor& h, double
 }
 
 torch::Tensor act_dropout(const torch::Tensor& h, config::Activation act, double p, bool training) {
-  return act_dropout(h, torch::Tensor(), act, p, training);
-}
-
-bool act_dropout_takes_bias(const torch::Tensor& x, double p, bool training) {
-  if (!training || p <= 0 || p >= 1 || !x.device().is_cpu()) return false;
-  if (compat::autocast_enabled(c10::DeviceType::CPU))
-    return compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 && vec::bf16_simd() &&
-           (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16);
-  return x.scalar_type() == torch::kFloat32;
-}
-
-torch::Tensor act_dropout(const torch::Tensor& h, const torch::Tensor& b, config::Activation act,
-                          double p, bool training) {
-  const bool folds = b.defined() && fused_path(h, p, training) && b.device().is_cpu() &&
-                     b.scalar_type() == torch::kFloat32 && b.dim() == 1 &&
-                     b.size(0) == h.size(-1) &&
-                     (h.scalar_type() == torch::kFloat32 ||
-                      (h.scalar_type() == torch::kBFloat16 && vec::bf16_simd()));
-  if (b.defined() && !folds) return act_dropout(h + b.to(h.scalar_type()), act, p, training);
   if (!fused_path(h, p, training)) return model::dropout(activation(h, act), p, training);
-  return ActDropout::apply(
-      h, folds ? b.contiguous() : torch::empty({0}, h.options().dtype(torch::kFloat32)),
-      static_cast<int64_t>(act), p);
+  return ActDropout::apply(h, static_cast<int64_t>(act), p);
 }
 
 }  // namespace ropelab::model

@@ -2,7 +2,6 @@
 // and the two places a transformer layer applies it, fused so that the mask is never stored:
 //   dropout_add(x, h)   = x + dropout(h)          (the residual branch, Vaswani et al. Eq. in 5.4)
 //   act_dropout(h)      = dropout(act(h))         (inside the FFN, Eq. 2, act = GELU or ReLU)
-//   act_dropout(h, b)   = dropout(act(h + b))     (the same with the FFN's first bias)
 //
 // libtorch 1.13's CPU dropout draws the mask with bernoulli_, about 11 ns per element on this
 // class of machine: a quarter of a second per step of the LM bench model. Here the mask comes
@@ -30,16 +29,5 @@ torch::Tensor dropout_add(const torch::Tensor& x, const torch::Tensor& h, double
 
 // dropout(act(h), p), act = GELU (exact, erf form) or ReLU.
 torch::Tensor act_dropout(const torch::Tensor& h, config::Activation act, double p, bool training);
-
-// dropout(act(h + b), p) for b [h's last dim] (the FFN's first bias, taken out of its matmul):
-// where the fused kernels run on float32 h, or bf16 h on a CPU with the AVX-512 forms, b is added
-// in the activation's pass (the same bits as the matmul's own bias pass: one pass over h fewer
-// each way, b's gradient the column sums of h's); elsewhere h + b first.
-torch::Tensor act_dropout(const torch::Tensor& h, const torch::Tensor& b, config::Activation act,
-                          double p, bool training);
-// Whether act_dropout(linear(x, w), b, ...) adds b in its own pass: training on the CPU with
-// 0 < p < 1, and float32 x without autocast or bf16 CPU autocast on such a CPU (model::linear's
-// output is then float32 or bf16). Elsewhere keep b in the matmul (cuBLAS fuses it there).
-bool act_dropout_takes_bias(const torch::Tensor& x, double p, bool training);
 
 }  // namespace ropelab::model

@@ -49,18 +49,6 @@ void matmul_into(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor
               0.0F, out.data_ptr<float>(), out.stride(0));
 }
 
-torch::Tensor column_sums_bf16(const torch::Tensor& g_MO) {
-  const int64_t M = g_MO.size(0), O = g_MO.size(1);
-  auto sum_O = torch::zeros({O}, g_MO.options().dtype(torch::kFloat32));
-  const uint16_t* g = util::bf16_bits(g_MO);
-  float* s = sum_O.data_ptr<float>();
-  at::parallel_for(0, (O + 63) / 64, 1, [&](int64_t c0, int64_t c1) {
-    const int64_t j0 = c0 * 64, j1 = std::min(O, c1 * 64);
-    vec::add_column_sums_bf16(g + j0, M, j1 - j0, O, s + j0);
-  });
-  return sum_O;
-}
-
 namespace {
 
 // y [M, out] = x [M, in] w^T (+ b).
@@ -121,6 +109,19 @@ torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
     vec::add_bias_bf16(y + r0 * O, bp, r1 - r0, O, O);
   });
   return y_MO;
+}
+
+// The bias's gradient: dY's column sums in float32, 64 columns to a task.
+torch::Tensor column_sums_bf16(const torch::Tensor& g_MO) {
+  const int64_t M = g_MO.size(0), O = g_MO.size(1);
+  auto sum_O = torch::zeros({O}, g_MO.options().dtype(torch::kFloat32));
+  const uint16_t* g = util::bf16_bits(g_MO);
+  float* s = sum_O.data_ptr<float>();
+  at::parallel_for(0, (O + 63) / 64, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t j0 = c0 * 64, j1 = std::min(O, c1 * 64);
+    vec::add_column_sums_bf16(g + j0, M, j1 - j0, O, s + j0);
+  });
+  return sum_O;
 }
 
 // dW = dY^T X for x [M, in] and dY [M, out] in bf16 (contiguous). For a float32 weight (the

@@ -46,10 +46,6 @@ bool fuses_rotation(const torch::Tensor& x, const torch::Tensor& w, const torch:
 torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                              const HeadRotation& r);
 
-// A bias's gradient from dY [M, out] in bf16 (contiguous): its column sums in float32, 64
-// columns to a task (the bf16 dense node's, and model/dropout.h's for the FFN bias it takes).
-torch::Tensor column_sums_bf16(const torch::Tensor& g_MO);
-
 // out [M, N] = a [M, K] @ b [K, N] for 2-D float32 CPU tensors, out with unit column stride:
 // oneDNN's sgemm where available (a and b read in place when either of their strides is 1, so
 // a transposed view costs no copy), else at::mm_out. No autograd (attention's per-head loop,

@@ -83,9 +83,6 @@ torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
                                                     : torch::gelu(g, "tanh");
     return model::linear(fc2, model::dropout(g * model::linear(fc1, x), dropout_, is_training()));
   }
-  if (fc1->bias.defined() && model::act_dropout_takes_bias(x, dropout_, is_training()))
-    return model::linear(fc2, model::act_dropout(model::linear(x, fc1->weight), fc1->bias,
-                                                 activation_, dropout_, is_training()));
   return model::linear(
       fc2, model::act_dropout(model::linear(fc1, x), activation_, dropout_, is_training()));
 }

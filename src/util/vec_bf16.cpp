@@ -210,17 +210,14 @@ ROPELAB_AVX512 inline __m512 act16(__m512 h, Act act, __m512* grad) {
 
 template <bool kNe>
 ROPELAB_AVX512 void act_mask_forward_avx512(const uint16_t* h, const float* m, uint16_t* y,
-                                            uint16_t* d, int64_t n, Act act, const float* b) {
+                                            uint16_t* d, int64_t n, Act act) {
   // Whole vectors unmasked (masked loads and stores in the loop cost half its speed), then
   // the tail.
   const int64_t full = n - n % 16;
   for (int64_t j = 0; j < full; j += 16) {
     const __m512 mj = _mm512_loadu_ps(m + j);
     __m512 grad;
-    const __m512 x = b == nullptr
-                         ? load16(h + j)
-                         : bf16_round16<kNe>(_mm512_add_ps(load16(h + j), _mm512_loadu_ps(b + j)));
-    const __m512 a = act16(x, act, &grad);
+    const __m512 a = act16(load16(h + j), act, &grad);
     store16<kNe>(y + j, _mm512_mul_ps(a, mj));
     store16<kNe>(d + j, _mm512_mul_ps(grad, mj));
   }
@@ -228,10 +225,7 @@ ROPELAB_AVX512 void act_mask_forward_avx512(const uint16_t* h, const float* m, u
     const __mmask16 k = tail_mask(n - full);
     const __m512 mj = _mm512_maskz_loadu_ps(k, m + full);
     __m512 grad;
-    const __m512 x = b == nullptr ? load16(h + full, k)
-                                  : bf16_round16<kNe>(_mm512_add_ps(
-                                        load16(h + full, k), _mm512_maskz_loadu_ps(k, b + full)));
-    const __m512 a = act16(x, act, &grad);
+    const __m512 a = act16(load16(h + full, k), act, &grad);
     store16<kNe>(y + full, _mm512_mul_ps(a, mj), k);
     store16<kNe>(d + full, _mm512_mul_ps(grad, mj), k);
   }
@@ -706,9 +700,9 @@ void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t
 }
 
 void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
-                           Act act, const float* b) {
+                           Act act) {
   for (int64_t j = 0; j < n; ++j) {
-    const float x = b == nullptr ? load1(h[j]) : load1(store1(load1(h[j]) + b[j]));
+    const float x = load1(h[j]);
     float a = 0, grad = 0;
     if (act == Act::kGelu) {
       a = gelu_approx(x);
@@ -903,11 +897,11 @@ void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t
 }
 
 void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
-                           Act act, const float* b) {
+                           Act act) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return ROPELAB_AVX512_CALL(act_mask_forward_avx512, h, m, y, d, n, act, b);
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(act_mask_forward_avx512, h, m, y, d, n, act);
 #endif
-  portable::act_mask_forward_bf16(h, m, y, d, n, act, b);
+  portable::act_mask_forward_bf16(h, m, y, d, n, act);
 }
 
 void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {

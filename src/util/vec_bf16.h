@@ -32,12 +32,10 @@ void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int6
 // acc[j] += float(g[r, j]) over r < rows, in row order, for j < cols; g's rows ld apart.
 void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc);
 
-// y = bf16(act(x) m) and d = bf16(act'(x) m) over n elements, m the dropout factors (0 or the
-// kept scale), x = h, or bf16(h + b) with a float32 bias b (n of its elements, rounded as
-// add_bias_bf16 rounds): the forward of act_dropout, which keeps d for its backward,
-// dh = bf16(g d). y may be h.
+// y = bf16(act(h) m) and d = bf16(act'(h) m) over n elements, m the dropout factors (0 or the
+// kept scale): the forward of act_dropout, which keeps d for its backward, dh = bf16(g d).
 void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
-                           Act act, const float* b = nullptr);
+                           Act act);
 // out = bf16(a b), element by element (out may be a or b).
 void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n);
 
@@ -110,7 +108,7 @@ namespace portable {
 void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld);
 void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc);
 void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
-                           Act act, const float* b = nullptr);
+                           Act act);
 void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n);
 void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n);
 void mask_to_bf16(const float* g, const float* m, uint16_t* dh, int64_t n);

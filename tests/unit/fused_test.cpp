@@ -140,43 +140,6 @@ TEST(Fused, ActDropoutMatchesTheUnfusedOps) {
                            torch::gelu(h, "tanh")));
 }
 
-// dropout(act(h + b)) with the bias added in the activation's pass (the FFN's first bias): the
-// bits of h + b (rounded to h's dtype, as the matmul's bias pass rounds it) then act_dropout,
-// forward and h's gradient; b's gradient the column sums of h's, to float32 rounding. Rows of
-// 1000 across chunks of 2048 elements. act_dropout_takes_bias says where it applies.
-TEST(Fused, ActDropoutTakesTheBiasInItsPass) {
-  for (auto type : {torch::kFloat32, torch::kBFloat16}) {
-    if (type == torch::kBFloat16 && !vec::bf16_simd()) continue;
-    SCOPED_TRACE(c10::toString(type));
-    auto h0 = (3 * torch::randn({7, 1000})).to(type), b0 = torch::randn({1000});
-    auto w = torch::randn({7, 1000}).to(type);
-    auto run = [&](bool folded) {
-      auto h = h0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
-      torch::manual_seed(9);
-      auto y = folded ? model::act_dropout(h, b, config::Activation::kGelu, 0.2, true)
-                      : model::act_dropout((h.to(torch::kFloat32) + b).to(type),
-                                           config::Activation::kGelu, 0.2, true);
-      (y * w).sum().backward();
-      return std::vector<torch::Tensor>{y.detach(), h.grad(), b.grad()};
-    };
-    auto folded = run(true), plain = run(false);
-    EXPECT_EQ(folded[0].scalar_type(), type);
-    EXPECT_TRUE(torch::equal(folded[0], plain[0]));
-    EXPECT_TRUE(torch::equal(folded[1], plain[1]));
-    EXPECT_EQ(folded[2].scalar_type(), torch::kFloat32);
-    EXPECT_TRUE(test::close(folded[2], plain[2], 1e-5, 1e-5));
-  }
-  auto x = torch::randn({2, 3});
-  EXPECT_TRUE(model::act_dropout_takes_bias(x, 0.1, true));
-  EXPECT_FALSE(model::act_dropout_takes_bias(x, 0.1, false));
-  EXPECT_FALSE(model::act_dropout_takes_bias(x, 0.0, true));
-  EXPECT_FALSE(model::act_dropout_takes_bias(x.to(torch::kFloat64), 0.1, true));
-  // Not training: act(h + b), the bias added first.
-  auto h = torch::randn({4, 6}), b = torch::randn({6});
-  EXPECT_TRUE(torch::equal(model::act_dropout(h, b, config::Activation::kGelu, 0.1, false),
-                           torch::gelu(h + b)));
-}
-
 // The vectorised GELU and its derivative against the exact (erf) GELU in float64, and its tanh
 // form against tanh.
 TEST(Fused, VectorisedGeluMatchesTheExactGelu) {

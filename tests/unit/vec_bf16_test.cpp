@@ -88,17 +88,6 @@ TEST(VecBf16, ActivationAndItsDerivativeUnderTheMask) {
                              torch::zeros({(m == 0).sum().item<int64_t>()}, torch::kBFloat16)));
     EXPECT_TRUE(test::close(y.to(torch::kFloat32), y2.to(torch::kFloat32), 1.0 / 128, 1e-6));
     EXPECT_TRUE(test::close(d.to(torch::kFloat32), d2.to(torch::kFloat32), 1.0 / 128, 1e-6));
-    // With a bias: the bits of h + b rounded to bf16 first, in both forms.
-    auto b = torch::randn({n}), hb = bf16(h.to(torch::kFloat32) + b);
-    for (int form = 0; form < 2; ++form) {
-      auto yb = torch::empty_like(h), db = torch::empty_like(h);
-      auto y3 = torch::empty_like(h), d3 = torch::empty_like(h);
-      auto f = form == 0 ? vec::act_mask_forward_bf16 : vec::portable::act_mask_forward_bf16;
-      f(bits(h), m.data_ptr<float>(), bits(yb), bits(db), n, act, b.data_ptr<float>());
-      f(bits(hb), m.data_ptr<float>(), bits(y3), bits(d3), n, act, nullptr);
-      EXPECT_TRUE(torch::equal(yb, y3)) << "form " << form;
-      EXPECT_TRUE(torch::equal(db, d3)) << "form " << form;
-    }
   }
 }
 
