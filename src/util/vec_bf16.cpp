@@ -796,24 +796,18 @@ static float exp_biased_row(const In* x, float scale, const float* b1, const flo
 }
 
 template <class In>
-static void softmax_row(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S_all,
-                        float* tmp, float* max, float* inv, float scale) {
+void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S_all,
+                      float* tmp, float* max, float* inv, float scale) {
   const int64_t S = unmasked_length_scalar(b1, b2, S_all);
   std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   const float r = 1.0F / exp_biased_row(x, scale, b1, b2, S, tmp, NAN, max);
   for (int64_t j = 0; j < S; ++j) p[j] = store1(tmp[j] * r);
   *inv = r;
 }
-
-void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
-                      float* tmp, float* max, float* inv, float scale) {
-  softmax_row(x, b1, b2, p, S, tmp, max, inv, scale);
-}
-
-void softmax_row_bf16(const float* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
-                      float* tmp, float* max, float* inv, float scale) {
-  softmax_row(x, b1, b2, p, S, tmp, max, inv, scale);
-}
+template void softmax_row_bf16(const uint16_t*, const float*, const float*, uint16_t*, int64_t,
+                               float*, float*, float*, float);
+template void softmax_row_bf16(const float*, const float*, const float*, uint16_t*, int64_t, float*,
+                               float*, float*, float);
 
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S_all,
@@ -949,7 +943,8 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
   portable::logits_row_stats_bf16(x, V, max, sum_exp, sum_x, argmax);
 }
 
-void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+template <class In>
+void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
                       float* tmp, float* max, float* inv, float scale) {
 #if ROPELAB_HAVE_X86
   if (bf16_simd())
@@ -957,15 +952,10 @@ void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint1
 #endif
   portable::softmax_row_bf16(x, b1, b2, p, S, tmp, max, inv, scale);
 }
-
-void softmax_row_bf16(const float* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
-                      float* tmp, float* max, float* inv, float scale) {
-#if ROPELAB_HAVE_X86
-  if (bf16_simd())
-    return ROPELAB_AVX512_CALL(softmax_row_avx512, x, b1, b2, p, S, tmp, max, inv, scale);
-#endif
-  portable::softmax_row_bf16(x, b1, b2, p, S, tmp, max, inv, scale);
-}
+template void softmax_row_bf16(const uint16_t*, const float*, const float*, uint16_t*, int64_t,
+                               float*, float*, float*, float);
+template void softmax_row_bf16(const float*, const float*, const float*, uint16_t*, int64_t, float*,
+                               float*, float*, float);
 
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,

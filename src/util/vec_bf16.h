@@ -63,15 +63,15 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
 // row's masked half is never computed); a row masked throughout stays whole (uniform p). Where
 // the backward is given p, it also writes bf16(p) there: the forward's p, bit for bit (for the
 // gradient of p v when p was not kept, model/bf16_attention.cpp).
-void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+// The forward takes x as bf16 bits (In = uint16_t) or float32 (In = float: a gemm's output, each
+// element rounded to bf16 first as a bf16 matmul rounds its product, the bits of float_to_bf16
+// then the bf16 row).
+template <class In>
+void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
                       float* tmp, float* max, float* inv, float scale = 1.0F);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
                                uint16_t* p = nullptr, float scale = 1.0F);
-// The same forward from float32 x (a gemm's output), each element rounded to bf16 first, as a
-// bf16 matmul rounds its product: the bits of float_to_bf16 then the row above.
-void softmax_row_bf16(const float* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
-                      float* tmp, float* max, float* inv, float scale = 1.0F);
 
 // The same backward from the forward's bf16 p itself (nothing recomputed): dx = bf16(p (g -
 // sum_k p_k g_k) scale) with g = bf16(dp), the float32 gradient of p rounded as a bf16 matmul
@@ -119,13 +119,12 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
 void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
                                   float* sum_x, int64_t* argmax);
-void softmax_row_bf16(const uint16_t* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+template <class In>
+void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
                       float* tmp, float* max, float* inv, float scale = 1.0F);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
                                uint16_t* p = nullptr, float scale = 1.0F);
-void softmax_row_bf16(const float* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
-                      float* tmp, float* max, float* inv, float scale = 1.0F);
 void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* dx, int64_t S,
                                   float scale = 1.0F);
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
