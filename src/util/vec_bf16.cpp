@@ -90,8 +90,7 @@ template <bool kNe>
 ROPELAB_AVX512 inline void store16(uint16_t* p, __m512 x, __mmask16 k) {
   _mm256_mask_storeu_epi16(p, k, round16<kNe>(x));
 }
-// 16 float32 as a bf16 matmul's product or a bf16 bias pass rounds them: rounded to bf16, back in
-// float32.
+// 16 float32 as a bf16 matmul rounds its product: rounded to bf16, back in float32.
 template <bool kNe>
 ROPELAB_AVX512 inline __m512 bf16_round16(__m512 x) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(round16<kNe>(x)), 16));
@@ -346,7 +345,6 @@ ROPELAB_AVX512 void cross_entropy_row_grad_avx512(const uint16_t* x, int64_t V, 
   }
 }
 
-// tmp = x + b1 + b2 over S elements; returns their max.
 // A softmax row's input as float32: bf16 as it is, float32 rounded to bf16 first (the scores
 // as a bf16 matmul rounds its product).
 template <bool kNe>
@@ -366,6 +364,7 @@ ROPELAB_AVX512 inline __m512 in16(const float* x, __mmask16 k) {
   return bf16_round16<kNe>(_mm512_maskz_loadu_ps(k, x));
 }
 
+// tmp = x scale + b1 + b2 over S elements; returns their max.
 template <bool kNe, class In>
 ROPELAB_AVX512 float biased_row_avx512(const In* x, float scale, const float* b1, const float* b2,
                                        int64_t S, float* tmp) {
@@ -771,12 +770,12 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
   }
 }
 
-// tmp = exp(x scale + b1 + b2 - m) over S elements, m = m_in, or their max where m_in is NaN;
-// returns the sum, and m in *m_out.
 // A softmax row's input as float32 (in16 above): bf16 as it is, float32 rounded to bf16 first.
 inline float in1(uint16_t x) { return load1(x); }
 inline float in1(float x) { return load1(store1(x)); }
 
+// tmp = exp(x scale + b1 + b2 - m) over S elements, m = m_in, or their max where m_in is NaN;
+// returns the sum, and m in *m_out.
 template <class In>
 static float exp_biased_row(const In* x, float scale, const float* b1, const float* b2, int64_t S,
                             float* tmp, float m_in, float* m_out) {
