@@ -479,11 +479,9 @@ template <bool kNe>
 ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* b1, const float* b2,
                                                 float max, float inv, const uint16_t* g,
                                                 uint16_t* dx, int64_t S_all, float* tmp,
-                                                uint16_t* p_out, float scale) {
+                                                float scale) {
   const int64_t S = unmasked_length_avx512(b1, b2, S_all);
   std::memset(dx + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
-  if (p_out != nullptr)
-    std::memset(p_out + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   biased_row_avx512<kNe>(x, scale, b1, b2, S, tmp);
   exp_row_avx512(tmp, S, max);
   const int64_t full = S - S % 16;
@@ -493,13 +491,11 @@ ROPELAB_AVX512 void softmax_backward_row_avx512(const uint16_t* x, const float* 
   for (int64_t j = 0; j < full; j += 16) {
     const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(tmp + j), rv);
     _mm512_storeu_ps(tmp + j, p);
-    if (p_out != nullptr) store16<kNe>(p_out + j, p);
     dot = _mm512_fmadd_ps(p, load16(g + j), dot);
   }
   if (k != 0) {
     const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, tmp + full), rv);
     _mm512_mask_storeu_ps(tmp + full, k, p);
-    if (p_out != nullptr) store16<kNe>(p_out + full, p, k);
     dot = _mm512_fmadd_ps(p, load16(g + full, k), dot);
   }
   const __m512 d = set1(_mm512_reduce_add_ps(dot)), sv = set1(scale);
@@ -810,16 +806,13 @@ template void softmax_row_bf16(const float*, const float*, const float*, uint16_
 
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S_all,
-                               float* tmp, uint16_t* p_out, float scale) {
+                               float* tmp, float scale) {
   const int64_t S = unmasked_length_scalar(b1, b2, S_all);
   std::memset(dx + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
-  if (p_out != nullptr)
-    std::memset(p_out + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   float m = max, dot = 0;
   exp_biased_row(x, scale, b1, b2, S, tmp, max, &m);
   for (int64_t j = 0; j < S; ++j) {
     tmp[j] *= inv;
-    if (p_out != nullptr) p_out[j] = store1(tmp[j]);
     dot += tmp[j] * load1(g[j]);
   }
   for (int64_t j = 0; j < S; ++j) dx[j] = store1(tmp[j] * (load1(g[j]) - dot) * scale);
@@ -958,13 +951,13 @@ template void softmax_row_bf16(const float*, const float*, const float*, uint16_
 
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
-                               uint16_t* p, float scale) {
+                               float scale) {
 #if ROPELAB_HAVE_X86
   if (bf16_simd())
-    return ROPELAB_AVX512_CALL(softmax_backward_row_avx512, x, b1, b2, max, inv, g, dx, S, tmp, p,
+    return ROPELAB_AVX512_CALL(softmax_backward_row_avx512, x, b1, b2, max, inv, g, dx, S, tmp,
                                scale);
 #endif
-  portable::softmax_backward_row_bf16(x, b1, b2, max, inv, g, dx, S, tmp, p, scale);
+  portable::softmax_backward_row_bf16(x, b1, b2, max, inv, g, dx, S, tmp, scale);
 }
 
 void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* dx, int64_t S,

@@ -60,9 +60,7 @@ void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float 
 // recomputed in float32 from x, b1, b2, max and inv: the same float32 p as the forward's, never
 // its bf16 rounding (the attention's softmax, model/attention.cpp). Both stop at the row's last
 // element with b1 + b2 above -1e29 and write zeros after it (p is exactly 0 there: a causal
-// row's masked half is never computed); a row masked throughout stays whole (uniform p). Where
-// the backward is given p, it also writes bf16(p) there: the forward's p, bit for bit (for the
-// gradient of p v when p was not kept, model/bf16_attention.cpp).
+// row's masked half is never computed); a row masked throughout stays whole (uniform p).
 // The forward takes x as bf16 bits (In = uint16_t) or float32 (In = float: a gemm's output, each
 // element rounded to bf16 first as a bf16 matmul rounds its product, the bits of float_to_bf16
 // then the bf16 row).
@@ -71,7 +69,7 @@ void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p
                       float* tmp, float* max, float* inv, float scale = 1.0F);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
-                               uint16_t* p = nullptr, float scale = 1.0F);
+                               float scale = 1.0F);
 
 // The same backward from the forward's bf16 p itself (nothing recomputed): dx = bf16(p (g -
 // sum_k p_k g_k) scale) with g = bf16(dp), the float32 gradient of p rounded as a bf16 matmul
@@ -124,7 +122,7 @@ void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p
                       float* tmp, float* max, float* inv, float scale = 1.0F);
 void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
                                float inv, const uint16_t* g, uint16_t* dx, int64_t S, float* tmp,
-                               uint16_t* p = nullptr, float scale = 1.0F);
+                               float scale = 1.0F);
 void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* dx, int64_t S,
                                   float scale = 1.0F);
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
