@@ -647,8 +647,8 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
     auto [w, b] = fused(fused_qkv_, {q_proj, k_proj, v_proj});
     auto rot = projection_rotation(pos, pc, cache);
     rotated = rot && fuses_rotation(x, w, b, *rot);
-    auto qkv = (rotated ? model::linear_rotated(x, w, b, *rot) : model::linear(x, w, b))
-                   .split_with_sizes({D, Dkv, Dkv}, -1);  // backward: one cat
+    auto qkv = split_columns(
+        rotated ? model::linear_rotated(x, w, b, *rot) : model::linear(x, w, b), {D, Dkv, Dkv});
     q = heads(norm_whole(q_norm, qkv[0]), T);
     k = norm_head(k_norm, kv_heads(norm_whole(k_norm, qkv[1]), T));
     v = kv_heads(qkv[2], T);

@@ -5,6 +5,7 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -115,6 +116,39 @@ torch::Tensor grad_like(const torch::Tensor& t) {
   return torch::empty({t.size(0), t.size(2), t.size(1), t.size(3)}, t.options()).transpose(1, 2);
 }
 
+// Whether q, k and v [B, N, L, *] are the heads of one [B, L, C] projection's adjacent column
+// blocks, in that order (attention's fused q|k|v projection, split).
+bool one_projection(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  const int64_t C = q.stride(2), L = q.size(2);
+  auto heads_of = [&](const torch::Tensor& t, int64_t offset) {
+    return t.storage().is_alias_of(q.storage()) && t.size(2) == L && t.stride(2) == C &&
+           t.stride(0) == L * C && t.stride(1) == t.size(3) && t.stride(3) == 1 &&
+           t.storage_offset() == offset;
+  };
+  const int64_t wq = q.size(1) * q.size(3), wk = k.size(1) * k.size(3);
+  return C == wq + wk + v.size(1) * v.size(3) && heads_of(q, q.storage_offset()) &&
+         heads_of(k, q.storage_offset() + wq) && heads_of(v, q.storage_offset() + wq + wk);
+}
+
+// Empty gradients for q, k and v: where they are one projection's heads, views of one [B, L, C]
+// tensor in the same layout (the split's backward then hands it on whole, no concatenation);
+// else each in its own layout (grad_like).
+std::array<torch::Tensor, 3> grads_like(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v) {
+  if (!one_projection(q, k, v)) return {grad_like(q), grad_like(k), grad_like(v)};
+  const int64_t B = q.size(0), L = q.size(2);
+  auto all = torch::empty({B, L, q.stride(2)}, q.options());
+  std::array<torch::Tensor, 3> g;
+  int64_t at = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& t = i == 0 ? q : i == 1 ? k : v;
+    const int64_t n = t.size(1), w = t.size(3);
+    g[i] = all.narrow(2, at, n * w).view({B, L, n, w}).transpose(1, 2);
+    at += n * w;
+  }
+  return g;
+}
+
 struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& bias,
@@ -167,7 +201,7 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     // dO as it comes (the heads' split of the next layer's gradient: [B, T, N, H] memory).
     auto go = grad_out[0].to(torch::kBFloat16);
     if (go.stride(3) != 1) go = go.contiguous();
-    auto dq = grad_like(q), dk = grad_like(k), dv = grad_like(v);
+    auto [dq, dk, dv] = grads_like(q, k, v);
     const uint16_t* p_all = util::bf16_bits(saved[3]);
     const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     const auto ends = ctx->saved_data["ends"].toIntVector();
@@ -198,6 +232,57 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
   }
 };
 
+// split_columns (bf16_attention.h).
+struct SplitColumns : public torch::autograd::Function<SplitColumns> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const std::vector<int64_t>& sizes) {
+    ctx->saved_data["sizes"] = sizes;
+    ctx->saved_data["shape"] = x.sizes().vec();
+    auto parts = x.split_with_sizes(sizes, -1);
+    return {parts.begin(), parts.end()};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const auto sizes = ctx->saved_data["sizes"].toIntVector();
+    const auto shape = ctx->saved_data["shape"].toIntVector();
+    auto whole = adjacent_whole(g, sizes, shape);
+    if (whole.defined()) return {whole, torch::Tensor()};
+    const torch::Tensor* any = nullptr;
+    for (const auto& t : g)
+      if (t.defined()) any = &t;
+    if (any == nullptr) return {torch::Tensor(), torch::Tensor()};
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (g[i].defined()) continue;
+      auto part = shape;
+      part.back() = sizes[i];
+      g[i] = torch::zeros(part, any->options());
+    }
+    return {torch::cat(g, -1), torch::Tensor()};
+  }
+
+  // The tensor of `shape` (contiguous) whose column blocks the gradients g are, or undefined.
+  static torch::Tensor adjacent_whole(const variable_list& g, const std::vector<int64_t>& sizes,
+                                      const std::vector<int64_t>& shape) {
+    const auto dims = static_cast<int64_t>(shape.size());
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (int64_t d = dims - 2; d >= 0; --d)
+      strides[static_cast<size_t>(d)] =
+          strides[static_cast<size_t>(d + 1)] * shape[static_cast<size_t>(d + 1)];
+    int64_t at = g.empty() || !g[0].defined() ? 0 : g[0].storage_offset();
+    for (size_t i = 0; i < g.size(); ++i) {
+      auto part = shape;
+      part.back() = sizes[i];
+      const auto& t = g[i];
+      if (!t.defined() || t.sizes().vec() != part || t.strides().vec() != strides ||
+          !t.storage().is_alias_of(g[0].storage()) || t.storage_offset() != at ||
+          t.scalar_type() != g[0].scalar_type())
+        return {};
+      at += sizes[i];
+    }
+    return g[0].as_strided(shape, strides, g[0].storage_offset());
+  }
+};
+
 // ROPELAB_BF16_ATTENTION=off: the unfused form everywhere (to compare the two).
 bool turned_off() {
   const char* v = std::getenv("ROPELAB_BF16_ATTENTION");
@@ -211,6 +296,11 @@ bool no_grad_float(const torch::Tensor& t) {
 }
 
 }  // namespace
+
+std::vector<torch::Tensor> split_columns(const torch::Tensor& x,
+                                         const std::vector<int64_t>& sizes) {
+  return SplitColumns::apply(x, sizes);
+}
 
 bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                          const torch::Tensor& bias, const torch::Tensor& mask) {

@@ -22,6 +22,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace ropelab::model {
 
 // Whether bf16_attention applies: q, k, v bf16 CPU tensors of 4 dims with the same batch and
@@ -40,5 +42,12 @@ bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const t
 // (1/8 for 64-wide heads) every bit is as with q scaled first, one pass over q fewer each way.
 torch::Tensor bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& bias, const torch::Tensor& mask, double scale);
+
+// x.split_with_sizes(sizes, -1), for the fused q|k|v projection: where the parts' gradients are
+// adjacent column blocks of one tensor of x's shape (bf16_attention's backward writes dq, dk and
+// dv so when q, k and v are that split's heads), its backward hands that tensor on whole, with
+// no copy; else their concatenation, as split_with_sizes's own backward (a part without a
+// gradient counts as zeros).
+std::vector<torch::Tensor> split_columns(const torch::Tensor& x, const std::vector<int64_t>& sizes);
 
 }  // namespace ropelab::model

@@ -26,8 +26,12 @@ constexpr int64_t kRowBlock = 64;  // rows per task; each block sums its own dw,
 // backward takes the bf16 gradient and gives dx in float32, dw and db summed over the rows in a
 // fixed order (blocks of kRowBlock rows, then the blocks in order: the same bits for any number
 // of threads).
+//
+// Its second output is x itself (a view), for a pre-norm block's residual add: x's gradient
+// through it arrives at this node with the norm's, and the backward adds the two in its own pass
+// over dx (no separate add of two [rows, D] float32 gradients by autograd).
 struct Bf16LayerNorm : public torch::autograd::Function<Bf16LayerNorm> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in,
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_in,
                                const torch::Tensor& w_in, const torch::Tensor& b_in, double eps) {
     RECORD_FUNCTION("ropelab::layer_norm", std::vector<c10::IValue>());
     auto x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.contiguous();
@@ -43,7 +47,7 @@ struct Bf16LayerNorm : public torch::autograd::Function<Bf16LayerNorm> {
                                  static_cast<float>(eps), yp + r * D, st + 2 * r, st + 2 * r + 1);
     });
     ctx->save_for_backward({x, w, stats});
-    return y;
+    return {y, x_in};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
@@ -52,6 +56,8 @@ struct Bf16LayerNorm : public torch::autograd::Function<Bf16LayerNorm> {
     const auto& w = saved[1];
     const float* st = saved[2].data_ptr<float>();
     auto g = grad_out[0].to(torch::kBFloat16).contiguous();
+    auto res = grad_out[1].defined() ? grad_out[1].to(torch::kFloat32).contiguous() : grad_out[1];
+    const float* dres = res.defined() ? res.data_ptr<float>() : nullptr;
     const int64_t D = x.size(-1), rows = x.numel() / D;
     const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
     auto dx = torch::empty_like(x);
@@ -62,6 +68,7 @@ struct Bf16LayerNorm : public torch::autograd::Function<Bf16LayerNorm> {
         for (int64_t r = k * kRowBlock; r < std::min(rows, (k + 1) * kRowBlock); ++r)
           vec::layer_norm_backward_row_bf16(x.data_ptr<float>() + r * D, D, w.data_ptr<float>(),
                                             st[2 * r], st[2 * r + 1], util::bf16_bits(g) + r * D,
+                                            dres != nullptr ? dres + r * D : nullptr,
                                             dx.data_ptr<float>() + r * D, dw, dw + D);
       }
     });
@@ -90,14 +97,24 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x_in) {
   return weight * y.to(weight.scalar_type());
 }
 
+bool NormImpl::bf16_path(const torch::Tensor& x) const {
+  return type_ == config::NormType::kLayerNorm && x.device().is_cpu() && x.numel() > 0 &&
+         compat::autocast_enabled(c10::DeviceType::CPU) &&
+         compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 && vec::bf16_simd() &&
+         weight.scalar_type() == torch::kFloat32 && bias.scalar_type() == torch::kFloat32 &&
+         (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16);
+}
+
 torch::Tensor NormImpl::matmul_input(const torch::Tensor& x) {
-  if (type_ == config::NormType::kLayerNorm && x.device().is_cpu() && x.numel() > 0 &&
-      compat::autocast_enabled(c10::DeviceType::CPU) &&
-      compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 && vec::bf16_simd() &&
-      weight.scalar_type() == torch::kFloat32 && bias.scalar_type() == torch::kFloat32 &&
-      (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16))
-    return Bf16LayerNorm::apply(x.to(torch::kFloat32), weight, bias, eps_);
+  if (bf16_path(x)) return Bf16LayerNorm::apply(x.to(torch::kFloat32), weight, bias, eps_)[0];
   return forward(x);
+}
+
+std::pair<torch::Tensor, torch::Tensor> NormImpl::matmul_input_and_residual(
+    const torch::Tensor& x) {
+  if (!bf16_path(x) || x.scalar_type() != torch::kFloat32) return {forward(x), x};
+  auto out = Bf16LayerNorm::apply(x, weight, bias, eps_);
+  return {out[0], out[1]};
 }
 
 ParamRole NormImpl::role_of(const std::string& local) const {

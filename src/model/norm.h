@@ -12,6 +12,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <utility>
+
 #include "config/schema.h"
 #include "model/init.h"
 
@@ -27,11 +29,16 @@ class NormImpl : public torch::nn::Module, public OwnsParameters {
   // autocast a LayerNorm writes bf16 directly (the values autocast's cast of forward(x) would
   // give, in one pass, on CPUs with util/vec_bf16.h's AVX-512 forms); otherwise forward(x).
   torch::Tensor matmul_input(const torch::Tensor& x);
+  // matmul_input(x), and x for the block's residual add (x + f(norm(x))): on the bf16 path, x as
+  // an output of the norm's own node, whose backward then adds the residual's gradient to the
+  // norm's in its own pass; otherwise x itself. Each, values and gradients, as the two used apart.
+  std::pair<torch::Tensor, torch::Tensor> matmul_input_and_residual(const torch::Tensor& x);
   ParamRole role_of(const std::string& local) const override;
 
   torch::Tensor weight, bias;  // bias: layernorm only
 
  private:
+  bool bf16_path(const torch::Tensor& x) const;  // the bf16 LayerNorm of matmul_input applies
   int64_t d_;
   double eps_;
   config::NormType type_;

@@ -92,9 +92,10 @@ torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,
                                  const torch::Tensor& memory, const AttnMask& mem_mask,
                                  KVCache* cache, KVCache* cross_cache) {
   auto sublayer = [&](Norm& norm, Norm& post, const auto& fn) {
-    if (post)
-      return model::dropout_add(x, post(fn(norm->matmul_input(x))), dropout_, is_training());
-    if (pre_norm_) return model::dropout_add(x, fn(norm->matmul_input(x)), dropout_, is_training());
+    if (post || pre_norm_) {  // x + [post](f(norm(x))): the norm's node also hands x on
+      auto [h, residual] = norm->matmul_input_and_residual(x);
+      return model::dropout_add(residual, post ? post(fn(h)) : fn(h), dropout_, is_training());
+    }
     if (reordered_) return model::dropout_add(x, norm(fn(x)), dropout_, is_training());
     return norm(model::dropout_add(x, fn(x), dropout_, is_training()));
   };

@@ -144,24 +144,30 @@ ROPELAB_AVX512 void add_column_sums_avx512(const uint16_t* g, int64_t rows, int6
 
 ROPELAB_AVX512 inline __m512 set1(float v) { return _mm512_set1_ps(v); }
 
-// exp_approx (util/vec_math.h) on 16 lanes: the same Cephes reduction and polynomial, the
-// power of two applied by vscalefps; 0 below -87.
+// exp on 16 lanes, within 1.7 ulp of exp on [-87, 88] (exp_approx, util/vec_math.h: 2), 0 below
+// -87 (and for NaN), exp(88) above 88: x = (k + j/16) ln 2 + r with |r| <= ln 2 / 32, so that
+// exp(x) = 2^k 2^(j/16) e^r: 2^(j/16) from a 16-entry table (one vpermps on the low bits of
+// round(16 x / ln 2), which a shifter constant leaves in the mantissa), e^r a cubic (error
+// r^4 / 24 < 1e-8), 2^k by vscalefps (which takes k + j/16 and floors it). Two fewer multiply-adds
+// than the Cephes polynomial of exp_approx and no rounding instruction: the cross-entropy's row
+// kernel, bound by its exps, ran 18% faster (6.2 -> 5.1 ms for 4096 x 8000 logits, 2 threads).
 ROPELAB_AVX512 inline __m512 exp16(__m512 x) {
-  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, set1(-87.0F)), set1(88.0F));
-  const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(xc, set1(1.44269504088896341F), set1(0.5F)),
-                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, set1(0.693359375F), xc);
-  r = _mm512_fmadd_ps(n, set1(2.12194440e-4F), r);
-  __m512 p = set1(1.9875691500e-4F);
-  p = _mm512_fmadd_ps(p, r, set1(1.3981999507e-3F));
-  p = _mm512_fmadd_ps(p, r, set1(8.3334519073e-3F));
-  p = _mm512_fmadd_ps(p, r, set1(4.1665795894e-2F));
-  p = _mm512_fmadd_ps(p, r, set1(1.6666665459e-1F));
-  p = _mm512_fmadd_ps(p, r, set1(5.0000001201e-1F));
-  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), set1(1.0F));
-  const __m512 e = _mm512_scalef_ps(p, n);
-  return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, set1(-87.0F), _CMP_LT_OQ),
-                            _mm512_setzero_ps());
+  const __m512 table =
+      _mm512_setr_ps(1.0F, 1.04427373F, 1.09050775F, 1.13878858F, 1.18920708F, 1.24185777F,
+                     1.29683959F, 1.35425556F, 1.41421354F, 1.47682619F, 1.54221082F, 1.61049032F,
+                     1.68179286F, 1.75625217F, 1.8340081F, 1.91520655F);
+  const __m512 shifter = set1(786432.0F);  // 1.5 * 2^19: its last 4 mantissa bits get round(16 t)
+  const __m512 xc = _mm512_min_ps(x, set1(88.0F));
+  const __m512 s = _mm512_fmadd_ps(xc, set1(1.44269504088896341F), shifter);
+  const __m512 k = _mm512_sub_ps(s, shifter);  // round(16 x / ln 2) / 16
+  __m512 r = _mm512_fnmadd_ps(k, set1(0.693359375F), xc);
+  r = _mm512_fmadd_ps(k, set1(2.12194440e-4F), r);
+  __m512 p = _mm512_fmadd_ps(set1(1.0F / 6), r, set1(0.5F));
+  p = _mm512_fmadd_ps(p, r, set1(1.0F));
+  p = _mm512_fmadd_ps(p, r, set1(1.0F));
+  const __m512 t = _mm512_permutexvar_ps(_mm512_castps_si512(s), table);
+  return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, set1(-87.0F), _CMP_GE_OQ),
+                                _mm512_mul_ps(t, p), k);
 }
 
 // 1 / d, to about float32 precision (vrcp14ps and one Newton step).
@@ -573,7 +579,8 @@ ROPELAB_AVX512 void layer_norm_row_avx512(const float* x, int64_t D, const float
 
 ROPELAB_AVX512 void layer_norm_backward_row_avx512(const float* x, int64_t D, const float* w,
                                                    float mean, float rstd, const uint16_t* g,
-                                                   float* dx, float* dw, float* db) {
+                                                   const float* dres, float* dx, float* dw,
+                                                   float* db) {
   const int64_t full = D - D % 16;
   const __mmask16 k = tail_mask(D - full);
   const __m512 mv = set1(mean), rv = set1(rstd);
@@ -604,15 +611,16 @@ ROPELAB_AVX512 void layer_norm_backward_row_avx512(const float* x, int64_t D, co
   for (int64_t j = 0; j < full; j += 16) {
     const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), mv), rv);
     const __m512 gw = _mm512_mul_ps(load16(g + j), _mm512_loadu_ps(w + j));
-    _mm512_storeu_ps(
-        dx + j, _mm512_mul_ps(rv, _mm512_sub_ps(_mm512_sub_ps(gw, am), _mm512_mul_ps(xh, cm))));
+    const __m512 d = _mm512_mul_ps(rv, _mm512_sub_ps(_mm512_sub_ps(gw, am), _mm512_mul_ps(xh, cm)));
+    _mm512_storeu_ps(dx + j, dres != nullptr ? _mm512_add_ps(d, _mm512_loadu_ps(dres + j)) : d);
   }
   if (k != 0) {
     const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + full), mv), rv);
     const __m512 gw = _mm512_mul_ps(load16(g + full, k), _mm512_maskz_loadu_ps(k, w + full));
+    const __m512 d = _mm512_mul_ps(rv, _mm512_sub_ps(_mm512_sub_ps(gw, am), _mm512_mul_ps(xh, cm)));
     _mm512_mask_storeu_ps(
         dx + full, k,
-        _mm512_mul_ps(rv, _mm512_sub_ps(_mm512_sub_ps(gw, am), _mm512_mul_ps(xh, cm))));
+        dres != nullptr ? _mm512_add_ps(d, _mm512_maskz_loadu_ps(k, dres + full)) : d);
   }
 }
 
@@ -840,7 +848,8 @@ void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float*
 }
 
 void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
-                                  const uint16_t* g, float* dx, float* dw, float* db) {
+                                  const uint16_t* g, const float* dres, float* dx, float* dw,
+                                  float* db) {
   float a = 0, c = 0;
   for (int64_t j = 0; j < D; ++j) {
     const float xh = (x[j] - mean) * rstd, gj = load1(g[j]), gw = gj * w[j];
@@ -852,7 +861,8 @@ void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, flo
   const float am = a / static_cast<float>(D), cm = c / static_cast<float>(D);
   for (int64_t j = 0; j < D; ++j) {
     const float xh = (x[j] - mean) * rstd;
-    dx[j] = rstd * (load1(g[j]) * w[j] - am - xh * cm);
+    const float d = rstd * (load1(g[j]) * w[j] - am - xh * cm);
+    dx[j] = dres != nullptr ? d + dres[j] : d;
   }
 }
 
@@ -991,11 +1001,12 @@ void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float*
 }
 
 void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
-                                  const uint16_t* g, float* dx, float* dw, float* db) {
+                                  const uint16_t* g, const float* dres, float* dx, float* dw,
+                                  float* db) {
 #if ROPELAB_HAVE_X86
-  if (bf16_simd()) return layer_norm_backward_row_avx512(x, D, w, mean, rstd, g, dx, dw, db);
+  if (bf16_simd()) return layer_norm_backward_row_avx512(x, D, w, mean, rstd, g, dres, dx, dw, db);
 #endif
-  portable::layer_norm_backward_row_bf16(x, D, w, mean, rstd, g, dx, dw, db);
+  portable::layer_norm_backward_row_bf16(x, D, w, mean, rstd, g, dres, dx, dw, db);
 }
 
 void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* y, int64_t W,

@@ -87,11 +87,14 @@ void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w
 // LayerNorm (Ba et al. 2016) of one row of D float32, written as bf16 for the matmul that reads
 // it: y = bf16((x - mean) rstd w + b), rstd = 1 / sqrt(var + eps) (biased var), with mean and
 // rstd for the backward. The backward, from the bf16 gradient g of y: dx = rstd (g w - mean(g w)
-// - xhat mean(g w xhat)) in float32, xhat = (x - mean) rstd, and dw += g xhat, db += g.
+// - xhat mean(g w xhat)) in float32, xhat = (x - mean) rstd, and dw += g xhat, db += g. With
+// dres (else null), x's gradient from elsewhere (a pre-norm block's residual), dx = that + dres:
+// the same float32 sum as adding the two gradients afterwards, in the same pass.
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
                          uint16_t* y, float* mean, float* rstd);
 void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
-                                  const uint16_t* g, float* dx, float* dw, float* db);
+                                  const uint16_t* g, const float* dres, float* dx, float* dw,
+                                  float* db);
 
 // RoPE (RoFormer Eq. 34) on one row of W (even) bf16 values, with float32 tables c and s spread
 // to the row's width (model/position/rotary.cpp: the sine's sign folded in): forward y = bf16(x c
@@ -128,7 +131,8 @@ void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* 
 void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
                          uint16_t* y, float* mean, float* rstd);
 void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
-                                  const uint16_t* g, float* dx, float* dw, float* db);
+                                  const uint16_t* g, const float* dres, float* dx, float* dw,
+                                  float* db);
 void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* y, int64_t W,
                    bool interleaved, bool backward);
 }  // namespace portable

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compat/torch_compat.h"
@@ -695,18 +696,22 @@ TEST(Fused, DenseLayerUnderBf16Autocast) {
   }
 }
 
+// A LayerNorm of width D with random gain and shift.
+model::Norm random_layer_norm(int64_t D) {
+  model::Norm norm(D, 1e-5, config::NormType::kLayerNorm);
+  torch::NoGradGuard ng;
+  norm->weight.normal_();
+  norm->bias.normal_();
+  return norm;
+}
+
 // A pre-norm LayerNorm under bf16 autocast (NormImpl::matmul_input) against the float32 norm
 // that autocast's cast would hand the next matmul: the output is bf16 with those values, and
 // the gradients of x, the gain and the shift, from bf16 gradients (a matmul's dX), match the
 // float32 norm's within float32 sums. Without autocast it is the plain norm.
 TEST(Fused, LayerNormForTheMatmulUnderBf16Autocast) {
   const int64_t D = 72;
-  model::Norm norm(D, 1e-5, config::NormType::kLayerNorm);
-  {
-    torch::NoGradGuard ng;
-    norm->weight.normal_();
-    norm->bias.normal_();
-  }
+  auto norm = random_layer_norm(D);
   auto x0 = 3 * torch::randn({4, 67, D}) + 1;
   auto g = torch::randn({4, 67, D}).to(torch::kBFloat16);
   auto run = [&](bool ours) {
@@ -734,6 +739,41 @@ TEST(Fused, LayerNormForTheMatmulUnderBf16Autocast) {
   auto plain = norm->matmul_input(x0);  // no autocast: the float32 norm
   EXPECT_EQ(plain.scalar_type(), torch::kFloat32);
   EXPECT_TRUE(test::close(plain, norm(x0), 0, 0));
+}
+
+// The norm that also hands its input on for the residual add (NormImpl::matmul_input_and_residual):
+// the same values and, to the bit, the same gradients as the norm and x used apart (where x's two
+// gradients are added by autograd); on the bf16 path the residual is x's memory, not a copy.
+TEST(Fused, LayerNormHandsItsInputOnForTheResidual) {
+  const int64_t D = 72;
+  auto norm = random_layer_norm(D);
+  auto x0 = 3 * torch::randn({4, 67, D}) + 1;
+  auto g = torch::randn({4, 67, D}).to(torch::kBFloat16), g_res = torch::randn({4, 67, D});
+  auto run = [&](bool together) {
+    norm->zero_grad();
+    auto x = x0.clone().requires_grad_(true);
+    torch::Tensor y, res;
+    {
+      device::Autocast ac(torch::kCPU, true);
+      if (together) {
+        std::tie(y, res) = norm->matmul_input_and_residual(x);
+        EXPECT_EQ(res.data_ptr(), x.data_ptr());
+      } else {
+        y = norm->matmul_input(x);
+        res = x;
+      }
+    }
+    ((y.to(torch::kFloat32) * g.to(torch::kFloat32)).sum() + (res * g_res).sum()).backward();
+    return std::make_tuple(y.detach(), res.detach(), x.grad(), norm->weight.grad().clone(),
+                           norm->bias.grad().clone());
+  };
+  auto [y1, r1, gx1, gw1, gb1] = run(true);
+  auto [y0, r0, gx0, gw0, gb0] = run(false);
+  EXPECT_TRUE(torch::equal(y1, y0));
+  EXPECT_TRUE(torch::equal(r1, x0));
+  EXPECT_TRUE(torch::equal(gx1, gx0));
+  EXPECT_TRUE(torch::equal(gw1, gw0));
+  EXPECT_TRUE(torch::equal(gb1, gb0));
 }
 
 // The ops a dense layer runs, as libtorch's RecordFunction sees them (on every thread: the
@@ -770,6 +810,48 @@ TEST(Fused, DenseLayerFoldsTheBiasIntoTheMatmul) {
   } else {
     EXPECT_TRUE(has("aten::addmm")) << "ops: " << ::testing::PrintToString(g_ops);
   }
+}
+
+// q, k and v as the heads of one projection's split (model::split_columns, as attention's fused
+// q|k|v projection): bf16_attention writes their gradients into one tensor, which the split's
+// backward hands on whole (no aten::cat); output and gradients bit for bit as with q, k and v
+// apart. A part without a gradient counts as zeros (the concatenation then runs).
+TEST(Fused, Bf16AttentionOfOneProjectionNeedsNoConcatenation) {
+  if (!vec::bf16_simd()) GTEST_SKIP() << "bf16_attention runs on CPUs with the AVX-512 forms";
+  const int64_t B = 2, T = 70, N = 2, W = 16, D = N * W;
+  auto p0 = torch::randn({B, T, 3 * D}).to(torch::kBFloat16);
+  auto go = torch::randn({B, N, T, W}).to(torch::kBFloat16);
+  auto mask =
+      torch::zeros({1, 1, T, T}).masked_fill_(torch::ones({T, T}, torch::kBool).triu(1), -1e30);
+  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, N, W}).transpose(1, 2); };
+  auto p = p0.clone().requires_grad_(true);
+  auto parts = model::split_columns(p, {D, D, D});
+  ASSERT_EQ(parts.size(), 3U);
+  auto y = model::bf16_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), {}, mask, 0.25);
+  g_ops.clear();
+  auto handle = at::addGlobalCallback(at::RecordFunctionCallback(record_op));
+  (y.to(torch::kFloat32) * go.to(torch::kFloat32)).sum().backward();
+  at::removeCallback(handle);
+  EXPECT_EQ(std::count(g_ops.begin(), g_ops.end(), "aten::cat"), 0)
+      << "ops: " << ::testing::PrintToString(g_ops);
+  std::vector<torch::Tensor> apart;
+  for (int64_t i = 0; i < 3; ++i)
+    apart.push_back(heads(p0.narrow(2, i * D, D)).contiguous().requires_grad_(true));
+  auto y2 = model::bf16_attention(apart[0], apart[1], apart[2], {}, mask, 0.25);
+  (y2.to(torch::kFloat32) * go.to(torch::kFloat32)).sum().backward();
+  EXPECT_TRUE(torch::equal(y, y2));
+  auto merged = [&](const torch::Tensor& g) { return g.transpose(1, 2).reshape({B, T, D}); };
+  EXPECT_TRUE(torch::equal(
+      p.grad(),
+      torch::cat({merged(apart[0].grad()), merged(apart[1].grad()), merged(apart[2].grad())}, -1)));
+  // Only the first and last parts used: their gradients, and zeros between.
+  auto p2 = p0.clone().requires_grad_(true);
+  auto parts2 = model::split_columns(p2, {D, D, D});
+  (parts2[0].to(torch::kFloat32).sum() + 2 * parts2[2].to(torch::kFloat32).sum()).backward();
+  EXPECT_TRUE(torch::equal(
+      p2.grad().to(torch::kFloat32),
+      torch::cat({torch::ones({B, T, D}), torch::zeros({B, T, D}), torch::full({B, T, D}, 2.0)},
+                 -1)));
 }
 
 // RoPE in the fused QKV projection's bias pass (model/linear.h's linear_rotated) = the projection

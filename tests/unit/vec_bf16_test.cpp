@@ -335,7 +335,8 @@ TEST(VecBf16, SoftmaxRowStopsAtItsLastUnmaskedElement) {
 
 // A LayerNorm row written as bf16 and its backward from a bf16 gradient: libtorch's float32
 // layer_norm and its autograd gradients (dx, and the row's share of dw and db, added to what the
-// accumulators held) within one bf16 rounding / float32 sums; both forms agree.
+// accumulators held) within one bf16 rounding / float32 sums; both forms agree. With a residual's
+// gradient dres, dx + dres exactly.
 TEST(VecBf16, LayerNormRowAndItsBackward) {
   for (int64_t D : {2, 9, 16, 256, 263}) {
     auto x0 = 2 * torch::randn({D}) + 0.5, w0 = torch::randn({D}), b0 = torch::randn({D});
@@ -356,12 +357,20 @@ TEST(VecBf16, LayerNormRowAndItsBackward) {
       EXPECT_TRUE(test::close(y.to(torch::kFloat32), want.detach(), 1.0 / 256, 1e-5));
       EXPECT_NEAR(mean, x0.mean().item<float>(), 1e-5);
       EXPECT_NEAR(rstd, 1 / std::sqrt(x0.var(false).item<float>() + 1e-5F), 1e-4 * rstd);
-      (form == 0 ? vec::layer_norm_backward_row_bf16 : vec::portable::layer_norm_backward_row_bf16)(
-          x0.data_ptr<float>(), D, w0.data_ptr<float>(), mean, rstd, bits(g), dx.data_ptr<float>(),
-          acc[0].data_ptr<float>(), acc[1].data_ptr<float>());
+      auto backward = form == 0 ? vec::layer_norm_backward_row_bf16
+                                : vec::portable::layer_norm_backward_row_bf16;
+      backward(x0.data_ptr<float>(), D, w0.data_ptr<float>(), mean, rstd, bits(g), nullptr,
+               dx.data_ptr<float>(), acc[0].data_ptr<float>(), acc[1].data_ptr<float>());
       EXPECT_TRUE(test::close(dx, x.grad(), 1e-4, 1e-4));
       EXPECT_TRUE(test::close(acc[0] - prior[0], w.grad(), 1e-4, 1e-5));
       EXPECT_TRUE(test::close(acc[1] - prior[1], b.grad(), 1e-4, 1e-5));
+      // With the residual's gradient: dx + dres, the float32 sum to the bit.
+      auto dres = torch::randn({D}), dx2 = torch::empty({D}), acc2 = prior.clone();
+      backward(x0.data_ptr<float>(), D, w0.data_ptr<float>(), mean, rstd, bits(g),
+               dres.data_ptr<float>(), dx2.data_ptr<float>(), acc2[0].data_ptr<float>(),
+               acc2[1].data_ptr<float>());
+      EXPECT_TRUE(torch::equal(dx2, dx + dres));
+      EXPECT_TRUE(torch::equal(acc2, acc));
     }
   }
 }
