@@ -283,11 +283,22 @@ ROPELAB_AVX512 void mask_to_bf16_avx512(const float* g, const float* m, uint16_t
   }
 }
 
-// The row's max and sum (one pass over the bf16 row).
+// The row's max and sum (one pass over the bf16 row; two of each accumulator, so that the loop
+// is not bound by the latency of the adds).
 ROPELAB_AVX512 void row_max_sum_avx512(const uint16_t* x, int64_t V, float* max, float* sum) {
   const int64_t full = V - V % 16;
-  __m512 mx = set1(-INFINITY), sx = _mm512_setzero_ps();
-  for (int64_t j = 0; j < full; j += 16) {
+  __m512 mx = set1(-INFINITY), sx = _mm512_setzero_ps(), mx2 = mx, sx2 = sx;
+  int64_t j = 0;
+  for (; j + 32 <= full; j += 32) {
+    const __m512 v = load16(x + j), v2 = load16(x + j + 16);
+    mx = _mm512_max_ps(mx, v);
+    sx = _mm512_add_ps(sx, v);
+    mx2 = _mm512_max_ps(mx2, v2);
+    sx2 = _mm512_add_ps(sx2, v2);
+  }
+  mx = _mm512_max_ps(mx, mx2);
+  sx = _mm512_add_ps(sx, sx2);
+  for (; j < full; j += 16) {
     const __m512 v = load16(x + j);
     mx = _mm512_max_ps(mx, v);
     sx = _mm512_add_ps(sx, v);
