@@ -112,7 +112,9 @@ torch::Tensor NormImpl::matmul_input(const torch::Tensor& x) {
 
 std::pair<torch::Tensor, torch::Tensor> NormImpl::matmul_input_and_residual(
     const torch::Tensor& x) {
-  if (!bf16_path(x) || x.scalar_type() != torch::kFloat32) return {forward(x), x};
+  if (!bf16_path(x)) return {forward(x), x};
+  // A bf16 residual stream goes to the node as float32, a new tensor: x goes on apart.
+  if (x.scalar_type() != torch::kFloat32) return {matmul_input(x), x};
   auto out = Bf16LayerNorm::apply(x, weight, bias, eps_);
   return {out[0], out[1]};
 }
