@@ -741,9 +741,20 @@ TEST(Fused, LayerNormForTheMatmulUnderBf16Autocast) {
   EXPECT_TRUE(test::close(plain, norm(x0), 0, 0));
 }
 
+// The ops a step runs, as libtorch's RecordFunction sees them (on every thread: the
+// kernels' workers record their gemm calls too, hence the lock).
+std::vector<std::string> g_ops;
+std::mutex g_ops_lock;
+std::unique_ptr<at::ObserverContext> record_op(const at::RecordFunction& fn) {
+  const std::lock_guard<std::mutex> hold(g_ops_lock);
+  g_ops.emplace_back(fn.name());
+  return nullptr;
+}
+
 // The norm that also hands its input on for the residual add (NormImpl::matmul_input_and_residual):
 // the same values and, to the bit, the same gradients as the norm and x used apart (where x's two
-// gradients are added by autograd); on the bf16 path the residual is x's memory, not a copy.
+// gradients are added by autograd, an aten::add); on the bf16 path the residual is x's memory,
+// not a copy, and the backward runs no aten::add.
 TEST(Fused, LayerNormHandsItsInputOnForTheResidual) {
   const int64_t D = 72;
   auto norm = random_layer_norm(D);
@@ -763,7 +774,13 @@ TEST(Fused, LayerNormHandsItsInputOnForTheResidual) {
         res = x;
       }
     }
-    ((y.to(torch::kFloat32) * g.to(torch::kFloat32)).sum() + (res * g_res).sum()).backward();
+    auto loss = (y.to(torch::kFloat32) * g.to(torch::kFloat32)).sum() + (res * g_res).sum();
+    g_ops.clear();
+    auto handle = at::addGlobalCallback(at::RecordFunctionCallback(record_op));
+    loss.backward();
+    at::removeCallback(handle);
+    const bool added = std::count(g_ops.begin(), g_ops.end(), "aten::add") > 0;
+    EXPECT_EQ(added, !(together && vec::bf16_simd())) << ::testing::PrintToString(g_ops);
     return std::make_tuple(y.detach(), res.detach(), x.grad(), norm->weight.grad().clone(),
                            norm->bias.grad().clone());
   };
@@ -774,16 +791,6 @@ TEST(Fused, LayerNormHandsItsInputOnForTheResidual) {
   EXPECT_TRUE(torch::equal(gx1, gx0));
   EXPECT_TRUE(torch::equal(gw1, gw0));
   EXPECT_TRUE(torch::equal(gb1, gb0));
-}
-
-// The ops a dense layer runs, as libtorch's RecordFunction sees them (on every thread: the
-// kernels' workers record their gemm calls too, hence the lock).
-std::vector<std::string> g_ops;
-std::mutex g_ops_lock;
-std::unique_ptr<at::ObserverContext> record_op(const at::RecordFunction& fn) {
-  const std::lock_guard<std::mutex> hold(g_ops_lock);
-  g_ops.emplace_back(fn.name());
-  return nullptr;
 }
 
 // Under bf16 autocast a [B, T, in] input's bias never goes through libtorch's broadcasting
