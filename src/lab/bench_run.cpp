@@ -486,12 +486,16 @@ std::vector<std::string> Session::train_row(Best& best, BenchModel m, config::Pr
                                fmt_num(gflops, "{:.1f}"),
                                fmt_num(100 * mfu, "{:.0f}%"),
                                fmt_num(100 * matmul_s / step_s, "{:.0f}%"),
-                               fmt_num(1e3 * (step_s - matmul_s), "{:.0f}")};
+                               fmt_num(1e3 * (step_s - matmul_s), "{:.0f}"),
+                               fmt_num(100 * mfu * step_s / matmul_s, "{:.0f}%")};
   json& sum = summary_["train"][name][prec];
   sum = {{"tokens_per_s", tps}, {"gflops", gflops}, {"mfu", mfu}};
   if (!std::isnan(matmul_s)) {
     sum["matmul_share"] = matmul_s / step_s;
     sum["non_matmul_ms"] = 1e3 * (step_s - matmul_s);
+    // The matmuls' own rate against the peak: MFU = this x the matmul share, so this is the MFU
+    // of a step with no other work, the most that work on the rest can reach.
+    sum["matmul_efficiency"] = mfu * step_s / matmul_s;
   }
   if (gpu_) sum["peak_gpu_mb"] = num(a, "peak_gpu_mb");
   if (gpu_ && !fp32 && m == BenchModel::kLmLarge)
@@ -537,7 +541,7 @@ std::vector<std::string> Session::train_row(Best& best, BenchModel m, config::Pr
 
 void Session::train_table(Best& best) {
   Table t{{"config", "precision", "ropelab tokens/s", "model GFLOP/s", "MFU", "matmul share",
-           "rest ms/step"},
+           "rest ms/step", "matmul efficiency"},
           {}};
   if (gpu_) t.head[2] = "ropelab tokens/s (step, peak GPU memory)";
   for (const auto& peer : peers_) t.head.push_back(peer.label);
@@ -551,7 +555,9 @@ void Session::train_table(Best& best) {
              "## Training\n\nBest of {} interleaved rounds. Model FLOP/s by PaLM's accounting; "
              "MFU against the matmul peak of the same dtype measured above. Matmul share: "
              "the self time of matrix products in one profiled step, against the step's "
-             "unprofiled time; rest: the step's other work, in ms (the CPU only).\n\n",
+             "unprofiled time; rest: the step's other work, in ms; matmul efficiency: the "
+             "matmuls' model FLOP/s in that time against the peak, the MFU of a step with no "
+             "other work (MFU = efficiency x share; the CPU only).\n\n",
              o_.rounds) +
          t.md() + "\n";
   // What each side ran on (the first figure of each): the comparison is like for like only if

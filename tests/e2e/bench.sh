@@ -17,7 +17,7 @@ for h in "## Machine" "## Training" "## Position modules" "## Attention kernels"
          "## Long context" "| T5 tokens/s |" "sliding window 16" "2 ranks a sequence" \
          "## Layouts" \
          "| window 8 tokens/s |" \
-         "## Goals" "ropelab / best" "| matmul share | rest ms/step |" "bf16 matmuls ran on oneDNN's" \
+         "## Goals" "ropelab / best" "| matmul share | rest ms/step | matmul efficiency |" "bf16 matmuls ran on oneDNN's" \
          "best PyTorch" "the best PyTorch (lm, fp32)" "| xpos |" \
          "- ropelab: BLAS core" "OpenMP wait" "written: b/bench.md"; do
   expect_in "$h"
@@ -37,6 +37,9 @@ for m in ("lm", "mlm", "translation"):
         assert 0 < r["mfu"] < 1.5, (m, p, r)
         # the step's split: a profiled step's matmul self time against the unprofiled step
         assert 0 < r["matmul_share"] < 1 and r["non_matmul_ms"] > 0, (m, p, r)
+        # MFU = the matmuls' efficiency x their share of the step
+        assert r["matmul_efficiency"] > r["mfu"], (m, p, r)
+        assert abs(r["matmul_efficiency"] * r["matmul_share"] - r["mfu"]) < 1e-9, (m, p, r)
 assert s["machine"]["bf16_matmul_kernel"] != "" and isinstance(s["machine"]["amx"], bool), s["machine"]
 # every position family the schema knows (a new family is benched as it is added)
 families = set(os.environ["FAMILIES"].split(", "))
