@@ -1075,6 +1075,52 @@ TEST(Fused, KernelsGiveTheSameBitsOnOneAndTwoThreads) {
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << i;
 }
 
+// The same under bf16 autocast, where the kernels hand their rows and heads out as the threads
+// are free (util/tasks.h): the norm, the dense layer's bias and its gradient's column sums, the
+// attention, GELU with dropout and the loss, each the same bits whichever thread took which task.
+TEST(Fused, Bf16KernelsGiveTheSameBitsOnOneAndTwoThreads) {
+  if (!vec::bf16_simd()) GTEST_SKIP() << "the bf16 kernels run on CPUs with the AVX-512 forms";
+  const int before = at::get_num_threads();
+  auto norm = random_layer_norm(32);
+  torch::manual_seed(11);
+  const auto x0 = torch::randn({3, 70, 32}), w_qkv = torch::randn({96, 32}) / 6;
+  const auto b_qkv = torch::randn({96}), w_out = torch::randn({301, 32}) / 6;
+  const auto target = torch::randint(0, 301, {3 * 70});
+  const auto mask =
+      torch::zeros({1, 1, 70, 70}).masked_fill_(torch::ones({70, 70}, torch::kBool).triu(1), -1e30);
+  auto run = [&](int threads) {
+    platform::set_threads(threads);
+    torch::manual_seed(5);  // the dropout's draw
+    norm->zero_grad();
+    auto x = x0.clone().requires_grad_(true), wq = w_qkv.clone().requires_grad_(true);
+    auto bq = b_qkv.clone().requires_grad_(true), wo = w_out.clone().requires_grad_(true);
+    torch::Tensor h, loss;
+    {
+      device::Autocast ac(torch::kCPU, true);
+      auto qkv = model::linear(norm->matmul_input(x), wq, bq).view({3, 70, 3, 2, 16});
+      auto heads = [&](int64_t i) { return qkv.select(2, i).transpose(1, 2); };
+      auto a = model::bf16_attention(heads(0), heads(1), heads(2), {}, mask, 0.25);
+      h = model::act_dropout(a.transpose(1, 2).reshape({3, 70, 32}), config::Activation::kGelu, 0.1,
+                             true);
+      auto logits = model::linear(h, wo).view({3 * 70, 301});
+      loss = tasks::cross_entropy(logits, target, 0.9, 0.1 / 301).loss_sum;
+    }
+    loss.backward();
+    return std::vector<torch::Tensor>{h.detach(),
+                                      loss.detach(),
+                                      x.grad(),
+                                      wq.grad(),
+                                      bq.grad(),
+                                      wo.grad(),
+                                      norm->weight.grad().clone(),
+                                      norm->bias.grad().clone()};
+  };
+  auto one = run(1), two = run(2);
+  platform::set_threads(before);
+  EXPECT_EQ(one[0].scalar_type(), torch::kBFloat16);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << i;
+}
+
 // `ropelab` starts with OpenMP's workers told to sleep when idle (they would otherwise spin on
 // the cores OpenBLAS's threads need); a policy the user set is kept.
 TEST(Platform, OpenMpWorkersSleepWhenIdleUnlessTheUserSaidOtherwise) {
