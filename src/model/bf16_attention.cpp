@@ -13,7 +13,6 @@
 #include "model/bias_rows.h"
 #include "util/float_rows.h"
 #include "util/gemm.h"
-#include "util/tasks.h"
 #include "util/vec_bf16.h"
 
 namespace ropelab::model {
@@ -93,7 +92,7 @@ struct Scratch {
 template <class F>
 void for_each_head(const Shape& sh, const F& f) {
   const int64_t floats = kBlock * sh.wide() + sh.S * (sh.W + sh.H + 1), halves = kBlock * sh.S;
-  util::parallel_tasks(0, sh.B * sh.N, 1, [&](int64_t h0, int64_t h1) {
+  at::parallel_for(0, sh.B * sh.N, 1, [&](int64_t h0, int64_t h1) {
     // Kept by each thread from call to call (no allocation and no page faults per call): O(S),
     // 0.6 KiB a key.
     thread_local std::vector<float> fb;

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "util/float_rows.h"
-#include "util/tasks.h"
 #include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
@@ -75,16 +74,14 @@ float keep_scale(c10::ScalarType dtype, double p) {
 // (0 or keep), vectorised (vec::dropout_factors).
 template <class F>
 void chunks(const Mask& m, int64_t numel, float keep, const F& f) {
-  // Tasks of 8 chunks (16K elements), taken as the threads are free (util/tasks.h).
-  util::parallel_tasks(
-      0, (numel + kDropoutChunk - 1) / kDropoutChunk, 8, [&](int64_t b, int64_t e) {
-        std::vector<float> mask(kDropoutChunk);
-        for (int64_t c = b; c < e; ++c) {
-          const int64_t c0 = c * kDropoutChunk, n = std::min(kDropoutChunk, numel - c0);
-          vec::dropout_factors(m.seed, m.threshold, c0, n, keep, mask.data());
-          f(c0, n, mask.data());
-        }
-      });
+  at::parallel_for(0, (numel + kDropoutChunk - 1) / kDropoutChunk, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> mask(kDropoutChunk);
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t c0 = c * kDropoutChunk, n = std::min(kDropoutChunk, numel - c0);
+      vec::dropout_factors(m.seed, m.threshold, c0, n, keep, mask.data());
+      f(c0, n, mask.data());
+    }
+  });
 }
 
 // out[i] = a[i] * (keep ? 1/(1-p) : 0) in out_dtype: a is first rounded to out_dtype, the
@@ -182,7 +179,7 @@ torch::Tensor act_dropout_bf16_forward(AutogradContext* ctx, const Mask& m, cons
 torch::Tensor act_dropout_bf16_backward(const torch::Tensor& d, const torch::Tensor& g_in) {
   auto g = g_in.to(torch::kBFloat16).contiguous();
   auto dh = torch::empty_like(d);
-  util::parallel_tasks(0, d.numel(), 8 * kDropoutChunk, [&](int64_t b, int64_t e) {
+  at::parallel_for(0, d.numel(), kDropoutChunk, [&](int64_t b, int64_t e) {
     vec::mul_bf16(util::bf16_bits(g) + b, util::bf16_bits(d) + b, util::bf16_bits(dh) + b, e - b);
   });
   return dh;

@@ -11,7 +11,6 @@
 #include "compat/torch_compat.h"
 #include "util/float_rows.h"
 #include "util/gemm.h"
-#include "util/tasks.h"
 #include "util/vec_bf16.h"
 
 namespace ropelab::model {
@@ -106,7 +105,7 @@ torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
   const int64_t O = y_MO.size(1);
   uint16_t* y = util::bf16_bits(y_MO);
   const float* bp = b.data_ptr<float>();
-  util::parallel_tasks(0, y_MO.size(0), 64, [&](int64_t r0, int64_t r1) {
+  at::parallel_for(0, y_MO.size(0), 64, [&](int64_t r0, int64_t r1) {
     vec::add_bias_bf16(y + r0 * O, bp, r1 - r0, O, O);
   });
   return y_MO;
@@ -118,7 +117,7 @@ torch::Tensor column_sums_bf16(const torch::Tensor& g_MO) {
   auto sum_O = torch::zeros({O}, g_MO.options().dtype(torch::kFloat32));
   const uint16_t* g = util::bf16_bits(g_MO);
   float* s = sum_O.data_ptr<float>();
-  util::parallel_tasks(0, (O + 63) / 64, 1, [&](int64_t c0, int64_t c1) {
+  at::parallel_for(0, (O + 63) / 64, 1, [&](int64_t c0, int64_t c1) {
     const int64_t j0 = c0 * 64, j1 = std::min(O, c1 * 64);
     vec::add_column_sums_bf16(g + j0, M, j1 - j0, O, s + j0);
   });
@@ -190,7 +189,7 @@ void rotate_rows(const uint16_t* x, uint16_t* y, int64_t M, int64_t C, int64_t T
   const int64_t W = r.width, qk = (r.q_heads + r.k_heads) * W;
   const float *cq = r.cos_q.data_ptr<float>(), *sq = r.sin_q.data_ptr<float>();
   const float *ck = r.cos_k.data_ptr<float>(), *sk = r.sin_k.data_ptr<float>();
-  util::parallel_tasks(0, M, 64, [&](int64_t r0, int64_t r1) {
+  at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
     std::vector<uint16_t> buf(static_cast<size_t>(W));
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t t = row % T;

@@ -9,7 +9,6 @@
 
 #include "compat/torch_compat.h"
 #include "util/float_rows.h"
-#include "util/tasks.h"
 #include "util/vec_bf16.h"
 
 namespace ropelab::model {
@@ -42,7 +41,7 @@ struct Bf16LayerNorm : public torch::autograd::Function<Bf16LayerNorm> {
     const float* xp = x.data_ptr<float>();
     float* st = stats.data_ptr<float>();
     uint16_t* yp = util::bf16_bits(y);
-    util::parallel_tasks(0, rows, kRowBlock, [&](int64_t r0, int64_t r1) {
+    at::parallel_for(0, rows, kRowBlock, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         vec::layer_norm_row_bf16(xp + r * D, D, w.data_ptr<float>(), b.data_ptr<float>(),
                                  static_cast<float>(eps), yp + r * D, st + 2 * r, st + 2 * r + 1);
@@ -63,7 +62,7 @@ struct Bf16LayerNorm : public torch::autograd::Function<Bf16LayerNorm> {
     const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
     auto dx = torch::empty_like(x);
     std::vector<float> acc(static_cast<size_t>(blocks * 2 * D), 0.0F);  // per block: dw, db
-    util::parallel_tasks(0, blocks, 1, [&](int64_t k0, int64_t k1) {
+    at::parallel_for(0, blocks, 1, [&](int64_t k0, int64_t k1) {
       for (int64_t k = k0; k < k1; ++k) {
         float* dw = acc.data() + k * 2 * D;
         for (int64_t r = k * kRowBlock; r < std::min(rows, (k + 1) * kRowBlock); ++r)

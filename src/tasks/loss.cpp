@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "util/float_rows.h"
-#include "util/tasks.h"
 #include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
@@ -78,7 +77,7 @@ variable_list forward_with_gradient(AutogradContext* ctx, const torch::Tensor& l
   auto grad = torch::empty_like(logits);
   const int64_t* t = target.data_ptr<int64_t>();
   const auto w = static_cast<float>(grad_w);
-  util::parallel_tasks(0, N, 16, [&](int64_t r0, int64_t r1) {
+  at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
     std::vector<float> tmp(static_cast<size_t>(V));
     for (int64_t r = r0; r < r1; ++r) {
       float mx = 0, se = 0, sx = 0;

@@ -12,7 +12,6 @@
 
 #include "compat/torch_compat.h"
 #include "model/init.h"
-#include "util/tasks.h"
 #include "util/vec_kernels.h"
 
 namespace ropelab::train {
@@ -154,7 +153,7 @@ void FusedAdamW::step_with(const torch::Tensor& grad_scale) {
       const float* gp = p.grad().data_ptr<float>();
       float* mp = st.exp_avg().data_ptr<float>();
       float* vp = st.exp_avg_sq().data_ptr<float>();
-      util::parallel_tasks(0, p.numel(), 16384, [&](int64_t b, int64_t e) {
+      at::parallel_for(0, p.numel(), 16384, [&](int64_t b, int64_t e) {
         vec::adamw_update(pp + b, gp + b, mp + b, vp + b, e - b, k);
       });
     }

@@ -1075,9 +1075,10 @@ TEST(Fused, KernelsGiveTheSameBitsOnOneAndTwoThreads) {
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << i;
 }
 
-// The same under bf16 autocast, where the kernels hand their rows and heads out as the threads
-// are free (util/tasks.h): the norm, the dense layer's bias and its gradient's column sums, the
-// attention, GELU with dropout and the loss, each the same bits whichever thread took which task.
+// The same under bf16 autocast: the norm, the dense layer's bias and its gradient's column sums,
+// the attention's heads, GELU with dropout and the loss give the same bits on 1 and 2 threads
+// (each row's, head's or chunk's result never depends on which thread took it, and the sums
+// across them are added in a fixed order).
 TEST(Fused, Bf16KernelsGiveTheSameBitsOnOneAndTwoThreads) {
   if (!vec::bf16_simd()) GTEST_SKIP() << "the bf16 kernels run on CPUs with the AVX-512 forms";
   const int before = at::get_num_threads();

@@ -8,7 +8,6 @@
 
 #include "model/position/rope_frequencies.h"
 #include "util/float_rows.h"
-#include "util/tasks.h"
 #include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
@@ -112,7 +111,7 @@ struct FusedRope : public torch::autograd::Function<FusedRope> {
     const bool f32 = y.scalar_type() == torch::kFloat32;
     const auto* xb = bf16 ? util::bf16_bits(x) : nullptr;
     auto* yb = bf16 ? util::bf16_bits(y) : nullptr;
-    util::parallel_tasks(0, x.numel() / W, bf16 ? 64 : 16, [&](int64_t r0, int64_t r1) {
+    at::parallel_for(0, x.numel() / W, bf16 ? 64 : 16, [&](int64_t r0, int64_t r1) {
       std::vector<float> ib, ob(f32 || bf16 ? 0 : static_cast<size_t>(W));
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / (N * T), n = (r / T) % N, t = r % T;
