@@ -93,20 +93,36 @@ struct SgemmLinear : public torch::autograd::Function<SgemmLinear> {
 };
 
 // y [M, out] = x [M, in] w^T + b in bf16 under CPU autocast: the matmul in bf16 (oneDNN), then
-// the float32 bias (none where it is empty) added in place with one rounding to bf16
-// (util/vec_bf16.h). libtorch's addmm would first copy the bias into every row of the output, a
-// broadcast copy that took longer than the add (about 10 ms of the LM bench's 360 ms bf16 step
-// on 2 cores, BENCHMARKS.md).
+// the float32 bias (none where it is empty) added with one rounding to bf16 (util/vec_bf16.h).
+// libtorch's addmm would first copy the bias into every row of the output, a broadcast copy that
+// took longer than the add (about 10 ms of the LM bench's 360 ms bf16 step on 2 cores,
+// BENCHMARKS.md). With a bias the matmul is oneDNN's bf16 gemm with float32 output, and the
+// bias pass reads that and writes the bf16 y (the product rounded to bf16 first, as aten::mm
+// rounds it: the same values): at the LM bench's shapes on 2 cores that gemm runs at 840-850
+// GFLOP/s where aten::mm's bf16 matmul runs at 700-720, and the pass that rounds is the bias
+// pass, which ran anyway. Without a bias aten::mm (rounding would be a pass of its own).
 torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
                                 const torch::Tensor& b_O) {
-  auto y_MO = at::mm(x_MI, w_OI.t());
-  if (b_O.numel() == 0) return y_MO;
+  if (b_O.numel() == 0) return at::mm(x_MI, w_OI.t());
   auto b = b_O.to(torch::kFloat32).contiguous();
-  const int64_t O = y_MO.size(1);
-  uint16_t* y = util::bf16_bits(y_MO);
   const float* bp = b.data_ptr<float>();
-  at::parallel_for(0, y_MO.size(0), 64, [&](int64_t r0, int64_t r1) {
-    vec::add_bias_bf16(y + r0 * O, bp, r1 - r0, O, O);
+  const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w_OI.size(0);
+  if (!util::bf16_gemm_available() || !x_MI.is_contiguous() || !w_OI.is_contiguous()) {
+    auto y_MO = at::mm(x_MI, w_OI.t());
+    uint16_t* y = util::bf16_bits(y_MO);
+    at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
+      vec::add_bias_bf16(y + r0 * O, bp, r1 - r0, O, O);
+    });
+    return y_MO;
+  }
+  auto acc_MO = torch::empty({M, O}, x_MI.options().dtype(torch::kFloat32));
+  util::gemm_bf16(false, true, M, O, I, util::bf16_bits(x_MI), I, util::bf16_bits(w_OI), I, 0.0F,
+                  acc_MO.data_ptr<float>(), O);
+  auto y_MO = torch::empty({M, O}, x_MI.options());
+  const float* acc = acc_MO.data_ptr<float>();
+  uint16_t* y = util::bf16_bits(y_MO);
+  at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
+    vec::add_bias_from_float_bf16(acc + r0 * O, bp, y + r0 * O, r1 - r0, O);
   });
   return y_MO;
 }

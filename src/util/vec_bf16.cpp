@@ -115,6 +115,25 @@ ROPELAB_AVX512 void add_bias_avx512(uint16_t* y, const float* b, int64_t rows, i
   }
 }
 
+template <bool kNe>
+ROPELAB_AVX512 void add_bias_from_float_avx512(const float* acc, const float* b, uint16_t* y,
+                                               int64_t rows, int64_t cols) {
+  const int64_t full = cols - cols % 16;
+  const __mmask16 k = tail_mask(cols - full);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = acc + r * cols;
+    uint16_t* row = y + r * cols;
+    for (int64_t j = 0; j < full; j += 16)
+      store16<kNe>(row + j,
+                   _mm512_add_ps(bf16_round16<kNe>(_mm512_loadu_ps(a + j)), _mm512_loadu_ps(b + j)));
+    if (k != 0)
+      store16<kNe>(row + full,
+                   _mm512_add_ps(bf16_round16<kNe>(_mm512_maskz_loadu_ps(k, a + full)),
+                                 _mm512_maskz_loadu_ps(k, b + full)),
+                   k);
+  }
+}
+
 ROPELAB_AVX512 void add_column_sums_avx512(const uint16_t* g, int64_t rows, int64_t cols,
                                            int64_t ld, float* acc) {
   // 64 columns at a time in four registers, every row added in order (the portable order).
@@ -709,6 +728,11 @@ void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int6
     for (int64_t j = 0; j < cols; ++j) y[r * ld + j] = store1(load1(y[r * ld + j]) + b[j]);
 }
 
+void add_bias_from_float_bf16(const float* acc, const float* b, uint16_t* y, int64_t rows,
+                              int64_t cols) {
+  for (int64_t i = 0; i < rows * cols; ++i) y[i] = store1(load1(store1(acc[i])) + b[i % cols]);
+}
+
 void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) acc[j] += load1(g[r * ld + j]);
@@ -895,6 +919,14 @@ void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int6
   if (bf16_simd()) return ROPELAB_AVX512_CALL(add_bias_avx512, y, b, rows, cols, ld);
 #endif
   portable::add_bias_bf16(y, b, rows, cols, ld);
+}
+
+void add_bias_from_float_bf16(const float* acc, const float* b, uint16_t* y, int64_t rows,
+                              int64_t cols) {
+#if ROPELAB_HAVE_X86
+  if (bf16_simd()) return ROPELAB_AVX512_CALL(add_bias_from_float_avx512, acc, b, y, rows, cols);
+#endif
+  portable::add_bias_from_float_bf16(acc, b, y, rows, cols);
 }
 
 void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc) {

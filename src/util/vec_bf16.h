@@ -29,6 +29,11 @@ bool bf16_convert_instruction();
 
 // y[r, j] = bf16(float(y[r, j]) + b[j]) for r < rows, j < cols; y's rows ld elements apart.
 void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld);
+// The same on a float32 gemm's output [rows, cols] (contiguous, as y): y[r, j] =
+// bf16(float(bf16(acc[r, j])) + b[j]), acc first rounded as a bf16 matmul rounds its product,
+// so that the bits are those of that matmul then add_bias_bf16.
+void add_bias_from_float_bf16(const float* acc, const float* b, uint16_t* y, int64_t rows,
+                              int64_t cols);
 // acc[j] += float(g[r, j]) over r < rows, in row order, for j < cols; g's rows ld apart.
 void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc);
 
@@ -108,6 +113,8 @@ void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* 
 // their exp, a table and a cubic, is within 1.7 ulp of exp where exp_approx is within 2).
 namespace portable {
 void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld);
+void add_bias_from_float_bf16(const float* acc, const float* b, uint16_t* y, int64_t rows,
+                              int64_t cols);
 void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols, int64_t ld, float* acc);
 void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
                            Act act);

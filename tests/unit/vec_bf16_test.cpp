@@ -46,6 +46,26 @@ TEST(VecBf16, BiasAddRoundsOnceAsLibtorch) {
   }
 }
 
+// The bias added to a float32 gemm output: as a bf16 matmul's output (the product rounded to
+// bf16) then the bias add above, bit for bit, in both forms.
+TEST(VecBf16, BiasAddOnAFloatGemmOutputRoundsTheProductFirst) {
+  for (int64_t cols : {1, 15, 16, 17, 64, 70, 129}) {
+    const int64_t rows = 5;
+    auto acc = 4 * torch::randn({rows, cols});
+    acc[1][cols - 1] = INFINITY;
+    auto b = torch::randn({cols});
+    auto want = (acc.to(torch::kBFloat16).to(torch::kFloat32) + b).to(torch::kBFloat16);
+    auto y1 = torch::empty({rows, cols}, torch::kBFloat16), y2 = y1.clone();
+    vec::add_bias_from_float_bf16(acc.data_ptr<float>(), b.data_ptr<float>(), bits(y1), rows, cols);
+    vec::portable::add_bias_from_float_bf16(acc.data_ptr<float>(), b.data_ptr<float>(), bits(y2),
+                                            rows, cols);
+    SCOPED_TRACE(cols);
+    EXPECT_TRUE(torch::equal(y1, want));
+    EXPECT_TRUE(torch::equal(torch::from_blob(bits(y1), {rows * cols}, torch::kInt16),
+                             torch::from_blob(bits(y2), {rows * cols}, torch::kInt16)));
+  }
+}
+
 // Column sums of a bf16 block added to float32 accumulators: libtorch's float32 sums of the same
 // values to rounding, and both forms bit for bit (the same order).
 TEST(VecBf16, ColumnSumsAddEveryRowInOrder) {
