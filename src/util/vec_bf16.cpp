@@ -124,8 +124,8 @@ ROPELAB_AVX512 void add_bias_from_float_avx512(const float* acc, const float* b,
     const float* a = acc + r * cols;
     uint16_t* row = y + r * cols;
     for (int64_t j = 0; j < full; j += 16)
-      store16<kNe>(row + j,
-                   _mm512_add_ps(bf16_round16<kNe>(_mm512_loadu_ps(a + j)), _mm512_loadu_ps(b + j)));
+      store16<kNe>(row + j, _mm512_add_ps(bf16_round16<kNe>(_mm512_loadu_ps(a + j)),
+                                          _mm512_loadu_ps(b + j)));
     if (k != 0)
       store16<kNe>(row + full,
                    _mm512_add_ps(bf16_round16<kNe>(_mm512_maskz_loadu_ps(k, a + full)),
