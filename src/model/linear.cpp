@@ -107,7 +107,7 @@ torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
   auto b = b_O.to(torch::kFloat32).contiguous();
   const float* bp = b.data_ptr<float>();
   const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w_OI.size(0);
-  if (!util::bf16_gemm_available() || !x_MI.is_contiguous() || !w_OI.is_contiguous()) {
+  if (!util::bf16_gemm_available() || M == 0 || !x_MI.is_contiguous() || !w_OI.is_contiguous()) {
     auto y_MO = at::mm(x_MI, w_OI.t());
     uint16_t* y = util::bf16_bits(y_MO);
     at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
