@@ -5,16 +5,17 @@
 // (util/gemm.h) where the process has it: one custom autograd node, dX = dY W and
 // dW = dY^T X, the bias's gradient the column sums of dY. Under bf16 CPU autocast on a CPU with
 // AVX-512 it is another node: the matmul in bf16 (oneDNN, on AMX where the CPU has it), then the
-// float32 bias (if any) added in place (util/vec_bf16.h), and the bias's gradient as dY's column
-// sums in float32; libtorch's addmm first copies the bias into every output row, a broadcast
-// copy slower than the add. That node takes the float32 weight itself and casts it: dW comes
+// float32 bias (if any) added in one pass (util/vec_bf16.h; with a bias the gemm writes float32
+// and that pass also rounds it to bf16, as libtorch's bf16 mm would), and the bias's gradient as
+// dY's column sums in float32; libtorch's addmm first copies the bias into every output row, a
+// broadcast copy slower than the add. That node takes the float32 weight itself and casts it: dW comes
 // from oneDNN's bf16 gemm straight in float32 (util/gemm.h), never rounded to bf16 and with no
 // cast after. Everywhere else (CUDA; a libtorch without oneDNN's symbols; a CPU without
 // AVX-512) it is libtorch's torch::linear, the bias inside the matmul. Each gives the values of
 // torch::linear to float32 rounding, and in bf16 to one more bf16 rounding
 // (tests/unit/fused_test.cpp). The bf16 node also comes with RoPE
-// (RoFormer Eq. 34) applied in its bias pass, for the attention's fused QKV projection
-// (linear_rotated below).
+// (RoFormer Eq. 34) applied in the pass right after its bias pass, for the attention's fused QKV
+// projection (linear_rotated below).
 #pragma once
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
@@ -38,11 +39,11 @@ struct HeadRotation {
 // Whether linear_rotated applies: the bf16 node (above) and tables of x's length.
 bool fuses_rotation(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                     const HeadRotation& r);
-// linear(x, w, b) for x [B, T, in] with r applied to the output's q and k heads in the pass after
-// the matmul, which also adds the bias if there is one (bit for bit linear() then the rotation of
+// linear(x, w, b) for x [B, T, in] with r applied to the output's q and k heads in place, in a
+// pass right after the bias pass (bit for bit linear() then the rotation of
 // model/position/rotary.cpp; its backward rotates the gradient back in the pass before the bias's
-// column sums). One pass over q and k fewer each way, and q and k stay views of the projection's
-// output.
+// column sums). No separate RoPE op with its own copies each way, and q and k stay views of the
+// projection's output.
 torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                              const HeadRotation& r);
 
