@@ -8,10 +8,10 @@
 // float32 bias (if any) added in one pass (util/vec_bf16.h; with a bias the gemm writes float32
 // and that pass also rounds it to bf16, as libtorch's bf16 mm would), and the bias's gradient as
 // dY's column sums in float32; libtorch's addmm first copies the bias into every output row, a
-// broadcast copy slower than the add. That node takes the float32 weight itself and casts it: dW comes
-// from oneDNN's bf16 gemm straight in float32 (util/gemm.h), never rounded to bf16 and with no
-// cast after. Everywhere else (CUDA; a libtorch without oneDNN's symbols; a CPU without
-// AVX-512) it is libtorch's torch::linear, the bias inside the matmul. Each gives the values of
+// broadcast copy slower than the add. That node takes the float32 weight itself and casts it: dW
+// comes from oneDNN's bf16 gemm straight in float32 (util/gemm.h), never rounded to bf16 and with
+// no cast after. Everywhere else (CUDA; a libtorch without oneDNN's symbols; a CPU without AVX-512)
+// it is libtorch's torch::linear, the bias inside the matmul. Each gives the values of
 // torch::linear to float32 rounding, and in bf16 to one more bf16 rounding
 // (tests/unit/fused_test.cpp). The bf16 node also comes with RoPE
 // (RoFormer Eq. 34) applied in the pass right after its bias pass, for the attention's fused QKV
