@@ -84,9 +84,10 @@ variable_list forward_with_gradient(AutogradContext* ctx, const torch::Tensor& l
       int64_t am = 0;
       const bool valid = t[r] != -100;
       const uint16_t* x = util::bf16_bits(logits) + r * V;
-      vec::cross_entropy_row_fused_bf16(
-          x, V, static_cast<float>(b), valid ? w : 0.0F, valid ? t[r] : -1,
-          static_cast<float>(a) * w, util::bf16_bits(grad) + r * V, tmp.data(), &mx, &se, &sx, &am);
+      vec::cross_entropy_row_fused_bf16(x, V, static_cast<float>(b), valid ? w : 0.0F,
+                                        valid ? t[r] : -1, static_cast<float>(a) * w,
+                                        util::bf16_bits(grad) + r * V, tmp.data(), &mx, &se, &sx,
+                                        &am, r + 1 < r1 ? x + V : nullptr);
       const float l = mx + std::log(se);
       const float x_t =
           valid ? static_cast<float>(c10::BFloat16(x[t[r]], c10::BFloat16::from_bits())) : 0.0F;

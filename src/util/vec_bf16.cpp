@@ -90,6 +90,12 @@ template <bool kNe>
 ROPELAB_AVX512 inline void store16(uint16_t* p, __m512 x, __mmask16 k) {
   _mm256_mask_storeu_epi16(p, k, round16<kNe>(x));
 }
+// store16 bypassing the cache (a non-temporal store: no read of the line first), for a p that
+// is 32-byte aligned; the caller ends its stores with _mm_sfence().
+template <bool kNe>
+ROPELAB_AVX512 inline void stream16(uint16_t* p, __m512 x) {
+  _mm256_stream_si256(reinterpret_cast<__m256i*>(p), round16<kNe>(x));
+}
 // 16 float32 as a bf16 matmul rounds its product: rounded to bf16, back in float32.
 template <bool kNe>
 ROPELAB_AVX512 inline __m512 bf16_round16(__m512 x) {
@@ -451,14 +457,19 @@ ROPELAB_AVX512 float exp_row_avx512(float* tmp, int64_t S, float m) {
 template <bool kNe>
 ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const uint16_t* x, int64_t V, float b, float w,
                                                    uint16_t* g, float* tmp, float* max,
-                                                   float* sum_exp, float* sum_x, int64_t* argmax) {
+                                                   float* sum_exp, float* sum_x, int64_t* argmax,
+                                                   const uint16_t* next) {
   row_max_sum_avx512(x, V, max, sum_x);
   const int64_t am = first_index_avx512(x, V, *max);
   const int64_t full = V - V % 16;
   const __mmask16 k = tail_mask(V - full);
   const __m512 mv = set1(*max);
   __m512 s0 = _mm512_setzero_ps();
+  // The next row's cache lines (32 bf16 each) requested one every two vectors while the exps
+  // run, so that its first pass finds it in cache.
+  const char* pf = reinterpret_cast<const char*>(next != nullptr ? next : x);
   for (int64_t j = 0; j < full; j += 16) {
+    if ((j & 31) == 0) _mm_prefetch(pf + 2 * j, _MM_HINT_T1);
     const __m512 e = exp16(_mm512_sub_ps(load16(x + j), mv));
     _mm512_storeu_ps(tmp + j, e);
     s0 = _mm512_add_ps(s0, e);
@@ -470,8 +481,14 @@ ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const uint16_t* x, int64_t V,
   }
   const float se = _mm512_reduce_add_ps(s0);
   const __m512 inv = set1(1.0F / se), bv = set1(b), wv = set1(w);
-  for (int64_t j = 0; j < full; j += 16)
-    store16<kNe>(g + j, _mm512_mul_ps(_mm512_fmsub_ps(_mm512_loadu_ps(tmp + j), inv, bv), wv));
+  if ((reinterpret_cast<uintptr_t>(g) & 31U) == 0) {
+    for (int64_t j = 0; j < full; j += 16)
+      stream16<kNe>(g + j, _mm512_mul_ps(_mm512_fmsub_ps(_mm512_loadu_ps(tmp + j), inv, bv), wv));
+    _mm_sfence();
+  } else {
+    for (int64_t j = 0; j < full; j += 16)
+      store16<kNe>(g + j, _mm512_mul_ps(_mm512_fmsub_ps(_mm512_loadu_ps(tmp + j), inv, bv), wv));
+  }
   if (k != 0)
     store16<kNe>(g + full,
                  _mm512_mul_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, tmp + full), inv, bv), wv),
@@ -953,11 +970,11 @@ void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
 
 void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
-                                  float* sum_x, int64_t* argmax) {
+                                  float* sum_x, int64_t* argmax, const uint16_t* next) {
 #if ROPELAB_HAVE_X86
   if (bf16_simd()) {
     ROPELAB_AVX512_CALL(cross_entropy_row_fused_avx512, x, V, b, w, g, tmp, max, sum_exp, sum_x,
-                        argmax);
+                        argmax, next);
     if (target >= 0 && target < V)
       g[target] = store1((tmp[target] * (1.0F / *sum_exp) - b) * w - a_w);
     return;

@@ -205,14 +205,41 @@ TEST(VecBf16, CrossEntropyRowStatsAndGradient) {
       std::vector<float> tmp(static_cast<size_t>(V));
       float mx2 = 0, se2 = 0, sx2 = 0;
       int64_t am2 = -1;
-      (form == 0 ? vec::cross_entropy_row_fused_bf16 : vec::portable::cross_entropy_row_fused_bf16)(
-          bits(x), V, b, w, target, aw, bits(g2), tmp.data(), &mx2, &se2, &sx2, &am2);
+      if (form == 0)
+        vec::cross_entropy_row_fused_bf16(bits(x), V, b, w, target, aw, bits(g2), tmp.data(), &mx2,
+                                          &se2, &sx2, &am2);
+      else
+        vec::portable::cross_entropy_row_fused_bf16(bits(x), V, b, w, target, aw, bits(g2),
+                                                    tmp.data(), &mx2, &se2, &sx2, &am2);
       EXPECT_EQ(mx2, mx);
       EXPECT_EQ(am2, am);
       EXPECT_NEAR(se2, se, 1e-6 * se);
       EXPECT_NEAR(sx2, sx, 1e-5 * (1 + std::abs(sx)));
       EXPECT_TRUE(test::close(g2.to(torch::kFloat32), want, 1.0 / 256, 1e-6));
     }
+  }
+}
+
+// The fused row writes the same bits wherever its gradient lies (32-byte aligned rows are
+// written past the cache, others through it) and whichever row it is told comes next.
+TEST(VecBf16, FusedCrossEntropyRowIsTheSameAlignedOrNot) {
+  for (int64_t V : {16, 37, 8000}) {
+    auto x = bf16(4 * torch::randn({2, V}));
+    auto run = [&](int64_t offset, const uint16_t* next) {
+      auto buf = torch::zeros({V + 16}, torch::kBFloat16);
+      std::vector<float> tmp(static_cast<size_t>(V));
+      float mx = 0, se = 0, sx = 0;
+      int64_t am = -1;
+      vec::cross_entropy_row_fused_bf16(bits(x), V, 0.01F, 0.5F, 3, 0.45F, bits(buf) + offset,
+                                        tmp.data(), &mx, &se, &sx, &am, next);
+      return buf.narrow(0, offset, V).clone();
+    };
+    auto aligned = run(0, nullptr);  // torch's storage is 64-byte aligned
+    SCOPED_TRACE(V);
+    EXPECT_TRUE(torch::equal(run(1, nullptr), aligned));
+    EXPECT_TRUE(torch::equal(run(0, bits(x) + V), aligned));
+    EXPECT_TRUE(torch::equal(run(5, bits(x) + V), aligned));
+    EXPECT_NE(aligned.to(torch::kFloat32).abs().sum().item<float>(), 0.0F);
   }
 }
 
