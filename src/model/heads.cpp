@@ -20,7 +20,11 @@ LmHeadImpl::LmHeadImpl(const config::ModelConfig& c, int64_t vocab) {
 }
 
 torch::Tensor LmHeadImpl::forward(const torch::Tensor& h, const TransformerImpl& backbone) {
-  return model::linear(h, proj ? proj->weight : backbone.embedding_weight());
+  return model::linear(h, linear_weight(backbone));
+}
+
+torch::Tensor LmHeadImpl::linear_weight(const TransformerImpl& backbone) const {
+  return proj ? proj->weight : backbone.embedding_weight();
 }
 
 MlmHeadImpl::MlmHeadImpl(const config::ModelConfig& c, int64_t vocab) {

@@ -25,12 +25,19 @@ class HeadImpl : public torch::nn::Module {
  public:
   // h_BTD (or any [..., D]) -> the head's outputs.
   virtual torch::Tensor forward(const torch::Tensor& h, const TransformerImpl& backbone) = 0;
+  // W where forward(h) is exactly model::linear(h, W) (no bias, nothing after), so that a loss
+  // may compute the product itself (tasks/loss.h's linear_cross_entropy); else undefined.
+  virtual torch::Tensor linear_weight(const TransformerImpl& backbone) const {
+    (void)backbone;
+    return {};
+  }
 };
 
 class LmHeadImpl : public HeadImpl {
  public:
   LmHeadImpl(const config::ModelConfig& c, int64_t vocab);
   torch::Tensor forward(const torch::Tensor& h_BTD, const TransformerImpl& backbone) override;
+  torch::Tensor linear_weight(const TransformerImpl& backbone) const override;
 
  private:
   torch::nn::Linear proj{nullptr};  // untied only

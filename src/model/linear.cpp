@@ -160,10 +160,9 @@ torch::Tensor weight_grad_bf16(const torch::Tensor& g_MO, const torch::Tensor& x
 // `saved`: x [M, in] and the bf16 weight the forward used.
 variable_list linear_grads_bf16(AutogradContext* ctx, const torch::Tensor& g_MO,
                                 const torch::Tensor& x_MI, const torch::Tensor& w_OI) {
-  torch::Tensor gx, gw, gb;
-  if (ctx->needs_input_grad(0)) gx = at::mm(g_MO, w_OI);  // dX = dY W
-  if (ctx->needs_input_grad(1))
-    gw = weight_grad_bf16(g_MO, x_MI, ctx->saved_data["float_weight"].toBool());
+  torch::Tensor gb;
+  auto [gx, gw] = bf16_linear_grads(g_MO, x_MI, w_OI, ctx->saved_data["float_weight"].toBool(),
+                                    ctx->needs_input_grad(0), ctx->needs_input_grad(1));
   if (ctx->needs_input_grad(2) && ctx->saved_data["bias"].toBool())
     gb = column_sums_bf16(g_MO);  // db = 1^T dY
   return {gx, gw, gb};
@@ -346,6 +345,21 @@ torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, con
 
 torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x) {
   return linear(x, m->weight, m->bias);
+}
+
+bool bf16_linear(const torch::Tensor& x, const torch::Tensor& w) {
+  return bf16_path(x, w, torch::Tensor());
+}
+
+std::pair<torch::Tensor, torch::Tensor> bf16_linear_grads(const torch::Tensor& g_MO,
+                                                          const torch::Tensor& x_MI,
+                                                          const torch::Tensor& w16_OI,
+                                                          bool float_weight, bool need_x,
+                                                          bool need_w) {
+  torch::Tensor gx, gw;
+  if (need_x) gx = at::mm(g_MO, w16_OI);  // dX = dY W
+  if (need_w) gw = weight_grad_bf16(g_MO, x_MI, float_weight);
+  return {gx, gw};
 }
 
 }  // namespace ropelab::model

@@ -20,6 +20,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
+#include <utility>
+
 namespace ropelab::model {
 
 // x [..., in], w [out, in], b [out] or undefined -> [..., out].
@@ -46,6 +48,18 @@ bool fuses_rotation(const torch::Tensor& x, const torch::Tensor& w, const torch:
 // projection's output.
 torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                              const HeadRotation& r);
+
+// Whether linear(x, w) (no bias) takes the bf16 node above.
+bool bf16_linear(const torch::Tensor& x, const torch::Tensor& w);
+// That node's gradients of y = x W^T from dY [M, out] and x [M, in] (bf16, contiguous) and the
+// bf16 weight it used, w16 [out, in]: dX = dY W in bf16 (if need_x), dW (if need_w) in float32
+// for a float32 weight (float_weight), else in bf16. For a node that computes y itself
+// (tasks/loss.h's linear_cross_entropy).
+std::pair<torch::Tensor, torch::Tensor> bf16_linear_grads(const torch::Tensor& g_MO,
+                                                          const torch::Tensor& x_MI,
+                                                          const torch::Tensor& w16_OI,
+                                                          bool float_weight, bool need_x,
+                                                          bool need_w);
 
 // out [M, N] = a [M, K] @ b [K, N] for 2-D float32 CPU tensors, out with unit column stride:
 // oneDNN's sgemm where available (a and b read in place when either of their strides is 1, so

@@ -19,6 +19,8 @@ class ModelImpl : public torch::nn::Module {
   ModelImpl(Transformer backbone, std::shared_ptr<HeadImpl> head, double init_std);
   // The head applied to hidden states.
   torch::Tensor logits(const torch::Tensor& h) { return head->forward(h, *backbone); }
+  // W where logits(h) = h W^T exactly (HeadImpl::linear_weight), else undefined.
+  torch::Tensor logits_weight() const { return head->linear_weight(*backbone); }
 
   Transformer backbone{nullptr};
   std::shared_ptr<HeadImpl> head;

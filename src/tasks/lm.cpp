@@ -46,8 +46,12 @@ std::unique_ptr<data::BatchStream> CausalLmTask::stream(const data::TokenDataset
 }
 
 Forward CausalLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
-  auto logits = m.logits(m.backbone->decode(b.input_BT, {}, {}, nullptr, b.doc_BT));
-  return scored_ce(logits, b.target_BT, s_.task.label_smoothing, b.num_tokens);
+  auto h_BTD = m.backbone->decode(b.input_BT, {}, {}, nullptr, b.doc_BT);
+  // PyTorch's label smoothing: a = 1 - eps, b = eps / V (tasks/loss.h).
+  const double eps = s_.task.label_smoothing;
+  auto ce =
+      head_cross_entropy(m, h_BTD, b.target_BT, 1.0 - eps, eps / static_cast<double>(s_.vocab));
+  return token_forward(ce, h_BTD.device(), b.num_tokens);
 }
 
 Metrics CausalLmTask::metrics(const HostSums& s) const {

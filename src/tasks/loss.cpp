@@ -4,10 +4,13 @@
 #include <ATen/record_function.h>
 #include <torch/autograd.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
+#include "model/linear.h"
 #include "util/float_rows.h"
+#include "util/gemm.h"
 #include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
@@ -65,42 +68,64 @@ struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy>
 bool in_place_bf16(const torch::Tensor& logits) {
   return logits.scalar_type() == torch::kBFloat16 && vec::bf16_simd();
 }
-// FusedCrossEntropy's forward when it also writes the gradient (bf16 logits, AVX-512): the
-// stats and the gradient of each row in one visit, the gradient kept for the backward.
-variable_list forward_with_gradient(AutogradContext* ctx, const torch::Tensor& logits,
-                                    const torch::Tensor& target, double a, double b,
-                                    double grad_w) {
-  const int64_t N = logits.size(0), V = logits.size(1);
-  auto f32 = logits.options().dtype(torch::kFloat32);
-  auto nll = torch::empty({N}, f32), loss = torch::empty({N}, f32);
-  auto arg = torch::empty({N}, logits.options().dtype(torch::kInt64));
-  auto grad = torch::empty_like(logits);
-  const int64_t* t = target.data_ptr<int64_t>();
-  const auto w = static_cast<float>(grad_w);
+// A logit as the loss reads it: bf16 bits, or a float32 a bf16 gemm wrote, rounded to bf16 first.
+float logit(uint16_t x) { return static_cast<float>(c10::BFloat16(x, c10::BFloat16::from_bits())); }
+float logit(float x) { return static_cast<float>(c10::BFloat16(x)); }
+
+// The rows of logits x [N, V] (In: bf16 bits or float32, vec::cross_entropy_row_fused_bf16)
+// with their gradient at scale w written into grad [N, V] (bf16): per row the loss, nll and
+// argmax.
+template <class In>
+void fused_rows(const In* x_NV, int64_t N, int64_t V, const int64_t* t, double a, double b, float w,
+                const torch::Tensor& grad, const torch::Tensor& loss, const torch::Tensor& nll,
+                const torch::Tensor& arg) {
   at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
     std::vector<float> tmp(static_cast<size_t>(V));
     for (int64_t r = r0; r < r1; ++r) {
       float mx = 0, se = 0, sx = 0;
       int64_t am = 0;
       const bool valid = t[r] != -100;
-      const uint16_t* x = util::bf16_bits(logits) + r * V;
+      const In* x = x_NV + r * V;
       vec::cross_entropy_row_fused_bf16(x, V, static_cast<float>(b), valid ? w : 0.0F,
                                         valid ? t[r] : -1, static_cast<float>(a) * w,
                                         util::bf16_bits(grad) + r * V, tmp.data(), &mx, &se, &sx,
                                         &am, r + 1 < r1 ? x + V : nullptr);
       const float l = mx + std::log(se);
-      const float x_t =
-          valid ? static_cast<float>(c10::BFloat16(x[t[r]], c10::BFloat16::from_bits())) : 0.0F;
-      const float n = valid ? l - x_t : 0.0F;
+      const float n = valid ? l - logit(x[t[r]]) : 0.0F;
       arg.data_ptr<int64_t>()[r] = am;
       nll.data_ptr<float>()[r] = n;
       loss.data_ptr<float>()[r] =
           valid ? static_cast<float>(a * n + b * (static_cast<double>(V) * l - sx)) : 0.0F;
     }
   });
+}
+
+// The outputs and the saved gradient of a forward that writes it: {loss_N, nll_N, arg_N, grad}.
+std::array<torch::Tensor, 4> fused_outputs(int64_t N, int64_t V, const torch::TensorOptions& o) {
+  auto f32 = o.dtype(torch::kFloat32);
+  return {torch::empty({N}, f32), torch::empty({N}, f32), torch::empty({N}, o.dtype(torch::kInt64)),
+          torch::empty({N, V}, o.dtype(torch::kBFloat16))};
+}
+
+// FusedCrossEntropy's forward when it also writes the gradient (bf16 logits, AVX-512): the
+// stats and the gradient of each row in one visit, the gradient kept for the backward.
+variable_list forward_with_gradient(AutogradContext* ctx, const torch::Tensor& logits,
+                                    const torch::Tensor& target, double a, double b,
+                                    double grad_w) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  auto [loss, nll, arg, grad] = fused_outputs(N, V, logits.options());
+  fused_rows(util::bf16_bits(logits), N, V, target.data_ptr<int64_t>(), a, b,
+             static_cast<float>(grad_w), grad, loss, nll, arg);
   auto out = finish_forward(ctx, {grad}, a, b, loss, nll, arg);
   ctx->saved_data["grad_w"] = grad_w;
   return out;
+}
+
+// The scale that arrives (d loss / d loss_sum, one scalar for every row: the loss is a plain
+// sum), read from the CPU tensor directly: item() would count as a host sync
+// (util/sync_hook.h).
+float arriving_scale(const torch::Tensor& grad_out) {
+  return grad_out.defined() ? *grad_out.to(torch::kFloat32).contiguous().data_ptr<float>() : 0.0F;
 }
 
 // Inputs: logits [N, V] (any float dtype, read as float32), target [N]; outputs: loss_sum
@@ -161,11 +186,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
-    // d loss_sum: one scalar for every row (the loss is a plain sum).
-    // Read from the CPU tensor directly: item() would count as a host sync (util/sync_hook.h).
-    const float w = grad_out[0].defined()
-                        ? *grad_out[0].to(torch::kFloat32).contiguous().data_ptr<float>()
-                        : 0.0F;
+    const float w = arriving_scale(grad_out[0]);
     const auto grad_w = static_cast<float>(ctx->saved_data["grad_w"].toDouble());
     if (grad_w > 0) {  // the gradient of the forward pass, at scale grad_w
       const auto& g = saved[0];
@@ -208,6 +229,45 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   }
 };
 
+// cross_entropy(linear(h, w)) under bf16 autocast in training (linear_cross_entropy below).
+// Inputs: h [N, in] bf16 (contiguous), w [V, in] float32 (the parameter) or bf16, target [N];
+// outputs as FusedCrossEntropy's. The forward writes the logits in float32 with oneDNN's bf16
+// gemm, and fused_rows reads each row once, rounded to bf16 as it loads: the values of the
+// bf16 logits. Kept: h, the bf16 weight and the logits' gradient at scale grad_w.
+struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& h_NI,
+                               const torch::Tensor& w_VI, const torch::Tensor& target_in, double a,
+                               double b, double grad_w) {
+    RECORD_FUNCTION("ropelab::linear_cross_entropy", std::vector<c10::IValue>());
+    auto target = target_in.to(torch::kInt64).contiguous();
+    auto w16_VI = w_VI.to(torch::kBFloat16).contiguous();
+    const int64_t N = h_NI.size(0), I = h_NI.size(1), V = w16_VI.size(0);
+    auto [loss, nll, arg, grad] = fused_outputs(N, V, h_NI.options());
+    {
+      auto logits_NV = torch::empty({N, V}, h_NI.options().dtype(torch::kFloat32));
+      util::gemm_bf16(false, true, N, V, I, util::bf16_bits(h_NI), I, util::bf16_bits(w16_VI), I,
+                      0.0F, logits_NV.data_ptr<float>(), V);
+      fused_rows(logits_NV.data_ptr<float>(), N, V, target.data_ptr<int64_t>(), a, b,
+                 static_cast<float>(grad_w), grad, loss, nll, arg);
+    }
+    auto out = finish_forward(ctx, {h_NI, w16_VI, grad}, a, b, loss, nll, arg);
+    ctx->saved_data["grad_w"] = grad_w;
+    ctx->saved_data["float_weight"] = w_VI.scalar_type() == torch::kFloat32;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const float w = arriving_scale(grad_out[0]);
+    const auto grad_w = static_cast<float>(ctx->saved_data["grad_w"].toDouble());
+    auto g_NV = w == grad_w ? saved[2] : saved[2].mul(w / grad_w);
+    auto [dh, dw] =
+        model::bf16_linear_grads(g_NV, saved[0], saved[1], ctx->saved_data["float_weight"].toBool(),
+                                 ctx->needs_input_grad(0), ctx->needs_input_grad(1));
+    return {dh, dw, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 // The three outputs of either Function as the public sums.
 CrossEntropy sums(const variable_list& out, const torch::Tensor& target_N) {
   CrossEntropy r;
@@ -234,6 +294,18 @@ CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& 
                            double b) {
   if (!logits_NV.device().is_cpu()) return cross_entropy_tensor_ops(logits_NV, target_N, a, b);
   return sums(FusedCrossEntropy::apply(logits_NV, target_N, a, b, ExpectedGradScale::current()),
+              target_N);
+}
+
+CrossEntropy linear_cross_entropy(const torch::Tensor& h_NI, const torch::Tensor& w_VI,
+                                  const torch::Tensor& target_N, double a, double b) {
+  const double grad_w = ExpectedGradScale::current();
+  const bool fused = grad_w > 0 && torch::GradMode::is_enabled() &&
+                     (h_NI.requires_grad() || w_VI.requires_grad()) && h_NI.dim() == 2 &&
+                     model::bf16_linear(h_NI, w_VI) && util::bf16_gemm_available();
+  if (!fused) return cross_entropy(model::linear(h_NI, w_VI), target_N, a, b);
+  auto h16_NI = h_NI.to(torch::kBFloat16).contiguous();
+  return sums(LinearCrossEntropy::apply(h16_NI, w_VI.contiguous(), target_N, a, b, grad_w),
               target_N);
 }
 

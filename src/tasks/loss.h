@@ -29,6 +29,16 @@ struct CrossEntropy {
 CrossEntropy cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& target_N, double a,
                            double b);
 
+// cross_entropy(model::linear(h, w), target, a, b) for hidden states h [N, in] and a weight
+// w [V, in] (an LM head's: ModelImpl::logits_weight), the same values. In training under bf16
+// CPU autocast (ExpectedGradScale set; a CPU with util/vec_bf16.h's AVX-512 forms and oneDNN's
+// bf16 gemm) one node computes both: the logits in float32 from oneDNN's bf16 gemm (faster on
+// the LM bench's [4096 x 256] x [256 x 8000] than libtorch's bf16 mm with its bf16 output), each
+// row read once as bf16 while its gradient is written, the logits freed before the backward.
+// Elsewhere the two calls.
+CrossEntropy linear_cross_entropy(const torch::Tensor& h_NI, const torch::Tensor& w_VI,
+                                  const torch::Tensor& target_N, double a, double b);
+
 // While one lives, cross_entropy on this thread takes `scale` as the d(loss)/d(loss_sum) its
 // caller will backpropagate (the trainer's 1 / the step's targets; 0: unknown). With bf16
 // logits on a CPU with util/vec_bf16.h's AVX-512 forms the forward then writes the logits'

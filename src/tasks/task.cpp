@@ -67,6 +67,16 @@ Forward token_forward(const CrossEntropy& ce, torch::Device dev, int64_t num_tok
   return out;
 }
 
+CrossEntropy head_cross_entropy(model::ModelImpl& m, const torch::Tensor& h_BTD,
+                                const torch::Tensor& target_BT, double a, double b) {
+  auto w_VD = m.logits_weight();
+  if (w_VD.defined())
+    return linear_cross_entropy(h_BTD.reshape({-1, h_BTD.size(-1)}), w_VD, target_BT.reshape({-1}),
+                                a, b);
+  auto logits = m.logits(h_BTD);
+  return cross_entropy(logits.reshape({-1, logits.size(-1)}), target_BT.reshape({-1}), a, b);
+}
+
 Metrics token_metrics(const HostSums& s) {
   double n = s.targets;
   double loss = n > 0 ? s.nll / n : 0.0;

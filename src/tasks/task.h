@@ -135,6 +135,12 @@ Metrics token_metrics(const HostSums& s);
 struct CrossEntropy;
 Forward token_forward(const CrossEntropy& ce, torch::Device dev, int64_t num_tokens);
 
+// The cross-entropy (tasks/loss.h: weights a, b) of m's head on hidden states h_BTD against
+// target_BT (-100: no target): where the head is a plain linear layer (ModelImpl::logits_weight)
+// the loss computes the logits itself (linear_cross_entropy), else cross_entropy of m.logits.
+CrossEntropy head_cross_entropy(model::ModelImpl& m, const torch::Tensor& h_BTD,
+                                const torch::Tensor& target_BT, double a, double b);
+
 // This rank's context-parallel group of s.context_parallel ranks (dist/context.h); UserError
 // when the world's ranks are not a multiple of it.
 dist::ContextGroup context_group(const TaskSetup& s);

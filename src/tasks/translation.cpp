@@ -34,14 +34,13 @@ std::unique_ptr<data::BatchStream> TranslationTask::stream(const data::TokenData
 
 Forward TranslationTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto memory = m.backbone->encode(b.src_BS, b.src_pad_BS);
-  auto logits = m.logits(m.backbone->decode(b.input_BT, memory, b.src_pad_BS));
+  auto h_BTD = m.backbone->decode(b.input_BT, memory, b.src_pad_BS);
   // fairseq's label smoothing: eps_i = eps / (V - 1), a = 1 - eps - eps_i, b = eps_i.
-  int64_t V = logits.size(-1);
+  const int64_t V = s_.vocab;
   double eps = s_.task.label_smoothing;
   double eps_i = eps > 0 ? eps / static_cast<double>(V - 1) : 0.0;
-  auto ce =
-      cross_entropy(logits.reshape({-1, V}), b.target_BT.reshape({-1}), 1.0 - eps - eps_i, eps_i);
-  return token_forward(ce, logits.device(), b.num_tokens);
+  auto ce = head_cross_entropy(m, h_BTD, b.target_BT, 1.0 - eps - eps_i, eps_i);
+  return token_forward(ce, h_BTD.device(), b.num_tokens);
 }
 
 Metrics TranslationTask::metrics(const HostSums& s) const { return token_metrics(s); }

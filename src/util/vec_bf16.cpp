@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "util/vec_math.h"
 
@@ -32,6 +33,16 @@ inline uint16_t store1(float f) {
   std::memcpy(&u, &f, sizeof u);
   if ((u & 0x7FFFFFFFU) > 0x7F800000U) return 0x7FC0U;
   return static_cast<uint16_t>((u + 0x7FFFU + ((u >> 16) & 1U)) >> 16);
+}
+
+// A row as bf16 bits: x itself, or a float32 x rounded into `staged`.
+inline const uint16_t* bf16_row(const uint16_t* x, int64_t /*n*/, std::vector<uint16_t>& /*s*/) {
+  return x;
+}
+inline const uint16_t* bf16_row(const float* x, int64_t n, std::vector<uint16_t>& staged) {
+  staged.resize(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) staged[static_cast<size_t>(j)] = store1(x[j]);
+  return staged.data();
 }
 
 // A softmax row's length up to its last unmasked element: 1 + the last j with b1[j] + b2[j] above
@@ -452,30 +463,80 @@ ROPELAB_AVX512 float exp_row_avx512(float* tmp, int64_t S, float m) {
   return _mm512_reduce_add_ps(sum);
 }
 
+// The first index of m in the float32 row t (0 if none).
+ROPELAB_AVX512 int64_t first_index_f32_avx512(const float* t, int64_t V, float m) {
+  const __m512 mv = set1(m);
+  for (int64_t i = 0; i < V; i += 16) {
+    const __mmask16 k = tail_mask(V - i < 16 ? V - i : 16);
+    const auto eq = static_cast<unsigned>(
+        _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, t + i), mv, _CMP_EQ_OQ));
+    if (eq != 0) return i + __builtin_ctz(eq);
+  }
+  return 0;
+}
+
+// tmp = the row as float32 (in16: a float32 x rounded to bf16 first); returns its max, and
+// its sum in *sum (the order of row_max_sum_avx512: the same bits).
+template <bool kNe, class In>
+ROPELAB_AVX512 float staged_max_sum_avx512(const In* x, int64_t V, float* tmp, float* sum) {
+  const int64_t full = V - V % 16;
+  __m512 mx = set1(-INFINITY), sx = _mm512_setzero_ps(), mx2 = mx, sx2 = sx;
+  int64_t j = 0;
+  for (; j + 32 <= full; j += 32) {
+    const __m512 v = in16<kNe>(x + j), v2 = in16<kNe>(x + j + 16);
+    _mm512_storeu_ps(tmp + j, v);
+    _mm512_storeu_ps(tmp + j + 16, v2);
+    mx = _mm512_max_ps(mx, v);
+    sx = _mm512_add_ps(sx, v);
+    mx2 = _mm512_max_ps(mx2, v2);
+    sx2 = _mm512_add_ps(sx2, v2);
+  }
+  mx = _mm512_max_ps(mx, mx2);
+  sx = _mm512_add_ps(sx, sx2);
+  for (; j < full; j += 16) {
+    const __m512 v = in16<kNe>(x + j);
+    _mm512_storeu_ps(tmp + j, v);
+    mx = _mm512_max_ps(mx, v);
+    sx = _mm512_add_ps(sx, v);
+  }
+  if (full < V) {
+    const __mmask16 k = tail_mask(V - full);
+    const __m512 v = in16<kNe>(x + full, k);  // masked lanes load as 0
+    _mm512_mask_storeu_ps(tmp + full, k, v);
+    mx = _mm512_mask_max_ps(mx, k, mx, v);
+    sx = _mm512_add_ps(sx, v);
+  }
+  *sum = _mm512_reduce_add_ps(sx);
+  return _mm512_reduce_max_ps(mx);
+}
+
 // The fused row (the target's correction is the caller's): the stats as
-// logits_row_stats_avx512, tmp = exp(x - max), g written.
-template <bool kNe>
-ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const uint16_t* x, int64_t V, float b, float w,
+// logits_row_stats_avx512 (of x staged in tmp as float32: each element read from x once),
+// tmp = exp(tmp - max), g written.
+template <bool kNe, class In>
+ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const In* x, int64_t V, float b, float w,
                                                    uint16_t* g, float* tmp, float* max,
                                                    float* sum_exp, float* sum_x, int64_t* argmax,
-                                                   const uint16_t* next) {
-  row_max_sum_avx512(x, V, max, sum_x);
-  const int64_t am = first_index_avx512(x, V, *max);
+                                                   const void* next) {
+  *max = staged_max_sum_avx512<kNe>(x, V, tmp, sum_x);
+  const int64_t am = first_index_f32_avx512(tmp, V, *max);
   const int64_t full = V - V % 16;
   const __mmask16 k = tail_mask(V - full);
   const __m512 mv = set1(*max);
   __m512 s0 = _mm512_setzero_ps();
-  // The next row's cache lines (32 bf16 each) requested one every two vectors while the exps
-  // run, so that its first pass finds it in cache.
-  const char* pf = reinterpret_cast<const char*>(next != nullptr ? next : x);
+  // The next row's cache lines requested while the exps run (one per 64 bytes of it), so that
+  // its first pass finds it in cache.
+  const char* pf = static_cast<const char*>(next != nullptr ? next : x);
+  constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(In));  // elements per cache line
   for (int64_t j = 0; j < full; j += 16) {
-    if ((j & 31) == 0) _mm_prefetch(pf + 2 * j, _MM_HINT_T1);
-    const __m512 e = exp16(_mm512_sub_ps(load16(x + j), mv));
+    if (j % kLine == 0) _mm_prefetch(pf + j * static_cast<int64_t>(sizeof(In)), _MM_HINT_T1);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(tmp + j), mv));
     _mm512_storeu_ps(tmp + j, e);
     s0 = _mm512_add_ps(s0, e);
   }
   if (k != 0) {
-    const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(load16(x + full, k), mv)));
+    const __m512 e =
+        _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, tmp + full), mv)));
     _mm512_mask_storeu_ps(tmp + full, k, e);
     s0 = _mm512_add_ps(s0, e);
   }
@@ -779,9 +840,12 @@ void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = store1(load1(a[j]) * load1(b[j]));
 }
 
-void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
+template <class In>
+void cross_entropy_row_fused_bf16(const In* x_in, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
                                   float* sum_x, int64_t* argmax) {
+  std::vector<uint16_t> staged;
+  const uint16_t* x = bf16_row(x_in, V, staged);
   logits_row_stats_bf16(x, V, max, sum_exp, sum_x, argmax);
   const float inv = 1.0F / *sum_exp;
   for (int64_t j = 0; j < V; ++j) {
@@ -790,6 +854,10 @@ void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w
     g[j] = store1(j == target ? v - a_w : v);
   }
 }
+template void cross_entropy_row_fused_bf16(const uint16_t*, int64_t, float, float, int64_t, float,
+                                           uint16_t*, float*, float*, float*, float*, int64_t*);
+template void cross_entropy_row_fused_bf16(const float*, int64_t, float, float, int64_t, float,
+                                           uint16_t*, float*, float*, float*, float*, int64_t*);
 
 void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] = x[j] + load1(store1(load1(h[j]) * m[j]));
@@ -968,9 +1036,10 @@ void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
   portable::mul_bf16(a, b, out, n);
 }
 
-void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
+template <class In>
+void cross_entropy_row_fused_bf16(const In* x, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
-                                  float* sum_x, int64_t* argmax, const uint16_t* next) {
+                                  float* sum_x, int64_t* argmax, const void* next) {
 #if ROPELAB_HAVE_X86
   if (bf16_simd()) {
     ROPELAB_AVX512_CALL(cross_entropy_row_fused_avx512, x, V, b, w, g, tmp, max, sum_exp, sum_x,
@@ -983,6 +1052,12 @@ void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w
   portable::cross_entropy_row_fused_bf16(x, V, b, w, target, a_w, g, tmp, max, sum_exp, sum_x,
                                          argmax);
 }
+template void cross_entropy_row_fused_bf16(const uint16_t*, int64_t, float, float, int64_t, float,
+                                           uint16_t*, float*, float*, float*, float*, int64_t*,
+                                           const void*);
+template void cross_entropy_row_fused_bf16(const float*, int64_t, float, float, int64_t, float,
+                                           uint16_t*, float*, float*, float*, float*, int64_t*,
+                                           const void*);
 
 void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n) {
 #if ROPELAB_HAVE_X86

@@ -85,13 +85,16 @@ void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* 
 
 // Both at once, while the row is in cache: the row's stats as logits_row_stats_bf16, and its
 // gradient g_j = bf16((exp(x_j - lse) - b) w - [j == target] a_w) (tmp: V floats of scratch).
-// `next` (optional): the row the caller reads next, V bf16 that the AVX-512 form requests into
-// cache while its exps run (streaming from memory, each row's first pass otherwise waits on it).
-// The AVX-512 form writes a 32-byte aligned g past the cache (non-temporal stores: the
-// backward's matmuls read it, long after), any other g through it: the same bits.
-void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
+// x: bf16 bits, or float32 (uint16_t or float), a float32 x rounded to bf16 first, as a bf16
+// matmul rounds its product: a bf16 gemm's float32 output gives the values of its bf16 output.
+// `next` (optional): the row the caller reads next, V elements of x's type that the AVX-512 form
+// requests into cache while its exps run (streaming from memory, each row's first pass otherwise
+// waits on it). The AVX-512 form writes a 32-byte aligned g past the cache (non-temporal
+// stores: the backward's matmuls read it, long after), any other g through it: the same bits.
+template <class In>
+void cross_entropy_row_fused_bf16(const In* x, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
-                                  float* sum_x, int64_t* argmax, const uint16_t* next = nullptr);
+                                  float* sum_x, int64_t* argmax, const void* next = nullptr);
 
 // LayerNorm (Ba et al. 2016) of one row of D float32, written as bf16 for the matmul that reads
 // it: y = bf16((x - mean) rstd w + b), rstd = 1 / sqrt(var + eps) (biased var), with mean and
@@ -129,7 +132,8 @@ void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_
                            int64_t* argmax);
 void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
                                  int64_t target, float a_w, uint16_t* g);
-void cross_entropy_row_fused_bf16(const uint16_t* x, int64_t V, float b, float w, int64_t target,
+template <class In>
+void cross_entropy_row_fused_bf16(const In* x, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
                                   float* sum_x, int64_t* argmax);
 template <class In>

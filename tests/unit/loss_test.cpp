@@ -4,8 +4,11 @@
 #include <torch/torch.h>
 
 #include "helpers.h"
+#include "model/linear.h"
 #include "tasks/loss.h"
 #include "tensor_helpers.h"
+#include "util/device.h"
+#include "util/gemm.h"
 #include "util/vec_bf16.h"
 
 namespace ropelab {
@@ -133,6 +136,57 @@ TEST(CrossEntropy, TheGradientWrittenInTheForwardPassIsTheBackwardsOne) {
       }
     }
   }
+}
+
+// linear_cross_entropy is cross_entropy(linear(h, w)): in training under bf16 autocast one node
+// (the logits from oneDNN's bf16 gemm in float32, each row rounded to bf16 as it is read), the
+// same loss, counts and gradients of h and w to bf16 rounding (the gemm may round a logit to the
+// neighbouring bf16 value: its sums run in another order than libtorch's bf16 mm), rescaled
+// where another gradient scale arrives; without autocast, the two calls, bit for bit.
+TEST(CrossEntropy, TheLinearFormIsTheLossOfTheLinearLayer) {
+  if (!vec::bf16_simd() || !util::bf16_gemm_available()) GTEST_SKIP() << "no bf16 node here";
+  torch::manual_seed(12);
+  const int64_t N = 70, I = 48, V = 1001;
+  auto target = torch::randint(0, V, {N}, torch::kInt64);
+  target[5] = -100;
+  auto h0 = torch::randn({N, I}), w0 = 0.3 * torch::randn({V, I});
+  const double a = 0.9, b = 0.1 / V;
+  auto run = [&](bool fused, bool bf16, double actual) {
+    auto h = h0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    tasks::CrossEntropy ce;
+    {
+      device::Autocast autocast(torch::kCPU, bf16);
+      tasks::ExpectedGradScale scale(1.0 / 7);
+      ce = fused ? tasks::linear_cross_entropy(h, w, target, a, b)
+                 : tasks::cross_entropy(model::linear(h, w), target, a, b);
+    }
+    const std::string node = ce.loss_sum.grad_fn()->name();
+    (ce.loss_sum * actual).backward();
+    return std::make_tuple(ce, h.grad(), w.grad(), node);
+  };
+  auto [ref, gh_ref, gw_ref, n_ref] = run(false, true, 1.0 / 7);
+  for (double actual : {1.0 / 7, 2.0 / 7}) {
+    auto [ce, gh, gw, node] = run(true, true, actual);
+    SCOPED_TRACE(actual);
+    EXPECT_NE(node.find("LinearCrossEntropy"), std::string::npos) << node;
+    EXPECT_NEAR(ce.loss_sum.item<double>(), ref.loss_sum.item<double>(),
+                1e-3 * std::abs(ref.loss_sum.item<double>()));
+    EXPECT_NEAR(ce.nll_sum.item<double>(), ref.nll_sum.item<double>(),
+                1e-3 * std::abs(ref.nll_sum.item<double>()));
+    EXPECT_EQ(ce.targets.item<int64_t>(), N - 1);
+    EXPECT_NEAR(ce.correct.item<double>(), ref.correct.item<double>(), 1.0);
+    const double k = actual * 7;
+    EXPECT_TRUE(test::close(gh, k * gh_ref, 2.0 / 128, 1e-4));
+    EXPECT_TRUE(test::close(gw, k * gw_ref, 2.0 / 128, 1e-4));
+    EXPECT_EQ(gw.scalar_type(), torch::kFloat32);
+  }
+  // No autocast: the two calls themselves.
+  auto [f32_ref, gh32_ref, gw32_ref, n32_ref] = run(false, false, 1.0 / 7);
+  auto [f32, gh32, gw32, n32] = run(true, false, 1.0 / 7);
+  EXPECT_EQ(n32, n32_ref);
+  EXPECT_EQ(f32.loss_sum.item<double>(), f32_ref.loss_sum.item<double>());
+  EXPECT_TRUE(torch::equal(gh32, gh32_ref));
+  EXPECT_TRUE(torch::equal(gw32, gw32_ref));
 }
 
 // The two paths agree with each other to float32 rounding on the same rows.

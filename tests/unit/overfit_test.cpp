@@ -4,8 +4,10 @@
 #include "data/synthetic.h"
 #include "helpers.h"
 #include "model_helpers.h"
+#include "tasks/loss.h"
 #include "tasks/task.h"
 #include "tokenizers/tokenizer.h"
+#include "util/device.h"
 
 namespace ropelab {
 namespace {
@@ -25,7 +27,7 @@ data::TokenDataset synthetic_lm(int64_t vocab) {
 
 struct Case {
   std::string task, position, kernel;
-  std::string layout = "";  // a hybrid layout or the attention switches (see with_layout)
+  std::string layout = "";  // a hybrid layout, the attention switches (with_layout) or "bf16"
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -104,7 +106,11 @@ TEST_P(Overfit, OneBatch) {
     opt.zero_grad();
     torch::Tensor loss;
     auto forward_backward = [&] {
-      loss = task->forward(*model, batch).loss_sum / targets;
+      {  // "bf16": the trainer's bf16 step (its autocast and its expected gradient scale)
+        device::Autocast autocast(torch::kCPU, p.layout == "bf16");
+        tasks::ExpectedGradScale scale(p.layout == "bf16" ? 1.0 / targets : 0.0);
+        loss = task->forward(*model, batch).loss_sum / targets;
+      }
       loss.backward();
     };
     if (step == 1) {  // a steady step (the first puts RoPE's frequencies on the device)
@@ -157,6 +163,7 @@ std::vector<Case> cases() {
     out.push_back({"clm", "rope", "softmax", layout});
   out.push_back({"mlm", "rope", "softmax", "window"});
   out.push_back({"clm", "rope", "softmax", "packed"});
+  out.push_back({"clm", "rope", "softmax", "bf16"});
   out.push_back({"mlm", "learned", "softmax", "packed"});
   out.push_back({"mlm", "rope", "softmax", "switches"});
   return out;
