@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
@@ -72,26 +73,26 @@ bool in_place_bf16(const torch::Tensor& logits) {
 float logit(uint16_t x) { return static_cast<float>(c10::BFloat16(x, c10::BFloat16::from_bits())); }
 float logit(float x) { return static_cast<float>(c10::BFloat16(x)); }
 
-// The rows of logits x [N, V] (In: bf16 bits or float32, vec::cross_entropy_row_fused_bf16)
-// with their gradient at scale w written into grad [N, V] (bf16): per row the loss, nll and
-// argmax.
+// Rows [r0, r1) of the logits, x pointing at row r0 (In: bf16 bits or float32,
+// vec::cross_entropy_row_fused_bf16), with their gradient at scale w written into the same rows
+// of grad [N, V] (bf16), and each row's loss, nll and argmax.
 template <class In>
-void fused_rows(const In* x_NV, int64_t N, int64_t V, const int64_t* t, double a, double b, float w,
-                const torch::Tensor& grad, const torch::Tensor& loss, const torch::Tensor& nll,
-                const torch::Tensor& arg) {
-  at::parallel_for(0, N, 8, [&](int64_t r0, int64_t r1) {
+void fused_rows(const In* x, int64_t r0, int64_t r1, int64_t V, const int64_t* t, double a,
+                double b, float w, const torch::Tensor& grad, const torch::Tensor& loss,
+                const torch::Tensor& nll, const torch::Tensor& arg) {
+  at::parallel_for(r0, r1, 8, [&](int64_t p0, int64_t p1) {
     std::vector<float> tmp(static_cast<size_t>(V));
-    for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t r = p0; r < p1; ++r) {
       float mx = 0, se = 0, sx = 0;
       int64_t am = 0;
       const bool valid = t[r] != -100;
-      const In* x = x_NV + r * V;
-      vec::cross_entropy_row_fused_bf16(x, V, static_cast<float>(b), valid ? w : 0.0F,
+      const In* x_r = x + (r - r0) * V;
+      vec::cross_entropy_row_fused_bf16(x_r, V, static_cast<float>(b), valid ? w : 0.0F,
                                         valid ? t[r] : -1, static_cast<float>(a) * w,
                                         util::bf16_bits(grad) + r * V, tmp.data(), &mx, &se, &sx,
-                                        &am, r + 1 < r1 ? x + V : nullptr);
+                                        &am, r + 1 < p1 ? x_r + V : nullptr);
       const float l = mx + std::log(se);
-      const float n = valid ? l - logit(x[t[r]]) : 0.0F;
+      const float n = valid ? l - logit(x_r[t[r]]) : 0.0F;
       arg.data_ptr<int64_t>()[r] = am;
       nll.data_ptr<float>()[r] = n;
       loss.data_ptr<float>()[r] =
@@ -114,7 +115,7 @@ variable_list forward_with_gradient(AutogradContext* ctx, const torch::Tensor& l
                                     double grad_w) {
   const int64_t N = logits.size(0), V = logits.size(1);
   auto [loss, nll, arg, grad] = fused_outputs(N, V, logits.options());
-  fused_rows(util::bf16_bits(logits), N, V, target.data_ptr<int64_t>(), a, b,
+  fused_rows(util::bf16_bits(logits), 0, N, V, target.data_ptr<int64_t>(), a, b,
              static_cast<float>(grad_w), grad, loss, nll, arg);
   auto out = finish_forward(ctx, {grad}, a, b, loss, nll, arg);
   ctx->saved_data["grad_w"] = grad_w;
@@ -233,7 +234,10 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
 // Inputs: h [N, in] bf16 (contiguous), w [V, in] float32 (the parameter) or bf16, target [N];
 // outputs as FusedCrossEntropy's. The forward writes the logits in float32 with oneDNN's bf16
 // gemm, and fused_rows reads each row once, rounded to bf16 as it loads: the values of the
-// bf16 logits. Kept: h, the bf16 weight and the logits' gradient at scale grad_w.
+// bf16 logits. Half the rows at a time, so that the float32 logits take the bytes the bf16 ones
+// took (a 131 MB block for the LM bench's, which the heap did not always have free: a step that
+// grew the heap for it faulted its pages in, +60-120 ms). Kept: h, the bf16 weight and the
+// logits' gradient at scale grad_w.
 struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& h_NI,
                                const torch::Tensor& w_VI, const torch::Tensor& target_in, double a,
@@ -244,11 +248,16 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     const int64_t N = h_NI.size(0), I = h_NI.size(1), V = w16_VI.size(0);
     auto [loss, nll, arg, grad] = fused_outputs(N, V, h_NI.options());
     {
-      auto logits_NV = torch::empty({N, V}, h_NI.options().dtype(torch::kFloat32));
-      util::gemm_bf16(false, true, N, V, I, util::bf16_bits(h_NI), I, util::bf16_bits(w16_VI), I,
-                      0.0F, logits_NV.data_ptr<float>(), V);
-      fused_rows(logits_NV.data_ptr<float>(), N, V, target.data_ptr<int64_t>(), a, b,
-                 static_cast<float>(grad_w), grad, loss, nll, arg);
+      const int64_t half = (N + 1) / 2;
+      auto logits_HV = torch::empty({half, V}, h_NI.options().dtype(torch::kFloat32));
+      float* l = logits_HV.data_ptr<float>();
+      for (int64_t r0 = 0; r0 < N; r0 += half) {
+        const int64_t n = std::min(half, N - r0);
+        util::gemm_bf16(false, true, n, V, I, util::bf16_bits(h_NI) + r0 * I, I,
+                        util::bf16_bits(w16_VI), I, 0.0F, l, V);
+        fused_rows(l, r0, r0 + n, V, target.data_ptr<int64_t>(), a, b, static_cast<float>(grad_w),
+                   grad, loss, nll, arg);
+      }
     }
     auto out = finish_forward(ctx, {h_NI, w16_VI, grad}, a, b, loss, nll, arg);
     ctx->saved_data["grad_w"] = grad_w;
