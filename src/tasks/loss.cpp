@@ -230,14 +230,25 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   }
 };
 
+// n floats of this thread's scratch for LinearCrossEntropy's logits, kept from call to call:
+// a fresh block of that size (65 MB at the LM bench's shape) now and then found no free block
+// in the heap and faulted its pages in while the gemm wrote them (60-120 ms that step).
+float* logits_scratch(int64_t n) {
+  thread_local torch::Tensor scratch;
+  if (!scratch.defined() || scratch.numel() < n) {
+    scratch = torch::Tensor();  // freed before the larger one is taken
+    scratch = torch::empty({n}, torch::kFloat32);
+  }
+  return scratch.data_ptr<float>();
+}
+
 // cross_entropy(linear(h, w)) under bf16 autocast in training (linear_cross_entropy below).
 // Inputs: h [N, in] bf16 (contiguous), w [V, in] float32 (the parameter) or bf16, target [N];
 // outputs as FusedCrossEntropy's. The forward writes the logits in float32 with oneDNN's bf16
 // gemm, and fused_rows reads each row once, rounded to bf16 as it loads: the values of the
 // bf16 logits. Half the rows at a time, so that the float32 logits take the bytes the bf16 ones
-// took (a 131 MB block for the LM bench's, which the heap did not always have free: a step that
-// grew the heap for it faulted its pages in, +60-120 ms). Kept: h, the bf16 weight and the
-// logits' gradient at scale grad_w.
+// took, in a scratch block kept from step to step (logits_scratch). Kept for the backward: h,
+// the bf16 weight and the logits' gradient at scale grad_w.
 struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& h_NI,
                                const torch::Tensor& w_VI, const torch::Tensor& target_in, double a,
@@ -249,8 +260,7 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     auto [loss, nll, arg, grad] = fused_outputs(N, V, h_NI.options());
     {
       const int64_t half = (N + 1) / 2;
-      auto logits_HV = torch::empty({half, V}, h_NI.options().dtype(torch::kFloat32));
-      float* l = logits_HV.data_ptr<float>();
+      float* l = logits_scratch(half * V);
       for (int64_t r0 = 0; r0 < N; r0 += half) {
         const int64_t n = std::min(half, N - r0);
         util::gemm_bf16(false, true, n, V, I, util::bf16_bits(h_NI) + r0 * I, I,
