@@ -320,14 +320,39 @@ ROPELAB_AVX512 void mask_to_bf16_avx512(const float* g, const float* m, uint16_t
   }
 }
 
-// The row's max and sum (one pass over the bf16 row; two of each accumulator, so that the loop
-// is not bound by the latency of the adds).
-ROPELAB_AVX512 void row_max_sum_avx512(const uint16_t* x, int64_t V, float* max, float* sum) {
+// A softmax row's input as float32: bf16 as it is, float32 rounded to bf16 first (the scores
+// as a bf16 matmul rounds its product).
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 in16(const uint16_t* x) {
+  return load16(x);
+}
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 in16(const uint16_t* x, __mmask16 k) {
+  return load16(x, k);
+}
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 in16(const float* x) {
+  return bf16_round16<kNe>(_mm512_loadu_ps(x));
+}
+template <bool kNe>
+ROPELAB_AVX512 inline __m512 in16(const float* x, __mmask16 k) {
+  return bf16_round16<kNe>(_mm512_maskz_loadu_ps(k, x));
+}
+
+// The row's max and sum (one pass; two of each accumulator, so that the loop is not bound by
+// the latency of the adds), of x as in16 reads it; with kStage, each element also stored in tmp
+// as float32.
+template <bool kNe, class In, bool kStage>
+ROPELAB_AVX512 float row_max_sum_avx512(const In* x, int64_t V, float* tmp, float* sum) {
   const int64_t full = V - V % 16;
   __m512 mx = set1(-INFINITY), sx = _mm512_setzero_ps(), mx2 = mx, sx2 = sx;
   int64_t j = 0;
   for (; j + 32 <= full; j += 32) {
-    const __m512 v = load16(x + j), v2 = load16(x + j + 16);
+    const __m512 v = in16<kNe>(x + j), v2 = in16<kNe>(x + j + 16);
+    if constexpr (kStage) {
+      _mm512_storeu_ps(tmp + j, v);
+      _mm512_storeu_ps(tmp + j + 16, v2);
+    }
     mx = _mm512_max_ps(mx, v);
     sx = _mm512_add_ps(sx, v);
     mx2 = _mm512_max_ps(mx2, v2);
@@ -336,18 +361,20 @@ ROPELAB_AVX512 void row_max_sum_avx512(const uint16_t* x, int64_t V, float* max,
   mx = _mm512_max_ps(mx, mx2);
   sx = _mm512_add_ps(sx, sx2);
   for (; j < full; j += 16) {
-    const __m512 v = load16(x + j);
+    const __m512 v = in16<kNe>(x + j);
+    if constexpr (kStage) _mm512_storeu_ps(tmp + j, v);
     mx = _mm512_max_ps(mx, v);
     sx = _mm512_add_ps(sx, v);
   }
   if (full < V) {
     const __mmask16 k = tail_mask(V - full);
-    const __m512 v = load16(x + full, k);  // masked lanes load as 0
+    const __m512 v = in16<kNe>(x + full, k);  // masked lanes load as 0
+    if constexpr (kStage) _mm512_mask_storeu_ps(tmp + full, k, v);
     mx = _mm512_mask_max_ps(mx, k, mx, v);
     sx = _mm512_add_ps(sx, v);
   }
-  *max = _mm512_reduce_max_ps(mx);
   *sum = _mm512_reduce_add_ps(sx);
+  return _mm512_reduce_max_ps(mx);
 }
 
 // The first index of m in the bf16 row (0 if none).
@@ -364,8 +391,7 @@ ROPELAB_AVX512 int64_t first_index_avx512(const uint16_t* x, int64_t V, float m)
 
 ROPELAB_AVX512 void logits_row_stats_avx512(const uint16_t* x, int64_t V, float* max,
                                             float* sum_exp, float* sum_x, int64_t* argmax) {
-  float m = 0;
-  row_max_sum_avx512(x, V, &m, sum_x);
+  const float m = row_max_sum_avx512<false, uint16_t, false>(x, V, nullptr, sum_x);
   const int64_t full = V - V % 16;
   const __m512 mv = set1(m);
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
@@ -397,25 +423,6 @@ ROPELAB_AVX512 void cross_entropy_row_grad_avx512(const uint16_t* x, int64_t V, 
     const __m512 e = exp16(_mm512_sub_ps(load16(x + full, k), l));
     store16<kNe>(g + full, _mm512_mul_ps(_mm512_sub_ps(e, bv), wv), k);
   }
-}
-
-// A softmax row's input as float32: bf16 as it is, float32 rounded to bf16 first (the scores
-// as a bf16 matmul rounds its product).
-template <bool kNe>
-ROPELAB_AVX512 inline __m512 in16(const uint16_t* x) {
-  return load16(x);
-}
-template <bool kNe>
-ROPELAB_AVX512 inline __m512 in16(const uint16_t* x, __mmask16 k) {
-  return load16(x, k);
-}
-template <bool kNe>
-ROPELAB_AVX512 inline __m512 in16(const float* x) {
-  return bf16_round16<kNe>(_mm512_loadu_ps(x));
-}
-template <bool kNe>
-ROPELAB_AVX512 inline __m512 in16(const float* x, __mmask16 k) {
-  return bf16_round16<kNe>(_mm512_maskz_loadu_ps(k, x));
 }
 
 // tmp = x scale + b1 + b2 over S elements; returns their max.
@@ -475,41 +482,6 @@ ROPELAB_AVX512 int64_t first_index_f32_avx512(const float* t, int64_t V, float m
   return 0;
 }
 
-// tmp = the row as float32 (in16: a float32 x rounded to bf16 first); returns its max, and
-// its sum in *sum (the order of row_max_sum_avx512: the same bits).
-template <bool kNe, class In>
-ROPELAB_AVX512 float staged_max_sum_avx512(const In* x, int64_t V, float* tmp, float* sum) {
-  const int64_t full = V - V % 16;
-  __m512 mx = set1(-INFINITY), sx = _mm512_setzero_ps(), mx2 = mx, sx2 = sx;
-  int64_t j = 0;
-  for (; j + 32 <= full; j += 32) {
-    const __m512 v = in16<kNe>(x + j), v2 = in16<kNe>(x + j + 16);
-    _mm512_storeu_ps(tmp + j, v);
-    _mm512_storeu_ps(tmp + j + 16, v2);
-    mx = _mm512_max_ps(mx, v);
-    sx = _mm512_add_ps(sx, v);
-    mx2 = _mm512_max_ps(mx2, v2);
-    sx2 = _mm512_add_ps(sx2, v2);
-  }
-  mx = _mm512_max_ps(mx, mx2);
-  sx = _mm512_add_ps(sx, sx2);
-  for (; j < full; j += 16) {
-    const __m512 v = in16<kNe>(x + j);
-    _mm512_storeu_ps(tmp + j, v);
-    mx = _mm512_max_ps(mx, v);
-    sx = _mm512_add_ps(sx, v);
-  }
-  if (full < V) {
-    const __mmask16 k = tail_mask(V - full);
-    const __m512 v = in16<kNe>(x + full, k);  // masked lanes load as 0
-    _mm512_mask_storeu_ps(tmp + full, k, v);
-    mx = _mm512_mask_max_ps(mx, k, mx, v);
-    sx = _mm512_add_ps(sx, v);
-  }
-  *sum = _mm512_reduce_add_ps(sx);
-  return _mm512_reduce_max_ps(mx);
-}
-
 // The fused row (the target's correction is the caller's): the stats as
 // logits_row_stats_avx512 (of x staged in tmp as float32: each element read from x once),
 // tmp = exp(tmp - max), g written.
@@ -518,7 +490,7 @@ ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const In* x, int64_t V, float
                                                    uint16_t* g, float* tmp, float* max,
                                                    float* sum_exp, float* sum_x, int64_t* argmax,
                                                    const void* next) {
-  *max = staged_max_sum_avx512<kNe>(x, V, tmp, sum_x);
+  *max = row_max_sum_avx512<kNe, In, true>(x, V, tmp, sum_x);
   const int64_t am = first_index_f32_avx512(tmp, V, *max);
   const int64_t full = V - V % 16;
   const __mmask16 k = tail_mask(V - full);
