@@ -8,14 +8,20 @@ namespace ropelab::tasks {
 
 namespace {
 
+// PyTorch's label smoothing eps over V classes as the loss's weights: a = 1 - eps, b = eps / V
+// (tasks/loss.h).
+struct Smoothing {
+  double a, b;
+  Smoothing(double eps, int64_t V) : a(1.0 - eps), b(eps / static_cast<double>(V)) {}
+};
+
 // Cross-entropy summed over positions whose target is not -100, always in fp32, and the sums
 // the LM metrics need.
 Forward scored_ce(const torch::Tensor& logits_BTV, const torch::Tensor& target_BT, double smoothing,
                   int64_t num_tokens) {
   int64_t V = logits_BTV.size(-1);
-  // PyTorch's label smoothing: a = 1 - eps, b = eps / V (tasks/loss.h).
-  auto ce = cross_entropy(logits_BTV.reshape({-1, V}), target_BT.reshape({-1}), 1.0 - smoothing,
-                          smoothing / static_cast<double>(V));
+  const Smoothing w(smoothing, V);
+  auto ce = cross_entropy(logits_BTV.reshape({-1, V}), target_BT.reshape({-1}), w.a, w.b);
   return token_forward(ce, logits_BTV.device(), num_tokens);
 }
 
@@ -47,10 +53,8 @@ std::unique_ptr<data::BatchStream> CausalLmTask::stream(const data::TokenDataset
 
 Forward CausalLmTask::forward(model::ModelImpl& m, const data::Batch& b) const {
   auto h_BTD = m.backbone->decode(b.input_BT, {}, {}, nullptr, b.doc_BT);
-  // PyTorch's label smoothing: a = 1 - eps, b = eps / V (tasks/loss.h).
-  const double eps = s_.task.label_smoothing;
-  auto ce =
-      head_cross_entropy(m, h_BTD, b.target_BT, 1.0 - eps, eps / static_cast<double>(s_.vocab));
+  const Smoothing w(s_.task.label_smoothing, s_.vocab);
+  auto ce = head_cross_entropy(m, h_BTD, b.target_BT, w.a, w.b);
   return token_forward(ce, h_BTD.device(), b.num_tokens);
 }
 
