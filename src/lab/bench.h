@@ -43,12 +43,14 @@ namespace ropelab::lab {
 // side by side: data must never be the bottleneck. Returns a printable report.
 std::string bench_data(const config::Config& c, int64_t batches, int64_t train_steps);
 
-// fp32 (and bf16) n x n matmul throughput in this process, GFLOP/s. fp32: through libtorch's
-// matmul (the BLAS) and through the model's dense-layer path (oneDNN's sgemm where available);
-// fp32_gflops is the faster of the two.
+// fp32 and bf16 n x n matmul throughput in this process, GFLOP/s, each through libtorch's matmul
+// (the BLAS in fp32, oneDNN's matmul in bf16) and through the model's dense-layer path (oneDNN's
+// sgemm, and its bf16 gemm with float32 output, where the process has them: util/gemm.h).
+// fp32_gflops and bf16_gflops, the yardsticks of MFU, are the faster of each pair.
 struct MatmulRate {
   double fp32_gflops = 0, bf16_gflops = 0;
   double fp32_blas_gflops = 0, fp32_dense_gflops = 0;
+  double bf16_mm_gflops = 0, bf16_dense_gflops = 0;
 };
 MatmulRate measure_matmul(int n, int repeats);
 

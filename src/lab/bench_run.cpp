@@ -399,7 +399,8 @@ void Session::machine() {
           {{"fp32, BLAS (libtorch's matmul)", cell(m, "fp32_blas_gflops", "{:.1f}")},
            {"fp32, " + m.value("fp32_gemm", std::string("-")) + " (the dense layers)",
             cell(m, "fp32_dense_gflops", "{:.1f}")},
-           {"bf16", fmt_num(peak16_, "{:.1f}")}}};
+           {"bf16, libtorch's matmul (oneDNN's matmul)", cell(m, "bf16_mm_gflops", "{:.1f}")},
+           {"bf16, oneDNN's gemm (the dense layers)", cell(m, "bf16_dense_gflops", "{:.1f}")}}};
   if (gpu_)
     t = Table{{"matmul 8192x8192 on " + m.value("gpu", std::string("the GPU")), "GFLOP/s"},
               {{"fp32 (no TF32)", cell(m, "fp32_gflops", "{:.0f}")},
@@ -419,7 +420,13 @@ void Session::machine() {
   }
   md_ += "## Machine\n\n" + t.md() + "\nRan on: " + layout_of(m) + ".\n\n";
   if (!gpu_) {  // which kernel the bf16 matmuls ran on (lab/bench.cpp, bf16_matmul_facts)
+    md_ += "The yardstick of MFU in each dtype is the faster of its two rows: " +
+           fmt_num(peak32_, "{:.1f}") + " GFLOP/s in fp32, " + fmt_num(peak16_, "{:.1f}") +
+           " in bf16.\n\n";
     const bool amx = m.value("amx", false);
+    for (const char* k : {"fp32_blas_gflops", "fp32_dense_gflops", "bf16_mm_gflops",
+                          "bf16_dense_gflops", "fp32_gflops", "bf16_gflops"})
+      summary_["machine"][k] = num(m, k);
     summary_["machine"]["bf16_matmul_kernel"] = m.value("bf16_matmul_kernel", "unknown");
     summary_["machine"]["amx"] = amx;
     md_ +=

@@ -18,6 +18,7 @@ for h in "## Machine" "## Training" "## Position modules" "## Attention kernels"
          "## Layouts" \
          "| window 8 tokens/s |" \
          "## Goals" "ropelab / best" "| matmul share | rest ms/step | matmul efficiency |" "bf16 matmuls ran on oneDNN's" \
+         "The yardstick of MFU in each dtype is the faster of its two rows" \
          "best PyTorch" "the best PyTorch (lm, fp32)" "| xpos |" \
          "- ropelab: BLAS core" "OpenMP wait" "written: b/bench.md"; do
   expect_in "$h"
@@ -41,6 +42,10 @@ for m in ("lm", "mlm", "translation"):
         assert r["matmul_efficiency"] > r["mfu"], (m, p, r)
         assert abs(r["matmul_efficiency"] * r["matmul_share"] - r["mfu"]) < 1e-9, (m, p, r)
 assert s["machine"]["bf16_matmul_kernel"] != "" and isinstance(s["machine"]["amx"], bool), s["machine"]
+# MFU's yardstick in each dtype: the faster of libtorch's matmul and the dense layers' gemm
+mc = s["machine"]
+assert mc["fp32_gflops"] == max(mc["fp32_blas_gflops"], mc["fp32_dense_gflops"]) > 0, mc
+assert mc["bf16_gflops"] == max(mc["bf16_mm_gflops"], mc["bf16_dense_gflops"]) > 0, mc
 # every position family the schema knows (a new family is benched as it is added)
 families = set(os.environ["FAMILIES"].split(", "))
 assert {"none", "sinusoidal", "rope", "t5", "alibi"} <= families, families
