@@ -97,6 +97,7 @@ data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, i
 json thread_facts() {
   return {{"blas_core", platform::blas_core()},
           {"fp32_gemm", util::fp32_gemm_name()},
+          {"bf16_products", util::bf16_products_on_mm() ? "libtorch's bf16 mm" : "oneDNN's gemm"},
           {"threads", at::get_num_threads()},
           {"blas_threads", platform::blas_threads()},
           {"omp_wait_policy", platform::openmp_wait_policy()},
@@ -105,22 +106,15 @@ json thread_facts() {
                (platform::malloc_huge_pages() ? ", huge pages" : "")}};
 }
 
-// Whether the CPU has AMX's bf16 tiles (the kernel's flag amx_bf16 in /proc/cpuinfo).
-bool cpu_has_amx() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("flags", 0) == 0) return line.find(" amx_bf16") != std::string::npos;
-  return false;
-}
-
 // Which oneDNN kernel runs a bf16 matmul here ("brg:avx512_core_amx" is AMX's tiles, and
 // "brg:avx512_core_bf16" AVX-512's bf16 dot products), and the ISA oneDNN found, read off its
 // verbose log of one small product. The log goes to stdout, this process's result channel, so it
 // is caught in a temporary file. A libtorch that links oneDNN statically (PyTorch's wheels)
 // hides dnnl_set_verbose: then only the CPU's flag is reported.
 json bf16_matmul_facts() {
-  json j{{"amx", cpu_has_amx()}, {"bf16_matmul_kernel", "unknown"}, {"onednn_isa", "unknown"}};
+  json j{{"amx", platform::cpu_has_amx_bf16()},
+         {"bf16_matmul_kernel", "unknown"},
+         {"onednn_isa", "unknown"}};
   using SetVerbose = int (*)(int);
   auto set_verbose = reinterpret_cast<SetVerbose>(dlsym(RTLD_DEFAULT, "dnnl_set_verbose"));
   std::string dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";

@@ -228,10 +228,11 @@ std::vector<Peer> find_peers(const BenchOptions& o) {
 std::string layout_of(const json& j) {
   if (!j.contains("blas_core")) return "-";
   return fmt::format(
-      "BLAS core {}, fp32 dense layers on {}, {} intra-op + {} OpenBLAS threads, OpenMP wait {}, "
-      "malloc {}",
-      j.value("blas_core", "?"), j.value("fp32_gemm", "BLAS (libtorch)"), j.value("threads", -1),
-      j.value("blas_threads", -1), j.value("omp_wait_policy", "?"), j.value("malloc", "?"));
+      "BLAS core {}, fp32 dense layers on {}, bf16 products on {}, {} intra-op + {} OpenBLAS "
+      "threads, OpenMP wait {}, malloc {}",
+      j.value("blas_core", "?"), j.value("fp32_gemm", "BLAS (libtorch)"),
+      j.value("bf16_products", "?"), j.value("threads", -1), j.value("blas_threads", -1),
+      j.value("omp_wait_policy", "?"), j.value("malloc", "?"));
 }
 
 // No --sections: every section but long (about 25 minutes, 10 GiB at 32k tokens).

@@ -100,14 +100,15 @@ struct SgemmLinear : public torch::autograd::Function<SgemmLinear> {
 // bias pass reads that and writes the bf16 y (the product rounded to bf16 first, as aten::mm
 // rounds it: the same values): at the LM bench's shapes on 2 cores that gemm runs at 840-850
 // GFLOP/s where aten::mm's bf16 matmul runs at 700-720, and the pass that rounds is the bias
-// pass, which ran anyway. Without a bias aten::mm (rounding would be a pass of its own).
+// pass, which ran anyway. Without a bias aten::mm (rounding would be a pass of its own), and
+// also with one where util::bf16_products_on_mm() (AMX: the bf16 output's bytes matter more).
 torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
                                 const torch::Tensor& b_O) {
   if (b_O.numel() == 0) return at::mm(x_MI, w_OI.t());
   auto b = b_O.to(torch::kFloat32).contiguous();
   const float* bp = b.data_ptr<float>();
   const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w_OI.size(0);
-  if (!util::bf16_gemm_available() || M == 0 || !x_MI.is_contiguous() || !w_OI.is_contiguous()) {
+  if (util::bf16_products_on_mm() || M == 0 || !x_MI.is_contiguous() || !w_OI.is_contiguous()) {
     auto y_MO = at::mm(x_MI, w_OI.t());
     uint16_t* y = util::bf16_bits(y_MO);
     at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {

@@ -242,13 +242,36 @@ float* logits_scratch(int64_t n) {
   return scratch.data_ptr<float>();
 }
 
+// LinearCrossEntropy's forward rows where util::bf16_products_on_mm() (AMX): the logits from
+// libtorch's bf16 mm, kBlockRows rows at a time into a bf16 block kept from call to call (8 MB
+// at a vocabulary of 8000), which the rows read while it is in cache. On 2 cores of an AMX Xeon
+// the whole logits (65 MB in bf16, 131 MB in float32) went to memory and back at 8-12 GB/s;
+// the LM bench's bf16 step took 0.90-0.95x the time with 512-row blocks (BENCHMARKS.md).
+void bf16_logits_in_blocks(const torch::Tensor& h_NI, const torch::Tensor& w16_VI,
+                           const torch::Tensor& target, double a, double b, double grad_w,
+                           const torch::Tensor& grad, const torch::Tensor& loss,
+                           const torch::Tensor& nll, const torch::Tensor& arg) {
+  constexpr int64_t kBlockRows = 512;
+  const int64_t N = h_NI.size(0), V = w16_VI.size(0);
+  thread_local torch::Tensor block;
+  if (!block.defined() || block.numel() < kBlockRows * V)
+    block = torch::empty({kBlockRows * V}, h_NI.options());
+  for (int64_t r0 = 0; r0 < N; r0 += kBlockRows) {
+    const int64_t n = std::min(kBlockRows, N - r0);
+    auto logits_nV = block.narrow(0, 0, n * V).view({n, V});
+    at::mm_out(logits_nV, h_NI.narrow(0, r0, n), w16_VI.t());
+    fused_rows(util::bf16_bits(logits_nV), r0, r0 + n, V, target.data_ptr<int64_t>(), a, b,
+               static_cast<float>(grad_w), grad, loss, nll, arg);
+  }
+}
+
 // cross_entropy(linear(h, w)) under bf16 autocast in training (linear_cross_entropy below).
 // Inputs: h [N, in] bf16 (contiguous), w [V, in] float32 (the parameter) or bf16, target [N];
 // outputs as FusedCrossEntropy's. The forward writes the logits in float32 with oneDNN's bf16
 // gemm, and fused_rows reads each row once, rounded to bf16 as it loads: the values of the
 // bf16 logits. Half the rows at a time, so that the float32 logits take the bytes the bf16 ones
 // took, in a scratch block kept from step to step (logits_scratch). Kept for the backward: h,
-// the bf16 weight and the logits' gradient at scale grad_w.
+// the bf16 weight and the logits' gradient at scale grad_w. On AMX, bf16_logits_in_blocks.
 struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& h_NI,
                                const torch::Tensor& w_VI, const torch::Tensor& target_in, double a,
@@ -258,7 +281,9 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     auto w16_VI = w_VI.to(torch::kBFloat16).contiguous();
     const int64_t N = h_NI.size(0), I = h_NI.size(1), V = w16_VI.size(0);
     auto [loss, nll, arg, grad] = fused_outputs(N, V, h_NI.options());
-    {
+    if (util::bf16_products_on_mm()) {
+      bf16_logits_in_blocks(h_NI, w16_VI, target, a, b, grad_w, grad, loss, nll, arg);
+    } else {
       const int64_t half = (N + 1) / 2;
       float* l = logits_scratch(half * V);
       for (int64_t r0 = 0; r0 < N; r0 += half) {

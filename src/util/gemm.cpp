@@ -2,11 +2,15 @@
 
 #include <ATen/record_function.h>
 #include <dlfcn.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
+
+#include "util/platform.h"
 
 namespace ropelab::util {
 
@@ -66,6 +70,18 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
   int status = f(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0F, A, lda, B, ldb, beta, C, ldc);
   if (status != 0)
     throw std::runtime_error("oneDNN bf16 gemm failed (status " + std::to_string(status) + ")");
+}
+
+bool bf16_products_on_mm() {
+  const char* v = std::getenv("ROPELAB_BF16_PRODUCTS");  // read on each call: tests set it
+  if (v != nullptr && std::strcmp(v, "mm") == 0) return true;
+  if (v != nullptr && std::strcmp(v, "gemm") == 0) return !bf16_gemm_available();
+  if (v != nullptr && *v != '\0') {
+    static std::once_flag warned;
+    std::call_once(
+        warned, [v] { spdlog::warn("ROPELAB_BF16_PRODUCTS={}: expected mm or gemm; ignored", v); });
+  }
+  return !bf16_gemm_available() || platform::cpu_has_amx_bf16();
 }
 
 std::string fp32_gemm_name() { return fast_sgemm_available() ? "oneDNN sgemm" : "BLAS (libtorch)"; }

@@ -40,6 +40,17 @@ bool bf16_gemm_available();
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// Whether a bf16 product whose result the model keeps in bf16 (a biased dense layer's forward,
+// model/linear.cpp; the LM head's logits, tasks/loss.cpp) runs on libtorch's bf16 mm, which
+// writes bf16, rather than on gemm_bf16, which writes float32 for a pass to round. Yes where the
+// CPU has AMX (platform::cpu_has_amx_bf16): oneDNN's matmul then runs on the tiles, and the
+// products outrun memory, so the float32 output's bytes cost more than the gemm gains (2 cores of
+// an AMX Xeon: the LM bench's bf16 step 0.80x, BENCHMARKS.md). No elsewhere: on AVX-512 without
+// AMX gemm_bf16 is the faster gemm (840-850 against 700-720 GFLOP/s on an EPYC) and its rounding
+// is the bias pass, which runs anyway. ROPELAB_BF16_PRODUCTS=mm or =gemm picks one (to compare;
+// gemm needs bf16_gemm_available()); any other value warns once and is ignored.
+bool bf16_products_on_mm();
+
 // "oneDNN sgemm" or "BLAS (libtorch)": what float32 matmuls of the model's dense layers run on.
 std::string fp32_gemm_name();
 

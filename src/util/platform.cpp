@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <vector>
 
@@ -196,6 +197,17 @@ void keep_freed_memory() {
 }
 
 bool freed_memory_kept() { return g_freed_memory_kept; }
+
+bool cpu_has_amx_bf16() {
+  static const bool has = [] {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("flags", 0) == 0) return line.find(" amx_bf16") != std::string::npos;
+    return false;
+  }();
+  return has;
+}
 
 bool malloc_huge_pages() {
   const char* t = std::getenv("GLIBC_TUNABLES");

@@ -28,6 +28,9 @@ namespace ropelab::platform {
 //    pointer. The re-executed process puts LD_PRELOAD back as it was, for the processes it starts.
 //    ROPELAB_KEEP_STDCXX=1 keeps the binding as it is.
 void ensure_fast_blas(int argc, char** argv);
+// Whether the CPU has AMX's bf16 tiles: the kernel's flag amx_bf16 in /proc/cpuinfo (shown only
+// where the kernel enabled the tiles). Read once.
+bool cpu_has_amx_bf16();
 // The shared library that defines the std::filesystem::remove_all this process calls, or ""
 // when the program carries its own.
 std::string stdfs_provider();

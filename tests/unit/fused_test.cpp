@@ -795,28 +795,42 @@ TEST(Fused, LayerNormHandsItsInputOnForTheResidual) {
 
 // Under bf16 autocast a [B, T, in] input's bias never goes through libtorch's broadcasting
 // add_ (the C++ frontend's functional::linear does that, in mixed dtypes under autocast: 7.8 ms
-// of a 96 ms lm-large step on an H200). On an AVX-512 CPU it is ropelab's bf16 layer (oneDNN's
-// bf16 gemm to float32, then the bias added as that is rounded to bf16, util/vec_bf16.h; aten::mm
-// where oneDNN's gemm is not reachable); elsewhere libtorch's linear, the bias inside one addmm.
+// of a 96 ms lm-large step on an H200). On an AVX-512 CPU it is ropelab's bf16 layer: oneDNN's
+// bf16 gemm to float32, then the bias added as that is rounded to bf16 (util/vec_bf16.h), or
+// libtorch's bf16 mm and the bias added to it in place (util::bf16_products_on_mm: AMX, or no
+// oneDNN gemm); either way y = bf16(bf16(x w^T) + b). Elsewhere libtorch's linear, the bias
+// inside one addmm.
 TEST(Fused, DenseLayerFoldsTheBiasIntoTheMatmul) {
   auto x = torch::randn({3, 5, 7}), w = torch::randn({4, 7}), b = torch::randn({4});
-  g_ops.clear();
-  auto handle = at::addGlobalCallback(at::RecordFunctionCallback(record_op));
-  {
-    device::Autocast ac(torch::kCPU, true);
-    model::linear(x, w, b);
-  }
-  at::removeCallback(handle);
-  auto has = [](const std::string& op) {
-    return std::find(g_ops.begin(), g_ops.end(), op) != g_ops.end();
-  };
-  EXPECT_FALSE(has("aten::add_")) << "ops: " << ::testing::PrintToString(g_ops);
-  if (vec::bf16_simd()) {
-    const bool gemm = util::bf16_gemm_available() ? has("ropelab::gemm") : has("aten::mm");
-    EXPECT_TRUE(has("ropelab::bf16_linear") && gemm && !has("aten::addmm"))
+  for (const char* path : {"gemm", "mm"}) {
+    SCOPED_TRACE(path);
+    setenv("ROPELAB_BF16_PRODUCTS", path, 1);
+    g_ops.clear();
+    auto handle = at::addGlobalCallback(at::RecordFunctionCallback(record_op));
+    torch::Tensor y;
+    {
+      device::Autocast ac(torch::kCPU, true);
+      y = model::linear(x, w, b);
+    }
+    at::removeCallback(handle);
+    unsetenv("ROPELAB_BF16_PRODUCTS");
+    auto has = [](const std::string& op) {
+      return std::find(g_ops.begin(), g_ops.end(), op) != g_ops.end();
+    };
+    EXPECT_FALSE(has("aten::add_")) << "ops: " << ::testing::PrintToString(g_ops);
+    if (!vec::bf16_simd()) {
+      EXPECT_TRUE(has("aten::addmm")) << "ops: " << ::testing::PrintToString(g_ops);
+      continue;
+    }
+    const bool mm = std::string(path) == "mm" || !util::bf16_gemm_available();
+    EXPECT_TRUE(has("ropelab::bf16_linear") && has(mm ? "aten::mm" : "ropelab::gemm") &&
+                !has("aten::addmm"))
         << "ops: " << ::testing::PrintToString(g_ops);
-  } else {
-    EXPECT_TRUE(has("aten::addmm")) << "ops: " << ::testing::PrintToString(g_ops);
+    auto x16 = x.to(torch::kBFloat16), w16 = w.to(torch::kBFloat16);
+    auto prod = torch::matmul(x16.to(torch::kFloat32), w16.to(torch::kFloat32).t());
+    auto want = (prod.to(torch::kBFloat16).to(torch::kFloat32) + b).to(torch::kBFloat16);
+    // The product's sums may run in another order than float32 matmul's: one bf16 step apart.
+    EXPECT_TRUE(test::close(y.to(torch::kFloat32), want.to(torch::kFloat32), 1.0 / 64, 1e-3));
   }
 }
 
