@@ -26,6 +26,9 @@ std::string report() {
   os << "blas_core_preferred: "
      << (platform::preferred_blas_core().empty() ? "-" : platform::preferred_blas_core()) << "\n";
   os << "fp32_dense_layers: " << util::fp32_gemm_name() << "\n";
+  os << "bf16_products: "
+     << (util::bf16_products_on_mm() ? "libtorch's bf16 mm" : "oneDNN's gemm to float32")
+     << (platform::cpu_has_amx_bf16() ? " (AMX)" : "") << "\n";
   os << "threads: " << at::get_num_threads() << " (ATen/OpenMP), " << platform::blas_threads()
      << " (OpenBLAS), " << platform::kernel_threads() << " (ropelab's kernels)\n";
   os << "omp_wait_policy: " << platform::openmp_wait_policy() << "\n";
@@ -34,7 +37,8 @@ std::string report() {
      << (platform::malloc_huge_pages() ? ", transparent huge pages" : "") << "\n";
   __builtin_cpu_init();
   os << "cpu: avx2=" << (__builtin_cpu_supports("avx2") ? 1 : 0)
-     << " avx512f=" << (__builtin_cpu_supports("avx512f") ? 1 : 0) << "\n";
+     << " avx512f=" << (__builtin_cpu_supports("avx512f") ? 1 : 0)
+     << " amx_bf16=" << (platform::cpu_has_amx_bf16() ? 1 : 0) << "\n";
   os << cuda_info::report();
   std::string spm = tokenizers::spm_module_path();
   try {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "model/linear.h"
@@ -74,12 +75,13 @@ float logit(uint16_t x) { return static_cast<float>(c10::BFloat16(x, c10::BFloat
 float logit(float x) { return static_cast<float>(c10::BFloat16(x)); }
 
 // Rows [r0, r1) of the logits, x pointing at row r0 (In: bf16 bits or float32,
-// vec::cross_entropy_row_fused_bf16), with their gradient at scale w written into the same rows
-// of grad [N, V] (bf16), and each row's loss, nll and argmax.
+// vec::cross_entropy_row_fused_bf16), with their gradient at scale w written to g (row r0's,
+// rows V apart: the same rows of the saved [N, V] gradient, or x itself), and each row's loss,
+// nll and argmax. `cached`: g through the cache, for a gemm that reads it next.
 template <class In>
 void fused_rows(const In* x, int64_t r0, int64_t r1, int64_t V, const int64_t* t, double a,
-                double b, float w, const torch::Tensor& grad, const torch::Tensor& loss,
-                const torch::Tensor& nll, const torch::Tensor& arg) {
+                double b, float w, uint16_t* g, const torch::Tensor& loss, const torch::Tensor& nll,
+                const torch::Tensor& arg, bool cached = false) {
   at::parallel_for(r0, r1, 8, [&](int64_t p0, int64_t p1) {
     std::vector<float> tmp(static_cast<size_t>(V));
     for (int64_t r = p0; r < p1; ++r) {
@@ -87,12 +89,13 @@ void fused_rows(const In* x, int64_t r0, int64_t r1, int64_t V, const int64_t* t
       int64_t am = 0;
       const bool valid = t[r] != -100;
       const In* x_r = x + (r - r0) * V;
+      const float x_t = valid ? logit(x_r[t[r]]) : 0.0F;  // before g, which may be x, is written
       vec::cross_entropy_row_fused_bf16(x_r, V, static_cast<float>(b), valid ? w : 0.0F,
                                         valid ? t[r] : -1, static_cast<float>(a) * w,
-                                        util::bf16_bits(grad) + r * V, tmp.data(), &mx, &se, &sx,
-                                        &am, r + 1 < p1 ? x_r + V : nullptr);
+                                        g + (r - r0) * V, tmp.data(), &mx, &se, &sx, &am,
+                                        r + 1 < p1 ? x_r + V : nullptr, cached);
       const float l = mx + std::log(se);
-      const float n = valid ? l - logit(x_r[t[r]]) : 0.0F;
+      const float n = valid ? l - x_t : 0.0F;
       arg.data_ptr<int64_t>()[r] = am;
       nll.data_ptr<float>()[r] = n;
       loss.data_ptr<float>()[r] =
@@ -116,7 +119,7 @@ variable_list forward_with_gradient(AutogradContext* ctx, const torch::Tensor& l
   const int64_t N = logits.size(0), V = logits.size(1);
   auto [loss, nll, arg, grad] = fused_outputs(N, V, logits.options());
   fused_rows(util::bf16_bits(logits), 0, N, V, target.data_ptr<int64_t>(), a, b,
-             static_cast<float>(grad_w), grad, loss, nll, arg);
+             static_cast<float>(grad_w), util::bf16_bits(grad), loss, nll, arg);
   auto out = finish_forward(ctx, {grad}, a, b, loss, nll, arg);
   ctx->saved_data["grad_w"] = grad_w;
   return out;
@@ -242,27 +245,51 @@ float* logits_scratch(int64_t n) {
   return scratch.data_ptr<float>();
 }
 
-// LinearCrossEntropy's forward rows where util::bf16_products_on_mm() (AMX): the logits from
-// libtorch's bf16 mm, kBlockRows rows at a time into a bf16 block kept from call to call (8 MB
-// at a vocabulary of 8000), which the rows read while it is in cache. On 2 cores of an AMX Xeon
-// the whole logits (65 MB in bf16, 131 MB in float32) went to memory and back at 8-12 GB/s;
-// the LM bench's bf16 step took 0.90-0.95x the time with 512-row blocks (BENCHMARKS.md).
-void bf16_logits_in_blocks(const torch::Tensor& h_NI, const torch::Tensor& w16_VI,
-                           const torch::Tensor& target, double a, double b, double grad_w,
-                           const torch::Tensor& grad, const torch::Tensor& loss,
-                           const torch::Tensor& nll, const torch::Tensor& arg) {
+// The gradients of h and w that LinearCrossEntropy's forward leaves for its backward, at scale
+// grad_w: dh [N, in] bf16 and dw [V, in] float32, each undefined where not needed.
+struct HeadGrads {
+  torch::Tensor dh, dw;
+};
+
+// LinearCrossEntropy's forward where util::bf16_products_on_mm() (AMX), and its gradients with it.
+// Rows of 512 at a time (kBlockRows): the logits from libtorch's bf16 mm into a bf16 block kept
+// from call to call (8 MB at a vocabulary of 8000), the rows' loss turning it into their
+// gradient in place, and the two gradient gemms reading that while it is in cache: dh's rows =
+// g W (float32, rounded to bf16), dw += g^T h (float32 across the blocks). The [N, V] logits
+// and their gradient never leave the cache: on 2 cores of an AMX Xeon, memory ran at 8-12 GB/s
+// and the gemms outran it (BENCHMARKS.md).
+HeadGrads bf16_head_in_blocks(const torch::Tensor& h_NI, const torch::Tensor& w16_VI,
+                              const torch::Tensor& target, double a, double b, double grad_w,
+                              bool need_h, bool need_w, const torch::Tensor& loss,
+                              const torch::Tensor& nll, const torch::Tensor& arg) {
   constexpr int64_t kBlockRows = 512;
-  const int64_t N = h_NI.size(0), V = w16_VI.size(0);
-  thread_local torch::Tensor block;
+  const int64_t N = h_NI.size(0), I = h_NI.size(1), V = w16_VI.size(0);
+  thread_local torch::Tensor block, dh_block;  // [kBlockRows, V] bf16, [kBlockRows, in] float32
   if (!block.defined() || block.numel() < kBlockRows * V)
     block = torch::empty({kBlockRows * V}, h_NI.options());
+  if (!dh_block.defined() || dh_block.numel() < kBlockRows * I)
+    dh_block = torch::empty({kBlockRows * I}, h_NI.options().dtype(torch::kFloat32));
+  HeadGrads out;
+  if (need_h) out.dh = torch::empty({N, I}, h_NI.options());
+  if (need_w) out.dw = torch::empty({V, I}, h_NI.options().dtype(torch::kFloat32));
+  const uint16_t *h = util::bf16_bits(h_NI), *w16 = util::bf16_bits(w16_VI);
   for (int64_t r0 = 0; r0 < N; r0 += kBlockRows) {
     const int64_t n = std::min(kBlockRows, N - r0);
     auto logits_nV = block.narrow(0, 0, n * V).view({n, V});
     at::mm_out(logits_nV, h_NI.narrow(0, r0, n), w16_VI.t());
-    fused_rows(util::bf16_bits(logits_nV), r0, r0 + n, V, target.data_ptr<int64_t>(), a, b,
-               static_cast<float>(grad_w), grad, loss, nll, arg);
+    uint16_t* g = util::bf16_bits(logits_nV);
+    fused_rows(g, r0, r0 + n, V, target.data_ptr<int64_t>(), a, b, static_cast<float>(grad_w), g,
+               loss, nll, arg, /*cached=*/true);
+    if (need_h) {
+      float* acc = dh_block.data_ptr<float>();
+      util::gemm_bf16(false, false, n, I, V, g, V, w16, I, 0.0F, acc, I);
+      vec::float_to_bf16(acc, util::bf16_bits(out.dh) + r0 * I, n * I);
+    }
+    if (need_w)
+      util::gemm_bf16(true, false, V, I, n, g, V, h + r0 * I, I, r0 == 0 ? 0.0F : 1.0F,
+                      out.dw.data_ptr<float>(), I);
   }
+  return out;
 }
 
 // cross_entropy(linear(h, w)) under bf16 autocast in training (linear_cross_entropy below).
@@ -271,7 +298,8 @@ void bf16_logits_in_blocks(const torch::Tensor& h_NI, const torch::Tensor& w16_V
 // gemm, and fused_rows reads each row once, rounded to bf16 as it loads: the values of the
 // bf16 logits. Half the rows at a time, so that the float32 logits take the bytes the bf16 ones
 // took, in a scratch block kept from step to step (logits_scratch). Kept for the backward: h,
-// the bf16 weight and the logits' gradient at scale grad_w. On AMX, bf16_logits_in_blocks.
+// the bf16 weight and the logits' gradient at scale grad_w. On AMX (bf16_head_in_blocks) the
+// forward also takes the gradients of h and w, and keeps those instead.
 struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& h_NI,
                                const torch::Tensor& w_VI, const torch::Tensor& target_in, double a,
@@ -280,34 +308,51 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     auto target = target_in.to(torch::kInt64).contiguous();
     auto w16_VI = w_VI.to(torch::kBFloat16).contiguous();
     const int64_t N = h_NI.size(0), I = h_NI.size(1), V = w16_VI.size(0);
-    auto [loss, nll, arg, grad] = fused_outputs(N, V, h_NI.options());
-    if (util::bf16_products_on_mm()) {
-      bf16_logits_in_blocks(h_NI, w16_VI, target, a, b, grad_w, grad, loss, nll, arg);
-    } else {
-      const int64_t half = (N + 1) / 2;
-      float* l = logits_scratch(half * V);
-      for (int64_t r0 = 0; r0 < N; r0 += half) {
-        const int64_t n = std::min(half, N - r0);
-        util::gemm_bf16(false, true, n, V, I, util::bf16_bits(h_NI) + r0 * I, I,
-                        util::bf16_bits(w16_VI), I, 0.0F, l, V);
-        fused_rows(l, r0, r0 + n, V, target.data_ptr<int64_t>(), a, b, static_cast<float>(grad_w),
-                   grad, loss, nll, arg);
-      }
-    }
-    auto out = finish_forward(ctx, {h_NI, w16_VI, grad}, a, b, loss, nll, arg);
     ctx->saved_data["grad_w"] = grad_w;
     ctx->saved_data["float_weight"] = w_VI.scalar_type() == torch::kFloat32;
-    return out;
+    const bool kept = util::bf16_products_on_mm();
+    ctx->saved_data["grads_kept"] = kept;
+    if (kept) {
+      auto f32 = h_NI.options().dtype(torch::kFloat32);
+      auto loss = torch::empty({N}, f32), nll = torch::empty({N}, f32);
+      auto arg = torch::empty({N}, h_NI.options().dtype(torch::kInt64));
+      auto g = bf16_head_in_blocks(h_NI, w16_VI, target, a, b, grad_w, h_NI.requires_grad(),
+                                   w_VI.requires_grad(), loss, nll, arg);
+      return finish_forward(ctx, {g.dh, g.dw}, a, b, loss, nll, arg);
+    }
+    auto [loss, nll, arg, grad] = fused_outputs(N, V, h_NI.options());
+    const int64_t half = (N + 1) / 2;
+    float* l = logits_scratch(half * V);
+    for (int64_t r0 = 0; r0 < N; r0 += half) {
+      const int64_t n = std::min(half, N - r0);
+      util::gemm_bf16(false, true, n, V, I, util::bf16_bits(h_NI) + r0 * I, I,
+                      util::bf16_bits(w16_VI), I, 0.0F, l, V);
+      fused_rows(l, r0, r0 + n, V, target.data_ptr<int64_t>(), a, b, static_cast<float>(grad_w),
+                 util::bf16_bits(grad) + r0 * V, loss, nll, arg);
+    }
+    return finish_forward(ctx, {h_NI, w16_VI, grad}, a, b, loss, nll, arg);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
     const float w = arriving_scale(grad_out[0]);
     const auto grad_w = static_cast<float>(ctx->saved_data["grad_w"].toDouble());
-    auto g_NV = w == grad_w ? saved[2] : saved[2].mul(w / grad_w);
-    auto [dh, dw] =
-        model::bf16_linear_grads(g_NV, saved[0], saved[1], ctx->saved_data["float_weight"].toBool(),
-                                 ctx->needs_input_grad(0), ctx->needs_input_grad(1));
+    const bool float_weight = ctx->saved_data["float_weight"].toBool();
+    torch::Tensor dh, dw;
+    if (ctx->saved_data["grads_kept"].toBool()) {  // at scale grad_w
+      dh = saved[0];
+      dw = saved[1];
+      if (w != grad_w) {
+        if (dh.defined()) dh = dh.mul(w / grad_w);
+        if (dw.defined()) dw = dw.mul(w / grad_w);
+      }
+      if (dw.defined() && !float_weight) dw = dw.to(torch::kBFloat16);
+    } else {
+      auto g_NV = w == grad_w ? saved[2] : saved[2].mul(w / grad_w);
+      std::tie(dh, dw) =
+          model::bf16_linear_grads(g_NV, saved[0], saved[1], float_weight, ctx->needs_input_grad(0),
+                                   ctx->needs_input_grad(1));
+    }
     return {dh, dw, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

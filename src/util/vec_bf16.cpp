@@ -489,7 +489,7 @@ template <bool kNe, class In>
 ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const In* x, int64_t V, float b, float w,
                                                    uint16_t* g, float* tmp, float* max,
                                                    float* sum_exp, float* sum_x, int64_t* argmax,
-                                                   const void* next) {
+                                                   const void* next, bool cached) {
   *max = row_max_sum_avx512<kNe, In, true>(x, V, tmp, sum_x);
   const int64_t am = first_index_f32_avx512(tmp, V, *max);
   const int64_t full = V - V % 16;
@@ -514,7 +514,7 @@ ROPELAB_AVX512 void cross_entropy_row_fused_avx512(const In* x, int64_t V, float
   }
   const float se = _mm512_reduce_add_ps(s0);
   const __m512 inv = set1(1.0F / se), bv = set1(b), wv = set1(w);
-  if ((reinterpret_cast<uintptr_t>(g) & 31U) == 0) {
+  if (!cached && (reinterpret_cast<uintptr_t>(g) & 31U) == 0) {
     for (int64_t j = 0; j < full; j += 16)
       stream16<kNe>(g + j, _mm512_mul_ps(_mm512_fmsub_ps(_mm512_loadu_ps(tmp + j), inv, bv), wv));
     _mm_sfence();
@@ -1011,11 +1011,11 @@ void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
 template <class In>
 void cross_entropy_row_fused_bf16(const In* x, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
-                                  float* sum_x, int64_t* argmax, const void* next) {
+                                  float* sum_x, int64_t* argmax, const void* next, bool cached) {
 #if ROPELAB_HAVE_X86
   if (bf16_simd()) {
     ROPELAB_AVX512_CALL(cross_entropy_row_fused_avx512, x, V, b, w, g, tmp, max, sum_exp, sum_x,
-                        argmax, next);
+                        argmax, next, cached);
     if (target >= 0 && target < V)
       g[target] = store1((tmp[target] * (1.0F / *sum_exp) - b) * w - a_w);
     return;
@@ -1026,10 +1026,10 @@ void cross_entropy_row_fused_bf16(const In* x, int64_t V, float b, float w, int6
 }
 template void cross_entropy_row_fused_bf16(const uint16_t*, int64_t, float, float, int64_t, float,
                                            uint16_t*, float*, float*, float*, float*, int64_t*,
-                                           const void*);
+                                           const void*, bool);
 template void cross_entropy_row_fused_bf16(const float*, int64_t, float, float, int64_t, float,
                                            uint16_t*, float*, float*, float*, float*, int64_t*,
-                                           const void*);
+                                           const void*, bool);
 
 void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n) {
 #if ROPELAB_HAVE_X86

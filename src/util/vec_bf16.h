@@ -90,11 +90,14 @@ void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* 
 // `next` (optional): the row the caller reads next, V elements of x's type that the AVX-512 form
 // requests into cache while its exps run (streaming from memory, each row's first pass otherwise
 // waits on it). The AVX-512 form writes a 32-byte aligned g past the cache (non-temporal
-// stores: the backward's matmuls read it, long after), any other g through it: the same bits.
+// stores: the backward's matmuls read it, long after) unless `cached` (the caller's next gemm
+// reads it), any other g through it: the same bits. g may be x itself (bf16 bits): each row is
+// read before it is written.
 template <class In>
 void cross_entropy_row_fused_bf16(const In* x, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
-                                  float* sum_x, int64_t* argmax, const void* next = nullptr);
+                                  float* sum_x, int64_t* argmax, const void* next = nullptr,
+                                  bool cached = false);
 
 // LayerNorm (Ba et al. 2016) of one row of D float32, written as bf16 for the matmul that reads
 // it: y = bf16((x - mean) rstd w + b), rstd = 1 / sqrt(var + eps) (biased var), with mean and

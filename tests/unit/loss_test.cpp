@@ -148,7 +148,9 @@ TEST(CrossEntropy, TheGradientWrittenInTheForwardPassIsTheBackwardsOne) {
 // where another gradient scale arrives; without autocast, the two calls, bit for bit.
 //
 // Both ways to the logits (util::bf16_products_on_mm): oneDNN's gemm in float32, half the rows
-// at a time, and libtorch's bf16 mm in 512-row blocks (AMX), here 3 blocks, the last partial.
+// at a time, the backward's gemms reading the kept gradient; and libtorch's bf16 mm in 512-row
+// blocks (AMX), here 3 blocks, the last partial, with both gradients taken in the forward, block
+// by block (also with only w's gradient wanted).
 class LinearCrossEntropyPaths : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LinearCrossEntropyPaths, TheLinearFormIsTheLossOfTheLinearLayer) {
@@ -192,6 +194,17 @@ TEST_P(LinearCrossEntropyPaths, TheLinearFormIsTheLossOfTheLinearLayer) {
     EXPECT_TRUE(test::close(gh, k * gh_ref, 2.0 / 128, 1e-4));
     EXPECT_TRUE(test::close(gw, k * gw_ref, 2.0 / 128, 1e-4));
     EXPECT_EQ(gw.scalar_type(), torch::kFloat32);
+  }
+  {  // Only w's gradient wanted (h a constant): the same weight gradient.
+    auto w = w0.clone().requires_grad_(true);
+    tasks::CrossEntropy ce;
+    {
+      device::Autocast autocast(torch::kCPU, true);
+      tasks::ExpectedGradScale scale(1.0 / 7);
+      ce = tasks::linear_cross_entropy(h0, w, target, a, b);
+    }
+    (ce.loss_sum / 7).backward();
+    EXPECT_TRUE(test::close(w.grad(), gw_ref, 2.0 / 128, 1e-4));
   }
   // No autocast: the two calls themselves.
   auto [f32_ref, gh32_ref, gw32_ref, n32_ref] = run(false, false, 1.0 / 7);
