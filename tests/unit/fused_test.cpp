@@ -1137,6 +1137,28 @@ TEST(Fused, Bf16KernelsGiveTheSameBitsOnOneAndTwoThreads) {
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << i;
 }
 
+// `ropelab info` says which path the bf16 products that stay bf16 take: libtorch's bf16 mm where
+// the CPU has AMX (or oneDNN's gemm is not reachable), oneDNN's gemm elsewhere, and
+// ROPELAB_BF16_PRODUCTS forces one; an unknown value warns and keeps the machine's choice.
+TEST(Platform, InfoNamesTheBf16ProductsPath) {
+  auto r = test::run(test::ropelab_bin() + " info");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const bool amx = r.out.find("amx_bf16=1") != std::string::npos;
+  const bool mm = amx || !util::bf16_gemm_available();
+  EXPECT_NE(r.out.find(mm ? "bf16_products: libtorch's bf16 mm" : "bf16_products: oneDNN's gemm"),
+            std::string::npos)
+      << r.out;
+  auto forced = test::run("ROPELAB_BF16_PRODUCTS=mm " + test::ropelab_bin() + " info");
+  EXPECT_NE(forced.out.find("bf16_products: libtorch's bf16 mm"), std::string::npos) << forced.out;
+  auto odd = test::run("ROPELAB_BF16_PRODUCTS=fast " + test::ropelab_bin() + " info");
+  ASSERT_EQ(odd.code, 0) << odd.out;
+  EXPECT_NE(odd.out.find("ROPELAB_BF16_PRODUCTS=fast: expected mm or gemm"), std::string::npos)
+      << odd.out;
+  EXPECT_NE(odd.out.find(mm ? "bf16_products: libtorch's bf16 mm" : "bf16_products: oneDNN's gemm"),
+            std::string::npos)
+      << odd.out;
+}
+
 // `ropelab` starts with OpenMP's workers told to sleep when idle (they would otherwise spin on
 // the cores OpenBLAS's threads need); a policy the user set is kept.
 TEST(Platform, OpenMpWorkersSleepWhenIdleUnlessTheUserSaidOtherwise) {
