@@ -252,29 +252,29 @@ struct HeadGrads {
 };
 
 // LinearCrossEntropy's forward where util::bf16_products_on_mm() (AMX), and its gradients with it.
-// Rows of 512 at a time (kBlockRows): the logits from libtorch's bf16 mm into a bf16 block kept
-// from call to call (8 MB at a vocabulary of 8000), the rows' loss turning it into their
-// gradient in place, and the two gradient gemms reading that while it is in cache: dh's rows =
-// g W (float32, rounded to bf16), dw += g^T h (float32 across the blocks). The [N, V] logits
-// and their gradient never leave the cache: on 2 cores of an AMX Xeon, memory ran at 8-12 GB/s
-// and the gemms outran it (BENCHMARKS.md).
+// Up to 512 rows at a time, as many as fill 8 MiB of bf16 logits (512 at a vocabulary of 8000,
+// 128 at 32k): the logits from libtorch's bf16 mm into a bf16 block kept from call to call,
+// the rows' loss turning it into their gradient in place, and the two gradient gemms reading
+// that while it is in cache: dh's rows = g W (float32, rounded to bf16), dw += g^T h (float32
+// across the blocks). The [N, V] logits and their gradient never leave the cache: on 2 cores of
+// an AMX Xeon, memory ran at 8-12 GB/s and the gemms outran it (BENCHMARKS.md).
 HeadGrads bf16_head_in_blocks(const torch::Tensor& h_NI, const torch::Tensor& w16_VI,
                               const torch::Tensor& target, double a, double b, double grad_w,
                               bool need_h, bool need_w, const torch::Tensor& loss,
                               const torch::Tensor& nll, const torch::Tensor& arg) {
-  constexpr int64_t kBlockRows = 512;
   const int64_t N = h_NI.size(0), I = h_NI.size(1), V = w16_VI.size(0);
-  thread_local torch::Tensor block, dh_block;  // [kBlockRows, V] bf16, [kBlockRows, in] float32
-  if (!block.defined() || block.numel() < kBlockRows * V)
-    block = torch::empty({kBlockRows * V}, h_NI.options());
-  if (!dh_block.defined() || dh_block.numel() < kBlockRows * I)
-    dh_block = torch::empty({kBlockRows * I}, h_NI.options().dtype(torch::kFloat32));
+  const int64_t rows = std::clamp<int64_t>((int64_t{8} << 20) / (2 * V) / 16 * 16, 16, 512);
+  thread_local torch::Tensor block, dh_block;  // [rows, V] bf16, [rows, in] float32
+  if (!block.defined() || block.numel() < rows * V)
+    block = torch::empty({rows * V}, h_NI.options());
+  if (!dh_block.defined() || dh_block.numel() < rows * I)
+    dh_block = torch::empty({rows * I}, h_NI.options().dtype(torch::kFloat32));
   HeadGrads out;
   if (need_h) out.dh = torch::empty({N, I}, h_NI.options());
   if (need_w) out.dw = torch::empty({V, I}, h_NI.options().dtype(torch::kFloat32));
   const uint16_t *h = util::bf16_bits(h_NI), *w16 = util::bf16_bits(w16_VI);
-  for (int64_t r0 = 0; r0 < N; r0 += kBlockRows) {
-    const int64_t n = std::min(kBlockRows, N - r0);
+  for (int64_t r0 = 0; r0 < N; r0 += rows) {
+    const int64_t n = std::min(rows, N - r0);
     auto logits_nV = block.narrow(0, 0, n * V).view({n, V});
     at::mm_out(logits_nV, h_NI.narrow(0, r0, n), w16_VI.t());
     uint16_t* g = util::bf16_bits(logits_nV);

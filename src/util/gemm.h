@@ -45,7 +45,8 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
 // writes bf16, rather than on gemm_bf16, which writes float32 for a pass to round. Yes where the
 // CPU has AMX (platform::cpu_has_amx_bf16): oneDNN's matmul then runs on the tiles, and the
 // products outrun memory, so the float32 output's bytes cost more than the gemm gains (2 cores of
-// an AMX Xeon: the LM bench's bf16 step 0.80x, BENCHMARKS.md). No elsewhere: on AVX-512 without
+// an AMX Xeon: with the head's blocks, tasks/loss.cpp, the LM bench's bf16 step took 0.75-0.79x
+// the time, BENCHMARKS.md). No elsewhere: on AVX-512 without
 // AMX gemm_bf16 is the faster gemm (840-850 against 700-720 GFLOP/s on an EPYC) and its rounding
 // is the bias pass, which runs anyway. ROPELAB_BF16_PRODUCTS=mm or =gemm picks one (to compare;
 // gemm needs bf16_gemm_available()); any other value warns once and is ignored.
