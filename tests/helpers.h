@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -75,6 +76,19 @@ inline config::Config tiny_clm_run(const TempDir& d, int seed, const std::string
   overrides.insert(overrides.begin(), "run.name=" + name);
   return config::load_config(d.file("c.yaml"), config::overrides_from_args(overrides));
 }
+
+// Sets an environment variable for its lifetime, then unsets it (the ROPELAB_* switches that
+// code reads on each call).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_.c_str()); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+};
 
 struct RunResult {
   int code = -1;

@@ -97,7 +97,7 @@ data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, i
 json thread_facts() {
   return {{"blas_core", platform::blas_core()},
           {"fp32_gemm", util::fp32_gemm_name()},
-          {"bf16_products", util::bf16_products_on_mm() ? "libtorch's bf16 mm" : "oneDNN's gemm"},
+          {"bf16_products", util::bf16_products_name()},
           {"threads", at::get_num_threads()},
           {"blas_threads", platform::blas_threads()},
           {"omp_wait_policy", platform::openmp_wait_policy()},

@@ -104,11 +104,17 @@ void fused_rows(const In* x, int64_t r0, int64_t r1, int64_t V, const int64_t* t
   });
 }
 
+// Each row's outputs: {loss_N, nll_N, arg_N}.
+std::array<torch::Tensor, 3> row_outputs(int64_t N, const torch::TensorOptions& o) {
+  auto f32 = o.dtype(torch::kFloat32);
+  return {torch::empty({N}, f32), torch::empty({N}, f32),
+          torch::empty({N}, o.dtype(torch::kInt64))};
+}
+
 // The outputs and the saved gradient of a forward that writes it: {loss_N, nll_N, arg_N, grad}.
 std::array<torch::Tensor, 4> fused_outputs(int64_t N, int64_t V, const torch::TensorOptions& o) {
-  auto f32 = o.dtype(torch::kFloat32);
-  return {torch::empty({N}, f32), torch::empty({N}, f32), torch::empty({N}, o.dtype(torch::kInt64)),
-          torch::empty({N, V}, o.dtype(torch::kBFloat16))};
+  auto [loss, nll, arg] = row_outputs(N, o);
+  return {loss, nll, arg, torch::empty({N, V}, o.dtype(torch::kBFloat16))};
 }
 
 // FusedCrossEntropy's forward when it also writes the gradient (bf16 logits, AVX-512): the
@@ -313,9 +319,7 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     const bool kept = util::bf16_products_on_mm();
     ctx->saved_data["grads_kept"] = kept;
     if (kept) {
-      auto f32 = h_NI.options().dtype(torch::kFloat32);
-      auto loss = torch::empty({N}, f32), nll = torch::empty({N}, f32);
-      auto arg = torch::empty({N}, h_NI.options().dtype(torch::kInt64));
+      auto [loss, nll, arg] = row_outputs(N, h_NI.options());
       auto g = bf16_head_in_blocks(h_NI, w16_VI, target, a, b, grad_w, h_NI.requires_grad(),
                                    w_VI.requires_grad(), loss, nll, arg);
       return finish_forward(ctx, {g.dh, g.dw}, a, b, loss, nll, arg);

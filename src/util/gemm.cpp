@@ -84,6 +84,10 @@ bool bf16_products_on_mm() {
   return !bf16_gemm_available() || platform::cpu_has_amx_bf16();
 }
 
+std::string bf16_products_name() {
+  return bf16_products_on_mm() ? "libtorch's bf16 mm" : "oneDNN's gemm";
+}
+
 std::string fp32_gemm_name() { return fast_sgemm_available() ? "oneDNN sgemm" : "BLAS (libtorch)"; }
 
 }  // namespace ropelab::util

@@ -52,6 +52,9 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
 // gemm needs bf16_gemm_available()); any other value warns once and is ignored.
 bool bf16_products_on_mm();
 
+// "libtorch's bf16 mm" or "oneDNN's gemm": what bf16_products_on_mm() chose.
+std::string bf16_products_name();
+
 // "oneDNN sgemm" or "BLAS (libtorch)": what float32 matmuls of the model's dense layers run on.
 std::string fp32_gemm_name();
 

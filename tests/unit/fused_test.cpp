@@ -804,16 +804,15 @@ TEST(Fused, DenseLayerFoldsTheBiasIntoTheMatmul) {
   auto x = torch::randn({3, 5, 7}), w = torch::randn({4, 7}), b = torch::randn({4});
   for (const char* path : {"gemm", "mm"}) {
     SCOPED_TRACE(path);
-    setenv("ROPELAB_BF16_PRODUCTS", path, 1);
     g_ops.clear();
     auto handle = at::addGlobalCallback(at::RecordFunctionCallback(record_op));
     torch::Tensor y;
     {
+      test::ScopedEnv forced("ROPELAB_BF16_PRODUCTS", path);
       device::Autocast ac(torch::kCPU, true);
       y = model::linear(x, w, b);
     }
     at::removeCallback(handle);
-    unsetenv("ROPELAB_BF16_PRODUCTS");
     auto has = [](const std::string& op) {
       return std::find(g_ops.begin(), g_ops.end(), op) != g_ops.end();
     };
