@@ -54,8 +54,9 @@ void on_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
 }  // namespace
 
 bool StepSplit::is_matmul(const char* name) {
-  static constexpr std::array<const char*, 6> kMatmuls{
-      "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "ropelab::gemm"};
+  static constexpr std::array<const char*, 7> kMatmuls{
+      "aten::mm",      "aten::addmm",          "aten::bmm", "aten::baddbmm", "aten::addbmm",
+      "ropelab::gemm", "ropelab::tile_product"};
   return std::any_of(kMatmuls.begin(), kMatmuls.end(),
                      [&](const char* m) { return std::strcmp(name, m) == 0; });
 }

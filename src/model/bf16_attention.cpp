@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/bias_rows.h"
+#include "util/amx.h"
 #include "util/float_rows.h"
 #include "util/gemm.h"
 #include "util/vec_bf16.h"
@@ -82,19 +83,35 @@ std::vector<int64_t> key_ends(const BiasRows& mask, const Shape& sh) {
 
 // A thread's scratch: float32 gemm outputs [kBlock, wide], the gradient of a block's scores in
 // bf16 [kBlock, S], dk and dv's float32 sums [S, W] and [S, H], and S floats for the row
-// kernels.
+// kernels. On the tiles (use_tiles) also the operands in their layouts (util/amx.h): two of a
+// head's k or v [S, max(W, H)] (b1, b2), a block's P or dS transposed [S, kBlock] (at), and a
+// block's dO or q rows in pairs [kBlock, max(W, H)] (bp).
 struct Scratch {
   float *out, *dk, *dv, *tmp;
-  uint16_t* ds;
+  uint16_t *ds, *b1, *b2, *at, *bp;
 };
+
+// Whether the products run on util::amx's tiles: the CPU has them, the products go to libtorch's
+// mm rather than oneDNN's gemm (util::bf16_products_on_mm), and every block's sizes are multiples
+// of 32 (the widths, the block's rows and its key end). Else oneDNN's gemm runs them.
+bool use_tiles(const Shape& sh, const std::vector<int64_t>& ends) {
+  if (!util::amx::available() || !util::bf16_products_on_mm()) return false;
+  for (int64_t i = 0; i < sh.blocks(); ++i) {  // rows and key end by W (q k^T) and by H (P v)
+    const int64_t rows = std::min(kBlock, sh.T - i * kBlock), se = ends[static_cast<size_t>(i)];
+    if (!util::amx::fits(rows, se, sh.W) || !util::amx::fits(rows, se, sh.H)) return false;
+  }
+  return true;
+}
 
 // Runs f(h, scratch) for every flat head h, split among the threads.
 template <class F>
-void for_each_head(const Shape& sh, const F& f) {
-  const int64_t floats = kBlock * sh.wide() + sh.S * (sh.W + sh.H + 1), halves = kBlock * sh.S;
+void for_each_head(const Shape& sh, bool tiles, const F& f) {
+  const int64_t floats = kBlock * sh.wide() + sh.S * (sh.W + sh.H + 1), wide = std::max(sh.W, sh.H),
+                halves =
+                    kBlock * sh.S + (tiles ? 2 * sh.S * wide + sh.S * kBlock + kBlock * wide : 0);
   at::parallel_for(0, sh.B * sh.N, 1, [&](int64_t h0, int64_t h1) {
     // Kept by each thread from call to call (no allocation and no page faults per call): O(S),
-    // 0.6 KiB a key.
+    // 0.6 KiB a key (1.2 KiB on the tiles).
     thread_local std::vector<float> fb;
     thread_local std::vector<uint16_t> hb;
     if (static_cast<int64_t>(fb.size()) < floats) fb.resize(static_cast<size_t>(floats));
@@ -105,8 +122,65 @@ void for_each_head(const Shape& sh, const F& f) {
     s.dv = s.dk + sh.S * sh.W;
     s.tmp = s.dv + sh.S * sh.H;
     s.ds = hb.data();
+    s.b1 = s.ds + kBlock * sh.S;
+    s.b2 = s.b1 + sh.S * wide;
+    s.at = s.b2 + sh.S * wide;
+    s.bp = s.at + sh.S * kBlock;
     for (int64_t h = h0; h < h1; ++h) f(h, s);
   });
+}
+
+// A block of query rows in the backward: its rows and key end, its probabilities' rows (S
+// apart), its rows of dO and of q.
+struct Block {
+  int64_t rows, se;
+  float scale;
+  const uint16_t* p;
+  const uint16_t* g;
+  int64_t g_ld;
+  const uint16_t* q;
+  int64_t q_ld;
+};
+
+// dS = P (dP - rowsum(P dP)) scale (the gradient of q k^T) from dP in x.out, rounded to bf16
+// into x.ds.
+void scores_gradient(const Shape& sh, const Block& b, const Scratch& x) {
+  for (int64_t i = 0; i < b.rows; ++i)
+    vec::softmax_backward_from_p_bf16(b.p + i * sh.S, x.out + i * b.se, x.ds + i * b.se, b.se,
+                                      b.scale);
+}
+
+// A block's backward on oneDNN's gemm: dq's rows into x.out [rows, W], dk and dv added to x.dk
+// and x.dv.
+void gemm_block_backward(const Shape& sh, const Block& b, const HeadRows& kr, const HeadRows& vr,
+                         int64_t h, const Scratch& x) {
+  util::gemm_bf16(false, true, b.rows, b.se, sh.H, b.g, b.g_ld, vr.head(h), vr.ld, 0.0F, x.out,
+                  b.se);  // dP = dO v^T
+  scores_gradient(sh, b, x);
+  util::gemm_bf16(true, false, b.se, sh.H, b.rows, b.p, sh.S, b.g, b.g_ld, 1.0F, x.dv,
+                  sh.H);  // dv += P^T dO
+  util::gemm_bf16(false, false, b.rows, sh.W, b.se, x.ds, b.se, kr.head(h), kr.ld, 0.0F, x.out,
+                  sh.W);  // dq = dS k
+  util::gemm_bf16(true, false, b.se, sh.W, b.rows, x.ds, b.se, b.q, b.q_ld, 1.0F, x.dk,
+                  sh.W);  // dk += dS^T q
+}
+
+// The same on the tiles, with v^T's and k's pairs of rows in x.b1 and x.b2: the transposed
+// operands P^T and dS^T as rows, dO's and q's rows in pairs.
+void tile_block_backward(const Shape& sh, const Block& b, const Scratch& x) {
+  util::amx::product(b.rows, b.se, sh.H, b.g, b.g_ld, x.b1, 2 * sh.S, x.out, b.se,
+                     false);  // dP = dO v^T
+  scores_gradient(sh, b, x);
+  util::amx::transpose(b.p, sh.S, b.rows, b.se, x.at, b.rows);
+  util::amx::pack_rows(b.g, b.g_ld, b.rows, sh.H, x.bp);
+  util::amx::product(b.se, sh.H, b.rows, x.at, b.rows, x.bp, 2 * sh.H, x.dv, sh.H,
+                     true);  // dv += P^T dO
+  util::amx::product(b.rows, sh.W, b.se, x.ds, b.se, x.b2, 2 * sh.W, x.out, sh.W,
+                     false);  // dq = dS k
+  util::amx::transpose(x.ds, b.se, b.rows, b.se, x.at, b.rows);
+  util::amx::pack_rows(b.q, b.q_ld, b.rows, sh.W, x.bp);
+  util::amx::product(b.se, sh.W, b.rows, x.at, b.rows, x.bp, 2 * sh.W, x.dk, sh.W,
+                     true);  // dk += dS^T q
 }
 
 // An empty gradient for t [B, N, L, W] in t's layout: [B, L, N, W] memory for the heads of a
@@ -166,14 +240,23 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     const std::vector<float> zeros(static_cast<size_t>(sh.S), 0.0F);
     const HeadRows qr(q), kr(k), vr(v), orows(out);
     uint16_t* p_all = util::bf16_bits(probs);
-    for_each_head(sh, [&](int64_t h, const Scratch& x) {
+    const bool tiles = use_tiles(sh, ends);
+    for_each_head(sh, tiles, [&](int64_t h, const Scratch& x) {
       const int64_t b = h / sh.N, n = h % sh.N;
+      if (tiles) {  // k^T and v in pairs of rows (util/amx.h)
+        util::amx::pack_columns(kr.head(h), kr.ld, sh.S, sh.W, x.b1);
+        util::amx::pack_rows(vr.head(h), vr.ld, sh.S, sh.H, x.b2);
+      }
       for (int64_t t0 = 0; t0 < sh.T; t0 += kBlock) {
         const int64_t rows = std::min(kBlock, sh.T - t0), se = ends[t0 / kBlock];
         uint16_t* p = p_all + (h * sh.T + t0) * sh.S;
+        const uint16_t* qh = qr.head(h) + t0 * qr.ld;
         // S = q k^T (scaled by the rows), in float32
-        util::gemm_bf16(false, true, rows, se, sh.W, qr.head(h) + t0 * qr.ld, qr.ld, kr.head(h),
-                        kr.ld, 0.0F, x.out, se);
+        if (tiles)
+          util::amx::product(rows, se, sh.W, qh, qr.ld, x.b1, 2 * sh.S, x.out, se, false);
+        else
+          util::gemm_bf16(false, true, rows, se, sh.W, qh, qr.ld, kr.head(h), kr.ld, 0.0F, x.out,
+                          se);
         for (int64_t i = 0; i < rows; ++i) {  // P = softmax(bf16(S) scale + bias + mask)
           const int64_t t = t0 + i;
           float max = 0, inv = 0;
@@ -182,8 +265,11 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
                                 scale);
         }
         // O = P v
-        util::gemm_bf16(false, false, rows, sh.H, se, p, sh.S, vr.head(h), vr.ld, 0.0F, x.out,
-                        sh.H);
+        if (tiles)
+          util::amx::product(rows, sh.H, se, p, sh.S, x.b2, 2 * sh.H, x.out, sh.H, false);
+        else
+          util::gemm_bf16(false, false, rows, sh.H, se, p, sh.S, vr.head(h), vr.ld, 0.0F, x.out,
+                          sh.H);
         store_rows(x.out, sh.H, orows.head(h) + t0 * orows.ld, orows.ld, rows, sh.H);
       }
     });
@@ -206,24 +292,23 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     const auto ends = ctx->saved_data["ends"].toIntVector();
     const HeadRows qr(q), kr(k), vr(v), gr(go), dqr(dq), dkr(dk), dvr(dv);
-    for_each_head(sh, [&](int64_t h, const Scratch& x) {
+    const bool tiles = use_tiles(sh, ends);
+    for_each_head(sh, tiles, [&](int64_t h, const Scratch& x) {
       std::fill(x.dk, x.dk + sh.S * (sh.W + sh.H), 0.0F);  // dk's and dv's sums over the blocks
+      if (tiles) {  // v^T and k in pairs of rows (util/amx.h)
+        util::amx::pack_columns(vr.head(h), vr.ld, sh.S, sh.H, x.b1);
+        util::amx::pack_rows(kr.head(h), kr.ld, sh.S, sh.W, x.b2);
+      }
       for (int64_t t0 = 0; t0 < sh.T; t0 += kBlock) {
         const int64_t rows = std::min(kBlock, sh.T - t0), se = ends[t0 / kBlock];
         const uint16_t *p = p_all + (h * sh.T + t0) * sh.S, *g = gr.head(h) + t0 * gr.ld;
         const uint16_t* qh = qr.head(h) + t0 * qr.ld;
-        // dP = dO v^T
-        util::gemm_bf16(false, true, rows, se, sh.H, g, gr.ld, vr.head(h), vr.ld, 0.0F, x.out, se);
-        // dS = P (dP - rowsum(P dP)) scale (the gradient of q k^T), dP rounded to bf16 in it
-        for (int64_t i = 0; i < rows; ++i)
-          vec::softmax_backward_from_p_bf16(p + i * sh.S, x.out + i * se, x.ds + i * se, se, scale);
-        util::gemm_bf16(true, false, se, sh.H, rows, p, sh.S, g, gr.ld, 1.0F, x.dv,
-                        sh.H);  // dv += P^T dO
-        util::gemm_bf16(false, false, rows, sh.W, se, x.ds, se, kr.head(h), kr.ld, 0.0F, x.out,
-                        sh.W);  // dq = dS k
+        const Block blk{rows, se, scale, p, g, gr.ld, qh, qr.ld};
+        if (tiles)
+          tile_block_backward(sh, blk, x);
+        else
+          gemm_block_backward(sh, blk, kr, vr, h, x);
         store_rows(x.out, sh.W, dqr.head(h) + t0 * dqr.ld, dqr.ld, rows, sh.W);
-        util::gemm_bf16(true, false, se, sh.W, rows, x.ds, se, qh, qr.ld, 1.0F, x.dk,
-                        sh.W);  // dk += dS^T q
       }
       store_rows(x.dk, sh.W, dkr.head(h), dkr.ld, sh.S, sh.W);
       store_rows(x.dv, sh.H, dvr.head(h), dvr.ld, sh.S, sh.H);

@@ -15,6 +15,7 @@
 
 #include "compat/torch_compat.h"
 #include "helpers.h"
+#include "lab/step_split.h"
 #include "model/attention.h"
 #include "model/bf16_attention.h"
 #include "model/dropout.h"
@@ -24,6 +25,7 @@
 #include "tasks/loss.h"
 #include "tensor_helpers.h"
 #include "train/optim.h"
+#include "util/amx.h"
 #include "util/device.h"
 #include "util/float_rows.h"
 #include "util/gemm.h"
@@ -423,15 +425,18 @@ TEST(Fused, BatchedMatmulUnderBf16AutocastKeepsTheKeysLayout) {
 // distance to float64 (at most 1.17x on these cases).
 TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
   if (!vec::bf16_simd()) GTEST_SKIP() << "bf16_attention runs on CPUs with the AVX-512 forms";
-  struct Case {
+  struct Shape {
     int64_t B, N, T, S, W, H;
     bool causal;
     double scale;
   };
-  for (const Case c :
-       {Case{2, 3, 17, 17, 8, 8, true, 0.125}, Case{3, 2, 9, 21, 12, 6, false, 0.5},
-        Case{2, 2, 9, 21, 12, 6, false, 1 / std::sqrt(6.0)}, Case{1, 3, 520, 520, 8, 8, true, 0.25},
-        Case{2, 2, 130, 150, 12, 6, false, 0.5}, Case{1, 1, 1200, 1200, 8, 8, true, 0.25}}) {
+  for (const Shape c :
+       {Shape{2, 3, 17, 17, 8, 8, true, 0.125}, Shape{3, 2, 9, 21, 12, 6, false, 0.5},
+        Shape{2, 2, 9, 21, 12, 6, false, 1 / std::sqrt(6.0)},
+        Shape{1, 3, 520, 520, 8, 8, true, 0.25}, Shape{2, 2, 130, 150, 12, 6, false, 0.5},
+        Shape{1, 1, 1200, 1200, 8, 8, true, 0.25},
+        // widths, blocks and key ends in multiples of 32: on util::amx's tiles where there are any
+        Shape{2, 2, 128, 128, 64, 64, true, 0.125}, Shape{2, 2, 96, 160, 32, 64, false, 0.25}}) {
     SCOPED_TRACE(::testing::Message() << "B " << c.B << " N " << c.N << " T " << c.T << " S " << c.S
                                       << " scale " << c.scale);
     // The scale meets q in bf16 in the unfused path, the scores in float32 here: bit for bit the
@@ -837,6 +842,51 @@ TEST(Fused, DenseLayerFoldsTheBiasIntoTheMatmul) {
 // q|k|v projection): bf16_attention writes their gradients into one tensor, which the split's
 // backward hands on whole (no aten::cat); output and gradients bit for bit as with q, k and v
 // apart. A part without a gradient counts as zeros (the concatenation then runs).
+// On util::amx's tiles (where the CPU has them) and on oneDNN's gemm (ROPELAB_BF16_PRODUCTS=gemm)
+// the same products in another order of float32 sums: outputs and gradients within a bf16 step
+// of each other in norm, causal (blocks up to the diagonal) and not.
+TEST(Fused, Bf16AttentionOnTheTilesMatchesTheGemm) {
+  if (!util::amx::available() || !util::bf16_gemm_available())
+    GTEST_SKIP() << "needs AMX tiles and oneDNN's bf16 gemm";
+  for (bool causal : {true, false}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    const int64_t B = 2, N = 2, T = 192, W = 64, H = 32;
+    torch::manual_seed(3);
+    auto qkv0 = torch::randn({B, T, N * (2 * W + H)}).to(torch::kBFloat16);
+    auto mask = torch::zeros({1, 1, T, T});
+    if (causal) mask.masked_fill_(torch::ones({T, T}, torch::kBool).triu(1), -1e30);
+    auto w = torch::randn({B, T, N, H}).to(torch::kBFloat16).transpose(1, 2);
+    auto go = [&] {
+      auto qkv = qkv0.clone().requires_grad_(true);
+      auto parts = qkv.split_with_sizes({N * W, N * W, N * H}, -1);
+      auto heads = [&](const torch::Tensor& t, int64_t D) {
+        return t.view({B, T, N, D}).transpose(1, 2);
+      };
+      auto y = model::bf16_attention(heads(parts[0], W), heads(parts[1], W), heads(parts[2], H), {},
+                                     mask, 0.125);
+      auto g = torch::autograd::grad({y}, {qkv}, {w})[0];
+      return std::vector<torch::Tensor>{y.to(torch::kFloat32), g.to(torch::kFloat32)};
+    };
+    auto tile_products = [](const lab::StepSplit& split) {  // seen on this thread
+      return split.self_s().count("ropelab::tile_product");
+    };
+    std::vector<torch::Tensor> tiles, gemm;
+    {
+      lab::StepSplit split;
+      tiles = go();
+      EXPECT_EQ(tile_products(split), 1U);
+    }
+    {
+      test::ScopedEnv on_gemm("ROPELAB_BF16_PRODUCTS", "gemm");
+      lab::StepSplit split;
+      gemm = go();
+      EXPECT_EQ(tile_products(split), 0U);
+    }
+    for (size_t i = 0; i < tiles.size(); ++i)
+      EXPECT_TRUE(test::close_in_norm(tiles[i], gemm[i], 4e-3)) << "tensor " << i;
+  }
+}
+
 TEST(Fused, Bf16AttentionOfOneProjectionNeedsNoConcatenation) {
   if (!vec::bf16_simd()) GTEST_SKIP() << "bf16_attention runs on CPUs with the AVX-512 forms";
   const int64_t B = 2, T = 70, N = 2, W = 16, D = N * W;
