@@ -26,8 +26,7 @@ std::string report() {
   os << "blas_core_preferred: "
      << (platform::preferred_blas_core().empty() ? "-" : platform::preferred_blas_core()) << "\n";
   os << "fp32_dense_layers: " << util::fp32_gemm_name() << "\n";
-  os << "bf16_products: " << util::bf16_products_name()
-     << (platform::cpu_has_amx_bf16() ? " (AMX)" : "") << "\n";
+  os << "bf16_products: " << util::bf16_products_name() << "\n";
   os << "threads: " << at::get_num_threads() << " (ATen/OpenMP), " << platform::blas_threads()
      << " (OpenBLAS), " << platform::kernel_threads() << " (ropelab's kernels)\n";
   os << "omp_wait_policy: " << platform::openmp_wait_policy() << "\n";

@@ -149,7 +149,7 @@ ROPELAB_AVX512BW void transpose16x32(const uint16_t* in, int64_t ld_in, uint16_t
                                      int64_t ld_out) {
   alignas(64) uint32_t cells[16 * 16];
   transpose16x16(reinterpret_cast<const uint32_t*>(in), ld_in / 2, cells, 16);
-  for (int j = 0; j < 16; ++j) {
+  for (int64_t j = 0; j < 16; ++j) {
     const __m512i z = _mm512_load_si512(cells + 16 * j);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * j * ld_out), _mm512_cvtepi32_epi16(z));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (2 * j + 1) * ld_out),

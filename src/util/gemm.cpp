@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "util/amx.h"
 #include "util/platform.h"
 
 namespace ropelab::util {
@@ -85,7 +86,9 @@ bool bf16_products_on_mm() {
 }
 
 std::string bf16_products_name() {
-  return bf16_products_on_mm() ? "libtorch's bf16 mm" : "oneDNN's gemm";
+  if (!bf16_products_on_mm()) return "oneDNN's gemm";
+  return amx::available() ? "libtorch's bf16 mm, the attention's on AMX tiles"
+                          : "libtorch's bf16 mm";
 }
 
 std::string fp32_gemm_name() { return fast_sgemm_available() ? "oneDNN sgemm" : "BLAS (libtorch)"; }

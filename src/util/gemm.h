@@ -49,10 +49,12 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
 // the time, BENCHMARKS.md). No elsewhere: on AVX-512 without
 // AMX gemm_bf16 is the faster gemm (840-850 against 700-720 GFLOP/s on an EPYC) and its rounding
 // is the bias pass, which runs anyway. ROPELAB_BF16_PRODUCTS=mm or =gemm picks one (to compare;
-// gemm needs bf16_gemm_available()); any other value warns once and is ignored.
+// gemm needs bf16_gemm_available()); any other value warns once and is ignored. Where it is true
+// and the CPU has AMX, the bf16 attention's per-block products run on util::amx's tiles too.
 bool bf16_products_on_mm();
 
-// "libtorch's bf16 mm" or "oneDNN's gemm": what bf16_products_on_mm() chose.
+// "libtorch's bf16 mm" (with ", the attention's on AMX tiles" where util::amx::available()) or
+// "oneDNN's gemm": what bf16_products_on_mm() chose.
 std::string bf16_products_name();
 
 // "oneDNN sgemm" or "BLAS (libtorch)": what float32 matmuls of the model's dense layers run on.

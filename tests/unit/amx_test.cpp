@@ -104,8 +104,8 @@ TEST(Amx, ProductMatchesMatmul) {
       EXPECT_TRUE(torch::equal(C.narrow(1, c.N, ldc - c.N), C0.narrow(1, c.N, ldc - c.N)));
     }
   }
-  std::vector<uint16_t> a(32 * 32);
-  std::vector<float> out(32 * 32);
+  std::vector<uint16_t> a(size_t{32} * 32);
+  std::vector<float> out(size_t{32} * 32);
   EXPECT_THROW(util::amx::product(16, 32, 32, a.data(), 32, a.data(), 64, out.data(), 32, false),
                std::logic_error);
 }
