@@ -107,8 +107,8 @@ bool use_tiles(const Shape& sh, const std::vector<int64_t>& ends) {
 template <class F>
 void for_each_head(const Shape& sh, bool tiles, const F& f) {
   const int64_t floats = kBlock * sh.wide() + sh.S * (sh.W + sh.H + 1), wide = std::max(sh.W, sh.H),
-                halves =
-                    kBlock * sh.S + (tiles ? 2 * sh.S * wide + sh.S * kBlock + kBlock * wide : 0);
+                halves = kBlock * sh.S +
+                         (tiles ? 2 * (sh.S + 1) * wide + sh.S * kBlock + kBlock * wide : 0);
   at::parallel_for(0, sh.B * sh.N, 1, [&](int64_t h0, int64_t h1) {
     // Kept by each thread from call to call (no allocation and no page faults per call): O(S),
     // 0.6 KiB a key (1.2 KiB on the tiles).
@@ -123,8 +123,8 @@ void for_each_head(const Shape& sh, bool tiles, const F& f) {
     s.tmp = s.dv + sh.S * sh.H;
     s.ds = hb.data();
     s.b1 = s.ds + kBlock * sh.S;
-    s.b2 = s.b1 + sh.S * wide;
-    s.at = s.b2 + sh.S * wide;
+    s.b2 = s.b1 + (sh.S + 1) * wide;  // S + 1: an odd S's last pair of rows padded
+    s.at = s.b2 + (sh.S + 1) * wide;
     s.bp = s.at + sh.S * kBlock;
     for (int64_t h = h0; h < h1; ++h) f(h, s);
   });
