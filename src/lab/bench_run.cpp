@@ -224,14 +224,15 @@ std::vector<Peer> find_peers(const BenchOptions& o) {
   return peers;
 }
 
-// "SkylakeX, 2 + 2 threads, PASSIVE": what one figure ran on.
+// "SkylakeX, 2 + 2 threads, PASSIVE": what one figure ran on (a PyTorch figure names no bf16
+// product path: "its own ops").
 std::string layout_of(const json& j) {
   if (!j.contains("blas_core")) return "-";
   return fmt::format(
       "BLAS core {}, fp32 dense layers on {}, bf16 products on {}, {} intra-op + {} OpenBLAS "
       "threads, OpenMP wait {}, malloc {}",
       j.value("blas_core", "?"), j.value("fp32_gemm", "BLAS (libtorch)"),
-      j.value("bf16_products", "?"), j.value("threads", -1), j.value("blas_threads", -1),
+      j.value("bf16_products", "its own ops"), j.value("threads", -1), j.value("blas_threads", -1),
       j.value("omp_wait_policy", "?"), j.value("malloc", "?"));
 }
 
