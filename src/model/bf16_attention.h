@@ -12,8 +12,10 @@
 // of its rows see (FlashAttention's causal block skipping, Dao et al. 2022): with a causal mask,
 // 256 queries in blocks of 64 compute 10 of the 16 blocks of scores. The matmuls are oneDNN's
 // bf16 gemm (util/gemm.h: float32 accumulators, rounded to bf16 where the unfused form's bmm
-// rounds), the rows util/vec_bf16.h's softmax kernels: the same operations as the unfused form's
-// bf16 path.
+// rounds), or on a CPU with AMX, where every block's sizes are multiples of 32, AMX's tiles
+// called directly (util/amx.h: the same float32 sums of bf16 products, in another order, without
+// a library call per block); the rows util/vec_bf16.h's softmax kernels: the same operations as
+// the unfused form's bf16 path.
 //
 // q, k and v may be views with any strides but the last (the heads of the fused QKV projection):
 // the gemm reads their rows in place, and the gradients go out in the same layout.
