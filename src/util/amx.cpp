@@ -186,20 +186,20 @@ void product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, co
 #endif
 }
 
+// The AVX-512 forms below run where available(): every CPU with AMX has AVX-512 BW, and only the
+// tile products read these layouts.
 void pack_rows(const uint16_t* B, int64_t ldb, int64_t K, int64_t N, uint16_t* Bp) {
-  static const uint16_t zeros[64] = {};
   for (int64_t k = 0; k < K; k += 2) {
     const uint16_t* r0 = B + k * ldb;
-    const bool odd = k + 1 == K;
-    const uint16_t* r1 = odd ? zeros : r0 + ldb;
+    const bool odd = k + 1 == K;  // the last pair's second row: zeros
     uint16_t* o = Bp + k * N;
     int64_t n = 0;
 #if ROPELAB_HAVE_AMX
-    if (available() && !odd) n = interleave32(r0, r1, N, o);
+    if (available() && !odd) n = interleave32(r0, r0 + ldb, N, o);
 #endif
     for (; n < N; ++n) {
       o[2 * n] = r0[n];
-      o[2 * n + 1] = odd ? 0 : r1[n];
+      o[2 * n + 1] = odd ? 0 : r0[ldb + n];
     }
   }
 }
