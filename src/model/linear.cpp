@@ -6,9 +6,11 @@
 #include <torch/nn/functional/linear.h>
 
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "compat/torch_compat.h"
+#include "util/amx.h"
 #include "util/float_rows.h"
 #include "util/gemm.h"
 #include "util/vec_bf16.h"
@@ -92,28 +94,77 @@ struct SgemmLinear : public torch::autograd::Function<SgemmLinear> {
   }
 };
 
-// y [M, out] = x [M, in] w^T + b in bf16 under CPU autocast: the matmul in bf16 (oneDNN), then
-// the float32 bias (none where it is empty) added with one rounding to bf16 (util/vec_bf16.h).
-// libtorch's addmm would first copy the bias into every row of the output, a broadcast copy that
-// took longer than the add (about 10 ms of the LM bench's 360 ms bf16 step on 2 cores,
-// BENCHMARKS.md). With a bias the matmul is oneDNN's bf16 gemm with float32 output, and the
-// bias pass reads that and writes the bf16 y (the product rounded to bf16 first, as aten::mm
-// rounds it: the same values): at the LM bench's shapes on 2 cores that gemm runs at 840-850
-// GFLOP/s where aten::mm's bf16 matmul runs at 700-720, and the pass that rounds is the bias
-// pass, which ran anyway. Without a bias aten::mm (rounding would be a pass of its own), and
-// also with one where util::bf16_products_on_mm() (AMX: the bf16 output's bytes matter more).
-torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
-                                const torch::Tensor& b_O) {
-  if (b_O.numel() == 0) return at::mm(x_MI, w_OI.t());
-  auto b = b_O.to(torch::kFloat32).contiguous();
-  const float* bp = b.data_ptr<float>();
+// Whether a bf16 product [M, N] = [M, K] [K, N] runs on util::amx's tiles (rows_product): the
+// CPU has them, bf16 products go to libtorch's mm rather than oneDNN's gemm
+// (util::bf16_products_on_mm), M, N and K are multiples of 32, and B is at most 256 Ki elements
+// with K at most 1024. rows_product reads all of B for each block of rows: B must stay in a
+// core's L2. On 2 cores of an AMX Xeon (2 MiB of L2 a core) the tiles beat libtorch's mm up to
+// there (4096 rows: 1024 x 256 1.65-1.76 against 2.05 ms, 256 x 1024 1.15-1.28 against 1.35-1.56)
+// and lose beyond (2048 x 512: 11.1 against 7.0 ms); to K = 1024 their float32 sums are oneDNN's
+// (its AMX kernel adds K in the same order: the same bf16 values), beyond it not always.
+bool on_tiles(int64_t M, int64_t N, int64_t K) {
+  constexpr int64_t kMaxB = int64_t{1} << 18, kMaxK = 1024;
+  return util::amx::available() && util::bf16_products_on_mm() && M % util::amx::kRowBlock == 0 &&
+         util::amx::fits(util::amx::kRowBlock, N, K) && K * N <= kMaxB && K <= kMaxK;
+}
+
+// What a dense layer's forward does to rows [r0, r1) of its bf16 output y [M, out] once they are
+// written (the rotation of Bf16RotatedLinear); may be empty.
+using RowsDone = std::function<void(int64_t r0, int64_t r1, uint16_t* y)>;
+
+// rows_done over all M rows of y, in parallel (the paths without the tiles' blocks).
+void all_rows(const RowsDone& rows_done, int64_t M, uint16_t* y) {
+  if (rows_done) at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) { rows_done(r0, r1, y); });
+}
+
+// y [M, out] = x [M, in] w^T (+ b) on the tiles (on_tiles): each block of rows rounded to bf16,
+// the bias added with a second rounding (as aten::mm then the bias pass give it) and rows_done
+// run on it while it is in cache.
+torch::Tensor tile_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
+                                const float* bp, const RowsDone& rows_done) {
   const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w_OI.size(0);
-  if (util::bf16_products_on_mm() || M == 0 || !x_MI.is_contiguous() || !w_OI.is_contiguous()) {
+  std::vector<uint16_t> wp(static_cast<size_t>(I * O));  // w^T in pairs of rows
+  util::amx::pack_columns(util::bf16_bits(w_OI), I, O, I, wp.data());
+  auto y_MO = torch::empty({M, O}, x_MI.options());
+  uint16_t* y = util::bf16_bits(y_MO);
+  util::amx::rows_product(M, O, I, util::bf16_bits(x_MI), I, wp.data(), 2 * O,
+                          [&](int64_t r0, int64_t rows, const float* c) {
+                            if (bp != nullptr)
+                              vec::add_bias_from_float_bf16(c, bp, y + r0 * O, rows, O);
+                            else
+                              vec::float_to_bf16(c, y + r0 * O, rows * O);
+                            if (rows_done) rows_done(r0, r0 + rows, y);
+                          });
+  return y_MO;
+}
+
+// y [M, out] = x [M, in] w^T + b in bf16 under CPU autocast: the matmul in bf16, then the
+// float32 bias (none where it is empty) added with one rounding to bf16 (util/vec_bf16.h), then
+// rows_done (if any) on the rows. Where the CPU has AMX and the sizes fit, all of it on the
+// tiles, block by block of rows (tile_forward_bf16). libtorch's addmm would first copy the bias
+// into every row of the output, a broadcast copy that took longer than the add (about 10 ms of
+// the LM bench's 360 ms bf16 step on 2 cores, BENCHMARKS.md). With a bias the matmul is oneDNN's
+// bf16 gemm with float32 output, and the bias pass reads that and writes the bf16 y (the product
+// rounded to bf16 first, as aten::mm rounds it: the same values): at the LM bench's shapes on 2
+// cores that gemm runs at 840-850 GFLOP/s where aten::mm's bf16 matmul runs at 700-720, and the
+// pass that rounds is the bias pass, which ran anyway. Without a bias aten::mm (rounding would be
+// a pass of its own), and also with one where util::bf16_products_on_mm() (AMX: the bf16
+// output's bytes matter more).
+torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
+                                const torch::Tensor& b_O, const RowsDone& rows_done = {}) {
+  const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w_OI.size(0);
+  auto b = b_O.numel() == 0 ? b_O : b_O.to(torch::kFloat32).contiguous();
+  const float* bp = b_O.numel() == 0 ? nullptr : b.data_ptr<float>();
+  const bool contiguous = x_MI.is_contiguous() && w_OI.is_contiguous();
+  if (contiguous && on_tiles(M, O, I)) return tile_forward_bf16(x_MI, w_OI, bp, rows_done);
+  if (bp == nullptr || util::bf16_products_on_mm() || M == 0 || !contiguous) {
     auto y_MO = at::mm(x_MI, w_OI.t());
     uint16_t* y = util::bf16_bits(y_MO);
-    at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
-      vec::add_bias_bf16(y + r0 * O, bp, r1 - r0, O, O);
-    });
+    if (bp != nullptr)
+      at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
+        vec::add_bias_bf16(y + r0 * O, bp, r1 - r0, O, O);
+      });
+    all_rows(rows_done, M, y);
     return y_MO;
   }
   auto acc_MO = torch::empty({M, O}, x_MI.options().dtype(torch::kFloat32));
@@ -125,7 +176,25 @@ torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
   at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
     vec::add_bias_from_float_bf16(acc + r0 * O, bp, y + r0 * O, r1 - r0, O);
   });
+  all_rows(rows_done, M, y);
   return y_MO;
+}
+
+// a [M, K] b [K, N] in bf16 (libtorch's mm): on the tiles where on_tiles and both are
+// contiguous, each block of rows rounded to bf16 from its float32 sums.
+torch::Tensor mm_bf16(const torch::Tensor& a_MK, const torch::Tensor& b_KN) {
+  const int64_t M = a_MK.size(0), K = a_MK.size(1), N = b_KN.size(1);
+  if (!a_MK.is_contiguous() || !b_KN.is_contiguous() || !on_tiles(M, N, K))
+    return at::mm(a_MK, b_KN);
+  std::vector<uint16_t> bp(static_cast<size_t>(K * N));  // b in pairs of rows
+  util::amx::pack_rows(util::bf16_bits(b_KN), N, K, N, bp.data());
+  auto out_MN = torch::empty({M, N}, a_MK.options());
+  uint16_t* out = util::bf16_bits(out_MN);
+  util::amx::rows_product(M, N, K, util::bf16_bits(a_MK), K, bp.data(), 2 * N,
+                          [&](int64_t r0, int64_t rows, const float* c) {
+                            vec::float_to_bf16(c, out + r0 * N, rows * N);
+                          });
+  return out_MN;
 }
 
 // The bias's gradient: dY's column sums in float32, 64 columns to a task.
@@ -197,35 +266,42 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
   }
 };
 
-// The rotation's rows: row r of y [M, C] (bf16) is position r % T; its q and k heads rotated
-// (backward: rotated back) from the same columns of x, which may be y itself (each head is
-// staged in `buf` first; v's columns are then left alone), v's columns copied where x is not y.
-void rotate_rows(const uint16_t* x, uint16_t* y, int64_t M, int64_t C, int64_t T,
-                 const HeadRotation& r, bool backward) {
+// The rotation's rows [r0, r1): row r of y [M, C] (bf16) is position r % T; its q and k heads
+// rotated (backward: rotated back) from the same columns of x, which may be y itself (each head
+// is staged in `buf` first; v's columns are then left alone), v's columns copied where x is not
+// y.
+void rotate_row_range(const uint16_t* x, uint16_t* y, int64_t r0, int64_t r1, int64_t C, int64_t T,
+                      const HeadRotation& r, bool backward) {
   const int64_t W = r.width, qk = (r.q_heads + r.k_heads) * W;
   const float *cq = r.cos_q.data_ptr<float>(), *sq = r.sin_q.data_ptr<float>();
   const float *ck = r.cos_k.data_ptr<float>(), *sk = r.sin_k.data_ptr<float>();
-  at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
-    std::vector<uint16_t> buf(static_cast<size_t>(W));
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t t = row % T;
-      const uint16_t* xr = x + row * C;
-      uint16_t* yr = y + row * C;
-      for (int64_t j = 0; j < qk; j += W) {
-        const bool is_q = j < r.q_heads * W;
-        const uint16_t* in = xr + j;
-        if (x == y)
-          in = static_cast<uint16_t*>(
-              std::memcpy(buf.data(), in, sizeof(uint16_t) * static_cast<size_t>(W)));
-        vec::rope_row_bf16(in, (is_q ? cq : ck) + t * W, (is_q ? sq : sk) + t * W, yr + j, W,
-                           r.interleaved, backward);
-      }
-      if (x != y) std::memcpy(yr + qk, xr + qk, sizeof(uint16_t) * static_cast<size_t>(C - qk));
+  std::vector<uint16_t> buf(static_cast<size_t>(W));
+  for (int64_t row = r0; row < r1; ++row) {
+    const int64_t t = row % T;
+    const uint16_t* xr = x + row * C;
+    uint16_t* yr = y + row * C;
+    for (int64_t j = 0; j < qk; j += W) {
+      const bool is_q = j < r.q_heads * W;
+      const uint16_t* in = xr + j;
+      if (x == y)
+        in = static_cast<uint16_t*>(
+            std::memcpy(buf.data(), in, sizeof(uint16_t) * static_cast<size_t>(W)));
+      vec::rope_row_bf16(in, (is_q ? cq : ck) + t * W, (is_q ? sq : sk) + t * W, yr + j, W,
+                         r.interleaved, backward);
     }
-  });
+    if (x != y) std::memcpy(yr + qk, xr + qk, sizeof(uint16_t) * static_cast<size_t>(C - qk));
+  }
 }
 
-// Bf16Linear with a HeadRotation: forward, the rotation in the pass after the bias; backward,
+// rotate_row_range over all M rows, in parallel.
+void rotate_rows(const uint16_t* x, uint16_t* y, int64_t M, int64_t C, int64_t T,
+                 const HeadRotation& r, bool backward) {
+  at::parallel_for(
+      0, M, 64, [&](int64_t r0, int64_t r1) { rotate_row_range(x, y, r0, r1, C, T, r, backward); });
+}
+
+// Bf16Linear with a HeadRotation: forward, the rotation on the rows the bias pass left (on the
+// tiles, each block of rows as it is written); backward,
 // the gradient rotated back, then the matmuls and column sums of that.
 struct Bf16RotatedLinear : public torch::autograd::Function<Bf16RotatedLinear> {
   static HeadRotation rotation(const std::vector<torch::Tensor>& tables, int64_t q_heads,
@@ -243,11 +319,11 @@ struct Bf16RotatedLinear : public torch::autograd::Function<Bf16RotatedLinear> {
     auto w16_OI = bf16_weight(ctx, w_OI, b_O);
     ctx->save_for_backward({x_MI, w16_OI, cos_q, sin_q, cos_k, sin_k});
     ctx->saved_data["shape"] = std::vector<int64_t>{q_heads, k_heads, width, T, interleaved};
-    auto y_MO = bias_forward_bf16(x_MI, w16_OI, b_O);
-    uint16_t* y = util::bf16_bits(y_MO);
-    rotate_rows(y, y, y_MO.size(0), y_MO.size(1), T,
-                rotation({cos_q, sin_q, cos_k, sin_k}, q_heads, k_heads, width, interleaved),
-                false);
+    const auto rot = rotation({cos_q, sin_q, cos_k, sin_k}, q_heads, k_heads, width, interleaved);
+    const int64_t C = w16_OI.size(0);
+    auto y_MO = bias_forward_bf16(x_MI, w16_OI, b_O, [&](int64_t r0, int64_t r1, uint16_t* y) {
+      rotate_row_range(y, y, r0, r1, C, T, rot, false);  // rows still in cache
+    });
     return y_MO.view({x_BTI.size(0), T, -1});
   }
 
@@ -358,7 +434,7 @@ std::pair<torch::Tensor, torch::Tensor> bf16_linear_grads(const torch::Tensor& g
                                                           bool float_weight, bool need_x,
                                                           bool need_w) {
   torch::Tensor gx, gw;
-  if (need_x) gx = at::mm(g_MO, w16_OI);  // dX = dY W
+  if (need_x) gx = mm_bf16(g_MO, w16_OI);  // dX = dY W
   if (need_w) gw = weight_grad_bf16(g_MO, x_MI, float_weight);
   return {gx, gw};
 }

@@ -1,7 +1,9 @@
 #include "util/amx.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -162,7 +164,11 @@ ROPELAB_AVX512BW void transpose16x32(const uint16_t* in, int64_t ld_in, uint16_t
 
 bool available() {
 #if ROPELAB_HAVE_AMX
-  static const bool ok = platform::cpu_has_amx_bf16() && granted();
+  static const bool ok = [] {
+    const char* v = std::getenv("ROPELAB_AMX");
+    return (v == nullptr || std::strcmp(v, "off") != 0) && platform::cpu_has_amx_bf16() &&
+           granted();
+  }();
   return ok;
 #else
   return false;
@@ -184,6 +190,20 @@ void product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, co
 #else
   (void)A, (void)lda, (void)Bp, (void)ldbp, (void)C, (void)ldc, (void)accumulate;
 #endif
+}
+
+void rows_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                  const uint16_t* Bp, int64_t ldbp, const Epilogue& epilogue) {
+  if (M % kRowBlock != 0 || !fits(kRowBlock, N, K))
+    throw std::logic_error("util::amx::rows_product: sizes not multiples of 32");
+  at::parallel_for(0, M / kRowBlock, 1, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<float> c;  // kept from call to call: no allocation per call
+    if (c.size() < static_cast<size_t>(kRowBlock * N)) c.resize(static_cast<size_t>(kRowBlock * N));
+    for (int64_t b = b0; b < b1; ++b) {
+      product(kRowBlock, N, K, A + b * kRowBlock * lda, lda, Bp, ldbp, c.data(), N, false);
+      epilogue(b * kRowBlock, kRowBlock, c.data());
+    }
+  });
 }
 
 // The AVX-512 forms below run where available(): every CPU with AMX has AVX-512 BW, and only the

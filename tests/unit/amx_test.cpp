@@ -110,5 +110,36 @@ TEST(Amx, ProductMatchesMatmul) {
                std::logic_error);
 }
 
+// rows_product: every block of rows once, each with the product's float32 sums of its rows.
+TEST(Amx, RowsProductHandsEachBlockToTheEpilogue) {
+  if (!util::amx::available()) GTEST_SKIP() << "this CPU has no AMX bf16 tiles";
+  const int64_t M = 160, N = 96, K = 64, lda = K + 32;
+  auto A = bf16(torch::randn({M, lda}));
+  auto B = bf16(torch::randn({K, N}));
+  std::vector<uint16_t> Bp(static_cast<size_t>(K * N));
+  util::amx::pack_rows(util::bf16_bits(B), N, K, N, Bp.data());
+  auto C = torch::full({M, N}, -1.0F), C1 = torch::empty({util::amx::kRowBlock, N});
+  std::vector<int> seen(static_cast<size_t>(M / util::amx::kRowBlock), 0);
+  util::amx::rows_product(M, N, K, util::bf16_bits(A), lda, Bp.data(), 2 * N,
+                          [&](int64_t r0, int64_t rows, const float* c) {
+                            ASSERT_EQ(rows, util::amx::kRowBlock);
+                            ASSERT_EQ(r0 % util::amx::kRowBlock, 0);
+                            seen[static_cast<size_t>(r0 / util::amx::kRowBlock)] += 1;
+                            std::copy(c, c + rows * N, C.data_ptr<float>() + r0 * N);
+                          });
+  for (int n : seen) EXPECT_EQ(n, 1);
+  for (int64_t r0 = 0; r0 < M; r0 += util::amx::kRowBlock) {  // = product() on the block
+    util::amx::product(util::amx::kRowBlock, N, K, util::bf16_bits(A) + r0 * lda, lda, Bp.data(),
+                       2 * N, C1.data_ptr<float>(), N, false);
+    EXPECT_TRUE(torch::equal(C.narrow(0, r0, util::amx::kRowBlock), C1)) << r0;
+  }
+  auto want = torch::mm(A.narrow(1, 0, K).to(torch::kFloat64), B.to(torch::kFloat64));
+  EXPECT_LE((C.to(torch::kFloat64) - want).abs().max().item<double>(),
+            1e-5 * want.abs().max().item<double>());
+  EXPECT_THROW(util::amx::rows_product(M + 16, N, K, util::bf16_bits(A), lda, Bp.data(), 2 * N,
+                                       [](int64_t, int64_t, const float*) {}),
+               std::logic_error);
+}
+
 }  // namespace
 }  // namespace ropelab

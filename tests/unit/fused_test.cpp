@@ -701,6 +701,41 @@ TEST(Fused, DenseLayerUnderBf16Autocast) {
   }
 }
 
+// The dense layer on util::amx's tiles (where the CPU has them and the sizes are multiples of
+// 32): the forward is libtorch's bf16 mm rounded, then the bias added with a second rounding,
+// and dX is libtorch's bf16 mm of dY and w, bit for bit (the tiles add K in oneDNN's order); the
+// tile products ran (lab::StepSplit sees them). Shapes as the LM's layers: B small against L2.
+TEST(Fused, DenseLayerOnTheTilesGivesTheMmsBits) {
+  if (!util::amx::available()) GTEST_SKIP() << "this CPU has no AMX bf16 tiles";
+  struct LayerShape {
+    int64_t M, I, O;
+  };
+  for (const LayerShape c :
+       {LayerShape{64, 64, 96}, LayerShape{96, 256, 256}, LayerShape{128, 1024, 256}})
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "M " << c.M << " in " << c.I << " out " << c.O << " bias " << bias);
+      torch::manual_seed(5);
+      auto x = torch::randn({c.M, c.I}).requires_grad_(true);
+      auto w = torch::randn({c.O, c.I}).requires_grad_(true);
+      auto b = bias ? torch::randn({c.O}) : torch::Tensor();
+      auto g = torch::randn({c.M, c.O}).to(torch::kBFloat16);
+      torch::Tensor y;
+      lab::StepSplit split;
+      {
+        device::Autocast ac(torch::kCPU, true);
+        y = model::linear(x, w, b);
+      }
+      y.backward(g);
+      EXPECT_EQ(split.self_s().count("ropelab::tile_product"), 1U);
+      auto x16 = x.detach().to(torch::kBFloat16), w16 = w.detach().to(torch::kBFloat16);
+      auto want = at::mm(x16, w16.t());
+      if (bias) want = (want.to(torch::kFloat32) + b).to(torch::kBFloat16);
+      EXPECT_TRUE(torch::equal(y, want));
+      EXPECT_TRUE(torch::equal(x.grad(), at::mm(g, w16).to(torch::kFloat32)));
+    }
+}
+
 // A LayerNorm of width D with random gain and shift.
 model::Norm random_layer_norm(int64_t D) {
   model::Norm norm(D, 1e-5, config::NormType::kLayerNorm);
@@ -963,59 +998,64 @@ TEST(Fused, RotatedProjectionEqualsTheRotationAfterIt) {
     using RotaryImpl::RotaryImpl;
     std::optional<Rotation> rotation(const model::PosCache&, int64_t) const override { return {}; }
   };
-  const int64_t B = 2, T = 19, D = 32, N = 4, H = 8;
-  for (auto pairing : {config::RopePairing::kInterleaved, config::RopePairing::kHalf})
-    for (int64_t kv : {0, 2}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "half " << (pairing == config::RopePairing::kHalf) << " kv heads " << kv);
-      config::RopeConfig rc;
-      rc.pairing = pairing;
-      const model::PositionDims dims{D, N, H, true, 1};
-      auto run = [&](model::PositionModuleImpl& pos) {
-        torch::manual_seed(3);
-        config::AttentionConfig a;
-        model::MultiHeadAttention attn(D, N, a, kv, config::LinearBias::kAll);
-        auto x = torch::randn({B, T, D}).requires_grad_(true);
-        auto w = torch::randn({B, T, D});
-        model::PosCache pc = pos.prepare(T, T, 0, 0, torch::kCPU);
-        model::AttnMask mask{{}, true, {}};
-        g_ops.clear();
-        auto handle = at::addGlobalCallback(at::RecordFunctionCallback(record_op));
-        torch::Tensor y;
-        {
-          device::Autocast ac(torch::kCPU, true);
-          model::PositionContext ctx;
-          ctx.module = &pos;
-          ctx.tables = &pc;
-          y = attn->forward(x, x, mask.with_bias(T, T, 0, torch::kCPU), ctx, 0, nullptr);
+  const int64_t B = 2, D = 32, N = 4, H = 8;
+  int64_t T = 19;
+  // T = 16: 32 rows, on util::amx's tiles where the CPU has them (the rotation on each block)
+  for (int64_t t : {19, 16})
+    for (auto pairing : {config::RopePairing::kInterleaved, config::RopePairing::kHalf})
+      for (int64_t kv : {0, 2}) {
+        T = t;
+        SCOPED_TRACE(::testing::Message()
+                     << "T " << T << " half " << (pairing == config::RopePairing::kHalf)
+                     << " kv heads " << kv);
+        config::RopeConfig rc;
+        rc.pairing = pairing;
+        const model::PositionDims dims{D, N, H, true, 1};
+        auto run = [&](model::PositionModuleImpl& pos) {
+          torch::manual_seed(3);
+          config::AttentionConfig a;
+          model::MultiHeadAttention attn(D, N, a, kv, config::LinearBias::kAll);
+          auto x = torch::randn({B, T, D}).requires_grad_(true);
+          auto w = torch::randn({B, T, D});
+          model::PosCache pc = pos.prepare(T, T, 0, 0, torch::kCPU);
+          model::AttnMask mask{{}, true, {}};
+          g_ops.clear();
+          auto handle = at::addGlobalCallback(at::RecordFunctionCallback(record_op));
+          torch::Tensor y;
+          {
+            device::Autocast ac(torch::kCPU, true);
+            model::PositionContext ctx;
+            ctx.module = &pos;
+            ctx.tables = &pc;
+            y = attn->forward(x, x, mask.with_bias(T, T, 0, torch::kCPU), ctx, 0, nullptr);
+          }
+          at::removeCallback(handle);
+          const bool in_projection =
+              std::find(g_ops.begin(), g_ops.end(), "ropelab::bf16_linear_rope") != g_ops.end();
+          const bool after = std::find(g_ops.begin(), g_ops.end(), "ropelab::rope") != g_ops.end();
+          EXPECT_NE(in_projection, after) << ::testing::PrintToString(g_ops);
+          EXPECT_EQ(in_projection, pos.rotation(pc, H).has_value());
+          (y.to(torch::kFloat32) * w).sum().backward();
+          std::vector<torch::Tensor> out{y, x.grad()};
+          for (const auto& p : attn->parameters()) out.push_back(p.grad());
+          return out;
+        };
+        model::RotaryImpl fused(rc, dims);
+        NoHook plain(rc, dims);
+        auto pc = fused.prepare(T, T, 0, 0, torch::kCPU);
+        ASSERT_TRUE(fused.rotation(pc, H).has_value());
+        auto a = run(fused), b = run(plain);
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_TRUE(torch::equal(a[0], b[0]));  // the output
+        for (size_t i = 1; i < a.size(); ++i) {
+          // Grouped keys: the rotation's gradient is taken once for a kv head instead of once per
+          // query head before their sum, so the sum is rounded at another point: close in norm.
+          if (kv == 0)
+            EXPECT_TRUE(torch::equal(a[i], b[i])) << "tensor " << i;
+          else
+            EXPECT_TRUE(test::close_in_norm(a[i], b[i], 1e-2)) << "tensor " << i;
         }
-        at::removeCallback(handle);
-        const bool in_projection =
-            std::find(g_ops.begin(), g_ops.end(), "ropelab::bf16_linear_rope") != g_ops.end();
-        const bool after = std::find(g_ops.begin(), g_ops.end(), "ropelab::rope") != g_ops.end();
-        EXPECT_NE(in_projection, after) << ::testing::PrintToString(g_ops);
-        EXPECT_EQ(in_projection, pos.rotation(pc, H).has_value());
-        (y.to(torch::kFloat32) * w).sum().backward();
-        std::vector<torch::Tensor> out{y, x.grad()};
-        for (const auto& p : attn->parameters()) out.push_back(p.grad());
-        return out;
-      };
-      model::RotaryImpl fused(rc, dims);
-      NoHook plain(rc, dims);
-      auto pc = fused.prepare(T, T, 0, 0, torch::kCPU);
-      ASSERT_TRUE(fused.rotation(pc, H).has_value());
-      auto a = run(fused), b = run(plain);
-      ASSERT_EQ(a.size(), b.size());
-      EXPECT_TRUE(torch::equal(a[0], b[0]));  // the output
-      for (size_t i = 1; i < a.size(); ++i) {
-        // Grouped keys: the rotation's gradient is taken once for a kv head instead of once per
-        // query head before their sum, so the sum is rounded at another point: close in norm.
-        if (kv == 0)
-          EXPECT_TRUE(torch::equal(a[i], b[i])) << "tensor " << i;
-        else
-          EXPECT_TRUE(test::close_in_norm(a[i], b[i], 1e-2)) << "tensor " << i;
       }
-    }
   {  // A gradient that someone else holds is rotated back into a copy, never in place.
     model::RotaryImpl rope(config::RopeConfig{}, {D, N, H, true, 1});
     auto rot = *rope.rotation(rope.prepare(T, T, 0, 0, torch::kCPU), H);
