@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -160,6 +161,42 @@ ROPELAB_AVX512BW void transpose16x32(const uint16_t* in, int64_t ld_in, uint16_t
 }
 #endif
 
+// pack_rows and pack_columns (amx.h) on one thread.
+void pack_rows_serial(const uint16_t* B, int64_t ldb, int64_t K, int64_t N, uint16_t* Bp) {
+  for (int64_t k = 0; k < K; k += 2) {
+    const uint16_t* r0 = B + k * ldb;
+    const bool odd = k + 1 == K;  // the last pair's second row: zeros
+    uint16_t* o = Bp + k * N;
+    int64_t n = 0;
+#if ROPELAB_HAVE_AMX
+    if (available() && !odd) n = interleave32(r0, r0 + ldb, N, o);
+#endif
+    for (; n < N; ++n) {
+      o[2 * n] = r0[n];
+      o[2 * n + 1] = odd ? 0 : r0[ldb + n];
+    }
+  }
+}
+
+void pack_columns_serial(const uint16_t* Bt, int64_t ld, int64_t N, int64_t K, uint16_t* Bp) {
+  const int64_t J = K / 2;  // the pairs a row of Bt holds: 32-bit cells, Bp = their transpose
+  int64_t n0 = 0, j0 = 0;
+#if ROPELAB_HAVE_AMX
+  if (available() && ld % 2 == 0) {
+    const auto* in = reinterpret_cast<const uint32_t*>(Bt);
+    auto* out = reinterpret_cast<uint32_t*>(Bp);
+    n0 = N / 16 * 16;
+    j0 = J / 16 * 16;
+    for (int64_t n = 0; n < n0; n += 16)
+      for (int64_t j = 0; j < j0; j += 16)
+        transpose16x16(in + n * ld / 2 + j, ld / 2, out + j * N + n, N);
+  }
+#endif
+  for (int64_t n = 0; n < N; ++n)  // the cells the 16 x 16 blocks left
+    for (int64_t j = n < n0 ? j0 : 0; j < J; ++j)
+      std::memcpy(Bp + j * 2 * N + 2 * n, Bt + n * ld + 2 * j, 4);
+}
+
 }  // namespace
 
 bool available() {
@@ -208,40 +245,23 @@ void rows_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t ld
 
 // The AVX-512 forms below run where available(): every CPU with AMX has AVX-512 BW, and only the
 // tile products read these layouts.
+// The packs split K among libtorch's threads, 32 at a time (inside a parallel region, as the
+// attention's per head, they run on the calling thread).
+constexpr int64_t kPackK = 32;
+
 void pack_rows(const uint16_t* B, int64_t ldb, int64_t K, int64_t N, uint16_t* Bp) {
-  for (int64_t k = 0; k < K; k += 2) {
-    const uint16_t* r0 = B + k * ldb;
-    const bool odd = k + 1 == K;  // the last pair's second row: zeros
-    uint16_t* o = Bp + k * N;
-    int64_t n = 0;
-#if ROPELAB_HAVE_AMX
-    if (available() && !odd) n = interleave32(r0, r0 + ldb, N, o);
-#endif
-    for (; n < N; ++n) {
-      o[2 * n] = r0[n];
-      o[2 * n + 1] = odd ? 0 : r0[ldb + n];
-    }
-  }
+  at::parallel_for(0, (K + kPackK - 1) / kPackK, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t k0 = c0 * kPackK, k1 = std::min(K, c1 * kPackK);
+    pack_rows_serial(B + k0 * ldb, ldb, k1 - k0, N, Bp + k0 * N);
+  });
 }
 
 void pack_columns(const uint16_t* Bt, int64_t ld, int64_t N, int64_t K, uint16_t* Bp) {
   if (K % 2 != 0) throw std::logic_error("util::amx::pack_columns: K must be even");
-  const int64_t J = K / 2;  // the pairs a row of Bt holds: 32-bit cells, Bp = their transpose
-  int64_t n0 = 0, j0 = 0;
-#if ROPELAB_HAVE_AMX
-  if (available() && ld % 2 == 0) {
-    const auto* in = reinterpret_cast<const uint32_t*>(Bt);
-    auto* out = reinterpret_cast<uint32_t*>(Bp);
-    n0 = N / 16 * 16;
-    j0 = J / 16 * 16;
-    for (int64_t n = 0; n < n0; n += 16)
-      for (int64_t j = 0; j < j0; j += 16)
-        transpose16x16(in + n * ld / 2 + j, ld / 2, out + j * N + n, N);
-  }
-#endif
-  for (int64_t n = 0; n < N; ++n)  // the cells the 16 x 16 blocks left
-    for (int64_t j = n < n0 ? j0 : 0; j < J; ++j)
-      std::memcpy(Bp + j * 2 * N + 2 * n, Bt + n * ld + 2 * j, 4);
+  at::parallel_for(0, (K + kPackK - 1) / kPackK, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t k0 = c0 * kPackK, k1 = std::min(K, c1 * kPackK);
+    pack_columns_serial(Bt + k0, ld, N, k1 - k0, Bp + k0 * N);
+  });
 }
 
 void transpose(const uint16_t* X, int64_t ldx, int64_t R, int64_t C, uint16_t* Y, int64_t ldy) {
