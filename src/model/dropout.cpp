@@ -176,15 +176,6 @@ torch::Tensor act_dropout_bf16_forward(AutogradContext* ctx, const Mask& m, cons
   return y;
 }
 
-torch::Tensor act_dropout_bf16_backward(const torch::Tensor& d, const torch::Tensor& g_in) {
-  auto g = g_in.to(torch::kBFloat16).contiguous();
-  auto dh = torch::empty_like(d);
-  at::parallel_for(0, d.numel(), kDropoutChunk, [&](int64_t b, int64_t e) {
-    vec::mul_bf16(util::bf16_bits(g) + b, util::bf16_bits(d) + b, util::bf16_bits(dh) + b, e - b);
-  });
-  return dh;
-}
-
 // y = act(h) * mask in one pass per chunk; backward: grad * mask * act'(h), one pass
 // (util/vec_kernels.h: libtorch 1.13's CPU GELU ran at 7-9 ns per element here). The
 // activation runs in float32 whatever h's dtype; the kept scale is 1/(1-p) rounded to h's dtype,
@@ -222,7 +213,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     auto m = Mask::load(ctx);
     auto h = ctx->get_saved_variables()[0];
     if (ctx->saved_data["derivative"].toBool())
-      return {act_dropout_bf16_backward(h, grad_out[0]), torch::Tensor(), torch::Tensor()};
+      return {act_dropout_backward_bf16(h, grad_out[0]), torch::Tensor(), torch::Tensor()};
     auto g = grad_out[0].contiguous();
     const vec::Act kind = kernel_act(ctx->saved_data["act"].toInt());
     auto dh = torch::empty_like(h);
@@ -268,6 +259,32 @@ torch::Tensor dropout_add(const torch::Tensor& x, const torch::Tensor& h, double
   if (!fused_path(h, p, training) || x.sizes() != h.sizes() || !x.device().is_cpu())
     return x + model::dropout(h, p, training);
   return DropoutAdd::apply(x, h, p);
+}
+
+bool fuses_act_dropout(const torch::Tensor& t, double p, bool training) {
+  return fused_path(t, p, training) && vec::bf16_simd();
+}
+
+ActDropoutBlocks::ActDropoutBlocks(config::Activation act, double p)
+    : act_(act), keep_(keep_scale(torch::kBFloat16, p)) {
+  const Mask m = Mask::draw(p);
+  seed_ = m.seed;
+  threshold_ = m.threshold;
+}
+
+void ActDropoutBlocks::apply(int64_t start, int64_t n, const uint16_t* h, uint16_t* y, uint16_t* d,
+                             float* mask) const {
+  vec::dropout_factors(seed_, threshold_, start, n, keep_, mask);
+  vec::act_mask_forward_bf16(h, mask, y, d, n, kernel_act(static_cast<int64_t>(act_)));
+}
+
+torch::Tensor act_dropout_backward_bf16(const torch::Tensor& d, const torch::Tensor& g_in) {
+  auto g = g_in.to(torch::kBFloat16).contiguous();
+  auto dh = torch::empty_like(d);
+  at::parallel_for(0, d.numel(), kDropoutChunk, [&](int64_t b, int64_t e) {
+    vec::mul_bf16(util::bf16_bits(g) + b, util::bf16_bits(d) + b, util::bf16_bits(dh) + b, e - b);
+  });
+  return dh;
 }
 
 torch::Tensor act_dropout(const torch::Tensor& h, config::Activation act, double p, bool training) {

@@ -18,6 +18,8 @@
 #pragma once
 #include <torch/types.h>
 
+#include <cstdint>
+
 #include "config/schema.h"
 
 namespace ropelab::model {
@@ -29,5 +31,29 @@ torch::Tensor dropout_add(const torch::Tensor& x, const torch::Tensor& h, double
 
 // dropout(act(h), p), act = GELU (exact, erf form) or ReLU.
 torch::Tensor act_dropout(const torch::Tensor& h, config::Activation act, double p, bool training);
+
+// act_dropout's bf16 form run by a node on its own blocks of h while they are in cache
+// (model/linear.h's act_dropout_after_linear), giving act_dropout's values bit for bit.
+//
+// Whether it applies: training, 0 < p < 1, a float CPU tensor t (h or what h is made from), a CPU
+// with the AVX-512 forms.
+bool fuses_act_dropout(const torch::Tensor& t, double p, bool training);
+// One call's mask, drawn where act_dropout would draw it (the same seed, the same masks).
+class ActDropoutBlocks {
+ public:
+  ActDropoutBlocks(config::Activation act, double p);
+  // Elements [start, start + n) of the flat h (start even): from h's bf16 values y = act(h) *
+  // mask and d = act'(h) * mask, as act_dropout's bf16 form writes them; `mask`: n floats of
+  // scratch.
+  void apply(int64_t start, int64_t n, const uint16_t* h, uint16_t* y, uint16_t* d,
+             float* mask) const;
+
+ private:
+  config::Activation act_;
+  float keep_;
+  uint64_t seed_ = 0, threshold_ = 0;
+};
+// act_dropout's bf16 backward from those d: dh = g * d in bf16.
+torch::Tensor act_dropout_backward_bf16(const torch::Tensor& d, const torch::Tensor& g);
 
 }  // namespace ropelab::model

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compat/torch_compat.h"
+#include "model/dropout.h"
 #include "util/amx.h"
 #include "util/float_rows.h"
 #include "util/gemm.h"
@@ -266,6 +267,52 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
   }
 };
 
+// act_dropout_after_linear's node: y = act_dropout(x W^T + b) for x [M, in] bf16, on the tiles,
+// each block of rows of h = x W^T + b (as bias_forward_bf16 gives it) turned into y and
+// d = act'(h) * mask (model/dropout.h's ActDropoutBlocks) while it is in cache: h is never
+// stored. Backward: dh = dy * d, then the dense layer's gradients of that.
+struct Bf16LinearActDropout : public torch::autograd::Function<Bf16LinearActDropout> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_MI,
+                               const torch::Tensor& w_OI, const torch::Tensor& b_O, int64_t act,
+                               double p) {
+    RECORD_FUNCTION("ropelab::bf16_linear_act_dropout", std::vector<c10::IValue>());
+    auto w16_OI = bf16_weight(ctx, w_OI, b_O);
+    const ActDropoutBlocks blocks(static_cast<config::Activation>(act), p);  // draws the mask
+    const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w16_OI.size(0);
+    auto b = b_O.numel() == 0 ? b_O : b_O.to(torch::kFloat32).contiguous();
+    const float* bp = b_O.numel() == 0 ? nullptr : b.data_ptr<float>();
+    std::vector<uint16_t> wp(static_cast<size_t>(I * O));  // w^T in pairs of rows
+    util::amx::pack_columns(util::bf16_bits(w16_OI), I, O, I, wp.data());
+    auto y_MO = torch::empty({M, O}, x_MI.options()), d_MO = torch::empty({M, O}, x_MI.options());
+    uint16_t *y = util::bf16_bits(y_MO), *d = util::bf16_bits(d_MO);
+    util::amx::rows_product(M, O, I, util::bf16_bits(x_MI), I, wp.data(), 2 * O,
+                            [&](int64_t r0, int64_t rows, const float* c) {
+                              thread_local std::vector<uint16_t> h;  // the block's h
+                              thread_local std::vector<float> mask;
+                              const auto n = static_cast<size_t>(rows * O);
+                              if (h.size() < n) {
+                                h.resize(n);
+                                mask.resize(n);
+                              }
+                              if (bp != nullptr)
+                                vec::add_bias_from_float_bf16(c, bp, h.data(), rows, O);
+                              else
+                                vec::float_to_bf16(c, h.data(), rows * O);
+                              blocks.apply(r0 * O, rows * O, h.data(), y + r0 * O, d + r0 * O,
+                                           mask.data());
+                            });
+    ctx->save_for_backward({x_MI, w16_OI, d_MO});
+    return y_MO;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    auto dh_MO = act_dropout_backward_bf16(saved[2], grad_out[0]);
+    auto g = linear_grads_bf16(ctx, dh_MO, saved[0], saved[1]);
+    return {g[0], g[1], g[2], torch::Tensor(), torch::Tensor()};
+  }
+};
+
 // The rotation's rows [r0, r1): row r of y [M, C] (bf16) is position r % T; its q and k heads
 // rotated (backward: rotated back) from the same columns of x, which may be y itself (each head
 // is staged in `buf` first; v's columns are then left alone), v's columns copied where x is not
@@ -418,6 +465,20 @@ torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, con
   return Bf16RotatedLinear::apply(x.to(torch::kBFloat16).contiguous(), w.contiguous(),
                                   none_if_undefined(b, w), r.cos_q, r.sin_q, r.cos_k, r.sin_k,
                                   r.q_heads, r.k_heads, r.width, r.interleaved);
+}
+
+torch::Tensor act_dropout_after_linear(const torch::nn::Linear& m, const torch::Tensor& x,
+                                       config::Activation act, double p, bool training) {
+  const auto &w = m->weight, &b = m->bias;
+  if (!bf16_path(x, w, b) || !fuses_act_dropout(x, p, training) ||
+      !on_tiles(x.numel() / x.size(-1), w.size(0), w.size(1)))
+    return act_dropout(linear(m, x), act, p, training);
+  auto sizes = x.sizes().vec();
+  sizes.back() = w.size(0);
+  auto x_MI = x.reshape({-1, x.size(-1)}).to(torch::kBFloat16).contiguous();
+  return Bf16LinearActDropout::apply(x_MI, w.contiguous(), none_if_undefined(b, w),
+                                     static_cast<int64_t>(act), p)
+      .view(sizes);
 }
 
 torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x) {

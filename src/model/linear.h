@@ -22,6 +22,8 @@
 
 #include <utility>
 
+#include "config/schema.h"
+
 namespace ropelab::model {
 
 // x [..., in], w [out, in], b [out] or undefined -> [..., out].
@@ -48,6 +50,14 @@ bool fuses_rotation(const torch::Tensor& x, const torch::Tensor& w, const torch:
 // projection's output.
 torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                              const HeadRotation& r);
+
+// act_dropout(linear(m, x), act, p, training) (model/dropout.h): the FFN's first layer with its
+// activation and dropout. Where the bf16 node above runs on AMX tiles (util/amx.h: training, the
+// tiles' sizes) one node of both: each block of rows of the product takes the bias, the
+// activation and the mask while it is in cache, and the pre-activation is never stored. The same
+// values bit for bit; elsewhere the composition.
+torch::Tensor act_dropout_after_linear(const torch::nn::Linear& m, const torch::Tensor& x,
+                                       config::Activation act, double p, bool training);
 
 // Whether linear(x, w) (no bias) takes the bf16 node above.
 bool bf16_linear(const torch::Tensor& x, const torch::Tensor& w);

@@ -84,7 +84,7 @@ torch::Tensor LayerImpl::ffn(const torch::Tensor& x) {
     return model::linear(fc2, model::dropout(g * model::linear(fc1, x), dropout_, is_training()));
   }
   return model::linear(
-      fc2, model::act_dropout(model::linear(fc1, x), activation_, dropout_, is_training()));
+      fc2, model::act_dropout_after_linear(fc1, x, activation_, dropout_, is_training()));
 }
 
 torch::Tensor LayerImpl::forward(torch::Tensor x, const AttnMask& self_mask,

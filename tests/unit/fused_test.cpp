@@ -987,6 +987,52 @@ TEST(Fused, Bf16AttentionOfOneProjectionNeedsNoConcatenation) {
                  -1)));
 }
 
+// The FFN's first layer with its activation and dropout in one node on the tiles
+// (model::act_dropout_after_linear) = the dense layer then act_dropout, with the same seed: the
+// output and the gradients of x, w and b bit for bit, GELU and ReLU, with and without a bias;
+// a row count off the tiles' multiples of 32 takes the composition (the same values too).
+TEST(Fused, FfnFirstLayerInOneNodeEqualsTheComposition) {
+  if (!vec::bf16_simd()) GTEST_SKIP() << "the bf16 layers run on CPUs with the AVX-512 forms";
+  for (int64_t T : {16, 15})
+    for (auto act : {config::Activation::kGelu, config::Activation::kRelu})
+      for (bool bias : {true, false}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "T " << T << " act " << static_cast<int>(act) << " bias " << bias);
+        torch::manual_seed(11);
+        torch::nn::Linear fc(torch::nn::LinearOptions(64, 128).bias(bias));
+        auto x0 = torch::randn({4, T, 64});
+        auto g = torch::randn({4, T, 128}).to(torch::kBFloat16);
+        auto run = [&](bool fused) {
+          auto x = x0.clone().requires_grad_(true);
+          for (auto& p : fc->parameters()) p.mutable_grad() = torch::Tensor();
+          torch::manual_seed(12);  // the mask's seed
+          torch::Tensor y;
+          std::vector<std::string> ops;
+          {
+            device::Autocast ac(torch::kCPU, true);
+            g_ops.clear();
+            auto handle = at::addGlobalCallback(at::RecordFunctionCallback(record_op));
+            y = fused ? model::act_dropout_after_linear(fc, x, act, 0.25, true)
+                      : model::act_dropout(model::linear(fc, x), act, 0.25, true);
+            at::removeCallback(handle);
+            ops = g_ops;
+          }
+          y.backward(g);
+          const bool one_node =
+              std::find(ops.begin(), ops.end(), "ropelab::bf16_linear_act_dropout") != ops.end();
+          if (fused) {
+            EXPECT_EQ(one_node, T == 16 && util::amx::available());
+          }
+          std::vector<torch::Tensor> out{y, x.grad(), fc->weight.grad()};
+          if (bias) out.push_back(fc->bias.grad());
+          return out;
+        };
+        auto a = run(true), b = run(false);
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << i;
+      }
+}
+
 // RoPE in the fused QKV projection's bias pass (model/linear.h's linear_rotated) = the projection
 // then the position module's rotate_q and rotate_k: under bf16 autocast, the attention's output
 // and the gradients of its input and of every parameter, bit for bit; both pairings. With grouped
