@@ -5,12 +5,14 @@
 // issue 81: the bf16 step's non-matmul work is what the matmul peak leaves to win.
 //
 // Matmul ops: aten::mm, addmm, bmm, baddbmm, addbmm, ropelab::gemm (util/gemm.h's oneDNN
-// calls) and ropelab::tile_product (util/amx.h). ropelab's fused kernels record themselves too
-// (ropelab::masked_softmax, cross_entropy, act_dropout, dropout_add, rope, adamw; their backward
-// passes are libtorch's CppNode<...>). A matmul's own children (addmm's bias copy, a cast inside)
-// count as "other", so the bias add outside the gemm shows up as what it is. Only ops on this
-// thread are seen: on the CPU the autograd engine runs the backward pass on the calling thread and
-// the OpenMP workers run inside ops, so a training step's ops are all here (but the products
+// calls) and ropelab::tile_product (util/amx.h: a tile product, or a whole rows_product call with
+// this thread's wait for the others, as a library call counts; the epilogues inside it record
+// themselves as ropelab::tile_epilogue, not a matmul). ropelab's fused kernels record themselves
+// too (ropelab::masked_softmax, cross_entropy, act_dropout, dropout_add, rope, adamw; their
+// backward passes are libtorch's CppNode<...>). A matmul's own children (addmm's bias copy, a cast
+// inside) count as "other", so the bias add outside the gemm shows up as what it is. Only ops on
+// this thread are seen: on the CPU the autograd engine runs the backward pass on the calling thread
+// and the OpenMP workers run inside ops, so a training step's ops are all here (but the products
 // that a kernel runs on its workers, as the attention's per head, count as the kernel's own time
 // there: only this thread's share is a matmul). Timing an op costs
 // about a microsecond: take the split from a step of its own, and the step time from unprofiled

@@ -10,12 +10,14 @@
 // dY's column sums in float32; libtorch's addmm first copies the bias into every output row, a
 // broadcast copy slower than the add. That node takes the float32 weight itself and casts it: dW
 // comes from oneDNN's bf16 gemm straight in float32 (util/gemm.h), never rounded to bf16 and with
-// no cast after. Everywhere else (CUDA; a libtorch without oneDNN's symbols; a CPU without AVX-512)
-// it is libtorch's torch::linear, the bias inside the matmul. Each gives the values of
-// torch::linear to float32 rounding, and in bf16 to one more bf16 rounding
-// (tests/unit/fused_test.cpp). The bf16 node also comes with RoPE
-// (RoFormer Eq. 34) applied in the pass right after its bias pass, for the attention's fused QKV
-// projection (linear_rotated below).
+// no cast after. On a CPU with AMX, for weights that fit a core's L2, the forward and dX run on
+// the tiles themselves (util/amx.h's rows_product), the bias, rounding and rotation on each block
+// of rows as it comes, libtorch's values bit for bit. Everywhere else (CUDA; a libtorch without
+// oneDNN's symbols; a CPU without AVX-512) it is libtorch's torch::linear, the bias inside the
+// matmul. Each gives the values of torch::linear to float32 rounding, and in bf16 to one more bf16
+// rounding (tests/unit/fused_test.cpp). The bf16 node also comes with RoPE (RoFormer Eq. 34)
+// applied in the pass right after its bias pass, for the attention's fused QKV projection
+// (linear_rotated below).
 #pragma once
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>

@@ -233,11 +233,15 @@ void rows_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t ld
                   const uint16_t* Bp, int64_t ldbp, const Epilogue& epilogue) {
   if (M % kRowBlock != 0 || !fits(kRowBlock, N, K))
     throw std::logic_error("util::amx::rows_product: sizes not multiples of 32");
+  // A matmul to lab/step_split.h, as a library's call is, with this thread's wait for the others;
+  // the epilogues inside are not.
+  RECORD_FUNCTION("ropelab::tile_product", std::vector<c10::IValue>());
   at::parallel_for(0, M / kRowBlock, 1, [&](int64_t b0, int64_t b1) {
     thread_local std::vector<float> c;  // kept from call to call: no allocation per call
     if (c.size() < static_cast<size_t>(kRowBlock * N)) c.resize(static_cast<size_t>(kRowBlock * N));
     for (int64_t b = b0; b < b1; ++b) {
       product(kRowBlock, N, K, A + b * kRowBlock * lda, lda, Bp, ldbp, c.data(), N, false);
+      RECORD_FUNCTION("ropelab::tile_epilogue", std::vector<c10::IValue>());
       epilogue(b * kRowBlock, kRowBlock, c.data());
     }
   });
