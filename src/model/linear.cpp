@@ -118,31 +118,40 @@ void all_rows(const RowsDone& rows_done, int64_t M, uint16_t* y) {
   if (rows_done) at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) { rows_done(r0, r1, y); });
 }
 
-// y [M, out] = x [M, in] w^T (+ b) on the tiles (on_tiles): each block of rows rounded to bf16,
-// the bias added with a second rounding (as aten::mm then the bias pass give it) and rows_done
-// run on it while it is in cache.
-torch::Tensor tile_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
-                                const float* bp, const RowsDone& rows_done) {
+// A bias as the bf16 passes read it: float32, contiguous; p null where there is none (empty).
+struct FloatBias {
+  torch::Tensor t;
+  const float* p = nullptr;
+  explicit FloatBias(const torch::Tensor& b_O) {
+    if (b_O.numel() == 0) return;
+    t = b_O.to(torch::kFloat32).contiguous();
+    p = t.data_ptr<float>();
+  }
+};
+
+// x [M, in] w^T on the tiles (on_tiles), w packed here; each block of rows' float32 sums go to
+// `epilogue` (util::amx::rows_product).
+void tile_rows(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
+               const util::amx::Epilogue& epilogue) {
   const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w_OI.size(0);
   std::vector<uint16_t> wp(static_cast<size_t>(I * O));  // w^T in pairs of rows
   util::amx::pack_columns(util::bf16_bits(w_OI), I, O, I, wp.data());
-  auto y_MO = torch::empty({M, O}, x_MI.options());
-  uint16_t* y = util::bf16_bits(y_MO);
-  util::amx::rows_product(M, O, I, util::bf16_bits(x_MI), I, wp.data(), 2 * O,
-                          [&](int64_t r0, int64_t rows, const float* c) {
-                            if (bp != nullptr)
-                              vec::add_bias_from_float_bf16(c, bp, y + r0 * O, rows, O);
-                            else
-                              vec::float_to_bf16(c, y + r0 * O, rows * O);
-                            if (rows_done) rows_done(r0, r0 + rows, y);
-                          });
-  return y_MO;
+  util::amx::rows_product(M, O, I, util::bf16_bits(x_MI), I, wp.data(), 2 * O, epilogue);
+}
+
+// A block's rows of y = x w^T + b in bf16 from their float32 sums c [rows, out]: c rounded, then
+// the bias added with a second rounding (as aten::mm then the bias pass give it).
+void biased_rows(const float* c, const float* bias, uint16_t* y, int64_t rows, int64_t O) {
+  if (bias != nullptr)
+    vec::add_bias_from_float_bf16(c, bias, y, rows, O);
+  else
+    vec::float_to_bf16(c, y, rows * O);
 }
 
 // y [M, out] = x [M, in] w^T + b in bf16 under CPU autocast: the matmul in bf16, then the
 // float32 bias (none where it is empty) added with one rounding to bf16 (util/vec_bf16.h), then
 // rows_done (if any) on the rows. Where the CPU has AMX and the sizes fit, all of it on the
-// tiles, block by block of rows (tile_forward_bf16). libtorch's addmm would first copy the bias
+// tiles, block by block of rows (tile_rows). libtorch's addmm would first copy the bias
 // into every row of the output, a broadcast copy that took longer than the add (about 10 ms of
 // the LM bench's 360 ms bf16 step on 2 cores, BENCHMARKS.md). With a bias the matmul is oneDNN's
 // bf16 gemm with float32 output, and the bias pass reads that and writes the bf16 y (the product
@@ -154,10 +163,18 @@ torch::Tensor tile_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
 torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
                                 const torch::Tensor& b_O, const RowsDone& rows_done = {}) {
   const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w_OI.size(0);
-  auto b = b_O.numel() == 0 ? b_O : b_O.to(torch::kFloat32).contiguous();
-  const float* bp = b_O.numel() == 0 ? nullptr : b.data_ptr<float>();
+  const FloatBias b(b_O);
+  const float* bp = b.p;
   const bool contiguous = x_MI.is_contiguous() && w_OI.is_contiguous();
-  if (contiguous && on_tiles(M, O, I)) return tile_forward_bf16(x_MI, w_OI, bp, rows_done);
+  if (contiguous && on_tiles(M, O, I)) {  // each block of rows as it comes, while in cache
+    auto y_MO = torch::empty({M, O}, x_MI.options());
+    uint16_t* y = util::bf16_bits(y_MO);
+    tile_rows(x_MI, w_OI, [&](int64_t r0, int64_t rows, const float* c) {
+      biased_rows(c, bp, y + r0 * O, rows, O);
+      if (rows_done) rows_done(r0, r0 + rows, y);
+    });
+    return y_MO;
+  }
   if (bp == nullptr || util::bf16_products_on_mm() || M == 0 || !contiguous) {
     auto y_MO = at::mm(x_MI, w_OI.t());
     uint16_t* y = util::bf16_bits(y_MO);
@@ -268,7 +285,7 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
 };
 
 // act_dropout_after_linear's node: y = act_dropout(x W^T + b) for x [M, in] bf16, on the tiles,
-// each block of rows of h = x W^T + b (as bias_forward_bf16 gives it) turned into y and
+// each block of rows of h = x W^T + b (biased_rows) turned into y and
 // d = act'(h) * mask (model/dropout.h's ActDropoutBlocks) while it is in cache: h is never
 // stored. Backward: dh = dy * d, then the dense layer's gradients of that.
 struct Bf16LinearActDropout : public torch::autograd::Function<Bf16LinearActDropout> {
@@ -278,29 +295,21 @@ struct Bf16LinearActDropout : public torch::autograd::Function<Bf16LinearActDrop
     RECORD_FUNCTION("ropelab::bf16_linear_act_dropout", std::vector<c10::IValue>());
     auto w16_OI = bf16_weight(ctx, w_OI, b_O);
     const ActDropoutBlocks blocks(static_cast<config::Activation>(act), p);  // draws the mask
-    const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w16_OI.size(0);
-    auto b = b_O.numel() == 0 ? b_O : b_O.to(torch::kFloat32).contiguous();
-    const float* bp = b_O.numel() == 0 ? nullptr : b.data_ptr<float>();
-    std::vector<uint16_t> wp(static_cast<size_t>(I * O));  // w^T in pairs of rows
-    util::amx::pack_columns(util::bf16_bits(w16_OI), I, O, I, wp.data());
+    const int64_t M = x_MI.size(0), O = w16_OI.size(0);
+    const FloatBias b(b_O);
     auto y_MO = torch::empty({M, O}, x_MI.options()), d_MO = torch::empty({M, O}, x_MI.options());
     uint16_t *y = util::bf16_bits(y_MO), *d = util::bf16_bits(d_MO);
-    util::amx::rows_product(M, O, I, util::bf16_bits(x_MI), I, wp.data(), 2 * O,
-                            [&](int64_t r0, int64_t rows, const float* c) {
-                              thread_local std::vector<uint16_t> h;  // the block's h
-                              thread_local std::vector<float> mask;
-                              const auto n = static_cast<size_t>(rows * O);
-                              if (h.size() < n) {
-                                h.resize(n);
-                                mask.resize(n);
-                              }
-                              if (bp != nullptr)
-                                vec::add_bias_from_float_bf16(c, bp, h.data(), rows, O);
-                              else
-                                vec::float_to_bf16(c, h.data(), rows * O);
-                              blocks.apply(r0 * O, rows * O, h.data(), y + r0 * O, d + r0 * O,
-                                           mask.data());
-                            });
+    tile_rows(x_MI, w16_OI, [&](int64_t r0, int64_t rows, const float* c) {
+      thread_local std::vector<uint16_t> h;  // the block's h
+      thread_local std::vector<float> mask;
+      const auto n = static_cast<size_t>(rows * O);
+      if (h.size() < n) {
+        h.resize(n);
+        mask.resize(n);
+      }
+      biased_rows(c, b.p, h.data(), rows, O);
+      blocks.apply(r0 * O, rows * O, h.data(), y + r0 * O, d + r0 * O, mask.data());
+    });
     ctx->save_for_backward({x_MI, w16_OI, d_MO});
     return y_MO;
   }
