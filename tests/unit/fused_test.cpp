@@ -989,12 +989,14 @@ TEST(Fused, Bf16AttentionOfOneProjectionNeedsNoConcatenation) {
 
 // The FFN's first layer with its activation and dropout in one node on the tiles
 // (model::act_dropout_after_linear) = the dense layer then act_dropout, with the same seed: the
-// output and the gradients of x, w and b bit for bit, GELU and ReLU, with and without a bias;
-// a row count off the tiles' multiples of 32 takes the composition (the same values too).
+// output and the gradients of x, w and b bit for bit, GELU, its tanh form and ReLU, with and
+// without a bias; a row count off the tiles' multiples of 32 takes the composition (the same
+// values too).
 TEST(Fused, FfnFirstLayerInOneNodeEqualsTheComposition) {
   if (!vec::bf16_simd()) GTEST_SKIP() << "the bf16 layers run on CPUs with the AVX-512 forms";
   for (int64_t T : {16, 15})
-    for (auto act : {config::Activation::kGelu, config::Activation::kRelu})
+    for (auto act :
+         {config::Activation::kGelu, config::Activation::kRelu, config::Activation::kGeluTanh})
       for (bool bias : {true, false}) {
         SCOPED_TRACE(::testing::Message()
                      << "T " << T << " act " << static_cast<int>(act) << " bias " << bias);
