@@ -6,7 +6,8 @@
 //
 // The dense layers' bf16 products run on the tiles too (rows_product, model/linear.cpp): oneDNN's
 // matmul in libtorch 1.13 spends more per call than these shapes leave to gain, and the tiles' C
-// block, still in cache, takes the layer's bias, rounding and rotation in the same pass.
+// block, still in cache, takes the layer's rounding, bias, rotation or activation and dropout mask
+// in the same pass (docs/platform-notes.md, "AMX tiles for the dense layers").
 //
 // A tile product multiplies A [M, K] (bf16 rows) by B [K, N] held in pairs of rows: element
 // (k, n) of B at Bp[(k / 2) * ldbp + 2 n + k % 2] (the layout TDPBF16PS reads: each 32-bit cell
@@ -43,6 +44,8 @@ using Epilogue = std::function<void(int64_t r0, int64_t rows, const float* C)>;
 void rows_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                   const uint16_t* Bp, int64_t ldbp, const Epilogue& epilogue);
 
+// The packs split K among libtorch's threads (on the calling thread inside a parallel region).
+//
 // Bp (pair rows 2 N apart, ceil(K / 2) of them) from B [K, N]'s rows, ldb apart (an odd K's last
 // pair is padded with zeros).
 void pack_rows(const uint16_t* B, int64_t ldb, int64_t K, int64_t N, uint16_t* Bp);
