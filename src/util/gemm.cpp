@@ -87,7 +87,7 @@ bool bf16_products_on_mm() {
 
 std::string bf16_products_name() {
   if (!bf16_products_on_mm()) return "oneDNN's gemm";
-  return amx::available() ? "libtorch's bf16 mm, the attention's on AMX tiles"
+  return amx::available() ? "libtorch's bf16 mm, the attention and the dense layers on AMX tiles"
                           : "libtorch's bf16 mm";
 }
 

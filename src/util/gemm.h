@@ -50,11 +50,12 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
 // AMX gemm_bf16 is the faster gemm (840-850 against 700-720 GFLOP/s on an EPYC) and its rounding
 // is the bias pass, which runs anyway. ROPELAB_BF16_PRODUCTS=mm or =gemm picks one (to compare;
 // gemm needs bf16_gemm_available()); any other value warns once and is ignored. Where it is true
-// and the CPU has AMX, the bf16 attention's per-block products run on util::amx's tiles too.
+// and the CPU has AMX, the bf16 attention's per-block products and the dense layers' products
+// that fit run on util::amx's tiles too (model/bf16_attention.cpp, model/linear.cpp).
 bool bf16_products_on_mm();
 
-// "libtorch's bf16 mm" (with ", the attention's on AMX tiles" where util::amx::available()) or
-// "oneDNN's gemm": what bf16_products_on_mm() chose.
+// "libtorch's bf16 mm" (with ", the attention and the dense layers on AMX tiles" where
+// util::amx::available()) or "oneDNN's gemm": what bf16_products_on_mm() chose.
 std::string bf16_products_name();
 
 // "oneDNN sgemm" or "BLAS (libtorch)": what float32 matmuls of the model's dense layers run on.

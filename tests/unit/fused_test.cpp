@@ -1312,7 +1312,8 @@ TEST(Platform, InfoNamesTheBf16ProductsPath) {
   EXPECT_NE(r.out.find(mm ? "bf16_products: libtorch's bf16 mm" : "bf16_products: oneDNN's gemm"),
             std::string::npos)
       << r.out;
-  EXPECT_EQ(r.out.find("the attention's on AMX tiles") != std::string::npos, util::amx::available())
+  EXPECT_EQ(r.out.find("the attention and the dense layers on AMX tiles") != std::string::npos,
+            util::amx::available())
       << r.out;
   auto forced = test::run("ROPELAB_BF16_PRODUCTS=mm " + test::ropelab_bin() + " info");
   EXPECT_NE(forced.out.find("bf16_products: libtorch's bf16 mm"), std::string::npos) << forced.out;
