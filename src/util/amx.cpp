@@ -161,7 +161,8 @@ ROPELAB_AVX512BW void transpose16x32(const uint16_t* in, int64_t ld_in, uint16_t
 }
 #endif
 
-// pack_rows and pack_columns (amx.h) on one thread.
+// pack_rows and pack_columns (amx.h) on one thread. Their AVX-512 forms run where available():
+// every CPU with AMX has AVX-512 BW, and only the tile products read these layouts.
 void pack_rows_serial(const uint16_t* B, int64_t ldb, int64_t K, int64_t N, uint16_t* Bp) {
   for (int64_t k = 0; k < K; k += 2) {
     const uint16_t* r0 = B + k * ldb;
@@ -247,8 +248,6 @@ void rows_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t ld
   });
 }
 
-// The AVX-512 forms below run where available(): every CPU with AMX has AVX-512 BW, and only the
-// tile products read these layouts.
 // The packs split K among libtorch's threads, 32 at a time (inside a parallel region, as the
 // attention's per head, they run on the calling thread).
 constexpr int64_t kPackK = 32;
