@@ -19,6 +19,7 @@
 #include "model/tiled_attention.h"
 #include "util/device.h"
 #include "util/float_rows.h"
+#include "util/gemm.h"
 #include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
@@ -100,7 +101,7 @@ torch::Tensor softmax_bf16_backward(const torch::Tensor& scores, const torch::Te
 // Backward: dx = p (g - sum p g), one vectorised pass per row; the bias gets the sum of dx over
 // its broadcast dims.
 //
-// bf16 scores and output with no bias gradient, on a CPU with util/vec_bf16.h's AVX-512 forms:
+// bf16 scores and output with no bias gradient, where the bf16 nodes run (util::bf16_nodes_pay):
 // the rows are read and written as bf16 (float32 in registers). The backward recomputes the
 // float32 p from the saved bf16 scores and each row's max and 1 / sum (FlashAttention's
 // recomputation, Dao et al. 2022): the same p as the float32 copy it replaces, which took twice
@@ -117,7 +118,7 @@ struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
     ctx->saved_data["bias_dtype"] = bias.scalar_type();
     ctx->saved_data["bias_grad"] = bias.numel() > 0 && bias.requires_grad();
     const bool bf16 = scores.scalar_type() == torch::kBFloat16 && out_dtype == torch::kBFloat16 &&
-                      vec::bf16_simd() && !(bias.numel() > 0 && bias.requires_grad());
+                      util::bf16_nodes_pay() && !(bias.numel() > 0 && bias.requires_grad());
     ctx->saved_data["recompute_bf16"] = bf16;
     if (bf16) {
       auto [out, stats] =
@@ -225,7 +226,7 @@ struct Bf16Matmul : public torch::autograd::Function<Bf16Matmul> {
     ctx->saved_data["b_sizes"] = b.sizes();
     auto sizes = a.sizes().vec();
     sizes.back() = N;
-    return at::bmm(a3, b3).view(sizes);
+    return bf16_matmul(a3, b3).view(sizes);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
@@ -233,14 +234,38 @@ struct Bf16Matmul : public torch::autograd::Function<Bf16Matmul> {
     auto g3 = grad_out[0].reshape({-1, a3.size(1), b3.size(2)});
     torch::Tensor ga, gb;
     if (ctx->needs_input_grad(0))
-      ga = at::bmm(g3, b3.transpose(1, 2)).view(ctx->saved_data["a_sizes"].toIntVector());
+      ga = bf16_matmul(g3, b3.transpose(1, 2)).view(ctx->saved_data["a_sizes"].toIntVector());
     if (ctx->needs_input_grad(1))
-      gb = (b3.stride(1) == 1 && b3.stride(2) != 1 ? at::bmm(g3.transpose(1, 2), a3).transpose(1, 2)
-                                                   : at::bmm(a3.transpose(1, 2), g3))
+      gb = (b3.stride(1) == 1 && b3.stride(2) != 1
+                ? bf16_matmul(g3.transpose(1, 2), a3).transpose(1, 2)
+                : bf16_matmul(a3.transpose(1, 2), g3))
                .view(ctx->saved_data["b_sizes"].toIntVector());
     return {ga, gb};
   }
 };
+
+// Whether a @ b (equal leading dims, on the CPU) is a bf16 product, or one that bf16 autocast
+// makes one, where libtorch's bf16 matmul has no kernel of its own (slow, and summing in bf16:
+// util/gemm.h). Such products go to Bf16Matmul, whose products are model::bf16_matmul's.
+bool widened_bf16(const torch::Tensor& a, const torch::Tensor& b) {
+  if (util::bf16_gemm_native() || !util::bf16_gemm_available() || !a.device().is_cpu() ||
+      a.dim() < 3 || a.dim() != b.dim() ||
+      a.sizes().slice(0, a.dim() - 2) != b.sizes().slice(0, b.dim() - 2))
+    return false;
+  auto low_or_float = [](const torch::Tensor& t) {
+    return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kFloat32;
+  };
+  const bool cast = compat::autocast_enabled(c10::DeviceType::CPU) &&
+                    compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16;
+  return (a.scalar_type() == torch::kBFloat16 && b.scalar_type() == torch::kBFloat16) ||
+         (cast && low_or_float(a) && low_or_float(b));
+}
+
+// torch::matmul, but a widened_bf16 product through Bf16Matmul (the linear attention's).
+torch::Tensor products(const torch::Tensor& a, const torch::Tensor& b) {
+  return widened_bf16(a, b) ? Bf16Matmul::apply(a.to(torch::kBFloat16), b.to(torch::kBFloat16))
+                            : torch::matmul(a, b);
+}
 
 }  // namespace
 
@@ -251,9 +276,9 @@ torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
   const bool autocast = compat::autocast_enabled(c10::DeviceType::CPU);
   const bool grad = torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
   // bf16 under autocast runs through oneDNN (fast); with autograd, b's gradient in b's layout.
-  if (batched && autocast && grad && a.scalar_type() == torch::kBFloat16 &&
-      b.scalar_type() == torch::kBFloat16)
-    return Bf16Matmul::apply(a, b);
+  const bool bf16 = a.scalar_type() == torch::kBFloat16 && b.scalar_type() == torch::kBFloat16;
+  if (batched && autocast && grad && bf16) return Bf16Matmul::apply(a, b);
+  if (widened_bf16(a, b)) return Bf16Matmul::apply(a.to(torch::kBFloat16), b.to(torch::kBFloat16));
   // One mm per leading index: only float32 without autocast.
   if (!batched || autocast || a.scalar_type() != torch::kFloat32 ||
       b.scalar_type() != torch::kFloat32)
@@ -413,8 +438,8 @@ torch::Tensor linear_attention_quadratic(const torch::Tensor& qn, const torch::T
   auto allowed = allowed_B1TS(mask, T, S, q_offset, qn.device());
   auto a =
       allowed.defined() ? allowed.to(qn.scalar_type()) : torch::ones({1, 1, T, S}, qn.options());
-  auto num = torch::matmul(torch::matmul(qn, kn.transpose(-2, -1)) * a, v);
-  auto den = (torch::matmul(qd, kd.transpose(-2, -1)) * a).sum(-1, true);
+  auto num = products(products(qn, kn.transpose(-2, -1)) * a, v);
+  auto den = (products(qd, kd.transpose(-2, -1)) * a).sum(-1, true);
   return num / (den + kEps);
 }
 
@@ -432,9 +457,9 @@ torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_
     kn = kn * m, kd = kd * m, v = v * m;
   }
   if (!mask.causal) {
-    auto kv_BNFH = torch::matmul(kn.transpose(-2, -1), v);
-    auto num = torch::matmul(qn, kv_BNFH);
-    auto den = torch::matmul(qd, kd.sum(2).unsqueeze(-1));  // [B,N,T,1]
+    auto kv_BNFH = products(kn.transpose(-2, -1), v);
+    auto num = products(qn, kv_BNFH);
+    auto den = products(qd, kd.sum(2).unsqueeze(-1));  // [B,N,T,1]
     return num / (den + kEps);
   }
   // Causal (Eq. 19 with the prefix sums of Katharopoulos et al.): chunks of L positions. Inside a
@@ -462,12 +487,12 @@ torch::Tensor linear_attention(const torch::Tensor& qn, const torch::Tensor& kn_
   auto tri_LL =
       torch::ones({L, L}, torch::TensorOptions().dtype(qn.scalar_type()).device(qn.device()))
           .tril();
-  auto state_BNCFH = exclusive_prefix(torch::matmul(kn_c.transpose(-2, -1), v_c));
+  auto state_BNCFH = exclusive_prefix(products(kn_c.transpose(-2, -1), v_c));
   auto zstate_BNCF1 = exclusive_prefix(kd_c.sum(3).unsqueeze(-1));
-  auto num = torch::matmul(torch::matmul(qn_c, kn_c.transpose(-2, -1)) * tri_LL, v_c) +
-             torch::matmul(qn_c, state_BNCFH);
-  auto den = (torch::matmul(qd_c, kd_c.transpose(-2, -1)) * tri_LL).sum(-1, true) +
-             torch::matmul(qd_c, zstate_BNCF1);
+  auto num =
+      products(products(qn_c, kn_c.transpose(-2, -1)) * tri_LL, v_c) + products(qn_c, state_BNCFH);
+  auto den = (products(qd_c, kd_c.transpose(-2, -1)) * tri_LL).sum(-1, true) +
+             products(qd_c, zstate_BNCF1);
   auto out = (num / (den + kEps)).reshape({B, N, C * L, v.size(3)});
   return pad > 0 ? out.narrow(2, 0, T) : out;
 }

@@ -393,7 +393,7 @@ bool uses_bf16_attention(const torch::Tensor& q, const torch::Tensor& k, const t
     return t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && t.dim() == 4 &&
            t.stride(3) == 1;
   };
-  return !turned_off() && vec::bf16_simd() && util::bf16_gemm_available() && bf16_cpu(q) &&
+  return !turned_off() && util::bf16_nodes_pay() && util::bf16_gemm_available() && bf16_cpu(q) &&
          bf16_cpu(k) && bf16_cpu(v) && k.size(0) == q.size(0) && v.size(0) == q.size(0) &&
          k.size(1) == q.size(1) && v.size(1) == q.size(1) && k.size(3) == q.size(3) &&
          v.size(2) == k.size(2) && q.size(2) > 1 && q.numel() > 0 && k.numel() > 0 &&

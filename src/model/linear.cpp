@@ -54,6 +54,28 @@ void matmul_into(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor
 
 namespace {
 
+// Where bf16 products go to util::gemm_bf16 rather than libtorch's bf16 mm (model::bf16_matmul).
+bool widened_products() { return !util::bf16_gemm_native() && util::bf16_gemm_available(); }
+
+// out [M, N] = bf16(a [M, K] b [K, N]) through util::gemm_bf16, acc: M N floats of scratch.
+void gemm_rounded(const torch::Tensor& a_MK, const torch::Tensor& b_KN, float* acc, uint16_t* out) {
+  const int64_t M = a_MK.size(0), K = a_MK.size(1), N = b_KN.size(1);
+  auto A = operand(a_MK), B = operand(b_KN);
+  util::gemm_bf16(A.trans, B.trans, M, N, K, util::bf16_bits(A.t), A.ld, util::bf16_bits(B.t), B.ld,
+                  0.0F, acc, N);
+  vec::float_to_bf16(acc, out, M * N);
+}
+
+// bf16_matmul of 2-D operands.
+torch::Tensor bf16_mm(const torch::Tensor& a_MK, const torch::Tensor& b_KN) {
+  const int64_t M = a_MK.size(0), K = a_MK.size(1), N = b_KN.size(1);
+  if (!widened_products() || M == 0 || N == 0 || K == 0) return at::mm(a_MK, b_KN);
+  auto acc_MN = torch::empty({M, N}, a_MK.options().dtype(torch::kFloat32));
+  auto out_MN = torch::empty({M, N}, a_MK.options());
+  gemm_rounded(a_MK, b_KN, acc_MN.data_ptr<float>(), util::bf16_bits(out_MN));
+  return out_MN;
+}
+
 // y [M, out] = x [M, in] w^T (+ b).
 torch::Tensor forward_2d(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
                          const torch::Tensor& b_O) {
@@ -176,7 +198,7 @@ torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
     return y_MO;
   }
   if (bp == nullptr || util::bf16_products_on_mm() || M == 0 || !contiguous) {
-    auto y_MO = at::mm(x_MI, w_OI.t());
+    auto y_MO = bf16_mm(x_MI, w_OI.t());
     uint16_t* y = util::bf16_bits(y_MO);
     if (bp != nullptr)
       at::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
@@ -203,7 +225,7 @@ torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
 torch::Tensor mm_bf16(const torch::Tensor& a_MK, const torch::Tensor& b_KN) {
   const int64_t M = a_MK.size(0), K = a_MK.size(1), N = b_KN.size(1);
   if (!a_MK.is_contiguous() || !b_KN.is_contiguous() || !on_tiles(M, N, K))
-    return at::mm(a_MK, b_KN);
+    return bf16_mm(a_MK, b_KN);
   std::vector<uint16_t> bp(static_cast<size_t>(K * N));  // b in pairs of rows
   util::amx::pack_rows(util::bf16_bits(b_KN), N, K, N, bp.data());
   auto out_MN = torch::empty({M, N}, a_MK.options());
@@ -236,7 +258,7 @@ torch::Tensor column_sums_bf16(const torch::Tensor& g_MO) {
 torch::Tensor weight_grad_bf16(const torch::Tensor& g_MO, const torch::Tensor& x_MI,
                                bool float_weight) {
   const int64_t M = g_MO.size(0), O = g_MO.size(1), I = x_MI.size(1);
-  if (!float_weight || !util::bf16_gemm_available()) return at::mm(g_MO.t(), x_MI);
+  if (!float_weight || !util::bf16_gemm_available()) return bf16_mm(g_MO.t(), x_MI);
   auto gw_OI = torch::empty({O, I}, g_MO.options().dtype(torch::kFloat32));
   util::gemm_bf16(true, false, O, I, M, util::bf16_bits(g_MO), O, util::bf16_bits(x_MI), I, 0.0F,
                   gw_OI.data_ptr<float>(), I);
@@ -403,16 +425,16 @@ struct Bf16RotatedLinear : public torch::autograd::Function<Bf16RotatedLinear> {
 };
 
 // Whether the bf16 layer applies: CPU autocast in bf16, float inputs on the CPU, a 2-D weight, a
-// 1-D bias or none, and a CPU with the AVX-512 forms (elsewhere libtorch's addmm is as good).
+// 1-D bias or none, and a CPU where the bf16 nodes beat libtorch's addmm (util::bf16_nodes_pay).
 bool bf16_path(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   auto cpu_float = [](const torch::Tensor& t) {
     return t.device().is_cpu() &&
            (t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kBFloat16);
   };
   return compat::autocast_enabled(c10::DeviceType::CPU) &&
-         compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 && vec::bf16_simd() &&
-         cpu_float(x) && cpu_float(w) && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) &&
-         x.numel() > 0 &&
+         compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 &&
+         util::bf16_nodes_pay() && cpu_float(x) && cpu_float(w) && w.dim() == 2 && x.dim() >= 1 &&
+         x.size(-1) == w.size(1) && x.numel() > 0 &&
          (!b.defined() || (cpu_float(b) && b.dim() == 1 && b.size(0) == w.size(0)));
 }
 
@@ -492,6 +514,19 @@ torch::Tensor act_dropout_after_linear(const torch::nn::Linear& m, const torch::
 
 torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x) {
   return linear(x, m->weight, m->bias);
+}
+
+torch::Tensor bf16_matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.dim() == 2) return bf16_mm(a, b);
+  const int64_t n = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  if (!widened_products() || n == 0 || M == 0 || N == 0 || K == 0) return at::bmm(a, b);
+  auto out = torch::empty({n, M, N}, a.options());
+  at::parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> acc(static_cast<size_t>(M * N));
+    for (int64_t i = i0; i < i1; ++i)
+      gemm_rounded(a.select(0, i), b.select(0, i), acc.data(), util::bf16_bits(out) + i * M * N);
+  });
+  return out;
 }
 
 bool bf16_linear(const torch::Tensor& x, const torch::Tensor& w) {

@@ -81,4 +81,10 @@ std::pair<torch::Tensor, torch::Tensor> bf16_linear_grads(const torch::Tensor& g
 // the cores oneDNN's threads need next.
 void matmul_into(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b);
 
+// a @ b for bf16 a [M, K], b [K, N] (or batched, [n, M, K] @ [n, K, N]), any strides, in bf16:
+// libtorch's mm or bmm, or where libtorch's bf16 matmul has no kernel of its own
+// (!util::bf16_gemm_native(): slow, and it sums in bf16) util::gemm_bf16's float32 sums,
+// rounded once, as a bf16 matmul rounds its product.
+torch::Tensor bf16_matmul(const torch::Tensor& a, const torch::Tensor& b);
+
 }  // namespace ropelab::model

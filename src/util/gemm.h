@@ -27,10 +27,18 @@ bool fast_sgemm_available();
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// Whether gemm_bf16() can run: oneDNN's dnnl_gemm_bf16bf16f32 was found. Its JIT kernels are the
-// ones libtorch's bf16 matmuls reach through oneDNN (vdpbf16ps where the CPU has AVX512_BF16);
-// on the attention's shapes (64-row blocks of 64-wide heads against up to 256 keys) they give
-// the bits of libtorch's bf16 bmm rounded from its float32 result.
+// Whether oneDNN's dnnl_gemm_bf16bf16f32 runs on this CPU: its JIT kernels are the ones
+// libtorch's bf16 matmuls reach through oneDNN (vdpbf16ps where the CPU has AVX512_BF16); on the
+// attention's shapes (64-row blocks of 64-wide heads against up to 256 keys) they give the bits
+// of libtorch's bf16 bmm rounded from its float32 result. oneDNN has them only for AVX-512 CPUs:
+// on an AVX2 CPU (an AMD EPYC of the Zen 3 generation) each call answers "unimplemented", which
+// one probe product, made once, finds out.
+bool bf16_gemm_native();
+
+// Whether gemm_bf16() can run: natively (bf16_gemm_native), or else on oneDNN's sgemm with both
+// operands widened to float32 first. Widening is exact, and both accumulate the products in
+// float32, so the two agree up to the order of the sums. Libtorch's own bf16 mm has no fast
+// kernel on such a CPU (2.3 against 56 GFLOP/s for float32, 2048^2 on 2 cores of a Zen 3 EPYC).
 bool bf16_gemm_available();
 
 // C = op(A) op(B) + beta C with A and B bf16 (their bits, as util/vec_bf16.h's loops take them),
@@ -54,8 +62,18 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
 // that fit run on util::amx's tiles too (model/bf16_attention.cpp, model/linear.cpp).
 bool bf16_products_on_mm();
 
+// Whether ropelab's bf16 nodes (the dense layers, the attention, the LM head's loss) beat
+// libtorch's bf16 ops on this CPU: where the AVX-512 forms of util/vec_bf16.h run, or where
+// libtorch's bf16 matmul has no kernel of its own (no bf16_gemm_native) and oneDNN's sgemm is
+// there for gemm_bf16 to widen onto. On such a CPU libtorch 1.13's bf16 mm runs its own loops,
+// 2.3 GFLOP/s on 2 cores of a Zen 3 EPYC, and for untransposed or transposed-A operands sums in
+// bf16 (5% of the largest |value| off, K = 512); the nodes' float32 sums are exact to float32.
+// Elsewhere (no AVX-512 but a libtorch with bf16 kernels of its own) libtorch's ops stay.
+bool bf16_nodes_pay();
+
 // "libtorch's bf16 mm" (with ", the attention and the dense layers on AMX tiles" where
-// util::amx::available()) or "oneDNN's gemm": what bf16_products_on_mm() chose.
+// util::amx::available()) or "oneDNN's gemm": what bf16_products_on_mm() chose; or, where
+// oneDNN has no bf16 gemm for this CPU, "oneDNN's sgemm on bf16 widened to float32" for both.
 std::string bf16_products_name();
 
 // "oneDNN sgemm" or "BLAS (libtorch)": what float32 matmuls of the model's dense layers run on.

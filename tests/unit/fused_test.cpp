@@ -403,12 +403,22 @@ TEST(Fused, BatchedMatmulUnderBf16AutocastKeepsTheKeysLayout) {
   auto [y1, gq1, gk1] = go(true);
   auto [y0, gq0, gk0] = go(false);
   EXPECT_EQ(y1.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(gk1.is_contiguous());
+  EXPECT_FALSE(gk0.is_contiguous());  // what libtorch's backward gives
+  if (!util::bf16_gemm_native()) {
+    // libtorch's bf16 matmul sums in bf16 here (util/gemm.h): ours are the float32 sums of the
+    // bf16 values, rounded once, within a bf16 step of float64's.
+    auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
+    auto w64 = f64(w);
+    EXPECT_TRUE(test::close(f64(y1), f64(q0).matmul(f64(k0).transpose(-2, -1)), 1.0 / 128, 1e-3));
+    EXPECT_TRUE(test::close(f64(gq1), w64.matmul(f64(k0)), 1.0 / 128, 1e-3));
+    EXPECT_TRUE(test::close(f64(gk1), w64.transpose(-2, -1).matmul(f64(q0)), 1.0 / 128, 1e-3));
+    return;
+  }
   EXPECT_TRUE(torch::equal(y1, y0));
   EXPECT_TRUE(torch::equal(gq1, gq0));
   // The same sums, perhaps in another order: to bf16 rounding.
   EXPECT_TRUE(test::close(gk1.to(torch::kFloat32), gk0.to(torch::kFloat32), 1.0 / 128, 1e-2));
-  EXPECT_TRUE(gk1.is_contiguous());
-  EXPECT_FALSE(gk0.is_contiguous());  // what libtorch's backward gives
 }
 
 // bf16_attention = the unfused bf16 path (q scaled, batched_matmul, masked_softmax,
@@ -424,7 +434,7 @@ TEST(Fused, BatchedMatmulUnderBf16AutocastKeepsTheKeysLayout) {
 // the unfused path recomputes them in float32; they stay within 1.3x of the unfused path's
 // distance to float64 (at most 1.17x on these cases).
 TEST(Fused, Bf16AttentionMatchesTheUnfusedPath) {
-  if (!vec::bf16_simd()) GTEST_SKIP() << "bf16_attention runs on CPUs with the AVX-512 forms";
+  if (!util::bf16_nodes_pay()) GTEST_SKIP() << "bf16_attention does not run on this CPU";
   struct Shape {
     int64_t B, N, T, S, W, H;
     bool causal;
@@ -658,8 +668,9 @@ TEST(Fused, DenseLayerMatchesLibtorchLinear) {
 
 // Under bf16 autocast, with a bias and without (the LM head): the output in bf16, within one
 // bf16 rounding of libtorch's linear (which rounds once, where ours rounds the product and then
-// the sum with the bias on AVX-512 CPUs), and the three gradients in their parameters' dtypes,
-// within bf16's precision. On AVX-512 CPUs the bias's gradient is the float32 sum of dY's bf16
+// the sum with the bias where the bf16 nodes run), and the three gradients in their parameters'
+// dtypes, within bf16's precision. Where the bf16 nodes run (util::bf16_nodes_pay: AVX-512, or
+// an AVX2 CPU whose libtorch has no bf16 gemm) the bias's gradient is the float32 sum of dY's bf16
 // columns, and the weight's (with oneDNN's bf16 gemm) the float32 sums of the bf16 products
 // dY^T X, never rounded to bf16 (libtorch's is).
 TEST(Fused, DenseLayerUnderBf16Autocast) {
@@ -683,11 +694,17 @@ TEST(Fused, DenseLayerUnderBf16Autocast) {
     EXPECT_EQ(y1.scalar_type(), torch::kBFloat16);
     EXPECT_TRUE(test::close(y1.to(torch::kFloat32), y0.to(torch::kFloat32), 1.0 / 128, 0.05));
     EXPECT_EQ(gw1.scalar_type(), torch::kFloat32);
-    EXPECT_TRUE(test::close(gx1, gx0, 1.0 / 64, 0.05));
-    EXPECT_TRUE(test::close(gw1, gw0, 1.0 / 64, 0.1));
     auto g16 = g.to(torch::kBFloat16).to(torch::kFloat64).reshape({-1, 45});
     auto x16 = x0.to(torch::kBFloat16).to(torch::kFloat64).reshape({-1, 70});
-    if (vec::bf16_simd() && util::bf16_gemm_available()) {
+    auto w16 = w0.to(torch::kBFloat16).to(torch::kFloat64);
+    // Where libtorch's bf16 mm has no kernel of its own it sums in bf16 (util/gemm.h): there the
+    // yardstick is the exact product of the bf16 values, rounded once.
+    const bool exact_ref = !util::bf16_gemm_native();
+    EXPECT_TRUE(test::close(gx1, exact_ref ? g16.matmul(w16).view_as(x0).to(torch::kFloat32) : gx0,
+                            1.0 / 64, 0.05));
+    EXPECT_TRUE(
+        test::close(gw1, exact_ref ? g16.t().matmul(x16).to(torch::kFloat32) : gw0, 1.0 / 64, 0.1));
+    if (util::bf16_nodes_pay() && util::bf16_gemm_available()) {
       EXPECT_TRUE(test::close(gw1.to(torch::kFloat64), g16.t().matmul(x16), 1e-6, 1e-5));
       EXPECT_FALSE(torch::equal(gw1, gw0));  // libtorch's, rounded to bf16 first
     }
@@ -695,7 +712,7 @@ TEST(Fused, DenseLayerUnderBf16Autocast) {
     EXPECT_EQ(gb1.scalar_type(), torch::kFloat32);
     EXPECT_TRUE(test::close(gb1, gb0, 1.0 / 64, 0.1));
     // The bias's gradient: the exact column sums of dY as bf16 (every term is representable).
-    if (vec::bf16_simd()) {
+    if (util::bf16_nodes_pay()) {
       EXPECT_TRUE(test::close(gb1.to(torch::kFloat64), g16.sum(0), 1e-6, 1e-5));
     }
   }
@@ -770,7 +787,7 @@ TEST(Fused, LayerNormForTheMatmulUnderBf16Autocast) {
   auto [y0, gx0, gw0, gb0] = run(false);
   // (elsewhere than AVX-512 the float32 norm, which the matmul's autocast casts). Both round to
   // bf16 from float32 values that differ in their last bits: one bf16 step apart at most.
-  EXPECT_EQ(y1.scalar_type(), vec::bf16_simd() ? torch::kBFloat16 : torch::kFloat32);
+  EXPECT_EQ(y1.scalar_type(), util::bf16_nodes_pay() ? torch::kBFloat16 : torch::kFloat32);
   EXPECT_TRUE(test::close(y1.to(torch::kFloat32), y0.to(torch::kFloat32), 1.0 / 128, 1e-5));
   EXPECT_EQ(gx1.scalar_type(), torch::kFloat32);
   EXPECT_TRUE(test::close(gx1, gx0, 1e-4, 1e-4));
@@ -820,7 +837,7 @@ TEST(Fused, LayerNormHandsItsInputOnForTheResidual) {
     loss.backward();
     at::removeCallback(handle);
     const bool added = std::count(g_ops.begin(), g_ops.end(), "aten::add") > 0;
-    EXPECT_EQ(added, !(together && vec::bf16_simd())) << ::testing::PrintToString(g_ops);
+    EXPECT_EQ(added, !(together && util::bf16_nodes_pay())) << ::testing::PrintToString(g_ops);
     return std::make_tuple(y.detach(), res.detach(), x.grad(), norm->weight.grad().clone(),
                            norm->bias.grad().clone());
   };
@@ -835,11 +852,11 @@ TEST(Fused, LayerNormHandsItsInputOnForTheResidual) {
 
 // Under bf16 autocast a [B, T, in] input's bias never goes through libtorch's broadcasting
 // add_ (the C++ frontend's functional::linear does that, in mixed dtypes under autocast: 7.8 ms
-// of a 96 ms lm-large step on an H200). On an AVX-512 CPU it is ropelab's bf16 layer: oneDNN's
-// bf16 gemm to float32, then the bias added as that is rounded to bf16 (util/vec_bf16.h), or
-// libtorch's bf16 mm and the bias added to it in place (util::bf16_products_on_mm: AMX, or no
-// oneDNN gemm); either way y = bf16(bf16(x w^T) + b). Elsewhere libtorch's linear, the bias
-// inside one addmm.
+// of a 96 ms lm-large step on an H200). Where the bf16 nodes run (util::bf16_nodes_pay) it is
+// ropelab's bf16 layer: a bf16 gemm to float32 (oneDNN's, or its sgemm on widened operands),
+// then the bias added as that is rounded to bf16 (util/vec_bf16.h), or libtorch's bf16 mm and
+// the bias added to it in place (util::bf16_products_on_mm: AMX); either way y = bf16(bf16(x
+// w^T) + b). Elsewhere libtorch's linear, the bias inside one addmm.
 TEST(Fused, DenseLayerFoldsTheBiasIntoTheMatmul) {
   auto x = torch::randn({3, 5, 7}), w = torch::randn({4, 7}), b = torch::randn({4});
   for (const char* path : {"gemm", "mm"}) {
@@ -857,11 +874,13 @@ TEST(Fused, DenseLayerFoldsTheBiasIntoTheMatmul) {
       return std::find(g_ops.begin(), g_ops.end(), op) != g_ops.end();
     };
     EXPECT_FALSE(has("aten::add_")) << "ops: " << ::testing::PrintToString(g_ops);
-    if (!vec::bf16_simd()) {
+    if (!util::bf16_nodes_pay()) {
       EXPECT_TRUE(has("aten::addmm")) << "ops: " << ::testing::PrintToString(g_ops);
       continue;
     }
-    const bool mm = std::string(path) == "mm" || !util::bf16_gemm_available();
+    // libtorch's mm only where it has a bf16 kernel of its own (util/gemm.h).
+    const bool mm =
+        (std::string(path) == "mm" || !util::bf16_gemm_available()) && util::bf16_gemm_native();
     EXPECT_TRUE(has("ropelab::bf16_linear") && has(mm ? "aten::mm" : "ropelab::gemm") &&
                 !has("aten::addmm"))
         << "ops: " << ::testing::PrintToString(g_ops);
@@ -950,7 +969,7 @@ TEST(Fused, Bf16AttentionOnTheTilesMatchesTheGemm) {
 }
 
 TEST(Fused, Bf16AttentionOfOneProjectionNeedsNoConcatenation) {
-  if (!vec::bf16_simd()) GTEST_SKIP() << "bf16_attention runs on CPUs with the AVX-512 forms";
+  if (!util::bf16_nodes_pay()) GTEST_SKIP() << "bf16_attention does not run on this CPU";
   const int64_t B = 2, T = 70, N = 2, W = 16, D = N * W;
   auto p0 = torch::randn({B, T, 3 * D}).to(torch::kBFloat16);
   auto go = torch::randn({B, N, T, W}).to(torch::kBFloat16);
@@ -993,7 +1012,7 @@ TEST(Fused, Bf16AttentionOfOneProjectionNeedsNoConcatenation) {
 // without a bias; a row count off the tiles' multiples of 32 takes the composition (the same
 // values too).
 TEST(Fused, FfnFirstLayerInOneNodeEqualsTheComposition) {
-  if (!vec::bf16_simd()) GTEST_SKIP() << "the bf16 layers run on CPUs with the AVX-512 forms";
+  if (!util::bf16_nodes_pay()) GTEST_SKIP() << "the bf16 layers do not run on this CPU";
   for (int64_t T : {16, 15})
     for (auto act :
          {config::Activation::kGelu, config::Activation::kRelu, config::Activation::kGeluTanh})
@@ -1041,7 +1060,7 @@ TEST(Fused, FfnFirstLayerInOneNodeEqualsTheComposition) {
 // keys and values (2 kv heads of 4) the output bit for bit, the gradients to bf16 rounding. The
 // reference is the same RoPE module without the hook.
 TEST(Fused, RotatedProjectionEqualsTheRotationAfterIt) {
-  if (!vec::bf16_simd()) GTEST_SKIP() << "the bf16 projection runs on CPUs with the AVX-512 forms";
+  if (!util::bf16_nodes_pay()) GTEST_SKIP() << "the bf16 projection does not run on this CPU";
   struct NoHook : model::RotaryImpl {
     using RotaryImpl::RotaryImpl;
     std::optional<Rotation> rotation(const model::PosCache&, int64_t) const override { return {}; }
@@ -1259,7 +1278,7 @@ TEST(Fused, KernelsGiveTheSameBitsOnOneAndTwoThreads) {
 // (each row's, head's or chunk's result never depends on which thread took it, and the sums
 // across them are added in a fixed order).
 TEST(Fused, Bf16KernelsGiveTheSameBitsOnOneAndTwoThreads) {
-  if (!vec::bf16_simd()) GTEST_SKIP() << "the bf16 kernels run on CPUs with the AVX-512 forms";
+  if (!util::bf16_nodes_pay()) GTEST_SKIP() << "the bf16 kernels do not run on this CPU";
   const int before = at::get_num_threads();
   auto norm = random_layer_norm(32);
   torch::manual_seed(11);
@@ -1303,27 +1322,30 @@ TEST(Fused, Bf16KernelsGiveTheSameBitsOnOneAndTwoThreads) {
 
 // `ropelab info` says which path the bf16 products that stay bf16 take: libtorch's bf16 mm where
 // the CPU has AMX (or oneDNN's gemm is not reachable), oneDNN's gemm elsewhere, and
-// ROPELAB_BF16_PRODUCTS forces one; an unknown value warns and keeps the machine's choice.
+// ROPELAB_BF16_PRODUCTS forces one; an unknown value warns and keeps the machine's choice. Where
+// oneDNN has no bf16 gemm for the CPU (AVX2), both are its sgemm on widened operands.
 TEST(Platform, InfoNamesTheBf16ProductsPath) {
   auto r = test::run(test::ropelab_bin() + " info");
   ASSERT_EQ(r.code, 0) << r.out;
   const bool amx = r.out.find("amx_bf16=1") != std::string::npos;
+  const bool widened = !util::bf16_gemm_native() && util::bf16_gemm_available();
   const bool mm = amx || !util::bf16_gemm_available();
-  EXPECT_NE(r.out.find(mm ? "bf16_products: libtorch's bf16 mm" : "bf16_products: oneDNN's gemm"),
-            std::string::npos)
-      << r.out;
+  const char* machines = widened ? "bf16_products: oneDNN's sgemm on bf16 widened to float32"
+                         : mm    ? "bf16_products: libtorch's bf16 mm"
+                                 : "bf16_products: oneDNN's gemm";
+  EXPECT_NE(r.out.find(machines), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("the attention and the dense layers on AMX tiles") != std::string::npos,
             util::amx::available())
       << r.out;
   auto forced = test::run("ROPELAB_BF16_PRODUCTS=mm " + test::ropelab_bin() + " info");
-  EXPECT_NE(forced.out.find("bf16_products: libtorch's bf16 mm"), std::string::npos) << forced.out;
+  EXPECT_NE(forced.out.find(widened ? machines : "bf16_products: libtorch's bf16 mm"),
+            std::string::npos)
+      << forced.out;
   auto odd = test::run("ROPELAB_BF16_PRODUCTS=fast " + test::ropelab_bin() + " info");
   ASSERT_EQ(odd.code, 0) << odd.out;
   EXPECT_NE(odd.out.find("ROPELAB_BF16_PRODUCTS=fast: expected mm or gemm"), std::string::npos)
       << odd.out;
-  EXPECT_NE(odd.out.find(mm ? "bf16_products: libtorch's bf16 mm" : "bf16_products: oneDNN's gemm"),
-            std::string::npos)
-      << odd.out;
+  EXPECT_NE(odd.out.find(machines), std::string::npos) << odd.out;
 }
 
 // `ropelab` starts with OpenMP's workers told to sleep when idle (they would otherwise spin on
