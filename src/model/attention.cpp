@@ -101,7 +101,7 @@ torch::Tensor softmax_bf16_backward(const torch::Tensor& scores, const torch::Te
 // Backward: dx = p (g - sum p g), one vectorised pass per row; the bias gets the sum of dx over
 // its broadcast dims.
 //
-// bf16 scores and output with no bias gradient, where the bf16 nodes run (util::bf16_nodes_pay):
+// bf16 scores and output with no bias gradient, on a CPU with util/vec_bf16.h's AVX-512 forms:
 // the rows are read and written as bf16 (float32 in registers). The backward recomputes the
 // float32 p from the saved bf16 scores and each row's max and 1 / sum (FlashAttention's
 // recomputation, Dao et al. 2022): the same p as the float32 copy it replaces, which took twice
@@ -118,7 +118,7 @@ struct MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
     ctx->saved_data["bias_dtype"] = bias.scalar_type();
     ctx->saved_data["bias_grad"] = bias.numel() > 0 && bias.requires_grad();
     const bool bf16 = scores.scalar_type() == torch::kBFloat16 && out_dtype == torch::kBFloat16 &&
-                      util::bf16_nodes_pay() && !(bias.numel() > 0 && bias.requires_grad());
+                      vec::bf16_simd() && !(bias.numel() > 0 && bias.requires_grad());
     ctx->saved_data["recompute_bf16"] = bf16;
     if (bf16) {
       auto [out, stats] =

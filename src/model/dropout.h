@@ -36,7 +36,7 @@ torch::Tensor act_dropout(const torch::Tensor& h, config::Activation act, double
 // (model/linear.h's act_dropout_after_linear), giving act_dropout's values bit for bit.
 //
 // Whether it applies: training, 0 < p < 1, a float CPU tensor t (h or what h is made from), a CPU
-// where ropelab's bf16 nodes run (util::bf16_nodes_pay).
+// with the AVX-512 forms.
 bool fuses_act_dropout(const torch::Tensor& t, double p, bool training);
 // One call's mask, drawn where act_dropout would draw it (the same seed, the same masks).
 class ActDropoutBlocks {

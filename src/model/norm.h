@@ -27,7 +27,7 @@ class NormImpl : public torch::nn::Module, public OwnsParameters {
   torch::Tensor forward(const torch::Tensor& x);
   // The norm of x for a sublayer that only multiplies it by weights (pre-norm): under CPU bf16
   // autocast a LayerNorm writes bf16 directly (the values autocast's cast of forward(x) would
-  // give, in one pass, where the bf16 nodes run: util::bf16_nodes_pay); otherwise forward(x).
+  // give, in one pass, on CPUs with util/vec_bf16.h's AVX-512 forms); otherwise forward(x).
   torch::Tensor matmul_input(const torch::Tensor& x);
   // matmul_input(x), and x for the block's residual add (x + f(norm(x))): on the bf16 path, x as
   // an output of the norm's own node, whose backward then adds the residual's gradient to the

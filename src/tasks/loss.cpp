@@ -66,9 +66,9 @@ struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy>
   }
 };
 
-// bf16 logits where the bf16 nodes run (util::bf16_nodes_pay) are read and written in place.
+// bf16 logits on a CPU with util/vec_bf16.h's AVX-512 forms are read and written in place.
 bool in_place_bf16(const torch::Tensor& logits) {
-  return logits.scalar_type() == torch::kBFloat16 && util::bf16_nodes_pay();
+  return logits.scalar_type() == torch::kBFloat16 && vec::bf16_simd();
 }
 // A logit as the loss reads it: bf16 bits, or a float32 a bf16 gemm wrote, rounded to bf16 first.
 float logit(uint16_t x) { return static_cast<float>(c10::BFloat16(x, c10::BFloat16::from_bits())); }
@@ -117,8 +117,8 @@ std::array<torch::Tensor, 4> fused_outputs(int64_t N, int64_t V, const torch::Te
   return {loss, nll, arg, torch::empty({N, V}, o.dtype(torch::kBFloat16))};
 }
 
-// FusedCrossEntropy's forward when it also writes the gradient (bf16 logits, util::bf16_nodes_pay):
-// the stats and the gradient of each row in one visit, the gradient kept for the backward.
+// FusedCrossEntropy's forward when it also writes the gradient (bf16 logits, AVX-512): the
+// stats and the gradient of each row in one visit, the gradient kept for the backward.
 variable_list forward_with_gradient(AutogradContext* ctx, const torch::Tensor& logits,
                                     const torch::Tensor& target, double a, double b,
                                     double grad_w) {
@@ -395,7 +395,8 @@ CrossEntropy linear_cross_entropy(const torch::Tensor& h_NI, const torch::Tensor
   const double grad_w = ExpectedGradScale::current();
   const bool fused = grad_w > 0 && torch::GradMode::is_enabled() &&
                      (h_NI.requires_grad() || w_VI.requires_grad()) && h_NI.dim() == 2 &&
-                     model::bf16_linear(h_NI, w_VI) && util::bf16_gemm_available();
+                     model::bf16_linear(h_NI, w_VI) && util::bf16_gemm_available() &&
+                     vec::bf16_simd();  // its rows' loop: the AVX-512 form (else the two calls)
   if (!fused) return cross_entropy(model::linear(h_NI, w_VI), target_N, a, b);
   auto h16_NI = h_NI.to(torch::kBFloat16).contiguous();
   return sums(LinearCrossEntropy::apply(h16_NI, w_VI.contiguous(), target_N, a, b, grad_w),

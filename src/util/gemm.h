@@ -62,12 +62,13 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
 // that fit run on util::amx's tiles too (model/bf16_attention.cpp, model/linear.cpp).
 bool bf16_products_on_mm();
 
-// Whether ropelab's bf16 nodes (the dense layers, the attention, the LM head's loss) beat
-// libtorch's bf16 ops on this CPU: where the AVX-512 forms of util/vec_bf16.h run, or where
+// Whether ropelab's bf16 nodes with products in them (the dense layers, the fused attention)
+// beat libtorch's bf16 ops on this CPU: where the AVX-512 forms of util/vec_bf16.h run, or where
 // libtorch's bf16 matmul has no kernel of its own (no bf16_gemm_native) and oneDNN's sgemm is
 // there for gemm_bf16 to widen onto. On such a CPU libtorch 1.13's bf16 mm runs its own loops,
 // 2.3 GFLOP/s on 2 cores of a Zen 3 EPYC, and for untransposed or transposed-A operands sums in
 // bf16 (5% of the largest |value| off, K = 512); the nodes' float32 sums are exact to float32.
+// The element-wise kernels ask vec::bf16_simd() alone: their portable bf16 loops are scalar.
 // Elsewhere (no AVX-512 but a libtorch with bf16 kernels of its own) libtorch's ops stay.
 bool bf16_nodes_pay();
 

@@ -8,7 +8,6 @@
 
 #include "model/position/rope_frequencies.h"
 #include "util/float_rows.h"
-#include "util/gemm.h"
 #include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
 
@@ -96,10 +95,9 @@ namespace {
 // tensor.
 struct FusedRope : public torch::autograd::Function<FusedRope> {
   // y = rope(x) (or its backward) row by row: x [B, N, T, W] through its strides (the last one
-  // 1), y contiguous. bf16 where the bf16 nodes run (util::bf16_nodes_pay): vec::rope_row_bf16
-  // reads and writes bf16 directly; otherwise each row is staged in float32 for
-  // vec::rope_row(_backward). y_btnw: y's storage laid out [B, T, N, W] (returned as its [B, N, T,
-  // W] transposed view).
+  // 1), y contiguous. bf16 on a CPU with the AVX-512 forms: vec::rope_row_bf16 reads and writes
+  // bf16 directly; otherwise each row is staged in float32 for vec::rope_row(_backward).
+  // y_btnw: y's storage laid out [B, T, N, W] (returned as its [B, N, T, W] transposed view).
   static torch::Tensor rows(const torch::Tensor& x, const torch::Tensor& cos_TF,
                             const torch::Tensor& sin_TF, bool interleaved, bool backward,
                             bool y_btnw) {
@@ -109,7 +107,7 @@ struct FusedRope : public torch::autograd::Function<FusedRope> {
                  : torch::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
     const float* c = cos_TF.data_ptr<float>();
     const float* s = sin_TF.data_ptr<float>();
-    const bool bf16 = x.scalar_type() == torch::kBFloat16 && util::bf16_nodes_pay();
+    const bool bf16 = x.scalar_type() == torch::kBFloat16 && vec::bf16_simd();
     const bool f32 = y.scalar_type() == torch::kFloat32;
     const auto* xb = bf16 ? util::bf16_bits(x) : nullptr;
     auto* yb = bf16 ? util::bf16_bits(y) : nullptr;
