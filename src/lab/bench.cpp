@@ -113,6 +113,7 @@ json thread_facts() {
 // hides dnnl_set_verbose: then only the CPU's flag is reported.
 json bf16_matmul_facts() {
   json j{{"amx", platform::cpu_has_amx_bf16()},
+         {"onednn_bf16", util::bf16_gemm_native()},
          {"bf16_matmul_kernel", "unknown"},
          {"onednn_isa", "unknown"}};
   using SetVerbose = int (*)(int);

@@ -402,7 +402,9 @@ void Session::machine() {
            {"fp32, " + m.value("fp32_gemm", std::string("-")) + " (the dense layers)",
             cell(m, "fp32_dense_gflops", "{:.1f}")},
            {"bf16, libtorch's matmul (oneDNN's matmul)", cell(m, "bf16_mm_gflops", "{:.1f}")},
-           {"bf16, oneDNN's gemm (the dense layers)", cell(m, "bf16_dense_gflops", "{:.1f}")}}};
+           {m.value("onednn_bf16", true) ? "bf16, oneDNN's gemm (the dense layers)"
+                                         : "bf16, oneDNN's sgemm, widened (the dense layers)",
+            cell(m, "bf16_dense_gflops", "{:.1f}")}}};
   if (gpu_)
     t = Table{{"matmul 8192x8192 on " + m.value("gpu", std::string("the GPU")), "GFLOP/s"},
               {{"fp32 (no TF32)", cell(m, "fp32_gflops", "{:.0f}")},
@@ -431,10 +433,18 @@ void Session::machine() {
       summary_["machine"][k] = num(m, k);
     summary_["machine"]["bf16_matmul_kernel"] = m.value("bf16_matmul_kernel", "unknown");
     summary_["machine"]["amx"] = amx;
-    md_ +=
-        fmt::format("bf16 matmuls ran on oneDNN's `{}` (ISA: {}); AMX: {}.\n\n",
-                    m.value("bf16_matmul_kernel", "unknown"), m.value("onednn_isa", "unknown"),
-                    amx ? "yes (amx_bf16 in /proc/cpuinfo)" : "no (no amx_bf16 in /proc/cpuinfo)");
+    summary_["machine"]["onednn_bf16"] = m.value("onednn_bf16", true);
+    const std::string amx_says =
+        amx ? "yes (amx_bf16 in /proc/cpuinfo)" : "no (no amx_bf16 in /proc/cpuinfo)";
+    if (!m.value("onednn_bf16", true))  // an AVX2 CPU (util/gemm.h)
+      md_ +=
+          "oneDNN has no bf16 gemm for this CPU: libtorch's bf16 matmul ran its own loops, "
+          "and the dense layers' row is oneDNN's sgemm on operands widened to float32; AMX: " +
+          amx_says + ".\n\n";
+    else
+      md_ += fmt::format("bf16 matmuls ran on oneDNN's `{}` (ISA: {}); AMX: {}.\n\n",
+                         m.value("bf16_matmul_kernel", "unknown"), m.value("onednn_isa", "unknown"),
+                         amx_says);
   }
 }
 

@@ -17,13 +17,16 @@ for h in "## Machine" "## Training" "## Position modules" "## Attention kernels"
          "## Long context" "| T5 tokens/s |" "sliding window 16" "2 ranks a sequence" \
          "## Layouts" \
          "| window 8 tokens/s |" \
-         "## Goals" "ropelab / best" "| matmul share | rest ms/step | matmul efficiency |" "bf16 matmuls ran on oneDNN's" \
+         "## Goals" "ropelab / best" "| matmul share | rest ms/step | matmul efficiency |" \
          "The yardstick of MFU in each dtype is the faster of its two rows" \
          "best PyTorch" "the best PyTorch (lm, fp32)" "| xpos |" \
          "- ropelab: BLAS core" "OpenMP wait" "written: b/bench.md"; do
   expect_in "$h"
 done
 expect_not_in "failed"
+# which kernel ran the bf16 matmuls, or that oneDNN has none for this CPU (AVX2: util/gemm.h)
+grep -q -e "bf16 matmuls ran on oneDNN's" -e "oneDNN has no bf16 gemm for this CPU" b/bench.md ||
+  fail "bench.md names no bf16 matmul kernel"
 FAMILIES=$("$ROPELAB" config --schema | sed -n 's/.*# position module: //p' | head -1) \
 python3 - <<'PY' || fail "bench.json lacks figures"
 import json, math, os
