@@ -1,5 +1,6 @@
 #include "util/vec_bf16.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -773,24 +774,47 @@ bool bf16_convert_instruction() {
 
 namespace portable {
 
-// The bias passes of the dense layers, which AVX2 CPUs run in the portable form
-// (util::bf16_nodes_pay): also compiled for x86-64-v3, at -O3 so that GCC vectorises them. Each
-// element is one float32 add between roundings (no product to contract into an FMA, no sum to
-// reorder): every clone gives the same bits.
+// The portable forms that AVX2 CPUs run in a training step (their bf16 nodes, util::bf16_nodes_pay:
+// the dense layers' bias passes, the attention's softmax rows, RoPE's rows) are also compiled for
+// x86-64-v3, at -O3 so that GCC vectorises them (this file is compiled with -fno-trapping-math,
+// CMakeLists.txt, which exp_approx's loops need). Their sums and maxima run over kLanes lanes in
+// a fixed order (no reassociation needed): the bias passes give the same bits in every clone,
+// the others the same to float32 rounding (the v3 clone contracts products into FMAs).
 #if ROPELAB_HAVE_X86
-#define ROPELAB_BIAS_CLONES \
+#define ROPELAB_PORTABLE_CLONES \
   __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("O3")))
 #else
-#define ROPELAB_BIAS_CLONES
+#define ROPELAB_PORTABLE_CLONES
 #endif
+#define ROPELAB_INLINE inline __attribute__((always_inline))
 
-ROPELAB_BIAS_CLONES void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols,
+// Element j to lane j % kLanes: one vector of AVX2's float32 registers.
+constexpr int64_t kLanes = 8;
+ROPELAB_INLINE float lanes_sum(const float* a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+ROPELAB_INLINE float lanes_max(const float* a) {
+  float m = a[0];
+  for (int64_t l = 1; l < kLanes; ++l) m = a[l] > m ? a[l] : m;
+  return m;
+}
+// f(j, j % kLanes) for j in [0, n): whole groups of kLanes (which GCC turns into vector code),
+// then the rest.
+template <class F>
+ROPELAB_INLINE void for_lanes(int64_t n, const F& f) {
+  int64_t j0 = 0;
+  for (; j0 + kLanes <= n; j0 += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) f(j0 + l, l);
+  for (int64_t l = 0; j0 + l < n; ++l) f(j0 + l, l);
+}
+
+ROPELAB_PORTABLE_CLONES void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols,
                                        int64_t ld) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) y[r * ld + j] = store1(load1(y[r * ld + j]) + b[j]);
 }
 
-ROPELAB_BIAS_CLONES void add_bias_from_float_bf16(const float* acc, const float* b, uint16_t* y,
+ROPELAB_PORTABLE_CLONES void add_bias_from_float_bf16(const float* acc, const float* b, uint16_t* y,
                                                   int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* a = acc + r * cols;
@@ -799,7 +823,7 @@ ROPELAB_BIAS_CLONES void add_bias_from_float_bf16(const float* acc, const float*
   }
 }
 
-ROPELAB_BIAS_CLONES void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols,
+ROPELAB_PORTABLE_CLONES void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols,
                                               int64_t ld, float* acc) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) acc[j] += load1(g[r * ld + j]);
@@ -889,27 +913,27 @@ inline float in1(uint16_t x) { return load1(x); }
 inline float in1(float x) { return load1(store1(x)); }
 
 // tmp = exp(x scale + b1 + b2 - m) over S elements, m = m_in, or their max where m_in is NaN;
-// returns the sum, and m in *m_out.
+// returns the sum, and m in *m_out. The max ignores NaN scores, as std::fmax.
 template <class In>
-static float exp_biased_row(const In* x, float scale, const float* b1, const float* b2, int64_t S,
-                            float* tmp, float m_in, float* m_out) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < S; ++j) {
+ROPELAB_INLINE float exp_biased_row(const In* x, float scale, const float* b1, const float* b2,
+                                    int64_t S, float* tmp, float m_in, float* m_out) {
+  float mx[kLanes], sum[kLanes] = {};
+  for (float& m : mx) m = -INFINITY;
+  for_lanes(S, [&](int64_t j, int64_t l) {
     tmp[j] = in1(x[j]) * scale + b1[j] + b2[j];
-    mx = std::fmax(mx, tmp[j]);
-  }
-  if (!std::isnan(m_in)) mx = m_in;
-  float sum = 0;
-  for (int64_t j = 0; j < S; ++j) {
-    tmp[j] = exp_approx(tmp[j] - mx);
-    sum += tmp[j];
-  }
-  *m_out = mx;
-  return sum;
+    mx[l] = tmp[j] > mx[l] ? tmp[j] : mx[l];
+  });
+  const float m = std::isnan(m_in) ? lanes_max(mx) : m_in;
+  for_lanes(S, [&](int64_t j, int64_t l) {
+    tmp[j] = exp_approx(tmp[j] - m);
+    sum[l] += tmp[j];
+  });
+  *m_out = m;
+  return lanes_sum(sum);
 }
 
 template <class In>
-void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S_all,
+ROPELAB_PORTABLE_CLONES void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S_all,
                       float* tmp, float* max, float* inv, float scale) {
   const int64_t S = unmasked_length_scalar(b1, b2, S_all);
   std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
@@ -922,24 +946,27 @@ template void softmax_row_bf16(const uint16_t*, const float*, const float*, uint
 template void softmax_row_bf16(const float*, const float*, const float*, uint16_t*, int64_t, float*,
                                float*, float*, float);
 
-void softmax_backward_row_bf16(const uint16_t* x, const float* b1, const float* b2, float max,
-                               float inv, const uint16_t* g, uint16_t* dx, int64_t S_all,
-                               float* tmp, float scale) {
+ROPELAB_PORTABLE_CLONES void softmax_backward_row_bf16(const uint16_t* x, const float* b1,
+                                                       const float* b2, float max, float inv,
+                                                       const uint16_t* g, uint16_t* dx,
+                                                       int64_t S_all, float* tmp, float scale) {
   const int64_t S = unmasked_length_scalar(b1, b2, S_all);
   std::memset(dx + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
-  float m = max, dot = 0;
+  float m = max, dots[kLanes] = {};
   exp_biased_row(x, scale, b1, b2, S, tmp, max, &m);
-  for (int64_t j = 0; j < S; ++j) {
+  for_lanes(S, [&](int64_t j, int64_t l) {
     tmp[j] *= inv;
-    dot += tmp[j] * load1(g[j]);
-  }
+    dots[l] += tmp[j] * load1(g[j]);
+  });
+  const float dot = lanes_sum(dots);
   for (int64_t j = 0; j < S; ++j) dx[j] = store1(tmp[j] * (load1(g[j]) - dot) * scale);
 }
 
-void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp, uint16_t* dx, int64_t S,
-                                  float scale) {
-  float dot = 0;
-  for (int64_t j = 0; j < S; ++j) dot += load1(p[j]) * load1(store1(dp[j]));
+ROPELAB_PORTABLE_CLONES void softmax_backward_from_p_bf16(const uint16_t* p, const float* dp,
+                                                          uint16_t* dx, int64_t S, float scale) {
+  float dots[kLanes] = {};
+  for_lanes(S, [&](int64_t j, int64_t l) { dots[l] += load1(p[j]) * load1(store1(dp[j])); });
+  const float dot = lanes_sum(dots);
   for (int64_t j = 0; j < S; ++j)
     dx[j] = store1(load1(p[j]) * (load1(store1(dp[j])) - dot) * scale);
 }
@@ -976,13 +1003,26 @@ void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, flo
   }
 }
 
-void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* y, int64_t W,
-                   bool interleaved, bool backward) {
-  const int64_t h = W / 2;
-  for (int64_t j = 0; j < W; ++j) {
-    const int64_t o = interleaved ? (j ^ 1) : (j < h ? j + h : j - h);  // the swapped partner
-    const float xj = load1(x[j]), xo = load1(x[o]);
-    y[j] = store1(std::fma(xj, c[j], backward ? xo * s[o] : xo * s[j]));
+// y[j] = x[j] c[j] + x[o] s[j] (backward: x[o] s[o]) for j in [j0, j1), o = j + shift.
+ROPELAB_INLINE void rope_run(const uint16_t* x, const float* c, const float* s, uint16_t* y,
+                             int64_t j0, int64_t j1, int64_t shift, bool backward) {
+  const float* so = backward ? s + shift : s;
+  for (int64_t j = j0; j < j1; ++j)
+    y[j] = store1(std::fma(load1(x[j]), c[j], load1(x[j + shift]) * so[j]));
+}
+
+ROPELAB_PORTABLE_CLONES void rope_row_bf16(const uint16_t* x, const float* c, const float* s,
+                                           uint16_t* y, int64_t W, bool interleaved,
+                                           bool backward) {
+  if (!interleaved) {  // each half's partner is the other half
+    rope_run(x, c, s, y, 0, W / 2, W / 2, backward);
+    rope_run(x, c, s, y, W / 2, W, -W / 2, backward);
+    return;
+  }
+  for (int64_t j = 0; j < W; j += 2) {  // each adjacent pair
+    const float x0 = load1(x[j]), x1 = load1(x[j + 1]);
+    y[j] = store1(std::fma(x0, c[j], x1 * (backward ? s[j + 1] : s[j])));
+    y[j + 1] = store1(std::fma(x1, c[j + 1], x0 * (backward ? s[j] : s[j + 1])));
   }
 }
 
