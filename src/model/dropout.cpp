@@ -89,7 +89,8 @@ void chunks(const Mask& m, int64_t numel, float keep, const F& f) {
 torch::Tensor apply_mask(const Mask& m, const torch::Tensor& a_in, c10::ScalarType out_dtype) {
   auto a = a_in.contiguous();
   auto out = torch::empty(a.sizes(), a.options().dtype(out_dtype));
-  if (a.scalar_type() == torch::kFloat32 && out_dtype == torch::kBFloat16 && vec::bf16_simd()) {
+  if (a.scalar_type() == torch::kFloat32 && out_dtype == torch::kBFloat16 &&
+      vec::bf16_rows_vectorised()) {
     chunks(m, a.numel(), keep_scale(out_dtype, m.p), [&](int64_t c0, int64_t n, const float* mask) {
       vec::mask_to_bf16(a.data_ptr<float>() + c0, mask, util::bf16_bits(out) + c0, n);
     });
@@ -124,7 +125,7 @@ struct DropoutAdd : public torch::autograd::Function<DropoutAdd> {
     auto h = h_in.contiguous();
     auto out = torch::empty_like(x, at::MemoryFormat::Contiguous);
     const auto h_t = h.scalar_type();
-    if (out_t == torch::kFloat32 && h_t == torch::kBFloat16 && vec::bf16_simd()) {
+    if (out_t == torch::kFloat32 && h_t == torch::kBFloat16 && vec::bf16_rows_vectorised()) {
       chunks(m, x.numel(), keep_scale(h_t, p), [&](int64_t c0, int64_t n, const float* mask) {
         vec::dropout_add_bf16(x.data_ptr<float>() + c0, util::bf16_bits(h) + c0, mask,
                               out.data_ptr<float>() + c0, n);
@@ -193,7 +194,7 @@ struct ActDropout : public torch::autograd::Function<ActDropout> {
     ctx->saved_data["act"] = act;
     auto h = h_in.contiguous();
     const vec::Act kind = kernel_act(act);
-    if (h.scalar_type() == torch::kBFloat16 && vec::bf16_simd())
+    if (h.scalar_type() == torch::kBFloat16 && vec::bf16_rows_vectorised())
       return act_dropout_bf16_forward(ctx, m, h, kind);
     ctx->save_for_backward({h});
     ctx->saved_data["derivative"] = false;
@@ -262,7 +263,7 @@ torch::Tensor dropout_add(const torch::Tensor& x, const torch::Tensor& h, double
 }
 
 bool fuses_act_dropout(const torch::Tensor& t, double p, bool training) {
-  return fused_path(t, p, training) && vec::bf16_simd();
+  return fused_path(t, p, training) && vec::bf16_rows_vectorised();
 }
 
 ActDropoutBlocks::ActDropoutBlocks(config::Activation act, double p)

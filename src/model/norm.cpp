@@ -100,8 +100,9 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x_in) {
 bool NormImpl::bf16_path(const torch::Tensor& x) const {
   return type_ == config::NormType::kLayerNorm && x.device().is_cpu() && x.numel() > 0 &&
          compat::autocast_enabled(c10::DeviceType::CPU) &&
-         compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 && vec::bf16_simd() &&
-         weight.scalar_type() == torch::kFloat32 && bias.scalar_type() == torch::kFloat32 &&
+         compat::autocast_dtype(c10::DeviceType::CPU) == torch::kBFloat16 &&
+         vec::bf16_rows_vectorised() && weight.scalar_type() == torch::kFloat32 &&
+         bias.scalar_type() == torch::kFloat32 &&
          (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16);
 }
 

@@ -763,6 +763,15 @@ bool bf16_simd() {
   return yes;
 }
 
+bool bf16_rows_vectorised() {
+#if ROPELAB_HAVE_X86
+  static const bool yes = bf16_simd() || __builtin_cpu_supports("x86-64-v3");
+#else
+  static const bool yes = false;
+#endif
+  return yes;
+}
+
 bool bf16_convert_instruction() {
   static const bool yes = bf16_simd() && detect_avx512_bf16();
   return yes;
@@ -777,9 +786,9 @@ namespace portable {
 // The portable forms that AVX2 CPUs run in a training step (their bf16 nodes, util::bf16_nodes_pay:
 // the dense layers' bias passes, the attention's softmax rows, RoPE's rows) are also compiled for
 // x86-64-v3, at -O3 so that GCC vectorises them (this file is compiled with -fno-trapping-math,
-// CMakeLists.txt, which exp_approx's loops need). Their sums and maxima run over kLanes lanes in
-// a fixed order (no reassociation needed): the bias passes give the same bits in every clone,
-// the others the same to float32 rounding (the v3 clone contracts products into FMAs).
+// which exp_approx's loops need, and -ffp-contract=off: CMakeLists.txt). Their sums and maxima
+// run over kLanes lanes in a fixed order (no reassociation needed): every clone gives the same
+// bits.
 #if ROPELAB_HAVE_X86
 #define ROPELAB_PORTABLE_CLONES \
   __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("O3")))
@@ -809,13 +818,13 @@ ROPELAB_INLINE void for_lanes(int64_t n, const F& f) {
 }
 
 ROPELAB_PORTABLE_CLONES void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols,
-                                       int64_t ld) {
+                                           int64_t ld) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) y[r * ld + j] = store1(load1(y[r * ld + j]) + b[j]);
 }
 
 ROPELAB_PORTABLE_CLONES void add_bias_from_float_bf16(const float* acc, const float* b, uint16_t* y,
-                                                  int64_t rows, int64_t cols) {
+                                                      int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* a = acc + r * cols;
     uint16_t* out = y + r * cols;
@@ -824,32 +833,43 @@ ROPELAB_PORTABLE_CLONES void add_bias_from_float_bf16(const float* acc, const fl
 }
 
 ROPELAB_PORTABLE_CLONES void add_column_sums_bf16(const uint16_t* g, int64_t rows, int64_t cols,
-                                              int64_t ld, float* acc) {
+                                                  int64_t ld, float* acc) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) acc[j] += load1(g[r * ld + j]);
 }
 
-void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d, int64_t n,
-                           Act act) {
+// y = bf16(f(h) m), d = bf16(f'(h) m), each element's f and f' from fd(x, &grad).
+template <class F>
+ROPELAB_INLINE void act_mask_loop(const uint16_t* h, const float* m, uint16_t* y, uint16_t* d,
+                                  int64_t n, const F& fd) {
   for (int64_t j = 0; j < n; ++j) {
-    const float x = load1(h[j]);
-    float a = 0, grad = 0;
-    if (act == Act::kGelu) {
-      a = gelu_approx(x);
-      grad = gelu_grad_approx(x);
-    } else if (act == Act::kGeluTanh) {
-      a = gelu_tanh_approx(x);
-      grad = gelu_tanh_grad_approx(x);
-    } else {
-      a = x > 0.0F ? x : 0.0F;
-      grad = x > 0.0F ? 1.0F : 0.0F;
-    }
+    float grad = 0;
+    const float a = fd(load1(h[j]), &grad);
     y[j] = store1(a * m[j]);
     d[j] = store1(grad * m[j]);
   }
 }
 
-void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
+ROPELAB_PORTABLE_CLONES void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y,
+                                                   uint16_t* d, int64_t n, Act act) {
+  if (act == Act::kGelu)
+    return act_mask_loop(h, m, y, d, n, [](float x, float* grad) {
+      *grad = gelu_grad_approx(x);
+      return gelu_approx(x);
+    });
+  if (act == Act::kGeluTanh)
+    return act_mask_loop(h, m, y, d, n, [](float x, float* grad) {
+      *grad = gelu_tanh_grad_approx(x);
+      return gelu_tanh_approx(x);
+    });
+  act_mask_loop(h, m, y, d, n, [](float x, float* grad) {
+    *grad = x > 0.0F ? 1.0F : 0.0F;
+    return x > 0.0F ? x : 0.0F;
+  });
+}
+
+ROPELAB_PORTABLE_CLONES void mul_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out,
+                                      int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = store1(load1(a[j]) * load1(b[j]));
 }
 
@@ -872,11 +892,12 @@ template void cross_entropy_row_fused_bf16(const uint16_t*, int64_t, float, floa
 template void cross_entropy_row_fused_bf16(const float*, int64_t, float, float, int64_t, float,
                                            uint16_t*, float*, float*, float*, float*, int64_t*);
 
-void dropout_add_bf16(const float* x, const uint16_t* h, const float* m, float* y, int64_t n) {
+ROPELAB_PORTABLE_CLONES void dropout_add_bf16(const float* x, const uint16_t* h, const float* m,
+                                              float* y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] = x[j] + load1(store1(load1(h[j]) * m[j]));
 }
 
-void mask_to_bf16(const float* g, const float* m, uint16_t* dh, int64_t n) {
+ROPELAB_PORTABLE_CLONES void mask_to_bf16(const float* g, const float* m, uint16_t* dh, int64_t n) {
   for (int64_t j = 0; j < n; ++j) dh[j] = store1(load1(store1(g[j])) * m[j]);
 }
 
@@ -933,8 +954,9 @@ ROPELAB_INLINE float exp_biased_row(const In* x, float scale, const float* b1, c
 }
 
 template <class In>
-ROPELAB_PORTABLE_CLONES void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S_all,
-                      float* tmp, float* max, float* inv, float scale) {
+ROPELAB_PORTABLE_CLONES void softmax_row_bf16(const In* x, const float* b1, const float* b2,
+                                              uint16_t* p, int64_t S_all, float* tmp, float* max,
+                                              float* inv, float scale) {
   const int64_t S = unmasked_length_scalar(b1, b2, S_all);
   std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   const float r = 1.0F / exp_biased_row(x, scale, b1, b2, S, tmp, NAN, max);
@@ -971,31 +993,32 @@ ROPELAB_PORTABLE_CLONES void softmax_backward_from_p_bf16(const uint16_t* p, con
     dx[j] = store1(load1(p[j]) * (load1(store1(dp[j])) - dot) * scale);
 }
 
-void layer_norm_row_bf16(const float* x, int64_t D, const float* w, const float* b, float eps,
-                         uint16_t* y, float* mean, float* rstd) {
-  float s = 0;
-  for (int64_t j = 0; j < D; ++j) s += x[j];
-  const float m = s / static_cast<float>(D);
-  float v = 0;
-  for (int64_t j = 0; j < D; ++j) v += (x[j] - m) * (x[j] - m);
-  const float r = 1.0F / std::sqrt(v / static_cast<float>(D) + eps);
+ROPELAB_PORTABLE_CLONES void layer_norm_row_bf16(const float* x, int64_t D, const float* w,
+                                                 const float* b, float eps, uint16_t* y,
+                                                 float* mean, float* rstd) {
+  float s[kLanes] = {}, v[kLanes] = {};
+  for_lanes(D, [&](int64_t j, int64_t l) { s[l] += x[j]; });
+  const float m = lanes_sum(s) / static_cast<float>(D);
+  for_lanes(D, [&](int64_t j, int64_t l) { v[l] += (x[j] - m) * (x[j] - m); });
+  const float r = 1.0F / std::sqrt(lanes_sum(v) / static_cast<float>(D) + eps);
   for (int64_t j = 0; j < D; ++j) y[j] = store1((x[j] - m) * r * w[j] + b[j]);
   *mean = m;
   *rstd = r;
 }
 
-void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, float mean, float rstd,
-                                  const uint16_t* g, const float* dres, float* dx, float* dw,
-                                  float* db) {
-  float a = 0, c = 0;
-  for (int64_t j = 0; j < D; ++j) {
+ROPELAB_PORTABLE_CLONES void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w,
+                                                          float mean, float rstd, const uint16_t* g,
+                                                          const float* dres, float* dx, float* dw,
+                                                          float* db) {
+  float a[kLanes] = {}, c[kLanes] = {};
+  for_lanes(D, [&](int64_t j, int64_t l) {
     const float xh = (x[j] - mean) * rstd, gj = load1(g[j]), gw = gj * w[j];
-    a += gw;
-    c += gw * xh;
+    a[l] += gw;
+    c[l] += gw * xh;
     dw[j] += gj * xh;
     db[j] += gj;
-  }
-  const float am = a / static_cast<float>(D), cm = c / static_cast<float>(D);
+  });
+  const float am = lanes_sum(a) / static_cast<float>(D), cm = lanes_sum(c) / static_cast<float>(D);
   for (int64_t j = 0; j < D; ++j) {
     const float xh = (x[j] - mean) * rstd;
     const float d = rstd * (load1(g[j]) * w[j] - am - xh * cm);

@@ -787,7 +787,7 @@ TEST(Fused, LayerNormForTheMatmulUnderBf16Autocast) {
   auto [y0, gx0, gw0, gb0] = run(false);
   // (elsewhere than AVX-512 the float32 norm, which the matmul's autocast casts). Both round to
   // bf16 from float32 values that differ in their last bits: one bf16 step apart at most.
-  EXPECT_EQ(y1.scalar_type(), vec::bf16_simd() ? torch::kBFloat16 : torch::kFloat32);
+  EXPECT_EQ(y1.scalar_type(), vec::bf16_rows_vectorised() ? torch::kBFloat16 : torch::kFloat32);
   EXPECT_TRUE(test::close(y1.to(torch::kFloat32), y0.to(torch::kFloat32), 1.0 / 128, 1e-5));
   EXPECT_EQ(gx1.scalar_type(), torch::kFloat32);
   EXPECT_TRUE(test::close(gx1, gx0, 1e-4, 1e-4));
@@ -837,7 +837,7 @@ TEST(Fused, LayerNormHandsItsInputOnForTheResidual) {
     loss.backward();
     at::removeCallback(handle);
     const bool added = std::count(g_ops.begin(), g_ops.end(), "aten::add") > 0;
-    EXPECT_EQ(added, !(together && vec::bf16_simd())) << ::testing::PrintToString(g_ops);
+    EXPECT_EQ(added, !(together && vec::bf16_rows_vectorised())) << ::testing::PrintToString(g_ops);
     return std::make_tuple(y.detach(), res.detach(), x.grad(), norm->weight.grad().clone(),
                            norm->bias.grad().clone());
   };
@@ -1278,7 +1278,7 @@ TEST(Fused, KernelsGiveTheSameBitsOnOneAndTwoThreads) {
 // (each row's, head's or chunk's result never depends on which thread took it, and the sums
 // across them are added in a fixed order).
 TEST(Fused, Bf16KernelsGiveTheSameBitsOnOneAndTwoThreads) {
-  if (!vec::bf16_simd()) GTEST_SKIP() << "the bf16 kernels run on CPUs with the AVX-512 forms";
+  if (!util::bf16_nodes_pay()) GTEST_SKIP() << "bf16 runs libtorch's own loops on this CPU";
   const int before = at::get_num_threads();
   auto norm = random_layer_norm(32);
   torch::manual_seed(11);
