@@ -765,7 +765,9 @@ bool bf16_simd() {
 
 bool bf16_rows_vectorised() {
 #if ROPELAB_HAVE_X86
-  static const bool yes = bf16_simd() || __builtin_cpu_supports("x86-64-v3");
+  // The clones' x86-64-v3 also has BMI, F16C and MOVBE, which every AVX2 CPU with FMA has.
+  static const bool yes =
+      bf16_simd() || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
 #else
   static const bool yes = false;
 #endif
@@ -954,14 +956,31 @@ ROPELAB_INLINE float exp_biased_row(const In* x, float scale, const float* b1, c
 }
 
 template <class In>
-ROPELAB_PORTABLE_CLONES void softmax_row_bf16(const In* x, const float* b1, const float* b2,
-                                              uint16_t* p, int64_t S_all, float* tmp, float* max,
-                                              float* inv, float scale) {
+ROPELAB_INLINE void softmax_row_body(const In* x, const float* b1, const float* b2, uint16_t* p,
+                                     int64_t S_all, float* tmp, float* max, float* inv,
+                                     float scale) {
   const int64_t S = unmasked_length_scalar(b1, b2, S_all);
   std::memset(p + S, 0, sizeof(uint16_t) * static_cast<size_t>(S_all - S));
   const float r = 1.0F / exp_biased_row(x, scale, b1, b2, S, tmp, NAN, max);
   for (int64_t j = 0; j < S; ++j) p[j] = store1(tmp[j] * r);
   *inv = r;
+}
+// Its two inputs' clones (target_clones takes no template in Clang).
+ROPELAB_PORTABLE_CLONES void softmax_row_of(const uint16_t* x, const float* b1, const float* b2,
+                                            uint16_t* p, int64_t S, float* tmp, float* max,
+                                            float* inv, float scale) {
+  softmax_row_body(x, b1, b2, p, S, tmp, max, inv, scale);
+}
+ROPELAB_PORTABLE_CLONES void softmax_row_of(const float* x, const float* b1, const float* b2,
+                                            uint16_t* p, int64_t S, float* tmp, float* max,
+                                            float* inv, float scale) {
+  softmax_row_body(x, b1, b2, p, S, tmp, max, inv, scale);
+}
+
+template <class In>
+void softmax_row_bf16(const In* x, const float* b1, const float* b2, uint16_t* p, int64_t S,
+                      float* tmp, float* max, float* inv, float scale) {
+  softmax_row_of(x, b1, b2, p, S, tmp, max, inv, scale);
 }
 template void softmax_row_bf16(const uint16_t*, const float*, const float*, uint16_t*, int64_t,
                                float*, float*, float*, float);
