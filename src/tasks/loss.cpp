@@ -66,9 +66,10 @@ struct DeviceCrossEntropy : public torch::autograd::Function<DeviceCrossEntropy>
   }
 };
 
-// bf16 logits on a CPU with util/vec_bf16.h's AVX-512 forms are read and written in place.
+// bf16 logits on a CPU where util/vec_bf16.h's loops run vectorised (AVX-512, or AVX2's clones
+// of the portable forms) are read and written in place.
 bool in_place_bf16(const torch::Tensor& logits) {
-  return logits.scalar_type() == torch::kBFloat16 && vec::bf16_simd();
+  return logits.scalar_type() == torch::kBFloat16 && vec::bf16_rows_vectorised();
 }
 // A logit as the loss reads it: bf16 bits, or a float32 a bf16 gemm wrote, rounded to bf16 first.
 float logit(uint16_t x) { return static_cast<float>(c10::BFloat16(x, c10::BFloat16::from_bits())); }
@@ -396,7 +397,7 @@ CrossEntropy linear_cross_entropy(const torch::Tensor& h_NI, const torch::Tensor
   const bool fused = grad_w > 0 && torch::GradMode::is_enabled() &&
                      (h_NI.requires_grad() || w_VI.requires_grad()) && h_NI.dim() == 2 &&
                      model::bf16_linear(h_NI, w_VI) && util::bf16_gemm_available() &&
-                     vec::bf16_simd();  // its rows' loop: the AVX-512 form (else the two calls)
+                     vec::bf16_rows_vectorised();  // its rows' loop (else the two calls)
   if (!fused) return cross_entropy(model::linear(h_NI, w_VI), target_N, a, b);
   auto h16_NI = h_NI.to(torch::kBFloat16).contiguous();
   return sums(LinearCrossEntropy::apply(h16_NI, w_VI.contiguous(), target_N, a, b, grad_w),

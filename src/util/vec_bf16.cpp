@@ -875,19 +875,26 @@ ROPELAB_PORTABLE_CLONES void mul_bf16(const uint16_t* a, const uint16_t* b, uint
   for (int64_t j = 0; j < n; ++j) out[j] = store1(load1(a[j]) * load1(b[j]));
 }
 
+// g_j = bf16((exp(x_j - max) inv - b) w - [j == target] a_w), tmp_j = exp(x_j - max).
+ROPELAB_PORTABLE_CLONES void cross_entropy_row_grad_from_stats(const uint16_t* x, int64_t V,
+                                                               float max, float inv, float b,
+                                                               float w, int64_t target, float a_w,
+                                                               uint16_t* g, float* tmp) {
+  for (int64_t j = 0; j < V; ++j) {
+    tmp[j] = exp_approx(load1(x[j]) - max);
+    g[j] = store1((tmp[j] * inv - b) * w);
+  }
+  if (target >= 0) g[target] = store1((tmp[target] * inv - b) * w - a_w);
+}
+
 template <class In>
 void cross_entropy_row_fused_bf16(const In* x_in, int64_t V, float b, float w, int64_t target,
                                   float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
                                   float* sum_x, int64_t* argmax) {
-  std::vector<uint16_t> staged;
+  thread_local std::vector<uint16_t> staged;
   const uint16_t* x = bf16_row(x_in, V, staged);
   logits_row_stats_bf16(x, V, max, sum_exp, sum_x, argmax);
-  const float inv = 1.0F / *sum_exp;
-  for (int64_t j = 0; j < V; ++j) {
-    tmp[j] = exp_approx(load1(x[j]) - *max);
-    const float v = (tmp[j] * inv - b) * w;
-    g[j] = store1(j == target ? v - a_w : v);
-  }
+  cross_entropy_row_grad_from_stats(x, V, *max, 1.0F / *sum_exp, b, w, target, a_w, g, tmp);
 }
 template void cross_entropy_row_fused_bf16(const uint16_t*, int64_t, float, float, int64_t, float,
                                            uint16_t*, float*, float*, float*, float*, int64_t*);
@@ -903,32 +910,38 @@ ROPELAB_PORTABLE_CLONES void mask_to_bf16(const float* g, const float* m, uint16
   for (int64_t j = 0; j < n; ++j) dh[j] = store1(load1(store1(g[j])) * m[j]);
 }
 
-void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max, float* sum_exp, float* sum_x,
-                           int64_t* argmax) {
-  float mx = load1(x[0]), sx = 0;
-  int64_t am = 0;
-  for (int64_t j = 0; j < V; ++j) {
+// Each lane keeps its largest value and where it first came (index < 2^31, the lanes' width),
+// x[0] at 0 to start with; the row's max is the lanes' largest, and its first index the least of
+// the lanes' that hold it (x[0] NaN: NaN at 0, as a scan with > gives).
+ROPELAB_PORTABLE_CLONES void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max,
+                                                   float* sum_exp, float* sum_x, int64_t* argmax) {
+  float mx[kLanes], sx[kLanes] = {}, se[kLanes] = {};
+  int32_t am[kLanes] = {};
+  for (float& m : mx) m = load1(x[0]);
+  for_lanes(V, [&](int64_t j, int64_t l) {
     const float v = load1(x[j]);
-    if (v > mx) {
-      mx = v;
-      am = j;
-    }
-    sx += v;
-  }
-  float se = 0;
-  for (int64_t j = 0; j < V; ++j) se += exp_approx(load1(x[j]) - mx);
-  *max = mx;
-  *sum_exp = se;
-  *sum_x = sx;
-  *argmax = am;
+    am[l] = v > mx[l] ? static_cast<int32_t>(j) : am[l];
+    mx[l] = v > mx[l] ? v : mx[l];
+    sx[l] += v;
+  });
+  const float m = lanes_max(mx);
+  int64_t first = V;
+  for (int64_t l = 0; l < kLanes; ++l)
+    if (mx[l] == m) first = std::min<int64_t>(first, am[l]);
+  for_lanes(V, [&](int64_t j, int64_t l) { se[l] += exp_approx(load1(x[j]) - m); });
+  *max = m;
+  *sum_exp = lanes_sum(se);
+  *sum_x = lanes_sum(sx);
+  *argmax = first == V ? 0 : first;
 }
 
-void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse, float b, float w,
-                                 int64_t target, float a_w, uint16_t* g) {
-  for (int64_t j = 0; j < V; ++j) {
-    const float v = (exp_approx(load1(x[j]) - lse) - b) * w;
-    g[j] = store1(j == target ? v - a_w : v);
-  }
+ROPELAB_PORTABLE_CLONES void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse,
+                                                         float b, float w, int64_t target,
+                                                         float a_w, uint16_t* g) {
+  const float at_target =
+      target >= 0 ? (exp_approx(load1(x[target]) - lse) - b) * w - a_w : 0.0F;  // (g may be x)
+  for (int64_t j = 0; j < V; ++j) g[j] = store1((exp_approx(load1(x[j]) - lse) - b) * w);
+  if (target >= 0) g[target] = store1(at_target);
 }
 
 // A softmax row's input as float32 (in16 above): bf16 as it is, float32 rounded to bf16 first.
