@@ -243,6 +243,34 @@ TEST(VecBf16, FusedCrossEntropyRowIsTheSameAlignedOrNot) {
   }
 }
 
+// The first index of the max wherever it is (the portable form keeps one per lane of 8 and
+// takes the least of those that hold the max): at the row's start, in each lane, at its end,
+// with a tie in another lane after it; a NaN first logit stays the max at 0, as a scan gives.
+TEST(VecBf16, CrossEntropyRowFindsTheFirstMaxInAnyLane) {
+  const int64_t V = 67;
+  for (int64_t at : {0, 1, 7, 8, 9, 15, 40, 66}) {
+    auto x = bf16(torch::rand({V}));
+    x[at] = 5.0;
+    if (at + 5 < V) x[at + 5] = 5.0;  // a tie in another lane, later
+    if (at + 8 < V) x[at + 8] = 5.0;  // and in the same lane
+    for (int form = 0; form < 2; ++form) {
+      float mx = 0, se = 0, sx = 0;
+      int64_t am = -1;
+      (form == 0 ? vec::logits_row_stats_bf16 : vec::portable::logits_row_stats_bf16)(
+          bits(x), V, &mx, &se, &sx, &am);
+      EXPECT_EQ(mx, 5.0F) << "at " << at << " form " << form;
+      EXPECT_EQ(am, at) << "at " << at << " form " << form;
+    }
+  }
+  auto x = bf16(torch::rand({V}));
+  x[0] = std::numeric_limits<float>::quiet_NaN();
+  float mx = 0, se = 0, sx = 0;
+  int64_t am = -1;
+  vec::portable::logits_row_stats_bf16(bits(x), V, &mx, &se, &sx, &am);
+  EXPECT_TRUE(std::isnan(mx));
+  EXPECT_EQ(am, 0);
+}
+
 // The softmax row's two entry points: from bf16 scores, and from float32 ones rounded to bf16.
 using SoftmaxRow = void (*)(const uint16_t*, const float*, const float*, uint16_t*, int64_t, float*,
                             float*, float*, float);
