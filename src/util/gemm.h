@@ -68,8 +68,8 @@ bool bf16_products_on_mm();
 // there for gemm_bf16 to widen onto. On such a CPU libtorch 1.13's bf16 mm runs its own loops,
 // 2.3 GFLOP/s on 2 cores of a Zen 3 EPYC, and for untransposed or transposed-A operands sums in
 // bf16 (5% of the largest |value| off, K = 512); the nodes' float32 sums are exact to float32.
-// The element-wise kernels ask vec::bf16_rows_vectorised() (norm, dropout) or vec::bf16_simd()
-// (RoPE alone, the masked softmax, the loss's rows: their float32 forms there).
+// The element-wise kernels ask vec::bf16_rows_vectorised() (norm, dropout, the loss) or
+// vec::bf16_simd() (RoPE alone, the masked softmax: their float32 forms there).
 // Elsewhere (no AVX-512 but a libtorch with bf16 kernels of its own) libtorch's ops stay.
 bool bf16_nodes_pay();
 

@@ -22,9 +22,10 @@ namespace ropelab::vec {
 // Whether this CPU runs the AVX-512 forms (else the portable ones run).
 bool bf16_simd();
 // Whether these loops run vectorised here: the AVX-512 forms, or the portable forms' clones for
-// x86-64-v3 (AVX2 with FMA: the softmax and RoPE rows, LayerNorm, the bias passes and the
-// element-wise ones). The callers whose portable form beats libtorch's unfused bf16 ops there
-// ask this instead of bf16_simd() (docs/platform-notes.md, "bf16 on a CPU without AVX-512").
+// x86-64-v3 (AVX2 with FMA: the bias passes, the softmax, RoPE, LayerNorm and loss rows, and
+// the element-wise ones). The callers whose portable form beats their other path there (the
+// unfused ops, or a float32 form) ask this instead of bf16_simd() (docs/platform-notes.md, "bf16
+// on a CPU without AVX-512").
 bool bf16_rows_vectorised();
 // Whether those forms round their stores with vcvtneps2bf16 (CPUs with AVX512_BF16: AMD Zen 4,
 // Intel Cooper Lake, Sapphire Rapids and later): round to nearest even as c10::BFloat16, one
