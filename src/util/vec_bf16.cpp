@@ -785,9 +785,10 @@ bool bf16_convert_instruction() {
 
 namespace portable {
 
-// The portable forms that AVX2 CPUs run in a training step (their bf16 nodes, util::bf16_nodes_pay:
-// the dense layers' bias passes, the attention's softmax rows, RoPE's rows) are also compiled for
-// x86-64-v3, at -O3 so that GCC vectorises them (this file is compiled with -fno-trapping-math,
+// The portable forms that AVX2 CPUs run in a training step (util::bf16_nodes_pay and
+// vec::bf16_rows_vectorised: the dense layers' bias passes, the attention's softmax rows, RoPE's
+// rows, LayerNorm, the dropouts and the loss's rows) are also compiled for x86-64-v3, at -O3 so
+// that GCC vectorises them (this file is compiled with -fno-trapping-math,
 // which exp_approx's loops need, and -ffp-contract=off: CMakeLists.txt). Their sums and maxima
 // run over kLanes lanes in a fixed order (no reassociation needed): every clone gives the same
 // bits.

@@ -1,10 +1,10 @@
 // Loops over bf16 data that read and write bf16 in place, with float32 arithmetic in registers:
 // no float32 staging copy of the operands (util/float_rows.h). Each has an AVX-512 form in
 // intrinsics (F, BW, DQ, VL and FMA: x86-64-v4), chosen at run time where the CPU has them, and
-// a portable form that gives the same bits (the same operations in the same order, one rounding
-// to bf16 at the store, round-to-nearest-even as c10::BFloat16 does). GCC's auto-vectoriser
-// turned such mixed-width loops into half-width code with register spills (BENCHMARKS.md), hence
-// the intrinsics.
+// a portable form in plain loops, also compiled for x86-64-v3 (AVX2), one rounding to bf16 at
+// the store, round-to-nearest-even as c10::BFloat16 does (the two forms: see namespace portable
+// below). GCC's auto-vectoriser turned such mixed-width loops into half-width code with register
+// spills on AVX-512 (BENCHMARKS.md), hence the intrinsics there.
 //
 // Used under bf16 autocast by the dense layers (model/linear.cpp: the bias added after the
 // matmul, y = x W^T + b, Vaswani et al. 2017, Eq. 2, and the bias's gradient, dY's column sums),
@@ -124,9 +124,10 @@ void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, flo
 void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* y, int64_t W,
                    bool interleaved, bool backward);
 
-// The portable forms, whatever the CPU (for the tests). Bias and sums: the same bits as the
-// forms above; the math: the same to float32 rounding (the AVX-512 forms fuse multiply-adds, and
-// their exp, a table and a cubic, is within 1.7 ulp of exp where exp_approx is within 2).
+// The portable forms, whatever the CPU (what an AVX2 CPU runs; for the tests). Bias and sums: the
+// same bits as the forms above; the math: the same to float32 rounding (the AVX-512 forms fuse
+// multiply-adds, and their exp, a table and a cubic, is within 1.7 ulp of exp where exp_approx is
+// within 2).
 namespace portable {
 void add_bias_bf16(uint16_t* y, const float* b, int64_t rows, int64_t cols, int64_t ld);
 void add_bias_from_float_bf16(const float* acc, const float* b, uint16_t* y, int64_t rows,
