@@ -122,7 +122,7 @@ TEST(CrossEntropy, TheGradientWrittenInTheForwardPassIsTheBackwardsOne) {
   EXPECT_EQ(tasks::ExpectedGradScale::current(), 0.0);  // the scope restored it
   // Where the forward wrote the gradient it kept no logits: changing them in place afterwards
   // is harmless there, and an error (a saved tensor changed) where the backward reads them.
-  if (vec::bf16_simd()) {
+  if (vec::bf16_rows_vectorised()) {
     for (double expected : {0.0, 1.0 / 7}) {
       auto x = x0.clone().requires_grad_(true);
       tasks::CrossEntropy ce;
@@ -153,7 +153,7 @@ TEST(CrossEntropy, TheGradientWrittenInTheForwardPassIsTheBackwardsOne) {
 class LinearCrossEntropyPaths : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LinearCrossEntropyPaths, TheLinearFormIsTheLossOfTheLinearLayer) {
-  if (!vec::bf16_simd() || !util::bf16_gemm_available()) GTEST_SKIP() << "no bf16 node here";
+  if (!vec::bf16_rows_vectorised() || !util::bf16_gemm_available()) GTEST_SKIP() << "no bf16 node here";
   test::ScopedEnv path("ROPELAB_BF16_PRODUCTS", GetParam());
   EXPECT_EQ(util::bf16_products_on_mm(), std::string(GetParam()) == "mm");
   torch::manual_seed(12);
