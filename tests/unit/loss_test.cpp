@@ -153,7 +153,8 @@ TEST(CrossEntropy, TheGradientWrittenInTheForwardPassIsTheBackwardsOne) {
 class LinearCrossEntropyPaths : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LinearCrossEntropyPaths, TheLinearFormIsTheLossOfTheLinearLayer) {
-  if (!vec::bf16_rows_vectorised() || !util::bf16_gemm_available()) GTEST_SKIP() << "no bf16 node here";
+  if (!vec::bf16_rows_vectorised() || !util::bf16_gemm_available())
+    GTEST_SKIP() << "no bf16 node here";
   test::ScopedEnv path("ROPELAB_BF16_PRODUCTS", GetParam());
   EXPECT_EQ(util::bf16_products_on_mm(), std::string(GetParam()) == "mm");
   torch::manual_seed(12);
