@@ -16,10 +16,11 @@
 namespace ropelab::vec {
 
 // The clamps are comparisons, not fmin/fmax: GCC vectorises those without -ffast-math (with
-// -fno-trapping-math, util/vec_bf16.cpp), and a NaN stays NaN.
+// -fno-trapping-math, util/vec_bf16.cpp). As fmax did, a NaN clamps to -87 (never converted to
+// an integer below).
 inline float exp_approx(float x) {
-  float xc = x < -87.0F ? -87.0F : x;
-  xc = xc > 88.0F ? 88.0F : xc;
+  float xc = x > -87.0F ? x : -87.0F;
+  xc = xc < 88.0F ? xc : 88.0F;
   const float n = std::floor(xc * 1.44269504088896341F + 0.5F);
   float r = xc - n * 0.693359375F;
   r = r + n * 2.12194440e-4F;
