@@ -299,14 +299,59 @@ HeadGrads bf16_head_in_blocks(const torch::Tensor& h_NI, const torch::Tensor& w1
   return out;
 }
 
+// bf16_head_in_blocks where no bf16 gemm runs natively (!util::bf16_gemm_native(): an AVX2 CPU),
+// so that each product widens its bf16 operands to float32 for oneDNN's sgemm. The weight is
+// widened once for the three products of every block; as many rows at a time as fill 8 MiB of
+// float32 logits (256 at a vocabulary of 8000), whose loss writes their bf16 gradient to a block
+// kept from call to call, and the two gradient gemms read that while it is in cache: dh's rows =
+// g W (float32, rounded to bf16), dw += g^T h. The [N, V] logits, in float32 or bf16, never go to
+// memory, where the head in halves (LinearCrossEntropy) wrote and read them three times.
+HeadGrads widened_head_in_blocks(const torch::Tensor& h_NI, const torch::Tensor& w16_VI,
+                                 const torch::Tensor& target, double a, double b, double grad_w,
+                                 bool need_h, bool need_w, const torch::Tensor& loss,
+                                 const torch::Tensor& nll, const torch::Tensor& arg) {
+  const int64_t N = h_NI.size(0), I = h_NI.size(1), V = w16_VI.size(0);
+  const int64_t rows = std::clamp<int64_t>((int64_t{8} << 20) / (4 * V) / 16 * 16, 16, 512);
+  auto w_VI = torch::empty({V, I}, h_NI.options().dtype(torch::kFloat32));
+  float* w = w_VI.data_ptr<float>();
+  util::widen_bf16(util::bf16_bits(w16_VI), V * I, w);
+  thread_local torch::Tensor g_block, dh_block;  // [rows, V] bf16, [rows, in] float32
+  if (!g_block.defined() || g_block.numel() < rows * V)
+    g_block = torch::empty({rows * V}, h_NI.options());
+  if (!dh_block.defined() || dh_block.numel() < rows * I)
+    dh_block = torch::empty({rows * I}, h_NI.options().dtype(torch::kFloat32));
+  HeadGrads out;
+  if (need_h) out.dh = torch::empty({N, I}, h_NI.options());
+  if (need_w) out.dw = torch::empty({V, I}, h_NI.options().dtype(torch::kFloat32));
+  const uint16_t* h = util::bf16_bits(h_NI);
+  uint16_t* g = util::bf16_bits(g_block);
+  float* l = logits_scratch(rows * V);
+  for (int64_t r0 = 0; r0 < N; r0 += rows) {
+    const int64_t n = std::min(rows, N - r0);
+    util::gemm_bf16_widened(false, true, n, V, I, h + r0 * I, I, w, I, 0.0F, l, V);
+    fused_rows(l, r0, r0 + n, V, target.data_ptr<int64_t>(), a, b, static_cast<float>(grad_w), g,
+               loss, nll, arg, /*cached=*/true);
+    if (need_h) {
+      float* acc = dh_block.data_ptr<float>();
+      util::gemm_bf16_widened(false, false, n, I, V, g, V, w, I, 0.0F, acc, I);
+      vec::float_to_bf16(acc, util::bf16_bits(out.dh) + r0 * I, n * I);
+    }
+    if (need_w)
+      util::gemm_bf16(true, false, V, I, n, g, V, h + r0 * I, I, r0 == 0 ? 0.0F : 1.0F,
+                      out.dw.data_ptr<float>(), I);
+  }
+  return out;
+}
+
 // cross_entropy(linear(h, w)) under bf16 autocast in training (linear_cross_entropy below).
 // Inputs: h [N, in] bf16 (contiguous), w [V, in] float32 (the parameter) or bf16, target [N];
 // outputs as FusedCrossEntropy's. The forward writes the logits in float32 with oneDNN's bf16
 // gemm, and fused_rows reads each row once, rounded to bf16 as it loads: the values of the
 // bf16 logits. Half the rows at a time, so that the float32 logits take the bytes the bf16 ones
 // took, in a scratch block kept from step to step (logits_scratch). Kept for the backward: h,
-// the bf16 weight and the logits' gradient at scale grad_w. On AMX (bf16_head_in_blocks) the
-// forward also takes the gradients of h and w, and keeps those instead.
+// the bf16 weight and the logits' gradient at scale grad_w. On AMX (bf16_head_in_blocks) and
+// where the products are widened (widened_head_in_blocks) the forward also takes the gradients of
+// h and w, block by block, and keeps those instead.
 struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& h_NI,
                                const torch::Tensor& w_VI, const torch::Tensor& target_in, double a,
@@ -317,12 +362,14 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     const int64_t N = h_NI.size(0), I = h_NI.size(1), V = w16_VI.size(0);
     ctx->saved_data["grad_w"] = grad_w;
     ctx->saved_data["float_weight"] = w_VI.scalar_type() == torch::kFloat32;
-    const bool kept = util::bf16_products_on_mm();
+    const bool widened = !util::bf16_gemm_native();
+    const bool kept = util::bf16_products_on_mm() || widened;
     ctx->saved_data["grads_kept"] = kept;
     if (kept) {
       auto [loss, nll, arg] = row_outputs(N, h_NI.options());
-      auto g = bf16_head_in_blocks(h_NI, w16_VI, target, a, b, grad_w, h_NI.requires_grad(),
-                                   w_VI.requires_grad(), loss, nll, arg);
+      auto g = (widened ? widened_head_in_blocks : bf16_head_in_blocks)(
+          h_NI, w16_VI, target, a, b, grad_w, h_NI.requires_grad(), w_VI.requires_grad(), loss, nll,
+          arg);
       return finish_forward(ctx, {g.dh, g.dw}, a, b, loss, nll, arg);
     }
     auto [loss, nll, arg, grad] = fused_outputs(N, V, h_NI.options());

@@ -15,6 +15,7 @@
 #include "util/amx.h"
 #include "util/platform.h"
 #include "util/vec_bf16.h"
+#include "util/vec_kernels.h"
 
 namespace ropelab::util {
 
@@ -86,40 +87,53 @@ bool probe_native_bf16() {
   return f('N', 'N', 1, 1, 1, 1.0F, &one, 1, &one, 1, 0.0F, &c, 1) == 0 && c == 1.0F;
 }
 
-// rows x cols bf16 (row stride ld) to float32, contiguous: a bf16 value is the top half of its
-// float32, so each one is exact.
+// rows x cols bf16 (row stride ld) to float32 at dst (row stride cols): a bf16 value is the top
+// half of its float32, so each one is exact. Serial (the callers share out the rows).
+void widen_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) vec::bf16_to_float(src + r * ld, dst + r * cols, cols);
+}
+
+// The whole of an operand widened, its rows shared among the threads.
 void widen(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& dst) {
   dst.resize(static_cast<size_t>(rows * cols));
   float* out = dst.data();
   at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
                    [&](int64_t r0, int64_t r1) {
-                     for (int64_t r = r0; r < r1; ++r) {
-                       const uint16_t* s = src + r * ld;
-                       auto* d = reinterpret_cast<uint32_t*>(out + r * cols);  // NOLINT
-                       for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<uint32_t>(s[j]) << 16;
-                     }
+                     widen_rows(src + r0 * ld, r1 - r0, cols, ld, out + r0 * cols);
                    });
 }
 
-// gemm_bf16 on sgemm: both operands widened (exact), then C in blocks of kRows rows, one
-// single-threaded sgemm each, the blocks shared among the threads. Each element's sum is one
-// call's on a block of the same shape whatever the thread count: the same bits on 1 and 2
-// threads (oneDNN's threaded sgemm may split K among its threads, and so sum in another order).
-void widened_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-                  const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+// C = op(A) op(B) + beta C, A bf16 and B float32, in blocks of kRows rows of C, one
+// single-threaded sgemm each, the blocks shared among the threads; each block widens its own rows
+// of op(A) just before its sgemm reads them, so that they are read from the cache (A is the
+// larger operand in the model: the logits' gradient, N x V, in the LM head's backward; widened
+// whole up front it went out to memory and came back). Each element's sum is one call's on a
+// block of the same shape whatever the thread count: the same bits on 1 and 2 threads (oneDNN's
+// threaded sgemm may split K among its threads, and so sum in another order).
+void rows_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   constexpr int64_t kRows = 128;
-  thread_local std::vector<float> a, b;
-  widen(A, ta ? K : M, ta ? M : K, lda, a);
-  widen(B, tb ? N : K, tb ? K : N, ldb, b);
-  const int64_t a_ld = ta ? M : K, b_ld = tb ? K : N;
-  const float *a0 = a.data(), *b0 = b.data();
   at::parallel_for(0, (M + kRows - 1) / kRows, 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> a;  // this block's rows of op(A), widened
+    a.resize(static_cast<size_t>(std::min(kRows, M) * K));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t r0 = i * kRows, rows = std::min(kRows, M - r0);
-      sgemm_unrecorded(ta, tb, rows, N, K, ta ? a0 + r0 : a0 + r0 * a_ld, a_ld, b0, b_ld, beta,
-                       C + r0 * ldc, ldc);
+      if (ta)  // op(A)'s rows are A's columns r0 .. r0 + rows: a K x rows block
+        widen_rows(A + r0, K, rows, lda, a.data());
+      else
+        widen_rows(A + r0 * lda, rows, K, lda, a.data());
+      sgemm_unrecorded(ta, tb, rows, N, K, a.data(), ta ? rows : K, B, ldb, beta, C + r0 * ldc,
+                       ldc);
     }
   });
+}
+
+// gemm_bf16 on sgemm: B widened whole (exact), then rows_gemm.
+void widened_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                  const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<float> b;
+  widen(B, tb ? N : K, tb ? K : N, ldb, b);
+  rows_gemm(ta, tb, M, N, K, A, lda, b.data(), tb ? K : N, beta, C, ldc);
 }
 
 }  // namespace
@@ -144,6 +158,21 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
       bf16_fn()(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0F, A, lda, B, ldb, beta, C, ldc);
   if (status != 0)
     throw std::runtime_error("oneDNN bf16 gemm failed (status " + std::to_string(status) + ")");
+}
+
+void gemm_bf16_widened(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                       int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                       int64_t ldc) {
+  if (!fast_sgemm_available())
+    throw std::logic_error("util::gemm_bf16_widened: oneDNN's sgemm is not available");
+  RECORD_FUNCTION("ropelab::gemm", std::vector<c10::IValue>());
+  rows_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void widen_bf16(const uint16_t* src, int64_t n, float* dst) {
+  at::parallel_for(0, n, 16384, [&](int64_t i0, int64_t i1) {
+    vec::bf16_to_float(src + i0, dst + i0, i1 - i0);
+  });
 }
 
 bool bf16_products_on_mm() {

@@ -48,6 +48,15 @@ bool bf16_gemm_available();
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// gemm_bf16 where no bf16 gemm runs natively (!bf16_gemm_native()) and B, used for several
+// products, was widened once by the caller (widen_bf16): A bf16, B float32 holding bf16 values;
+// the same sums as gemm_bf16 on B's bf16 bits there. Throws when !fast_sgemm_available().
+void gemm_bf16_widened(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                       int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// n bf16 values to float32 (exact), shared among the threads.
+void widen_bf16(const uint16_t* src, int64_t n, float* dst);
+
 // Whether a bf16 product whose result the model keeps in bf16 (a biased dense layer's forward,
 // model/linear.cpp; the LM head's logits, tasks/loss.cpp) runs on libtorch's bf16 mm, which
 // writes bf16, rather than on gemm_bf16, which writes float32 for a pass to round. Yes where the

@@ -36,16 +36,6 @@ inline uint16_t store1(float f) {
   return static_cast<uint16_t>((u + 0x7FFFU + ((u >> 16) & 1U)) >> 16);
 }
 
-// A row as bf16 bits: x itself, or a float32 x rounded into `staged`.
-inline const uint16_t* bf16_row(const uint16_t* x, int64_t /*n*/, std::vector<uint16_t>& /*s*/) {
-  return x;
-}
-inline const uint16_t* bf16_row(const float* x, int64_t n, std::vector<uint16_t>& staged) {
-  staged.resize(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) staged[static_cast<size_t>(j)] = store1(x[j]);
-  return staged.data();
-}
-
 // A softmax row's length up to its last unmasked element: 1 + the last j with b1[j] + b2[j] above
 // kMaskedBelow, or S when every element is masked (such a row stays whole: its softmax is
 // uniform). Beyond it p is exactly 0 (exp of less than -87 is 0), so the loops stop there: the
@@ -876,32 +866,6 @@ ROPELAB_PORTABLE_CLONES void mul_bf16(const uint16_t* a, const uint16_t* b, uint
   for (int64_t j = 0; j < n; ++j) out[j] = store1(load1(a[j]) * load1(b[j]));
 }
 
-// g_j = bf16((exp(x_j - max) inv - b) w - [j == target] a_w), tmp_j = exp(x_j - max).
-ROPELAB_PORTABLE_CLONES void cross_entropy_row_grad_from_stats(const uint16_t* x, int64_t V,
-                                                               float max, float inv, float b,
-                                                               float w, int64_t target, float a_w,
-                                                               uint16_t* g, float* tmp) {
-  for (int64_t j = 0; j < V; ++j) {
-    tmp[j] = exp_approx(load1(x[j]) - max);
-    g[j] = store1((tmp[j] * inv - b) * w);
-  }
-  if (target >= 0) g[target] = store1((tmp[target] * inv - b) * w - a_w);
-}
-
-template <class In>
-void cross_entropy_row_fused_bf16(const In* x_in, int64_t V, float b, float w, int64_t target,
-                                  float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
-                                  float* sum_x, int64_t* argmax) {
-  thread_local std::vector<uint16_t> staged;
-  const uint16_t* x = bf16_row(x_in, V, staged);
-  logits_row_stats_bf16(x, V, max, sum_exp, sum_x, argmax);
-  cross_entropy_row_grad_from_stats(x, V, *max, 1.0F / *sum_exp, b, w, target, a_w, g, tmp);
-}
-template void cross_entropy_row_fused_bf16(const uint16_t*, int64_t, float, float, int64_t, float,
-                                           uint16_t*, float*, float*, float*, float*, int64_t*);
-template void cross_entropy_row_fused_bf16(const float*, int64_t, float, float, int64_t, float,
-                                           uint16_t*, float*, float*, float*, float*, int64_t*);
-
 ROPELAB_PORTABLE_CLONES void dropout_add_bf16(const float* x, const uint16_t* h, const float* m,
                                               float* y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] = x[j] + load1(store1(load1(h[j]) * m[j]));
@@ -948,6 +912,67 @@ ROPELAB_PORTABLE_CLONES void cross_entropy_row_grad_bf16(const uint16_t* x, int6
 // A softmax row's input as float32 (in16 above): bf16 as it is, float32 rounded to bf16 first.
 inline float in1(uint16_t x) { return load1(x); }
 inline float in1(float x) { return load1(store1(x)); }
+
+// The loss's row in three passes over V elements (In as in1): the max, its first index and the
+// sum; tmp_j = exp(x_j - max) and their sum; g_j = bf16((tmp_j / sum_exp - b) w - [j == target]
+// a_w). g may be x: it is written only in the last pass. The same bits as logits_row_stats_bf16
+// and cross_entropy_row_grad_bf16 on the bf16 row.
+template <class In>
+ROPELAB_INLINE void cross_entropy_fused_row(const In* x, int64_t V, float b, float w,
+                                            int64_t target, float a_w, uint16_t* g, float* tmp,
+                                            float* max, float* sum_exp, float* sum_x,
+                                            int64_t* argmax) {
+  float mx[kLanes], sx[kLanes] = {}, se[kLanes] = {};
+  int32_t am[kLanes] = {};
+  for (float& m : mx) m = in1(x[0]);
+  for_lanes(V, [&](int64_t j, int64_t l) {
+    const float v = in1(x[j]);
+    am[l] = v > mx[l] ? static_cast<int32_t>(j) : am[l];
+    mx[l] = v > mx[l] ? v : mx[l];
+    sx[l] += v;
+  });
+  const float m = lanes_max(mx);
+  int64_t first = V;
+  for (int64_t l = 0; l < kLanes; ++l)
+    if (mx[l] == m) first = std::min<int64_t>(first, am[l]);
+  for_lanes(V, [&](int64_t j, int64_t l) {
+    tmp[j] = exp_approx(in1(x[j]) - m);
+    se[l] += tmp[j];
+  });
+  *max = m;
+  *sum_exp = lanes_sum(se);
+  *sum_x = lanes_sum(sx);
+  *argmax = first == V ? 0 : first;
+  const float inv = 1.0F / *sum_exp;
+  for (int64_t j = 0; j < V; ++j) g[j] = store1((tmp[j] * inv - b) * w);
+  if (target >= 0) g[target] = store1((tmp[target] * inv - b) * w - a_w);
+}
+
+// Not a template, so that both get clones (softmax_row_of's reason).
+ROPELAB_PORTABLE_CLONES void cross_entropy_fused_row_of(const uint16_t* x, int64_t V, float b,
+                                                        float w, int64_t target, float a_w,
+                                                        uint16_t* g, float* tmp, float* max,
+                                                        float* sum_exp, float* sum_x,
+                                                        int64_t* argmax) {
+  cross_entropy_fused_row(x, V, b, w, target, a_w, g, tmp, max, sum_exp, sum_x, argmax);
+}
+ROPELAB_PORTABLE_CLONES void cross_entropy_fused_row_of(const float* x, int64_t V, float b, float w,
+                                                        int64_t target, float a_w, uint16_t* g,
+                                                        float* tmp, float* max, float* sum_exp,
+                                                        float* sum_x, int64_t* argmax) {
+  cross_entropy_fused_row(x, V, b, w, target, a_w, g, tmp, max, sum_exp, sum_x, argmax);
+}
+
+template <class In>
+void cross_entropy_row_fused_bf16(const In* x, int64_t V, float b, float w, int64_t target,
+                                  float a_w, uint16_t* g, float* tmp, float* max, float* sum_exp,
+                                  float* sum_x, int64_t* argmax) {
+  cross_entropy_fused_row_of(x, V, b, w, target, a_w, g, tmp, max, sum_exp, sum_x, argmax);
+}
+template void cross_entropy_row_fused_bf16(const uint16_t*, int64_t, float, float, int64_t, float,
+                                           uint16_t*, float*, float*, float*, float*, int64_t*);
+template void cross_entropy_row_fused_bf16(const float*, int64_t, float, float, int64_t, float,
+                                           uint16_t*, float*, float*, float*, float*, int64_t*);
 
 // tmp = exp(x scale + b1 + b2 - m) over S elements, m = m_in, or their max where m_in is NaN;
 // returns the sum, and m in *m_out. The max ignores NaN scores, as std::fmax.

@@ -149,7 +149,8 @@ TEST(CrossEntropy, TheGradientWrittenInTheForwardPassIsTheBackwardsOne) {
 // Both ways to the logits (util::bf16_products_on_mm): oneDNN's gemm in float32, half the rows
 // at a time, the backward's gemms reading the kept gradient; and libtorch's bf16 mm in 512-row
 // blocks (AMX), here 3 blocks, the last partial, with both gradients taken in the forward, block
-// by block (also with only w's gradient wanted).
+// by block (also with only w's gradient wanted). Where oneDNN has no bf16 gemm (an AVX2 CPU)
+// both run the widened products' blocks (512 rows at this vocabulary), as the second does.
 class LinearCrossEntropyPaths : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LinearCrossEntropyPaths, TheLinearFormIsTheLossOfTheLinearLayer) {
