@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <dlfcn.h>
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -103,16 +104,36 @@ void widen(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, std::vec
                    });
 }
 
-// C = op(A) op(B) + beta C, A bf16 and B float32, in blocks of kRows rows of C, one
-// single-threaded sgemm each, the blocks shared among the threads; each block widens its own rows
-// of op(A) just before its sgemm reads them, so that they are read from the cache (A is the
-// larger operand in the model: the logits' gradient, N x V, in the LM head's backward; widened
-// whole up front it went out to memory and came back). Each element's sum is one call's on a
-// block of the same shape whatever the thread count: the same bits on 1 and 2 threads (oneDNN's
-// threaded sgemm may split K among its threads, and so sum in another order).
+// Outside an active parallel region (a single block, or one thread) oneDNN's sgemm takes
+// omp_get_max_threads() threads and may split K among them: a block's call takes one, so that
+// its sums do not depend on the thread count.
+class OneThread {
+ public:
+  OneThread() : saved_(omp_in_parallel() ? 1 : omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+// C = op(A) op(B) + beta C, A bf16 and B float32, in blocks of kRows rows of C (512 where M is
+// 2048 or more, else 128: the FFN's 4096-row products ran 0.93x the step's time with 512 on 2
+// cores of a Zen 3 EPYC, BENCHMARKS.md), one single-threaded sgemm each, the blocks shared among
+// the threads; each block widens its own rows of op(A) just before its sgemm reads them, so that
+// they are read from the cache (A is the larger operand in the model: the logits' gradient in
+// the LM head's backward; widened whole up front it went out to memory and came back). The
+// blocks follow from the shape alone, so each element's sum is one call's on a block of the same
+// shape whatever the thread count: the same bits on 1 and 2 threads (oneDNN's threaded sgemm may
+// split K among its threads, and so sum in another order).
 void rows_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  constexpr int64_t kRows = 128;
+  const int64_t kRows = M >= 2048 ? 512 : 128;
   at::parallel_for(0, (M + kRows - 1) / kRows, 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> a;  // this block's rows of op(A), widened
     a.resize(static_cast<size_t>(std::min(kRows, M) * K));
@@ -122,6 +143,7 @@ void rows_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
         widen_rows(A + r0, K, rows, lda, a.data());
       else
         widen_rows(A + r0 * lda, rows, K, lda, a.data());
+      const OneThread one;
       sgemm_unrecorded(ta, tb, rows, N, K, a.data(), ta ? rows : K, B, ldb, beta, C + r0 * ldc,
                        ldc);
     }
