@@ -846,10 +846,8 @@ ROPELAB_INLINE void act_mask_loop(const uint16_t* h, const float* m, uint16_t* y
 ROPELAB_PORTABLE_CLONES void act_mask_forward_bf16(const uint16_t* h, const float* m, uint16_t* y,
                                                    uint16_t* d, int64_t n, Act act) {
   if (act == Act::kGelu)
-    return act_mask_loop(h, m, y, d, n, [](float x, float* grad) {
-      *grad = gelu_grad_approx(x);
-      return gelu_approx(x);
-    });
+    return act_mask_loop(h, m, y, d, n,
+                         [](float x, float* grad) { return gelu_and_grad_approx(x, grad); });
   if (act == Act::kGeluTanh)
     return act_mask_loop(h, m, y, d, n, [](float x, float* grad) {
       *grad = gelu_tanh_grad_approx(x);

@@ -143,8 +143,8 @@ TEST(Fused, ActDropoutMatchesTheUnfusedOps) {
                            torch::gelu(h, "tanh")));
 }
 
-// The vectorised GELU and its derivative against the exact (erf) GELU in float64, and its tanh
-// form against tanh.
+// The vectorised GELU and its derivative against the exact (erf) GELU in float64 (each alone,
+// and both from one call), and its tanh form against tanh.
 TEST(Fused, VectorisedGeluMatchesTheExactGelu) {
   auto x = torch::linspace(-12, 12, 20001, torch::kFloat64).to(torch::kFloat32);
   auto y = torch::empty_like(x), d = torch::empty_like(x);
@@ -159,6 +159,15 @@ TEST(Fused, VectorisedGeluMatchesTheExactGelu) {
   }
   EXPECT_TRUE(test::close(y, y_ref, 1e-6, 3e-7));
   EXPECT_TRUE(test::close(d, d_ref, 1e-6, 3e-7));
+  // Both at once (one exp shared): GELU's very bits, and the derivative as close.
+  auto d_both = torch::empty_like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float g = 0;
+    const float xf = x[i].item<float>();
+    EXPECT_EQ(vec::gelu_and_grad_approx(xf, &g), y[i].item<float>()) << xf;
+    d_both[i] = g;
+  }
+  EXPECT_TRUE(test::close(d_both, d_ref, 1e-6, 3e-7));
   // The tanh form (GPT-2's gelu_new) and its derivative, from tanh in float64.
   for (int64_t i = 0; i < x.numel(); ++i) {
     const float xf = x[i].item<float>();
