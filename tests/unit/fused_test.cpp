@@ -597,28 +597,41 @@ TEST(Fused, SgemmMatchesMatmul) {
 }
 
 // util::gemm_bf16 likewise: bf16 operands, float32 C; against the float64 product of the same
-// bf16 values (float32 sums of exact bf16 products: within float32 rounding).
+// bf16 values (float32 sums of exact bf16 products: within float32 rounding). Three heights of
+// C: one block, and (where the operands are widened for oneDNN's sgemm, util/gemm.h) several
+// blocks of 128 rows and of 512, each with a part block last. There util::gemm_bf16_widened,
+// given B widened, gives gemm_bf16's very bits.
 TEST(Fused, GemmBf16MatchesMatmul) {
   if (!util::bf16_gemm_available()) GTEST_SKIP() << "this libtorch has no oneDNN bf16 gemm symbol";
-  const int64_t M = 13, N = 9, K = 21, pad = 3;
+  const int64_t N = 9, K = 21, pad = 3;
   auto bf16 = [](std::vector<int64_t> sizes) { return torch::randn(sizes).to(torch::kBFloat16); };
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      auto a = bf16(ta ? std::vector<int64_t>{K, M + pad} : std::vector<int64_t>{M, K + pad});
-      auto b = bf16(tb ? std::vector<int64_t>{N, K + pad} : std::vector<int64_t>{K, N + pad});
-      auto A = ta ? a.narrow(1, 0, M).t() : a.narrow(1, 0, K);  // [M, K]
-      auto B = tb ? b.narrow(1, 0, K).t() : b.narrow(1, 0, N);  // [K, N]
-      auto want = torch::matmul(A.to(torch::kFloat64), B.to(torch::kFloat64));
-      for (float beta : {0.0F, 1.0F}) {
-        auto c = torch::full({M, N + pad}, 0.5F);
-        util::gemm_bf16(ta, tb, M, N, K, util::bf16_bits(a), a.size(1), util::bf16_bits(b),
-                        b.size(1), beta, c.data_ptr<float>(), c.size(1));
-        EXPECT_TRUE(test::close(c.narrow(1, 0, N).to(torch::kFloat64),
-                                beta == 0 ? want : want + 0.5, 1e-5, 1e-5))
-            << "ta " << ta << " tb " << tb << " beta " << beta;
-        EXPECT_TRUE(torch::equal(c.narrow(1, N, pad), torch::full({M, pad}, 0.5F)));
+  for (int64_t M : {13, 300, 2125})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        auto a = bf16(ta ? std::vector<int64_t>{K, M + pad} : std::vector<int64_t>{M, K + pad});
+        auto b = bf16(tb ? std::vector<int64_t>{N, K + pad} : std::vector<int64_t>{K, N + pad});
+        auto A = ta ? a.narrow(1, 0, M).t() : a.narrow(1, 0, K);  // [M, K]
+        auto B = tb ? b.narrow(1, 0, K).t() : b.narrow(1, 0, N);  // [K, N]
+        auto want = torch::matmul(A.to(torch::kFloat64), B.to(torch::kFloat64));
+        for (float beta : {0.0F, 1.0F}) {
+          auto c = torch::full({M, N + pad}, 0.5F);
+          util::gemm_bf16(ta, tb, M, N, K, util::bf16_bits(a), a.size(1), util::bf16_bits(b),
+                          b.size(1), beta, c.data_ptr<float>(), c.size(1));
+          EXPECT_TRUE(test::close(c.narrow(1, 0, N).to(torch::kFloat64),
+                                  beta == 0 ? want : want + 0.5, 1e-5, 1e-5))
+              << "M " << M << " ta " << ta << " tb " << tb << " beta " << beta;
+          EXPECT_TRUE(torch::equal(c.narrow(1, N, pad), torch::full({M, pad}, 0.5F)));
+          if (util::bf16_gemm_native()) continue;
+          auto b32 = torch::empty(b.sizes(), torch::kFloat32);
+          util::widen_bf16(util::bf16_bits(b), b.numel(), b32.data_ptr<float>());
+          EXPECT_TRUE(torch::equal(b32, b.to(torch::kFloat32)));
+          auto c2 = torch::full({M, N + pad}, 0.5F);
+          util::gemm_bf16_widened(ta, tb, M, N, K, util::bf16_bits(a), a.size(1),
+                                  b32.data_ptr<float>(), b.size(1), beta, c2.data_ptr<float>(),
+                                  c2.size(1));
+          EXPECT_TRUE(torch::equal(c2, c)) << "M " << M << " ta " << ta << " tb " << tb;
+        }
       }
-    }
 }
 
 // model::linear against libtorch's linear: values and the three gradients (with and without a
