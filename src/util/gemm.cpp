@@ -94,6 +94,20 @@ void widen_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, flo
   for (int64_t r = 0; r < rows; ++r) vec::bf16_to_float(src + r * ld, dst + r * cols, cols);
 }
 
+// The transpose of a K x rows bf16 block (row stride ld) widened to rows x K float32 at dst: 16
+// of its rows at a time, so that each row of dst is written a cache line at a time (a column at a
+// time, K floats apart, the lines of dst fell in one set of the cache and evicted each other).
+void widen_transposed(const uint16_t* src, int64_t K, int64_t rows, int64_t ld, float* dst) {
+  constexpr int64_t kStep = 16;
+  for (int64_t k0 = 0; k0 < K; k0 += kStep) {
+    const int64_t k1 = std::min(K, k0 + kStep);
+    for (int64_t r = 0; r < rows; ++r) {
+      auto* d = reinterpret_cast<uint32_t*>(dst + r * K);  // NOLINT: a float's bits
+      for (int64_t k = k0; k < k1; ++k) d[k] = static_cast<uint32_t>(src[k * ld + r]) << 16;
+    }
+  }
+}
+
 // The whole of an operand widened, its rows shared among the threads.
 void widen(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& dst) {
   dst.resize(static_cast<size_t>(rows * cols));
@@ -125,9 +139,11 @@ class OneThread {
 // C = op(A) op(B) + beta C, A bf16 and B float32, in blocks of kRows rows of C (512 where M is
 // 2048 or more, else 128: the FFN's 4096-row products ran 0.93x the step's time with 512 on 2
 // cores of a Zen 3 EPYC, BENCHMARKS.md), one single-threaded sgemm each, the blocks shared among
-// the threads; each block widens its own rows of op(A) just before its sgemm reads them, so that
-// they are read from the cache (A is the larger operand in the model: the logits' gradient in
-// the LM head's backward; widened whole up front it went out to memory and came back). The
+// the threads. Each block widens its own rows of op(A) just before its sgemm reads them, from the
+// cache (A is the larger operand in the model, the logits' gradient in the LM head's backward:
+// widened whole up front it went out to memory and came back), and where A is transposed they
+// are transposed as they widen (oneDNN's sgemm ran the weight gradients' shapes, dY^T X with
+// K = 4096, 1.2-2x slower on a transposed A; the LM step took 0.95x the time untransposed). The
 // blocks follow from the shape alone, so each element's sum is one call's on a block of the same
 // shape whatever the thread count: the same bits on 1 and 2 threads (oneDNN's threaded sgemm may
 // split K among its threads, and so sum in another order).
@@ -139,13 +155,12 @@ void rows_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
     a.resize(static_cast<size_t>(std::min(kRows, M) * K));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t r0 = i * kRows, rows = std::min(kRows, M - r0);
-      if (ta)  // op(A)'s rows are A's columns r0 .. r0 + rows: a K x rows block
-        widen_rows(A + r0, K, rows, lda, a.data());
+      if (ta)  // op(A)'s rows are A's columns r0 .. r0 + rows, transposed as they widen
+        widen_transposed(A + r0, K, rows, lda, a.data());
       else
         widen_rows(A + r0 * lda, rows, K, lda, a.data());
       const OneThread one;
-      sgemm_unrecorded(ta, tb, rows, N, K, a.data(), ta ? rows : K, B, ldb, beta, C + r0 * ldc,
-                       ldc);
+      sgemm_unrecorded(false, tb, rows, N, K, a.data(), K, B, ldb, beta, C + r0 * ldc, ldc);
     }
   });
 }
