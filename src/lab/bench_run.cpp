@@ -426,7 +426,11 @@ void Session::machine() {
   if (!gpu_) {  // which kernel the bf16 matmuls ran on (lab/bench.cpp, bf16_matmul_facts)
     md_ += "The yardstick of MFU in each dtype is the faster of its two rows: " +
            fmt_num(peak32_, "{:.1f}") + " GFLOP/s in fp32, " + fmt_num(peak16_, "{:.1f}") +
-           " in bf16.\n\n";
+           " in bf16" +
+           (m.value("onednn_bf16", true) ? std::string()
+                                         : " (or fp32's where that is faster: the widened bf16 "
+                                           "products run on float32's units)") +
+           ".\n\n";
     const bool amx = m.value("amx", false);
     for (const char* k : {"fp32_blas_gflops", "fp32_dense_gflops", "bf16_mm_gflops",
                           "bf16_dense_gflops", "fp32_gflops", "bf16_gflops"})
