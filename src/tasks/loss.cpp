@@ -240,16 +240,22 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
   }
 };
 
-// n floats of this thread's scratch for LinearCrossEntropy's logits, kept from call to call:
-// a fresh block of that size (65 MB at the LM bench's shape) now and then found no free block
-// in the heap and faulted its pages in while the gemm wrote them (60-120 ms that step).
+// `block` (a thread_local of the caller's, kept from call to call) with at least n elements of
+// dtype o, the old one freed before a larger one is taken: a fresh block of the logits' size
+// (65 MB at the LM bench's shape) now and then found no free block in the heap and faulted its
+// pages in while the gemm wrote them (60-120 ms that step).
+const torch::Tensor& grown(torch::Tensor& block, int64_t n, const torch::TensorOptions& o) {
+  if (!block.defined() || block.numel() < n) {
+    block = torch::Tensor();
+    block = torch::empty({n}, o);
+  }
+  return block;
+}
+
+// n floats of this thread's scratch for LinearCrossEntropy's logits.
 float* logits_scratch(int64_t n) {
   thread_local torch::Tensor scratch;
-  if (!scratch.defined() || scratch.numel() < n) {
-    scratch = torch::Tensor();  // freed before the larger one is taken
-    scratch = torch::empty({n}, torch::kFloat32);
-  }
-  return scratch.data_ptr<float>();
+  return grown(scratch, n, torch::kFloat32).data_ptr<float>();
 }
 
 // The gradients of h and w that LinearCrossEntropy's forward leaves for its backward, at scale
@@ -257,6 +263,13 @@ float* logits_scratch(int64_t n) {
 struct HeadGrads {
   torch::Tensor dh, dw;
 };
+
+HeadGrads head_grads(const torch::Tensor& h_NI, int64_t V, bool need_h, bool need_w) {
+  HeadGrads out;
+  if (need_h) out.dh = torch::empty({h_NI.size(0), h_NI.size(1)}, h_NI.options());
+  if (need_w) out.dw = torch::empty({V, h_NI.size(1)}, h_NI.options().dtype(torch::kFloat32));
+  return out;
+}
 
 // LinearCrossEntropy's forward where util::bf16_products_on_mm() (AMX), and its gradients with it.
 // Up to 512 rows at a time, as many as fill 8 MiB of bf16 logits (512 at a vocabulary of 8000,
@@ -271,14 +284,10 @@ HeadGrads bf16_head_in_blocks(const torch::Tensor& h_NI, const torch::Tensor& w1
                               const torch::Tensor& nll, const torch::Tensor& arg) {
   const int64_t N = h_NI.size(0), I = h_NI.size(1), V = w16_VI.size(0);
   const int64_t rows = std::clamp<int64_t>((int64_t{8} << 20) / (2 * V) / 16 * 16, 16, 512);
-  thread_local torch::Tensor block, dh_block;  // [rows, V] bf16, [rows, in] float32
-  if (!block.defined() || block.numel() < rows * V)
-    block = torch::empty({rows * V}, h_NI.options());
-  if (!dh_block.defined() || dh_block.numel() < rows * I)
-    dh_block = torch::empty({rows * I}, h_NI.options().dtype(torch::kFloat32));
-  HeadGrads out;
-  if (need_h) out.dh = torch::empty({N, I}, h_NI.options());
-  if (need_w) out.dw = torch::empty({V, I}, h_NI.options().dtype(torch::kFloat32));
+  thread_local torch::Tensor block_store, dh_store;
+  const auto& block = grown(block_store, rows * V, h_NI.options());           // [rows, V] bf16
+  float* acc = grown(dh_store, rows * I, torch::kFloat32).data_ptr<float>();  // [rows, in]
+  HeadGrads out = head_grads(h_NI, V, need_h, need_w);
   const uint16_t *h = util::bf16_bits(h_NI), *w16 = util::bf16_bits(w16_VI);
   for (int64_t r0 = 0; r0 < N; r0 += rows) {
     const int64_t n = std::min(rows, N - r0);
@@ -288,7 +297,6 @@ HeadGrads bf16_head_in_blocks(const torch::Tensor& h_NI, const torch::Tensor& w1
     fused_rows(g, r0, r0 + n, V, target.data_ptr<int64_t>(), a, b, static_cast<float>(grad_w), g,
                loss, nll, arg, /*cached=*/true);
     if (need_h) {
-      float* acc = dh_block.data_ptr<float>();
       util::gemm_bf16(false, false, n, I, V, g, V, w16, I, 0.0F, acc, I);
       vec::float_to_bf16(acc, util::bf16_bits(out.dh) + r0 * I, n * I);
     }
@@ -316,16 +324,11 @@ HeadGrads widened_head_in_blocks(const torch::Tensor& h_NI, const torch::Tensor&
   auto w_VI = torch::empty({V, I}, h_NI.options().dtype(torch::kFloat32));
   float* w = w_VI.data_ptr<float>();
   util::widen_bf16(util::bf16_bits(w16_VI), V * I, w);
-  thread_local torch::Tensor g_block, dh_block;  // [rows, V] bf16, [rows, in] float32
-  if (!g_block.defined() || g_block.numel() < rows * V)
-    g_block = torch::empty({rows * V}, h_NI.options());
-  if (!dh_block.defined() || dh_block.numel() < rows * I)
-    dh_block = torch::empty({rows * I}, h_NI.options().dtype(torch::kFloat32));
-  HeadGrads out;
-  if (need_h) out.dh = torch::empty({N, I}, h_NI.options());
-  if (need_w) out.dw = torch::empty({V, I}, h_NI.options().dtype(torch::kFloat32));
+  thread_local torch::Tensor g_store, dh_store;
+  uint16_t* g = util::bf16_bits(grown(g_store, rows * V, h_NI.options()));    // [rows, V] bf16
+  float* acc = grown(dh_store, rows * I, torch::kFloat32).data_ptr<float>();  // [rows, in]
+  HeadGrads out = head_grads(h_NI, V, need_h, need_w);
   const uint16_t* h = util::bf16_bits(h_NI);
-  uint16_t* g = util::bf16_bits(g_block);
   float* l = logits_scratch(rows * V);
   for (int64_t r0 = 0; r0 < N; r0 += rows) {
     const int64_t n = std::min(rows, N - r0);
@@ -333,7 +336,6 @@ HeadGrads widened_head_in_blocks(const torch::Tensor& h_NI, const torch::Tensor&
     fused_rows(l, r0, r0 + n, V, target.data_ptr<int64_t>(), a, b, static_cast<float>(grad_w), g,
                loss, nll, arg, /*cached=*/true);
     if (need_h) {
-      float* acc = dh_block.data_ptr<float>();
       util::gemm_bf16_widened(false, false, n, I, V, g, V, w, I, 0.0F, acc, I);
       vec::float_to_bf16(acc, util::bf16_bits(out.dh) + r0 * I, n * I);
     }

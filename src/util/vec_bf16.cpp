@@ -873,54 +873,17 @@ ROPELAB_PORTABLE_CLONES void mask_to_bf16(const float* g, const float* m, uint16
   for (int64_t j = 0; j < n; ++j) dh[j] = store1(load1(store1(g[j])) * m[j]);
 }
 
-// Each lane keeps its largest value and where it first came (index < 2^31, the lanes' width),
-// x[0] at 0 to start with; the row's max is the lanes' largest, and its first index the least of
-// the lanes' that hold it (x[0] NaN: NaN at 0, as a scan with > gives).
-ROPELAB_PORTABLE_CLONES void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max,
-                                                   float* sum_exp, float* sum_x, int64_t* argmax) {
-  float mx[kLanes], sx[kLanes] = {}, se[kLanes] = {};
-  int32_t am[kLanes] = {};
-  for (float& m : mx) m = load1(x[0]);
-  for_lanes(V, [&](int64_t j, int64_t l) {
-    const float v = load1(x[j]);
-    am[l] = v > mx[l] ? static_cast<int32_t>(j) : am[l];
-    mx[l] = v > mx[l] ? v : mx[l];
-    sx[l] += v;
-  });
-  const float m = lanes_max(mx);
-  int64_t first = V;
-  for (int64_t l = 0; l < kLanes; ++l)
-    if (mx[l] == m) first = std::min<int64_t>(first, am[l]);
-  for_lanes(V, [&](int64_t j, int64_t l) { se[l] += exp_approx(load1(x[j]) - m); });
-  *max = m;
-  *sum_exp = lanes_sum(se);
-  *sum_x = lanes_sum(sx);
-  *argmax = first == V ? 0 : first;
-}
-
-ROPELAB_PORTABLE_CLONES void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse,
-                                                         float b, float w, int64_t target,
-                                                         float a_w, uint16_t* g) {
-  const float at_target =
-      target >= 0 ? (exp_approx(load1(x[target]) - lse) - b) * w - a_w : 0.0F;  // (g may be x)
-  for (int64_t j = 0; j < V; ++j) g[j] = store1((exp_approx(load1(x[j]) - lse) - b) * w);
-  if (target >= 0) g[target] = store1(at_target);
-}
-
 // A softmax row's input as float32 (in16 above): bf16 as it is, float32 rounded to bf16 first.
 inline float in1(uint16_t x) { return load1(x); }
 inline float in1(float x) { return load1(store1(x)); }
 
-// The loss's row in three passes over V elements (In as in1): the max, its first index and the
-// sum; tmp_j = exp(x_j - max) and their sum; g_j = bf16((tmp_j / sum_exp - b) w - [j == target]
-// a_w). g may be x: it is written only in the last pass. The same bits as logits_row_stats_bf16
-// and cross_entropy_row_grad_bf16 on the bf16 row.
+// A loss row's first pass (In as in1): returns the max, and gives the first index that holds it
+// and the sum. Each lane keeps its largest value and where it first came (index < 2^31, the
+// lanes' width), x[0] at 0 to start with; the row's max is the lanes' largest, and its first
+// index the least of the lanes' that hold it (x[0] NaN: NaN at 0, as a scan with > gives).
 template <class In>
-ROPELAB_INLINE void cross_entropy_fused_row(const In* x, int64_t V, float b, float w,
-                                            int64_t target, float a_w, uint16_t* g, float* tmp,
-                                            float* max, float* sum_exp, float* sum_x,
-                                            int64_t* argmax) {
-  float mx[kLanes], sx[kLanes] = {}, se[kLanes] = {};
+ROPELAB_INLINE float row_max_first_sum(const In* x, int64_t V, int64_t* argmax, float* sum_x) {
+  float mx[kLanes], sx[kLanes] = {};
   int32_t am[kLanes] = {};
   for (float& m : mx) m = in1(x[0]);
   for_lanes(V, [&](int64_t j, int64_t l) {
@@ -933,14 +896,46 @@ ROPELAB_INLINE void cross_entropy_fused_row(const In* x, int64_t V, float b, flo
   int64_t first = V;
   for (int64_t l = 0; l < kLanes; ++l)
     if (mx[l] == m) first = std::min<int64_t>(first, am[l]);
+  *argmax = first == V ? 0 : first;
+  *sum_x = lanes_sum(sx);
+  return m;
+}
+
+ROPELAB_PORTABLE_CLONES void logits_row_stats_bf16(const uint16_t* x, int64_t V, float* max,
+                                                   float* sum_exp, float* sum_x, int64_t* argmax) {
+  float se[kLanes] = {};
+  const float m = row_max_first_sum(x, V, argmax, sum_x);
+  for_lanes(V, [&](int64_t j, int64_t l) { se[l] += exp_approx(load1(x[j]) - m); });
+  *max = m;
+  *sum_exp = lanes_sum(se);
+}
+
+ROPELAB_PORTABLE_CLONES void cross_entropy_row_grad_bf16(const uint16_t* x, int64_t V, float lse,
+                                                         float b, float w, int64_t target,
+                                                         float a_w, uint16_t* g) {
+  const float at_target =
+      target >= 0 ? (exp_approx(load1(x[target]) - lse) - b) * w - a_w : 0.0F;  // (g may be x)
+  for (int64_t j = 0; j < V; ++j) g[j] = store1((exp_approx(load1(x[j]) - lse) - b) * w);
+  if (target >= 0) g[target] = store1(at_target);
+}
+
+// The loss's row in three passes over V elements (In as in1): the max, its first index and the
+// sum; tmp_j = exp(x_j - max) and their sum; g_j = bf16((tmp_j / sum_exp - b) w - [j == target]
+// a_w). g may be x: it is written only in the last pass. The same bits as logits_row_stats_bf16
+// and cross_entropy_row_grad_bf16 on the bf16 row.
+template <class In>
+ROPELAB_INLINE void cross_entropy_fused_row(const In* x, int64_t V, float b, float w,
+                                            int64_t target, float a_w, uint16_t* g, float* tmp,
+                                            float* max, float* sum_exp, float* sum_x,
+                                            int64_t* argmax) {
+  float se[kLanes] = {};
+  const float m = row_max_first_sum(x, V, argmax, sum_x);
   for_lanes(V, [&](int64_t j, int64_t l) {
     tmp[j] = exp_approx(in1(x[j]) - m);
     se[l] += tmp[j];
   });
   *max = m;
   *sum_exp = lanes_sum(se);
-  *sum_x = lanes_sum(sx);
-  *argmax = first == V ? 0 : first;
   const float inv = 1.0F / *sum_exp;
   for (int64_t j = 0; j < V; ++j) g[j] = store1((tmp[j] * inv - b) * w);
   if (target >= 0) g[target] = store1((tmp[target] * inv - b) * w - a_w);

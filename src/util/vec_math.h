@@ -37,16 +37,22 @@ inline float exp_approx(float x) {
   return x < -87.0F ? 0.0F : p * scale;
 }
 
-inline float erf_approx(float x) {
-  const float ax = std::fabs(x);
-  const float t = 1.0F / (1.0F + 0.3275911F * ax);
+// erf(z), and in *e exp(-z^2), on which it rests.
+inline float erf_with_exp(float z, float* e) {
+  const float az = std::fabs(z);
+  const float t = 1.0F / (1.0F + 0.3275911F * az);
   float y = 1.061405429F;
   y = y * t - 1.453152027F;
   y = y * t + 1.421413741F;
   y = y * t - 0.284496736F;
   y = y * t + 0.254829592F;
-  y = 1.0F - y * t * exp_approx(-ax * ax);
-  return std::copysign(y, x);
+  *e = exp_approx(-az * az);
+  return std::copysign(1.0F - y * t * *e, z);
+}
+
+inline float erf_approx(float x) {
+  float e = 0;
+  return erf_with_exp(x, &e);
 }
 
 // GELU(x) = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2.
@@ -65,16 +71,8 @@ inline float gelu_grad_approx(float x) {
 // do): one exp fewer. GELU's bits are gelu_approx's; GELU' may differ from gelu_grad_approx's in
 // the last bit or two (its exp's argument is x / sqrt 2 squared, not x^2 / 2).
 inline float gelu_and_grad_approx(float x, float* grad) {
-  const float z = x * 0.70710678118654752F;
-  const float az = std::fabs(z);
-  const float t = 1.0F / (1.0F + 0.3275911F * az);
-  float y = 1.061405429F;
-  y = y * t - 1.453152027F;
-  y = y * t + 1.421413741F;
-  y = y * t - 0.284496736F;
-  y = y * t + 0.254829592F;
-  const float e = exp_approx(-az * az);
-  const float erf = std::copysign(1.0F - y * t * e, z);
+  float e = 0;
+  const float erf = erf_with_exp(x * 0.70710678118654752F, &e);
   *grad = 0.5F * (1.0F + erf) + x * (0.39894228040143268F * e);
   return 0.5F * x * (1.0F + erf);
 }
