@@ -875,7 +875,16 @@ ROPELAB_PORTABLE_CLONES void mask_to_bf16(const float* g, const float* m, uint16
 
 // A softmax row's input as float32 (in16 above): bf16 as it is, float32 rounded to bf16 first.
 inline float in1(uint16_t x) { return load1(x); }
-inline float in1(float x) { return load1(store1(x)); }
+inline float in1(float x) {  // load1(store1(x)) as selects, which GCC vectorises in any loop
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const uint32_t r = (u + 0x7FFFU + ((u >> 16) & 1U)) & 0xFFFF0000U;
+  const uint32_t nan = 0U - static_cast<uint32_t>((u & 0x7FFFFFFFU) > 0x7F800000U);
+  const uint32_t b = (0x7FC00000U & nan) | (r & ~nan);
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
 
 // A loss row's first pass (In as in1): returns the max, and gives the first index that holds it
 // and the sum. Each lane keeps its largest value and where it first came (index < 2^31, the
@@ -884,13 +893,18 @@ inline float in1(float x) { return load1(store1(x)); }
 template <class In>
 ROPELAB_INLINE float row_max_first_sum(const In* x, int64_t V, int64_t* argmax, float* sum_x) {
   float mx[kLanes], sx[kLanes] = {};
-  int32_t am[kLanes] = {};
-  for (float& m : mx) m = in1(x[0]);
+  int32_t am[kLanes] = {}, at[kLanes];  // at: each lane's index, in int32 so that GCC vectorises
+  for (int64_t l = 0; l < kLanes; ++l) {
+    mx[l] = in1(x[0]);
+    at[l] = static_cast<int32_t>(l);
+  }
   for_lanes(V, [&](int64_t j, int64_t l) {
     const float v = in1(x[j]);
-    am[l] = v > mx[l] ? static_cast<int32_t>(j) : am[l];
-    mx[l] = v > mx[l] ? v : mx[l];
+    const int32_t more = -static_cast<int32_t>(v > mx[l]);
+    am[l] = (at[l] & more) | (am[l] & ~more);
+    mx[l] = more ? v : mx[l];
     sx[l] += v;
+    at[l] += static_cast<int32_t>(kLanes);
   });
   const float m = lanes_max(mx);
   int64_t first = V;
