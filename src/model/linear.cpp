@@ -61,9 +61,8 @@ bool widened_products() { return !util::bf16_gemm_native() && util::bf16_gemm_av
 void gemm_rounded(const torch::Tensor& a_MK, const torch::Tensor& b_KN, float* acc, uint16_t* out) {
   const int64_t M = a_MK.size(0), K = a_MK.size(1), N = b_KN.size(1);
   auto A = operand(a_MK), B = operand(b_KN);
-  util::gemm_bf16(A.trans, B.trans, M, N, K, util::bf16_bits(A.t), A.ld, util::bf16_bits(B.t), B.ld,
-                  0.0F, acc, N);
-  vec::float_to_bf16(acc, out, M * N);
+  util::gemm_bf16_rounded(A.trans, B.trans, M, N, K, util::bf16_bits(A.t), A.ld,
+                          util::bf16_bits(B.t), B.ld, acc, out);
 }
 
 // bf16_matmul of 2-D operands.

@@ -8,17 +8,17 @@ namespace ropelab::util {
 
 const float* float_run(const torch::Tensor& t, int64_t offset, int64_t n, std::vector<float>& buf) {
   if (t.scalar_type() == torch::kFloat32) return t.data_ptr<float>() + offset;
-  buf.resize(static_cast<size_t>(n));
+  float* out = scratch(buf, n);
   if (t.scalar_type() == torch::kBFloat16) {
-    vec::bf16_to_float(reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>() + offset),
-                       buf.data(), n);
-    return buf.data();
+    vec::bf16_to_float(reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>() + offset), out,
+                       n);
+    return out;
   }
   AT_DISPATCH_FLOATING_TYPES_AND(at::kHalf, t.scalar_type(), "float_run", [&] {
     const auto* src = t.data_ptr<scalar_t>() + offset;
-    for (int64_t j = 0; j < n; ++j) buf[j] = static_cast<float>(src[j]);
+    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(src[j]);
   });
-  return buf.data();
+  return out;
 }
 
 void store_float_run(const float* src, const torch::Tensor& t, int64_t offset, int64_t n) {

@@ -8,6 +8,15 @@
 
 namespace ropelab::util {
 
+// buf's data with room for n elements, its contents unspecified: buf only ever grows, so that a
+// scratch buffer reused by calls of different sizes is not zero-filled again on each growth
+// (std::vector::resize fills what it adds; shrinking and growing back filled it every call).
+template <class T>
+T* scratch(std::vector<T>& buf, int64_t n) {
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
 // Elements [offset, offset + n) of contiguous t as float32: t's own memory when it is float32,
 // else converted into buf.
 const float* float_run(const torch::Tensor& t, int64_t offset, int64_t n, std::vector<float>& buf);

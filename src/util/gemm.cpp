@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "util/amx.h"
+#include "util/float_rows.h"
 #include "util/platform.h"
 #include "util/vec_bf16.h"
 #include "util/vec_kernels.h"
@@ -110,8 +111,7 @@ void widen_transposed(const uint16_t* src, int64_t K, int64_t rows, int64_t ld, 
 
 // The whole of an operand widened, its rows shared among the threads.
 void widen(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& dst) {
-  dst.resize(static_cast<size_t>(rows * cols));
-  float* out = dst.data();
+  float* out = scratch(dst, rows * cols);
   at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
                    [&](int64_t r0, int64_t r1) {
                      widen_rows(src + r0 * ld, r1 - r0, cols, ld, out + r0 * cols);
@@ -148,29 +148,43 @@ class OneThread {
 // shape whatever the thread count: the same bits on 1 and 2 threads (oneDNN's threaded sgemm may
 // split K among its threads, and so sum in another order).
 void rows_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+               uint16_t* rounded = nullptr) {
   const int64_t kRows = M >= 2048 ? 512 : 128;
   at::parallel_for(0, (M + kRows - 1) / kRows, 1, [&](int64_t i0, int64_t i1) {
-    thread_local std::vector<float> a;  // this block's rows of op(A), widened
-    a.resize(static_cast<size_t>(std::min(kRows, M) * K));
+    thread_local std::vector<float> a_store;  // this block's rows of op(A), widened
+    float* a = scratch(a_store, std::min(kRows, M) * K);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t r0 = i * kRows, rows = std::min(kRows, M - r0);
       if (ta)  // op(A)'s rows are A's columns r0 .. r0 + rows, transposed as they widen
-        widen_transposed(A + r0, K, rows, lda, a.data());
+        widen_transposed(A + r0, K, rows, lda, a);
       else
-        widen_rows(A + r0 * lda, rows, K, lda, a.data());
+        widen_rows(A + r0 * lda, rows, K, lda, a);
       const OneThread one;
-      sgemm_unrecorded(false, tb, rows, N, K, a.data(), K, B, ldb, beta, C + r0 * ldc, ldc);
+      sgemm_unrecorded(false, tb, rows, N, K, a, K, B, ldb, beta, C + r0 * ldc, ldc);
+      if (rounded != nullptr)  // the block's sums to bf16 while they are in cache
+        for (int64_t r = r0; r < r0 + rows; ++r)
+          vec::float_to_bf16(C + r * ldc, rounded + r * ldc, N);
     }
   });
 }
 
 // gemm_bf16 on sgemm: B widened whole (exact), then rows_gemm.
 void widened_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-                  const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                  const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                  uint16_t* rounded = nullptr) {
   thread_local std::vector<float> b;
   widen(B, tb ? N : K, tb ? K : N, ldb, b);
-  rows_gemm(ta, tb, M, N, K, A, lda, b.data(), tb ? K : N, beta, C, ldc);
+  rows_gemm(ta, tb, M, N, K, A, lda, b.data(), tb ? K : N, beta, C, ldc, rounded);
+}
+
+void native_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                      int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
+                      int64_t ldc) {
+  int status =
+      bf16_fn()(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0F, A, lda, B, ldb, beta, C, ldc);
+  if (status != 0)
+    throw std::runtime_error("oneDNN bf16 gemm failed (status " + std::to_string(status) + ")");
 }
 
 }  // namespace
@@ -191,10 +205,22 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
     widened_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  int status =
-      bf16_fn()(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0F, A, lda, B, ldb, beta, C, ldc);
-  if (status != 0)
-    throw std::runtime_error("oneDNN bf16 gemm failed (status " + std::to_string(status) + ")");
+  native_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                       int64_t lda, const uint16_t* B, int64_t ldb, float* acc, uint16_t* out) {
+  if (!bf16_gemm_available())
+    throw std::logic_error("util::gemm_bf16_rounded: no bf16 gemm and no sgemm in this process");
+  RECORD_FUNCTION("ropelab::gemm", std::vector<c10::IValue>());
+  if (!bf16_gemm_native()) {
+    widened_gemm(ta, tb, M, N, K, A, lda, B, ldb, 0.0F, acc, N, out);
+    return;
+  }
+  native_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, 0.0F, acc, N);
+  at::parallel_for(0, M, std::max<int64_t>(1, 16384 / N), [&](int64_t r0, int64_t r1) {
+    vec::float_to_bf16(acc + r0 * N, out + r0 * N, (r1 - r0) * N);
+  });
 }
 
 void gemm_bf16_widened(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,

@@ -48,6 +48,14 @@ bool bf16_gemm_available();
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// out = bf16(op(A) op(B)), M x N, both out and acc (M N floats of scratch for the float32 sums)
+// with row stride N: the rounding in the gemm's own pass over the rows, each block of rows
+// rounded as its sgemm ends where the products are widened (in cache, on the thread that
+// computed it), else shared among the threads after the bf16 gemm. The bits of gemm_bf16 then
+// vec::float_to_bf16 on the sums.
+void gemm_bf16_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                       int64_t lda, const uint16_t* B, int64_t ldb, float* acc, uint16_t* out);
+
 // gemm_bf16 where no bf16 gemm runs natively (!bf16_gemm_native()) and B, used for several
 // products, was widened once by the caller (widen_bf16): A bf16, B float32 holding bf16 values;
 // the same sums as gemm_bf16 on B's bf16 bits there. Throws when !fast_sgemm_available().
