@@ -621,6 +621,15 @@ TEST(Fused, GemmBf16MatchesMatmul) {
                                   beta == 0 ? want : want + 0.5, 1e-5, 1e-5))
               << "M " << M << " ta " << ta << " tb " << tb << " beta " << beta;
           EXPECT_TRUE(torch::equal(c.narrow(1, N, pad), torch::full({M, pad}, 0.5F)));
+          if (beta == 0) {  // the rounded form: the sums' bits, each rounded to bf16
+            auto acc = torch::empty({M, N}), out = torch::empty({M, N}, torch::kBFloat16);
+            util::gemm_bf16_rounded(ta, tb, M, N, K, util::bf16_bits(a), a.size(1),
+                                    util::bf16_bits(b), b.size(1), acc.data_ptr<float>(),
+                                    util::bf16_bits(out));
+            EXPECT_TRUE(torch::equal(acc, c.narrow(1, 0, N)));
+            EXPECT_TRUE(torch::equal(out, c.narrow(1, 0, N).to(torch::kBFloat16)))
+                << "M " << M << " ta " << ta << " tb " << tb;
+          }
           if (util::bf16_gemm_native()) continue;
           auto b32 = torch::empty(b.sizes(), torch::kFloat32);
           util::widen_bf16(util::bf16_bits(b), b.numel(), b32.data_ptr<float>());
