@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensor_helpers.h"
+#include "util/random.h"
 #include "util/vec_bf16.h"
 
 namespace ropelab {
@@ -269,6 +270,66 @@ TEST(VecBf16, CrossEntropyRowFindsTheFirstMaxInAnyLane) {
   vec::portable::logits_row_stats_bf16(bits(x), V, &mx, &se, &sx, &am);
   EXPECT_TRUE(std::isnan(mx));
   EXPECT_EQ(am, 0);
+}
+
+// The fused row from float32 logits (the LM head's widened blocks) is the row of those logits
+// rounded to bf16: the same bits of every output, with the max's first index found after the
+// rounding (two values that round to the same bf16 tie), in any lane; a NaN first logit is the
+// max at 0 in both.
+TEST(VecBf16, FusedCrossEntropyRowOfFloat32IsTheRoundedRow) {
+  const int64_t V = 83;
+  for (int64_t at : {-1, 0, 1, 7, 9, 40, 82}) {
+    auto xf = torch::rand({V});
+    if (at >= 0) {
+      xf[at] = 5.0F;
+      if (at + 5 < V) xf[at + 5] = 5.0078F;  // rounds to 5.0: a tie, later
+      if (at + 8 < V) xf[at + 8] = 4.999F;   // so does this one, in the same lane
+    } else {
+      xf[0] = std::numeric_limits<float>::quiet_NaN();
+    }
+    auto x16 = bf16(xf);
+    auto run = [&](auto* x, std::vector<uint16_t>& g, float* st, int64_t* am) {
+      std::vector<float> tmp(static_cast<size_t>(V));
+      vec::cross_entropy_row_fused_bf16(x, V, 0.01F, 0.5F, 3, 0.45F, g.data(), tmp.data(), st,
+                                        st + 1, st + 2, am);
+    };
+    std::vector<uint16_t> g1(V), g2(V);
+    float s1[3], s2[3];
+    int64_t am1 = -1, am2 = -1;
+    run(xf.data_ptr<float>(), g1, s1, &am1);
+    run(static_cast<const uint16_t*>(bits(x16)), g2, s2, &am2);
+    SCOPED_TRACE(at);
+    EXPECT_EQ(am1, at < 0 ? 0 : at);
+    EXPECT_EQ(am1, am2);
+    for (int i = 0; i < 3; ++i)  // the same bits, or NaN in both (a NaN's sign may differ)
+      EXPECT_TRUE(std::memcmp(&s1[i], &s2[i], sizeof s1[i]) == 0 ||
+                  (std::isnan(s1[i]) && std::isnan(s2[i])))
+          << i;
+    if (at >= 0) EXPECT_EQ(g1, g2);
+  }
+}
+
+// The dropout factors against their definition: element i of a call is kept where its half of
+// mix64(seed ^ (i / 2) C) (the low half for even i) is at least the threshold; any even start,
+// odd lengths, lengths past the kernel's blocks, and thresholds of none and all.
+TEST(VecKernels, DropoutFactorsFollowTheirDefinition) {
+  const uint64_t seed = 0x1234ABCDULL;
+  for (uint64_t threshold :
+       {uint64_t{0}, uint64_t{1} << 30, uint64_t{0xFFFFFFFF}, uint64_t{1} << 32})
+    for (int64_t start : {0, 2, 1000})
+      for (int64_t n : {1, 2, 7, 511, 512, 513, 1301}) {
+        std::vector<float> out(static_cast<size_t>(n), -1.0F);
+        vec::dropout_factors(seed, threshold, start, n, 1.25F, out.data());
+        int64_t bad = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t i = start + j;
+          const uint64_t r =
+              util::mix64(seed ^ static_cast<uint64_t>(i / 2) * 0xD1B54A32D192ED03ULL);
+          const uint64_t half = i % 2 == 0 ? r & 0xFFFFFFFFULL : r >> 32;
+          bad += out[j] != (half >= threshold ? 1.25F : 0.0F);
+        }
+        EXPECT_EQ(bad, 0) << "threshold " << threshold << " start " << start << " n " << n;
+      }
 }
 
 // The softmax row's two entry points: from bf16 scores, and from float32 ones rounded to bf16.
