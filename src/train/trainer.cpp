@@ -397,8 +397,9 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
         !util::bf16_gemm_native() && util::bf16_gemm_available())  // an AVX2 CPU: util/gemm.h
       notes.push_back({false,
                        "bf16 on a CPU without bf16 arithmetic (no AVX-512): its products run on "
-                       "oneDNN's float32 sgemm, widened; about train.precision=fp32's speed "
-                       "here (1.05x on the LM bench model) in 0.6x its memory"});
+                       "oneDNN's float32 sgemm, widened; a little faster than "
+                       "train.precision=fp32 here (1.07-1.15x on the LM bench model) in 0.55x "
+                       "its memory"});
     const tasks::Task& task_ref = *task;
     logger = std::make_unique<MetricsLogger>(
         run_dir,
