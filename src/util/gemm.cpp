@@ -218,9 +218,10 @@ void gemm_bf16_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const 
     return;
   }
   native_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, 0.0F, acc, N);
-  at::parallel_for(0, M, std::max<int64_t>(1, 16384 / N), [&](int64_t r0, int64_t r1) {
-    vec::float_to_bf16(acc + r0 * N, out + r0 * N, (r1 - r0) * N);
-  });
+  at::parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)),
+                   [&](int64_t r0, int64_t r1) {
+                     vec::float_to_bf16(acc + r0 * N, out + r0 * N, (r1 - r0) * N);
+                   });
 }
 
 void gemm_bf16_widened(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
