@@ -305,7 +305,9 @@ TEST(VecBf16, FusedCrossEntropyRowOfFloat32IsTheRoundedRow) {
       EXPECT_TRUE(std::memcmp(&s1[i], &s2[i], sizeof s1[i]) == 0 ||
                   (std::isnan(s1[i]) && std::isnan(s2[i])))
           << i;
-    if (at >= 0) EXPECT_EQ(g1, g2);
+    if (at >= 0) {
+      EXPECT_EQ(g1, g2);
+    }
   }
 }
 
