@@ -892,7 +892,9 @@ ROPELAB_PORTABLE_CLONES void mask_to_bf16(const float* g, const float* m, uint16
 
 // A softmax row's input as float32 (in16 above): bf16 as it is, float32 rounded to bf16 first.
 inline float in1(uint16_t x) { return load1(x); }
-inline float in1(float x) {  // load1(store1(x)) as selects, which GCC vectorises in any loop
+// load1(store1(x)) without the trip through 16 bits: written as that, GCC left the loss row's
+// first pass scalar again (3.5 against 1.5 ns an element for the row).
+inline float in1(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   const uint32_t r = (u + 0x7FFFU + ((u >> 16) & 1U)) & 0xFFFF0000U;
