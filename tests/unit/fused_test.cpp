@@ -605,7 +605,7 @@ TEST(Fused, GemmBf16MatchesMatmul) {
   if (!util::bf16_gemm_available()) GTEST_SKIP() << "this libtorch has no oneDNN bf16 gemm symbol";
   const int64_t N = 9, K = 21, pad = 3;
   auto bf16 = [](std::vector<int64_t> sizes) { return torch::randn(sizes).to(torch::kBFloat16); };
-  for (int64_t M : {13, 300, 2125})
+  for (int64_t M : {5, 13, 300, 2125})  // 5: A^T B wider than tall runs as its transpose
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         auto a = bf16(ta ? std::vector<int64_t>{K, M + pad} : std::vector<int64_t>{M, K + pad});
