@@ -95,18 +95,9 @@ void widen_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, flo
   for (int64_t r = 0; r < rows; ++r) vec::bf16_to_float(src + r * ld, dst + r * cols, cols);
 }
 
-// The transpose of a K x rows bf16 block (row stride ld) widened to rows x K float32 at dst: 16
-// of its rows at a time, so that each row of dst is written a cache line at a time (a column at a
-// time, K floats apart, the lines of dst fell in one set of the cache and evicted each other).
+// The transpose of a K x rows bf16 block (row stride ld) widened to rows x K float32 at dst.
 void widen_transposed(const uint16_t* src, int64_t K, int64_t rows, int64_t ld, float* dst) {
-  constexpr int64_t kStep = 16;
-  for (int64_t k0 = 0; k0 < K; k0 += kStep) {
-    const int64_t k1 = std::min(K, k0 + kStep);
-    for (int64_t r = 0; r < rows; ++r) {
-      auto* d = reinterpret_cast<uint32_t*>(dst + r * K);  // NOLINT: a float's bits
-      for (int64_t k = k0; k < k1; ++k) d[k] = static_cast<uint32_t>(src[k * ld + r]) << 16;
-    }
-  }
+  vec::bf16_to_float_transposed(src, K, rows, ld, dst);
 }
 
 // The same for an operand already in float32 (gemm_bf16_widened's B, when the product runs as

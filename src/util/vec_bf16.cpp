@@ -1296,6 +1296,65 @@ void layer_norm_backward_row_bf16(const float* x, int64_t D, const float* w, flo
   portable::layer_norm_backward_row_bf16(x, D, w, mean, rstd, g, dres, dx, dw, db);
 }
 
+namespace {
+
+// dst[r K + k] = float(src[k ld + r]) for k in [k0, k1), one element at a time.
+void widen_transposed_scalar(const uint16_t* src, int64_t K, int64_t rows, int64_t ld, float* dst,
+                             int64_t k0, int64_t k1) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = k0; k < k1; ++k) dst[r * K + k] = load1(src[k * ld + r]);
+}
+
+#if ROPELAB_HAVE_X86
+// Eight rows of eight bf16 widened, then the 8 x 8 float32 transpose in registers (unpacks
+// within 128-bit lanes, then across them), each of its rows stored to dst's row.
+__attribute__((target("avx2"))) void widen_transposed_tile(const uint16_t* src, int64_t ld,
+                                                           float* dst, int64_t K) {
+  __m256 v[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * ld));
+    v[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int j = 0; j < 2; ++j) {
+      u[i + 2 * j] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], 0x44);
+      u[i + 2 * j + 1] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], 0xEE);
+    }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * K, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * K, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+
+__attribute__((target("avx2"))) void widen_transposed_avx2(const uint16_t* src, int64_t K,
+                                                           int64_t rows, int64_t ld, float* dst) {
+  const int64_t K8 = K / 8 * 8, rows8 = rows / 8 * 8;
+  for (int64_t k0 = 0; k0 < K8; k0 += 8)
+    for (int64_t r0 = 0; r0 < rows8; r0 += 8)
+      widen_transposed_tile(src + k0 * ld + r0, ld, dst + r0 * K + k0, K);
+  widen_transposed_scalar(src + rows8, K, rows - rows8, ld, dst + rows8 * K, 0, K8);
+  widen_transposed_scalar(src, K, rows, ld, dst, K8, K);
+}
+#endif
+
+}  // namespace
+
+void bf16_to_float_transposed(const uint16_t* src, int64_t K, int64_t rows, int64_t ld,
+                              float* dst) {
+#if ROPELAB_HAVE_X86
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return widen_transposed_avx2(src, K, rows, ld, dst);
+#endif
+  constexpr int64_t kStep = 16;  // each row of dst written a cache line at a time
+  for (int64_t k0 = 0; k0 < K; k0 += kStep)
+    widen_transposed_scalar(src, K, rows, ld, dst, k0, std::min(K, k0 + kStep));
+}
+
 void rope_row_bf16(const uint16_t* x, const float* c, const float* s, uint16_t* y, int64_t W,
                    bool interleaved, bool backward) {
 #if ROPELAB_HAVE_X86

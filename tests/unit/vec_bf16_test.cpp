@@ -47,6 +47,25 @@ TEST(VecBf16, BiasAddRoundsOnceAsLibtorch) {
   }
 }
 
+// The transposed widening: every element's bits (NaN's payload and infinity too), over blocks
+// whose sides are and are not multiples of the 8 x 8 tiles, read from a wider array (ld).
+TEST(VecBf16, TransposedWideningIsTheTransposeOfEveryBit) {
+  for (int64_t K : {1, 7, 8, 19, 64})
+    for (int64_t rows : {1, 8, 13, 24}) {
+      const int64_t ld = rows + 5;
+      auto src = bf16(torch::randn({K, ld}));
+      src[K - 1][rows - 1] = NAN;
+      src[0][0] = -INFINITY;
+      auto dst = torch::full({rows, K}, 7.0F);
+      vec::bf16_to_float_transposed(bits(src), K, rows, ld, dst.data_ptr<float>());
+      auto want = src.narrow(1, 0, rows).t().to(torch::kFloat32).contiguous();
+      SCOPED_TRACE(::testing::Message() << "K " << K << " rows " << rows);
+      EXPECT_TRUE(
+          torch::equal(torch::from_blob(dst.data_ptr<float>(), {rows * K}, torch::kInt32),
+                       torch::from_blob(want.data_ptr<float>(), {rows * K}, torch::kInt32)));
+    }
+}
+
 // The bias added to a float32 gemm output: as a bf16 matmul's output (the product rounded to
 // bf16) then the bias add above, bit for bit, in both forms.
 TEST(VecBf16, BiasAddOnAFloatGemmOutputRoundsTheProductFirst) {
