@@ -150,11 +150,21 @@ struct FloatBias {
   }
 };
 
-// x [M, in] w^T on the tiles (on_tiles), w packed here; each block of rows' float32 sums go to
-// `epilogue` (util::amx::rows_product).
-void tile_rows(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
-               const util::amx::Epilogue& epilogue) {
+// Whether x [M, in] w^T [in, out] runs block by block of rows (block_rows): on the tiles, or
+// where the products are widened (any shape there).
+bool in_blocks(int64_t M, int64_t O, int64_t I) { return on_tiles(M, O, I) || widened_products(); }
+
+// x [M, in] w^T block by block of rows (in_blocks): on the tiles (on_tiles; w packed here,
+// util::amx::rows_product), else widened onto oneDNN's sgemm (util::gemm_bf16_blocks, the sums
+// of util::gemm_bf16); each block's float32 sums go to `epilogue` while they are in cache.
+void block_rows(const torch::Tensor& x_MI, const torch::Tensor& w_OI,
+                const util::RowsEpilogue& epilogue) {
   const int64_t M = x_MI.size(0), I = x_MI.size(1), O = w_OI.size(0);
+  if (!on_tiles(M, O, I)) {
+    util::gemm_bf16_blocks(true, M, O, I, util::bf16_bits(x_MI), I, util::bf16_bits(w_OI), I,
+                           epilogue);
+    return;
+  }
   std::vector<uint16_t> wp(static_cast<size_t>(I * O));  // w^T in pairs of rows
   util::amx::pack_columns(util::bf16_bits(w_OI), I, O, I, wp.data());
   util::amx::rows_product(M, O, I, util::bf16_bits(x_MI), I, wp.data(), 2 * O, epilogue);
@@ -171,8 +181,9 @@ void biased_rows(const float* c, const float* bias, uint16_t* y, int64_t rows, i
 
 // y [M, out] = x [M, in] w^T + b in bf16 under CPU autocast: the matmul in bf16, then the
 // float32 bias (none where it is empty) added with one rounding to bf16 (util/vec_bf16.h), then
-// rows_done (if any) on the rows. Where the CPU has AMX and the sizes fit, all of it on the
-// tiles, block by block of rows (tile_rows). libtorch's addmm would first copy the bias
+// rows_done (if any) on the rows. Where the CPU has AMX and the sizes fit, or where the products
+// are widened (AVX2), all of it block by block of rows (block_rows): the float32 result is never
+// stored whole. libtorch's addmm would first copy the bias
 // into every row of the output, a broadcast copy that took longer than the add (about 10 ms of
 // the LM bench's 360 ms bf16 step on 2 cores, BENCHMARKS.md). With a bias the matmul is oneDNN's
 // bf16 gemm with float32 output, and the bias pass reads that and writes the bf16 y (the product
@@ -187,10 +198,10 @@ torch::Tensor bias_forward_bf16(const torch::Tensor& x_MI, const torch::Tensor& 
   const FloatBias b(b_O);
   const float* bp = b.p;
   const bool contiguous = x_MI.is_contiguous() && w_OI.is_contiguous();
-  if (contiguous && on_tiles(M, O, I)) {  // each block of rows as it comes, while in cache
+  if (contiguous && M > 0 && in_blocks(M, O, I)) {  // each block of rows while in cache
     auto y_MO = torch::empty({M, O}, x_MI.options());
     uint16_t* y = util::bf16_bits(y_MO);
-    tile_rows(x_MI, w_OI, [&](int64_t r0, int64_t rows, const float* c) {
+    block_rows(x_MI, w_OI, [&](int64_t r0, int64_t rows, const float* c) {
       biased_rows(c, bp, y + r0 * O, rows, O);
       if (rows_done) rows_done(r0, r0 + rows, y);
     });
@@ -305,8 +316,8 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
   }
 };
 
-// act_dropout_after_linear's node: y = act_dropout(x W^T + b) for x [M, in] bf16, on the tiles,
-// each block of rows of h = x W^T + b (biased_rows) turned into y and
+// act_dropout_after_linear's node: y = act_dropout(x W^T + b) for x [M, in] bf16, on the tiles
+// or widened (block_rows), each block of rows of h = x W^T + b (biased_rows) turned into y and
 // d = act'(h) * mask (model/dropout.h's ActDropoutBlocks) while it is in cache: h is never
 // stored. Backward: dh = dy * d, then the dense layer's gradients of that.
 struct Bf16LinearActDropout : public torch::autograd::Function<Bf16LinearActDropout> {
@@ -320,7 +331,7 @@ struct Bf16LinearActDropout : public torch::autograd::Function<Bf16LinearActDrop
     const FloatBias b(b_O);
     auto y_MO = torch::empty({M, O}, x_MI.options()), d_MO = torch::empty({M, O}, x_MI.options());
     uint16_t *y = util::bf16_bits(y_MO), *d = util::bf16_bits(d_MO);
-    tile_rows(x_MI, w16_OI, [&](int64_t r0, int64_t rows, const float* c) {
+    block_rows(x_MI, w16_OI, [&](int64_t r0, int64_t rows, const float* c) {
       thread_local std::vector<uint16_t> h;  // the block's h
       thread_local std::vector<float> mask;
       const auto n = static_cast<size_t>(rows * O);
@@ -500,8 +511,8 @@ torch::Tensor linear_rotated(const torch::Tensor& x, const torch::Tensor& w, con
 torch::Tensor act_dropout_after_linear(const torch::nn::Linear& m, const torch::Tensor& x,
                                        config::Activation act, double p, bool training) {
   const auto &w = m->weight, &b = m->bias;
-  if (!bf16_path(x, w, b) || !fuses_act_dropout(x, p, training) ||
-      !on_tiles(x.numel() / x.size(-1), w.size(0), w.size(1)))
+  if (!bf16_path(x, w, b) || !fuses_act_dropout(x, p, training) || x.numel() == 0 ||
+      !in_blocks(x.numel() / x.size(-1), w.size(0), w.size(1)))
     return act_dropout(linear(m, x), act, p, training);
   auto sizes = x.sizes().vec();
   sizes.back() = w.size(0);

@@ -156,10 +156,10 @@ class OneThread {
 template <class TA>
 void rows_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const TA* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-               uint16_t* rounded = nullptr) {
+               const RowsEpilogue* epilogue = nullptr) {
   const int64_t kRows = M >= 2048 ? 512 : 128;
   at::parallel_for(0, (M + kRows - 1) / kRows, 1, [&](int64_t i0, int64_t i1) {
-    thread_local std::vector<float> a_store;  // this block's rows of op(A), widened
+    thread_local std::vector<float> a_store, c_store;  // this block's rows of op(A), widened
     float* a = scratch(a_store, std::min(kRows, M) * K);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t r0 = i * kRows, rows = std::min(kRows, M - r0);
@@ -167,11 +167,11 @@ void rows_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const TA* A, i
         widen_transposed(A + r0, K, rows, lda, a);
       else
         widen_rows(A + r0 * lda, rows, K, lda, a);
+      // Without C, the block's sums go to a scratch block of the thread's (rows N apart).
+      float* c = C != nullptr ? C + r0 * ldc : scratch(c_store, std::min(kRows, M) * N);
       const OneThread one;
-      sgemm_unrecorded(false, tb, rows, N, K, a, K, B, ldb, beta, C + r0 * ldc, ldc);
-      if (rounded != nullptr)  // the block's sums to bf16 while they are in cache
-        for (int64_t r = r0; r < r0 + rows; ++r)
-          vec::float_to_bf16(C + r * ldc, rounded + r * ldc, N);
+      sgemm_unrecorded(false, tb, rows, N, K, a, K, B, ldb, beta, c, C != nullptr ? ldc : N);
+      if (epilogue != nullptr) (*epilogue)(r0, rows, c);  // while the block is in cache
     }
   });
 }
@@ -216,7 +216,11 @@ void widened_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint1
   if (transposed_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, rounded)) return;
   thread_local std::vector<float> b;
   widen(B, tb ? N : K, tb ? K : N, ldb, b);
-  rows_gemm(ta, tb, M, N, K, A, lda, b.data(), tb ? K : N, beta, C, ldc, rounded);
+  const RowsEpilogue round = [&](int64_t r0, int64_t rows, const float* c) {  // C's rows
+    for (int64_t r = 0; r < rows; ++r) vec::float_to_bf16(c + r * ldc, rounded + (r0 + r) * ldc, N);
+  };
+  rows_gemm(ta, tb, M, N, K, A, lda, b.data(), tb ? K : N, beta, C, ldc,
+            rounded != nullptr ? &round : nullptr);
 }
 
 void native_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
@@ -263,6 +267,22 @@ void gemm_bf16_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const 
                    [&](int64_t r0, int64_t r1) {
                      vec::float_to_bf16(acc + r0 * N, out + r0 * N, (r1 - r0) * N);
                    });
+}
+
+void gemm_bf16_blocks(bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                      const uint16_t* B, int64_t ldb, const RowsEpilogue& epilogue) {
+  if (bf16_gemm_native() || !fast_sgemm_available())
+    throw std::logic_error("util::gemm_bf16_blocks: runs where the products are widened");
+  // A matmul to lab/step_split.h, with this thread's wait for the others; the epilogues inside
+  // are not (as util::amx::rows_product's).
+  RECORD_FUNCTION("ropelab::gemm", std::vector<c10::IValue>());
+  thread_local std::vector<float> b;
+  widen(B, tb ? N : K, tb ? K : N, ldb, b);
+  const RowsEpilogue recorded = [&](int64_t r0, int64_t rows, const float* c) {
+    RECORD_FUNCTION("ropelab::gemm_epilogue", std::vector<c10::IValue>());
+    epilogue(r0, rows, c);
+  };
+  rows_gemm(false, tb, M, N, K, A, lda, b.data(), tb ? K : N, 0.0F, nullptr, N, &recorded);
 }
 
 void gemm_bf16_widened(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,

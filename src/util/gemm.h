@@ -14,6 +14,7 @@
 // ROPELAB_FP32_GEMM=blas turns it off (libtorch's matmul, i.e. the BLAS, everywhere).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace ropelab::util {
@@ -61,6 +62,18 @@ void gemm_bf16_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const 
 // the same sums as gemm_bf16 on B's bf16 bits there. Throws when !fast_sgemm_available().
 void gemm_bf16_widened(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A,
                        int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// What a blocked product does with each block of rows of its float32 result, C [rows, N] (rows N
+// apart, the computing thread's scratch), once it is computed: rows r0 .. r0 + rows.
+using RowsEpilogue = std::function<void(int64_t r0, int64_t rows, const float* C)>;
+
+// op(A) op(B) for A [M, K] (untransposed) where the products are widened (!bf16_gemm_native()
+// and fast_sgemm_available(), else throws), in blocks of rows shared among the threads, each
+// block's sums handed to epilogue on the thread that computed them, while they are in cache; the
+// whole result is never stored (model/linear.cpp: the dense layers' bias, RoPE, GELU and dropout
+// on each block). The same sums, bit for bit, as gemm_bf16 with beta 0.
+void gemm_bf16_blocks(bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                      const uint16_t* B, int64_t ldb, const RowsEpilogue& epilogue);
 
 // n bf16 values to float32 (exact), shared among the threads.
 void widen_bf16(const uint16_t* src, int64_t n, float* dst);
