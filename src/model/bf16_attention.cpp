@@ -15,6 +15,7 @@
 #include "util/float_rows.h"
 #include "util/gemm.h"
 #include "util/vec_bf16.h"
+#include "util/vec_kernels.h"
 
 namespace ropelab::model {
 
@@ -85,11 +86,25 @@ std::vector<int64_t> key_ends(const BiasRows& mask, const Shape& sh) {
 // bf16 [kBlock, S], dk and dv's float32 sums [S, W] and [S, H], and S floats for the row
 // kernels. On the tiles (use_tiles) also the operands in their layouts (util/amx.h): two of a
 // head's k or v [S, max(W, H)] (b1, b2), a block's P or dS transposed [S, kBlock] (at), and a
-// block's dO or q rows in pairs [kBlock, max(W, H)] (bp).
+// block's dO or q rows in pairs [kBlock, max(W, H)] (bp). Where the products are widened
+// (widened_heads), a head's k [S, W] and v [S, H] in float32 (kf, vf).
 struct Scratch {
-  float *out, *dk, *dv, *tmp;
+  float *out, *dk, *dv, *tmp, *kf, *vf;
   uint16_t *ds, *b1, *b2, *at, *bp;
 };
+
+// Whether the products run on oneDNN's sgemm, widened (no bf16 gemm for this CPU: AVX2): then k
+// and v are widened once a head (widen_head), not once for each block of query rows that reads
+// them: a head of 256 keys was widened for 4 blocks, 640 rows of k and of v instead of 256, and
+// the widening took a third of the time of the blocks' products (2 cores of a Zen 3 EPYC).
+bool widened_heads(bool tiles) {
+  return !tiles && !util::bf16_gemm_native() && util::fast_sgemm_available();
+}
+
+// Head h's S rows of t (rows t.ld apart, `width` wide) to float32 at dst, rows `width` apart.
+void widen_head(const HeadRows& t, int64_t h, int64_t S, int64_t width, float* dst) {
+  for (int64_t s = 0; s < S; ++s) vec::bf16_to_float(t.head(h) + s * t.ld, dst + s * width, width);
+}
 
 // Whether the products run on util::amx's tiles: the CPU has them, the products go to libtorch's
 // mm rather than oneDNN's gemm (util::bf16_products_on_mm), and every block's sizes are multiples
@@ -106,7 +121,9 @@ bool use_tiles(const Shape& sh, const std::vector<int64_t>& ends) {
 // Runs f(h, scratch) for every flat head h, split among the threads.
 template <class F>
 void for_each_head(const Shape& sh, bool tiles, const F& f) {
-  const int64_t floats = kBlock * sh.wide() + sh.S * (sh.W + sh.H + 1), wide = std::max(sh.W, sh.H),
+  const int64_t floats = kBlock * sh.wide() + sh.S * (sh.W + sh.H + 1) +
+                         (widened_heads(tiles) ? sh.S * (sh.W + sh.H) : 0),
+                wide = std::max(sh.W, sh.H),
                 halves = kBlock * sh.S +
                          (tiles ? 2 * (sh.S + 1) * wide + sh.S * kBlock + kBlock * wide : 0);
   at::parallel_for(0, sh.B * sh.N, 1, [&](int64_t h0, int64_t h1) {
@@ -121,6 +138,8 @@ void for_each_head(const Shape& sh, bool tiles, const F& f) {
     s.dk = s.out + kBlock * sh.wide();
     s.dv = s.dk + sh.S * sh.W;
     s.tmp = s.dv + sh.S * sh.H;
+    s.kf = s.tmp + sh.S;
+    s.vf = s.kf + sh.S * sh.W;
     s.ds = hb.data();
     s.b1 = s.ds + kBlock * sh.S;
     s.b2 = s.b1 + (sh.S + 1) * wide;  // S + 1: an odd S's last pair of rows padded
@@ -151,16 +170,24 @@ void scores_gradient(const Shape& sh, const Block& b, const Scratch& x) {
 }
 
 // A block's backward on oneDNN's gemm: dq's rows into x.out [rows, W], dk and dv added to x.dk
-// and x.dv.
+// and x.dv; `widened`: with the head's k and v widened in x.kf and x.vf.
 void gemm_block_backward(const Shape& sh, const Block& b, const HeadRows& kr, const HeadRows& vr,
-                         int64_t h, const Scratch& x) {
-  util::gemm_bf16(false, true, b.rows, b.se, sh.H, b.g, b.g_ld, vr.head(h), vr.ld, 0.0F, x.out,
-                  b.se);  // dP = dO v^T
+                         int64_t h, const Scratch& x, bool widened) {
+  if (widened)
+    util::gemm_bf16_widened(false, true, b.rows, b.se, sh.H, b.g, b.g_ld, x.vf, sh.H, 0.0F, x.out,
+                            b.se);  // dP = dO v^T
+  else
+    util::gemm_bf16(false, true, b.rows, b.se, sh.H, b.g, b.g_ld, vr.head(h), vr.ld, 0.0F, x.out,
+                    b.se);
   scores_gradient(sh, b, x);
   util::gemm_bf16(true, false, b.se, sh.H, b.rows, b.p, sh.S, b.g, b.g_ld, 1.0F, x.dv,
                   sh.H);  // dv += P^T dO
-  util::gemm_bf16(false, false, b.rows, sh.W, b.se, x.ds, b.se, kr.head(h), kr.ld, 0.0F, x.out,
-                  sh.W);  // dq = dS k
+  if (widened)
+    util::gemm_bf16_widened(false, false, b.rows, sh.W, b.se, x.ds, b.se, x.kf, sh.W, 0.0F, x.out,
+                            sh.W);  // dq = dS k
+  else
+    util::gemm_bf16(false, false, b.rows, sh.W, b.se, x.ds, b.se, kr.head(h), kr.ld, 0.0F, x.out,
+                    sh.W);
   util::gemm_bf16(true, false, b.se, sh.W, b.rows, x.ds, b.se, b.q, b.q_ld, 1.0F, x.dk,
                   sh.W);  // dk += dS^T q
 }
@@ -240,12 +267,15 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     const std::vector<float> zeros(static_cast<size_t>(sh.S), 0.0F);
     const HeadRows qr(q), kr(k), vr(v), orows(out);
     uint16_t* p_all = util::bf16_bits(probs);
-    const bool tiles = use_tiles(sh, ends);
+    const bool tiles = use_tiles(sh, ends), widened = widened_heads(tiles);
     for_each_head(sh, tiles, [&](int64_t h, const Scratch& x) {
       const int64_t b = h / sh.N, n = h % sh.N;
       if (tiles) {  // k^T and v in pairs of rows (util/amx.h)
         util::amx::pack_columns(kr.head(h), kr.ld, sh.S, sh.W, x.b1);
         util::amx::pack_rows(vr.head(h), vr.ld, sh.S, sh.H, x.b2);
+      } else if (widened) {
+        widen_head(kr, h, sh.S, sh.W, x.kf);
+        widen_head(vr, h, sh.S, sh.H, x.vf);
       }
       for (int64_t t0 = 0; t0 < sh.T; t0 += kBlock) {
         const int64_t rows = std::min(kBlock, sh.T - t0), se = ends[t0 / kBlock];
@@ -254,6 +284,9 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
         // S = q k^T (scaled by the rows), in float32
         if (tiles)
           util::amx::product(rows, se, sh.W, qh, qr.ld, x.b1, 2 * sh.S, x.out, se, false);
+        else if (widened)
+          util::gemm_bf16_widened(false, true, rows, se, sh.W, qh, qr.ld, x.kf, sh.W, 0.0F, x.out,
+                                  se);
         else
           util::gemm_bf16(false, true, rows, se, sh.W, qh, qr.ld, kr.head(h), kr.ld, 0.0F, x.out,
                           se);
@@ -267,6 +300,9 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
         // O = P v
         if (tiles)
           util::amx::product(rows, sh.H, se, p, sh.S, x.b2, 2 * sh.H, x.out, sh.H, false);
+        else if (widened)
+          util::gemm_bf16_widened(false, false, rows, sh.H, se, p, sh.S, x.vf, sh.H, 0.0F, x.out,
+                                  sh.H);
         else
           util::gemm_bf16(false, false, rows, sh.H, se, p, sh.S, vr.head(h), vr.ld, 0.0F, x.out,
                           sh.H);
@@ -292,12 +328,15 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
     const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     const auto ends = ctx->saved_data["ends"].toIntVector();
     const HeadRows qr(q), kr(k), vr(v), gr(go), dqr(dq), dkr(dk), dvr(dv);
-    const bool tiles = use_tiles(sh, ends);
+    const bool tiles = use_tiles(sh, ends), widened = widened_heads(tiles);
     for_each_head(sh, tiles, [&](int64_t h, const Scratch& x) {
       std::fill(x.dk, x.dk + sh.S * (sh.W + sh.H), 0.0F);  // dk's and dv's sums over the blocks
       if (tiles) {  // v^T and k in pairs of rows (util/amx.h)
         util::amx::pack_columns(vr.head(h), vr.ld, sh.S, sh.H, x.b1);
         util::amx::pack_rows(kr.head(h), kr.ld, sh.S, sh.W, x.b2);
+      } else if (widened) {
+        widen_head(kr, h, sh.S, sh.W, x.kf);
+        widen_head(vr, h, sh.S, sh.H, x.vf);
       }
       for (int64_t t0 = 0; t0 < sh.T; t0 += kBlock) {
         const int64_t rows = std::min(kBlock, sh.T - t0), se = ends[t0 / kBlock];
@@ -307,7 +346,7 @@ struct Bf16Attention : public torch::autograd::Function<Bf16Attention> {
         if (tiles)
           tile_block_backward(sh, blk, x);
         else
-          gemm_block_backward(sh, blk, kr, vr, h, x);
+          gemm_block_backward(sh, blk, kr, vr, h, x, widened);
         store_rows(x.out, sh.W, dqr.head(h) + t0 * dqr.ld, dqr.ld, rows, sh.W);
       }
       store_rows(x.dk, sh.W, dkr.head(h), dkr.ld, sh.S, sh.W);
