@@ -152,14 +152,17 @@ class OneThread {
 // K = 4096, 1.2-2x slower on a transposed A; the LM step took 0.95x the time untransposed). The
 // blocks follow from the shape alone, so each element's sum is one call's on a block of the same
 // shape whatever the thread count: the same bits on 1 and 2 threads (oneDNN's threaded sgemm may
-// split K among its threads, and so sum in another order).
+// split K among its threads, and so sum in another order). A may also be float32 (copied, not
+// widened). Each block's rows of C then go to `epilogue` (if any) on the thread that computed
+// them; with no C (null) they are computed into a block of the thread's scratch (rows N apart)
+// and exist only for the epilogue.
 template <class TA>
 void rows_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const TA* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                const RowsEpilogue* epilogue = nullptr) {
   const int64_t kRows = M >= 2048 ? 512 : 128;
   at::parallel_for(0, (M + kRows - 1) / kRows, 1, [&](int64_t i0, int64_t i1) {
-    thread_local std::vector<float> a_store, c_store;  // this block's rows of op(A), widened
+    thread_local std::vector<float> a_store, c_store;  // the block's op(A) widened; its sums
     float* a = scratch(a_store, std::min(kRows, M) * K);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t r0 = i * kRows, rows = std::min(kRows, M - r0);
@@ -167,7 +170,6 @@ void rows_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const TA* A, i
         widen_transposed(A + r0, K, rows, lda, a);
       else
         widen_rows(A + r0 * lda, rows, K, lda, a);
-      // Without C, the block's sums go to a scratch block of the thread's (rows N apart).
       float* c = C != nullptr ? C + r0 * ldc : scratch(c_store, std::min(kRows, M) * N);
       const OneThread one;
       sgemm_unrecorded(false, tb, rows, N, K, a, K, B, ldb, beta, c, C != nullptr ? ldc : N);
