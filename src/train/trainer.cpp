@@ -400,6 +400,13 @@ TrainResult train(const config::Config& config, const TrainOptions& o) {
                        "oneDNN's float32 sgemm, widened; a little faster than "
                        "train.precision=fp32 here (1.15x on the LM bench model) in about half its "
                        "memory"});
+    if (c.train.precision == config::Precision::kBf16 && dev.is_cpu() && util::bf16_products_slow())
+      notes.push_back({true,
+                       "bf16 on a CPU without AVX-512 and without oneDNN's sgemm in this process "
+                       "(ROPELAB_FP32_GEMM=blas, or a libtorch that hides oneDNN's symbols): the "
+                       "matmuls run on libtorch's own bf16 mm, which has no fast kernel here "
+                       "(libtorch 1.13: 27x slower than float32 on the LM bench model); consider "
+                       "train.precision=fp32"});
     const tasks::Task& task_ref = *task;
     logger = std::make_unique<MetricsLogger>(
         run_dir,

@@ -320,14 +320,20 @@ bool bf16_nodes_pay() {
   return yes;
 }
 
+bool bf16_products_slow() {
+  return !bf16_gemm_available() && !vec::bf16_simd() && !platform::cpu_has_amx_bf16();
+}
+
 std::string bf16_products_name() {
   const bool on_mm = bf16_products_on_mm();  // (warns once of a bad ROPELAB_BF16_PRODUCTS)
   // Without a bf16 gemm in oneDNN, model::bf16_matmul widens libtorch's mm's share too.
   if (!bf16_gemm_native() && bf16_gemm_available())
     return "oneDNN's sgemm on bf16 widened to float32";
   if (!on_mm) return "oneDNN's gemm";
-  return amx::available() ? "libtorch's bf16 mm, the attention and the dense layers on AMX tiles"
-                          : "libtorch's bf16 mm";
+  if (amx::available())
+    return "libtorch's bf16 mm, the attention and the dense layers on AMX tiles";
+  return bf16_products_slow() ? "libtorch's bf16 mm, with no fast kernel for this CPU"
+                              : "libtorch's bf16 mm";
 }
 
 std::string fp32_gemm_name() { return fast_sgemm_available() ? "oneDNN sgemm" : "BLAS (libtorch)"; }

@@ -103,9 +103,17 @@ bool bf16_products_on_mm();
 // Elsewhere (no AVX-512 but a libtorch with bf16 kernels of its own) libtorch's ops stay.
 bool bf16_nodes_pay();
 
+// Whether bf16 products fall to libtorch's own bf16 mm on a CPU where it has no fast kernel: no
+// AVX-512 (vec::bf16_simd), and neither oneDNN's bf16 gemm nor its sgemm reachable to widen onto
+// (ROPELAB_FP32_GEMM=blas, or a libtorch that hides oneDNN's symbols). There libtorch 1.13's bf16
+// mm runs its own loops: the LM bench step took 51 s in bf16 against 1.9 s in float32 on the same
+// BLAS (2 cores of a Zen 3 EPYC, docs/platform-notes.md). The trainer warns of it.
+bool bf16_products_slow();
+
 // "libtorch's bf16 mm" (with ", the attention and the dense layers on AMX tiles" where
 // util::amx::available()) or "oneDNN's gemm": what bf16_products_on_mm() chose; or, where
 // oneDNN has no bf16 gemm for this CPU, "oneDNN's sgemm on bf16 widened to float32" for both.
+// Where bf16_products_slow(), "libtorch's bf16 mm, with no fast kernel for this CPU".
 std::string bf16_products_name();
 
 // "oneDNN sgemm" or "BLAS (libtorch)": what float32 matmuls of the model's dense layers run on.

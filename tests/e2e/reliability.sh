@@ -195,4 +195,16 @@ done
 (( kills >= 3 )) || fail "only $kills kills landed"
 expect_exit 0 launch run.name=kill2 "${two[@]}"
 same_run runs/ref2 runs/kill2
+# ---- bf16 where its products have no fast kernel (no AVX-512, and no oneDNN sgemm to widen onto
+# under ROPELAB_FP32_GEMM=blas): the run warns, in the log too, and names the way out.
+slow_note="consider train.precision=fp32"
+if ROPELAB_FP32_GEMM=blas "$ROPELAB" info | grep -qF "with no fast kernel for this CPU"; then
+  expect_exit 0 env ROPELAB_FP32_GEMM=blas "$ROPELAB" train lm.yaml run.name=bf16slow \
+    train.max_steps=2 train.eval_every=0 train.precision=bf16
+  expect_in "$slow_note"
+  grep -qF "$slow_note" runs/bf16slow/train.log || fail "train.log lacks the bf16 warning"
+fi
+expect_exit 0 "$ROPELAB" train lm.yaml run.name=bf16 train.max_steps=2 train.eval_every=0 \
+  train.precision=bf16
+expect_not_in "$slow_note"
 echo "reliability: OK"

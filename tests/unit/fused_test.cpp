@@ -1378,6 +1378,16 @@ TEST(Platform, InfoNamesTheBf16ProductsPath) {
   EXPECT_NE(odd.out.find("ROPELAB_BF16_PRODUCTS=fast: expected mm or gemm"), std::string::npos)
       << odd.out;
   EXPECT_NE(odd.out.find(machines), std::string::npos) << odd.out;
+  // Without oneDNN's sgemm (ROPELAB_FP32_GEMM=blas) a CPU with neither AVX-512 nor oneDNN's bf16
+  // gemm has only libtorch's own bf16 mm, and info says that it is slow there.
+  auto blas = test::run("ROPELAB_FP32_GEMM=blas " + test::ropelab_bin() + " info");
+  ASSERT_EQ(blas.code, 0) << blas.out;
+  const bool slow = !util::bf16_gemm_native() && !vec::bf16_simd() && !amx;
+  EXPECT_EQ(blas.out.find("bf16_products: libtorch's bf16 mm, with no fast kernel for this CPU") !=
+                std::string::npos,
+            slow)
+      << blas.out;
+  EXPECT_EQ(r.out.find("no fast kernel") != std::string::npos, util::bf16_products_slow()) << r.out;
 }
 
 // `ropelab` starts with OpenMP's workers told to sleep when idle (they would otherwise spin on
