@@ -204,7 +204,9 @@ if ROPELAB_FP32_GEMM=blas "$ROPELAB" info | grep -qF "with no fast kernel for th
   expect_in "$slow_note"
   grep -qF "$slow_note" runs/bf16slow/train.log || fail "train.log lacks the bf16 warning"
 fi
-expect_exit 0 "$ROPELAB" train lm.yaml run.name=bf16 train.max_steps=2 train.eval_every=0 \
-  train.precision=bf16
-expect_not_in "$slow_note"
+if ! "$ROPELAB" info | grep -qF "with no fast kernel for this CPU"; then
+  expect_exit 0 "$ROPELAB" train lm.yaml run.name=bf16 train.max_steps=2 train.eval_every=0 \
+    train.precision=bf16
+  expect_not_in "$slow_note"
+fi
 echo "reliability: OK"
