@@ -577,8 +577,8 @@ void Session::train_table(Best& best) {
   md_ += fmt::format(
              "## Training\n\nBest of {} interleaved rounds. Model FLOP/s by PaLM's accounting; "
              "MFU against the matmul peak of the same dtype measured above. Matmul share: "
-             "the self time of matrix products in one profiled step, against the step's "
-             "unprofiled time; rest: the step's other work, in ms; matmul efficiency: the "
+             "the self time of matrix products in a profiled step (the median of 3), against "
+             "that step's time; rest: the step's other work, in ms; matmul efficiency: the "
              "matmuls' model FLOP/s in that time against the peak, the MFU of a step with no "
              "other work (MFU = efficiency x share; the CPU only).\n\n",
              o_.rounds) +

@@ -77,10 +77,19 @@ for L in ("32", "64"):
         r = s["layouts"][L][k]
         assert r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["window"] == w, r
 assert not any("error" in p for p in j["points"]), [p for p in j["points"] if "error" in p]
-# the training points' profiled step: its largest ops by self time, ropelab's kernels by name
+# the training points' profiled step (the median share of 3): its own times and matmul share,
+# which carries to the unprofiled step's matmul_s; its largest ops by self time, ropelab's
+# kernels by name
+for p in j["points"]:
+    if "profiled_step_s" in p:
+        assert 0 < p["profiled_matmul_s"] < p["profiled_step_s"], p
+        assert abs(p["matmul_share"] - p["profiled_matmul_s"] / p["profiled_step_s"]) < 1e-9, p
+        assert abs(p["matmul_s"] - p["matmul_share"] * p["step_s"]) < 1e-9, p
 tops = [dict(p["top_ops_ms"]) for p in j["points"] if p.get("top_ops_ms")]
 assert tops and all(ms >= 0 for t in tops for ms in t.values()), tops[:1]
-assert any("ropelab::masked_softmax" in t or "ropelab::cross_entropy" in t for t in tops), tops[:1]
+fused = ("ropelab::masked_softmax", "ropelab::cross_entropy", "ropelab::linear_cross_entropy",
+         "ropelab::bf16_attention")
+assert any(k in t for k in fused for t in tops), tops
 # Every point ran in its own process and kept its log: the matmul; per model, ropelab's fp32
 # and bf16, PyTorch's fp32 (PASSIVE) and bf16 (PASSIVE and libgomp's default spin); one per
 # position family; 4 attention points; 2 long lengths x 3 families (no SDPA peer: this PyTorch's is
