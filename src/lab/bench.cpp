@@ -204,6 +204,7 @@ json step_split(train::Trainer& trainer, double step_s) {
     double share, step_s, matmul_s, unrecorded_s;
   };
   std::vector<Profiled> runs;
+  runs.reserve(kSplitSteps);
   std::map<std::string, double> self_s;  // summed over the steps
   for (int k = 0; k < kSplitSteps; ++k) {
     signals::throw_if_stopped("bench", "");
@@ -219,6 +220,7 @@ json step_split(train::Trainer& trainer, double step_s) {
             [](const Profiled& a, const Profiled& b) { return a.share < b.share; });
   const Profiled& median = runs[runs.size() / 2];
   std::vector<std::pair<double, std::string>> ops;
+  ops.reserve(self_s.size());
   for (const auto& [name, s] : self_s) ops.emplace_back(s / kSplitSteps, name);
   std::sort(ops.rbegin(), ops.rend());
   ops.resize(std::min<size_t>(ops.size(), 15));
@@ -226,12 +228,9 @@ json step_split(train::Trainer& trainer, double step_s) {
   for (const auto& [s, name] : ops) top_ops.push_back({name, 1e3 * s});
   // Timing each op costs about a microsecond: on a tiny model that is much of the step, which the
   // share (of the profiled step) carries over to the unprofiled one.
-  return {{"matmul_s", median.share * step_s},
-          {"matmul_share", median.share},
-          {"profiled_step_s", median.step_s},
-          {"profiled_matmul_s", median.matmul_s},
-          {"unrecorded_s", median.unrecorded_s},
-          {"top_ops_ms", top_ops}};
+  return {{"matmul_s", median.share * step_s},   {"matmul_share", median.share},
+          {"profiled_step_s", median.step_s},    {"profiled_matmul_s", median.matmul_s},
+          {"unrecorded_s", median.unrecorded_s}, {"top_ops_ms", top_ops}};
 }
 
 // Training tokens/s of the trainer's own step (train::Trainer::train_step: micro-batches,
