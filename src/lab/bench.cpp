@@ -271,7 +271,7 @@ json train_point(const config::Config& c, int steps) {
   }
   profile.reset();
   double step_s = timed / steps;
-  json split = dev.is_cuda() ? json::object() : step_split(trainer, step_s);
+  json split = dev.is_cuda() ? json{{"matmul_s", std::nan("")}} : step_split(trainer, step_s);
   // Every rank's peak (one rank: this process's); the figure is the largest.
   std::vector<double> peaks(static_cast<size_t>(world.size()), 0.0), added = peaks;
   peaks[static_cast<size_t>(world.rank())] = proc_status_mb("VmHWM");
@@ -284,7 +284,6 @@ json train_point(const config::Config& c, int steps) {
   json r{{"tokens_per_s", tokens_per_s},
          {"step_s", step_s},
          {"flops_per_step", train_step_flops(c, B, T)},
-         {"matmul_s", split.value("matmul_s", std::nan(""))},
          {"params", params},
          {"loss", loss},
          {"peak_rss_mb", *std::max_element(peaks.begin(), peaks.end())},
