@@ -63,6 +63,31 @@ double proc_status_mb(const std::string& key) {
   return 0.0;
 }
 
+// The machine's CPU time so far from /proc/stat's first line, in ticks: the hypervisor's steal
+// (time a virtual CPU was ready but the host ran something else) and all of it. Zeros where
+// there is no /proc/stat.
+struct CpuTicks {
+  double steal = 0, all = 0;
+};
+CpuTicks cpu_ticks() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  CpuTicks t;
+  if (!(f >> cpu) || cpu != "cpu") return t;
+  double x = 0;  // user nice system idle iowait irq softirq steal (guest: inside user)
+  for (int i = 0; i < 8 && f >> x; ++i) {
+    t.all += x;
+    if (i == 7) t.steal = x;
+  }
+  return t;
+}
+
+// The steal's share of the machine's CPU time since `t0` (NaN where none was counted).
+double steal_share_since(const CpuTicks& t0) {
+  const CpuTicks t1 = cpu_ticks();
+  return t1.all > t0.all ? (t1.steal - t0.steal) / (t1.all - t0.all) : std::nan("");
+}
+
 // Random token ids of the bench shape for the config's task (ids 4.. leave the specials out).
 data::Batch synthetic_batch(const config::Config& c, int64_t vocab, int64_t B, int64_t T) {
   torch::manual_seed(1);
@@ -261,14 +286,17 @@ json train_point(const config::Config& c, int steps) {
   // ROPELAB_PROFILE=FILE: a chrome trace of the timed steps, for finding where a step's time goes.
   std::unique_ptr<StepProfile> profile;
   const char* profile_file = std::getenv("ROPELAB_PROFILE");
+  CpuTicks ticks;
   for (int s = 0; s <= steps; ++s) {  // step 0 warms up (allocations, oneDNN primitives)
     signals::throw_if_stopped("bench", "");
     if (s == 1 && profile_file != nullptr)
       profile = std::make_unique<StepProfile>(profile_file, dev.is_cuda());
+    if (s == 1) ticks = cpu_ticks();
     auto t = clock::now();
     loss = trainer.train_step().loss;  // reads the loss back: waits for an asynchronous device
     if (s > 0) timed += seconds_since(t);
   }
+  const double steal = steal_share_since(ticks);
   profile.reset();
   double step_s = timed / steps;
   json split = dev.is_cuda() ? json{{"matmul_s", std::nan("")}} : step_split(trainer, step_s);
@@ -288,6 +316,7 @@ json train_point(const config::Config& c, int steps) {
          {"loss", loss},
          {"peak_rss_mb", *std::max_element(peaks.begin(), peaks.end())},
          {"peak_train_mb", *std::max_element(added.begin(), added.end())},
+         {"steal_share", steal},
          {"device", dev.str()}};
   if (world.size() > 1) {
     r["ranks"] = world.size();

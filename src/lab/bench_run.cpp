@@ -510,9 +510,11 @@ std::vector<std::string> Session::train_row(Best& best, BenchModel m, config::Pr
                                fmt_num(100 * mfu, "{:.0f}%"),
                                fmt_num(100 * matmul_s / step_s, "{:.0f}%"),
                                fmt_num(1e3 * (step_s - matmul_s), "{:.0f}"),
-                               fmt_num(100 * mfu * step_s / matmul_s, "{:.0f}%")};
+                               fmt_num(100 * mfu * step_s / matmul_s, "{:.0f}%"),
+                               fmt_num(100 * num(a, "steal_share"), "{:.1f}%")};
   json& sum = summary_["train"][name][prec];
   sum = {{"tokens_per_s", tps}, {"gflops", gflops}, {"mfu", mfu}};
+  if (!std::isnan(num(a, "steal_share"))) sum["steal_share"] = num(a, "steal_share");
   if (!std::isnan(matmul_s)) {
     sum["matmul_share"] = matmul_s / step_s;
     sum["non_matmul_ms"] = 1e3 * (step_s - matmul_s);
@@ -564,7 +566,7 @@ std::vector<std::string> Session::train_row(Best& best, BenchModel m, config::Pr
 
 void Session::train_table(Best& best) {
   Table t{{"config", "precision", "ropelab tokens/s", "model GFLOP/s", "MFU", "matmul share",
-           "rest ms/step", "matmul efficiency"},
+           "rest ms/step", "matmul efficiency", "steal"},
           {}};
   if (gpu_) t.head[2] = "ropelab tokens/s (step, peak GPU memory)";
   for (const auto& peer : peers_) t.head.push_back(peer.label);
@@ -580,7 +582,9 @@ void Session::train_table(Best& best) {
              "the self time of matrix products in a profiled step (the median of 3), against "
              "that step's time; rest: the step's other work, in ms; matmul efficiency: the "
              "matmuls' model FLOP/s in that time against the peak, the MFU of a step with no "
-             "other work (MFU = efficiency x share; the CPU only).\n\n",
+             "other work (MFU = efficiency x share; the CPU only); steal: the share of the "
+             "machine's CPU time that its hypervisor gave to other guests during the timed "
+             "steps (/proc/stat; 0 on bare metal): a figure taken under steal is low.\n\n",
              o_.rounds) +
          t.md() + "\n";
   // What each side ran on (the first figure of each): the comparison is like for like only if

@@ -17,7 +17,7 @@ for h in "## Machine" "## Training" "## Position modules" "## Attention kernels"
          "## Long context" "| T5 tokens/s |" "sliding window 16" "2 ranks a sequence" \
          "## Layouts" \
          "| window 8 tokens/s |" \
-         "## Goals" "ropelab / best" "| matmul share | rest ms/step | matmul efficiency |" \
+         "## Goals" "ropelab / best" "| matmul share | rest ms/step | matmul efficiency | steal |" \
          "The yardstick of MFU in each dtype is the faster of its two rows" \
          "best PyTorch" "the best PyTorch (lm, fp32)" "| xpos |" \
          "- ropelab: BLAS core" "OpenMP wait" "written: b/bench.md"; do
@@ -44,6 +44,9 @@ for m in ("lm", "mlm", "translation"):
         # MFU = the matmuls' efficiency x their share of the step
         assert r["matmul_efficiency"] > r["mfu"], (m, p, r)
         assert abs(r["matmul_efficiency"] * r["matmul_share"] - r["mfu"]) < 1e-9, (m, p, r)
+        # the hypervisor's share of the machine's CPU time in the timed steps (/proc/stat; none
+        # where the steps took less than a tick)
+        assert 0 <= r.get("steal_share", 0) <= 1, (m, p, r)
 assert s["machine"]["bf16_matmul_kernel"] != "" and isinstance(s["machine"]["amx"], bool), s["machine"]
 # MFU's yardstick in each dtype: the faster of libtorch's matmul and the dense layers' gemm (in
 # bf16 also float32's where the bf16 products are widened to float32: no oneDNN bf16 gemm)
@@ -85,6 +88,7 @@ for p in j["points"]:
         assert 0 < p["profiled_matmul_s"] < p["profiled_step_s"], p
         assert abs(p["matmul_share"] - p["profiled_matmul_s"] / p["profiled_step_s"]) < 1e-9, p
         assert abs(p["matmul_s"] - p["matmul_share"] * p["step_s"]) < 1e-9, p
+        assert "steal_share" in p and (p["steal_share"] is None or 0 <= p["steal_share"] <= 1), p
 tops = [dict(p["top_ops_ms"]) for p in j["points"] if p.get("top_ops_ms")]
 assert tops and all(ms >= 0 for t in tops for ms in t.values()), tops[:1]
 fused = ("ropelab::masked_softmax", "ropelab::cross_entropy", "ropelab::linear_cross_entropy",
